@@ -1,0 +1,158 @@
+//! The intrusive Treiber stack over packet headers, written once and used for both the free-list
+//! and the ready-stack.
+//!
+//! The stack's top is one tagged-pointer word of the buffer prefix; each packet's `next` word links
+//! it to the one below. Producers `pop` (free-list) and `push` (both stacks); the host only ever
+//! `take_all`s the ready-stack, a single swap, so it never races a pop.
+//!
+//! Ordering story (each Release names its Acquire partner):
+//! - `push` publishes the packet with a Release CAS on `top`. Everything its owner wrote before
+//!   (the packet's `next`, header fields, payload slots) becomes visible to the thread that later
+//!   reads that `top` value with Acquire: a `pop` (free-list) or `take_all` (ready-stack). Later
+//!   pushes are read-modify-writes of the same word, so they continue the release sequence and one
+//!   `take_all` acquires every packet of the chain it takes.
+//! - `pop`'s Acquire load and Acquire CAS pair with the Release CAS of the `push` that put the
+//!   packet there, so the popper sees `next` and, after success, owns the packet only after the
+//!   previous owner's last reads of it.
+
+use crate::layout::PacketHeader;
+use crate::sync::{spin_hint, AtomicU64, Ordering};
+use crate::tagged::{Geometry, TaggedPtr};
+use core::fmt;
+
+/// What can go wrong on a stack whose memory the other side can scribble on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackError {
+    /// A tagged pointer named a packet index that does not exist.
+    IndexOutOfRange {
+        /// The index found.
+        index: u64,
+    },
+    /// A chain was longer than the buffer's packet count: it loops.
+    ChainTooLong {
+        /// The packet count, which bounded the walk.
+        limit: u32,
+    },
+}
+
+impl fmt::Display for StackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::IndexOutOfRange { index } => {
+                write!(f, "tagged pointer names packet {index}, which does not exist")
+            }
+            Self::ChainTooLong { limit } => {
+                write!(f, "packet chain longer than the {limit} packets of the buffer (a cycle)")
+            }
+        }
+    }
+}
+
+/// A view of one stack: its top word, the headers it links, and the viewer's private geometry.
+#[derive(Clone, Copy)]
+pub struct TaggedStack<'a> {
+    top: &'a AtomicU64,
+    headers: &'a [PacketHeader],
+    geometry: Geometry,
+}
+
+impl<'a> TaggedStack<'a> {
+    /// A stack whose top is `top`, linking `headers`. `headers.len()` must equal
+    /// `geometry.num_packets()` (the buffer view guarantees it).
+    pub fn new(top: &'a AtomicU64, headers: &'a [PacketHeader], geometry: Geometry) -> Self {
+        debug_assert_eq!(headers.len(), geometry.num_packets() as usize);
+        Self { top, headers, geometry }
+    }
+
+    /// Pops the top packet. `Ok(None)`: the stack is empty.
+    pub fn pop(&self) -> Result<Option<TaggedPtr>, StackError> {
+        // Acquire: pairs with the Release CAS in `push` that stored this value, so the `next` we
+        // read below is the one the pusher wrote.
+        let mut top = self.top.load(Ordering::Acquire);
+        loop {
+            let Some(ptr) = self.decode(top)? else { return Ok(None) };
+            // Relaxed: the Acquire that read `top` ordered the pusher's write of `next` before us.
+            // If the packet was popped and reused meanwhile this value is stale, and the tag makes
+            // the CAS below fail.
+            let next = self.headers[ptr.index()].next.load(Ordering::Relaxed);
+            // Acquire on success: we now own the packet, after every access of its previous owner
+            // (pairs with the Release CAS of the `push` that made `top`). Acquire on failure:
+            // the new top is read like the first one.
+            match self.top.compare_exchange_weak(top, next, Ordering::Acquire, Ordering::Acquire) {
+                Ok(_) => return Ok(Some(ptr)),
+                Err(actual) => {
+                    top = actual;
+                    spin_hint();
+                }
+            }
+        }
+    }
+
+    /// Pushes a packet the caller owns.
+    pub fn push(&self, ptr: TaggedPtr) {
+        let header = &self.headers[ptr.index()];
+        // Relaxed: the value only seeds the CAS; a stale one makes the CAS fail and retry.
+        let mut top = self.top.load(Ordering::Relaxed);
+        loop {
+            // Relaxed: published by the Release CAS below.
+            header.next.store(top, Ordering::Relaxed);
+            // Release: publishes `next` and all of the owner's writes to the packet; pairs with the
+            // Acquire in `pop` and in `take_all`.
+            match self.top.compare_exchange_weak(top, ptr.raw(), Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(actual) => {
+                    top = actual;
+                    spin_hint();
+                }
+            }
+        }
+    }
+
+    /// Takes the whole stack at once, leaving it empty, and returns a walk over what it held.
+    pub fn take_all(&self) -> ChainWalk<'a> {
+        // Acquire: pairs with the Release CAS of every `push` in the release sequence of this
+        // word, so each packet's `next`, header and payload writes are visible to the walk.
+        let top = self.top.swap(0, Ordering::Acquire);
+        ChainWalk { next: top, headers: self.headers, geometry: self.geometry, steps: 0 }
+    }
+
+    fn decode(&self, raw: u64) -> Result<Option<TaggedPtr>, StackError> {
+        self.geometry.decode(raw).map_err(|index| StackError::IndexOutOfRange { index })
+    }
+}
+
+/// A bounded walk down a chain taken by [`TaggedStack::take_all`].
+///
+/// Each packet's `next` is read when the packet is yielded, before the caller completes it:
+/// after completion the producer owns the packet and may reuse its `next`. The walk ends after the
+/// buffer's packet count, so a cycle written by a hostile device cannot hang the host; an index out
+/// of range ends it too. Either is yielded once as an error.
+pub struct ChainWalk<'a> {
+    next: u64,
+    headers: &'a [PacketHeader],
+    geometry: Geometry,
+    steps: u32,
+}
+
+impl Iterator for ChainWalk<'_> {
+    type Item = Result<TaggedPtr, StackError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let ptr = match self.geometry.decode(self.next) {
+            Ok(None) => return None,
+            Ok(Some(ptr)) => ptr,
+            Err(index) => {
+                self.next = 0;
+                return Some(Err(StackError::IndexOutOfRange { index }));
+            }
+        };
+        if self.steps == self.geometry.num_packets() {
+            self.next = 0;
+            return Some(Err(StackError::ChainTooLong { limit: self.geometry.num_packets() }));
+        }
+        self.steps += 1;
+        // Relaxed: ordered by the Acquire swap in `take_all` (pairs with the pusher's Release CAS).
+        self.next = self.headers[ptr.index()].next.load(Ordering::Relaxed);
+        Some(Ok(ptr))
+    }
+}

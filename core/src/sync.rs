@@ -1,0 +1,82 @@
+//! The only module that names atomics.
+//!
+//! Production builds use [`portable_atomic`], whose `AtomicU64`/`AtomicU32` have exactly the
+//! in-memory representation of `u64`/`u32`, so a raw buffer written by device code can be viewed
+//! through the `repr(C)` types of [`crate::layout`]. Under `--cfg loom` the same names resolve to
+//! loom's model-checked atomics, and payload words become loom cells so that the models prove the
+//! protocol orders a correct device's payload writes before the host reads them.
+
+#[cfg(loom)]
+pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub use portable_atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+/// One spin of a busy-wait loop: a CPU hint in production, a yield to the scheduler under loom
+/// (loom must see the spinning thread give way, or it reports a livelock).
+#[inline]
+pub fn spin_hint() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+}
+
+/// One 64-bit payload word shared between a lane and the host.
+///
+/// In production it is an atomic accessed with `Relaxed` loads and stores: a buggy or hostile
+/// device may write a word while the host reads it, and a plain access would then be undefined
+/// behaviour. Ordering between a lane's payload writes and the host's reads is the job of the
+/// packet protocol (the Release push / Acquire `take_all` pair, and the Release clear of READY /
+/// Acquire wait pair), never of this type.
+///
+/// Under loom it is a loom `UnsafeCell`, so a protocol that forgot one of those pairs shows up as
+/// a data race in the models.
+#[repr(transparent)]
+pub struct PayloadWord {
+    #[cfg(not(loom))]
+    word: AtomicU64,
+    #[cfg(loom)]
+    word: loom::cell::UnsafeCell<u64>,
+}
+
+impl PayloadWord {
+    /// A word holding `value`.
+    pub fn new(value: u64) -> Self {
+        Self {
+            #[cfg(not(loom))]
+            word: AtomicU64::new(value),
+            #[cfg(loom)]
+            word: loom::cell::UnsafeCell::new(value),
+        }
+    }
+
+    /// Reads the word. The caller must own the packet (see [`crate::packet`]) for the value to
+    /// mean anything; in production a racing write yields some value, never undefined behaviour.
+    #[inline]
+    pub fn read(&self) -> u64 {
+        // Relaxed: the packet protocol orders this read after the owner's writes.
+        #[cfg(not(loom))]
+        return self.word.load(Ordering::Relaxed);
+        #[cfg(loom)]
+        // SAFETY: loom checks this claim: it reports any write that is not ordered before
+        // this read by the protocol's happens-before edges.
+        return self.word.with(|p| unsafe { *p });
+    }
+
+    /// Writes the word (same ownership rule as [`PayloadWord::read`]).
+    #[inline]
+    pub fn write(&self, value: u64) {
+        // Relaxed: the packet protocol publishes the write (Release push or Release clear).
+        #[cfg(not(loom))]
+        self.word.store(value, Ordering::Relaxed);
+        #[cfg(loom)]
+        // SAFETY: loom checks that no access to this cell races with this write.
+        self.word.with_mut(|p| unsafe { *p = value });
+    }
+}
+
+impl Default for PayloadWord {
+    fn default() -> Self {
+        Self::new(0)
+    }
+}

@@ -1,0 +1,1 @@
+//! HSA runtime bindings, loaded at run time (work in progress).
