@@ -1,8 +1,41 @@
 //! `hostcall`: GPU hostcalls served by a Rust listener, on top of [`hostcall_core`].
+//!
+//! - [`memory`]: memory both sides reach ([`memory::HostMemory`] by default);
+//! - [`doorbell`]: what the device rings and the host sleeps on;
+//! - [`buffer`]: an owned, initialised buffer;
+//! - [`service`]: the registry from service id to handler;
+//! - [`listener`]: the thread that serves buffers;
+//! - [`device`]: emulated waves on CPU threads.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 pub use hostcall_core as core;
 
+pub mod buffer;
+pub mod device;
 pub mod doorbell;
+pub mod error;
+pub mod listener;
 pub mod memory;
+pub mod service;
+
+pub use error::Error;
+
+/// Byte offset of `hidden_hostcall_buffer` in a kernel's implicit arguments, code-object ABI < 500
+/// (8-byte slot 3).
+pub const IMPLICITARG_OFFSET_V4: usize = 24;
+/// Byte offset of `hidden_hostcall_buffer` in a kernel's implicit arguments, code-object ABI >= 500
+/// (8-byte slot 10).
+pub const IMPLICITARG_OFFSET_V5: usize = 80;
+
+/// The types most users need.
+pub mod prelude {
+    pub use crate::buffer::HostcallBuffer;
+    pub use crate::device::{Reply, Wave};
+    pub use crate::doorbell::{Doorbell, ParkingDoorbell};
+    pub use crate::listener::{Listener, ListenerConfig};
+    pub use crate::memory::{DeviceMemory, HostMemory};
+    pub use crate::service::{PacketService, Services, Stats};
+    pub use crate::Error;
+    pub use hostcall_core::service::ErrorCode;
+}

@@ -1,0 +1,143 @@
+//! Emulated waves: CPU threads that make hostcalls through the core's real producer path, so
+//! tests, examples, benchmarks and firmware-like embedders exercise the protocol a GPU speaks.
+
+use crate::buffer::HostcallBuffer;
+use crate::error::Error;
+use hostcall_core::layout::{LANES, REPLY_WORDS, SLOT_WORDS};
+use hostcall_core::packet::Submitted;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One wave of 1..=64 lanes bound to a buffer.
+#[derive(Clone, Debug)]
+pub struct Wave {
+    buffer: Arc<HostcallBuffer>,
+    activemask: u64,
+    timeout: Option<Duration>,
+}
+
+/// The replies of one hostcall.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    lanes: [[u64; REPLY_WORDS]; LANES],
+    activemask: u64,
+    host_error: bool,
+}
+
+impl Reply {
+    /// Lane `lane`'s reply words (zeros for inactive lanes).
+    pub fn lane(&self, lane: usize) -> [u64; REPLY_WORDS] {
+        self.lanes[lane]
+    }
+    /// The lanes that made the call.
+    pub fn activemask(&self) -> u64 {
+        self.activemask
+    }
+    /// Whether the host answered at least one lane with an error reply.
+    pub fn host_error(&self) -> bool {
+        self.host_error
+    }
+}
+
+impl Wave {
+    /// A wave of `lanes` active lanes (the low bits of the activemask).
+    ///
+    /// # Panics
+    /// If `lanes` is not in 1..=64.
+    pub fn new(buffer: Arc<HostcallBuffer>, lanes: u32) -> Self {
+        assert!((1..=LANES as u32).contains(&lanes), "a wave has 1..={LANES} lanes, not {lanes}");
+        let activemask = if lanes == 64 { u64::MAX } else { (1u64 << lanes) - 1 };
+        Self::with_activemask(buffer, activemask)
+    }
+
+    /// A wave with an arbitrary activemask (divergent lanes).
+    pub fn with_activemask(buffer: Arc<HostcallBuffer>, activemask: u64) -> Self {
+        Self { buffer, activemask, timeout: None }
+    }
+
+    /// Gives up with [`Error::TimedOut`] after `timeout` waiting for a packet or a reply (for
+    /// tests that break the host on purpose). A timed-out packet is leaked, never reused.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The active lanes.
+    pub fn activemask(&self) -> u64 {
+        self.activemask
+    }
+
+    /// The buffer.
+    pub fn buffer(&self) -> &Arc<HostcallBuffer> {
+        &self.buffer
+    }
+
+    /// One hostcall: every active lane sends `request(lane)` to service `service`; returns when
+    /// the host has answered.
+    pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
+        let started = Instant::now();
+        let view = self.buffer.view();
+        let mut backoff = Backoff::new(started, self.timeout);
+        let mut claimed = loop {
+            match view.claim()? {
+                Some(packet) => break packet,
+                None => backoff.wait()?, // more waves than packets: wait for a release
+            }
+        };
+        for lane in lanes(self.activemask) {
+            claimed.write_lane(lane, &request(lane));
+        }
+        let submitted = claimed.submit(service, self.activemask);
+        self.buffer.doorbell().ring();
+        self.wait(submitted, started)
+    }
+
+    fn wait(&self, submitted: Submitted<'_>, started: Instant) -> Result<Reply, Error> {
+        let mut backoff = Backoff::new(started, self.timeout);
+        let done = submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|still_submitted| {
+            std::mem::forget(still_submitted); // the host still owns it: leak, never reuse
+            Error::TimedOut
+        })?;
+        let mut lanes_out = [[0; REPLY_WORDS]; LANES];
+        for lane in lanes(self.activemask) {
+            lanes_out[lane] = done.reply(lane);
+        }
+        Ok(Reply { lanes: lanes_out, activemask: self.activemask, host_error: done.host_error() })
+    }
+}
+
+fn lanes(mask: u64) -> impl Iterator<Item = usize> {
+    (0..LANES).filter(move |lane| mask >> lane & 1 == 1)
+}
+
+/// Spin, then yield, then sleep: a waiting wave must leave the host's core alone on small
+/// machines, yet answer within microseconds on an idle one.
+struct Backoff {
+    polls: u32,
+    started: Instant,
+    timeout: Option<Duration>,
+}
+
+impl Backoff {
+    const SPINS: u32 = 256;
+    const YIELDS: u32 = 4096;
+
+    fn new(started: Instant, timeout: Option<Duration>) -> Self {
+        Self { polls: 0, started, timeout }
+    }
+
+    fn wait(&mut self) -> Result<(), Error> {
+        self.polls = self.polls.saturating_add(1);
+        if self.polls < Self::SPINS {
+            std::hint::spin_loop();
+        } else if self.polls < Self::YIELDS {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        match self.timeout {
+            Some(limit) if self.polls % 64 == 0 && self.started.elapsed() > limit => Err(Error::TimedOut),
+            _ => Ok(()),
+        }
+    }
+}

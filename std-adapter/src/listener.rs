@@ -1,0 +1,253 @@
+//! The listener: a thread around the core's [`Poller`], serving any number of buffers.
+//!
+//! The loop: poll every buffer; after work, poll again at once; when idle, spin for
+//! [`ListenerConfig::spin_polls`] polls, then sleep on the doorbell with an adaptive timeout
+//! (from [`ListenerConfig::min_wait`] after work, doubling up to [`ListenerConfig::max_wait`]).
+//! Every wake-up, a ring or a timeout, polls all buffers, so a missed ring (a device that pushed
+//! without ringing, or a lost signal) delays a wave by at most one timeout and never hangs it.
+//!
+//! [`Listener::shutdown`] (and `Drop`) stops the loop, goes on answering until no packet has
+//! arrived for [`ListenerConfig::shutdown_grace`], and joins the thread.
+
+use crate::buffer::HostcallBuffer;
+use crate::doorbell::{Doorbell, DONE};
+use crate::error::Error;
+use crate::service::{Services, Stats};
+use hostcall_core::buffer::DrainReport;
+use hostcall_core::poller::Poller;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Most buffers one listener serves at once (the core poller's fixed capacity). Start more
+/// listeners for more; one buffer must never be registered with two.
+pub const MAX_BUFFERS: usize = 256;
+
+/// How a listener waits.
+#[derive(Clone, Debug)]
+pub struct ListenerConfig {
+    /// Polls without work before sleeping on the doorbell. `u32::MAX`: never sleep (a spinning
+    /// listener: lowest latency, one core busy).
+    pub spin_polls: u32,
+    /// The doorbell timeout right after work.
+    pub min_wait: Duration,
+    /// The longest doorbell timeout when idle: the bound on what a missed ring costs.
+    pub max_wait: Duration,
+    /// After shutdown is asked, answering goes on until no packet arrived for this long.
+    pub shutdown_grace: Duration,
+    /// The thread's name.
+    pub thread_name: String,
+}
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        Self {
+            spin_polls: 64,
+            min_wait: Duration::from_micros(200),
+            max_wait: Duration::from_millis(10),
+            shutdown_grace: Duration::from_millis(20),
+            thread_name: "hostcall-listener".into(),
+        }
+    }
+}
+
+impl ListenerConfig {
+    /// A listener that never sleeps: it polls its buffers in a loop.
+    pub fn spinning() -> Self {
+        Self { spin_polls: u32::MAX, ..Self::default() }
+    }
+}
+
+struct Shared {
+    poller: Poller<MAX_BUFFERS>,
+    services: Services,
+    doorbell: Arc<dyn Doorbell>,
+    /// Keeps each registered buffer alive while the poller may touch it (the contract of
+    /// `Poller::add`). Keyed by base address.
+    owned: Mutex<HashMap<usize, Arc<HostcallBuffer>>>,
+    stop: AtomicBool,
+    config: ListenerConfig,
+}
+
+/// A listener thread serving hostcall buffers.
+///
+/// ```
+/// use hostcall::prelude::*;
+/// use std::sync::Arc;
+///
+/// let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+/// let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
+/// listener.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
+/// let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 8, doorbell).unwrap());
+/// listener.add_buffer(buffer.clone()).unwrap();
+///
+/// let wave = Wave::new(buffer, 4);
+/// let reply = wave.call(100, |lane| [lane as u64, 40, 0, 0, 0, 0, 0, 0]).unwrap();
+/// assert_eq!(reply.lane(2), [42, 0]);
+/// listener.shutdown();
+/// ```
+pub struct Listener {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Listener {
+    /// Starts a listener thread that sleeps on `doorbell`.
+    pub fn start(doorbell: Arc<dyn Doorbell>, config: ListenerConfig) -> Result<Self, Error> {
+        let shared = Arc::new(Shared {
+            poller: Poller::new(),
+            services: Services::new(),
+            doorbell,
+            owned: Mutex::new(HashMap::new()),
+            stop: AtomicBool::new(false),
+            config,
+        });
+        let thread = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(shared.config.thread_name.clone())
+                .spawn(move || run(&shared))
+                .map_err(|e| Error::Thread(e.to_string()))?
+        };
+        Ok(Self { shared, thread: Mutex::new(Some(thread)) })
+    }
+
+    /// The service registry (register services before or while waves run).
+    pub fn services(&self) -> &Services {
+        &self.shared.services
+    }
+
+    /// The doorbell this listener sleeps on; buffers it serves should ring it.
+    pub fn doorbell(&self) -> &Arc<dyn Doorbell> {
+        &self.shared.doorbell
+    }
+
+    /// Starts serving `buffer` (while running is fine).
+    pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
+        if self.is_shut_down() {
+            return Err(Error::ShutDown);
+        }
+        let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
+        // poller; a `HostcallBuffer` is accessed only atomically.
+        unsafe { self.shared.poller.add(buffer.as_ptr(), buffer.len(), buffer.num_packets()) }?;
+        owned.insert(buffer.as_ptr() as usize, buffer);
+        Ok(())
+    }
+
+    /// Stops serving `buffer`. When this returns the listener no longer touches it.
+    pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<Arc<HostcallBuffer>, Error> {
+        let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
+        self.shared.poller.remove(buffer.as_ptr())?;
+        Ok(owned.remove(&(buffer.as_ptr() as usize)).expect("registered buffers are owned"))
+    }
+
+    /// Starts serving a buffer in memory the caller manages (the C ABI's path).
+    ///
+    /// # Safety
+    /// `base..base + len` must stay valid, and be accessed only atomically, until
+    /// [`Listener::remove_raw`] for it returns or the listener is dropped.
+    pub unsafe fn add_raw(&self, base: *mut u8, len: usize, num_packets: u64) -> Result<(), Error> {
+        if self.is_shut_down() {
+            return Err(Error::ShutDown);
+        }
+        // SAFETY: forwarded from this function's contract.
+        Ok(unsafe { self.shared.poller.add(base, len, num_packets) }?)
+    }
+
+    /// Stops serving a buffer added with [`Listener::add_raw`].
+    pub fn remove_raw(&self, base: *mut u8) -> Result<(), Error> {
+        Ok(self.shared.poller.remove(base)?)
+    }
+
+    /// Number of buffers served.
+    pub fn buffer_count(&self) -> usize {
+        self.shared.poller.len()
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> Stats {
+        self.shared.services.stats()
+    }
+
+    /// Whether shutdown has been asked.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.stop.load(Ordering::Acquire)
+    }
+
+    /// Stops the thread after answering what is in flight, joins it, and returns the counters.
+    /// Idempotent.
+    pub fn shutdown(&self) -> Stats {
+        // Release: pairs with the Acquire load in `run`; the doorbell wakes a sleeping thread.
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.doorbell.stop();
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(thread) = thread {
+            if thread.join().is_err() {
+                log::error!("the listener thread panicked");
+            }
+        }
+        self.stats()
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener").field("buffers", &self.buffer_count()).finish()
+    }
+}
+
+fn poll(shared: &Shared) -> DrainReport {
+    shared.poller.poll_once(&shared.services)
+}
+
+fn run(shared: &Shared) {
+    let config = &shared.config;
+    let mut last_seen = shared.doorbell.value();
+    let mut wait = config.min_wait;
+    let mut idle_polls = 0u32;
+    // Acquire: pairs with the Release store in `shutdown`.
+    while !shared.stop.load(Ordering::Acquire) {
+        if poll(shared).packets > 0 {
+            idle_polls = 0;
+            wait = config.min_wait;
+            continue;
+        }
+        if idle_polls < config.spin_polls {
+            idle_polls += 1;
+            std::hint::spin_loop();
+            continue;
+        }
+        let now = shared.doorbell.wait(last_seen, wait);
+        if now == last_seen {
+            wait = (wait * 2).min(config.max_wait); // idle: back off; the next poll happens anyway
+        } else {
+            wait = config.min_wait;
+            idle_polls = 0;
+        }
+        if now != DONE {
+            last_seen = now;
+        }
+    }
+    drain_until_quiet(shared);
+}
+
+/// Answers in-flight packets until none arrived for the grace period.
+fn drain_until_quiet(shared: &Shared) {
+    let mut quiet_since = Instant::now();
+    while quiet_since.elapsed() < shared.config.shutdown_grace {
+        if poll(shared).packets > 0 {
+            quiet_since = Instant::now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}

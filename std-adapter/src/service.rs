@@ -1,0 +1,255 @@
+//! The service registry: from a `u32` service id to the code that answers it.
+//!
+//! Two handler forms: a [lane handler](Services::register_lane) sees one lane's 8 request words
+//! and returns its 2 reply words (or an [`ErrorCode`]); a [packet handler](PacketService) sees the
+//! whole packet (all lanes at once), for services that want that (e.g. a sanitizer report handled
+//! once per packet).
+//!
+//! What the device cannot do: make the host abort. An unknown id is answered with
+//! [`ErrorCode::UnknownService`] in every lane and logged once per id; a handler that panics is
+//! answered with [`ErrorCode::ServicePanicked`] and the listener goes on. FUNCTION_CALL, which
+//! jumps to any address the device sends, exists only after the `unsafe`
+//! [`Services::enable_function_calls`].
+
+use hostcall_core::buffer::{DrainError, PacketRequest};
+use hostcall_core::layout::SLOT_WORDS;
+use hostcall_core::poller::Dispatch;
+use hostcall_core::service::{ErrorCode, FUNCTION_CALL};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::error::Error;
+
+/// A handler that answers one lane from its request words.
+pub type LaneFn = dyn Fn(&[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> + Send + Sync;
+
+/// A service that answers a whole packet at once: write a reply (or error reply) for each lane
+/// in `packet.lanes()`.
+pub trait PacketService: Send + Sync {
+    /// Serve the packet.
+    fn serve(&self, packet: &mut PacketRequest<'_>);
+}
+
+enum Handler {
+    Lane(Box<LaneFn>),
+    Packet(Box<dyn PacketService>),
+}
+
+struct Entry {
+    name: String,
+    handler: Handler,
+    counters: Counters,
+}
+
+/// Counters of one service (or of the unknown ids, or of everything).
+#[derive(Default)]
+struct Counters {
+    packets: AtomicU64,
+    lane_calls: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl Counters {
+    fn count(&self, packet: &PacketRequest<'_>, errors: u64) {
+        // Relaxed: statistics only; no other memory is published through them.
+        self.packets.fetch_add(1, Ordering::Relaxed);
+        self.lane_calls.fetch_add(u64::from(packet.activemask().count_ones()), Ordering::Relaxed);
+        self.errors.fetch_add(errors, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> ServiceStats {
+        ServiceStats {
+            packets: self.packets.load(Ordering::Relaxed),
+            lane_calls: self.lane_calls.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What one service (or all of them) did so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServiceStats {
+    /// Packets dispatched.
+    pub packets: u64,
+    /// Lanes over those packets.
+    pub lane_calls: u64,
+    /// Lanes answered with an error reply.
+    pub errors: u64,
+}
+
+/// Counters of a listener's services.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Per registered service id: its name and counters.
+    pub services: BTreeMap<u32, (String, ServiceStats)>,
+    /// Packets whose service id was not registered.
+    pub unknown: ServiceStats,
+    /// Malformed shared state found (broken chains, packets without READY).
+    pub malformed: u64,
+}
+
+impl Stats {
+    /// Everything together.
+    pub fn total(&self) -> ServiceStats {
+        let mut total = self.unknown;
+        for (_, s) in self.services.values() {
+            total.packets += s.packets;
+            total.lane_calls += s.lane_calls;
+            total.errors += s.errors;
+        }
+        total
+    }
+}
+
+/// The registry a listener dispatches through.
+#[derive(Default)]
+pub struct Services {
+    entries: RwLock<HashMap<u32, Arc<Entry>>>,
+    unknown: Counters,
+    unknown_logged: Mutex<HashSet<u32>>,
+    malformed: AtomicU64,
+}
+
+impl Services {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a lane handler under `id`. `Err` if the id is taken.
+    pub fn register_lane(
+        &self,
+        id: u32,
+        name: &str,
+        handler: impl Fn(&[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> + Send + Sync + 'static,
+    ) -> Result<(), Error> {
+        self.insert(id, name, Handler::Lane(Box::new(handler)))
+    }
+
+    /// Registers a packet handler under `id`. `Err` if the id is taken.
+    pub fn register_packet(
+        &self,
+        id: u32,
+        name: &str,
+        service: impl PacketService + 'static,
+    ) -> Result<(), Error> {
+        self.insert(id, name, Handler::Packet(Box::new(service)))
+    }
+
+    /// Removes the service under `id`; later packets for it get [`ErrorCode::UnknownService`].
+    pub fn unregister(&self, id: u32) -> bool {
+        self.entries.write().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some()
+    }
+
+    /// Registers FUNCTION_CALL (id 1): slot[0] is the address of a host function
+    /// `extern "C" fn(out: *mut [u64; 2], in: *const [u64; 7])`, slot[1..8] its inputs.
+    ///
+    /// # Safety
+    /// The listener will call whatever address a device sends. Every device that can reach a
+    /// buffer of this listener must be trusted to send only addresses of functions of exactly that
+    /// signature, valid for the life of the listener. A null address is refused with
+    /// [`ErrorCode::BadRequest`]; nothing else can be checked.
+    pub unsafe fn enable_function_calls(&self) -> Result<(), Error> {
+        self.register_lane(FUNCTION_CALL, "function-call", |request| {
+            type HostFn = unsafe extern "C" fn(*mut [u64; 2], *const [u64; 7]);
+            if request[0] == 0 {
+                return Err(ErrorCode::BadRequest);
+            }
+            // SAFETY: the caller of `enable_function_calls` promised that every non-null address
+            // a device sends is a function of this signature; null is refused above.
+            let function: HostFn = unsafe { std::mem::transmute::<usize, HostFn>(request[0] as usize) };
+            let mut out = [0u64; 2];
+            let mut inputs = [0u64; 7];
+            inputs.copy_from_slice(&request[1..]);
+            // SAFETY: as above; `out` and `inputs` are valid for the call.
+            unsafe { function(&mut out, &inputs) };
+            Ok(out)
+        })
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        Stats {
+            services: entries.iter().map(|(id, e)| (*id, (e.name.clone(), e.counters.snapshot()))).collect(),
+            unknown: self.unknown.snapshot(),
+            malformed: self.malformed.load(Ordering::Relaxed),
+        }
+    }
+
+    fn insert(&self, id: u32, name: &str, handler: Handler) -> Result<(), Error> {
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        if entries.contains_key(&id) {
+            return Err(Error::ServiceTaken(id));
+        }
+        entries.insert(id, Arc::new(Entry { name: name.to_owned(), handler, counters: Counters::default() }));
+        Ok(())
+    }
+
+    fn find(&self, id: u32) -> Option<Arc<Entry>> {
+        self.entries.read().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
+    }
+
+    fn answer_unknown(&self, packet: &mut PacketRequest<'_>) {
+        packet.reply_error_all(ErrorCode::UnknownService);
+        self.unknown.count(packet, u64::from(packet.activemask().count_ones()));
+        let first = self.unknown_logged.lock().unwrap_or_else(|p| p.into_inner()).insert(packet.service());
+        if first {
+            log::warn!(
+                "unknown service id {} (answered with an error; logged once per id)",
+                packet.service()
+            );
+        }
+    }
+}
+
+/// Serves every lane with a lane handler, catching a panic per lane. Returns the error count.
+fn serve_lanes(handler: &LaneFn, name: &str, packet: &mut PacketRequest<'_>) -> u64 {
+    let mut errors = 0;
+    let mut lanes = packet.activemask();
+    while lanes != 0 {
+        let lane = lanes.trailing_zeros() as usize;
+        lanes &= lanes - 1;
+        let request = packet.request(lane);
+        let outcome = catch_unwind(AssertUnwindSafe(|| handler(&request))).unwrap_or_else(|_| {
+            log::error!("service {name} panicked on lane {lane}; answered with an error");
+            Err(ErrorCode::ServicePanicked)
+        });
+        match outcome {
+            Ok(reply) => packet.reply(lane, reply),
+            Err(code) => {
+                errors += 1;
+                packet.reply_error(lane, code);
+            }
+        }
+    }
+    errors
+}
+
+impl Dispatch for Services {
+    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        let Some(entry) = self.find(packet.service()) else {
+            return self.answer_unknown(packet);
+        };
+        let errors = match &entry.handler {
+            Handler::Lane(handler) => serve_lanes(handler.as_ref(), &entry.name, packet),
+            Handler::Packet(service) => {
+                if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
+                    log::error!("service {} panicked; packet answered with errors", entry.name);
+                    packet.reply_error_all(ErrorCode::ServicePanicked);
+                    u64::from(packet.activemask().count_ones())
+                } else {
+                    u64::from(packet.has_error())
+                }
+            }
+        };
+        entry.counters.count(packet, errors);
+    }
+
+    fn malformed(&self, buffer: usize, error: DrainError) {
+        self.malformed.fetch_add(1, Ordering::Relaxed);
+        log::warn!("buffer {buffer:#x}: {error}");
+    }
+}
