@@ -1,0 +1,49 @@
+//! A firmware-like runtime: no threads, no allocator in the loop. Its main loop submits work from
+//! its "device" side and calls `Poller::poll_once` to serve it, with a fixed-capacity service table.
+
+use hostcall_core::buffer::BufferView;
+use hostcall_core::layout::{buffer_size, SLOT_WORDS};
+use hostcall_core::poller::{Poller, ServiceTable};
+use hostcall_core::service::ErrorCode;
+
+fn double(request: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
+    request[0].checked_mul(2).map(|d| [d, 0]).ok_or(ErrorCode::Refused)
+}
+
+#[test]
+fn a_main_loop_serves_its_own_hostcalls() {
+    const PACKETS: usize = 3;
+    // Static-like storage: a word array big enough for the buffer, 8-aligned.
+    let mut memory = vec![0u64; buffer_size(PACKETS).unwrap() / 8];
+    let base = memory.as_mut_ptr() as *mut u8;
+    let len = memory.len() * 8;
+    // SAFETY: `memory` outlives the view and the poller's use of it (removed below), and is only
+    // accessed through them.
+    let buffer = unsafe { BufferView::from_raw(base, len, PACKETS as u64) }.unwrap();
+    buffer.init(base as u64, 0);
+
+    let mut services: ServiceTable<'_, 4> = ServiceTable::new();
+    services.register(42, &double).map_err(|_| ()).unwrap();
+    let poller: Poller<2> = Poller::new();
+    // SAFETY: as above.
+    unsafe { poller.add(base, len, PACKETS as u64) }.unwrap();
+
+    for round in 0..100u64 {
+        // Device side: two packets in flight, one with an unknown service.
+        let mut a = buffer.claim().unwrap().unwrap();
+        a.write_lane(0, &[round, 0, 0, 0, 0, 0, 0, 0]);
+        a.write_lane(1, &[u64::MAX, 0, 0, 0, 0, 0, 0, 0]);
+        let a = a.submit(42, 0b11);
+        let b = buffer.claim().unwrap().unwrap().submit(7, 1);
+        // Main loop: serve.
+        let report = poller.poll_once(&services);
+        assert_eq!((report.packets, report.lane_calls), (2, 3));
+        let a = a.wait_until(|_| false).ok().expect("served in this loop turn");
+        assert_eq!(a.reply(0), [round * 2, 0]);
+        assert_eq!(a.reply(1), ErrorCode::Refused.reply());
+        let b = b.wait_until(|_| false).ok().expect("served");
+        assert_eq!(b.reply(0), ErrorCode::UnknownService.reply());
+    }
+    poller.remove(base).unwrap();
+    assert_eq!(poller.poll_once(&services).packets, 0);
+}

@@ -1,0 +1,222 @@
+//! The listener under the ways it gets broken: many waves on few packets, several buffers,
+//! buffers coming and going, shutdown mid-flight, panicking handlers, unknown services, a
+//! producer that never rings.
+
+use hostcall::core::service::{ErrorCode, ERROR_REPLY};
+use hostcall::prelude::*;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const ADD: u32 = 100;
+const PANICS: u32 = 101;
+
+fn listener(config: ListenerConfig) -> (Listener, Arc<dyn Doorbell>) {
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let listener = Listener::start(doorbell.clone(), config).unwrap();
+    listener.services().register_lane(ADD, "add", |r| Ok([r[0].wrapping_add(r[1]), r[2]])).unwrap();
+    listener
+        .services()
+        .register_lane(PANICS, "panics", |r| if r[0] == 13 { panic!("unlucky lane") } else { Ok([r[0], 0]) })
+        .unwrap();
+    (listener, doorbell)
+}
+
+fn buffer(doorbell: &Arc<dyn Doorbell>, packets: u64) -> Arc<HostcallBuffer> {
+    Arc::new(HostcallBuffer::new(Arc::new(HostMemory), packets, doorbell.clone()).unwrap())
+}
+
+/// `waves` threads doing `calls` calls each with `lanes` lanes on `buffer`; every reply checked.
+fn run_waves(buffer: &Arc<HostcallBuffer>, waves: u64, lanes: u32, calls: u64) {
+    let threads: Vec<_> = (0..waves)
+        .map(|w| {
+            let wave = Wave::new(buffer.clone(), lanes);
+            thread::spawn(move || {
+                for c in 0..calls {
+                    let tag = w << 32 | c;
+                    let reply = wave.call(ADD, |lane| [tag, lane as u64, w, 0, 0, 0, 0, 0]).unwrap();
+                    assert!(!reply.host_error());
+                    for lane in 0..lanes as usize {
+                        assert_eq!(reply.lane(lane), [tag + lane as u64, w], "wave {w} call {c} lane {lane}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn sixty_four_waves_on_sixty_four_packets() {
+    let (listener, doorbell) = listener(ListenerConfig::default());
+    let buffer = buffer(&doorbell, 64);
+    listener.add_buffer(buffer.clone()).unwrap();
+    run_waves(&buffer, 64, 64, 20);
+    let stats = listener.shutdown();
+    assert_eq!(stats.services[&ADD].1.packets, 64 * 20);
+    assert_eq!(stats.services[&ADD].1.lane_calls, 64 * 20 * 64);
+    assert_eq!(stats.total().errors, 0);
+}
+
+#[test]
+fn sixty_four_waves_on_two_packets() {
+    let (listener, doorbell) = listener(ListenerConfig::default());
+    let buffer = buffer(&doorbell, 2);
+    listener.add_buffer(buffer.clone()).unwrap();
+    run_waves(&buffer, 64, 3, 10);
+    assert_eq!(listener.shutdown().services[&ADD].1.packets, 64 * 10);
+}
+
+#[test]
+fn several_buffers_on_one_listener() {
+    let (listener, doorbell) = listener(ListenerConfig::default());
+    let buffers: Vec<_> = (0..4).map(|i| buffer(&doorbell, 2 + i)).collect();
+    for b in &buffers {
+        listener.add_buffer(b.clone()).unwrap();
+    }
+    assert_eq!(listener.buffer_count(), 4);
+    let threads: Vec<_> = buffers
+        .iter()
+        .map(|b| {
+            let b = b.clone();
+            thread::spawn(move || run_waves(&b, 4, 8, 20))
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    assert_eq!(listener.shutdown().services[&ADD].1.packets, 4 * 4 * 20);
+}
+
+#[test]
+fn buffers_added_and_removed_mid_run() {
+    let (listener, doorbell) = listener(ListenerConfig::default());
+    let steady = buffer(&doorbell, 4);
+    listener.add_buffer(steady.clone()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let background = {
+        let (steady, stop) = (steady.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut calls = 0;
+            while !stop.load(Ordering::Relaxed) {
+                run_waves(&steady, 2, 4, 5);
+                calls += 10;
+            }
+            calls
+        })
+    };
+    for round in 0..20 {
+        let extra = buffer(&doorbell, 2 + round % 3);
+        listener.add_buffer(extra.clone()).unwrap();
+        assert!(matches!(listener.add_buffer(extra.clone()), Err(Error::Poller(_))), "added twice");
+        run_waves(&extra, 2, 2, 3);
+        let removed = listener.remove_buffer(&extra).unwrap();
+        assert!(Arc::ptr_eq(&removed, &extra));
+        assert!(listener.remove_buffer(&extra).is_err(), "removed twice");
+        // The listener no longer touches it: a call now is not answered.
+        let orphan = Wave::new(extra.clone(), 1).with_timeout(Duration::from_millis(30));
+        assert_eq!(orphan.call(ADD, |_| [0; 8]).unwrap_err(), Error::TimedOut);
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(background.join().unwrap() > 0);
+    assert_eq!(listener.shutdown().total().errors, 0);
+}
+
+#[test]
+fn shutdown_with_waves_mid_call_answers_them_and_joins() {
+    let (listener, doorbell) = listener(ListenerConfig::default());
+    listener
+        .services()
+        .register_lane(7, "slow", |r| {
+            thread::sleep(Duration::from_millis(2));
+            Ok([r[0], 1])
+        })
+        .unwrap();
+    let buffer = buffer(&doorbell, 8);
+    listener.add_buffer(buffer.clone()).unwrap();
+    let start = Arc::new(Barrier::new(9));
+    let answered = Arc::new(AtomicU64::new(0));
+    let waves: Vec<_> = (0..8)
+        .map(|w| {
+            let (wave, start, answered) = (Wave::new(buffer.clone(), 2), start.clone(), answered.clone());
+            thread::spawn(move || {
+                start.wait();
+                let reply = wave.call(7, |_| [w, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+                assert_eq!(reply.lane(1), [w, 1]);
+                answered.fetch_add(1, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    start.wait();
+    thread::sleep(Duration::from_millis(1)); // let some submit; the rest submit during shutdown
+    let begun = Instant::now();
+    listener.shutdown();
+    assert!(begun.elapsed() < Duration::from_secs(5), "shutdown returned");
+    waves.into_iter().for_each(|t| t.join().unwrap());
+    assert_eq!(answered.load(Ordering::Relaxed), 8);
+    listener.shutdown(); // idempotent
+}
+
+#[test]
+fn a_panicking_handler_gets_an_error_reply_and_the_listener_goes_on() {
+    let (listener, doorbell) = listener(ListenerConfig::default());
+    let buffer = buffer(&doorbell, 2);
+    listener.add_buffer(buffer.clone()).unwrap();
+    let wave = Wave::new(buffer.clone(), 4);
+    let reply = wave.call(PANICS, |lane| [10 + lane as u64, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+    assert!(reply.host_error());
+    assert_eq!(reply.lane(3), ErrorCode::ServicePanicked.reply());
+    assert_eq!(reply.lane(2), [12, 0], "the other lanes are served");
+    run_waves(&buffer, 2, 4, 10);
+    let stats = listener.shutdown();
+    assert_eq!(stats.services[&PANICS].1.errors, 1);
+}
+
+#[test]
+fn an_unknown_service_is_answered_with_an_error() {
+    let (listener, doorbell) = listener(ListenerConfig::default());
+    let buffer = buffer(&doorbell, 2);
+    listener.add_buffer(buffer.clone()).unwrap();
+    for id in [0, 9999, u32::MAX] {
+        let reply = Wave::new(buffer.clone(), 64).call(id, |_| [1; 8]).unwrap();
+        assert!(reply.host_error());
+        assert_eq!(reply.lane(63), [ERROR_REPLY, ErrorCode::UnknownService as u64]);
+    }
+    run_waves(&buffer, 1, 1, 1);
+    assert_eq!(listener.shutdown().unknown.packets, 3);
+}
+
+#[test]
+fn a_producer_that_never_rings_is_served_within_the_poll_timeout() {
+    let config = ListenerConfig { spin_polls: 0, max_wait: Duration::from_millis(20), ..Default::default() };
+    let (listener, doorbell) = listener(config);
+    // The buffer rings a doorbell nobody listens to.
+    let silent: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let buffer = buffer(&silent, 2);
+    listener.add_buffer(buffer.clone()).unwrap();
+    thread::sleep(Duration::from_millis(100)); // the listener is idle, at its longest timeout
+    let begun = Instant::now();
+    let reply = Wave::new(buffer, 1).call(ADD, |_| [40, 2, 0, 0, 0, 0, 0, 0]).unwrap();
+    assert_eq!(reply.lane(0), [42, 0]);
+    assert!(begun.elapsed() < Duration::from_secs(1), "served by a timeout poll, {:?}", begun.elapsed());
+    drop(doorbell);
+}
+
+#[test]
+fn a_spinning_listener_serves_too() {
+    let (listener, doorbell) = listener(ListenerConfig::spinning());
+    let buffer = buffer(&doorbell, 4);
+    listener.add_buffer(buffer.clone()).unwrap();
+    run_waves(&buffer, 2, 64, 50);
+}
+
+#[test]
+fn a_dropped_listener_joins_its_thread() {
+    let (listener, doorbell) = listener(ListenerConfig::default());
+    let buffer = buffer(&doorbell, 2);
+    listener.add_buffer(buffer.clone()).unwrap();
+    run_waves(&buffer, 1, 1, 3);
+    drop(listener);
+    assert_eq!(Arc::strong_count(&buffer), 1, "the listener let go of the buffer");
+}
