@@ -4,5 +4,7 @@
 
 pub use hostcall_core as core;
 
+pub mod backend;
 pub mod doorbell;
+pub mod hsa;
 pub mod memory;
