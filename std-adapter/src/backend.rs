@@ -6,6 +6,11 @@
 //! runtimes use. Either way [`Backend::reason`] says why, in words, and the choice is logged at
 //! `info` level through the `log` facade. Detection never panics and never aborts.
 //!
+//! With the default options (the stack protocol), a GPU whose link to host memory reports no
+//! 64-bit atomics is not used: the fallback reason is [`HsaError::NoPlatformAtomics`], which
+//! points to the phase protocol; detect with [`AtomicsRequirement::NotRequired`] to use HSA
+//! memory for the phase protocol there.
+//!
 //! ```
 //! let backend = hostcall::backend::detect_with(&hostcall::backend::DetectOptions {
 //!     library: Some("/nonexistent/libhsa-runtime64.so.1".into()),

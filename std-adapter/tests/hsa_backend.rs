@@ -17,6 +17,13 @@ use hsa_sys::{HsaLib, HsaStatus, LoadError, DEFAULT_LIBRARY};
 
 const MISSING: &str = "/nonexistent/hostcall-test/libhsa-runtime64.so.1";
 
+/// Says a test was skipped, on the real stderr: libtest does not capture this, so the line shows
+/// in every `cargo test` run, not only with `--nocapture`.
+fn skipped(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}
+
 /// The HSA library, or `None` after printing why the test is skipped.
 fn installed_library(test: &str) -> Option<HsaLib> {
     match HsaLib::load_from(DEFAULT_LIBRARY) {
@@ -132,7 +139,7 @@ fn real_hsa_memory_and_signal_round_trip() {
     let runtime = match HsaRuntime::with_library(lib) {
         Ok(runtime) => std::sync::Arc::new(runtime),
         Err(error) => {
-            println!("SKIPPED real_hsa_memory_and_signal_round_trip: no usable HSA agent ({error})");
+            skipped("real_hsa_memory_and_signal_round_trip", &format!("no usable HSA agent ({error})"));
             return;
         }
     };

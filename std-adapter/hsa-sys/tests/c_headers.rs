@@ -10,10 +10,17 @@ use std::process::Command;
 
 const HEADER: &str = "/usr/include/hsa/hsa.h";
 
+/// Says a test was skipped, on the real stderr: libtest does not capture this, so the line shows
+/// in every `cargo test` run, not only with `--nocapture`.
+fn skipped(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
+}
+
 #[test]
 fn constants_and_layouts_match_the_rocm_headers() {
     if !Path::new(HEADER).exists() {
-        println!("SKIPPED: headers not installed ({HEADER} is missing; run .ci/install-deps)");
+        skipped(&format!("headers not installed ({HEADER} is missing; run .ci/install-deps)"));
         return;
     }
     let dir = std::env::temp_dir().join(format!("hsa-sys-c-check-{}", std::process::id()));
@@ -39,7 +46,7 @@ fn constants_and_layouts_match_the_rocm_headers() {
 fn a_wrong_value_is_caught() {
     // The check must be able to fail: the same generator with one value altered.
     if !Path::new(HEADER).exists() {
-        println!("SKIPPED: headers not installed ({HEADER} is missing)");
+        skipped(&format!("headers not installed ({HEADER} is missing)"));
         return;
     }
     let dir = std::env::temp_dir().join(format!("hsa-sys-c-check-bad-{}", std::process::id()));
