@@ -11,10 +11,12 @@
 
 pub use hostcall_core as core;
 
+pub mod backend;
 pub mod buffer;
 pub mod device;
 pub mod doorbell;
 pub mod error;
+pub mod hsa;
 pub mod listener;
 pub mod memory;
 pub mod service;

@@ -1,0 +1,160 @@
+//! The HSA backend and backend detection, with and without ROCm's runtime library.
+//!
+//! With the library installed (Debian's `libhsa-runtime64-1`, put there by `.ci/install-deps`)
+//! and no AMD GPU, `hsa_init` fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` (0x1008) and
+//! detection falls back to host memory. Without the library, the tests that need it print
+//! `SKIPPED ...` and check only the not-found path. On a machine with an AMD GPU the same tests
+//! exercise the real backend (memory and signal round trips); that case has never been run.
+
+use std::path::Path;
+use std::time::Duration;
+
+use hostcall::backend::{detect, detect_with, BackendKind, DetectOptions};
+use hostcall::doorbell::{Doorbell, DONE, INIT};
+use hostcall::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime};
+use hostcall::memory::DeviceAllocation;
+use hsa_sys::{HsaLib, HsaStatus, LoadError, DEFAULT_LIBRARY};
+
+const MISSING: &str = "/nonexistent/hostcall-test/libhsa-runtime64.so.1";
+
+/// Says a test was skipped, on the real stderr: libtest does not capture this, so the line shows
+/// in every `cargo test` run, not only with `--nocapture`.
+fn skipped(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}
+
+/// The HSA library, or `None` after printing why the test is skipped.
+fn installed_library(test: &str) -> Option<HsaLib> {
+    match HsaLib::load_from(DEFAULT_LIBRARY) {
+        Ok(lib) => Some(lib),
+        Err(error) => {
+            println!(
+                "SKIPPED {test}: the HSA runtime library is not installed ({error}); run .ci/install-deps"
+            );
+            None
+        }
+    }
+}
+
+/// Whether the kernel driver an AMD GPU needs is present.
+fn has_kfd() -> bool {
+    Path::new("/dev/kfd").exists()
+}
+
+#[test]
+fn the_installed_library_loads_and_init_reports_its_status_text() {
+    let Some(lib) = installed_library("the_installed_library_loads_and_init_reports_its_status_text") else {
+        return;
+    };
+    println!("loaded {:?}", lib.path());
+    match HsaRuntime::with_library(lib) {
+        Ok(runtime) => {
+            println!("hsa_init succeeded: this machine has an HSA agent; agents: {:?}", runtime.agents());
+        }
+        Err(HsaError::Status { call, status, text }) => {
+            println!("{call} failed: {status:?} ({:#x}): {text}", status.0);
+            assert_eq!(call, "hsa_init");
+            assert!(!text.is_empty());
+            if !has_kfd() {
+                assert_eq!(status, HsaStatus::ERROR_OUT_OF_RESOURCES);
+                // The runtime's own text, not our fallback of the bare C name.
+                assert_ne!(text, "HSA_STATUS_ERROR_OUT_OF_RESOURCES", "hsa_status_string gave no text");
+            }
+        }
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}
+
+#[test]
+fn detect_falls_back_to_host_memory_without_a_gpu() {
+    if installed_library("detect_falls_back_to_host_memory_without_a_gpu").is_none() {
+        return;
+    }
+    let backend = detect_with(&DetectOptions { library: Some(DEFAULT_LIBRARY.into()), ..Default::default() });
+    println!("{}: {}", backend.kind, backend.reason);
+    if has_kfd() {
+        println!("note: /dev/kfd exists; detection may legitimately pick HSA here");
+        return;
+    }
+    assert_eq!(backend.kind, BackendKind::Host);
+    assert_eq!(backend.fallback.as_ref().and_then(HsaError::status), Some(HsaStatus::ERROR_OUT_OF_RESOURCES));
+    assert!(backend.reason.contains("hsa_init"), "{}", backend.reason);
+    assert!(backend.reason.contains("0x1008"), "{}", backend.reason);
+    assert_host_backend_works(&backend);
+}
+
+#[test]
+fn default_detect_never_panics() {
+    let backend = detect();
+    println!("{}: {}", backend.kind, backend.reason);
+    assert!(!backend.reason.is_empty());
+    if backend.kind == BackendKind::Host {
+        assert_host_backend_works(&backend);
+    }
+}
+
+#[test]
+fn a_missing_library_is_reported_and_detect_falls_back() {
+    match HsaRuntime::from_path(MISSING) {
+        Err(HsaError::Load(LoadError::Open { path, message })) => {
+            assert_eq!(path, MISSING);
+            println!("not found, as expected: {message}");
+        }
+        other => panic!("expected a load error, got {other:?}"),
+    }
+    let backend = detect_with(&DetectOptions { library: Some(MISSING.into()), ..Default::default() });
+    assert_eq!(backend.kind, BackendKind::Host);
+    assert!(backend.runtime.is_none());
+    assert!(matches!(backend.fallback, Some(HsaError::Load(LoadError::Open { .. }))));
+    assert!(backend.reason.contains(MISSING), "{}", backend.reason);
+    assert!(backend.reason.contains("HOSTCALL_HSA_LIB"), "{}", backend.reason);
+    assert_host_backend_works(&backend);
+}
+
+#[test]
+fn a_library_that_is_not_hsa_is_reported() {
+    let backend = detect_with(&DetectOptions { library: Some("libc.so.6".into()), ..Default::default() });
+    assert_eq!(backend.kind, BackendKind::Host);
+    assert!(matches!(backend.fallback, Some(HsaError::Load(LoadError::Symbol { symbol: "hsa_init", .. }))));
+}
+
+fn assert_host_backend_works(backend: &hostcall::backend::Backend) {
+    assert_eq!(backend.memory.name(), "host");
+    let block = DeviceAllocation::new(backend.memory.clone(), 4096, 8).unwrap();
+    assert_eq!(block.device_address(), block.as_ptr() as u64);
+    assert_eq!(backend.doorbell.value(), INIT);
+    let another = backend.new_doorbell().unwrap();
+    another.ring();
+    assert_eq!(another.wait(INIT, Duration::from_secs(5)), INIT + 1);
+    assert_eq!(backend.doorbell.value(), INIT, "doorbells are independent");
+}
+
+/// Only where `hsa_init` succeeds (an AMD GPU with its driver): never run where this was written.
+#[test]
+fn real_hsa_memory_and_signal_round_trip() {
+    let Some(lib) = installed_library("real_hsa_memory_and_signal_round_trip") else {
+        return;
+    };
+    let runtime = match HsaRuntime::with_library(lib) {
+        Ok(runtime) => std::sync::Arc::new(runtime),
+        Err(error) => {
+            skipped("real_hsa_memory_and_signal_round_trip", &format!("no usable HSA agent ({error})"));
+            return;
+        }
+    };
+    let memory =
+        std::sync::Arc::new(HsaMemory::new(runtime.clone(), AtomicsRequirement::NotRequired).unwrap());
+    println!("platform atomics: {:?}", memory.platform_atomics());
+    let block = DeviceAllocation::new(memory, 3 * 4096, 8).unwrap();
+    // SAFETY: the block is 3 pages of host-accessible memory owned by this test.
+    let bytes = unsafe { std::slice::from_raw_parts(block.as_ptr(), block.len()) };
+    assert!(bytes.iter().all(|&byte| byte == 0));
+    let bell = HsaDoorbell::new(runtime).unwrap();
+    assert_eq!(bell.value(), INIT);
+    bell.ring();
+    assert_eq!(bell.wait(INIT, Duration::from_secs(5)), INIT + 1);
+    assert_eq!(bell.wait(INIT + 1, Duration::from_millis(10)), INIT + 1);
+    bell.stop();
+    assert_eq!(bell.value(), DONE);
+}
