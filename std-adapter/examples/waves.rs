@@ -28,15 +28,16 @@ struct Options {
     calls: u64,
     packets: u64,
     spin: bool,
+    host_only: bool,
 }
 
 fn usage() -> ! {
-    eprintln!("usage: waves [--waves W] [--lanes 1..=64] [--calls C] [--packets P (default W)] [--spin]");
+    eprintln!("usage: waves [--waves W] [--lanes 1..=64] [--calls C] [--packets P (default W)] [--spin] [--host-memory]");
     std::process::exit(2)
 }
 
 fn parse() -> Options {
-    let mut o = Options { waves: 16, lanes: 64, calls: 2000, packets: 0, spin: false };
+    let mut o = Options { waves: 16, lanes: 64, calls: 2000, packets: 0, spin: false, host_only: false };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage());
@@ -46,6 +47,7 @@ fn parse() -> Options {
             "--calls" => o.calls = value(),
             "--packets" => o.packets = value(),
             "--spin" => o.spin = true,
+            "--host-memory" => o.host_only = true,
             _ => usage(),
         }
     }
@@ -101,7 +103,14 @@ fn expected(service: u32, seed: u64, lane: usize, mask: u64) -> [u64; 2] {
 
 fn main() -> ExitCode {
     let o = parse();
-    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    // HSA fine-grained memory where ROCm and a GPU are present, else host memory (the reason is
+    // printed); `--host-memory` skips the detection.
+    let backend = if o.host_only {
+        hostcall::backend::Backend::host("--host-memory given", None)
+    } else {
+        hostcall::backend::detect()
+    };
+    let doorbell = backend.doorbell.clone();
     let config = if o.spin { ListenerConfig::spinning() } else { ListenerConfig::default() };
     let listener = Listener::start(doorbell.clone(), config).expect("start the listener");
     let services = listener.services();
@@ -109,10 +118,12 @@ fn main() -> ExitCode {
     services.register_packet(LANE_SUM, "lane-sum", LaneSum).unwrap();
     // SAFETY: the only devices are this program's emulated waves, which send `mul_add`'s address.
     unsafe { services.enable_function_calls() }.unwrap();
-    let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), o.packets, doorbell).expect("buffer"));
+    let buffer = Arc::new(HostcallBuffer::new(backend.memory.clone(), o.packets, doorbell).expect("buffer"));
     listener.add_buffer(buffer.clone()).unwrap();
     println!(
-        "waves: backend=host memory, protocol=stack, listener={}, waves={} lanes={} calls={} packets={}",
+        "waves: backend={} ({}), protocol=stack, listener={}, waves={} lanes={} calls={} packets={}",
+        backend.kind,
+        backend.reason,
         if o.spin { "spinning" } else { "blocking" },
         o.waves,
         o.lanes,
