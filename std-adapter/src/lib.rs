@@ -6,3 +6,5 @@ pub use hostcall_core as core;
 
 pub mod doorbell;
 pub mod memory;
+pub mod message;
+pub mod printf;
