@@ -38,7 +38,7 @@
 //!     .into_words();
 //! let mut out = Vec::new();
 //! // Word 0 is the control word; the formatter takes the rest.
-//! assert_eq!(format(&words[1..], &mut out), Ok(16));
+//! assert_eq!(format(&words[1..], &mut out), Ok(15));
 //! assert_eq!(out, b"pi= 3.14|ff  |!");
 //! ```
 

@@ -6,7 +6,7 @@ use hostcall_core::service::ErrorCode;
 use std::io::{self, Write};
 
 /// Where a message prints (control word bit 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Stream {
     /// Bit 0 clear.
     Stdout,
