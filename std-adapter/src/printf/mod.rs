@@ -8,7 +8,7 @@
 //! prints as the empty string, since it cannot be told from `""`), one word before the value for
 //! each `*` width or precision, one word for `%n` (which prints nothing).
 //!
-//! [`format`] turns the words after the control word into the bytes glibc would print:
+//! [`format()`] turns the words after the control word into the bytes glibc would print:
 //!
 //! - conversions `d i u o x X c s p f F e E g G a A n %`, flags `- + space # 0`, width and
 //!   precision as digits or `*` (the low 32 bits of a word, a C `int`: a negative width means
@@ -167,7 +167,7 @@ pub fn format(words: &[u64], out: &mut Vec<u8>) -> Result<usize, PrintfError> {
     format_with(words, &PrintfLimits::default(), out)
 }
 
-/// [`format`] with explicit limits.
+/// [`format()`] with explicit limits.
 pub fn format_with(words: &[u64], limits: &PrintfLimits, out: &mut Vec<u8>) -> Result<usize, PrintfError> {
     let start = out.len();
     let result = format_into(words, limits, out, start);
