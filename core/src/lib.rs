@@ -10,7 +10,8 @@
 //! - [`packet`]: the state machine and the producer's typestate handles;
 //! - [`buffer`]: a checked view of a buffer: `init`, `claim`, `drain`;
 //! - [`poller`]: the listener's logic without a thread (fixed capacity, a spin lock);
-//! - [`service`]: service ids and error replies.
+//! - [`service`]: service ids and error replies;
+//! - [`message`]: message streams (descriptor codec, chunking) for services longer than a slot.
 //!
 //! ```
 //! use hostcall_core::{buffer::BufferView, layout::*};
@@ -45,6 +46,7 @@
 
 pub mod buffer;
 pub mod layout;
+pub mod message;
 pub mod packet;
 #[cfg(not(loom))]
 pub mod poller;

@@ -1,0 +1,216 @@
+//! The assembler: good streams, every malformed stream, limits, recovery.
+
+use super::*;
+use hostcall_core::message::{MessageWriter, MAX_ID};
+
+fn desc(begin: bool, end: bool, len: usize, id: u64) -> u64 {
+    Descriptor::new(begin, end, len, id).unwrap().encode()
+}
+
+fn request(descriptor: u64, data: &[u64]) -> [u64; 8] {
+    let mut r = [0; 8];
+    r[0] = descriptor;
+    r[1..=data.len()].copy_from_slice(data);
+    r
+}
+
+/// A service that answers the sum and length of each message, and records it.
+fn summing() -> MessageService<impl FnMut(&[u64]) -> [u64; 2]> {
+    MessageService::new(|m: &[u64]| [m.iter().sum(), m.len() as u64])
+}
+
+/// Sends a good message through `service` and checks the answer.
+fn good_message_works<F: FnMut(&[u64]) -> [u64; 2]>(service: &mut MessageService<F>) {
+    let reply = MessageWriter::new(1..=20u64).send(|r| service.serve_lane(r));
+    assert_eq!(reply, Ok([210, 20]));
+}
+
+#[test]
+fn one_chunk_message() {
+    let mut a = Assembler::default();
+    let outcome = a.on_chunk(&request(desc(true, true, 3, 0), &[7, 8, 9]));
+    assert!(matches!(outcome, ChunkOutcome::Complete { ref message, .. } if message == &[7, 8, 9]));
+    assert_eq!(a.open_messages(), 0);
+    // An empty one-chunk message.
+    let outcome = a.on_chunk(&request(desc(true, true, 0, 0), &[]));
+    assert!(matches!(outcome, ChunkOutcome::Complete { ref message, .. } if message.is_empty()));
+}
+
+#[test]
+fn begin_reply_clears_begin_and_names_the_id() {
+    let mut a = Assembler::default();
+    let ChunkOutcome::Reply([word, 0]) = a.on_chunk(&request(desc(true, false, 7, 0), &[1; 7])) else {
+        panic!("BEGIN is answered with a descriptor")
+    };
+    let d = Descriptor::decode(word).unwrap();
+    assert!(!d.begin() && !d.end());
+    assert_eq!(d.len(), 7);
+    assert_ne!(d.id(), 0);
+    assert_eq!(a.open_messages(), 1);
+    // Later chunks answer with the same id; the END hands the message over.
+    assert_eq!(
+        a.on_chunk(&request(desc(false, false, 1, d.id()), &[2])),
+        ChunkOutcome::Reply([word & !0xe0 | 1 << 5, 0])
+    );
+    let outcome = a.on_chunk(&request(desc(false, true, 2, d.id()), &[3, 4]));
+    assert_eq!(outcome, ChunkOutcome::Complete { id: d.id(), message: vec![1, 1, 1, 1, 1, 1, 1, 2, 3, 4] });
+    assert_eq!(a.open_messages(), 0);
+}
+
+#[test]
+fn reserved_bits_drop_the_named_message_and_recover() {
+    let mut s = summing();
+    let Ok([word, _]) = s.try_serve_lane(&request(desc(true, false, 1, 0), &[5])) else { panic!() };
+    let id = Descriptor::raw_id(word);
+    let bad = desc(false, false, 1, id) | 0b1000;
+    assert_eq!(s.serve_lane(&request(bad, &[6])), ErrorCode::BadRequest.reply());
+    assert_eq!(s.last_error(), Some(MessageError::Descriptor(DescriptorError::ReservedBits { bits: 0b010 })));
+    assert_eq!(s.assembler().open_messages(), 0, "the named message is dropped");
+    // Its id is dead now.
+    assert_eq!(
+        s.try_serve_lane(&request(desc(false, true, 0, id), &[])),
+        Err(MessageError::UnknownId { id })
+    );
+    // A malformed BEGIN allocates nothing.
+    assert_eq!(s.serve_lane(&request(0b10001, &[])), ErrorCode::BadRequest.reply());
+    assert_eq!(s.assembler().open_messages(), 0);
+    good_message_works(&mut s);
+}
+
+#[test]
+fn unknown_id_is_refused_and_recovers() {
+    let mut s = summing();
+    for id in [5, 1 << 24 | 1, MAX_ID] {
+        assert_eq!(s.serve_lane(&request(desc(false, false, 1, id), &[1])), ErrorCode::BadRequest.reply());
+        assert_eq!(s.last_error(), Some(MessageError::UnknownId { id }));
+    }
+    good_message_works(&mut s);
+    assert_eq!(s.errors(), 3);
+}
+
+#[test]
+fn chunk_or_end_without_begin_is_refused_and_recovers() {
+    let mut s = summing();
+    assert_eq!(s.try_serve_lane(&request(desc(false, false, 2, 0), &[1, 2])), Err(MessageError::NoBegin));
+    assert_eq!(s.try_serve_lane(&request(desc(false, true, 2, 0), &[1, 2])), Err(MessageError::NoBegin));
+    assert_eq!(s.serve_lane(&request(desc(false, true, 0, 0), &[])), ErrorCode::BadRequest.reply());
+    good_message_works(&mut s);
+}
+
+#[test]
+fn oversize_message_is_dropped_and_recovers() {
+    let limits = MessageLimits { max_message_bytes: 160, ..MessageLimits::default() };
+    let mut s = MessageService::with_limits(limits, |m: &[u64]| [m.iter().sum(), m.len() as u64]);
+    // 22 words > 20: refused at the third of four chunks, which the writer reports.
+    let result = MessageWriter::new(0..22u64).send(|r| s.serve_lane(r));
+    assert!(matches!(
+        result,
+        Err(hostcall_core::message::WriterError::Host { code: Some(ErrorCode::Refused), .. })
+    ));
+    assert!(matches!(s.last_error(), Some(MessageError::Oversize { limit: 160, .. })));
+    assert_eq!(s.assembler().open_messages(), 0);
+    // 21 words: refused at the END chunk, whose reply is the final answer (-1 in word 0).
+    let result = MessageWriter::new(0..21u64).send(|r| s.serve_lane(r));
+    assert_eq!(result, Ok(ErrorCode::Refused.reply()));
+    assert_eq!(s.assembler().open_messages(), 0);
+    good_message_works(&mut s); // exactly 20 words fits
+
+    // A limit below one chunk refuses at BEGIN without allocating.
+    let limits = MessageLimits { max_message_bytes: 8, ..MessageLimits::default() };
+    let mut a = Assembler::new(limits);
+    assert_eq!(
+        a.on_chunk(&request(desc(true, true, 2, 0), &[1, 2])),
+        ChunkOutcome::Error(MessageError::Oversize { id: 0, limit: 8 })
+    );
+    assert_eq!(a.open_messages(), 0);
+}
+
+#[test]
+fn too_many_open_messages_is_refused_and_recovers() {
+    let limits = MessageLimits { max_open: 2, ..MessageLimits::default() };
+    let mut s = MessageService::with_limits(limits, |m: &[u64]| [m.iter().sum(), m.len() as u64]);
+    let begin = request(desc(true, false, 1, 0), &[1]);
+    let first = s.serve_lane(&begin);
+    s.serve_lane(&begin);
+    assert_eq!(s.serve_lane(&begin), ErrorCode::Refused.reply());
+    assert_eq!(s.last_error(), Some(MessageError::TooManyOpen { limit: 2 }));
+    // Finishing one makes room.
+    let id = Descriptor::raw_id(first[0]);
+    assert_eq!(s.serve_lane(&request(desc(false, true, 1, id), &[2])), [3, 2]);
+    good_message_works(&mut s);
+}
+
+#[test]
+fn ids_are_recycled_but_stale_ids_do_not_reach_new_messages() {
+    let mut a = Assembler::default();
+    let begin = request(desc(true, false, 0, 0), &[]);
+    let ChunkOutcome::Reply([w, _]) = a.on_chunk(&begin) else { panic!() };
+    let old = Descriptor::raw_id(w);
+    assert!(a.abandon(old));
+    let ChunkOutcome::Reply([w, _]) = a.on_chunk(&begin) else { panic!() };
+    let new = Descriptor::raw_id(w);
+    assert_eq!(old & SLOT_MASK, new & SLOT_MASK, "the slot is reused");
+    assert_ne!(old, new, "with a new generation");
+    assert_eq!(
+        a.on_chunk(&request(desc(false, true, 0, old), &[])),
+        ChunkOutcome::Error(MessageError::UnknownId { id: old })
+    );
+    assert!(matches!(a.on_chunk(&request(desc(false, true, 0, new), &[])), ChunkOutcome::Complete { .. }));
+
+    // Sequential messages never need more than one slot.
+    let mut s = summing();
+    for _ in 0..100 {
+        good_message_works(&mut s);
+    }
+    assert_eq!(s.assembler().slots.len(), 1);
+}
+
+#[test]
+fn interleaved_lanes_keep_their_messages_apart() {
+    let mut s = summing();
+    let mut writers: Vec<_> =
+        (0..64u64).map(|lane| MessageWriter::new(lane * 1000..lane * 1000 + lane + 3)).collect();
+    let mut replies = vec![None; 64];
+    // Round-robin, as a wave submits one chunk per active lane per packet.
+    while replies.iter().any(Option::is_none) {
+        for (lane, w) in writers.iter_mut().enumerate() {
+            if replies[lane].is_none() {
+                let request = w.next_request().unwrap();
+                replies[lane] = w.accept_reply(s.serve_lane(&request)).unwrap();
+            }
+        }
+    }
+    for (lane, reply) in replies.into_iter().enumerate() {
+        let lane = lane as u64;
+        let words = lane * 1000..lane * 1000 + lane + 3;
+        assert_eq!(reply, Some([words.clone().sum(), lane + 3]));
+    }
+    assert_eq!(s.assembler().open_messages(), 0);
+}
+
+#[test]
+fn clear_drops_everything() {
+    let mut a = Assembler::default();
+    for _ in 0..5 {
+        a.on_chunk(&request(desc(true, false, 0, 0), &[]));
+    }
+    assert_eq!(a.open_messages(), 5);
+    a.clear();
+    assert_eq!(a.open_messages(), 0);
+}
+
+#[test]
+fn max_open_is_clamped_to_what_ids_can_name() {
+    let a = Assembler::new(MessageLimits { max_open: usize::MAX, ..MessageLimits::default() });
+    assert_eq!(a.limits().max_open, MAX_OPEN_LIMIT);
+}
+
+#[test]
+fn shared_service_is_a_lane_service() {
+    let shared = SharedMessageService::new(summing());
+    let service: &dyn LaneService = &shared;
+    let reply = MessageWriter::new(1..=20u64).send(|r| service.serve(r).unwrap_or_else(ErrorCode::reply));
+    assert_eq!(reply, Ok([210, 20]));
+    assert_eq!(service.serve(&request(desc(false, true, 0, 0), &[])), Err(ErrorCode::BadRequest));
+    assert_eq!(shared.with(|s| s.errors()), 1);
+}

@@ -1,0 +1,113 @@
+//! The PRINTF service: control word, output streams, reply.
+
+use super::{format_with, PrintfError, PrintfLimits};
+use crate::message::MessageService;
+use hostcall_core::service::ErrorCode;
+use std::io::{self, Write};
+
+/// Where a message prints (control word bit 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stream {
+    /// Bit 0 clear.
+    Stdout,
+    /// Bit 0 set.
+    Stderr,
+}
+
+/// Where the PRINTF service writes. Each message is written with one call, so messages of
+/// different lanes never interleave within a line.
+pub trait PrintfSink {
+    /// Writes one message's whole output to `stream`.
+    fn write_stream(&mut self, stream: Stream, bytes: &[u8]) -> io::Result<()>;
+}
+
+impl<S: PrintfSink + ?Sized> PrintfSink for &mut S {
+    fn write_stream(&mut self, stream: Stream, bytes: &[u8]) -> io::Result<()> {
+        (**self).write_stream(stream, bytes)
+    }
+}
+
+/// The process's stdout and stderr (each write locks the stream and flushes).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StdStreams;
+
+impl PrintfSink for StdStreams {
+    fn write_stream(&mut self, stream: Stream, bytes: &[u8]) -> io::Result<()> {
+        match stream {
+            Stream::Stdout => write_flush(&mut io::stdout().lock(), bytes),
+            Stream::Stderr => write_flush(&mut io::stderr().lock(), bytes),
+        }
+    }
+}
+
+fn write_flush(w: &mut dyn Write, bytes: &[u8]) -> io::Result<()> {
+    w.write_all(bytes)?;
+    w.flush()
+}
+
+/// Any two writers as stdout and stderr (`Streams { stdout: Vec::new(), stderr: Vec::new() }`
+/// captures output in tests).
+#[derive(Clone, Debug, Default)]
+pub struct Streams<O, E> {
+    /// Receives stdout messages.
+    pub stdout: O,
+    /// Receives stderr messages.
+    pub stderr: E,
+}
+
+impl<O: Write, E: Write> PrintfSink for Streams<O, E> {
+    fn write_stream(&mut self, stream: Stream, bytes: &[u8]) -> io::Result<()> {
+        match stream {
+            Stream::Stdout => write_flush(&mut self.stdout, bytes),
+            Stream::Stderr => write_flush(&mut self.stderr, bytes),
+        }
+    }
+}
+
+/// Decodes a complete printf message (control word first) into its stream and output bytes.
+pub fn printf_message(message: &[u64], limits: &PrintfLimits) -> Result<(Stream, Vec<u8>), PrintfError> {
+    let (&control, rest) = message.split_first().ok_or(PrintfError::EmptyMessage)?;
+    let stream = match control {
+        0 => Stream::Stdout,
+        1 => Stream::Stderr,
+        _ => return Err(PrintfError::ControlBits { control }),
+    };
+    let mut out = Vec::new();
+    format_with(rest, limits, &mut out)?;
+    Ok((stream, out))
+}
+
+/// The PRINTF service on one complete message, with default limits: prints it to `sink` and
+/// answers `[bytes printed, 0]`. A malformed message prints nothing and answers
+/// `ErrorCode::BadRequest.reply()`, a failed write `ErrorCode::Refused.reply()`; both have
+/// `u64::MAX` (-1, printf's error return) in word 0.
+///
+/// ```
+/// use hostcall::printf::{printf_reply, PrintfMessage, Streams};
+/// let mut sink = Streams { stdout: Vec::new(), stderr: Vec::new() };
+/// let message = PrintfMessage::new(b"%s %d\n").to_stderr().string(b"lane").int(7).into_words();
+/// assert_eq!(printf_reply(&message, &mut sink), [7, 0]);
+/// assert_eq!(sink.stderr, b"lane 7\n");
+/// let bad = PrintfMessage::new(b"x").control(2).into_words();
+/// assert_eq!(printf_reply(&bad, &mut sink)[0] as i64, -1);
+/// ```
+pub fn printf_reply(message: &[u64], sink: &mut dyn PrintfSink) -> [u64; 2] {
+    printf_reply_with(message, &PrintfLimits::default(), sink)
+}
+
+/// [`printf_reply`] with explicit limits.
+pub fn printf_reply_with(message: &[u64], limits: &PrintfLimits, sink: &mut dyn PrintfSink) -> [u64; 2] {
+    match printf_message(message, limits) {
+        Ok((stream, bytes)) => match sink.write_stream(stream, &bytes) {
+            Ok(()) => [bytes.len() as u64, 0],
+            Err(_) => ErrorCode::Refused.reply(),
+        },
+        Err(_) => ErrorCode::BadRequest.reply(),
+    }
+}
+
+/// A complete PRINTF lane service: message assembly (default limits) around [`printf_reply`]
+/// writing to `sink`. Register it for [`hostcall_core::service::PRINTF`].
+pub fn printf_service<S: PrintfSink>(mut sink: S) -> MessageService<impl FnMut(&[u64]) -> [u64; 2]> {
+    MessageService::new(move |message: &[u64]| printf_reply(message, &mut sink))
+}

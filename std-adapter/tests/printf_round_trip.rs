@@ -1,0 +1,110 @@
+//! A wave of lanes printing through the whole path: the core's chunker (`MessageWriter`), real
+//! packets of a hostcall buffer, the core's service table, the message assembler and the printf
+//! formatter.
+
+use hostcall::message::SharedMessageService;
+use hostcall::printf::{printf_service, PrintfMessage, PrintfSink, Stream};
+use hostcall_core::buffer::{BufferView, PacketRequest};
+use hostcall_core::layout::{BufferPrefix, PacketHeader, Payload};
+use hostcall_core::message::MessageWriter;
+use hostcall_core::poller::{Dispatch, ServiceTable};
+use hostcall_core::service::{ErrorCode, PRINTF};
+use std::sync::{Arc, Mutex};
+
+/// One message's output.
+type Output = (Stream, Vec<u8>);
+
+/// Records every message's output.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<Output>>>);
+
+impl PrintfSink for Capture {
+    fn write_stream(&mut self, stream: Stream, bytes: &[u8]) -> std::io::Result<()> {
+        self.0.lock().unwrap().push((stream, bytes.to_vec()));
+        Ok(())
+    }
+}
+
+#[test]
+fn a_wave_prints_through_packets() {
+    let long = "a string longer than one call's fifty-six bytes, so it spans chunks";
+    let lanes: Vec<(Vec<u64>, Option<&[u8]>)> = vec![
+        (PrintfMessage::new(b"lane %d: %s\n").int(0).string(long.as_bytes()).into_words(), None),
+        (
+            PrintfMessage::new(b"%.3s|%08.3f|%#x\n").string(b"truncated").float(-2.5).uint(255).into_words(),
+            None,
+        ),
+        (
+            PrintfMessage::new(b"to stderr %c%c\n")
+                .to_stderr()
+                .int(i64::from(b'o'))
+                .int(i64::from(b'k'))
+                .into_words(),
+            None,
+        ),
+        (PrintfMessage::new(b"bad control").control(6).into_words(), None),
+        (PrintfMessage::new(b"missing %d %d").int(1).into_words(), None),
+        (PrintfMessage::new(b"").into_words(), None),
+        (PrintfMessage::new(long.repeat(20).as_bytes()).into_words(), None),
+    ];
+    let expected: Vec<(u64, Option<Output>)> = vec![
+        (8 + long.len() as u64 + 1, Some((Stream::Stdout, format!("lane 0: {long}\n").into_bytes()))),
+        (18, Some((Stream::Stdout, b"tru|-002.500|0xff\n".to_vec()))),
+        (13, Some((Stream::Stderr, b"to stderr ok\n".to_vec()))),
+        (u64::MAX, None),
+        (u64::MAX, None),
+        (0, Some((Stream::Stdout, Vec::new()))),
+        (20 * long.len() as u64, Some((Stream::Stdout, long.repeat(20).into_bytes()))),
+    ];
+
+    let capture = Capture::default();
+    let printf = SharedMessageService::new(printf_service(capture.clone()));
+    let mut table = ServiceTable::<4>::new();
+    assert!(table.register(PRINTF, &printf).is_ok());
+
+    let prefix = BufferPrefix::default();
+    let headers = [PacketHeader::default(), PacketHeader::default()];
+    let payloads = [Payload::default(), Payload::default()];
+    let buffer = BufferView::from_parts(&prefix, &headers, &payloads).unwrap();
+    buffer.init(0, 0);
+
+    let mut writers: Vec<_> = lanes.into_iter().map(|(words, _)| MessageWriter::new(words)).collect();
+    let mut finals: Vec<Option<[u64; 2]>> = vec![None; writers.len()];
+    let mut packets = 0;
+    while finals.iter().any(Option::is_none) {
+        // One packet per round: every lane still sending contributes its next chunk.
+        let mut packet = buffer.claim().unwrap().expect("a free packet");
+        let mut mask = 0u64;
+        for (lane, writer) in writers.iter_mut().enumerate().filter(|(lane, _)| finals[*lane].is_none()) {
+            packet.write_lane(lane, &writer.next_request().unwrap());
+            mask |= 1 << lane;
+        }
+        let submitted = packet.submit(PRINTF, mask);
+        buffer.drain(&mut |p: &mut PacketRequest<'_>| table.dispatch(p));
+        let done = submitted.wait(|| {});
+        for lane in (0..writers.len()).filter(|l| mask & 1 << l != 0) {
+            finals[lane] = writers[lane].accept_reply(done.reply(lane)).unwrap();
+        }
+        done.release();
+        packets += 1;
+    }
+    // The longest message (control + 20 x 67 bytes + NUL in 168 words = 169 words) takes 25 calls.
+    assert_eq!(packets, 25);
+
+    let mut expected_outputs = Vec::new();
+    for (lane, (reply, output)) in expected.into_iter().enumerate() {
+        let got = finals[lane].unwrap();
+        assert_eq!(got[0], reply, "lane {lane}");
+        if reply == u64::MAX {
+            // printf's -1, as the project's typed error reply.
+            assert_eq!(got, ErrorCode::BadRequest.reply(), "lane {lane}");
+        }
+        expected_outputs.extend(output);
+    }
+    // Each message is written once, whole; the malformed ones print nothing.
+    let mut outputs = capture.0.lock().unwrap().clone();
+    outputs.sort();
+    expected_outputs.sort();
+    assert_eq!(outputs, expected_outputs);
+    assert_eq!(printf.with(|s| s.assembler().open_messages()), 0);
+}
