@@ -212,6 +212,14 @@ impl<'a> PacketRequest<'a> {
         self.error = true;
     }
 
+    /// Writes `reply` to lane `lane` and flags the packet as answered with an error, for services
+    /// whose failure reply is not `[ERROR_REPLY, code]` (DEVMEM answers a failed allocation with a
+    /// null address, which device code checks).
+    pub fn reply_with_error(&mut self, lane: usize, reply: [u64; REPLY_WORDS]) {
+        self.reply(lane, reply);
+        self.error = true;
+    }
+
     /// Answers every active lane with an error reply.
     pub fn reply_error_all(&mut self, code: ErrorCode) {
         let mut mask = self.activemask;

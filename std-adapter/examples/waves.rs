@@ -8,9 +8,12 @@
 //! `--lanes` active lanes, cycling through a lane service (add), a packet service (sum over the
 //! wave's lanes) and FUNCTION_CALL (a host function called by address), checks every reply, and
 //! ends with one `summary:` line. Exits 1 if any reply was wrong or missing.
+//!
+//! `--printf N`: every N-th call of each wave is instead a printf from every lane of the wave,
+//! through the PRINTF message stream, printed to stdout; the reply (characters printed) is checked.
 
 use hostcall::core::layout::SLOT_WORDS;
-use hostcall::core::service::FUNCTION_CALL;
+use hostcall::core::service::{FUNCTION_CALL, PRINTF};
 use hostcall::prelude::*;
 use hostcall::service::PacketService;
 use std::io::IsTerminal;
@@ -29,15 +32,24 @@ struct Options {
     packets: u64,
     spin: bool,
     host_only: bool,
+    printf_every: u64,
 }
 
 fn usage() -> ! {
-    eprintln!("usage: waves [--waves W] [--lanes 1..=64] [--calls C] [--packets P (default W)] [--spin] [--host-memory]");
+    eprintln!("usage: waves [--waves W] [--lanes 1..=64] [--calls C] [--packets P (default W)] [--spin] [--host-memory] [--printf EVERY_NTH_CALL]");
     std::process::exit(2)
 }
 
 fn parse() -> Options {
-    let mut o = Options { waves: 16, lanes: 64, calls: 2000, packets: 0, spin: false, host_only: false };
+    let mut o = Options {
+        waves: 16,
+        lanes: 64,
+        calls: 2000,
+        packets: 0,
+        spin: false,
+        host_only: false,
+        printf_every: 0,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage());
@@ -48,6 +60,7 @@ fn parse() -> Options {
             "--packets" => o.packets = value(),
             "--spin" => o.spin = true,
             "--host-memory" => o.host_only = true,
+            "--printf" => o.printf_every = value(),
             _ => usage(),
         }
     }
@@ -72,8 +85,7 @@ struct LaneSum;
 impl PacketService for LaneSum {
     fn serve(&self, packet: &mut hostcall::core::buffer::PacketRequest<'_>) {
         let sum = packet.lanes().map(|lane| packet.request(lane)[0]).fold(0u64, u64::wrapping_add);
-        let lanes: Vec<usize> = packet.lanes().collect();
-        for lane in lanes {
+        for lane in packet.lanes() {
             packet.reply(lane, [sum, lane as u64]);
         }
     }
@@ -127,6 +139,7 @@ fn main() -> ExitCode {
     services.register_packet(LANE_SUM, "lane-sum", LaneSum).unwrap();
     // SAFETY: the only devices are this program's emulated waves, which send `mul_add`'s address.
     unsafe { services.enable_function_calls() }.unwrap();
+    services.enable_printf(hostcall::printf::StdStreams, Default::default()).unwrap();
     let buffer = Arc::new(HostcallBuffer::new(backend.memory.clone(), o.packets, doorbell).expect("buffer"));
     listener.add_buffer(buffer.clone()).unwrap();
     println!(
@@ -148,12 +161,17 @@ fn main() -> ExitCode {
     let threads: Vec<_> = (0..o.waves)
         .map(|w| {
             let wave = Wave::new(buffer.clone(), o.lanes);
-            let (done, errors, calls) = (done.clone(), errors.clone(), o.calls);
+            let (done, errors, calls, printf_every) = (done.clone(), errors.clone(), o.calls, o.printf_every);
             std::thread::spawn(move || {
                 let mut latencies = Vec::with_capacity(calls as usize);
                 for c in 0..calls {
                     let service = [ADD, LANE_SUM, FUNCTION_CALL][(c % 3) as usize];
                     let seed = w << 40 | c;
+                    if printf_every > 0 && c % printf_every == 0 {
+                        errors.fetch_add(print_from_lanes(&wave, w, c), Ordering::Relaxed);
+                        done.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
                     let t = Instant::now();
                     let reply = wave.call(service, |lane| request(service, seed, lane));
                     latencies.push(t.elapsed().as_nanos() as u64);
@@ -183,7 +201,7 @@ fn main() -> ExitCode {
     let stats = listener.shutdown();
     latencies.sort_unstable();
     let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
-    let calls = latencies.len() as u64;
+    let calls = o.waves * o.calls;
     let lane_calls = calls * u64::from(o.lanes);
     let errors = errors.load(Ordering::Relaxed) + stats.total().errors;
     let missing = (o.waves * o.calls).saturating_sub(stats.total().packets);
@@ -194,10 +212,31 @@ fn main() -> ExitCode {
         pct(0.99),
         calls as f64 / elapsed.as_secs_f64()
     );
-    if errors + missing == 0 && calls == o.waves * o.calls {
+    if errors + missing == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Every lane of `wave` prints one line through PRINTF; returns the number of wrong replies.
+fn print_from_lanes(wave: &Wave, w: u64, c: u64) -> u64 {
+    let line = |lane: usize| format!("[wave {w} lane {lane}] call {c}: {:.3}\n", lane as f64 / 64.0);
+    let reply = wave.send_messages(PRINTF, |lane| {
+        hostcall::printf::PrintfMessage::new(b"[wave %llu lane %d] call %llu: %.3f\n")
+            .uint(w)
+            .int(lane as i64)
+            .uint(c)
+            .float(lane as f64 / 64.0)
+            .into_words()
+    });
+    let lanes = (0..64usize).filter(|&l| wave.activemask() >> l & 1 == 1);
+    match reply {
+        Ok(reply) => lanes.filter(|&l| reply.lane(l) != [line(l).len() as u64, 0]).count() as u64,
+        Err(e) => {
+            eprintln!("wave {w} call {c}: printf: {e}");
+            lanes.count() as u64
+        }
     }
 }
 

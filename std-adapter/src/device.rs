@@ -4,6 +4,7 @@
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
 use hostcall_core::layout::{LANES, REPLY_WORDS, SLOT_WORDS};
+use hostcall_core::message::MessageWriter;
 use hostcall_core::packet::Submitted;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -75,6 +76,46 @@ impl Wave {
     /// One hostcall: every active lane sends `request(lane)` to service `service`; returns when
     /// the host has answered.
     pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
+        self.call_lanes(service, self.activemask, request)
+    }
+
+    /// Sends one message per active lane (PROTOCOL.md section 4) to a message service such as
+    /// PRINTF: lane `i` sends `messages(i)`, chunked 7 words per call; lanes whose message ended
+    /// drop out of later calls, as divergent lanes do on a GPU. Returns each lane's reply to its
+    /// END chunk (inactive lanes: zeros).
+    pub fn send_messages(&self, service: u32, messages: impl Fn(usize) -> Vec<u64>) -> Result<Reply, Error> {
+        let mut writers: Vec<(usize, MessageWriter<std::vec::IntoIter<u64>>)> =
+            lanes(self.activemask).map(|lane| (lane, MessageWriter::new(messages(lane)))).collect();
+        let mut finals =
+            Reply { lanes: [[0; REPLY_WORDS]; LANES], activemask: self.activemask, host_error: false };
+        while !writers.is_empty() {
+            let mut requests = [[0u64; SLOT_WORDS]; LANES];
+            let mut mask = 0u64;
+            for (lane, writer) in &mut writers {
+                requests[*lane] = writer.next_request().map_err(|e| Error::Message(e.to_string()))?;
+                mask |= 1 << *lane;
+            }
+            let reply = self.call_lanes(service, mask, |lane| requests[lane])?;
+            finals.host_error |= reply.host_error;
+            let mut still_open = Vec::with_capacity(writers.len());
+            for (lane, mut writer) in writers {
+                match writer.accept_reply(reply.lane(lane)) {
+                    Ok(Some(end)) => finals.lanes[lane] = end,
+                    Ok(None) => still_open.push((lane, writer)),
+                    Err(_) => finals.lanes[lane] = reply.lane(lane), // the host refused the stream
+                }
+            }
+            writers = still_open;
+        }
+        Ok(finals)
+    }
+
+    fn call_lanes(
+        &self,
+        service: u32,
+        activemask: u64,
+        request: impl Fn(usize) -> [u64; SLOT_WORDS],
+    ) -> Result<Reply, Error> {
         let started = Instant::now();
         let view = self.buffer.view();
         let mut backoff = Backoff::new(started, self.timeout);
@@ -84,25 +125,25 @@ impl Wave {
                 None => backoff.wait()?, // more waves than packets: wait for a release
             }
         };
-        for lane in lanes(self.activemask) {
+        for lane in lanes(activemask) {
             claimed.write_lane(lane, &request(lane));
         }
-        let submitted = claimed.submit(service, self.activemask);
+        let submitted = claimed.submit(service, activemask);
         self.buffer.doorbell().ring();
-        self.wait(submitted, started)
+        self.wait(submitted, activemask, started)
     }
 
-    fn wait(&self, submitted: Submitted<'_>, started: Instant) -> Result<Reply, Error> {
+    fn wait(&self, submitted: Submitted<'_>, activemask: u64, started: Instant) -> Result<Reply, Error> {
         let mut backoff = Backoff::new(started, self.timeout);
         let done = submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|still_submitted| {
             std::mem::forget(still_submitted); // the host still owns it: leak, never reuse
             Error::TimedOut
         })?;
         let mut lanes_out = [[0; REPLY_WORDS]; LANES];
-        for lane in lanes(self.activemask) {
+        for lane in lanes(activemask) {
             lanes_out[lane] = done.reply(lane);
         }
-        Ok(Reply { lanes: lanes_out, activemask: self.activemask, host_error: done.host_error() })
+        Ok(Reply { lanes: lanes_out, activemask, host_error: done.host_error() })
     }
 }
 

@@ -23,6 +23,8 @@ pub enum Error {
     TimedOut,
     /// A thread could not be started.
     Thread(String),
+    /// An emulated wave's message stream broke (see `hostcall_core::message::WriterError`).
+    Message(String),
     /// A service id is already registered.
     ServiceTaken(u32),
 }
@@ -37,6 +39,7 @@ impl fmt::Display for Error {
             Self::ShutDown => f.write_str("the listener has been shut down"),
             Self::Thread(e) => write!(f, "cannot start the listener thread: {e}"),
             Self::TimedOut => f.write_str("timed out waiting for the host"),
+            Self::Message(e) => write!(f, "message stream: {e}"),
             Self::ServiceTaken(id) => write!(f, "service id {id} is already registered"),
         }
     }

@@ -15,6 +15,7 @@ pub use hostcall_core as core;
 
 pub mod backend;
 pub mod buffer;
+pub mod builtin;
 pub mod device;
 pub mod doorbell;
 pub mod error;

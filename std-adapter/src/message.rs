@@ -9,8 +9,11 @@
 //!   frees the id; BEGIN | END in one call is a message of one chunk.
 //!
 //! A device cannot exhaust host memory: a message is bounded ([`MessageLimits::max_message_bytes`],
-//! default 1 MiB) and so is the number of open messages ([`MessageLimits::max_open`], default
-//! 1024). Every malformed chunk is answered with an error reply ([`MessageError::code`]) and the
+//! default 64 KiB) and so is the number of open messages ([`MessageLimits::max_open`], default
+//! 4096: every lane of 64 full packets). A BEGIN when that many are open evicts the message that
+//! has been open longest (a device that begins messages and never ends them cannot lock others
+//! out; the evicted message's later chunks are refused as an unknown id), and BEGIN | END needs no
+//! slot at all. Every malformed chunk is answered with an error reply ([`MessageError::code`]) and the
 //! message it names, if open, is dropped and its id freed, so later messages still work.
 //!
 //! Ids are `generation << 24 | slot`: the slot (1..=max_open) is recycled, the generation grows
@@ -36,10 +39,10 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Mutex;
 
-/// Default bound on one message: 1 MiB.
-pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
+/// Default bound on one message: 64 KiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 10;
 /// Default bound on the number of messages open at once.
-pub const DEFAULT_MAX_OPEN: usize = 1024;
+pub const DEFAULT_MAX_OPEN: usize = 4096;
 
 /// Bits of an id that name the slot; the rest (32 bits) is the slot's generation.
 const SLOT_BITS: u32 = 24;
@@ -81,11 +84,6 @@ pub enum MessageError {
         /// The limit in bytes.
         limit: usize,
     },
-    /// BEGIN while the limit of open messages is reached.
-    TooManyOpen {
-        /// The limit.
-        limit: usize,
-    },
 }
 
 impl MessageError {
@@ -94,7 +92,7 @@ impl MessageError {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::Descriptor(_) | Self::NoBegin | Self::UnknownId { .. } => ErrorCode::BadRequest,
-            Self::Oversize { .. } | Self::TooManyOpen { .. } => ErrorCode::Refused,
+            Self::Oversize { .. } => ErrorCode::Refused,
         }
     }
 }
@@ -106,7 +104,6 @@ impl fmt::Display for MessageError {
             Self::NoBegin => f.write_str("message chunk without a BEGIN"),
             Self::UnknownId { id } => write!(f, "no open message has id {id:#x}"),
             Self::Oversize { id, limit } => write!(f, "message {id:#x} is larger than {limit} bytes"),
-            Self::TooManyOpen { limit } => write!(f, "{limit} messages are open already"),
         }
     }
 }
@@ -132,6 +129,8 @@ pub enum ChunkOutcome {
 #[derive(Debug, Default)]
 struct Slot {
     generation: u32,
+    /// When the message was begun (the assembler's BEGIN count), to find the oldest.
+    opened: u64,
     message: Option<Vec<u64>>,
 }
 
@@ -144,6 +143,8 @@ pub struct Assembler {
     /// Free slot indices, reused oldest first.
     free: VecDeque<usize>,
     open: usize,
+    begun: u64,
+    evicted: u64,
 }
 
 impl Default for Assembler {
@@ -162,6 +163,8 @@ impl Assembler {
             slots: Vec::new(),
             free: VecDeque::new(),
             open: 0,
+            begun: 0,
+            evicted: 0,
         }
     }
 
@@ -173,6 +176,11 @@ impl Assembler {
     /// Messages begun and not yet ended or dropped.
     pub fn open_messages(&self) -> usize {
         self.open
+    }
+
+    /// Messages evicted so far because a BEGIN found [`MessageLimits::max_open`] open.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
     }
 
     /// Takes one lane's request (slot 0 the descriptor, slots `1..=LEN` the data).
@@ -197,7 +205,10 @@ impl Assembler {
             if data.len() > self.max_words {
                 return Err(MessageError::Oversize { id: 0, limit: self.limits.max_message_bytes });
             }
-            self.allocate()?
+            if descriptor.end() {
+                return Ok(ChunkOutcome::Complete { id: 0, message: data.to_vec() });
+            }
+            self.allocate()
         } else {
             let id = descriptor.id();
             (self.find(id)?, id)
@@ -237,9 +248,9 @@ impl Assembler {
         }
     }
 
-    fn allocate(&mut self) -> Result<(usize, u64), MessageError> {
+    fn allocate(&mut self) -> (usize, u64) {
         if self.open >= self.limits.max_open {
-            return Err(MessageError::TooManyOpen { limit: self.limits.max_open });
+            self.evict_oldest();
         }
         let index = match self.free.pop_front() {
             Some(index) => index,
@@ -250,8 +261,22 @@ impl Assembler {
         };
         let slot = &mut self.slots[index];
         slot.message = Some(Vec::new());
+        slot.opened = self.begun;
+        self.begun += 1;
         self.open += 1;
-        Ok((index, u64::from(slot.generation) << SLOT_BITS | (index as u64 + 1)))
+        (index, u64::from(slot.generation) << SLOT_BITS | (index as u64 + 1))
+    }
+
+    /// Drops the message open longest. A scan of the slots, only when the limit is reached.
+    fn evict_oldest(&mut self) {
+        let oldest = (0..self.slots.len())
+            .filter(|&i| self.slots[i].message.is_some())
+            .min_by_key(|&i| self.slots[i].opened);
+        if let Some(index) = oldest {
+            log::warn!("message assembler: {} messages open; the oldest is dropped", self.open);
+            self.release(index);
+            self.evicted += 1;
+        }
     }
 
     fn find(&self, id: u64) -> Result<usize, MessageError> {

@@ -126,17 +126,20 @@ fn oversize_message_is_dropped_and_recovers() {
 }
 
 #[test]
-fn too_many_open_messages_is_refused_and_recovers() {
+fn too_many_open_messages_evicts_the_oldest() {
     let limits = MessageLimits { max_open: 2, ..MessageLimits::default() };
     let mut s = MessageService::with_limits(limits, |m: &[u64]| [m.iter().sum(), m.len() as u64]);
     let begin = request(desc(true, false, 1, 0), &[1]);
     let first = s.serve_lane(&begin);
-    s.serve_lane(&begin);
-    assert_eq!(s.serve_lane(&begin), ErrorCode::Refused.reply());
-    assert_eq!(s.last_error(), Some(MessageError::TooManyOpen { limit: 2 }));
-    // Finishing one makes room.
-    let id = Descriptor::raw_id(first[0]);
-    assert_eq!(s.serve_lane(&request(desc(false, true, 1, id), &[2])), [3, 2]);
+    let second = s.serve_lane(&begin);
+    let third = s.serve_lane(&begin);
+    assert_eq!(s.assembler().open_messages(), 2);
+    assert_eq!(s.assembler().evicted(), 1);
+    // The oldest is gone; the two younger ones finish.
+    let end = |reply: [u64; 2]| request(desc(false, true, 1, Descriptor::raw_id(reply[0])), &[2]);
+    assert_eq!(s.serve_lane(&end(first)), ErrorCode::BadRequest.reply());
+    assert_eq!(s.serve_lane(&end(second)), [3, 2]);
+    assert_eq!(s.serve_lane(&end(third)), [3, 2]);
     good_message_works(&mut s);
 }
 

@@ -1,0 +1,186 @@
+//! PRINTF and DEVMEM through the listener, from emulated waves; malformed message streams each get
+//! their error reply and the listener goes on.
+
+use hostcall::builtin::DevMemLimits;
+use hostcall::core::message::Descriptor;
+use hostcall::core::service::{ErrorCode, DEVMEM, PRINTF};
+use hostcall::message::MessageLimits;
+use hostcall::prelude::*;
+use hostcall::printf::{PrintfMessage, Streams};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+/// A `Write` that tests can read afterwards.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+struct Setup {
+    listener: Listener,
+    buffer: Arc<HostcallBuffer>,
+    stdout: Captured,
+    stderr: Captured,
+}
+
+fn setup(limits: MessageLimits) -> Setup {
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
+    let (stdout, stderr) = (Captured::default(), Captured::default());
+    listener
+        .services()
+        .enable_printf(Streams { stdout: stdout.clone(), stderr: stderr.clone() }, limits)
+        .unwrap();
+    listener
+        .services()
+        .enable_devmem(Arc::new(HostMemory), DevMemLimits { max_allocation: 1 << 20, ..Default::default() })
+        .unwrap();
+    let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap());
+    listener.add_buffer(buffer.clone()).unwrap();
+    Setup { listener, buffer, stdout, stderr }
+}
+
+#[test]
+fn printf_from_every_lane_of_a_wave() {
+    let s = setup(MessageLimits::default());
+    let wave = Wave::new(s.buffer.clone(), 64);
+    // Lanes send messages of different lengths (lane 7's spans many chunks).
+    let reply = wave
+        .send_messages(PRINTF, |lane| {
+            let long = "x".repeat(if lane == 7 { 300 } else { lane });
+            PrintfMessage::new(b"lane %2d: %5.2f %s|\n")
+                .int(lane as i64)
+                .float(lane as f64 / 4.0)
+                .string(long.as_bytes())
+                .into_words()
+        })
+        .unwrap();
+    assert!(!reply.host_error());
+    let out = s.stdout.text();
+    for lane in 0..64usize {
+        let long = "x".repeat(if lane == 7 { 300 } else { lane });
+        let line = format!("lane {lane:2}: {:5.2} {long}|\n", lane as f64 / 4.0);
+        assert!(out.contains(&line), "lane {lane} missing from output");
+        assert_eq!(reply.lane(lane)[0], line.len() as u64, "lane {lane}'s count");
+    }
+    let to_stderr = Wave::new(s.buffer.clone(), 1)
+        .send_messages(PRINTF, |_| {
+            PrintfMessage::new(b"%s %d%%\n").to_stderr().string(b"err").int(-5).into_words()
+        })
+        .unwrap();
+    assert_eq!(to_stderr.lane(0), [8, 0]);
+    assert_eq!(s.stderr.text(), "err -5%\n");
+    assert_eq!(s.listener.shutdown().services[&PRINTF].1.errors, 0);
+}
+
+#[test]
+fn a_bad_format_replies_minus_one_and_printing_goes_on() {
+    let s = setup(MessageLimits::default());
+    let wave = Wave::new(s.buffer.clone(), 1);
+    let reply = wave.send_messages(PRINTF, |_| PrintfMessage::new(b"%d %d\n").int(1).into_words()).unwrap();
+    assert_eq!(reply.lane(0)[0] as i64, -1, "missing argument");
+    let reply =
+        wave.send_messages(PRINTF, |_| PrintfMessage::new(b"ok\n").control(0b10).into_words()).unwrap();
+    assert_eq!(reply.lane(0)[0] as i64, -1, "unknown control bit");
+    let reply = wave.send_messages(PRINTF, |_| PrintfMessage::new(b"ok %u\n").uint(7).into_words()).unwrap();
+    assert_eq!(reply.lane(0), [5, 0]);
+    assert_eq!(s.stdout.text(), "ok 7\n");
+}
+
+/// One raw chunk from one lane.
+fn chunk(wave: &Wave, words: [u64; 8]) -> Reply {
+    wave.call(PRINTF, |_| words).unwrap()
+}
+
+fn descriptor(begin: bool, end: bool, len: usize, id: u64) -> u64 {
+    Descriptor::new(begin, end, len, id).unwrap().encode()
+}
+
+#[test]
+fn malformed_streams_get_error_replies_and_the_listener_goes_on() {
+    let s = setup(MessageLimits { max_message_bytes: 64, max_open: 2 });
+    let wave = Wave::new(s.buffer.clone(), 1);
+    let bad = |reply: Reply, code: ErrorCode, what: &str| {
+        assert!(reply.host_error(), "{what}");
+        assert_eq!(reply.lane(0), code.reply(), "{what}");
+    };
+    bad(chunk(&wave, [0b100, 0, 0, 0, 0, 0, 0, 0]), ErrorCode::BadRequest, "reserved bits");
+    bad(
+        chunk(&wave, [descriptor(false, false, 1, 0), 1, 0, 0, 0, 0, 0, 0]),
+        ErrorCode::BadRequest,
+        "chunk without BEGIN",
+    );
+    bad(
+        chunk(&wave, [descriptor(false, true, 0, 0), 0, 0, 0, 0, 0, 0, 0]),
+        ErrorCode::BadRequest,
+        "END without BEGIN",
+    );
+    bad(
+        chunk(&wave, [descriptor(false, true, 0, 12345), 0, 0, 0, 0, 0, 0, 0]),
+        ErrorCode::BadRequest,
+        "unknown id",
+    );
+    // Oversize: 64 bytes = 8 words allowed; send 7 + 7.
+    let begin = chunk(&wave, [descriptor(true, false, 7, 0), 0, 0, 0, 0, 0, 0, 0]);
+    let id = Descriptor::decode(begin.lane(0)[0]).unwrap().id();
+    bad(chunk(&wave, [descriptor(false, false, 7, id), 0, 0, 0, 0, 0, 0, 0]), ErrorCode::Refused, "oversize");
+    bad(
+        chunk(&wave, [descriptor(false, true, 0, id), 0, 0, 0, 0, 0, 0, 0]),
+        ErrorCode::BadRequest,
+        "the oversize message is gone",
+    );
+    // Too many open messages: a third BEGIN evicts the oldest, whose END is then refused.
+    let begin = [descriptor(true, false, 0, 0), 0, 0, 0, 0, 0, 0, 0];
+    let opened: Vec<u64> =
+        (0..3).map(|_| Descriptor::decode(chunk(&wave, begin).lane(0)[0]).unwrap().id()).collect();
+    bad(
+        chunk(&wave, [descriptor(false, true, 0, opened[0]), 0, 0, 0, 0, 0, 0, 0]),
+        ErrorCode::BadRequest,
+        "evicted",
+    );
+    assert!(!chunk(&wave, [descriptor(false, true, 0, opened[2]), 0, 0, 0, 0, 0, 0, 0]).host_error());
+    // LEN > 7 cannot be encoded (3 bits): the largest LEN, 7, is accepted (shown above).
+    assert!(Descriptor::new(true, true, 8, 0).is_err());
+    // The listener still serves: a one-chunk message prints (it needs no open slot).
+    let words = PrintfMessage::new(b"still %s\n").string(b"here").into_words();
+    let one = Wave::new(s.buffer.clone(), 1).send_messages(PRINTF, |_| words.clone()).unwrap();
+    assert_eq!(one.lane(0), [11, 0]);
+    assert_eq!(s.stdout.text(), "still here\n");
+}
+
+#[test]
+fn devmem_allocates_frees_and_refuses() {
+    let s = setup(MessageLimits::default());
+    let wave = Wave::new(s.buffer.clone(), 4);
+    let sizes = [64u64, 4096, 1 << 20, (1 << 20) + 1];
+    let reply = wave.call(DEVMEM, |lane| [0, sizes[lane], 0, 0, 0, 0, 0, 0]).unwrap();
+    assert!(reply.host_error(), "the oversize lane is refused");
+    let addresses: Vec<u64> = (0..4).map(|lane| reply.lane(lane)[0]).collect();
+    assert!(addresses[..3].iter().all(|&a| a != 0 && a % 64 == 0));
+    assert_eq!(reply.lane(3), [0, ErrorCode::Refused as u64]);
+    // The memory is usable by the host (device address = host address for host memory).
+    // SAFETY: DEVMEM handed out 4096 bytes at this address; nothing else uses them.
+    unsafe { std::ptr::write_bytes(addresses[1] as *mut u8, 0xab, 4096) };
+    let freed = wave
+        .call(DEVMEM, |lane| [if lane < 3 { addresses[lane] } else { 0xdead0 }, 0, 0, 0, 0, 0, 0, 0])
+        .unwrap();
+    assert_eq!(freed.lane(0), [0, 0]);
+    assert_eq!(freed.lane(3), [0, ErrorCode::BadRequest as u64], "unknown address");
+    let twice = Wave::new(s.buffer.clone(), 1).call(DEVMEM, |_| [addresses[0], 0, 0, 0, 0, 0, 0, 0]).unwrap();
+    assert_eq!(twice.lane(0), [0, ErrorCode::BadRequest as u64], "double free refused");
+    let zero = Wave::new(s.buffer.clone(), 1).call(DEVMEM, |_| [0; 8]).unwrap();
+    assert_eq!(zero.lane(0), [0, ErrorCode::Refused as u64], "zero bytes");
+    s.listener.shutdown();
+}
