@@ -44,7 +44,10 @@ pub unsafe extern "C" fn hostcall_emulated_call(
             // SAFETY: non-null (checked) and, by the contract, `entries` valid entries each; the
             // two arrays are the caller's and do not overlap our memory.
             unsafe {
-                (std::slice::from_raw_parts(requests, entries), std::slice::from_raw_parts_mut(replies, entries))
+                (
+                    std::slice::from_raw_parts(requests, entries),
+                    std::slice::from_raw_parts_mut(replies, entries),
+                )
             }
         };
         // SAFETY: the contract keeps the buffer enabled, so valid, for this call.

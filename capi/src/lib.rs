@@ -24,8 +24,8 @@ pub mod status;
 
 pub use emulated::hostcall_emulated_call;
 pub use lifecycle::{
-    disableHostcalls, enableHostcalls, getHostcallBufferAlignment, getHostcallBufferSize, hostcall_buffer_alignment,
-    hostcall_buffer_size, hostcall_disable, hostcall_enable,
+    disableHostcalls, enableHostcalls, getHostcallBufferAlignment, getHostcallBufferSize,
+    hostcall_buffer_alignment, hostcall_buffer_size, hostcall_disable, hostcall_enable,
 };
 pub use service::{hostcall_register_service, hostcall_unregister_service};
 pub use status::hostcall_last_error;

@@ -25,10 +25,15 @@ pub extern "C" fn hostcall_buffer_alignment() -> u32 {
 /// `buffer` points to `hostcall_buffer_size(num_packets)` bytes, aligned, that stay valid and
 /// untouched but by the protocol until `hostcall_disable` returns for it (or the process ends).
 #[no_mangle]
-pub unsafe extern "C" fn hostcall_enable(buffer: *mut c_void, num_packets: u32, queue: *const c_void) -> c_int {
+pub unsafe extern "C" fn hostcall_enable(
+    buffer: *mut c_void,
+    num_packets: u32,
+    queue: *const c_void,
+) -> c_int {
     status(|| {
         // SAFETY: forwarded from this function's contract; the callee checks null and alignment.
-        unsafe { hostcall_rs::enable(buffer.cast(), num_packets, QueueId::from(queue)) }.map_err(Failure::from)
+        unsafe { hostcall_rs::enable(buffer.cast(), num_packets, QueueId::from(queue)) }
+            .map_err(Failure::from)
     })
 }
 
@@ -59,7 +64,11 @@ pub extern "C" fn getHostcallBufferAlignment() -> u32 {
 /// As [`hostcall_enable`].
 #[no_mangle]
 #[allow(non_snake_case)]
-pub unsafe extern "C" fn enableHostcalls(buffer: *mut c_void, num_packets: u32, queue: *const c_void) -> bool {
+pub unsafe extern "C" fn enableHostcalls(
+    buffer: *mut c_void,
+    num_packets: u32,
+    queue: *const c_void,
+) -> bool {
     // SAFETY: forwarded from this function's contract.
     unsafe { hostcall_enable(buffer, num_packets, queue) == crate::status::HOSTCALL_OK }
 }

@@ -9,7 +9,8 @@ use std::ffi::{c_int, c_void};
 /// A C service: reads one lane's 8 request words, writes its 2 reply words, returns 0, or an
 /// error code 1..=5 (`HOSTCALL_ERROR_*`) to answer the lane with an error reply (any other
 /// non-zero value answers `HOSTCALL_ERROR_REFUSED`).
-pub type HostcallServiceFn = unsafe extern "C" fn(request: *const u64, reply: *mut u64, ctx: *mut c_void) -> c_int;
+pub type HostcallServiceFn =
+    unsafe extern "C" fn(request: *const u64, reply: *mut u64, ctx: *mut c_void) -> c_int;
 
 /// A registered C service: the function and its context.
 struct CService {

@@ -137,3 +137,33 @@ pub extern "C" fn hostcall_last_error() -> *const c_char {
     })
     .unwrap_or(fallback)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn last_error() -> String {
+        // SAFETY: a NUL-terminated string, valid until the next failure on this thread.
+        unsafe { CStr::from_ptr(hostcall_last_error()) }.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_a_status_and_a_message() {
+        assert_eq!(last_error(), "");
+        let code = status(|| panic!("boom {}", 42));
+        assert_eq!(code, HOSTCALL_ERR_PANIC);
+        assert_eq!(last_error(), "internal panic: boom 42");
+        assert_eq!(status(|| Ok(())), HOSTCALL_OK);
+        assert_eq!(last_error(), "internal panic: boom 42", "kept until the next failure");
+        assert_eq!(guard(|_| 0usize, || Err(Failure::null("x\0y"))), 0);
+        assert_eq!(last_error(), "x y is null");
+    }
+
+    #[test]
+    fn every_error_has_its_code() {
+        assert_eq!(code_of(&Error::Layout(LayoutError::Null)), HOSTCALL_ERR_NULL);
+        assert_eq!(code_of(&Error::NotEnabled { buffer: 8 }), HOSTCALL_ERR_NOT_ENABLED);
+        assert_eq!(code_of(&Error::ShutDown), HOSTCALL_ERR_OTHER);
+    }
+}

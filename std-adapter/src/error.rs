@@ -108,10 +108,9 @@ impl fmt::Display for Error {
                 f,
                 "buffer {buffer:#x} is enabled for queue {enabled_for:#x}, not for queue {given:#x}"
             ),
-            Self::PacketCountMismatch { buffer, enabled_with, given } => write!(
-                f,
-                "buffer {buffer:#x} is enabled with {enabled_with} packets, not {given}"
-            ),
+            Self::PacketCountMismatch { buffer, enabled_with, given } => {
+                write!(f, "buffer {buffer:#x} is enabled with {enabled_with} packets, not {given}")
+            }
             Self::CalledFromListener => {
                 f.write_str("hostcalls cannot be enabled or disabled from a listener thread")
             }

@@ -68,9 +68,8 @@ impl<T> From<*mut T> for QueueId {
 /// ```
 pub fn buffer_size(num_packets: u32) -> Result<usize, Error> {
     let geometry = Geometry::new(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))?;
-    hostcall_core::layout::buffer_size(geometry.num_packets() as usize).ok_or(Error::Layout(
-        LayoutError::Geometry(GeometryError::TooManyPackets(u64::from(num_packets))),
-    ))
+    hostcall_core::layout::buffer_size(geometry.num_packets() as usize)
+        .ok_or(Error::Layout(LayoutError::Geometry(GeometryError::TooManyPackets(u64::from(num_packets)))))
 }
 
 /// The alignment a buffer needs (ROCm's `getHostcallBufferAlignment`).
@@ -110,7 +109,10 @@ fn checked_len(buffer: *mut u8, num_packets: u32) -> Result<usize, Error> {
     let len = buffer_size(num_packets)?;
     if (buffer as usize).checked_add(len).is_none() {
         // The buffer would wrap around the address space: no memory is that large.
-        return Err(Error::Layout(LayoutError::TooSmall { needed: len, given: usize::MAX - buffer as usize }));
+        return Err(Error::Layout(LayoutError::TooSmall {
+            needed: len,
+            given: usize::MAX - buffer as usize,
+        }));
     }
     Ok(len)
 }
@@ -193,4 +195,3 @@ impl std::fmt::Debug for EmulatedWave {
             .finish()
     }
 }
-

@@ -11,6 +11,7 @@
 #include "hostcall.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,8 +285,20 @@ static int run(void) {
     return 0;
 }
 
-/* Enables two buffers, makes calls, returns without disabling (nor freeing: they are still
- * enabled, so the library may still read them until the process is gone). */
+static atomic_int calls_in_loop;
+
+/* Calls until the process ends. */
+static void *call_forever(void *buffer) {
+    for (uint64_t c = 0;; c++) {
+        add_call(buffer, 0x5, c);
+        atomic_fetch_add(&calls_in_loop, 1);
+    }
+    return NULL;
+}
+
+/* Enables two buffers, makes calls, leaves a thread calling in a loop (so the listener is busy
+ * when the process exits), and returns without disabling (nor freeing: the buffers are still
+ * enabled, so the library may read them until the process is gone). */
 static int exit_without_disable(void) {
     void *a = alloc_buffer(PACKETS), *b = alloc_buffer(PACKETS);
     CHECK(hostcall_register_service(ADD, add_service, calloc(1, sizeof(uint64_t))) == HOSTCALL_OK);
@@ -294,6 +307,11 @@ static int exit_without_disable(void) {
     for (uint64_t c = 0; c < 10; c++) {
         add_call(a, UINT64_MAX, c);
         add_call(b, 0x11, c);
+    }
+    pthread_t caller;
+    CHECK(pthread_create(&caller, NULL, call_forever, b) == 0);
+    CHECK(pthread_detach(caller) == 0);
+    while (atomic_load(&calls_in_loop) < 3) {
     }
     printf("hostcall_test: exiting with %s\n", failures ? "failures" : "two buffers enabled");
     return failures ? 1 : 0;

@@ -249,6 +249,9 @@ impl Drop for HostcallRuntime {
 
 impl std::fmt::Debug for HostcallRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostcallRuntime").field("id", &self.id).field("buffers", &self.buffer_count()).finish()
+        f.debug_struct("HostcallRuntime")
+            .field("id", &self.id)
+            .field("buffers", &self.buffer_count())
+            .finish()
     }
 }
