@@ -151,10 +151,9 @@ fn call_on(
     let submitted = claimed.submit(service, activemask);
     doorbell.ring();
     let mut backoff = Backoff::new(started, timeout);
-    let done = submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|still_submitted| {
-        std::mem::forget(still_submitted); // the host still owns it: leak, never reuse
-        Error::TimedOut
-    })?;
+    // On a timeout the host still owns the packet: it is leaked (never released, never reused).
+    let done =
+        submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|_still_submitted| Error::TimedOut)?;
     let mut lanes_out = [[0; REPLY_WORDS]; LANES];
     for lane in lanes(activemask) {
         lanes_out[lane] = done.reply(lane);

@@ -228,6 +228,37 @@ fn dropping_a_runtime_releases_its_buffers() {
     next.disable(memory.at(0), queue).unwrap();
 }
 
+/// A listener serves at most `MAX_BUFFERS`; one more is refused (and changes nothing), and a
+/// second runtime serves it.
+#[test]
+fn a_full_listener_refuses_and_a_second_runtime_serves() {
+    use hostcall::core::poller::PollerError;
+    use hostcall::listener::MAX_BUFFERS;
+    let (one, two) = (runtime(), runtime());
+    let memory: Vec<Memory> = (0..=MAX_BUFFERS).map(|_| Memory::buffer(2)).collect();
+    let queue = |i: usize| QueueId(0x0900_0000 + i as u64);
+    for (i, m) in memory[..MAX_BUFFERS].iter().enumerate() {
+        // SAFETY: `memory` outlives both runtimes' use of it.
+        unsafe { one.enable(m.at(0), 2, queue(i)) }.unwrap();
+    }
+    let last = memory[MAX_BUFFERS].at(0);
+    assert_eq!(
+        // SAFETY: as above.
+        unsafe { one.enable(last, 2, queue(MAX_BUFFERS)) },
+        Err(Error::Poller(PollerError::Full { capacity: MAX_BUFFERS }))
+    );
+    assert!(!is_enabled(last), "a refused enable leaves no trace");
+    // SAFETY: as above.
+    unsafe { two.enable(last, 2, queue(MAX_BUFFERS)) }.unwrap();
+    add_call(last, 2, 1, 1 << 8);
+    add_call(memory[0].at(0), 2, 1, 2 << 8);
+    two.disable(last, queue(MAX_BUFFERS)).unwrap();
+    for (i, m) in memory[..MAX_BUFFERS].iter().enumerate() {
+        one.disable(m.at(0), queue(i)).unwrap();
+    }
+    assert!(!one.is_running() && !two.is_running());
+}
+
 #[test]
 fn the_default_runtime_starts_with_the_first_buffer_and_stops_after_the_last() {
     let global = HostcallRuntime::global();

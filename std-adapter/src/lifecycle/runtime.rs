@@ -239,6 +239,8 @@ fn stop(listener: Listener) {
 impl Drop for HostcallRuntime {
     /// Stops the listener (joining its thread) and forgets every buffer still enabled on this
     /// runtime: their memory is no longer touched and their addresses may be enabled again.
+    /// (Do not drop a runtime from one of its own services: its listener thread cannot join
+    /// itself.)
     fn drop(&mut self) {
         if let Some(running) = self.lock_listener().take() {
             stop(running);
