@@ -2,10 +2,11 @@
 //! tests, examples, benchmarks and firmware-like embedders exercise the protocol a GPU speaks.
 
 use crate::buffer::HostcallBuffer;
+use crate::doorbell::Doorbell;
 use crate::error::Error;
+use hostcall_core::buffer::BufferView;
 use hostcall_core::layout::{LANES, REPLY_WORDS, SLOT_WORDS};
 use hostcall_core::message::MessageWriter;
-use hostcall_core::packet::Submitted;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,35 +117,89 @@ impl Wave {
         activemask: u64,
         request: impl Fn(usize) -> [u64; SLOT_WORDS],
     ) -> Result<Reply, Error> {
-        let started = Instant::now();
         let view = self.buffer.view();
-        let mut backoff = Backoff::new(started, self.timeout);
-        let mut claimed = loop {
-            match view.claim()? {
-                Some(packet) => break packet,
-                None => backoff.wait()?, // more waves than packets: wait for a release
-            }
-        };
-        for lane in lanes(activemask) {
-            claimed.write_lane(lane, &request(lane));
-        }
-        let submitted = claimed.submit(service, activemask);
-        self.buffer.doorbell().ring();
-        self.wait(submitted, activemask, started)
+        call_on(&view, self.buffer.doorbell().as_ref(), activemask, self.timeout, service, request)
+    }
+}
+
+/// A wave on a buffer in memory the caller manages (not a [`HostcallBuffer`]): the producer path
+/// for buffers enabled with [`crate::lifecycle`], and the C ABI's emulated wave.
+#[derive(Clone, Copy)]
+pub struct RawWave<'a> {
+    view: BufferView<'a>,
+    doorbell: &'a dyn Doorbell,
+    activemask: u64,
+    timeout: Option<Duration>,
+}
+
+impl<'a> RawWave<'a> {
+    /// A wave with `activemask` on the buffer of `num_packets` packets at `base` (`len` bytes),
+    /// ringing `doorbell` after each submit. Checks the address and the length.
+    ///
+    /// # Safety
+    /// - `base..base + len` must hold a buffer initialised for `num_packets` packets;
+    /// - it must stay valid for reads and writes, and be accessed only atomically, for `'a`.
+    pub unsafe fn new(
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+        doorbell: &'a dyn Doorbell,
+        activemask: u64,
+    ) -> Result<Self, Error> {
+        // SAFETY: forwarded from this function's contract.
+        let view = unsafe { BufferView::from_raw(base, len, num_packets) }?;
+        Ok(Self { view, doorbell, activemask, timeout: None })
     }
 
-    fn wait(&self, submitted: Submitted<'_>, activemask: u64, started: Instant) -> Result<Reply, Error> {
-        let mut backoff = Backoff::new(started, self.timeout);
-        let done = submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|still_submitted| {
-            std::mem::forget(still_submitted); // the host still owns it: leak, never reuse
-            Error::TimedOut
-        })?;
-        let mut lanes_out = [[0; REPLY_WORDS]; LANES];
-        for lane in lanes(activemask) {
-            lanes_out[lane] = done.reply(lane);
-        }
-        Ok(Reply { lanes: lanes_out, activemask, host_error: done.host_error() })
+    /// Gives up with [`Error::TimedOut`] after `timeout` (see [`Wave::with_timeout`]).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
     }
+
+    /// One hostcall, as [`Wave::call`].
+    pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
+        call_on(&self.view, self.doorbell, self.activemask, self.timeout, service, request)
+    }
+}
+
+impl std::fmt::Debug for RawWave<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawWave").field("activemask", &self.activemask).finish()
+    }
+}
+
+/// The producer path: claim, fill, submit, ring, wait.
+fn call_on(
+    view: &BufferView<'_>,
+    doorbell: &dyn Doorbell,
+    activemask: u64,
+    timeout: Option<Duration>,
+    service: u32,
+    request: impl Fn(usize) -> [u64; SLOT_WORDS],
+) -> Result<Reply, Error> {
+    let started = Instant::now();
+    let mut backoff = Backoff::new(started, timeout);
+    let mut claimed = loop {
+        match view.claim()? {
+            Some(packet) => break packet,
+            None => backoff.wait()?, // more waves than packets: wait for a release
+        }
+    };
+    for lane in lanes(activemask) {
+        claimed.write_lane(lane, &request(lane));
+    }
+    let submitted = claimed.submit(service, activemask);
+    doorbell.ring();
+    let mut backoff = Backoff::new(started, timeout);
+    // On a timeout the host still owns the packet: it is leaked (never released, never reused).
+    let done =
+        submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|_still_submitted| Error::TimedOut)?;
+    let mut lanes_out = [[0; REPLY_WORDS]; LANES];
+    for lane in lanes(activemask) {
+        lanes_out[lane] = done.reply(lane);
+    }
+    Ok(Reply { lanes: lanes_out, activemask, host_error: done.host_error() })
 }
 
 fn lanes(mask: u64) -> impl Iterator<Item = usize> {

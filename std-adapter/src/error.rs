@@ -27,6 +27,59 @@ pub enum Error {
     Message(String),
     /// A service id is already registered.
     ServiceTaken(u32),
+    // -- Buffer lifecycle (`crate::lifecycle`, ROCm's enable/disable). --
+    /// The buffer is already enabled on this listener (possibly for another queue).
+    AlreadyEnabled {
+        /// The buffer's address.
+        buffer: usize,
+        /// The queue it is enabled for.
+        queue: u64,
+    },
+    /// The buffer is enabled on another listener; one buffer is served by one listener.
+    EnabledOnOtherListener {
+        /// The buffer's address.
+        buffer: usize,
+    },
+    /// The buffer's memory overlaps a buffer that is already enabled.
+    Overlaps {
+        /// The buffer's address.
+        buffer: usize,
+        /// The address of the enabled buffer it overlaps.
+        enabled: usize,
+    },
+    /// The queue already has a buffer (one distinct buffer per hardware queue).
+    QueueTaken {
+        /// The queue.
+        queue: u64,
+        /// The buffer enabled for it.
+        buffer: usize,
+    },
+    /// The buffer is not enabled (never, or already disabled).
+    NotEnabled {
+        /// The buffer's address.
+        buffer: usize,
+    },
+    /// The buffer is enabled for another queue than the one given.
+    WrongQueue {
+        /// The buffer's address.
+        buffer: usize,
+        /// The queue it is enabled for.
+        enabled_for: u64,
+        /// The queue given.
+        given: u64,
+    },
+    /// The buffer is enabled with another packet count than the one given.
+    PacketCountMismatch {
+        /// The buffer's address.
+        buffer: usize,
+        /// The packet count it is enabled with.
+        enabled_with: u32,
+        /// The packet count given.
+        given: u32,
+    },
+    /// Enable or disable was called from a listener thread (from a service handler), where it
+    /// would wait for itself.
+    CalledFromListener,
 }
 
 impl fmt::Display for Error {
@@ -41,6 +94,29 @@ impl fmt::Display for Error {
             Self::TimedOut => f.write_str("timed out waiting for the host"),
             Self::Message(e) => write!(f, "message stream: {e}"),
             Self::ServiceTaken(id) => write!(f, "service id {id} is already registered"),
+            Self::AlreadyEnabled { buffer, queue } => {
+                write!(f, "buffer {buffer:#x} is already enabled (for queue {queue:#x})")
+            }
+            Self::EnabledOnOtherListener { buffer } => {
+                write!(f, "buffer {buffer:#x} is enabled on another listener")
+            }
+            Self::Overlaps { buffer, enabled } => {
+                write!(f, "buffer {buffer:#x} overlaps the enabled buffer {enabled:#x}")
+            }
+            Self::QueueTaken { queue, buffer } => {
+                write!(f, "queue {queue:#x} already has a buffer enabled ({buffer:#x})")
+            }
+            Self::NotEnabled { buffer } => write!(f, "buffer {buffer:#x} is not enabled"),
+            Self::WrongQueue { buffer, enabled_for, given } => write!(
+                f,
+                "buffer {buffer:#x} is enabled for queue {enabled_for:#x}, not for queue {given:#x}"
+            ),
+            Self::PacketCountMismatch { buffer, enabled_with, given } => {
+                write!(f, "buffer {buffer:#x} is enabled with {enabled_with} packets, not {given}")
+            }
+            Self::CalledFromListener => {
+                f.write_str("hostcalls cannot be enabled or disabled from a listener thread")
+            }
         }
     }
 }

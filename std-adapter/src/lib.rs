@@ -7,7 +7,8 @@
 //! - [`service`]: the registry from service id to handler;
 //! - [`message`] and [`printf`]: message streams and the PRINTF service;
 //! - [`listener`]: the thread that serves buffers;
-//! - [`device`]: emulated waves on CPU threads.
+//! - [`device`]: emulated waves on CPU threads;
+//! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -20,6 +21,7 @@ pub mod device;
 pub mod doorbell;
 pub mod error;
 pub mod hsa;
+pub mod lifecycle;
 pub mod listener;
 pub mod memory;
 pub mod message;
@@ -27,6 +29,7 @@ pub mod printf;
 pub mod service;
 
 pub use error::Error;
+pub use lifecycle::{buffer_align, buffer_size, disable, enable, HostcallRuntime, QueueId};
 
 /// Byte offset of `hidden_hostcall_buffer` in a kernel's implicit arguments, code-object ABI < 500
 /// (8-byte slot 3).

@@ -62,7 +62,7 @@ impl ListenerConfig {
 
 struct Shared {
     poller: Poller<MAX_BUFFERS>,
-    services: Services,
+    services: Arc<Services>,
     doorbell: Arc<dyn Doorbell>,
     /// Keeps each registered buffer alive while the poller may touch it (the contract of
     /// `Poller::add`). Keyed by base address.
@@ -96,9 +96,19 @@ pub struct Listener {
 impl Listener {
     /// Starts a listener thread that sleeps on `doorbell`.
     pub fn start(doorbell: Arc<dyn Doorbell>, config: ListenerConfig) -> Result<Self, Error> {
+        Self::start_with_services(doorbell, config, Arc::new(Services::new()))
+    }
+
+    /// Starts a listener thread that dispatches through `services`, a registry that may outlive
+    /// it (a runtime that stops and restarts its listener keeps its services).
+    pub fn start_with_services(
+        doorbell: Arc<dyn Doorbell>,
+        config: ListenerConfig,
+        services: Arc<Services>,
+    ) -> Result<Self, Error> {
         let shared = Arc::new(Shared {
             poller: Poller::new(),
-            services: Services::new(),
+            services,
             doorbell,
             owned: Mutex::new(HashMap::new()),
             stop: AtomicBool::new(false),
@@ -162,6 +172,11 @@ impl Listener {
         Ok(self.shared.poller.remove(base)?)
     }
 
+    /// The id of the listener thread, `None` once it has been joined.
+    pub fn thread_id(&self) -> Option<std::thread::ThreadId> {
+        self.thread.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|t| t.thread().id())
+    }
+
     /// Number of buffers served.
     pub fn buffer_count(&self) -> usize {
         self.shared.poller.len()
@@ -206,7 +221,7 @@ impl std::fmt::Debug for Listener {
 }
 
 fn poll(shared: &Shared) -> DrainReport {
-    shared.poller.poll_once(&shared.services)
+    shared.poller.poll_once(shared.services.as_ref())
 }
 
 fn run(shared: &Shared) {

@@ -1,0 +1,31 @@
+//! `libhostcall`: the C ABI of `hostcall`, a drop-in for ROCm's `rochostcall.hpp` interface.
+//!
+//! Built as `libhostcall.so` and `libhostcall.a`; declared in `include/hostcall.h`:
+//!
+//! - [`getHostcallBufferSize`], [`getHostcallBufferAlignment`], [`enableHostcalls`],
+//!   [`disableHostcalls`]: ROCm's names and signatures (C linkage);
+//! - [`hostcall_buffer_size`], [`hostcall_buffer_alignment`], [`hostcall_enable`],
+//!   [`hostcall_disable`]: the same with status codes, and [`hostcall_last_error`] to say why;
+//! - [`hostcall_register_service`], [`hostcall_unregister_service`]: services in C;
+//! - [`hostcall_emulated_call`]: one wave's hostcall from the CPU, through the real producer
+//!   path (for tests and for runtimes without a GPU).
+//!
+//! Every entry point checks its pointers, catches panics (none crosses the boundary: a panic is
+//! reported as [`status::HOSTCALL_ERR_PANIC`]) and records a message for
+//! [`hostcall_last_error`] on failure. Everything runs on the process-wide default runtime,
+//! `hostcall::HostcallRuntime::global()`.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod emulated;
+pub mod lifecycle;
+pub mod service;
+pub mod status;
+
+pub use emulated::hostcall_emulated_call;
+pub use lifecycle::{
+    disableHostcalls, enableHostcalls, getHostcallBufferAlignment, getHostcallBufferSize,
+    hostcall_buffer_alignment, hostcall_buffer_size, hostcall_disable, hostcall_enable,
+};
+pub use service::{hostcall_register_service, hostcall_unregister_service};
+pub use status::hostcall_last_error;

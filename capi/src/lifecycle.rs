@@ -1,0 +1,81 @@
+//! Sizing, enabling and disabling buffers: the `hostcall_*` entry points with status codes, and
+//! ROCm's names (`getHostcallBufferSize`, ...) with ROCm's signatures.
+
+use crate::status::{guard, status, Failure};
+use hostcall_rs::QueueId;
+use std::ffi::{c_int, c_void};
+
+/// Bytes a buffer of `num_packets` packets needs; 0 if the count is refused (fewer than 2, or
+/// absurdly many: see `hostcall_last_error()`).
+#[no_mangle]
+pub extern "C" fn hostcall_buffer_size(num_packets: u32) -> usize {
+    guard(|_| 0, || Ok(hostcall_rs::buffer_size(num_packets)?))
+}
+
+/// The alignment a buffer needs (8).
+#[no_mangle]
+pub extern "C" fn hostcall_buffer_alignment() -> u32 {
+    hostcall_rs::buffer_align() as u32
+}
+
+/// Initialises the buffer, starts the listener if none runs, and serves the buffer for `queue`.
+/// Returns `HOSTCALL_OK` or a `HOSTCALL_ERR_*` code (nothing changed then).
+///
+/// # Safety
+/// `buffer` points to `hostcall_buffer_size(num_packets)` bytes, aligned, that stay valid and
+/// untouched but by the protocol until `hostcall_disable` returns for it (or the process ends).
+#[no_mangle]
+pub unsafe extern "C" fn hostcall_enable(
+    buffer: *mut c_void,
+    num_packets: u32,
+    queue: *const c_void,
+) -> c_int {
+    status(|| {
+        // SAFETY: forwarded from this function's contract; the callee checks null and alignment.
+        unsafe { hostcall_rs::enable(buffer.cast(), num_packets, QueueId::from(queue)) }
+            .map_err(Failure::from)
+    })
+}
+
+/// Stops serving the buffer; afterwards it may be freed. The listener thread is joined after the
+/// last buffer. Returns `HOSTCALL_OK` or a `HOSTCALL_ERR_*` code.
+#[no_mangle]
+pub extern "C" fn hostcall_disable(buffer: *mut c_void, queue: *const c_void) -> c_int {
+    status(|| hostcall_rs::disable(buffer.cast(), QueueId::from(queue)).map_err(Failure::from))
+}
+
+/// ROCm's `getHostcallBufferSize` (0 for a refused count).
+#[no_mangle]
+#[allow(non_snake_case)]
+pub extern "C" fn getHostcallBufferSize(num_packets: u32) -> usize {
+    hostcall_buffer_size(num_packets)
+}
+
+/// ROCm's `getHostcallBufferAlignment`.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub extern "C" fn getHostcallBufferAlignment() -> u32 {
+    hostcall_buffer_alignment()
+}
+
+/// ROCm's `enableHostcalls`: true on success (else see `hostcall_last_error()`).
+///
+/// # Safety
+/// As [`hostcall_enable`].
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn enableHostcalls(
+    buffer: *mut c_void,
+    num_packets: u32,
+    queue: *const c_void,
+) -> bool {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { hostcall_enable(buffer, num_packets, queue) == crate::status::HOSTCALL_OK }
+}
+
+/// ROCm's `disableHostcalls` (a failure is only recorded for `hostcall_last_error()`).
+#[no_mangle]
+#[allow(non_snake_case)]
+pub extern "C" fn disableHostcalls(buffer: *mut c_void, queue: *const c_void) {
+    hostcall_disable(buffer, queue);
+}

@@ -1,0 +1,295 @@
+//! The C ABI from C and C++: `capi/tests/c/hostcall_test.c` and `header_check.cpp` compiled with
+//! the system compilers against `include/hostcall.h` and the library cargo built for this test.
+//!
+//! Where the library is: `cargo test` builds this package's library with all its crate types
+//! (cdylib, staticlib, rlib) in the same `deps` directory as this test executable, so the test
+//! finds `libhostcall.so` and `libhostcall.a` next to `current_exe()`, always as fresh as the test.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn include_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../include")
+}
+
+fn sources() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c")
+}
+
+/// The directory holding `libhostcall.{so,a}` built for this test run.
+fn library_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    for dir in [deps, deps.parent().unwrap()] {
+        if dir.join("libhostcall.a").exists() && dir.join("libhostcall.so").exists() {
+            return dir.to_path_buf();
+        }
+    }
+    panic!("libhostcall.a / libhostcall.so not found next to {}", exe.display());
+}
+
+/// Where compiled C programs go (inside the target directory).
+fn out_dir() -> PathBuf {
+    let dir = library_dir().join("hostcall-capi-c-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn compiler(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_owned())
+}
+
+fn run_checked(command: &mut Command) -> Output {
+    let output = command.output().unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+#[derive(Clone, Copy)]
+enum Link {
+    Shared,
+    Static,
+}
+
+/// Compiles `source` (C or C++) and links it with the library; once per test process.
+fn build(source: &str, link: Link) -> PathBuf {
+    let cpp = source.ends_with(".cpp");
+    let name = format!(
+        "{}-{}",
+        source.split('.').next().unwrap(),
+        if let Link::Shared = link { "shared" } else { "static" }
+    );
+    let exe = out_dir().join(name);
+    let mut command = Command::new(if cpp { compiler("CXX", "c++") } else { compiler("CC", "cc") });
+    command
+        .arg(if cpp { "-std=c++11" } else { "-std=c11" })
+        .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"])
+        .arg("-I")
+        .arg(include_dir())
+        .arg(sources().join(source))
+        .arg("-o")
+        .arg(&exe);
+    let lib = library_dir();
+    match link {
+        Link::Shared => {
+            command.arg(format!("-L{}", lib.display())).arg("-lhostcall");
+            command.arg(format!("-Wl,-rpath,{}", lib.display()));
+        }
+        Link::Static => {
+            command.arg(lib.join("libhostcall.a"));
+            command.args(["-ldl", "-lm"]);
+        }
+    }
+    command.arg("-pthread");
+    run_checked(&mut command);
+    exe
+}
+
+fn c_test(link: Link) -> &'static Path {
+    static SHARED: OnceLock<PathBuf> = OnceLock::new();
+    static STATIC: OnceLock<PathBuf> = OnceLock::new();
+    let cell = if let Link::Shared = link { &SHARED } else { &STATIC };
+    cell.get_or_init(|| build("hostcall_test.c", link))
+}
+
+fn run_mode(exe: &Path, mode: &str) -> String {
+    let output = run_checked(Command::new(exe).arg(mode));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn the_c_program_runs_the_lifecycle_against_the_shared_library() {
+    let out = run_mode(c_test(Link::Shared), "run");
+    assert!(out.contains("hostcall_test: ok"), "{out}");
+    assert!(out.contains("lanes served: 14040, expected 14040"), "{out}");
+}
+
+#[test]
+fn the_c_program_runs_the_lifecycle_against_the_static_library() {
+    let out = run_mode(c_test(Link::Static), "run");
+    assert!(out.contains("hostcall_test: ok"), "{out}");
+}
+
+/// The C program enables two buffers, makes calls, leaves a thread calling in a loop, and
+/// returns from `main` without disabling: it must exit with 0 within a second.
+#[test]
+fn a_c_program_exits_promptly_with_buffers_still_enabled() {
+    let exe = c_test(Link::Shared);
+    let started = Instant::now();
+    let mut child = Command::new(exe).arg("exit").stdout(Stdio::piped()).spawn().unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            child.kill().unwrap();
+            panic!("the C program hangs at exit");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let elapsed = started.elapsed();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    eprintln!("the C program exited with {status} after {elapsed:?}");
+    assert!(status.success(), "{status}: {out}");
+    assert!(out.contains("exiting with two buffers enabled"), "{out}");
+    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+}
+
+#[test]
+fn the_header_compiles_as_cpp_and_links_with_c_linkage() {
+    let out = run_mode(&build("header_check.cpp", Link::Shared), "");
+    assert!(out.contains("header_check: ok"), "{out}");
+}
+
+/// Every offset, size and constant the header defines, printed by the C program, equals the
+/// Rust definition (or PROTOCOL.md's number where Rust has none in this crate).
+#[test]
+fn the_header_layout_matches_rust() {
+    use hostcall_rs::core::layout::{self, BufferPrefix, PacketHeader, Payload};
+    use hostcall_rs::core::service::{self, ErrorCode};
+    use std::mem::{offset_of, size_of};
+
+    let out = run_mode(c_test(Link::Shared), "layout");
+    let c: std::collections::HashMap<&str, u64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("layout "))
+        .map(|l| {
+            let (name, value) = l.split_once(' ').unwrap();
+            (name, value.parse().unwrap())
+        })
+        .collect();
+    let size = |n| layout::buffer_size(n).unwrap() as u64;
+    let descriptor = |begin: u64, end: u64, len: u64, id: u64| begin | end << 1 | len << 5 | id << 8;
+    let expected: Vec<(&str, u64)> = vec![
+        ("prefix.size", size_of::<BufferPrefix>() as u64),
+        ("prefix.headers", offset_of!(BufferPrefix, headers) as u64),
+        ("prefix.payloads", offset_of!(BufferPrefix, payloads) as u64),
+        ("prefix.doorbell", offset_of!(BufferPrefix, doorbell) as u64),
+        ("prefix.free_stack", offset_of!(BufferPrefix, free_stack) as u64),
+        ("prefix.ready_stack", offset_of!(BufferPrefix, ready_stack) as u64),
+        ("prefix.index_mask", offset_of!(BufferPrefix, index_mask) as u64),
+        ("header.size", size_of::<PacketHeader>() as u64),
+        ("header.next", offset_of!(PacketHeader, next) as u64),
+        ("header.activemask", offset_of!(PacketHeader, activemask) as u64),
+        ("header.service", offset_of!(PacketHeader, service) as u64),
+        ("header.control", offset_of!(PacketHeader, control) as u64),
+        ("payload.size", size_of::<Payload>() as u64),
+        // PROTOCOL.md section 2 (the phase layout's Rust types live in another module).
+        ("phase.size", 56),
+        ("phase.device_phase", 0),
+        ("phase.host_phase", 8),
+        ("phase.occupied", 16),
+        ("phase.headers", 24),
+        ("phase.payloads", 32),
+        ("phase.doorbell", 40),
+        ("phase.num_packets", 48),
+        ("phase_header.size", 16),
+        ("phase_header.activemask", 0),
+        ("phase_header.service", 8),
+        ("headers_offset", layout::HEADERS_OFFSET as u64),
+        ("payloads_offset.3", layout::payloads_offset(3) as u64),
+        ("buffer_size.3", size(3)),
+        ("buffer_size.1000", size(1000)),
+        ("lib.buffer_size.3", size(3)),
+        ("lib.buffer_size.1000", size(1000)),
+        ("buffer_align", layout::buffer_align() as u64),
+        ("lib.buffer_align", layout::buffer_align() as u64),
+        ("max_packets", u64::from(hostcall_rs::core::tagged::Geometry::MAX_PACKETS)),
+        ("lanes", layout::LANES as u64),
+        ("slot_words", layout::SLOT_WORDS as u64),
+        ("reply_words", layout::REPLY_WORDS as u64),
+        ("service.function_call", u64::from(service::FUNCTION_CALL)),
+        ("service.printf", u64::from(service::PRINTF)),
+        ("service.devmem", u64::from(service::DEVMEM)),
+        ("service.sanitizer", u64::from(service::SANITIZER)),
+        ("control.ready", u64::from(layout::CONTROL_READY)),
+        ("control.host_error", u64::from(layout::CONTROL_HOST_ERROR)),
+        ("error.reply", service::ERROR_REPLY),
+        ("error.unknown_service", ErrorCode::UnknownService as u64),
+        ("error.service_panicked", ErrorCode::ServicePanicked as u64),
+        ("error.bad_request", ErrorCode::BadRequest as u64),
+        ("error.refused", ErrorCode::Refused as u64),
+        ("error.shutting_down", ErrorCode::ShuttingDown as u64),
+        // PROTOCOL.md section 4.
+        ("msg.begin", 1),
+        ("msg.end", 2),
+        ("msg.reserved", 0b111 << 2),
+        ("msg.descriptor", descriptor(1, 1, 7, 0xabcdef)),
+        ("msg.len", 5),
+        ("msg.id", (1 << 56) - 1),
+        ("implicitarg.v4", hostcall_rs::IMPLICITARG_OFFSET_V4 as u64),
+        ("implicitarg.v5", hostcall_rs::IMPLICITARG_OFFSET_V5 as u64),
+        ("emulated_timeout_ms", hostcall::emulated::EMULATED_TIMEOUT.as_millis() as u64),
+    ];
+    use hostcall::status::*;
+    let statuses = [
+        ("status.null", HOSTCALL_ERR_NULL),
+        ("status.misaligned", HOSTCALL_ERR_MISALIGNED),
+        ("status.packet_count", HOSTCALL_ERR_PACKET_COUNT),
+        ("status.already_enabled", HOSTCALL_ERR_ALREADY_ENABLED),
+        ("status.other_listener", HOSTCALL_ERR_OTHER_LISTENER),
+        ("status.overlaps", HOSTCALL_ERR_OVERLAPS),
+        ("status.queue_taken", HOSTCALL_ERR_QUEUE_TAKEN),
+        ("status.not_enabled", HOSTCALL_ERR_NOT_ENABLED),
+        ("status.wrong_queue", HOSTCALL_ERR_WRONG_QUEUE),
+        ("status.packet_count_mismatch", HOSTCALL_ERR_PACKET_COUNT_MISMATCH),
+        ("status.from_listener", HOSTCALL_ERR_FROM_LISTENER),
+        ("status.service_taken", HOSTCALL_ERR_SERVICE_TAKEN),
+        ("status.timed_out", HOSTCALL_ERR_TIMED_OUT),
+        ("status.thread", HOSTCALL_ERR_THREAD),
+        ("status.panic", HOSTCALL_ERR_PANIC),
+        ("status.other", HOSTCALL_ERR_OTHER),
+    ];
+    let expected = expected.into_iter().chain(statuses.map(|(name, code)| (name, code as u64)));
+    let mut compared = 0;
+    for (name, value) in expected {
+        assert_eq!(c.get(name), Some(&value), "{name}: header vs Rust");
+        compared += 1;
+    }
+    assert_eq!(compared, c.len(), "every line the C program prints is compared");
+}
+
+/// The entry points called directly (the rlib): null pointers and bad counts are refused with
+/// their codes and a message, never a crash.
+#[test]
+fn entry_points_refuse_bad_arguments() {
+    use hostcall::status::*;
+    use std::ffi::CStr;
+    let last_error = || {
+        // SAFETY: `hostcall_last_error` returns a NUL-terminated string valid until the next
+        // failing call on this thread.
+        unsafe { CStr::from_ptr(hostcall::hostcall_last_error()) }.to_str().unwrap().to_owned()
+    };
+    assert_eq!(hostcall::getHostcallBufferSize(1), 0);
+    assert!(last_error().contains("at least 2"), "{}", last_error());
+    assert_eq!(hostcall::hostcall_buffer_size(2), hostcall_rs::buffer_size(2).unwrap());
+    // SAFETY: null is refused before anything is touched.
+    unsafe {
+        assert_eq!(hostcall::hostcall_enable(std::ptr::null_mut(), 4, std::ptr::null()), HOSTCALL_ERR_NULL);
+        assert!(!hostcall::enableHostcalls(std::ptr::null_mut(), 4, std::ptr::null()));
+        assert_eq!(hostcall::hostcall_register_service(5, None, std::ptr::null_mut()), HOSTCALL_ERR_NULL);
+        assert_eq!(
+            hostcall::hostcall_emulated_call(
+                std::ptr::null_mut(),
+                4,
+                1,
+                1,
+                std::ptr::null(),
+                std::ptr::null_mut()
+            ),
+            HOSTCALL_ERR_NULL
+        );
+    }
+    assert!(last_error().contains("null"), "{}", last_error());
+    assert_eq!(hostcall::hostcall_disable(std::ptr::null_mut(), std::ptr::null()), HOSTCALL_ERR_NULL);
+    assert_eq!(hostcall::hostcall_unregister_service(12345), HOSTCALL_ERR_OTHER);
+}

@@ -1,0 +1,197 @@
+//! Buffer lifecycle, as ROCm's `rochostcall.hpp` has it: size a buffer, enable it for a hardware
+//! queue (the listener starts with the first one), disable it (the listener stops, its thread
+//! joined, after the last one).
+//!
+//! ```
+//! // A runtime creating a queue: allocate `buffer_size(n)` bytes aligned to `buffer_align()` in
+//! // memory the device reaches, then enable them for the queue.
+//! let n = 8;
+//! let mut memory = vec![0u64; hostcall::buffer_size(n).unwrap() / 8];
+//! let buffer = memory.as_mut_ptr().cast::<u8>();
+//! assert_eq!(buffer as usize % hostcall::buffer_align(), 0);
+//! let queue = hostcall::QueueId(0x1000); // e.g. the address of the `hsa_queue_t`
+//!
+//! // SAFETY: `memory` stays allocated and untouched (but by the protocol) until `disable`.
+//! unsafe { hostcall::enable(buffer, n, queue) }.unwrap();
+//! // ... write the buffer's address into each dispatch's implicit arguments
+//! // (`hostcall::IMPLICITARG_OFFSET_V5`), run kernels ...
+//! hostcall::disable(buffer, queue).unwrap();
+//! drop(memory); // the listener no longer touches it
+//! ```
+//!
+//! Misuse is an [`Error`], never undefined behaviour: see [`HostcallRuntime::enable`] and
+//! [`HostcallRuntime::disable`] for the list. A program may also end without disabling its
+//! buffers: the default runtime is a static that nothing tears down at exit, so no exit handler
+//! joins its thread or frees what the thread uses; the thread ends with the process.
+
+mod registry;
+mod runtime;
+
+pub use runtime::HostcallRuntime;
+
+use crate::device::{RawWave, Reply};
+use crate::error::Error;
+use hostcall_core::buffer::LayoutError;
+use hostcall_core::layout::SLOT_WORDS;
+use hostcall_core::tagged::{Geometry, GeometryError};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A hardware queue, as the key a buffer is enabled for (ROCm passes the `hsa_queue_t*`). Any
+/// value will do, as long as each queue has its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueId(pub u64);
+
+impl From<u64> for QueueId {
+    fn from(id: u64) -> Self {
+        Self(id)
+    }
+}
+
+impl<T> From<*const T> for QueueId {
+    fn from(queue: *const T) -> Self {
+        Self(queue as usize as u64)
+    }
+}
+
+impl<T> From<*mut T> for QueueId {
+    fn from(queue: *mut T) -> Self {
+        Self(queue as usize as u64)
+    }
+}
+
+/// Bytes a buffer of `num_packets` packets needs (ROCm's `getHostcallBufferSize`).
+///
+/// ```
+/// assert_eq!(hostcall::buffer_size(2), Ok(48 + 2 * 24 + 2 * 4096));
+/// assert!(hostcall::buffer_size(1).is_err()); // the stack protocol needs 2 packets
+/// ```
+pub fn buffer_size(num_packets: u32) -> Result<usize, Error> {
+    let geometry = Geometry::new(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))?;
+    hostcall_core::layout::buffer_size(geometry.num_packets() as usize)
+        .ok_or(Error::Layout(LayoutError::Geometry(GeometryError::TooManyPackets(u64::from(num_packets)))))
+}
+
+/// The alignment a buffer needs (ROCm's `getHostcallBufferAlignment`).
+pub const fn buffer_align() -> usize {
+    hostcall_core::layout::buffer_align()
+}
+
+/// ROCm's `enableHostcalls` on the process-wide default runtime ([`HostcallRuntime::global`]).
+///
+/// # Safety
+/// As [`HostcallRuntime::enable`]: `buffer` points to `buffer_size(num_packets)` bytes that stay
+/// valid, and are touched only by the protocol, until [`disable`] returns (or the process ends).
+pub unsafe fn enable(buffer: *mut u8, num_packets: u32, queue: impl Into<QueueId>) -> Result<(), Error> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { HostcallRuntime::global().enable(buffer, num_packets, queue.into()) }
+}
+
+/// ROCm's `disableHostcalls` on the process-wide default runtime. When it returns the buffer may
+/// be freed; after the last buffer the listener thread has been joined.
+pub fn disable(buffer: *mut u8, queue: impl Into<QueueId>) -> Result<(), Error> {
+    HostcallRuntime::global().disable(buffer, queue.into())
+}
+
+/// Whether the buffer at `buffer` is enabled, on any runtime.
+pub fn is_enabled(buffer: *const u8) -> bool {
+    registry::lock().get(buffer as usize).is_some_and(|e| e.ready)
+}
+
+/// The null, alignment and packet-count checks of `enable`; the buffer's length.
+fn checked_len(buffer: *mut u8, num_packets: u32) -> Result<usize, Error> {
+    if buffer.is_null() {
+        return Err(Error::Layout(LayoutError::Null));
+    }
+    if buffer as usize % buffer_align() != 0 {
+        return Err(Error::Layout(LayoutError::Misaligned { address: buffer as usize }));
+    }
+    let len = buffer_size(num_packets)?;
+    if (buffer as usize).checked_add(len).is_none() {
+        // The buffer would wrap around the address space: no memory is that large.
+        return Err(Error::Layout(LayoutError::TooSmall {
+            needed: len,
+            given: usize::MAX - buffer as usize,
+        }));
+    }
+    Ok(len)
+}
+
+/// An emulated wave on an enabled buffer: the real producer path (claim, fill, submit, ring the
+/// doorbell of the runtime serving the buffer, wait), for tests and for the C ABI.
+#[derive(Clone)]
+pub struct EmulatedWave {
+    buffer: *mut u8,
+    len: usize,
+    num_packets: u32,
+    doorbell: Arc<dyn crate::doorbell::Doorbell>,
+    activemask: u64,
+    timeout: Option<Duration>,
+}
+
+// SAFETY: the buffer pointer is only used through `RawWave`, whose accesses are all atomic, and
+// `EmulatedWave::new`'s contract keeps the memory valid while the wave is used, from any thread.
+unsafe impl Send for EmulatedWave {}
+// SAFETY: as for `Send`; `call` takes `&self` and shares nothing else mutable.
+unsafe impl Sync for EmulatedWave {}
+
+impl EmulatedWave {
+    /// A wave with `activemask` on the enabled buffer at `buffer`. Refused if the buffer is not
+    /// enabled (or still being enabled), or is enabled with another packet count.
+    ///
+    /// # Safety
+    /// The buffer's memory must stay valid while this wave (or a clone) is used: do not disable
+    /// and free the buffer while a call may be in progress. (A call on a buffer disabled but still
+    /// allocated waits until its timeout, if it has one: nobody serves it.)
+    pub unsafe fn new(buffer: *mut u8, num_packets: u32, activemask: u64) -> Result<Self, Error> {
+        let registry = registry::lock();
+        let enabled = registry
+            .get(buffer as usize)
+            .filter(|e| e.ready)
+            .ok_or(Error::NotEnabled { buffer: buffer as usize })?;
+        if enabled.num_packets != num_packets {
+            return Err(Error::PacketCountMismatch {
+                buffer: buffer as usize,
+                enabled_with: enabled.num_packets,
+                given: num_packets,
+            });
+        }
+        Ok(Self {
+            buffer,
+            len: enabled.len,
+            num_packets,
+            doorbell: enabled.doorbell.clone(),
+            activemask,
+            timeout: None,
+        })
+    }
+
+    /// Gives up with [`Error::TimedOut`] after `timeout` waiting for a packet or a reply.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// One hostcall: every active lane sends `request(lane)` to `service`.
+    pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
+        // SAFETY: `new` checked the buffer was enabled with this packet count (so initialised,
+        // `len` bytes), and its contract keeps the memory valid while `self` is used.
+        let wave = unsafe {
+            RawWave::new(self.buffer, self.len, u64::from(self.num_packets), &*self.doorbell, self.activemask)
+        }?;
+        match self.timeout {
+            Some(limit) => wave.with_timeout(limit).call(service, request),
+            None => wave.call(service, request),
+        }
+    }
+}
+
+impl std::fmt::Debug for EmulatedWave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmulatedWave")
+            .field("buffer", &self.buffer)
+            .field("num_packets", &self.num_packets)
+            .field("activemask", &self.activemask)
+            .finish()
+    }
+}
