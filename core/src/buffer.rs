@@ -54,6 +54,15 @@ pub enum LayoutError {
     },
     /// A null address.
     Null,
+    /// A per-packet array of a phase buffer (see [`crate::phase`]) has the wrong length.
+    ArrayLength {
+        /// Which array (`"device_phase"`, `"host_phase"`, `"occupied"`, `"headers"`, `"payloads"`).
+        array: &'static str,
+        /// Entries the packet count needs.
+        expected: usize,
+        /// Entries given.
+        given: usize,
+    },
 }
 
 impl fmt::Display for LayoutError {
@@ -71,6 +80,9 @@ impl fmt::Display for LayoutError {
                 write!(f, "buffer at {address:#x} is not aligned to {} bytes", crate::layout::buffer_align())
             }
             Self::Null => f.write_str("buffer address is null"),
+            Self::ArrayLength { array, expected, given } => {
+                write!(f, "phase buffer array `{array}` has {given} entries, {expected} needed")
+            }
         }
     }
 }
@@ -93,6 +105,16 @@ pub enum DrainError {
         /// The packet's index.
         index: u32,
     },
+    /// Phase protocol: a pending packet's phase words had bits other than bit 0 set. Only bit 0
+    /// is compared; the packet was served, and `host_phase` was set to `device_phase` as read.
+    PhaseBits {
+        /// The packet's index.
+        index: u32,
+        /// `device_phase[index]` as read.
+        device_phase: u32,
+        /// `host_phase[index]` as read.
+        host_phase: u32,
+    },
 }
 
 impl fmt::Display for DrainError {
@@ -102,6 +124,11 @@ impl fmt::Display for DrainError {
             Self::NotReady { index } => {
                 write!(f, "packet {index} is on the ready-stack without READY set; skipped")
             }
+            Self::PhaseBits { index, device_phase, host_phase } => write!(
+                f,
+                "packet {index}: phase words {device_phase:#x} (device) and {host_phase:#x} (host) \
+                 have bits above bit 0 set; compared on bit 0 only"
+            ),
         }
     }
 }
@@ -109,7 +136,7 @@ impl fmt::Display for DrainError {
 /// What one drain did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DrainReport {
-    /// Packets served (READY cleared).
+    /// Packets served (stack protocol: READY cleared; phase protocol: `host_phase` flipped).
     pub packets: u32,
     /// Active lanes over those packets.
     pub lane_calls: u32,
@@ -190,8 +217,7 @@ impl<'a> PacketRequest<'a> {
     /// # Panics
     /// If `lane >= LANES` (lanes from [`PacketRequest::lanes`] never are).
     pub fn request(&self, lane: usize) -> [u64; SLOT_WORDS] {
-        let slot = &self.payload.slots[lane];
-        core::array::from_fn(|word| slot[word].read())
+        crate::packet::read_words(self.payload, lane)
     }
 
     /// Writes lane `lane`'s reply (the first [`REPLY_WORDS`] words of its slot).
@@ -199,14 +225,13 @@ impl<'a> PacketRequest<'a> {
     /// # Panics
     /// If `lane >= LANES`.
     pub fn reply(&mut self, lane: usize, reply: [u64; REPLY_WORDS]) {
-        let slot = &self.payload.slots[lane];
-        for (cell, word) in slot.iter().zip(reply) {
-            cell.write(word);
-        }
+        crate::packet::write_words(self.payload, lane, &reply);
     }
 
-    /// Answers lane `lane` with an error reply `[ERROR_REPLY, code]` and flags the packet
-    /// ([`crate::layout::CONTROL_HOST_ERROR`]).
+    /// Answers lane `lane` with an error reply `[ERROR_REPLY, code]` and flags the packet. The
+    /// stack protocol stores the flag as [`crate::layout::CONTROL_HOST_ERROR`]; the phase
+    /// protocol has no control word, so there the reply words are the only signal (see
+    /// [`crate::phase`]).
     pub fn reply_error(&mut self, lane: usize, code: ErrorCode) {
         self.reply(lane, code.reply());
         self.error = true;

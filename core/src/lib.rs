@@ -9,7 +9,10 @@
 //! - [`tagged`]: ABA-tagged packet pointers; [`stack`]: the Treiber stack for both lists;
 //! - [`packet`]: the state machine and the producer's typestate handles;
 //! - [`buffer`]: a checked view of a buffer: `init`, `claim`, `drain`;
-//! - [`poller`]: the listener's logic without a thread (fixed capacity, a spin lock);
+//! - [`phase`]: the phase protocol (ROCm's current ABI) over the same packets, requests and drain
+//!   handlers;
+//! - [`poller`]: the listener's logic without a thread (fixed capacity, a spin lock), serving
+//!   buffers of either protocol side by side;
 //! - [`service`]: service ids and error replies;
 //! - [`message`]: message streams (descriptor codec, chunking) for services longer than a slot.
 //!
@@ -48,6 +51,7 @@ pub mod buffer;
 pub mod layout;
 pub mod message;
 pub mod packet;
+pub mod phase;
 #[cfg(not(loom))]
 pub mod poller;
 pub mod service;

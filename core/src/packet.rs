@@ -121,10 +121,7 @@ impl<'a> Claimed<'a> {
     /// # Panics
     /// If `lane >= LANES`.
     pub fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
-        let slot = &self.payload().slots[lane];
-        for (cell, &word) in slot.iter().zip(words) {
-            cell.write(word);
-        }
+        write_words(self.payload(), lane, words);
     }
 
     /// Sets the service id and the activemask, sets READY and pushes the packet on the
@@ -177,20 +174,22 @@ impl<'a> Submitted<'a> {
     /// Waits until the host serves the packet, or until `keep_waiting(polls so far)` returns false,
     /// in which case the packet is handed back still submitted. `keep_waiting` is the backoff: it
     /// may spin, yield or sleep.
-    pub fn wait_until(self, mut keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<'a>, Self> {
-        let mut polls = 0u32;
-        loop {
-            let control = self.control();
-            if control & CONTROL_READY == 0 {
-                let (buffer, ptr) = (self.buffer, self.ptr);
-                core::mem::forget(self);
-                return Ok(Completed { buffer, ptr, host_error: control & CONTROL_HOST_ERROR != 0 });
-            }
-            if !keep_waiting(polls) {
-                return Err(self);
-            }
-            polls = polls.wrapping_add(1);
-            spin_hint();
+    pub fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<'a>, Self> {
+        let answered = poll_until(
+            || {
+                let control = self.control();
+                (control & CONTROL_READY == 0).then_some(control)
+            },
+            keep_waiting,
+        );
+        match answered {
+            // `Submitted` has no `Drop`: moving its fields out consumes it.
+            Some(control) => Ok(Completed {
+                buffer: self.buffer,
+                ptr: self.ptr,
+                host_error: control & CONTROL_HOST_ERROR != 0,
+            }),
+            None => Err(self),
         }
     }
 
@@ -223,8 +222,7 @@ impl<'a> Completed<'a> {
     /// # Panics
     /// If `lane >= LANES`.
     pub fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
-        let slot = &self.buffer.payload(self.ptr.index()).slots[lane];
-        core::array::from_fn(|word| slot[word].read())
+        read_words(self.buffer.payload(self.ptr.index()), lane)
     }
 
     /// Returns the packet to the free-list, its tag advanced (dropping does the same).
@@ -238,6 +236,54 @@ impl Drop for Completed<'_> {
 }
 
 const _: () = assert!(LANES <= 64 && REPLY_WORDS <= SLOT_WORDS);
+
+// Lane helpers shared by both protocols' producer handles and by the host's `PacketRequest`: a
+// packet's payload is the same in both protocols, and so is the way a lane's slot is accessed.
+
+/// Writes `words` into the first `K` words of lane `lane`'s slot (a request: `K = SLOT_WORDS`;
+/// a reply: `K = REPLY_WORDS`). Ordering is the caller's protocol's job (see [`PayloadWord`]).
+///
+/// # Panics
+/// If `lane >= LANES`.
+///
+/// [`PayloadWord`]: crate::sync::PayloadWord
+pub(crate) fn write_words<const K: usize>(payload: &Payload, lane: usize, words: &[u64; K]) {
+    const { assert!(K <= SLOT_WORDS) };
+    let slot = &payload.slots[lane];
+    for (cell, &word) in slot.iter().zip(words) {
+        cell.write(word);
+    }
+}
+
+/// Reads the first `K` words of lane `lane`'s slot (same rules as [`write_words`]).
+///
+/// # Panics
+/// If `lane >= LANES`.
+pub(crate) fn read_words<const K: usize>(payload: &Payload, lane: usize) -> [u64; K] {
+    const { assert!(K <= SLOT_WORDS) };
+    let slot = &payload.slots[lane];
+    core::array::from_fn(|word| slot[word].read())
+}
+
+/// The producer's wait loop, shared by both protocols: calls `answered` until it returns
+/// `Some`, or until `keep_waiting(polls so far)` returns false (then `None`). `answered` does the
+/// protocol's Acquire load; `keep_waiting` is the backoff.
+pub(crate) fn poll_until<T>(
+    mut answered: impl FnMut() -> Option<T>,
+    mut keep_waiting: impl FnMut(u32) -> bool,
+) -> Option<T> {
+    let mut polls = 0u32;
+    loop {
+        if let Some(done) = answered() {
+            return Some(done);
+        }
+        if !keep_waiting(polls) {
+            return None;
+        }
+        polls = polls.wrapping_add(1);
+        spin_hint();
+    }
+}
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -1,6 +1,11 @@
 //! The listener's logic without a thread: a fixed-capacity set of registered buffers behind a
 //! spin lock, and [`Poller::poll_once`], which drains every buffer and dispatches each packet.
 //!
+//! Buffers of both protocols are served side by side: [`Poller::add`] registers a stack-protocol
+//! buffer, [`Poller::add_phase`] a phase-protocol one; each is drained with its own protocol and
+//! every packet reaches the same [`Dispatch`]. A phase buffer keeps its host-private
+//! [`ScanWindow`] in its registration.
+//!
 //! A runtime without threads (firmware, a bare-metal loop) calls `poll_once` from its main loop;
 //! the std crate's listener is a loop around it that waits on a doorbell in between.
 //!
@@ -9,6 +14,7 @@
 
 use crate::buffer::{BufferView, DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
 use crate::layout::SLOT_WORDS;
+use crate::phase::{PhaseView, ScanWindow};
 use crate::service::ErrorCode;
 use core::fmt;
 
@@ -119,11 +125,37 @@ impl fmt::Display for PollerError {
     }
 }
 
+/// Which wire protocol a registered buffer speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// The stack protocol (PROTOCOL.md section 1, [`crate::buffer`]).
+    Stack,
+    /// The phase protocol (PROTOCOL.md section 2, [`crate::phase`]).
+    Phase,
+}
+
 #[derive(Clone, Copy)]
 struct Registered {
     base: *mut u8,
     len: usize,
     num_packets: u64,
+    kind: Kind,
+}
+
+/// A registration's protocol, with the host-private state it needs.
+#[derive(Clone, Copy)]
+enum Kind {
+    Stack,
+    Phase(ScanWindow),
+}
+
+impl Kind {
+    fn protocol(&self) -> Protocol {
+        match self {
+            Self::Stack => Protocol::Stack,
+            Self::Phase(_) => Protocol::Phase,
+        }
+    }
 }
 
 /// A fixed-capacity set of up to `N` buffers and the loop body that serves them.
@@ -150,19 +182,64 @@ impl<const N: usize> Poller<N> {
         Self { buffers: spin::Mutex::new(heapless::Vec::new()) }
     }
 
-    /// Registers an initialised buffer of `num_packets` packets at `base` (of `len` bytes).
+    /// Registers an initialised stack-protocol buffer of `num_packets` packets at `base` (of
+    /// `len` bytes). Same as [`Poller::add_protocol`] with [`Protocol::Stack`].
     ///
     /// # Safety
     /// `base..base + len` must stay valid for reads and writes, and be accessed only atomically,
     /// until [`Poller::remove`] for it returns (or the poller is dropped).
     pub unsafe fn add(&self, base: *mut u8, len: usize, num_packets: u64) -> Result<(), PollerError> {
-        // SAFETY: forwarded from this function's contract; the view is dropped at once.
-        unsafe { BufferView::from_raw(base, len, num_packets) }.map_err(PollerError::Layout)?;
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.add_protocol(base, len, num_packets, Protocol::Stack) }
+    }
+
+    /// Registers an initialised phase-protocol buffer (see [`crate::phase`]). Same as
+    /// [`Poller::add_protocol`] with [`Protocol::Phase`].
+    ///
+    /// # Safety
+    /// As for [`Poller::add`].
+    pub unsafe fn add_phase(&self, base: *mut u8, len: usize, num_packets: u64) -> Result<(), PollerError> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.add_protocol(base, len, num_packets, Protocol::Phase) }
+    }
+
+    /// Registers an initialised buffer of either protocol. The layout is checked as the
+    /// protocol's `from_raw` checks it.
+    ///
+    /// # Safety
+    /// As for [`Poller::add`].
+    pub unsafe fn add_protocol(
+        &self,
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+        protocol: Protocol,
+    ) -> Result<(), PollerError> {
+        let kind = match protocol {
+            Protocol::Stack => {
+                // SAFETY: forwarded from this function's contract; the view is dropped at once.
+                unsafe { BufferView::from_raw(base, len, num_packets) }.map_err(PollerError::Layout)?;
+                Kind::Stack
+            }
+            Protocol::Phase => {
+                // SAFETY: as above.
+                let view =
+                    unsafe { PhaseView::from_raw(base, len, num_packets) }.map_err(PollerError::Layout)?;
+                Kind::Phase(view.scan_window())
+            }
+        };
         let mut buffers = self.buffers.lock();
         if buffers.iter().any(|b| b.base == base) {
             return Err(PollerError::AlreadyRegistered { base: base as usize });
         }
-        buffers.push(Registered { base, len, num_packets }).map_err(|_| PollerError::Full { capacity: N })
+        buffers
+            .push(Registered { base, len, num_packets, kind })
+            .map_err(|_| PollerError::Full { capacity: N })
+    }
+
+    /// The protocol of the buffer registered at `base`, if any.
+    pub fn protocol(&self, base: *mut u8) -> Option<Protocol> {
+        self.buffers.lock().iter().find(|b| b.base == base).map(|b| b.kind.protocol())
     }
 
     /// Deregisters the buffer at `base`. When this returns no poll is using it.
@@ -191,15 +268,27 @@ impl<const N: usize> Poller<N> {
         self.len() == 0
     }
 
-    /// Drains every registered buffer once, dispatching each packet.
+    /// Drains every registered buffer once, each with its own protocol, dispatching each packet.
+    /// Phase buffers are scanned through their [`ScanWindow`].
     pub fn poll_once<D: Dispatch + ?Sized>(&self, dispatch: &D) -> DrainReport {
-        let buffers = self.buffers.lock();
+        let mut buffers = self.buffers.lock();
         let mut report = DrainReport::default();
-        for b in buffers.iter() {
-            // SAFETY: `add`'s contract keeps the memory valid while registered, and we hold the
-            // lock that `remove` needs. `add` checked the layout, so this cannot fail.
-            let Ok(view) = (unsafe { BufferView::from_raw(b.base, b.len, b.num_packets) }) else { continue };
-            report += view.drain(&mut DispatchTo { dispatch, base: b.base as usize });
+        for b in buffers.iter_mut() {
+            let mut to = DispatchTo { dispatch, base: b.base as usize };
+            report += match &mut b.kind {
+                // SAFETY: `add_protocol`'s contract keeps the memory valid while registered, and
+                // we hold the lock that `remove` needs. `add_protocol` checked the layout for this
+                // protocol, so `from_raw` cannot fail.
+                Kind::Stack => match unsafe { BufferView::from_raw(b.base, b.len, b.num_packets) } {
+                    Ok(view) => view.drain(&mut to),
+                    Err(_) => continue,
+                },
+                // SAFETY: as for the stack arm.
+                Kind::Phase(window) => match unsafe { PhaseView::from_raw(b.base, b.len, b.num_packets) } {
+                    Ok(view) => view.drain_window(window, &mut to),
+                    Err(_) => continue,
+                },
+            };
         }
         report
     }
@@ -216,5 +305,85 @@ impl<D: Dispatch + ?Sized> DrainHandler for DispatchTo<'_, D> {
     }
     fn malformed(&mut self, error: DrainError) {
         self.dispatch.malformed(self.base, error);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::phase::phase_buffer_size;
+    use crate::service::ERROR_REPLY;
+
+    extern crate std;
+    use std::vec::Vec;
+
+    /// Raw, line-aligned memory for `bytes` bytes.
+    #[repr(C, align(64))]
+    struct Line([u64; 8]);
+    fn raw(bytes: usize) -> Vec<Line> {
+        (0..bytes.div_ceil(64)).map(|_| Line([0; 8])).collect()
+    }
+
+    fn add_one(request: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
+        Ok([request[0] + 1, 0])
+    }
+
+    #[test]
+    fn one_poll_serves_both_protocols_side_by_side() {
+        let (n_stack, n_phase) = (3usize, 5usize);
+        let stack_len = crate::layout::buffer_size(n_stack).unwrap();
+        let phase_len = phase_buffer_size(n_phase).unwrap();
+        let (mut stack_mem, mut phase_mem) = (raw(stack_len), raw(phase_len));
+        let (stack_base, phase_base) = (stack_mem.as_mut_ptr() as *mut u8, phase_mem.as_mut_ptr() as *mut u8);
+        // SAFETY: both allocations outlive the views and the poller (removed below) and are only
+        // accessed through atomics.
+        let (stack, phase) = unsafe {
+            (
+                BufferView::from_raw(stack_base, stack_len, n_stack as u64).unwrap(),
+                PhaseView::from_raw(phase_base, phase_len, n_phase as u64).unwrap(),
+            )
+        };
+        stack.init(stack_base as u64, 0);
+        phase.init(phase_base as u64, 0);
+
+        let poller = Poller::<4>::new();
+        let mut services = ServiceTable::<2>::new();
+        services.register(1, &add_one).ok().unwrap();
+        // SAFETY: as above.
+        unsafe {
+            poller.add(stack_base, stack_len, n_stack as u64).unwrap();
+            poller.add_phase(phase_base, phase_len, n_phase as u64).unwrap();
+            assert_eq!(
+                poller.add_phase(phase_base, phase_len, n_phase as u64),
+                Err(PollerError::AlreadyRegistered { base: phase_base as usize })
+            );
+            assert!(matches!(
+                poller.add_phase(stack_base, stack_len, n_phase as u64),
+                Err(PollerError::Layout(LayoutError::TooSmall { .. }))
+            ));
+        }
+        assert_eq!(poller.protocol(stack_base), Some(Protocol::Stack));
+        assert_eq!(poller.protocol(phase_base), Some(Protocol::Phase));
+        assert_eq!(poller.len(), 2);
+
+        for round in 0..40u64 {
+            let mut s = stack.claim().unwrap().unwrap();
+            s.write_lane(0, &[round, 0, 0, 0, 0, 0, 0, 0]);
+            let s = s.submit(1, 1);
+            let mut p = phase.claim(round as usize).unwrap();
+            p.write_lane(1, &[round + 100, 0, 0, 0, 0, 0, 0, 0]);
+            let p = p.submit(1, 0b10);
+            let mut q = phase.claim(round as usize).unwrap();
+            q.write_lane(0, &[round, 0, 0, 0, 0, 0, 0, 0]);
+            let q = q.submit(77, 1); // no such service
+            assert_eq!(poller.poll_once(&services), DrainReport { packets: 3, lane_calls: 3, malformed: 0 });
+            assert_eq!(s.wait(|| {}).reply(0), [round + 1, 0]);
+            assert_eq!(p.wait(|| {}).reply(1), [round + 101, 0]);
+            assert_eq!(q.wait(|| {}).reply(0), [ERROR_REPLY, ErrorCode::UnknownService as u64]);
+        }
+        poller.remove(phase_base).unwrap();
+        assert_eq!(poller.protocol(phase_base), None);
+        poller.remove(stack_base).unwrap();
+        assert!(poller.is_empty());
     }
 }

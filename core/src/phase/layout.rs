@@ -1,0 +1,223 @@
+//! The phase-protocol buffer as device code sees it (PROTOCOL.md section 2), and where this
+//! project puts the arrays the prefix points to.
+//!
+//! ```text
+//! offset 0            64 (line)             line-aligned          line-aligned
+//! | PhasePrefix (56) | device_phase u32[n] | occupied u32[⌈n/32⌉] | host_phase u32[n] |
+//!                      line-aligned           line-aligned
+//!                    | PhaseHeader[n] (16) | Payload[n] (4096 each) |
+//! ```
+//!
+//! Device code finds every array through the prefix, so their order and padding are this
+//! project's choice, not ABI. Each array starts on its own 64-byte line (relative to the base):
+//! the words the device writes (`device_phase`, `occupied`, headers) never share a cache line
+//! with the words the host writes (`host_phase`), so a host scanning `device_phase` does not
+//! steal the line a wave is toggling its `host_phase` partner on, and the waves' `fetch_or`s on
+//! `occupied` do not invalidate the lines the host scans. The separation holds in memory when the
+//! base is 64-byte aligned ([`phase_buffer_align`]); any 8-aligned base is still correct.
+//!
+//! On ROCm `occupied` lives in device-local memory that only the device touches. This emulation
+//! keeps it in the same allocation; the host writes it only in
+//! [`PhaseView::init`](super::PhaseView::init) and never reads it.
+
+use crate::layout::Payload;
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// The start of a phase buffer: the fields device code reads (PROTOCOL.md section 2).
+///
+/// All of them are written by the host in [`PhaseView::init`](super::PhaseView::init), before
+/// the buffer is handed to the device, and never read back by the host (it keeps its own
+/// copies of the addresses and of the packet count).
+#[repr(C)]
+pub struct PhasePrefix {
+    /// Device address of `device_phase: u32[num_packets]`.
+    pub device_phase: AtomicU64,
+    /// Device address of `host_phase: u32[num_packets]`.
+    pub host_phase: AtomicU64,
+    /// Device address of the `occupied` bitmap, `u32[ceil(num_packets / 32)]`.
+    pub occupied: AtomicU64,
+    /// Device address of `PhaseHeader[num_packets]`.
+    pub headers: AtomicU64,
+    /// Device address of `Payload[num_packets]`.
+    pub payloads: AtomicU64,
+    /// Doorbell handle (an HSA signal on ROCm) the device signals after a submit.
+    pub doorbell: AtomicU64,
+    /// Number of packets.
+    pub num_packets: AtomicU32,
+}
+
+/// Per-packet header of the phase protocol (16 bytes): the stack header without `next` and
+/// `control`. Written by the claiming wave before it flips `device_phase`; read by the host.
+#[repr(C)]
+pub struct PhaseHeader {
+    /// Bit `i` set: lane `i`'s slot holds a request.
+    pub activemask: AtomicU64,
+    /// Service id (see [`crate::service`]).
+    pub service: AtomicU32,
+}
+
+impl Default for PhasePrefix {
+    fn default() -> Self {
+        Self {
+            device_phase: AtomicU64::new(0),
+            host_phase: AtomicU64::new(0),
+            occupied: AtomicU64::new(0),
+            headers: AtomicU64::new(0),
+            payloads: AtomicU64::new(0),
+            doorbell: AtomicU64::new(0),
+            num_packets: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Default for PhaseHeader {
+    fn default() -> Self {
+        Self { activemask: AtomicU64::new(0), service: AtomicU32::new(0) }
+    }
+}
+
+/// Bytes of the cache line each array starts on.
+pub const CACHE_LINE: usize = 64;
+
+/// Words of the `occupied` bitmap for `num_packets` packets: `ceil(num_packets / 32)`.
+pub const fn occupied_words(num_packets: usize) -> usize {
+    num_packets.div_ceil(32)
+}
+
+/// Where each array of a phase buffer of some packet count starts (byte offsets from the base),
+/// and the total size. See the [module docs](self) for the picture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhaseLayout {
+    /// Offset of `device_phase: u32[n]`.
+    pub device_phase: usize,
+    /// Offset of `occupied: u32[ceil(n / 32)]`.
+    pub occupied: usize,
+    /// Offset of `host_phase: u32[n]`.
+    pub host_phase: usize,
+    /// Offset of `PhaseHeader[n]`.
+    pub headers: usize,
+    /// Offset of `Payload[n]`.
+    pub payloads: usize,
+    /// Bytes the whole buffer needs.
+    pub size: usize,
+}
+
+impl PhaseLayout {
+    /// The layout for `num_packets` packets, or `None` when the size overflows `usize`.
+    ///
+    /// ```
+    /// use hostcall_core::phase::PhaseLayout;
+    /// let l = PhaseLayout::new(3).unwrap();
+    /// assert_eq!((l.device_phase, l.occupied, l.host_phase, l.headers, l.payloads), (64, 128, 192, 256, 320));
+    /// assert_eq!(l.size, 320 + 3 * 4096);
+    /// ```
+    pub const fn new(num_packets: usize) -> Option<Self> {
+        let n = num_packets;
+        let Some(device_phase) = after(0, Some(PREFIX_SIZE)) else { return None };
+        let Some(occupied) = after(device_phase, n.checked_mul(4)) else { return None };
+        let Some(host_phase) = after(occupied, occupied_words(n).checked_mul(4)) else { return None };
+        let Some(headers) = after(host_phase, n.checked_mul(4)) else { return None };
+        let Some(payloads) = after(headers, n.checked_mul(HEADER_SIZE)) else { return None };
+        let Some(payload_bytes) = n.checked_mul(PAYLOAD_SIZE) else { return None };
+        let Some(size) = payloads.checked_add(payload_bytes) else { return None };
+        Some(Self { device_phase, occupied, host_phase, headers, payloads, size })
+    }
+}
+
+/// Bytes a phase buffer of `num_packets` packets needs, or `None` on overflow.
+///
+/// ```
+/// assert_eq!(hostcall_core::phase::phase_buffer_size(2), Some(320 + 2 * 4096));
+/// ```
+pub const fn phase_buffer_size(num_packets: usize) -> Option<usize> {
+    match PhaseLayout::new(num_packets) {
+        Some(layout) => Some(layout.size),
+        None => None,
+    }
+}
+
+/// The alignment to allocate a phase buffer with: a cache line, so the arrays the device writes
+/// and the array the host writes sit on separate lines. [`PHASE_MIN_ALIGN`] is what
+/// [`PhaseView::from_raw`](super::PhaseView::from_raw) requires.
+pub const fn phase_buffer_align() -> usize {
+    CACHE_LINE
+}
+
+/// The alignment a phase buffer must have (its widest fields are `u64`).
+pub const PHASE_MIN_ALIGN: usize = 8;
+
+// The ABI sizes, written out so the layout arithmetic also holds under loom, whose atomics are
+// larger than the integers they model (the `abi` asserts below tie them to the real types).
+const PREFIX_SIZE: usize = 56;
+const HEADER_SIZE: usize = 16;
+const PAYLOAD_SIZE: usize = 4096;
+
+/// The first line-aligned offset after `bytes` bytes starting at `start`.
+const fn after(start: usize, bytes: Option<usize>) -> Option<usize> {
+    let Some(bytes) = bytes else { return None };
+    let Some(end) = start.checked_add(bytes) else { return None };
+    match end.checked_add(CACHE_LINE - 1) {
+        Some(end) => Some(end & !(CACHE_LINE - 1)),
+        None => None,
+    }
+}
+
+#[cfg(not(loom))]
+mod abi {
+    use super::*;
+    use core::mem::{align_of, offset_of, size_of};
+
+    const _: () = assert!(size_of::<PhasePrefix>() == PREFIX_SIZE);
+    const _: () = assert!(align_of::<PhasePrefix>() == 8);
+    const _: () = assert!(offset_of!(PhasePrefix, device_phase) == 0);
+    const _: () = assert!(offset_of!(PhasePrefix, host_phase) == 8);
+    const _: () = assert!(offset_of!(PhasePrefix, occupied) == 16);
+    const _: () = assert!(offset_of!(PhasePrefix, headers) == 24);
+    const _: () = assert!(offset_of!(PhasePrefix, payloads) == 32);
+    const _: () = assert!(offset_of!(PhasePrefix, doorbell) == 40);
+    const _: () = assert!(offset_of!(PhasePrefix, num_packets) == 48);
+
+    const _: () = assert!(size_of::<PhaseHeader>() == HEADER_SIZE);
+    const _: () = assert!(align_of::<PhaseHeader>() == 8);
+    const _: () = assert!(offset_of!(PhaseHeader, activemask) == 0);
+    const _: () = assert!(offset_of!(PhaseHeader, service) == 8);
+
+    const _: () = assert!(size_of::<Payload>() == PAYLOAD_SIZE);
+    const _: () = assert!(size_of::<AtomicU32>() == 4 && align_of::<AtomicU32>() == 4);
+
+    // Every array offset is a multiple of the line, hence of every element's alignment.
+    const _: () = assert!(CACHE_LINE % align_of::<Payload>() == 0);
+    const _: () = assert!(CACHE_LINE % align_of::<PhaseHeader>() == 0);
+    const _: () = assert!(PHASE_MIN_ALIGN == align_of::<PhasePrefix>());
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_are_line_aligned_disjoint_and_in_bounds() {
+        for n in [2usize, 3, 31, 32, 33, 100, 1 << 16] {
+            let l = PhaseLayout::new(n).unwrap();
+            let spans = [
+                (0, PREFIX_SIZE),
+                (l.device_phase, 4 * n),
+                (l.occupied, 4 * occupied_words(n)),
+                (l.host_phase, 4 * n),
+                (l.headers, HEADER_SIZE * n),
+                (l.payloads, PAYLOAD_SIZE * n),
+            ];
+            for pair in spans.windows(2) {
+                let ((a, a_len), (b, _)) = (pair[0], pair[1]);
+                assert!(a + a_len <= b, "n = {n}: arrays overlap");
+                assert_eq!(b % CACHE_LINE, 0);
+                // Different writers never share a line.
+                assert!((a + a_len).div_ceil(CACHE_LINE) * CACHE_LINE <= b);
+            }
+            assert_eq!(l.size, l.payloads + n * PAYLOAD_SIZE);
+        }
+        assert_eq!(PhaseLayout::new(usize::MAX / 8), None);
+        assert_eq!(occupied_words(32), 1);
+        assert_eq!(occupied_words(33), 2);
+    }
+}

@@ -1,0 +1,65 @@
+//! The host's narrowing scan limit.
+//!
+//! Waves claim from a start index of their choice and wrap, so any packet may be in use, and the
+//! host cannot see the `occupied` bitmap that would say which. What the host can see is which
+//! packets it served. [`ScanWindow`] remembers the highest index served since the last full scan
+//! and narrows the scan to just above it:
+//!
+//! - a *narrow* scan covers `0..limit`, with `limit = highest served + 1 + SLACK` (at most
+//!   `num_packets`), fixed at the last full scan;
+//! - when the narrow part serves nothing, the same call goes on to scan the rest (an idle prefix
+//!   costs one full scan, which is what an unnarrowed host pays every time);
+//! - every [`ScanWindow::FULL_SCAN_PERIOD`]th call is full regardless.
+//!
+//! So a packet above the limit waits at most `FULL_SCAN_PERIOD` calls while lower packets keep the
+//! host busy, and at most one call otherwise: no packet is ever missed, as long as the host keeps
+//! calling (the listener also polls on doorbell timeouts). A full scan that found higher packets
+//! in use widens the limit at once.
+
+/// The host's private memory of how much of a phase buffer is in use. One per buffer; start it
+/// with [`super::PhaseView::scan_window`] and pass it to every
+/// [`super::PhaseView::drain_window`] of that buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanWindow {
+    /// Narrow scans cover `0..limit`.
+    limit: u32,
+    /// Highest index served since the last full scan.
+    highest_since_full: Option<u32>,
+    /// Narrow calls left before a full one is due.
+    narrow_left: u32,
+}
+
+impl ScanWindow {
+    /// Every this many calls one scans the whole buffer.
+    pub const FULL_SCAN_PERIOD: u32 = 16;
+    /// Packets scanned above the highest one in use, for waves that start using higher indices.
+    pub const SLACK: u32 = 32;
+
+    /// A window whose first scan is full.
+    pub fn new(num_packets: u32) -> Self {
+        Self { limit: num_packets, highest_since_full: None, narrow_left: 0 }
+    }
+
+    /// The end of the narrow scan.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Whether the next call must scan the whole buffer.
+    pub fn full_scan_due(&self) -> bool {
+        self.narrow_left == 0
+    }
+
+    /// Records one call: whether it scanned all `num_packets`, and the highest index it served.
+    pub(super) fn record(&mut self, full: bool, highest: Option<u32>, num_packets: u32) {
+        self.highest_since_full = self.highest_since_full.max(highest);
+        if full {
+            let in_use = self.highest_since_full.map_or(0, |h| h.saturating_add(1));
+            self.limit = in_use.saturating_add(Self::SLACK).min(num_packets);
+            self.highest_since_full = None;
+            self.narrow_left = Self::FULL_SCAN_PERIOD - 1;
+        } else {
+            self.narrow_left = self.narrow_left.saturating_sub(1);
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! [`PhaseView`]: a checked view of one phase buffer, its initialisation, the device's claim and
+//! the host's scan.
+
+use super::layout::{occupied_words, PhaseHeader, PhaseLayout, PhasePrefix, PHASE_MIN_ALIGN};
+use super::producer::Claimed;
+use super::scan::ScanWindow;
+use crate::buffer::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
+use crate::layout::Payload;
+use crate::sync::{fence, AtomicU32, Ordering};
+use crate::tagged::Geometry;
+use core::ops::Range;
+
+/// A view of a phase buffer: the prefix and the five per-packet arrays.
+///
+/// The view holds its own packet count and its own references to the arrays; it never reads the
+/// shared prefix back. Everything it reads from shared memory is checked or masked before use,
+/// so whatever bytes the device writes, [`PhaseView::drain`] does no undefined behaviour, stays in
+/// bounds, serves each packet at most once per scan and returns after one pass.
+#[derive(Clone, Copy)]
+pub struct PhaseView<'a> {
+    prefix: &'a PhasePrefix,
+    device_phase: &'a [AtomicU32],
+    host_phase: &'a [AtomicU32],
+    occupied: &'a [AtomicU32],
+    headers: &'a [PhaseHeader],
+    payloads: &'a [Payload],
+}
+
+/// The parts of a phase buffer held separately (loom models and tests allocate them normally).
+#[derive(Clone, Copy)]
+pub struct PhaseParts<'a> {
+    /// The prefix.
+    pub prefix: &'a PhasePrefix,
+    /// `device_phase[num_packets]`.
+    pub device_phase: &'a [AtomicU32],
+    /// `host_phase[num_packets]`.
+    pub host_phase: &'a [AtomicU32],
+    /// The bitmap, `ceil(num_packets / 32)` words.
+    pub occupied: &'a [AtomicU32],
+    /// `headers[num_packets]`.
+    pub headers: &'a [PhaseHeader],
+    /// `payloads[num_packets]`.
+    pub payloads: &'a [Payload],
+}
+
+/// Bit 0 of a phase word: the only bit either side compares.
+const PHASE_BIT: u32 = 1;
+
+impl<'a> PhaseView<'a> {
+    /// A view over separately held parts. The packet count is `headers.len()`; every other array
+    /// must match it.
+    pub fn from_parts(parts: PhaseParts<'a>) -> Result<Self, LayoutError> {
+        let n = Geometry::new(parts.headers.len() as u64)?.num_packets() as usize;
+        let lengths = [
+            ("device_phase", n, parts.device_phase.len()),
+            ("host_phase", n, parts.host_phase.len()),
+            ("occupied", occupied_words(n), parts.occupied.len()),
+            ("payloads", n, parts.payloads.len()),
+        ];
+        for (array, expected, given) in lengths {
+            if expected != given {
+                return Err(LayoutError::ArrayLength { array, expected, given });
+            }
+        }
+        let PhaseParts { prefix, device_phase, host_phase, occupied, headers, payloads } = parts;
+        Ok(Self { prefix, device_phase, host_phase, occupied, headers, payloads })
+    }
+
+    /// A view over raw memory laid out as [`PhaseLayout`] describes.
+    ///
+    /// Checks the address (not null, aligned to [`PHASE_MIN_ALIGN`]), the packet count (as for
+    /// the stack protocol: 2 ..= [`Geometry::MAX_PACKETS`]) and that `len` covers the layout.
+    ///
+    /// # Safety
+    /// - `base..base + len` must be valid for reads and writes for `'a`, and only accessed
+    ///   through atomics (views like this one, or device code) while the view lives.
+    #[cfg(not(loom))]
+    pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
+        let n = Geometry::new(num_packets)?.num_packets() as usize;
+        if base.is_null() {
+            return Err(LayoutError::Null);
+        }
+        if base as usize % PHASE_MIN_ALIGN != 0 {
+            return Err(LayoutError::Misaligned { address: base as usize });
+        }
+        // `Geometry` bounds n, so the layout cannot overflow on 64-bit targets; treat it as too
+        // small where it would.
+        let Some(layout) = PhaseLayout::new(n) else {
+            return Err(LayoutError::TooSmall { needed: usize::MAX, given: len });
+        };
+        if len < layout.size {
+            return Err(LayoutError::TooSmall { needed: layout.size, given: len });
+        }
+        // SAFETY: the memory is valid for 'a (caller) and large enough for every array of the
+        // layout (checked above; `PhaseLayout` keeps them disjoint and inside `size`). Every
+        // offset is a multiple of 64 and the base is 8-aligned (checked), so each array is aligned
+        // for its element type (the `abi` asserts in `layout` check the element alignments). The
+        // element types are made only of atomics with the representation of plain integers, for
+        // which every bit pattern is valid, and the caller promises every access is atomic, so
+        // shared references to them are sound.
+        unsafe {
+            let at = |offset: usize| base.add(offset);
+            Ok(Self {
+                prefix: &*(base as *const PhasePrefix),
+                device_phase: core::slice::from_raw_parts(at(layout.device_phase).cast(), n),
+                host_phase: core::slice::from_raw_parts(at(layout.host_phase).cast(), n),
+                occupied: core::slice::from_raw_parts(at(layout.occupied).cast(), occupied_words(n)),
+                headers: core::slice::from_raw_parts(at(layout.headers).cast(), n),
+                payloads: core::slice::from_raw_parts(at(layout.payloads).cast(), n),
+            })
+        }
+    }
+
+    /// The view's private packet count.
+    pub fn num_packets(&self) -> u32 {
+        self.headers.len() as u32
+    }
+
+    /// The shared prefix (for the doorbell word and for tests).
+    pub fn prefix(&self) -> &'a PhasePrefix {
+        self.prefix
+    }
+
+    /// `device_phase[index]`.
+    ///
+    /// # Panics
+    /// If `index >= num_packets` (as do the other per-packet accessors).
+    pub fn device_phase(&self, index: usize) -> &'a AtomicU32 {
+        &self.device_phase[index]
+    }
+
+    /// `host_phase[index]`.
+    pub fn host_phase(&self, index: usize) -> &'a AtomicU32 {
+        &self.host_phase[index]
+    }
+
+    /// The `occupied` bitmap word holding packet `index`'s bit (device side only).
+    pub fn occupied_word(&self, index: usize) -> &'a AtomicU32 {
+        &self.occupied[index / 32]
+    }
+
+    /// Packet header `index`.
+    pub fn header(&self, index: usize) -> &'a PhaseHeader {
+        &self.headers[index]
+    }
+
+    /// Packet payload `index`.
+    pub fn payload(&self, index: usize) -> &'a Payload {
+        &self.payloads[index]
+    }
+
+    /// A host-side scan window sized for this buffer (see [`PhaseView::drain_window`]).
+    pub fn scan_window(&self) -> ScanWindow {
+        ScanWindow::new(self.num_packets())
+    }
+
+    /// Initialises the buffer (PROTOCOL.md section 2): both phase arrays and the bitmap zeroed
+    /// (every packet free and answered), headers cleared, the prefix written with the device
+    /// addresses of the arrays ([`PhaseLayout`] offsets from `device_base`).
+    ///
+    /// `device_base` is the buffer's address as the device sees it (for host memory, the host
+    /// address); `doorbell` the handle device code signals. Call it before the buffer is handed to
+    /// any producer: the hand-off (thread start, registration, kernel dispatch) publishes it.
+    pub fn init(&self, device_base: u64, doorbell: u64) {
+        let n = self.headers.len();
+        let relaxed = Ordering::Relaxed; // published by the hand-off, see above
+                                         // `from_parts`/`from_raw` bounded n, so the layout exists.
+        let layout = PhaseLayout::new(n).expect("packet count bounded by Geometry");
+        let address = |offset: usize| device_base.wrapping_add(offset as u64);
+        let p = self.prefix;
+        p.device_phase.store(address(layout.device_phase), relaxed);
+        p.host_phase.store(address(layout.host_phase), relaxed);
+        p.occupied.store(address(layout.occupied), relaxed);
+        p.headers.store(address(layout.headers), relaxed);
+        p.payloads.store(address(layout.payloads), relaxed);
+        p.doorbell.store(doorbell, relaxed);
+        p.num_packets.store(n as u32, relaxed);
+        for word in self.device_phase.iter().chain(self.host_phase).chain(self.occupied) {
+            word.store(0, relaxed);
+        }
+        for header in self.headers {
+            header.activemask.store(0, relaxed);
+            header.service.store(0, relaxed);
+        }
+    }
+
+    /// Device: claims a free packet, trying each index once, from `start % num_packets` upwards
+    /// and wrapping. `None`: every packet is occupied or still unanswered (retry later).
+    ///
+    /// Waves that start at different indices (their wave id, say) collide less on the bitmap.
+    pub fn claim(&self, start: usize) -> Option<Claimed<'a>> {
+        let n = self.headers.len();
+        (0..n).map(|k| (start % n + k) % n).find_map(|index| self.try_claim(index))
+    }
+
+    /// Device: claims packet `index` if it is free and answered.
+    fn try_claim(&self, index: usize) -> Option<Claimed<'a>> {
+        let (word, bit) = (self.occupied_word(index), occupied_bit(index));
+        // Acquire: pairs with the Release `fetch_and` in `release_occupied` of the packet's
+        // previous owner, so its last reads of the reply (and, for an unsent claim, its writes)
+        // happen before our writes to the payload.
+        if word.fetch_or(bit, Ordering::Acquire) & bit != 0 {
+            return None; // another wave holds it
+        }
+        // Relaxed: only device code writes `device_phase[index]`, each time as the packet's
+        // owner; the Acquire `fetch_or` above ordered the previous owner's store before us.
+        let device = self.device_phase[index].load(Ordering::Relaxed);
+        // Acquire: pairs with the host's Release store of `host_phase` in `serve_packet`: when the
+        // phases agree the host has finished reading the request and writing the reply of the
+        // last submit of this packet, and those accesses happen before ours. (They differ only
+        // when a `Submitted` handle was dropped before the host answered.)
+        let host = self.host_phase[index].load(Ordering::Acquire);
+        if (device ^ host) & PHASE_BIT != 0 {
+            // Relaxed: we touched nothing of the packet but these two atomic loads; the
+            // read-modify-write keeps the previous owner's release sequence intact for the next
+            // claimer.
+            word.fetch_and(!bit, Ordering::Relaxed);
+            return None;
+        }
+        Some(Claimed::new(*self, index, device & PHASE_BIT))
+    }
+
+    /// Device: clears packet `index`'s bit in `occupied`, handing the packet to the next claimer.
+    pub(super) fn release_occupied(&self, index: usize) {
+        // Release: pairs with the Acquire `fetch_or` in `try_claim`; our accesses to the payload
+        // (request writes of an unsent claim, reply reads of a completed one) happen before the
+        // next owner's.
+        self.occupied_word(index).fetch_and(!occupied_bit(index), Ordering::Release);
+    }
+
+    /// Host: scans every packet once and serves those the device has submitted.
+    ///
+    /// For each index `i` whose phase words differ in bit 0: an Acquire fence, `handler.serve`
+    /// reads the requests and writes the replies, then `host_phase[i]` is stored (Release) with
+    /// the value read from `device_phase[i]`, which hands the packet back. The host does no
+    /// read-modify-write on shared words and never reads `occupied`.
+    pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
+        let mut report = DrainReport::default();
+        self.scan(0..self.headers.len(), handler, &mut report);
+        report
+    }
+
+    /// Host: like [`PhaseView::drain`], but scans only the part of the buffer `window` says is in
+    /// use (see [`ScanWindow`]): the prefix `0..window.limit()`, then the rest of the buffer too
+    /// unless the prefix served a packet, and the whole buffer every
+    /// [`ScanWindow::FULL_SCAN_PERIOD`]th call. No packet is missed: every index is scanned at
+    /// least once per `FULL_SCAN_PERIOD` calls.
+    pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
+        let n = self.headers.len();
+        let mut report = DrainReport::default();
+        // Clamped: the window may come from a view of another size; never trust it for bounds.
+        let narrow = if window.full_scan_due() { n } else { (window.limit() as usize).min(n) };
+        let mut highest = self.scan(0..narrow, handler, &mut report);
+        let full = narrow == n || report.packets == 0;
+        if narrow < n && report.packets == 0 {
+            highest = self.scan(narrow..n, handler, &mut report).or(highest);
+        }
+        window.record(full, highest, n as u32);
+        report
+    }
+
+    /// Serves every pending packet in `range` once; returns the highest index served.
+    fn scan(
+        &self,
+        range: Range<usize>,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) -> Option<u32> {
+        let mut highest = None;
+        for index in range {
+            // Relaxed: a poll. If it shows a submit, the Acquire fence in `serve_packet` makes it
+            // synchronise with the device's Release store of this value.
+            let device = self.device_phase[index].load(Ordering::Relaxed);
+            // Relaxed: the host is the only (correct) writer of `host_phase`; this reads back its
+            // own last store.
+            let host = self.host_phase[index].load(Ordering::Relaxed);
+            if (device ^ host) & PHASE_BIT == 0 {
+                continue;
+            }
+            if (device | host) & !PHASE_BIT != 0 {
+                report.malformed += 1;
+                handler.malformed(DrainError::PhaseBits {
+                    index: index as u32,
+                    device_phase: device,
+                    host_phase: host,
+                });
+            }
+            self.serve_packet(index, device, handler, report);
+            highest = Some(index as u32);
+        }
+        highest
+    }
+
+    /// Serves packet `index`, whose `device_phase` was read as `device` and differs from
+    /// `host_phase` in bit 0.
+    fn serve_packet(
+        &self,
+        index: usize,
+        device: u32,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) {
+        // Acquire: pairs with the Release store of `device_phase` in `Claimed::submit`, whose
+        // value the caller read: the wave's header and payload writes happen before our reads.
+        fence(Ordering::Acquire);
+        let header = &self.headers[index];
+        // Relaxed: ordered by the fence above.
+        let (service, activemask) =
+            (header.service.load(Ordering::Relaxed), header.activemask.load(Ordering::Relaxed));
+        let mut request = PacketRequest::new(index as u32, service, activemask, &self.payloads[index]);
+        handler.serve(&mut request);
+        // Release: publishes the reply words and orders our reads of the request before the
+        // device's next writes; pairs with the Acquire load of `host_phase` in
+        // `Submitted::wait_until` (and in `try_claim`). Storing the value read from `device_phase`
+        // is `host_phase ^= 1` for a correct device (its phases are 0 or 1 and differed), done
+        // without a read-modify-write; for a device with garbage in the upper bits it is the value
+        // most likely to satisfy whatever comparison it spins on. From here on the device owns
+        // the packet.
+        self.host_phase[index].store(device, Ordering::Release);
+        report.packets += 1;
+        report.lane_calls += request.activemask().count_ones();
+    }
+}
+
+/// Packet `index`'s bit in its `occupied` word.
+fn occupied_bit(index: usize) -> u32 {
+    1 << (index % 32)
+}
