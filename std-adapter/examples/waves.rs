@@ -12,6 +12,7 @@
 //! `--printf N`: every N-th call of each wave is instead a printf from every lane of the wave,
 //! through the PRINTF message stream, printed to stdout; the reply (characters printed) is checked.
 
+use hostcall::buffer::Protocol;
 use hostcall::core::layout::SLOT_WORDS;
 use hostcall::core::service::{FUNCTION_CALL, PRINTF};
 use hostcall::prelude::*;
@@ -33,10 +34,11 @@ struct Options {
     spin: bool,
     host_only: bool,
     printf_every: u64,
+    protocol: Protocol,
 }
 
 fn usage() -> ! {
-    eprintln!("usage: waves [--waves W] [--lanes 1..=64] [--calls C] [--packets P (default W)] [--spin] [--host-memory] [--printf EVERY_NTH_CALL]");
+    eprintln!("usage: waves [--waves W] [--lanes 1..=64] [--calls C] [--packets P (default W)] [--spin] [--host-memory] [--printf EVERY_NTH_CALL] [--protocol stack|phase]");
     std::process::exit(2)
 }
 
@@ -49,6 +51,7 @@ fn parse() -> Options {
         spin: false,
         host_only: false,
         printf_every: 0,
+        protocol: Protocol::Stack,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -61,6 +64,13 @@ fn parse() -> Options {
             "--spin" => o.spin = true,
             "--host-memory" => o.host_only = true,
             "--printf" => o.printf_every = value(),
+            "--protocol" => {
+                o.protocol = match args.next().as_deref() {
+                    Some("stack") => Protocol::Stack,
+                    Some("phase") => Protocol::Phase,
+                    _ => usage(),
+                }
+            }
             _ => usage(),
         }
     }
@@ -129,7 +139,12 @@ fn main() -> ExitCode {
     let backend = if o.host_only {
         hostcall::backend::Backend::host("--host-memory given", None)
     } else {
-        hostcall::backend::detect()
+        // The phase protocol needs no platform atomics, so HSA memory is usable without them.
+        let atomics = match o.protocol {
+            Protocol::Stack => hostcall::hsa::AtomicsRequirement::Required,
+            Protocol::Phase => hostcall::hsa::AtomicsRequirement::NotRequired,
+        };
+        hostcall::backend::detect_with(&hostcall::backend::DetectOptions { library: None, atomics })
     };
     let doorbell = backend.doorbell.clone();
     let config = if o.spin { ListenerConfig::spinning() } else { ListenerConfig::default() };
@@ -140,12 +155,19 @@ fn main() -> ExitCode {
     // SAFETY: the only devices are this program's emulated waves, which send `mul_add`'s address.
     unsafe { services.enable_function_calls() }.unwrap();
     services.enable_printf(hostcall::printf::StdStreams, Default::default()).unwrap();
-    let buffer = Arc::new(HostcallBuffer::new(backend.memory.clone(), o.packets, doorbell).expect("buffer"));
+    let buffer = Arc::new(
+        HostcallBuffer::with_protocol(backend.memory.clone(), o.packets, doorbell, o.protocol)
+            .expect("buffer"),
+    );
     listener.add_buffer(buffer.clone()).unwrap();
     println!(
-        "waves: backend={} ({}), protocol=stack, listener={}, waves={} lanes={} calls={} packets={}",
+        "waves: backend={} ({}), protocol={}, listener={}, waves={} lanes={} calls={} packets={}",
         backend.kind,
         backend.reason,
+        match o.protocol {
+            Protocol::Stack => "stack",
+            Protocol::Phase => "phase",
+        },
         if o.spin { "spinning" } else { "blocking" },
         o.waves,
         o.lanes,

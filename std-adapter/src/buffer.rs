@@ -1,19 +1,32 @@
-//! An owned, initialised hostcall buffer in device-visible memory.
+//! An owned, initialised hostcall buffer in device-visible memory, of either wire protocol.
 
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
 use hostcall_core::buffer::BufferView;
 use hostcall_core::layout::{buffer_align, buffer_size};
+use hostcall_core::phase::{phase_buffer_align, phase_buffer_size, PhaseView};
+pub use hostcall_core::poller::Protocol;
 use hostcall_core::tagged::Geometry;
 use std::sync::Arc;
 
-/// A stack-protocol buffer of `num_packets` packets, allocated from a [`DeviceMemory`] and
-/// initialised with a doorbell. Freed on drop (a listener keeps its own `Arc` while it serves it).
+/// A buffer of `num_packets` packets speaking one [`Protocol`], allocated from a
+/// [`DeviceMemory`] and initialised with a doorbell. Freed on drop (a listener keeps its own `Arc`
+/// while it serves it).
 pub struct HostcallBuffer {
     allocation: DeviceAllocation,
     geometry: Geometry,
     doorbell: Arc<dyn Doorbell>,
+    protocol: Protocol,
+}
+
+/// A checked view of a [`HostcallBuffer`], by protocol.
+#[derive(Clone, Copy)]
+pub enum ProtocolView<'a> {
+    /// The stack protocol (PROTOCOL.md section 1).
+    Stack(BufferView<'a>),
+    /// The phase protocol (PROTOCOL.md section 2).
+    Phase(PhaseView<'a>),
 }
 
 impl HostcallBuffer {
@@ -31,28 +44,66 @@ impl HostcallBuffer {
         num_packets: u64,
         doorbell: Arc<dyn Doorbell>,
     ) -> Result<Self, Error> {
+        Self::with_protocol(memory, num_packets, doorbell, Protocol::Stack)
+    }
+
+    /// Allocates and initialises a buffer of the given protocol.
+    ///
+    /// ```
+    /// use hostcall::buffer::{HostcallBuffer, Protocol, ProtocolView};
+    /// use hostcall::{doorbell::ParkingDoorbell, memory::HostMemory};
+    /// use std::sync::Arc;
+    /// let doorbell = Arc::new(ParkingDoorbell::new());
+    /// let buffer = HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, Protocol::Phase).unwrap();
+    /// assert!(matches!(buffer.view(), ProtocolView::Phase(_)));
+    /// ```
+    pub fn with_protocol(
+        memory: Arc<dyn DeviceMemory>,
+        num_packets: u64,
+        doorbell: Arc<dyn Doorbell>,
+        protocol: Protocol,
+    ) -> Result<Self, Error> {
         let geometry = Geometry::new(num_packets).map_err(|e| Error::Layout(e.into()))?;
-        let size = buffer_size(geometry.num_packets() as usize).ok_or(Error::Layout(
-            hostcall_core::buffer::LayoutError::TooSmall { needed: usize::MAX, given: 0 },
-        ))?;
-        let allocation = DeviceAllocation::new(memory, size, buffer_align())?;
-        let buffer = Self { allocation, geometry, doorbell };
+        let n = geometry.num_packets() as usize;
+        let (size, align) = match protocol {
+            Protocol::Stack => (buffer_size(n), buffer_align()),
+            Protocol::Phase => (phase_buffer_size(n), phase_buffer_align()),
+        };
+        // `Geometry` bounds n, so the size exists on 64-bit targets.
+        let too_big = hostcall_core::buffer::LayoutError::TooSmall { needed: usize::MAX, given: 0 };
+        let size = size.ok_or(Error::Layout(too_big))?;
+        let allocation = DeviceAllocation::new(memory, size, align)?;
+        let buffer = Self { allocation, geometry, doorbell, protocol };
         buffer.reset();
         Ok(buffer)
     }
 
-    /// The buffer's view (checked once more; cheap).
-    pub fn view(&self) -> BufferView<'_> {
-        // SAFETY: the allocation is `buffer_size(n)` bytes aligned to `buffer_align()`, lives as
-        // long as `self`, and is only ever accessed through atomics (views and device code).
-        unsafe { BufferView::from_raw(self.allocation.as_ptr(), self.allocation.len(), self.num_packets()) }
-            .expect("the allocation was sized and aligned for this geometry")
+    /// The buffer's protocol.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
     }
 
-    /// (Re-)initialises the shared memory: every packet free, the ready-stack empty. Waves in
+    /// The buffer's view (checked once more; cheap).
+    pub fn view(&self) -> ProtocolView<'_> {
+        let (base, len, n) = (self.allocation.as_ptr(), self.allocation.len(), self.num_packets());
+        // SAFETY (both arms): the allocation was sized and aligned for this protocol and packet
+        // count in `with_protocol`, lives as long as `self`, and is only ever accessed through
+        // atomics (views and device code).
+        let view = match self.protocol {
+            Protocol::Stack => unsafe { BufferView::from_raw(base, len, n) }.map(ProtocolView::Stack),
+            Protocol::Phase => unsafe { PhaseView::from_raw(base, len, n) }.map(ProtocolView::Phase),
+        };
+        view.expect("the allocation was sized and aligned for this geometry")
+    }
+
+    /// (Re-)initialises the shared memory: every packet free, nothing submitted. Waves in
     /// flight lose their packets, so call it only when none are (or after corruption).
     pub fn reset(&self) {
-        self.view().init(self.allocation.device_address(), self.doorbell.handle());
+        let (device_base, doorbell) = (self.allocation.device_address(), self.doorbell.handle());
+        match self.view() {
+            ProtocolView::Stack(view) => view.init(device_base, doorbell),
+            ProtocolView::Phase(view) => view.init(device_base, doorbell),
+        }
     }
 
     /// Number of packets.
@@ -92,6 +143,7 @@ impl std::fmt::Debug for HostcallBuffer {
         f.debug_struct("HostcallBuffer")
             .field("address", &self.as_ptr())
             .field("num_packets", &self.num_packets())
+            .field("protocol", &self.protocol)
             .finish()
     }
 }

@@ -1,12 +1,14 @@
 //! Emulated waves: CPU threads that make hostcalls through the core's real producer path, so
 //! tests, examples, benchmarks and firmware-like embedders exercise the protocol a GPU speaks.
 
-use crate::buffer::HostcallBuffer;
+use crate::buffer::{HostcallBuffer, ProtocolView};
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use hostcall_core::buffer::BufferView;
 use hostcall_core::layout::{LANES, REPLY_WORDS, SLOT_WORDS};
 use hostcall_core::message::MessageWriter;
+use hostcall_core::phase::PhaseView;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +18,13 @@ pub struct Wave {
     buffer: Arc<HostcallBuffer>,
     activemask: u64,
     timeout: Option<Duration>,
+    /// Where a phase-protocol claim starts looking: waves spread over the packets, as GPU waves
+    /// do by their wave id, so they collide less on the `occupied` bitmap.
+    start: usize,
 }
+
+/// Numbers the waves of the process, to spread their phase-protocol claims.
+static NEXT_WAVE: AtomicUsize = AtomicUsize::new(0);
 
 /// The replies of one hostcall.
 #[derive(Clone, Debug)]
@@ -54,7 +62,8 @@ impl Wave {
 
     /// A wave with an arbitrary activemask (divergent lanes).
     pub fn with_activemask(buffer: Arc<HostcallBuffer>, activemask: u64) -> Self {
-        Self { buffer, activemask, timeout: None }
+        // Relaxed: a hint, ordered with nothing.
+        Self { buffer, activemask, timeout: None, start: NEXT_WAVE.fetch_add(1, Ordering::Relaxed) }
     }
 
     /// Gives up with [`Error::TimedOut`] after `timeout` waiting for a packet or a reply (for
@@ -117,8 +126,13 @@ impl Wave {
         activemask: u64,
         request: impl Fn(usize) -> [u64; SLOT_WORDS],
     ) -> Result<Reply, Error> {
-        let view = self.buffer.view();
-        call_on(&view, self.buffer.doorbell().as_ref(), activemask, self.timeout, service, request)
+        let doorbell = self.buffer.doorbell().as_ref();
+        match self.buffer.view() {
+            ProtocolView::Stack(view) => call_on(&view, doorbell, activemask, self.timeout, service, request),
+            ProtocolView::Phase(view) => {
+                call_on_phase(&view, self.start, doorbell, activemask, self.timeout, service, request)
+            }
+        }
     }
 }
 
@@ -200,6 +214,42 @@ fn call_on(
         lanes_out[lane] = done.reply(lane);
     }
     Ok(Reply { lanes: lanes_out, activemask, host_error: done.host_error() })
+}
+
+/// The phase protocol's producer path: claim through the bitmap, fill, flip, ring, wait.
+fn call_on_phase(
+    view: &PhaseView<'_>,
+    start: usize,
+    doorbell: &dyn Doorbell,
+    activemask: u64,
+    timeout: Option<Duration>,
+    service: u32,
+    request: impl Fn(usize) -> [u64; SLOT_WORDS],
+) -> Result<Reply, Error> {
+    let started = Instant::now();
+    let mut backoff = Backoff::new(started, timeout);
+    let mut claimed = loop {
+        match view.claim(start) {
+            Some(packet) => break packet,
+            None => backoff.wait()?, // every packet busy: wait for one
+        }
+    };
+    for lane in lanes(activemask) {
+        claimed.write_lane(lane, &request(lane));
+    }
+    let submitted = claimed.submit(service, activemask);
+    doorbell.ring();
+    let mut backoff = Backoff::new(started, timeout);
+    // On a timeout the dropped handle frees the claim; the packet is not reused before the host
+    // answers (the phases must agree again).
+    let done = submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|_| Error::TimedOut)?;
+    let mut lanes_out = [[0; REPLY_WORDS]; LANES];
+    let mut host_error = false;
+    for lane in lanes(activemask) {
+        lanes_out[lane] = done.reply(lane);
+        host_error |= done.error(lane).is_some();
+    }
+    Ok(Reply { lanes: lanes_out, activemask, host_error })
 }
 
 fn lanes(mask: u64) -> impl Iterator<Item = usize> {

@@ -142,7 +142,14 @@ impl Listener {
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically.
-        unsafe { self.shared.poller.add(buffer.as_ptr(), buffer.len(), buffer.num_packets()) }?;
+        unsafe {
+            self.shared.poller.add_protocol(
+                buffer.as_ptr(),
+                buffer.len(),
+                buffer.num_packets(),
+                buffer.protocol(),
+            )
+        }?;
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! buffers coming and going, shutdown mid-flight, panicking handlers, unknown services, a
 //! producer that never rings.
 
+use hostcall::buffer::Protocol;
 use hostcall::core::service::{ErrorCode, ERROR_REPLY};
 use hostcall::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,8 +24,10 @@ fn listener(config: ListenerConfig) -> (Listener, Arc<dyn Doorbell>) {
     (listener, doorbell)
 }
 
-fn buffer(doorbell: &Arc<dyn Doorbell>, packets: u64) -> Arc<HostcallBuffer> {
-    Arc::new(HostcallBuffer::new(Arc::new(HostMemory), packets, doorbell.clone()).unwrap())
+fn buffer(doorbell: &Arc<dyn Doorbell>, packets: u64, protocol: Protocol) -> Arc<HostcallBuffer> {
+    Arc::new(
+        HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell.clone(), protocol).unwrap(),
+    )
 }
 
 /// `waves` threads doing `calls` calls each with `lanes` lanes on `buffer`; every reply checked.
@@ -49,10 +52,9 @@ fn run_waves(buffer: &Arc<HostcallBuffer>, waves: u64, lanes: u32, calls: u64) {
     }
 }
 
-#[test]
-fn sixty_four_waves_on_sixty_four_packets() {
+fn sixty_four_waves_on_sixty_four_packets(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
-    let buffer = buffer(&doorbell, 64);
+    let buffer = buffer(&doorbell, 64, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
     run_waves(&buffer, 64, 64, 20);
     let stats = listener.shutdown();
@@ -61,19 +63,17 @@ fn sixty_four_waves_on_sixty_four_packets() {
     assert_eq!(stats.total().errors, 0);
 }
 
-#[test]
-fn sixty_four_waves_on_two_packets() {
+fn sixty_four_waves_on_two_packets(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
-    let buffer = buffer(&doorbell, 2);
+    let buffer = buffer(&doorbell, 2, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
     run_waves(&buffer, 64, 3, 10);
     assert_eq!(listener.shutdown().services[&ADD].1.packets, 64 * 10);
 }
 
-#[test]
-fn several_buffers_on_one_listener() {
+fn several_buffers_on_one_listener(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
-    let buffers: Vec<_> = (0..4).map(|i| buffer(&doorbell, 2 + i)).collect();
+    let buffers: Vec<_> = (0..4).map(|i| buffer(&doorbell, 2 + i, protocol)).collect();
     for b in &buffers {
         listener.add_buffer(b.clone()).unwrap();
     }
@@ -89,10 +89,9 @@ fn several_buffers_on_one_listener() {
     assert_eq!(listener.shutdown().services[&ADD].1.packets, 4 * 4 * 20);
 }
 
-#[test]
-fn buffers_added_and_removed_mid_run() {
+fn buffers_added_and_removed_mid_run(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
-    let steady = buffer(&doorbell, 4);
+    let steady = buffer(&doorbell, 4, protocol);
     listener.add_buffer(steady.clone()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let background = {
@@ -107,7 +106,7 @@ fn buffers_added_and_removed_mid_run() {
         })
     };
     for round in 0..20 {
-        let extra = buffer(&doorbell, 2 + round % 3);
+        let extra = buffer(&doorbell, 2 + round % 3, protocol);
         listener.add_buffer(extra.clone()).unwrap();
         assert!(matches!(listener.add_buffer(extra.clone()), Err(Error::Poller(_))), "added twice");
         run_waves(&extra, 2, 2, 3);
@@ -123,8 +122,7 @@ fn buffers_added_and_removed_mid_run() {
     assert_eq!(listener.shutdown().total().errors, 0);
 }
 
-#[test]
-fn shutdown_with_waves_mid_call_answers_them_and_joins() {
+fn shutdown_with_waves_mid_call_answers_them_and_joins(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     listener
         .services()
@@ -133,7 +131,7 @@ fn shutdown_with_waves_mid_call_answers_them_and_joins() {
             Ok([r[0], 1])
         })
         .unwrap();
-    let buffer = buffer(&doorbell, 8);
+    let buffer = buffer(&doorbell, 8, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
     let start = Arc::new(Barrier::new(9));
     let answered = Arc::new(AtomicU64::new(0));
@@ -158,10 +156,9 @@ fn shutdown_with_waves_mid_call_answers_them_and_joins() {
     listener.shutdown(); // idempotent
 }
 
-#[test]
-fn a_panicking_handler_gets_an_error_reply_and_the_listener_goes_on() {
+fn a_panicking_handler_gets_an_error_reply_and_the_listener_goes_on(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
-    let buffer = buffer(&doorbell, 2);
+    let buffer = buffer(&doorbell, 2, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
     let wave = Wave::new(buffer.clone(), 4);
     let reply = wave.call(PANICS, |lane| [10 + lane as u64, 0, 0, 0, 0, 0, 0, 0]).unwrap();
@@ -173,10 +170,9 @@ fn a_panicking_handler_gets_an_error_reply_and_the_listener_goes_on() {
     assert_eq!(stats.services[&PANICS].1.errors, 1);
 }
 
-#[test]
-fn an_unknown_service_is_answered_with_an_error() {
+fn an_unknown_service_is_answered_with_an_error(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
-    let buffer = buffer(&doorbell, 2);
+    let buffer = buffer(&doorbell, 2, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
     for id in [0, 9999, u32::MAX] {
         let reply = Wave::new(buffer.clone(), 64).call(id, |_| [1; 8]).unwrap();
@@ -187,13 +183,12 @@ fn an_unknown_service_is_answered_with_an_error() {
     assert_eq!(listener.shutdown().unknown.packets, 3);
 }
 
-#[test]
-fn a_producer_that_never_rings_is_served_within_the_poll_timeout() {
+fn a_producer_that_never_rings_is_served_within_the_poll_timeout(protocol: Protocol) {
     let config = ListenerConfig { spin_polls: 0, max_wait: Duration::from_millis(20), ..Default::default() };
     let (listener, doorbell) = listener(config);
     // The buffer rings a doorbell nobody listens to.
     let silent: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-    let buffer = buffer(&silent, 2);
+    let buffer = buffer(&silent, 2, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
     thread::sleep(Duration::from_millis(100)); // the listener is idle, at its longest timeout
     let begun = Instant::now();
@@ -203,20 +198,43 @@ fn a_producer_that_never_rings_is_served_within_the_poll_timeout() {
     drop(doorbell);
 }
 
-#[test]
-fn a_spinning_listener_serves_too() {
+fn a_spinning_listener_serves_too(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::spinning());
-    let buffer = buffer(&doorbell, 4);
+    let buffer = buffer(&doorbell, 4, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
     run_waves(&buffer, 2, 64, 50);
 }
 
-#[test]
-fn a_dropped_listener_joins_its_thread() {
+fn a_dropped_listener_joins_its_thread(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
-    let buffer = buffer(&doorbell, 2);
+    let buffer = buffer(&doorbell, 2, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
     run_waves(&buffer, 1, 1, 3);
     drop(listener);
     assert_eq!(Arc::strong_count(&buffer), 1, "the listener let go of the buffer");
 }
+
+/// Every test above, once per wire protocol.
+macro_rules! for_both_protocols {
+    ($($name:ident),* $(,)?) => {
+        mod stack_protocol {
+            $(#[test] fn $name() { super::$name(super::Protocol::Stack) })*
+        }
+        mod phase_protocol {
+            $(#[test] fn $name() { super::$name(super::Protocol::Phase) })*
+        }
+    };
+}
+
+for_both_protocols!(
+    sixty_four_waves_on_sixty_four_packets,
+    sixty_four_waves_on_two_packets,
+    several_buffers_on_one_listener,
+    buffers_added_and_removed_mid_run,
+    shutdown_with_waves_mid_call_answers_them_and_joins,
+    a_panicking_handler_gets_an_error_reply_and_the_listener_goes_on,
+    an_unknown_service_is_answered_with_an_error,
+    a_producer_that_never_rings_is_served_within_the_poll_timeout,
+    a_spinning_listener_serves_too,
+    a_dropped_listener_joins_its_thread
+);
