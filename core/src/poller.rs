@@ -11,6 +11,12 @@
 //!
 //! The lock is held for a whole poll, so once [`Poller::remove`] returns the poller will not touch
 //! that buffer again: the caller may free it.
+//!
+//! One phase buffer may be served by several pollers at once (one per host thread), each
+//! registered with [`Poller::add_phase_range`] for a disjoint range of packet indices: the host
+//! writes only `host_phase[i]` and the reply words of the packets it serves, so pollers with
+//! disjoint ranges never write the same word. A stack buffer is served by one poller only (its
+//! host side swaps the whole ready-stack).
 
 use crate::buffer::{BufferView, DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
 use crate::layout::SLOT_WORDS;
@@ -147,13 +153,18 @@ struct Registered {
 enum Kind {
     Stack,
     Phase(ScanWindow),
+    /// A phase buffer of which this poller serves packets `start..end` only.
+    PhaseRange {
+        start: u32,
+        end: u32,
+    },
 }
 
 impl Kind {
     fn protocol(&self) -> Protocol {
         match self {
             Self::Stack => Protocol::Stack,
-            Self::Phase(_) => Protocol::Phase,
+            Self::Phase(_) | Self::PhaseRange { .. } => Protocol::Phase,
         }
     }
 }
@@ -228,13 +239,37 @@ impl<const N: usize> Poller<N> {
                 Kind::Phase(view.scan_window())
             }
         };
+        self.push(Registered { base, len, num_packets, kind })
+    }
+
+    /// Registers an initialised phase-protocol buffer of which this poller serves only the
+    /// packets `range` (clamped to the buffer). Several pollers (one per host thread) may serve
+    /// one buffer this way, each with its own, disjoint range; every packet of the buffer must be
+    /// in some poller's range or the waves that claim it wait forever. Ranges are scanned whole
+    /// on every poll (no [`ScanWindow`]).
+    ///
+    /// # Safety
+    /// As for [`Poller::add`]; and no other poller (or thread) may serve an index of `range` of
+    /// this buffer while it is registered here.
+    pub unsafe fn add_phase_range(
+        &self,
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+        range: core::ops::Range<u32>,
+    ) -> Result<(), PollerError> {
+        // SAFETY: forwarded from this function's contract; the view is dropped at once.
+        unsafe { PhaseView::from_raw(base, len, num_packets) }.map_err(PollerError::Layout)?;
+        let kind = Kind::PhaseRange { start: range.start, end: range.end.max(range.start) };
+        self.push(Registered { base, len, num_packets, kind })
+    }
+
+    fn push(&self, registered: Registered) -> Result<(), PollerError> {
         let mut buffers = self.buffers.lock();
-        if buffers.iter().any(|b| b.base == base) {
-            return Err(PollerError::AlreadyRegistered { base: base as usize });
+        if buffers.iter().any(|b| b.base == registered.base) {
+            return Err(PollerError::AlreadyRegistered { base: registered.base as usize });
         }
-        buffers
-            .push(Registered { base, len, num_packets, kind })
-            .map_err(|_| PollerError::Full { capacity: N })
+        buffers.push(registered).map_err(|_| PollerError::Full { capacity: N })
     }
 
     /// The protocol of the buffer registered at `base`, if any.
@@ -288,6 +323,14 @@ impl<const N: usize> Poller<N> {
                     Ok(view) => view.drain_window(window, &mut to),
                     Err(_) => continue,
                 },
+                // SAFETY: as for the stack arm; `add_phase_range`'s contract makes this poller the
+                // only host writer of the range's `host_phase` words and reply words.
+                Kind::PhaseRange { start, end } => {
+                    match unsafe { PhaseView::from_raw(b.base, b.len, b.num_packets) } {
+                        Ok(view) => view.drain_range(*start as usize..*end as usize, &mut to),
+                        Err(_) => continue,
+                    }
+                }
             };
         }
         report
@@ -383,6 +426,27 @@ mod tests {
         }
         poller.remove(phase_base).unwrap();
         assert_eq!(poller.protocol(phase_base), None);
+
+        // Two pollers split the phase buffer: each serves its own range and nothing else.
+        let low = Poller::<4>::new();
+        // SAFETY: as above; the ranges are disjoint.
+        unsafe {
+            low.add_phase_range(phase_base, phase_len, n_phase as u64, 0..2).unwrap();
+            poller.add_phase_range(phase_base, phase_len, n_phase as u64, 2..99).unwrap();
+        }
+        assert_eq!(low.protocol(phase_base), Some(Protocol::Phase));
+        for index in 0..n_phase {
+            let mut p = phase.claim(index).unwrap();
+            assert_eq!(p.index(), index);
+            p.write_lane(0, &[index as u64, 0, 0, 0, 0, 0, 0, 0]);
+            let p = p.submit(1, 1);
+            let (mine, other) = if index < 2 { (&low, &poller) } else { (&poller, &low) };
+            assert_eq!(other.poll_once(&services).packets, 0, "packet {index} served by the wrong poller");
+            assert_eq!(mine.poll_once(&services), DrainReport { packets: 1, lane_calls: 1, malformed: 0 });
+            assert_eq!(p.wait(|| {}).reply(0), [index as u64 + 1, 0]);
+        }
+        low.remove(phase_base).unwrap();
+        poller.remove(phase_base).unwrap();
         poller.remove(stack_base).unwrap();
         assert!(poller.is_empty());
     }

@@ -80,6 +80,11 @@ pub enum Error {
     /// Enable or disable was called from a listener thread (from a service handler), where it
     /// would wait for itself.
     CalledFromListener,
+    /// The operation does not apply here (e.g. serving part of a stack-protocol buffer, or the
+    /// stack protocol on a platform without host-native atomics).
+    Unsupported(String),
+    /// A CUDA driver call failed (the `cuda` feature): the call and the driver's error.
+    Cuda(String),
 }
 
 impl fmt::Display for Error {
@@ -117,6 +122,8 @@ impl fmt::Display for Error {
             Self::CalledFromListener => {
                 f.write_str("hostcalls cannot be enabled or disabled from a listener thread")
             }
+            Self::Unsupported(what) => write!(f, "unsupported: {what}"),
+            Self::Cuda(what) => write!(f, "cuda: {what}"),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! - [`buffer`]: an owned, initialised buffer;
 //! - [`service`]: the registry from service id to handler;
 //! - [`message`] and [`printf`]: message streams and the PRINTF service;
-//! - [`listener`]: the thread that serves buffers;
+//! - [`listener`]: the thread that serves buffers; [`pool`]: several threads splitting them;
 //! - [`device`]: emulated waves on CPU threads;
 //! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -25,6 +25,7 @@ pub mod lifecycle;
 pub mod listener;
 pub mod memory;
 pub mod message;
+pub mod pool;
 pub mod printf;
 pub mod service;
 

@@ -12,9 +12,9 @@
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::{Doorbell, DONE};
 use crate::error::Error;
-use crate::service::{Services, Stats};
+use crate::service::{Services, Stats, ThreadDispatch};
 use hostcall_core::buffer::DrainReport;
-use hostcall_core::poller::Poller;
+use hostcall_core::poller::{Poller, Protocol};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -154,6 +154,35 @@ impl Listener {
         Ok(())
     }
 
+    /// Starts serving only the packets `range` of the phase-protocol buffer `buffer`, so that
+    /// several listeners (threads) can share one buffer, each serving its own disjoint range
+    /// ([`crate::pool::ListenerPool`] does the split). The caller makes sure no other listener
+    /// serves an index of `range`, and that every packet of the buffer is served by some
+    /// listener. The stack protocol cannot be split ([`Error::Unsupported`]).
+    pub fn add_buffer_range(
+        &self,
+        buffer: Arc<HostcallBuffer>,
+        range: std::ops::Range<u32>,
+    ) -> Result<(), Error> {
+        if self.is_shut_down() {
+            return Err(Error::ShutDown);
+        }
+        if buffer.protocol() != Protocol::Phase {
+            return Err(Error::Unsupported(
+                "only a phase-protocol buffer can be split between listeners".into(),
+            ));
+        }
+        let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
+        // poller; a `HostcallBuffer` is accessed only atomically; the caller keeps the ranges of
+        // the listeners serving this buffer disjoint (see above).
+        unsafe {
+            self.shared.poller.add_phase_range(buffer.as_ptr(), buffer.len(), buffer.num_packets(), range)
+        }?;
+        owned.insert(buffer.as_ptr() as usize, buffer);
+        Ok(())
+    }
+
     /// Stops serving `buffer`. When this returns the listener no longer touches it.
     pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<Arc<HostcallBuffer>, Error> {
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
@@ -227,12 +256,14 @@ impl std::fmt::Debug for Listener {
     }
 }
 
-fn poll(shared: &Shared) -> DrainReport {
-    shared.poller.poll_once(shared.services.as_ref())
+fn poll(shared: &Shared, dispatch: &ThreadDispatch<'_>) -> DrainReport {
+    shared.poller.poll_once(dispatch)
 }
 
 fn run(shared: &Shared) {
     let config = &shared.config;
+    let dispatch = shared.services.dispatcher();
+    let poll = |shared: &Shared| poll(shared, &dispatch);
     let mut last_seen = shared.doorbell.value();
     let mut wait = config.min_wait;
     let mut idle_polls = 0u32;
@@ -259,14 +290,14 @@ fn run(shared: &Shared) {
             last_seen = now;
         }
     }
-    drain_until_quiet(shared);
+    drain_until_quiet(shared, &dispatch);
 }
 
 /// Answers in-flight packets until none arrived for the grace period.
-fn drain_until_quiet(shared: &Shared) {
+fn drain_until_quiet(shared: &Shared, dispatch: &ThreadDispatch<'_>) {
     let mut quiet_since = Instant::now();
     while quiet_since.elapsed() < shared.config.shutdown_grace {
-        if poll(shared).packets > 0 {
+        if poll(shared, dispatch).packets > 0 {
             quiet_since = Instant::now();
         } else {
             std::thread::sleep(Duration::from_micros(50));

@@ -15,9 +15,10 @@ use hostcall_core::buffer::{DrainError, PacketRequest};
 use hostcall_core::layout::SLOT_WORDS;
 use hostcall_core::poller::Dispatch;
 use hostcall_core::service::{ErrorCode, FUNCTION_CALL};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::Error;
@@ -43,28 +44,63 @@ struct Entry {
     counters: Counters,
 }
 
-/// Counters of one service (or of the unknown ids, or of everything).
-#[derive(Default)]
+/// Counters of one service (or of the unknown ids, or of everything), in [`COUNTER_SHARDS`]
+/// shards on separate cache lines: each listener thread adds to its own shard, so several threads
+/// serving packets of one service do not fight over one line; a snapshot sums the shards.
 struct Counters {
+    shards: Box<[Shard]>,
+}
+
+/// Shards per counter set; threads beyond it share shards (still correct, just contended).
+const COUNTER_SHARDS: usize = 16;
+
+/// One thread's share of a service's counters, alone on its (pair of) cache lines.
+#[derive(Default)]
+#[repr(align(128))]
+struct Shard {
     packets: AtomicU64,
     lane_calls: AtomicU64,
     errors: AtomicU64,
 }
 
+impl Default for Counters {
+    fn default() -> Self {
+        Self { shards: (0..COUNTER_SHARDS).map(|_| Shard::default()).collect() }
+    }
+}
+
+/// This thread's shard index, handed out round robin on first use.
+fn shard_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        // Relaxed: a counter handing out distinct-ish numbers; nothing is published through it.
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % COUNTER_SHARDS;
+    }
+    SHARD.with(|shard| *shard)
+}
+
 impl Counters {
     fn count(&self, packet: &PacketRequest<'_>, errors: u64) {
-        // Relaxed: statistics only; no other memory is published through them.
-        self.packets.fetch_add(1, Ordering::Relaxed);
-        self.lane_calls.fetch_add(u64::from(packet.activemask().count_ones()), Ordering::Relaxed);
-        self.errors.fetch_add(errors, Ordering::Relaxed);
+        let shard = &self.shards[shard_index()];
+        // Relaxed: statistics only; no other memory is published through them. A wave that got
+        // its reply still sees them counted: the host's Release store of the reply's phase (or
+        // READY clear) comes after these adds.
+        shard.packets.fetch_add(1, Ordering::Relaxed);
+        shard.lane_calls.fetch_add(u64::from(packet.activemask().count_ones()), Ordering::Relaxed);
+        if errors != 0 {
+            shard.errors.fetch_add(errors, Ordering::Relaxed);
+        }
     }
 
     fn snapshot(&self) -> ServiceStats {
-        ServiceStats {
-            packets: self.packets.load(Ordering::Relaxed),
-            lane_calls: self.lane_calls.load(Ordering::Relaxed),
-            errors: self.errors.load(Ordering::Relaxed),
+        let mut total = ServiceStats::default();
+        for shard in self.shards.iter() {
+            // Relaxed: statistics, see `count`.
+            total.packets += shard.packets.load(Ordering::Relaxed);
+            total.lane_calls += shard.lane_calls.load(Ordering::Relaxed);
+            total.errors += shard.errors.load(Ordering::Relaxed);
         }
+        total
     }
 }
 
@@ -107,6 +143,8 @@ impl Stats {
 #[derive(Default)]
 pub struct Services {
     entries: RwLock<HashMap<u32, Arc<Entry>>>,
+    /// Bumped on every change of `entries`, so [`ThreadDispatch`] caches know to refresh.
+    generation: AtomicU64,
     unknown: Counters,
     unknown_logged: Mutex<HashSet<u32>>,
     malformed: AtomicU64,
@@ -140,7 +178,19 @@ impl Services {
 
     /// Removes the service under `id`; later packets for it get [`ErrorCode::UnknownService`].
     pub fn unregister(&self, id: u32) -> bool {
-        self.entries.write().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some()
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        let removed = entries.remove(&id).is_some();
+        // Release: pairs with the Acquire load in `ThreadDispatch::entry`.
+        self.generation.fetch_add(1, Ordering::Release);
+        removed
+    }
+
+    /// A dispatcher for one listener thread: it caches the registry's entries and refreshes them
+    /// only when a service is registered or removed, so threads serving packets in parallel
+    /// share no written cache line on the way to a handler (the registry's lock and the
+    /// entries' reference counts would be such lines). Dispatches exactly like `Services`.
+    pub fn dispatcher(&self) -> ThreadDispatch<'_> {
+        ThreadDispatch { services: self, cache: RefCell::new((u64::MAX, HashMap::new())) }
     }
 
     /// Registers FUNCTION_CALL (id 1): slot[0] is the address of a host function
@@ -185,6 +235,8 @@ impl Services {
             return Err(Error::ServiceTaken(id));
         }
         entries.insert(id, Arc::new(Entry { name: name.to_owned(), handler, counters: Counters::default() }));
+        // Release: pairs with the Acquire load in `ThreadDispatch::entry`.
+        self.generation.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
@@ -230,26 +282,75 @@ fn serve_lanes(handler: &LaneFn, name: &str, packet: &mut PacketRequest<'_>) -> 
 
 impl Dispatch for Services {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        let Some(entry) = self.find(packet.service()) else {
-            return self.answer_unknown(packet);
-        };
-        let errors = match &entry.handler {
-            Handler::Lane(handler) => serve_lanes(handler.as_ref(), &entry.name, packet),
-            Handler::Packet(service) => {
-                if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
-                    log::error!("service {} panicked; packet answered with errors", entry.name);
-                    packet.reply_error_all(ErrorCode::ServicePanicked);
-                    u64::from(packet.activemask().count_ones())
-                } else {
-                    u64::from(packet.has_error())
-                }
-            }
-        };
-        entry.counters.count(packet, errors);
+        match self.find(packet.service()) {
+            Some(entry) => serve_entry(&entry, packet),
+            None => self.answer_unknown(packet),
+        }
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
+        // Relaxed: a statistic; nothing is published through it.
         self.malformed.fetch_add(1, Ordering::Relaxed);
         log::warn!("buffer {buffer:#x}: {error}");
     }
+}
+
+/// One listener thread's view of a [`Services`] registry (see [`Services::dispatcher`]). Not
+/// `Sync`: each thread makes its own.
+pub struct ThreadDispatch<'a> {
+    services: &'a Services,
+    /// The registry's generation when last copied, and the copy.
+    cache: RefCell<(u64, HashMap<u32, Arc<Entry>>)>,
+}
+
+impl ThreadDispatch<'_> {
+    fn entry(&self, id: u32) -> Option<Arc<Entry>> {
+        // Acquire: pairs with the Release increments in `insert` and `unregister`. (A packet
+        // submitted after a registration returned is served after it anyway: the packet's own
+        // Release/Acquire hand-off orders the increment before this load.)
+        let generation = self.services.generation.load(Ordering::Acquire);
+        let mut cache = self.cache.borrow_mut();
+        if cache.0 != generation {
+            let entries = self.services.entries.read().unwrap_or_else(|p| p.into_inner());
+            *cache = (generation, entries.clone());
+        }
+        cache.1.get(&id).cloned()
+    }
+}
+
+impl Dispatch for ThreadDispatch<'_> {
+    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        let entry = self.entry(packet.service());
+        match entry {
+            Some(entry) => serve_entry(&entry, packet),
+            None => self.services.answer_unknown(packet),
+        }
+    }
+
+    fn malformed(&self, buffer: usize, error: DrainError) {
+        self.services.malformed(buffer, error);
+    }
+}
+
+impl std::fmt::Debug for ThreadDispatch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadDispatch").finish_non_exhaustive()
+    }
+}
+
+/// Serves a packet with a registered service and counts it.
+fn serve_entry(entry: &Entry, packet: &mut PacketRequest<'_>) {
+    let errors = match &entry.handler {
+        Handler::Lane(handler) => serve_lanes(handler.as_ref(), &entry.name, packet),
+        Handler::Packet(service) => {
+            if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
+                log::error!("service {} panicked; packet answered with errors", entry.name);
+                packet.reply_error_all(ErrorCode::ServicePanicked);
+                u64::from(packet.activemask().count_ones())
+            } else {
+                u64::from(packet.has_error())
+            }
+        }
+    };
+    entry.counters.count(packet, errors);
 }

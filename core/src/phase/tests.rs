@@ -535,3 +535,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn drain_range_serves_only_its_range_and_clamps() {
+    let parts = Parts::new(6);
+    let view = parts.view();
+    let submitted: Vec<_> = (0..6)
+        .map(|i| {
+            let mut p = view.claim(i).unwrap();
+            assert_eq!(p.index(), i);
+            p.write_lane(0, &request(i as u64));
+            p.submit(3, 1)
+        })
+        .collect();
+    let mut low = Collect::default();
+    assert_eq!(view.drain_range(0..2, &mut low).packets, 2);
+    assert_eq!(low.served, vec![0, 1]);
+    let mut out_of_bounds = Collect::default();
+    assert_eq!(view.drain_range(6..100, &mut out_of_bounds).packets, 0);
+    #[allow(clippy::reversed_empty_ranges)]
+    let backwards = view.drain_range(5..1, &mut out_of_bounds).packets;
+    assert_eq!(backwards, 0);
+    let mut high = Collect::default();
+    assert_eq!(view.drain_range(2..100, &mut high).packets, 4);
+    assert_eq!(high.served, vec![2, 3, 4, 5]);
+    for s in submitted {
+        assert!(s.is_served());
+    }
+}
+
+#[test]
+fn set_occupied_address_rewrites_only_that_field() {
+    let parts = Parts::new(4);
+    let view = parts.view();
+    let before = view.prefix().headers.load(Ordering::Relaxed);
+    view.set_occupied_address(0xdead_b000);
+    assert_eq!(view.prefix().occupied.load(Ordering::Relaxed), 0xdead_b000);
+    assert_eq!(view.prefix().headers.load(Ordering::Relaxed), before);
+}

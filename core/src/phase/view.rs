@@ -184,6 +184,20 @@ impl<'a> PhaseView<'a> {
         }
     }
 
+    /// Points the prefix's `occupied` field at `address` instead of the bitmap inside the buffer.
+    ///
+    /// For devices that keep the bitmap in device-local memory (PROTOCOL.md section 2: only the
+    /// device touches it), e.g. a CUDA runtime's `cudaMalloc`ed words. The caller zeroes those
+    /// `ceil(num_packets / 32)` words before the hand-off; the host never reads or writes them.
+    /// Call it after [`PhaseView::init`] (which writes the in-buffer address), before the buffer is
+    /// handed to any producer: the hand-off publishes it, as it does `init`'s stores. The
+    /// in-buffer bitmap then goes unused, and [`PhaseView::claim`] (the emulated device, which
+    /// uses the in-buffer bitmap) must not be mixed with device code on such a buffer.
+    pub fn set_occupied_address(&self, address: u64) {
+        // Relaxed: published by the hand-off, like every store of `init`.
+        self.prefix.occupied.store(address, Ordering::Relaxed);
+    }
+
     /// Device: claims a free packet, trying each index once, from `start % num_packets` upwards
     /// and wrapping. `None`: every packet is occupied or still unanswered (retry later).
     ///
@@ -237,6 +251,20 @@ impl<'a> PhaseView<'a> {
     pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
         let mut report = DrainReport::default();
         self.scan(0..self.headers.len(), handler, &mut report);
+        report
+    }
+
+    /// Host: like [`PhaseView::drain`], but scans only the packets of `range` (clamped to the
+    /// buffer; an empty or out-of-bounds range scans nothing).
+    ///
+    /// For hosts that split one buffer between several threads: each serves a disjoint range,
+    /// and since the host writes only `host_phase[i]` and packet `i`'s reply words, threads with
+    /// disjoint ranges never write the same word (and none reads what another writes).
+    pub fn drain_range(&self, range: Range<usize>, handler: &mut impl DrainHandler) -> DrainReport {
+        let n = self.headers.len();
+        let mut report = DrainReport::default();
+        // Clamped: the range comes from the caller, never trust it for bounds.
+        self.scan(range.start.min(n)..range.end.min(n), handler, &mut report);
         report
     }
 
@@ -307,6 +335,7 @@ impl<'a> PhaseView<'a> {
         // Relaxed: ordered by the fence above.
         let (service, activemask) =
             (header.service.load(Ordering::Relaxed), header.activemask.load(Ordering::Relaxed));
+        prefetch_lanes(&self.payloads[index], activemask);
         let mut request = PacketRequest::new(index as u32, service, activemask, &self.payloads[index]);
         handler.serve(&mut request);
         // Release: publishes the reply words and orders our reads of the request before the
@@ -325,4 +354,30 @@ impl<'a> PhaseView<'a> {
 /// Packet `index`'s bit in its `occupied` word.
 fn occupied_bit(index: usize) -> u32 {
     1 << (index % 32)
+}
+
+/// Hints the CPU to fetch the request slot of every lane in `activemask` (only the lanes that
+/// exist), so a packet's cache misses overlap instead of coming one lane at a time. A device
+/// that just wrote the slots owns their lines, so each would otherwise be a miss in series.
+/// Not an access in Rust's memory model: a prefetch reads nothing the program sees.
+fn prefetch_lanes(payload: &Payload, activemask: u64) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let mut lanes = activemask & crate::layout::LANE_MASK;
+        while lanes != 0 {
+            let lane = lanes.trailing_zeros() as usize;
+            lanes &= lanes - 1;
+            let slot = payload.slots[lane].as_ptr().cast::<i8>();
+            // SAFETY: `_mm_prefetch` is a hint with no memory-safety requirement (it never
+            // faults and changes no value); `slot` is in bounds (lane < LANES) anyway. SSE, which
+            // it needs, is part of the x86_64 baseline.
+            #[allow(unused_unsafe)]
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(slot)
+            };
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = (payload, activemask);
 }

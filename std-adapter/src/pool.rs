@@ -1,0 +1,174 @@
+//! [`ListenerPool`]: several listener threads sharing one service registry, splitting each
+//! phase-protocol buffer's packets between them.
+//!
+//! One listener thread serves a few million warp-calls a second; a GPU with thousands of waves
+//! wants more. The phase protocol lets several host threads serve one buffer without talking to
+//! each other: the host writes only `host_phase[i]` and packet `i`'s reply words, so threads that
+//! serve disjoint ranges of packet indices never write the same word. The pool gives each of its
+//! `N` listeners one contiguous stripe of every phase buffer ([`stripes`]), its boundaries on
+//! multiples of [`STRIPE_ALIGN`] packets so that no two threads scan or write the same cache line
+//! of the phase arrays. Waves that claim from an index of their own (a GPU warp from its warp id)
+//! then spread over the threads.
+//!
+//! A stack-protocol buffer cannot be split (its host side swaps the whole ready-stack): the pool
+//! gives each one whole to one listener, round robin.
+
+use crate::buffer::HostcallBuffer;
+use crate::doorbell::Doorbell;
+use crate::error::Error;
+use crate::listener::{Listener, ListenerConfig};
+use crate::service::{Services, Stats};
+use hostcall_core::poller::{PollerError, Protocol};
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Stripe boundaries fall on multiples of this many packets: 16 `u32` phase words are one
+/// 64-byte cache line.
+pub const STRIPE_ALIGN: u32 = 16;
+
+/// The stripes of a buffer of `num_packets` packets over `threads` threads: contiguous, disjoint,
+/// covering `0..num_packets`, boundaries on multiples of [`STRIPE_ALIGN`] (so the last stripes may
+/// be empty for small buffers).
+///
+/// ```
+/// use hostcall::pool::stripes;
+/// assert_eq!(stripes(1056, 4), vec![0..272, 272..544, 544..816, 816..1056]);
+/// assert_eq!(stripes(20, 4), vec![0..16, 16..20, 20..20, 20..20]);
+/// assert_eq!(stripes(7, 1), vec![0..7]);
+/// ```
+pub fn stripes(num_packets: u32, threads: usize) -> Vec<Range<u32>> {
+    let threads = threads.max(1) as u32;
+    let per = num_packets.div_ceil(threads).div_ceil(STRIPE_ALIGN) * STRIPE_ALIGN;
+    (0..threads)
+        .map(|k| {
+            let start = k.saturating_mul(per).min(num_packets);
+            start..start.saturating_add(per).min(num_packets)
+        })
+        .collect()
+}
+
+/// `N` listener threads sharing one [`Services`] registry and one doorbell.
+///
+/// ```
+/// use hostcall::buffer::{HostcallBuffer, Protocol};
+/// use hostcall::pool::ListenerPool;
+/// use hostcall::prelude::*;
+/// use std::sync::Arc;
+///
+/// let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+/// let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
+/// pool.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
+/// let buffer = HostcallBuffer::with_protocol(Arc::new(HostMemory), 64, doorbell, Protocol::Phase);
+/// let buffer = Arc::new(buffer.unwrap());
+/// pool.add_buffer(buffer.clone()).unwrap(); // packets 0..32 to one thread, 32..64 to the other
+/// let reply = Wave::new(buffer, 4).call(100, |lane| [lane as u64, 40, 0, 0, 0, 0, 0, 0]).unwrap();
+/// assert_eq!(reply.lane(3), [43, 0]);
+/// pool.shutdown();
+/// ```
+pub struct ListenerPool {
+    listeners: Vec<Listener>,
+    services: Arc<Services>,
+    /// Where the next stack-protocol buffer goes.
+    next_whole: AtomicUsize,
+}
+
+impl ListenerPool {
+    /// Starts `threads` (at least 1) listener threads sleeping on `doorbell`, named
+    /// `config.thread_name` with `-0`, `-1`, ... appended.
+    pub fn start(threads: usize, doorbell: Arc<dyn Doorbell>, config: ListenerConfig) -> Result<Self, Error> {
+        Self::start_with_services(threads, doorbell, config, Arc::new(Services::new()))
+    }
+
+    /// As [`ListenerPool::start`], dispatching through `services`.
+    pub fn start_with_services(
+        threads: usize,
+        doorbell: Arc<dyn Doorbell>,
+        config: ListenerConfig,
+        services: Arc<Services>,
+    ) -> Result<Self, Error> {
+        let listeners = (0..threads.max(1))
+            .map(|k| {
+                let config =
+                    ListenerConfig { thread_name: format!("{}-{k}", config.thread_name), ..config.clone() };
+                Listener::start_with_services(doorbell.clone(), config, services.clone())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self { listeners, services, next_whole: AtomicUsize::new(0) })
+    }
+
+    /// The shared registry.
+    pub fn services(&self) -> &Services {
+        &self.services
+    }
+
+    /// Number of listener threads.
+    pub fn threads(&self) -> usize {
+        self.listeners.len()
+    }
+
+    /// The listeners, one per thread.
+    pub fn listeners(&self) -> &[Listener] {
+        &self.listeners
+    }
+
+    /// Starts serving `buffer`: a phase buffer split into [`stripes`] over the threads (threads
+    /// whose stripe is empty do not get it), a stack buffer whole to one thread.
+    pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
+        if buffer.protocol() == Protocol::Stack {
+            // Relaxed: only spreads buffers over threads; any value is correct.
+            let k = self.next_whole.fetch_add(1, Ordering::Relaxed) % self.listeners.len();
+            return self.listeners[k].add_buffer(buffer);
+        }
+        let ranges = stripes(buffer.num_packets() as u32, self.listeners.len());
+        for (k, (listener, range)) in self.listeners.iter().zip(ranges).enumerate() {
+            if range.is_empty() {
+                continue;
+            }
+            if let Err(e) = listener.add_buffer_range(buffer.clone(), range) {
+                for earlier in &self.listeners[..k] {
+                    let _ = earlier.remove_buffer(&buffer);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops serving `buffer` on every thread. When this returns no thread touches it.
+    pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<(), Error> {
+        let mut removed = false;
+        for listener in &self.listeners {
+            match listener.remove_buffer(buffer) {
+                Ok(_) => removed = true,
+                Err(Error::Poller(PollerError::NotRegistered { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if removed {
+            Ok(())
+        } else {
+            Err(Error::Poller(PollerError::NotRegistered { base: buffer.as_ptr() as usize }))
+        }
+    }
+
+    /// The counters so far (all threads together: they share the registry).
+    pub fn stats(&self) -> Stats {
+        self.services.stats()
+    }
+
+    /// Stops every thread (each answers what is in flight first), joins them and returns the
+    /// counters. Idempotent.
+    pub fn shutdown(&self) -> Stats {
+        for listener in &self.listeners {
+            listener.shutdown();
+        }
+        self.stats()
+    }
+}
+
+impl std::fmt::Debug for ListenerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerPool").field("threads", &self.listeners.len()).finish()
+    }
+}
