@@ -8,6 +8,7 @@ use hostcall_core::layout::{buffer_align, buffer_size};
 use hostcall_core::phase::{phase_buffer_align, phase_buffer_size, PhaseView};
 pub use hostcall_core::poller::Protocol;
 use hostcall_core::tagged::Geometry;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A buffer of `num_packets` packets speaking one [`Protocol`], allocated from a
@@ -18,6 +19,9 @@ pub struct HostcallBuffer {
     geometry: Geometry,
     doorbell: Arc<dyn Doorbell>,
     protocol: Protocol,
+    /// Device address of a phase buffer's `occupied` bitmap kept outside the buffer (0: the
+    /// bitmap inside it). See [`HostcallBuffer::set_device_occupied`].
+    occupied: AtomicU64,
 }
 
 /// A checked view of a [`HostcallBuffer`], by protocol.
@@ -73,7 +77,7 @@ impl HostcallBuffer {
         let too_big = hostcall_core::buffer::LayoutError::TooSmall { needed: usize::MAX, given: 0 };
         let size = size.ok_or(Error::Layout(too_big))?;
         let allocation = DeviceAllocation::new(memory, size, align)?;
-        let buffer = Self { allocation, geometry, doorbell, protocol };
+        let buffer = Self { allocation, geometry, doorbell, protocol, occupied: AtomicU64::new(0) };
         buffer.reset();
         Ok(buffer)
     }
@@ -102,8 +106,32 @@ impl HostcallBuffer {
         let (device_base, doorbell) = (self.allocation.device_address(), self.doorbell.handle());
         match self.view() {
             ProtocolView::Stack(view) => view.init(device_base, doorbell),
-            ProtocolView::Phase(view) => view.init(device_base, doorbell),
+            ProtocolView::Phase(view) => {
+                view.init(device_base, doorbell);
+                // Relaxed: written before the hand-off that publishes it, like `init`'s stores.
+                let occupied = self.occupied.load(Ordering::Relaxed);
+                if occupied != 0 {
+                    view.set_occupied_address(occupied);
+                }
+            }
         }
+    }
+
+    /// Makes the phase buffer's prefix point device code at an `occupied` bitmap outside the
+    /// buffer, at device address `address` (device-local memory: only the device touches the
+    /// bitmap, PROTOCOL.md section 2), now and on every [`HostcallBuffer::reset`]. The caller
+    /// keeps those `ceil(num_packets / 32)` words zeroed while no wave runs, and alive while the
+    /// buffer is used. Emulated waves ([`crate::device::Wave`]) use the bitmap inside the buffer
+    /// and must not share such a buffer with device code. Call before handing the buffer to any
+    /// device. [`Error::Unsupported`] for a stack buffer, which has no bitmap.
+    pub fn set_device_occupied(&self, address: u64) -> Result<(), Error> {
+        let ProtocolView::Phase(view) = self.view() else {
+            return Err(Error::Unsupported("a stack-protocol buffer has no occupied bitmap".into()));
+        };
+        // Relaxed: read back only by `reset`, on threads the caller orders after this one.
+        self.occupied.store(address, Ordering::Relaxed);
+        view.set_occupied_address(address);
+        Ok(())
     }
 
     /// Number of packets.

@@ -3,6 +3,8 @@
 //! - [`memory`]: memory both sides reach ([`memory::HostMemory`] by default; [`hsa`] where ROCm is);
 //! - [`doorbell`]: what the device rings and the host sleeps on;
 //! - [`backend`]: choosing HSA or host memory at run time;
+//! - `cuda` (feature `cuda`): pinned, mapped memory, device memory and kernel launches through
+//!   the CUDA driver API, loaded at run time, for CUDA kernels using `include/hostcall_cuda.cuh`;
 //! - [`buffer`]: an owned, initialised buffer;
 //! - [`service`]: the registry from service id to handler;
 //! - [`message`] and [`printf`]: message streams and the PRINTF service;
@@ -17,6 +19,8 @@ pub use hostcall_core as core;
 pub mod backend;
 pub mod buffer;
 pub mod builtin;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 pub mod doorbell;
 pub mod error;

@@ -1,0 +1,649 @@
+/*
+ * hostcall_cuda.cuh: the device side of the hostcall protocols in CUDA C++ (sm_70 and newer).
+ *
+ * A warp of 32 lanes is a wave: the lanes that call together (__activemask()) share one packet,
+ * each lane with its own 8-word request slot and 2-word reply. The host side is this project's
+ * Rust listener (crate `hostcall`, feature `cuda`), serving a buffer in pinned, device-mapped
+ * host memory. The wire layouts come from hostcall.h (included here with HOSTCALL_LAYOUT_ONLY).
+ *
+ *   hostcall::phase_client c = hostcall::phase_open(buffer);   // once per warp
+ *   uint64_t request[8] = {...}, reply[2];
+ *   hostcall::phase_call(c, 100, request, reply);              // every active lane
+ *   hostcall::phase_printf(c, "lane %d: %f\n", lane, x);        // PRINTF message stream
+ *
+ * ---------------------------------------------------------------------------------------------
+ * THE PHASE PROTOCOL (PROTOCOL.md section 2; works without platform atomics)
+ *
+ * Who writes what (the rest of the project's ownership table, core/src/phase.rs, holds):
+ *   occupied bitmap      device only (fetch_or to claim, fetch_and to release), device memory
+ *   device-state words   device only (the shadow phases and the ring throttle, below)
+ *   header, request words   the warp holding the packet, before its release store of the phase
+ *   device_phase[i]      the warp holding packet i: one release store per call (flipped value)
+ *   host_phase[i], replies  the host, between seeing the flip and its release store of host_phase
+ *
+ * One call, by the first active lane (the leader) unless said otherwise:
+ *   1. claim: atom.acquire.gpu.or on the occupied word (device memory, so the atomic stays on the
+ *      GPU: no platform atomics needed); a set bit means busy, try the next index;
+ *   2. the phase to store: the packet's SHADOW phase (device memory, below) flipped;
+ *   3. fill: every lane writes its 8 words with four 16-byte stores; the leader writes the
+ *      16-byte header {activemask, service}; __syncwarp orders the lanes' stores before 4.;
+ *   4. st.release.sys of the flipped phase to device_phase[i] (pairs with the host's Acquire
+ *      fence in PhaseView::serve_packet); the shadow is updated;
+ *   5. ring the doorbell, at most once per HOSTCALL_CUDA_RING_INTERVAL_NS for the whole GPU;
+ *   6. wait: ld.acquire.sys polls of host_phase[i] until it equals the stored phase (pairs with
+ *      the host's Release store in PhaseView::serve_packet): spin for wait_policy::spin_ns, then
+ *      back off with __nanosleep from min_sleep_ns doubling to max_sleep_ns;
+ *   7. __syncwarp, then every lane reads its 2 reply words with one 16-byte system-scope load;
+ *   8. __syncwarp, then atom.release.gpu.and clears the occupied bit (pairs with step 1's acquire
+ *      of the next claimer).
+ *
+ * Tuning that fits the ABI, and what it rests on:
+ *   - The occupied bitmap lives in device memory (cudaMalloc): the prefix's `occupied` field
+ *     points there (PhaseView::set_occupied_address on the host, which never reads it).
+ *   - DEVICE STATE after the bitmap, in the same device allocation (not ABI: only this header's
+ *     code reads it; see HOSTCALL_CUDA_DEVICE_STATE_SIZE): a shadow copy of device_phase[i] for
+ *     every packet, and the doorbell throttle's last-ring time. The shadow spares a PCIe read of
+ *     device_phase at every claim: only this code writes device_phase, so the shadow is exact.
+ *   - The claim does not read host_phase (a PCIe round trip) to check the phases agree. A
+ *     warp releases its occupied bit only after it saw host_phase == device_phase, and a warp
+ *     never abandons a submitted packet, so "bit clear" implies "phases agree". (ROCm's device
+ *     code checks; HOSTCALL_CUDA_CHECK_CLAIM below does too, at the cost of that read.)
+ *   - All request and reply accesses are 16 bytes wide; the header is one 16-byte store.
+ *   - Do not mix this code with another device implementation (or with the emulated waves of the
+ *     Rust crate) on one buffer: they would not keep the shadow.
+ *
+ * The doorbell. On ROCm it is an HSA signal; here the prefix's `doorbell` is the device address
+ * of a u64 in mapped host memory (0: none) into which the device stores the global timer (odd,
+ * so never the listener's DONE = 0) at most once per HOSTCALL_CUDA_RING_INTERVAL_NS. A listener
+ * that spins (ListenerConfig::spinning) never looks at it; one that sleeps polls it
+ * (hostcall::cuda::MappedDoorbell) and polls its buffers on every timeout anyway.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * THE STACK PROTOCOL (PROTOCOL.md section 1): REQUIRES PLATFORM ATOMICS.
+ * Device and host both read-modify-write `ready_stack` in host memory. Where the GPU's atomics on
+ * host memory are not atomic with the CPU's (cudaDevAttrHostNativeAtomicSupported == 0, as on
+ * the H200 over PCIe), packets are served twice or lost and waves hang. The Rust host refuses to
+ * create a stack buffer on such a device (hostcall::cuda::Cuda::check_protocol); stack_call is
+ * here for platforms where the attribute is 1.
+ */
+#ifndef HOSTCALL_CUDA_CUH_INCLUDED
+#define HOSTCALL_CUDA_CUH_INCLUDED
+
+#ifndef HOSTCALL_LAYOUT_ONLY
+#define HOSTCALL_LAYOUT_ONLY
+#endif
+#include "hostcall.h"
+
+#include <stdint.h>
+
+/* The device state after the occupied bitmap, in the same device allocation (byte offsets from
+ * the bitmap's start; the Rust side computes the same in hostcall::cuda::DeviceStateLayout). */
+#define HOSTCALL_CUDA_ALIGN128(x) ((((uint64_t)(x)) + 127u) & ~(uint64_t)127u)
+#define HOSTCALL_CUDA_OCCUPIED_BYTES(n) ((((uint64_t)(n) + 31u) / 32u) * 4u)
+#define HOSTCALL_CUDA_SHADOW_OFFSET(n) HOSTCALL_CUDA_ALIGN128(HOSTCALL_CUDA_OCCUPIED_BYTES(n))
+#define HOSTCALL_CUDA_RING_OFFSET(n) (HOSTCALL_CUDA_SHADOW_OFFSET(n) + HOSTCALL_CUDA_ALIGN128(4u * (uint64_t)(n)))
+#define HOSTCALL_CUDA_DEVICE_STATE_SIZE(n) (HOSTCALL_CUDA_RING_OFFSET(n) + 128u)
+
+#ifndef HOSTCALL_CUDA_RING_INTERVAL_NS
+#define HOSTCALL_CUDA_RING_INTERVAL_NS 10000u
+#endif
+
+/* Variant flags of phase_call (template argument), for measuring what each step costs. 0 is the
+ * default. They change how, never whether, the protocol's orderings are kept. */
+#define HOSTCALL_CUDA_STORE_SYS 1u      /* request stores st.relaxed.sys (else weak st.global) */
+#define HOSTCALL_CUDA_FENCE_SC 2u       /* release as fence.sc.sys + st.relaxed.sys */
+#define HOSTCALL_CUDA_POLL_PIPELINED 4u /* two relaxed polls in flight, then fence.acq_rel.sys */
+#define HOSTCALL_CUDA_NO_RING 8u        /* do not ring the doorbell */
+#define HOSTCALL_CUDA_CHECK_CLAIM 16u   /* read host_phase at claim and require it to agree */
+
+#if defined(__CUDACC__)
+
+namespace hostcall {
+
+/* ---- PTX helpers: each names its ordering; the protocol text above says what pairs with it. */
+namespace detail {
+
+__device__ __forceinline__ unsigned lane_id() {
+    unsigned lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+}
+
+__device__ __forceinline__ uint64_t global_timer_ns() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ unsigned atom_or_acquire_gpu(unsigned *p, unsigned v) {
+    unsigned old;
+    asm volatile("atom.acquire.gpu.global.or.b32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
+__device__ __forceinline__ void red_and_release_gpu(unsigned *p, unsigned v) {
+    asm volatile("red.release.gpu.global.and.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned ld_relaxed_gpu(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint64_t ld_relaxed_gpu64(const uint64_t *p) {
+    uint64_t v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_relaxed_gpu(unsigned *p, unsigned v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned ld_acquire_sys(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ unsigned ld_relaxed_sys(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint64_t ld_acquire_sys64(const uint64_t *p) {
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ uint64_t ld_relaxed_sys64(const uint64_t *p) {
+    uint64_t v;
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_release_sys(unsigned *p, unsigned v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_relaxed_sys(unsigned *p, unsigned v) {
+    asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_relaxed_sys64(uint64_t *p, uint64_t v) {
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_release_sys64(uint64_t *p, uint64_t v) {
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void fence_sc_sys() { asm volatile("fence.sc.sys;" ::: "memory"); }
+__device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+
+/* 16-byte request store: weak (ordered by the release that follows) or relaxed at system scope. */
+template <bool SYS>
+__device__ __forceinline__ void st_v2(uint64_t *p, uint64_t a, uint64_t b) {
+    if (SYS)
+        asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+    else
+        asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
+/* 16-byte reply load at system scope: ordered after the leader's acquire by __syncwarp, and
+ * never served from a stale cache line (the host wrote it). */
+__device__ __forceinline__ void ld_v2_sys(const uint64_t *p, uint64_t &a, uint64_t &b) {
+    asm volatile("ld.relaxed.sys.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+
+__device__ __forceinline__ void spin_ns(uint64_t ns) {
+    const uint64_t start = global_timer_ns();
+    while (global_timer_ns() - start < ns) {
+    }
+}
+
+} // namespace detail
+
+/* How a waiting warp polls host memory: spin (one PCIe read after another) for spin_ns, then
+ * sleep between polls, from min_sleep_ns doubling to max_sleep_ns. Thousands of warps spinning
+ * on host memory saturate the link with reads; the sleeps keep a busy GPU's polls few.
+ * poll_stagger_ns: the gap between the two loads in flight of HOSTCALL_CUDA_POLL_PIPELINED. */
+struct wait_policy {
+    unsigned spin_ns;
+    unsigned min_sleep_ns;
+    unsigned max_sleep_ns;
+    unsigned poll_stagger_ns;
+};
+
+__host__ __device__ inline wait_policy default_wait_policy() {
+    wait_policy p = {20000u, 256u, 8192u, 500u};
+    return p;
+}
+
+/* A warp's handle on one phase buffer: the prefix, read once (it lives in host memory, so every
+ * read of it is a PCIe round trip), plus the device state's addresses. */
+struct phase_client {
+    unsigned *device_phase;               /* host memory */
+    const unsigned *host_phase;           /* host memory */
+    unsigned *occupied;                   /* device memory */
+    unsigned *shadow;                     /* device memory: device_phase[i] as last stored */
+    uint64_t *last_ring;                  /* device memory: global time of the last ring */
+    hostcall_phase_header_t *headers;     /* host memory */
+    hostcall_payload_t *payloads;         /* host memory */
+    uint64_t *doorbell;                   /* host memory, or null */
+    unsigned num_packets;
+    unsigned start; /* where this warp's claims start looking (its global warp id by default) */
+    wait_policy wait;
+};
+
+/* Per-step clock64 cycles of the leader lane, summed over calls (phase_call with a timing
+ * pointer). */
+struct phase_timing {
+    unsigned long long claim, fill, release, wait, reply, calls;
+};
+
+/* This warp's global index in a 1-D or 3-D launch, for spreading claims over the packets. */
+__device__ inline unsigned global_warp_id() {
+    const unsigned threads_per_block = blockDim.x * blockDim.y * blockDim.z;
+    const unsigned thread_in_block = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    return block * ((threads_per_block + 31u) / 32u) + thread_in_block / 32u;
+}
+
+/* Reads the prefix of the phase buffer at `buffer` (its device address). Every lane may call it;
+ * the loads of one warp coalesce. */
+__device__ inline phase_client phase_open(const void *buffer, wait_policy wait = default_wait_policy(),
+                                          unsigned start = global_warp_id()) {
+    const hostcall_phase_prefix_t *prefix = static_cast<const hostcall_phase_prefix_t *>(buffer);
+    phase_client c;
+    /* Relaxed system-scope loads: the host wrote the prefix before the launch (which orders it). */
+    c.device_phase = reinterpret_cast<unsigned *>(detail::ld_relaxed_sys64(&prefix->device_phase));
+    c.host_phase = reinterpret_cast<const unsigned *>(detail::ld_relaxed_sys64(&prefix->host_phase));
+    const uint64_t occupied = detail::ld_relaxed_sys64(&prefix->occupied);
+    c.headers = reinterpret_cast<hostcall_phase_header_t *>(detail::ld_relaxed_sys64(&prefix->headers));
+    c.payloads = reinterpret_cast<hostcall_payload_t *>(detail::ld_relaxed_sys64(&prefix->payloads));
+    c.doorbell = reinterpret_cast<uint64_t *>(detail::ld_relaxed_sys64(&prefix->doorbell));
+    c.num_packets = detail::ld_relaxed_sys(reinterpret_cast<const unsigned *>(&prefix->num_packets));
+    c.occupied = reinterpret_cast<unsigned *>(occupied);
+    c.shadow = reinterpret_cast<unsigned *>(occupied + HOSTCALL_CUDA_SHADOW_OFFSET(c.num_packets));
+    c.last_ring = reinterpret_cast<uint64_t *>(occupied + HOSTCALL_CUDA_RING_OFFSET(c.num_packets));
+    c.start = start;
+    c.wait = wait;
+    return c;
+}
+
+namespace detail {
+
+/* Step 1 (leader): claims a packet whose occupied bit was clear, from c.start upwards, wrapping;
+ * when every packet is busy, sleeps and tries again. */
+template <unsigned FLAGS>
+__device__ inline unsigned phase_claim(const phase_client &c) {
+    const unsigned n = c.num_packets;
+    unsigned index = c.start % n;
+    unsigned sleep = 64;
+    for (;;) {
+        for (unsigned k = 0; k < n; ++k) {
+            const unsigned bit = 1u << (index % 32u);
+            /* Acquire: pairs with the release `red.and` of the packet's previous holder (step 8),
+             * so its shadow store and its reads of the reply happen before our use. */
+            if ((atom_or_acquire_gpu(&c.occupied[index / 32u], bit) & bit) == 0) {
+                if (!(FLAGS & HOSTCALL_CUDA_CHECK_CLAIM))
+                    return index;
+                /* Acquire: pairs with the host's release store of host_phase. */
+                const unsigned host = ld_acquire_sys(&c.host_phase[index]);
+                if (((host ^ ld_relaxed_gpu(&c.shadow[index])) & 1u) == 0)
+                    return index;
+                /* Phases differ: unanswered (an abandoned packet). Unclaim, relaxed: we touched
+                 * nothing of the packet. */
+                asm volatile("red.relaxed.gpu.global.and.b32 [%0], %1;" ::"l"(&c.occupied[index / 32u]), "r"(~bit)
+                             : "memory");
+            }
+            index = index + 1 == n ? 0 : index + 1;
+        }
+        __nanosleep(sleep);
+        sleep = sleep < 4096u ? sleep * 2u : sleep;
+    }
+}
+
+/* Step 5 (leader): rings at most once per interval for the whole GPU. */
+__device__ inline void ring(const phase_client &c) {
+    if (c.doorbell == nullptr)
+        return;
+    const uint64_t now = global_timer_ns();
+    /* Relaxed: a throttle; a lost race only skips or repeats a ring. */
+    const uint64_t last = ld_relaxed_gpu64(c.last_ring);
+    if (now - last < HOSTCALL_CUDA_RING_INTERVAL_NS)
+        return;
+    if (atomicCAS(reinterpret_cast<unsigned long long *>(c.last_ring), last, now) == last)
+        /* Relaxed: the doorbell only says "look"; the packet is published by the phase store. */
+        st_relaxed_sys64(c.doorbell, now | 1u);
+}
+
+/* Step 6 (leader): waits until host_phase[index] == phase, with acquire semantics. */
+template <unsigned FLAGS>
+__device__ inline void wait_for_host(const phase_client &c, unsigned index, unsigned phase) {
+    const unsigned *host = &c.host_phase[index];
+    const uint64_t started = global_timer_ns();
+    if (FLAGS & HOSTCALL_CUDA_POLL_PIPELINED) {
+        /* Two relaxed loads in flight, issued poll_stagger_ns apart: a change is seen about half a
+         * round trip sooner than by back-to-back loads. The fence after the observing load makes
+         * it an acquire (pairs with the host's release store of host_phase). */
+        unsigned a = ld_relaxed_sys(host);
+        spin_ns(c.wait.poll_stagger_ns);
+        bool seen = false;
+        while (global_timer_ns() - started < c.wait.spin_ns) {
+            const unsigned b = ld_relaxed_sys(host);
+            if ((a & 1u) == phase) {
+                seen = true;
+                break;
+            }
+            a = ld_relaxed_sys(host);
+            if ((b & 1u) == phase) {
+                seen = true;
+                break;
+            }
+        }
+        if (seen) {
+            fence_acq_rel_sys();
+            return;
+        }
+    }
+    unsigned sleep = c.wait.min_sleep_ns;
+    /* Acquire: pairs with the host's Release store of host_phase in PhaseView::serve_packet; the
+     * replies it wrote before are visible to the loads that follow (the other lanes' through the
+     * __syncwarp in phase_call). */
+    while ((ld_acquire_sys(host) & 1u) != phase) {
+        if (global_timer_ns() - started > c.wait.spin_ns) {
+            __nanosleep(sleep);
+            sleep = sleep < c.wait.max_sleep_ns ? sleep * 2u : c.wait.max_sleep_ns;
+        }
+    }
+}
+
+__device__ __forceinline__ unsigned long long clock_if(bool timed) { return timed ? clock64() : 0ull; }
+
+} // namespace detail
+
+/* One hostcall by the calling warp's active lanes: each sends its 8 request words to `service`
+ * and receives 2 reply words (an error reply is {HOSTCALL_ERROR_REPLY, code}). Call it from
+ * converged code; lanes that call together share one packet. `timing`, if not null, gets the
+ * leader's per-step cycles added. */
+template <unsigned FLAGS = 0>
+__device__ inline void phase_call(const phase_client &c, unsigned service, const uint64_t (&request)[8],
+                                  uint64_t (&reply)[2], phase_timing *timing = nullptr) {
+    const unsigned mask = __activemask();
+    const unsigned lane = detail::lane_id();
+    const unsigned leader = __ffs(mask) - 1;
+    const bool is_leader = lane == leader;
+    const bool timed = timing != nullptr && is_leader;
+    const unsigned long long t0 = detail::clock_if(timed);
+
+    unsigned index = 0;
+    if (is_leader)
+        index = detail::phase_claim<FLAGS>(c);
+    index = __shfl_sync(mask, index, leader);
+    const unsigned long long t1 = detail::clock_if(timed);
+
+    uint64_t *slot = &c.payloads[index].slots[lane][0];
+    constexpr bool sys = (FLAGS & HOSTCALL_CUDA_STORE_SYS) != 0;
+    detail::st_v2<sys>(slot + 0, request[0], request[1]);
+    detail::st_v2<sys>(slot + 2, request[2], request[3]);
+    detail::st_v2<sys>(slot + 4, request[4], request[5]);
+    detail::st_v2<sys>(slot + 6, request[6], request[7]);
+    unsigned phase = 0;
+    if (is_leader) {
+        detail::st_v2<sys>(reinterpret_cast<uint64_t *>(&c.headers[index]), (uint64_t)mask, (uint64_t)service);
+        phase = (detail::ld_relaxed_gpu(&c.shadow[index]) ^ 1u) & 1u;
+    }
+    /* Orders every lane's request stores before the leader's release store (barrier, then the
+     * release's cumulativity). */
+    __syncwarp(mask);
+    const unsigned long long t2 = detail::clock_if(timed);
+
+    unsigned long long t3 = 0, t4 = 0;
+    if (is_leader) {
+        if (FLAGS & HOSTCALL_CUDA_FENCE_SC) {
+            detail::fence_sc_sys();
+            detail::st_relaxed_sys(&c.device_phase[index], phase);
+        } else {
+            /* Release: publishes header and requests; pairs with the host's Acquire fence in
+             * PhaseView::serve_packet. */
+            detail::st_release_sys(&c.device_phase[index], phase);
+        }
+        /* Relaxed: only device code reads the shadow, after claiming the packet (acquire),
+         * which our release of the occupied bit (step 8) orders after this store. */
+        detail::st_relaxed_gpu(&c.shadow[index], phase);
+        t3 = detail::clock_if(timed);
+        if (!(FLAGS & HOSTCALL_CUDA_NO_RING))
+            detail::ring(c);
+        detail::wait_for_host<FLAGS>(c, index, phase);
+        t4 = detail::clock_if(timed);
+    }
+    /* Orders the leader's acquire before every lane's reply load. */
+    __syncwarp(mask);
+    uint64_t r0, r1;
+    detail::ld_v2_sys(slot, r0, r1);
+    reply[0] = r0;
+    reply[1] = r1;
+    /* Orders every lane's reply load before the leader's release of the packet. */
+    __syncwarp(mask);
+    if (is_leader) {
+        /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
+        detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
+        if (timed) {
+            const unsigned long long t5 = clock64();
+            timing->claim += t1 - t0;
+            timing->fill += t2 - t1;
+            timing->release += t3 - t2;
+            timing->wait += t4 - t3;
+            timing->reply += t5 - t4;
+            timing->calls += 1;
+        }
+    }
+}
+
+/* ---- Message streams (PROTOCOL.md section 4) ---- */
+
+/* Sends `count` words as one message to `service` (each active lane its own message, of its own
+ * length; lanes whose message ended drop out of later calls). `reply` gets the answer to the END
+ * chunk, or the host's error reply if the stream was refused on the way. */
+template <unsigned FLAGS = 0>
+__device__ inline void phase_send_message(const phase_client &c, unsigned service, const uint64_t *words,
+                                          unsigned count, uint64_t (&reply)[2]) {
+    uint64_t id = 0;
+    unsigned sent = 0;
+    bool begin = true;
+    for (;;) {
+        const unsigned left = count - sent;
+        const unsigned len = left < HOSTCALL_MSG_MAX_WORDS ? left : HOSTCALL_MSG_MAX_WORDS;
+        const bool end = len == left;
+        uint64_t request[8];
+        request[0] = HOSTCALL_MSG_DESCRIPTOR(begin, end, len, id);
+#pragma unroll
+        for (unsigned k = 0; k < HOSTCALL_MSG_MAX_WORDS; ++k)
+            request[k + 1] = k < len ? words[sent + k] : 0;
+        uint64_t answer[2];
+        phase_call<FLAGS>(c, service, request, answer);
+        if (end || answer[0] == HOSTCALL_ERROR_REPLY) {
+            reply[0] = answer[0];
+            reply[1] = answer[1];
+            return;
+        }
+        if (begin)
+            id = HOSTCALL_MSG_ID(answer[0]);
+        begin = false;
+        sent += len;
+    }
+}
+
+#ifndef HOSTCALL_CUDA_PRINTF_MAX_WORDS
+#define HOSTCALL_CUDA_PRINTF_MAX_WORDS 64
+#endif
+
+/* A PRINTF message under construction (PROTOCOL.md section 4): word 0 control, then the format
+ * string NUL-terminated and padded to 8 bytes, then one word per argument (strings inline). */
+struct printf_message {
+    uint64_t words[HOSTCALL_CUDA_PRINTF_MAX_WORDS];
+    unsigned count;
+    bool overflow;
+
+    __device__ void push(uint64_t w) {
+        if (count < HOSTCALL_CUDA_PRINTF_MAX_WORDS)
+            words[count++] = w;
+        else
+            overflow = true;
+    }
+    __device__ void push_string(const char *s) {
+        if (s == nullptr) {
+            push(0);
+            return;
+        }
+        for (;;) {
+            uint64_t w = 0;
+            for (unsigned b = 0; b < 8; ++b) {
+                const unsigned char ch = static_cast<unsigned char>(*s);
+                w |= static_cast<uint64_t>(ch) << (8 * b);
+                if (ch == 0) {
+                    push(w);
+                    return;
+                }
+                ++s;
+            }
+            push(w);
+        }
+    }
+    __device__ void arg(const char *s) { push_string(s); }
+    __device__ void arg(char *s) { push_string(s); }
+    __device__ void arg(double d) { push(static_cast<uint64_t>(__double_as_longlong(d))); }
+    __device__ void arg(float f) { arg(static_cast<double>(f)); }
+    __device__ void arg(int v) { push(static_cast<uint64_t>(static_cast<int64_t>(v))); }
+    __device__ void arg(long v) { push(static_cast<uint64_t>(static_cast<int64_t>(v))); }
+    __device__ void arg(long long v) { push(static_cast<uint64_t>(v)); }
+    __device__ void arg(unsigned v) { push(v); }
+    __device__ void arg(unsigned long v) { push(v); }
+    __device__ void arg(unsigned long long v) { push(v); }
+    __device__ void arg(char v) { push(static_cast<uint64_t>(static_cast<unsigned char>(v))); }
+    template <typename T> __device__ void arg(T *p) { push(reinterpret_cast<uint64_t>(p)); }
+};
+
+/* printf through the PRINTF service (id 2) of the host: returns the number of characters the
+ * host printed, or -1 (the message did not fit HOSTCALL_CUDA_PRINTF_MAX_WORDS words, or the
+ * host refused it). `to_stderr`: the control word's bit 0. */
+template <typename... Args>
+__device__ int phase_printf_to(const phase_client &c, bool to_stderr, const char *format, Args... args) {
+    printf_message m;
+    m.count = 0;
+    m.overflow = false;
+    m.push(to_stderr ? 1u : 0u);
+    m.push_string(format);
+    (m.arg(args), ...);
+    if (m.overflow)
+        return -1;
+    uint64_t reply[2];
+    phase_send_message(c, HOSTCALL_SERVICE_PRINTF, m.words, m.count, reply);
+    if (reply[0] == HOSTCALL_ERROR_REPLY)
+        return -1;
+    return static_cast<int>(static_cast<int64_t>(reply[0]));
+}
+
+template <typename... Args> __device__ int phase_printf(const phase_client &c, const char *format, Args... args) {
+    return phase_printf_to(c, false, format, args...);
+}
+
+/* ---- The stack protocol: REQUIRES PLATFORM ATOMICS (see the top of this file) ---- */
+namespace stack {
+
+__device__ __forceinline__ uint64_t cas_sys(uint64_t *p, uint64_t expected, uint64_t desired) {
+    uint64_t old;
+    asm volatile("atom.acq_rel.sys.global.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(expected), "l"(desired)
+                 : "memory");
+    return old;
+}
+
+/* One hostcall on a stack-protocol buffer. Only where cudaDevAttrHostNativeAtomicSupported is 1:
+ * the CASes on free_stack and ready_stack must be atomic with the host's swap of ready_stack. */
+__device__ inline void stack_call(const void *buffer, unsigned service, const uint64_t (&request)[8],
+                                  uint64_t (&reply)[2]) {
+    hostcall_buffer_prefix_t *prefix = const_cast<hostcall_buffer_prefix_t *>(
+        static_cast<const hostcall_buffer_prefix_t *>(buffer));
+    const unsigned mask = __activemask();
+    const unsigned lane = detail::lane_id();
+    const unsigned leader = __ffs(mask) - 1;
+    hostcall_packet_header_t *headers =
+        reinterpret_cast<hostcall_packet_header_t *>(detail::ld_relaxed_sys64(&prefix->headers));
+    hostcall_payload_t *payloads = reinterpret_cast<hostcall_payload_t *>(detail::ld_relaxed_sys64(&prefix->payloads));
+    const uint64_t index_mask = detail::ld_relaxed_sys64(&prefix->index_mask);
+    uint64_t packet = 0;
+    if (lane == leader) {
+        /* 1. pop free: acquire pairs with the release push that returned the packet. */
+        uint64_t top = detail::ld_acquire_sys64(&prefix->free_stack);
+        for (;;) {
+            if (top == 0) { /* a correct runtime has a packet per wave: wait for one */
+                __nanosleep(1000);
+                top = detail::ld_acquire_sys64(&prefix->free_stack);
+                continue;
+            }
+            const uint64_t next = detail::ld_relaxed_sys64(&headers[top & index_mask].next);
+            const uint64_t seen = cas_sys(&prefix->free_stack, top, next);
+            if (seen == top)
+                break;
+            top = seen;
+        }
+        packet = top;
+    }
+    packet = __shfl_sync(mask, packet, leader);
+    hostcall_packet_header_t *header = &headers[packet & index_mask];
+    uint64_t *slot = &payloads[packet & index_mask].slots[lane][0];
+    for (unsigned k = 0; k < 8; k += 2)
+        detail::st_v2<true>(slot + k, request[k], request[k + 1]);
+    __syncwarp(mask);
+    if (lane == leader) {
+        detail::st_relaxed_sys64(&header->activemask, mask);
+        detail::st_relaxed_sys(&header->service, service);
+        detail::st_relaxed_sys(&header->control, HOSTCALL_CONTROL_READY);
+        /* 3. push ready: the acq_rel CAS publishes the packet to the host's acquire swap. */
+        uint64_t top = detail::ld_relaxed_sys64(&prefix->ready_stack);
+        for (;;) {
+            detail::st_relaxed_sys64(&header->next, top);
+            const uint64_t seen = cas_sys(&prefix->ready_stack, top, packet);
+            if (seen == top)
+                break;
+            top = seen;
+        }
+        uint64_t *doorbell = reinterpret_cast<uint64_t *>(detail::ld_relaxed_sys64(&prefix->doorbell));
+        if (doorbell != nullptr)
+            detail::st_relaxed_sys64(doorbell, detail::global_timer_ns() | 1u);
+        /* 4. wait: acquire pairs with the host's release store of control. */
+        unsigned sleep = 64;
+        while (detail::ld_acquire_sys(&header->control) & HOSTCALL_CONTROL_READY) {
+            __nanosleep(sleep);
+            sleep = sleep < 4096u ? sleep * 2u : sleep;
+        }
+    }
+    __syncwarp(mask);
+    detail::ld_v2_sys(slot, reply[0], reply[1]);
+    __syncwarp(mask);
+    if (lane == leader) {
+        /* 5. return with the tag advanced (0 is null: skip it). */
+        uint64_t returned = packet + (index_mask + 1);
+        if (returned == 0)
+            returned = index_mask + 1;
+        uint64_t top = detail::ld_relaxed_sys64(&prefix->free_stack);
+        for (;;) {
+            detail::st_relaxed_sys64(&header->next, top);
+            const uint64_t seen = cas_sys(&prefix->free_stack, top, returned);
+            if (seen == top)
+                break;
+            top = seen;
+        }
+    }
+}
+
+} // namespace stack
+} // namespace hostcall
+
+#endif /* __CUDACC__ */
+#endif /* HOSTCALL_CUDA_CUH_INCLUDED */

@@ -1,0 +1,160 @@
+// Kernels of the `cuda_waves` example: GPU warps making hostcalls against the Rust listener.
+// Build (on the device machine, or anywhere with nvcc):
+//   nvcc -arch=sm_90 -cubin -I include -o kernels.cubin std-adapter/examples/cuda/kernels.cu
+#include "hostcall_cuda.cuh"
+
+// The lane service of the example (id MIX_SERVICE): a hash of all 8 request words, and the sum
+// of the first two. The host computes the same in examples/cuda_waves.rs (`mix`).
+#define MIX_SERVICE 100u
+
+__device__ __forceinline__ uint64_t mix(const uint64_t (&r)[8]) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+        h = (h ^ r[k]) * 0x100000001B3ull;
+    return h ^ (h >> 29);
+}
+
+// Request k of lane `lane` of warp `warp`, call `call`: every word depends on all three, so a
+// reply routed to the wrong lane, packet or call does not verify.
+__device__ __forceinline__ void make_request(uint64_t (&r)[8], unsigned warp, unsigned lane, unsigned call) {
+    r[0] = (static_cast<uint64_t>(warp) << 32) | call;
+    r[1] = lane;
+#pragma unroll
+    for (int k = 2; k < 8; ++k)
+        r[k] = r[0] * (k + 1) ^ (static_cast<uint64_t>(lane) << (k * 4));
+}
+
+#define WAIT_ARGS unsigned spin_ns, unsigned min_sleep_ns, unsigned max_sleep_ns, unsigned poll_stagger_ns
+
+// Every warp makes `calls` calls; every lane checks its reply. `counters[0]` += errors,
+// `counters[1]` += replies checked. With `timing` (device memory, one phase_timing per warp),
+// the leader's per-step cycles; with `per_call` (device memory, `calls` entries, warp 0 only),
+// the cycles of each of warp 0's calls. `clocks[0..4]`: warp 0's leader's clock64 and global
+// timer at its start and end (to convert cycles to ns).
+template <unsigned FLAGS>
+__device__ __forceinline__ void calls_impl(const void *buffer, unsigned calls, WAIT_ARGS, unsigned long long *counters,
+                                           hostcall::phase_timing *timing, unsigned long long *per_call,
+                                           unsigned long long *clocks) {
+    const hostcall::wait_policy policy = {spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns};
+    const unsigned warp = hostcall::global_warp_id();
+    const unsigned lane = hostcall::detail::lane_id();
+    const hostcall::phase_client c = hostcall::phase_open(buffer, policy);
+    hostcall::phase_timing local = {0, 0, 0, 0, 0, 0};
+    unsigned long long errors = 0, checked = 0;
+    const bool first = warp == 0 && lane == 0;
+    unsigned long long c0 = 0, g0 = 0;
+    if (first && clocks) {
+        c0 = clock64();
+        g0 = hostcall::detail::global_timer_ns();
+    }
+    for (unsigned call = 0; call < calls; ++call) {
+        uint64_t request[8], reply[2];
+        make_request(request, warp, lane, call);
+        const unsigned long long start = clock64();
+        hostcall::phase_call<FLAGS>(c, MIX_SERVICE, request, reply, timing ? &local : nullptr);
+        if (first && per_call)
+            per_call[call] = clock64() - start;
+        errors += (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
+        checked += 1;
+    }
+    if (first && clocks) {
+        clocks[0] = c0;
+        clocks[1] = clock64();
+        clocks[2] = g0;
+        clocks[3] = hostcall::detail::global_timer_ns();
+    }
+    // Warp-reduce, one atomic per warp.
+    for (int d = 16; d > 0; d /= 2) {
+        errors += __shfl_down_sync(0xffffffffu, errors, d);
+        checked += __shfl_down_sync(0xffffffffu, checked, d);
+    }
+    if (lane == 0) {
+        atomicAdd(&counters[0], errors);
+        atomicAdd(&counters[1], checked);
+        if (timing)
+            timing[warp] = local;
+    }
+}
+
+#define CALLS_KERNEL(name, flags)                                                                                      \
+    extern "C" __global__ void __launch_bounds__(1024)                                                                 \
+        name(const void *buffer, unsigned calls, WAIT_ARGS, unsigned long long *counters,                              \
+             hostcall::phase_timing *timing, unsigned long long *per_call, unsigned long long *clocks) {               \
+        calls_impl<flags>(buffer, calls, spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns, counters, timing,     \
+                          per_call, clocks);                                                                           \
+    }
+
+CALLS_KERNEL(hc_calls, 0)
+CALLS_KERNEL(hc_calls_store_sys, HOSTCALL_CUDA_STORE_SYS)
+CALLS_KERNEL(hc_calls_fence_sc, HOSTCALL_CUDA_FENCE_SC)
+CALLS_KERNEL(hc_calls_pipelined, HOSTCALL_CUDA_POLL_PIPELINED)
+CALLS_KERNEL(hc_calls_no_ring, HOSTCALL_CUDA_NO_RING)
+CALLS_KERNEL(hc_calls_check_claim, HOSTCALL_CUDA_CHECK_CLAIM)
+CALLS_KERNEL(hc_calls_pipelined_no_ring, HOSTCALL_CUDA_POLL_PIPELINED | HOSTCALL_CUDA_NO_RING)
+
+// The ping-pong floor: one thread stores round r+1 to `to_host` (system scope, relaxed: one word
+// needs no fence) and spins until the host thread echoes it into `from_host`. With `fence`, a
+// fence.sc.sys comes before each store (what a release store of the phase costs on top).
+extern "C" __global__ void hc_floor(unsigned *to_host, const unsigned *from_host, unsigned rounds, unsigned fence,
+                                    unsigned long long *out_ns) {
+    const uint64_t start = hostcall::detail::global_timer_ns();
+    for (unsigned r = 1; r <= rounds; ++r) {
+        if (fence)
+            hostcall::detail::fence_sc_sys();
+        hostcall::detail::st_relaxed_sys(to_host, r);
+        while (hostcall::detail::ld_relaxed_sys(from_host) != r) {
+        }
+    }
+    out_ns[0] = hostcall::detail::global_timer_ns() - start;
+}
+
+// printf through the message stream: lanes 0..lanes-1 of warp 0 print one line each, of
+// different lengths (a divergent stream); `results[lane]` = the host's count, or -1.
+extern "C" __global__ void hc_printf(const void *buffer, unsigned lanes, long long *results) {
+    const hostcall::phase_client c = hostcall::phase_open(buffer);
+    const unsigned lane = hostcall::detail::lane_id();
+    if (hostcall::global_warp_id() != 0 || lane >= lanes)
+        return;
+    const char *names[4] = {"a", "bb", "a much longer string, to make this lane's message span more chunks", "dddd"};
+    const int n = hostcall::phase_printf(c, "cuda: printf from the GPU: lane %u of warp %d, %s, %.3f, 0x%llx\n", lane,
+                                         0, names[lane % 4], 1.5 * lane, 0xabcdull << lane);
+    results[lane] = n;
+}
+
+// FUNCTION_CALL (id 1): each lane asks the host to run `function(out, in)` on
+// in = {lane, warp, 7, ...}; the host function (cuda_waves.rs: `add_mul`) answers
+// {in[0] + in[1], in[0] * in[2]}. counters[0] += errors, counters[1] += replies checked.
+extern "C" __global__ void hc_function_call(const void *buffer, uint64_t function, unsigned calls,
+                                            unsigned long long *counters) {
+    const hostcall::phase_client c = hostcall::phase_open(buffer);
+    const unsigned lane = hostcall::detail::lane_id();
+    const unsigned warp = hostcall::global_warp_id();
+    unsigned long long errors = 0, checked = 0;
+    for (unsigned call = 0; call < calls; ++call) {
+        const uint64_t a = lane + 1000ull * call, b = warp, m = 7 + call;
+        const uint64_t request[8] = {function, a, b, m, 0, 0, 0, 0};
+        uint64_t reply[2];
+        hostcall::phase_call(c, HOSTCALL_SERVICE_FUNCTION_CALL, request, reply);
+        errors += (reply[0] != a + b) + (reply[1] != a * m);
+        checked += 1;
+    }
+    atomicAdd(&counters[0], errors);
+    atomicAdd(&counters[1], checked);
+}
+
+// The stack protocol producer, for platforms with host-native atomics only. The example never
+// launches it where cudaDevAttrHostNativeAtomicSupported is 0 (the host refuses the buffer).
+extern "C" __global__ void hc_stack_calls(const void *buffer, unsigned calls, unsigned long long *counters) {
+    const unsigned warp = hostcall::global_warp_id();
+    const unsigned lane = hostcall::detail::lane_id();
+    unsigned long long errors = 0;
+    for (unsigned call = 0; call < calls; ++call) {
+        uint64_t request[8], reply[2];
+        make_request(request, warp, lane, call);
+        hostcall::stack::stack_call(buffer, MIX_SERVICE, request, reply);
+        errors += (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
+    }
+    atomicAdd(&counters[0], errors);
+    atomicAdd(&counters[1], calls);
+}

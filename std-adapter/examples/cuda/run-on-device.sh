@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the CUDA tests and `cuda_waves --bench` on the GPU machine, from the repository root.
+# Expects, built on the development machine (README: "On a real GPU"):
+#   .device-carry/cuda_waves     target/release/examples/cuda_waves (--features cuda)
+#   .device-carry/cuda-tests     the tests/cuda.rs binary (cargo test --release --features cuda --no-run)
+#   .device-carry/kernels.cubin  the kernels, used only if nvcc fails here
+# Logs go to $OUT (default /tmp/hostcall-cuda). BENCH_ARGS are passed to cuda_waves.
+set -uo pipefail
+OUT=${OUT:-/tmp/hostcall-cuda}
+CARRY=.device-carry
+mkdir -p "$OUT"
+{
+    echo "== machine"
+    uname -m
+    ldd --version | head -1
+    nproc
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,pcie.link.gen.current,pcie.link.width.current --format=csv
+    echo "== kernels"
+    NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+    "$NVCC" --version | tail -2
+    MODULE=$CARRY/kernels.cubin
+    if "$NVCC" -arch=sm_90 -cubin -Xptxas -v -I include -o "$OUT/kernels.cubin" \
+        std-adapter/examples/cuda/kernels.cu >"$OUT/nvcc.log" 2>&1; then
+        MODULE=$OUT/kernels.cubin
+        echo "kernels.cubin built here"
+    else
+        tail -20 "$OUT/nvcc.log"
+        echo "nvcc failed here: using the carried kernels.cubin"
+    fi
+    echo "== tests/cuda.rs"
+    HOSTCALL_CUDA_MODULE=$MODULE timeout 120 "$CARRY/cuda-tests" --test-threads=1
+    echo "== cuda_waves --bench ${BENCH_ARGS:-}"
+    # shellcheck disable=SC2086
+    timeout 400 "$CARRY/cuda_waves" --module "$MODULE" --bench ${BENCH_ARGS:-}
+    echo "cuda_waves exit=$?"
+} 2>&1 | tee "$OUT/run.log"

@@ -1,0 +1,141 @@
+//! The CUDA backend on a real GPU (feature `cuda`). Each test first asks whether a CUDA driver
+//! and device exist; where not, it prints `SKIPPED: no CUDA device (...)` on the uncaptured
+//! stderr and checks nothing, so a run without a GPU shows every skip.
+//!
+//! The kernel test also needs the example's kernels built for the device
+//! (`nvcc -arch=sm_90 -cubin -I include -o kernels.cubin std-adapter/examples/cuda/kernels.cu`)
+//! and their path in `HOSTCALL_CUDA_MODULE`; without it, it prints `SKIPPED: ...` too.
+#![cfg(feature = "cuda")]
+
+use hostcall::buffer::{Protocol, ProtocolView};
+use hostcall::core::layout::SLOT_WORDS;
+use hostcall::cuda::{
+    self, Cuda, CudaMemory, DeviceBuffer, DeviceStateLayout, MappedDoorbell, Module, Stream,
+};
+use hostcall::doorbell::Doorbell;
+use hostcall::listener::ListenerConfig;
+use hostcall::memory::{DeviceAllocation, DeviceMemory};
+use hostcall::pool::ListenerPool;
+use hostcall::Error;
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn skipped(test: &str, why: &str) {
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {test}: {why}");
+}
+
+/// The device, or `None` after printing why the test is skipped.
+fn cuda_or_skip(test: &str) -> Option<Arc<Cuda>> {
+    if let Err(why) = cuda::probe() {
+        skipped(test, &format!("no CUDA device ({why})"));
+        return None;
+    }
+    Some(Cuda::new(0).expect("a CUDA device that probe() found"))
+}
+
+#[test]
+fn pinned_memory_is_zeroed_and_mapped() {
+    let Some(cuda) = cuda_or_skip("pinned_memory_is_zeroed_and_mapped") else { return };
+    let memory = Arc::new(CudaMemory::new(cuda));
+    let allocation = DeviceAllocation::new(memory.clone(), 3 * 4096 + 5, 64).unwrap();
+    // SAFETY: the allocation is that long and nobody else touches it.
+    let bytes = unsafe { std::slice::from_raw_parts(allocation.as_ptr(), allocation.len()) };
+    assert!(bytes.iter().all(|&b| b == 0));
+    let base = allocation.device_address();
+    assert_ne!(base, 0);
+    // SAFETY: in bounds.
+    let inside = unsafe { allocation.as_ptr().add(4100) };
+    assert_eq!(memory.device_address(inside), base + 4100);
+    assert!(matches!(memory.allocate(64, 8192), Err(hostcall::memory::MemoryError::BadRequest { .. })));
+}
+
+#[test]
+fn the_stack_protocol_needs_host_native_atomics() {
+    let Some(cuda) = cuda_or_skip("the_stack_protocol_needs_host_native_atomics") else { return };
+    let memory = Arc::new(CudaMemory::new(cuda.clone()));
+    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+    let stack = cuda::stack_buffer(&cuda, memory.clone(), 8, doorbell.clone());
+    if cuda.host_native_atomics().unwrap() {
+        assert!(stack.is_ok());
+    } else {
+        match stack {
+            Err(Error::Unsupported(why)) => {
+                assert!(why.contains("HOST_NATIVE_ATOMIC_SUPPORTED = 0"), "{why}");
+                let _ = writeln!(std::io::stderr(), "cuda: stack protocol refused: {why}");
+            }
+            other => panic!("the stack protocol must be refused here, got {other:?}"),
+        }
+    }
+    assert!(cuda.check_protocol(Protocol::Phase).is_ok());
+}
+
+#[test]
+fn a_phase_buffer_keeps_its_bitmap_in_device_memory() {
+    let Some(cuda) = cuda_or_skip("a_phase_buffer_keeps_its_bitmap_in_device_memory") else { return };
+    let memory = Arc::new(CudaMemory::new(cuda.clone()));
+    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+    let (buffer, state) = cuda::phase_buffer(&cuda, memory, 100, doorbell.clone()).unwrap();
+    assert_eq!(state.len(), DeviceStateLayout::new(100).size);
+    let ProtocolView::Phase(view) = buffer.view() else { panic!("a phase buffer") };
+    let prefix = view.prefix();
+    assert_eq!(prefix.occupied.load(Ordering::Relaxed), state.device_address());
+    assert_eq!(prefix.doorbell.load(Ordering::Relaxed), doorbell.handle());
+    assert_eq!(prefix.headers.load(Ordering::Relaxed) - buffer.device_address(), 1024);
+    buffer.reset(); // keeps the device bitmap
+    assert_eq!(prefix.occupied.load(Ordering::Relaxed), state.device_address());
+    assert_eq!(state.read_u64(4).unwrap(), vec![0; 4]);
+}
+
+fn mix(r: &[u64; SLOT_WORDS]) -> u64 {
+    let mut h = 0x9E37_79B9_7F4A_7C15u64;
+    for &w in r {
+        h = (h ^ w).wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    h ^ (h >> 29)
+}
+
+#[test]
+fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
+    let test = "gpu_warps_make_verified_hostcalls_through_two_listener_threads";
+    let Some(cuda) = cuda_or_skip(test) else { return };
+    let Some(path) = std::env::var_os("HOSTCALL_CUDA_MODULE") else {
+        skipped(test, "HOSTCALL_CUDA_MODULE is not set (the path of the example's kernels.cubin)");
+        return;
+    };
+    let module = Module::load(cuda.clone(), std::path::Path::new(&path)).unwrap();
+    let kernel = module.kernel("hc_calls").unwrap();
+    let memory = Arc::new(CudaMemory::new(cuda.clone()));
+    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
+    pool.services().register_lane(100, "mix", |r| Ok([mix(r), r[0].wrapping_add(r[1])])).unwrap();
+    let (warps, calls) = (64u64, 50u64);
+    let (buffer, _state) = cuda::phase_buffer(&cuda, memory, warps, doorbell).unwrap();
+    pool.add_buffer(buffer.clone()).unwrap();
+    let counters = DeviceBuffer::new(cuda.clone(), 16).unwrap();
+    let scratch = DeviceBuffer::new(cuda.clone(), calls as usize * 8).unwrap();
+    let clocks = DeviceBuffer::new(cuda.clone(), 32).unwrap();
+    let stream = Stream::new(cuda.clone()).unwrap();
+    let args = [
+        buffer.device_address(),
+        calls,
+        20_000,
+        256,
+        8_192,
+        500,
+        counters.device_address(),
+        0,
+        scratch.device_address(),
+        clocks.device_address(),
+    ];
+    // SAFETY: the arguments match `hc_calls` of kernels.cu in order and size; everything they
+    // point to outlives the kernel, which is waited for below.
+    unsafe { kernel.launch(&stream, 8, 256, &args) }.unwrap();
+    stream.synchronize_for(Duration::from_secs(60)).unwrap();
+    let c = counters.read_u64(2).unwrap();
+    assert_eq!(c, vec![0, warps * 32 * calls], "[errors, lane replies checked]");
+    let stats = pool.shutdown();
+    assert_eq!(stats.total().packets, warps * calls);
+    assert_eq!(stats.total().errors, 0);
+}
