@@ -25,11 +25,15 @@
  *   1. claim: atom.acquire.gpu.or on the occupied word (device memory, so the atomic stays on the
  *      GPU: no platform atomics needed); a set bit means busy, try the next index;
  *   2. the phase to store: the packet's SHADOW phase (device memory, below) flipped;
- *   3. fill: every lane writes its 8 words with four 16-byte stores; the leader writes the
- *      16-byte header {activemask, service}; __syncwarp orders the lanes' stores before 4.;
+ *   3. fill: the lanes write their 8 words with 16-byte stores; a full warp writes them
+ *      transposed through shuffles, so that each store instruction covers 8 whole 64-byte slots
+ *      (512 contiguous bytes: whole-line writes over PCIe instead of 16-byte pieces of 32 lines);
+ *      the leader writes the 16-byte header {activemask, service}; __syncwarp orders the lanes'
+ *      stores before 4.;
  *   4. st.release.sys of the flipped phase to device_phase[i] (pairs with the host's Acquire
  *      fence in PhaseView::serve_packet); the shadow is updated;
- *   5. ring the doorbell, at most once per HOSTCALL_CUDA_RING_INTERVAL_NS for the whole GPU;
+ *   5. ring the doorbell, about once per HOSTCALL_CUDA_RING_INTERVAL_NS for the whole GPU
+ *      (a throttle in device memory, read early; the ring itself waits for nothing);
  *   6. wait: ld.acquire.sys polls of host_phase[i] until it equals the stored phase (pairs with
  *      the host's Release store in PhaseView::serve_packet): spin for wait_policy::spin_ns, then
  *      back off with __nanosleep from min_sleep_ns doubling to max_sleep_ns;
@@ -95,6 +99,7 @@
 #define HOSTCALL_CUDA_POLL_PIPELINED 4u /* two relaxed polls in flight, then fence.acq_rel.sys */
 #define HOSTCALL_CUDA_NO_RING 8u        /* do not ring the doorbell */
 #define HOSTCALL_CUDA_CHECK_CLAIM 16u   /* read host_phase at claim and require it to agree */
+#define HOSTCALL_CUDA_LANE_FILL 32u     /* each lane stores its own slot even in a full warp */
 
 #if defined(__CUDACC__)
 
@@ -191,6 +196,35 @@ __device__ __forceinline__ void st_v2(uint64_t *p, uint64_t a, uint64_t b) {
         asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
     else
         asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
+__device__ __forceinline__ uint64_t shfl64(uint64_t v, unsigned src) {
+    const unsigned lo = __shfl_sync(0xffffffffu, static_cast<unsigned>(v), src);
+    const unsigned hi = __shfl_sync(0xffffffffu, static_cast<unsigned>(v >> 32), src);
+    return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+/* Step 3 for a full warp: store k (0..3) of lane L writes bytes k*512 + L*16 .. +16 of the
+ * payload, which are words 2q, 2q+1 (q = L % 4) of the slot of lane 8k + L/4: each store
+ * instruction covers 512 contiguous bytes. */
+template <bool SYS>
+__device__ __forceinline__ void fill_transposed(uint64_t *payload, unsigned lane, const uint64_t (&request)[8]) {
+    const unsigned q = lane & 3u;
+#pragma unroll
+    for (unsigned k = 0; k < 4; ++k) {
+        const unsigned src = k * 8u + (lane >> 2);
+        uint64_t x = 0, y = 0;
+#pragma unroll
+        for (unsigned r = 0; r < 4; ++r) {
+            const uint64_t a = shfl64(request[2 * r], src);
+            const uint64_t b = shfl64(request[2 * r + 1], src);
+            if (q == r) {
+                x = a;
+                y = b;
+            }
+        }
+        st_v2<SYS>(payload + k * 64u + lane * 2u, x, y);
+    }
 }
 
 /* 16-byte reply load at system scope: ordered after the leader's acquire by __syncwarp, and
@@ -308,18 +342,19 @@ __device__ inline unsigned phase_claim(const phase_client &c) {
     }
 }
 
-/* Step 5 (leader): rings at most once per interval for the whole GPU. */
-__device__ inline void ring(const phase_client &c) {
+/* Step 5 (leader): rings when the last ring (`last`, read from c.last_ring before the fill) is
+ * older than the interval. Nothing here waits: a reduction and a store, both fire-and-forget, so
+ * the ring costs the wait nothing. Warps that read the same old time may all ring: harmless. */
+__device__ inline void ring(const phase_client &c, uint64_t last) {
     if (c.doorbell == nullptr)
         return;
     const uint64_t now = global_timer_ns();
-    /* Relaxed: a throttle; a lost race only skips or repeats a ring. */
-    const uint64_t last = ld_relaxed_gpu64(c.last_ring);
     if (now - last < HOSTCALL_CUDA_RING_INTERVAL_NS)
         return;
-    if (atomicCAS(reinterpret_cast<unsigned long long *>(c.last_ring), last, now) == last)
-        /* Relaxed: the doorbell only says "look"; the packet is published by the phase store. */
-        st_relaxed_sys64(c.doorbell, now | 1u);
+    /* Relaxed: a throttle, ordered with nothing. */
+    asm volatile("red.relaxed.gpu.global.max.u64 [%0], %1;" ::"l"(c.last_ring), "l"(now) : "memory");
+    /* Relaxed: the doorbell only says "look"; the packet is published by the phase store. */
+    st_relaxed_sys64(c.doorbell, now | 1u);
 }
 
 /* Step 6 (leader): waits until host_phase[index] == phase, with acquire semantics. */
@@ -389,14 +424,26 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
 
     uint64_t *slot = &c.payloads[index].slots[lane][0];
     constexpr bool sys = (FLAGS & HOSTCALL_CUDA_STORE_SYS) != 0;
-    detail::st_v2<sys>(slot + 0, request[0], request[1]);
-    detail::st_v2<sys>(slot + 2, request[2], request[3]);
-    detail::st_v2<sys>(slot + 4, request[4], request[5]);
-    detail::st_v2<sys>(slot + 6, request[6], request[7]);
     unsigned phase = 0;
+    uint64_t last_ring = 0;
+    if (is_leader) {
+        /* Loads of device memory, issued early so they overlap the stores and the fence. */
+        phase = detail::ld_relaxed_gpu(&c.shadow[index]);
+        if (!(FLAGS & HOSTCALL_CUDA_NO_RING) && c.doorbell != nullptr)
+            /* Relaxed: the ring throttle (step 5); a stale value only repeats a ring. */
+            last_ring = detail::ld_relaxed_gpu64(c.last_ring);
+    }
+    if (mask == 0xffffffffu && !(FLAGS & HOSTCALL_CUDA_LANE_FILL)) {
+        detail::fill_transposed<sys>(&c.payloads[index].slots[0][0], lane, request);
+    } else {
+        detail::st_v2<sys>(slot + 0, request[0], request[1]);
+        detail::st_v2<sys>(slot + 2, request[2], request[3]);
+        detail::st_v2<sys>(slot + 4, request[4], request[5]);
+        detail::st_v2<sys>(slot + 6, request[6], request[7]);
+    }
     if (is_leader) {
         detail::st_v2<sys>(reinterpret_cast<uint64_t *>(&c.headers[index]), (uint64_t)mask, (uint64_t)service);
-        phase = (detail::ld_relaxed_gpu(&c.shadow[index]) ^ 1u) & 1u;
+        phase = (phase ^ 1u) & 1u;
     }
     /* Orders every lane's request stores before the leader's release store (barrier, then the
      * release's cumulativity). */
@@ -418,7 +465,7 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
         detail::st_relaxed_gpu(&c.shadow[index], phase);
         t3 = detail::clock_if(timed);
         if (!(FLAGS & HOSTCALL_CUDA_NO_RING))
-            detail::ring(c);
+            detail::ring(c, last_ring);
         detail::wait_for_host<FLAGS>(c, index, phase);
         t4 = detail::clock_if(timed);
     }

@@ -91,7 +91,7 @@ struct Options {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: cuda_waves [--module kernels.cubin] [--bench] [--threads 1,2,4] [--warps 1,32,1056,4224]"
+        "usage: cuda_waves [--module kernels.cubin] [--bench] [--threads 1,2,4,8] [--warps 1,32,1056,4224]"
     );
     std::process::exit(2)
 }
@@ -104,7 +104,7 @@ fn parse() -> Options {
     let mut o = Options {
         module: PathBuf::from("kernels.cubin"),
         bench: false,
-        threads: vec![1, 2, 4],
+        threads: vec![1, 2, 4, 8],
         warps: vec![1, 32, 1056, 4224],
     };
     let mut args = std::env::args().skip(1);
@@ -498,7 +498,7 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
         ("fence-sc", "hc_calls_fence_sc"),
         ("pipelined-poll", "hc_calls_pipelined"),
         ("no-ring", "hc_calls_no_ring"),
-        ("pipelined-no-ring", "hc_calls_pipelined_no_ring"),
+        ("lane-fill", "hc_calls_lane_fill"),
         ("check-claim", "hc_calls_check_claim"),
     ];
     let mut best = (f64::MAX, "");
@@ -541,19 +541,26 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
         best.0 * 1e3 / floor_ns
     );
 
-    // Throughput by warps x listener threads (default device variant).
-    let kernel = gpu.module.kernel("hc_calls")?;
+    // Throughput by warps x listener threads: the default device code, and for many warps also
+    // the per-lane fill (16-byte pieces of 32 lines per store instead of 512 contiguous bytes).
+    let default_kernel = gpu.module.kernel("hc_calls")?;
+    let lane_fill = gpu.module.kernel("hc_calls_lane_fill")?;
     let mut table = Vec::new();
     for &threads in &options.threads {
         let pool = gpu.pool(threads)?;
         for &warps in &options.warps {
             let calls = (400_000 / warps).clamp(100, 2_000);
-            let policies: &[Policy] = if warps >= 1056 { &[THROUGHPUT, LATENCY] } else { &[LATENCY] };
-            for &policy in policies {
-                let r = gpu.calls(&pool, &kernel, warps, calls, policy, false)?;
+            let policy = if warps >= 1056 { THROUGHPUT } else { LATENCY };
+            let kernels: &[(&str, &Kernel)] = if warps >= 1056 {
+                &[("default", &default_kernel), ("lane-fill", &lane_fill)]
+            } else {
+                &[("default", &default_kernel)]
+            };
+            for &(variant, kernel) in kernels {
+                let r = gpu.calls(&pool, kernel, warps, calls, policy, false)?;
                 ok &= r.ok();
                 println!(
-                    "cuda: throughput threads={threads} warps={} policy={} calls_per_warp={} warp_calls_per_s={:.0} lane_calls_per_s={:.0} seconds={:.3} errors={} checked={}/{}",
+                    "cuda: throughput threads={threads} warps={} variant={variant} policy={} calls_per_warp={} warp_calls_per_s={:.0} lane_calls_per_s={:.0} seconds={:.3} errors={} checked={}/{}",
                     r.warps,
                     policy.name,
                     r.calls,
@@ -564,11 +571,11 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
                     r.checked,
                     r.expected
                 );
-                table.push((threads, r.warps, policy.name, r.warp_calls_per_s(), r.errors));
+                table.push((threads, r.warps, variant, r.warp_calls_per_s(), r.errors));
             }
         }
     }
-    println!("cuda: table (M warp-calls/s; best policy per cell)");
+    println!("cuda: table (M warp-calls/s, default device code)");
     print!("cuda: {:>8}", "warps");
     for &threads in &options.threads {
         print!(" {:>10}", format!("{threads} thr"));
@@ -580,7 +587,7 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
         for &threads in &options.threads {
             let rate = table
                 .iter()
-                .filter(|(t, w, ..)| *t == threads && *w == warps)
+                .filter(|(t, w, v, ..)| *t == threads && *w == warps && *v == "default")
                 .map(|(.., rate, _)| *rate)
                 .fold(0.0, f64::max);
             if warps == 1056 {

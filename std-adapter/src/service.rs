@@ -304,7 +304,8 @@ pub struct ThreadDispatch<'a> {
 }
 
 impl ThreadDispatch<'_> {
-    fn entry(&self, id: u32) -> Option<Arc<Entry>> {
+    /// Copies the registry again if it changed since the last copy.
+    fn refresh(&self) {
         // Acquire: pairs with the Release increments in `insert` and `unregister`. (A packet
         // submitted after a registration returned is served after it anyway: the packet's own
         // Release/Acquire hand-off orders the increment before this load.)
@@ -314,16 +315,22 @@ impl ThreadDispatch<'_> {
             let entries = self.services.entries.read().unwrap_or_else(|p| p.into_inner());
             *cache = (generation, entries.clone());
         }
-        cache.1.get(&id).cloned()
     }
 }
 
 impl Dispatch for ThreadDispatch<'_> {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        let entry = self.entry(packet.service());
-        match entry {
-            Some(entry) => serve_entry(&entry, packet),
-            None => self.services.answer_unknown(packet),
+        self.refresh();
+        // Served through a borrow of the cached `Arc`, not a clone of it: a clone would be an
+        // atomic add on the entry's reference count, a line every thread writes. (Handlers cannot
+        // dispatch, so nothing borrows the cache mutably meanwhile.)
+        let cache = self.cache.borrow();
+        match cache.1.get(&packet.service()) {
+            Some(entry) => serve_entry(entry, packet),
+            None => {
+                drop(cache);
+                self.services.answer_unknown(packet)
+            }
         }
     }
 

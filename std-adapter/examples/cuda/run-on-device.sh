@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Runs the CUDA tests and `cuda_waves --bench` on the GPU machine, from the repository root.
-# Expects, built on the development machine (README: "On a real GPU"):
-#   .device-carry/cuda_waves     target/release/examples/cuda_waves (--features cuda)
-#   .device-carry/cuda-tests     the tests/cuda.rs binary (cargo test --release --features cuda --no-run)
-#   .device-carry/kernels.cubin  the kernels, used only if nvcc fails here
-# Logs go to $OUT (default /tmp/hostcall-cuda). BENCH_ARGS are passed to cuda_waves.
+# Runs the CUDA tests and `cuda_waves --bench` on the GPU machine. Made self-contained by
+# bundle.sh (beside it), which copies into one folder, built on the development machine:
+#   cuda_waves     target/release/examples/cuda_waves (--features cuda)
+#   cuda-tests     the tests/cuda.rs binary (cargo test --release --features cuda --no-run)
+#   kernels.cubin  the kernels, used only if nvcc fails here
+#   src/           kernels.cu and include/ (hostcall.h, hostcall_cuda.cuh), compiled here
+# and this script. Run it as `bash FOLDER/run-on-device.sh`. Logs go to $OUT (default
+# /tmp/hostcall-cuda). BENCH_ARGS are passed to cuda_waves.
 set -uo pipefail
 OUT=${OUT:-/tmp/hostcall-cuda}
-CARRY=.device-carry
+CARRY=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 {
     echo "== machine"
@@ -19,8 +21,8 @@ mkdir -p "$OUT"
     NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
     "$NVCC" --version | tail -2
     MODULE=$CARRY/kernels.cubin
-    if "$NVCC" -arch=sm_90 -cubin -Xptxas -v -I include -o "$OUT/kernels.cubin" \
-        std-adapter/examples/cuda/kernels.cu >"$OUT/nvcc.log" 2>&1; then
+    if "$NVCC" -arch=sm_90 -cubin -Xptxas -v -I "$CARRY/src/include" -o "$OUT/kernels.cubin" \
+        "$CARRY/src/kernels.cu" >"$OUT/nvcc.log" 2>&1; then
         MODULE=$OUT/kernels.cubin
         echo "kernels.cubin built here"
     else
