@@ -87,6 +87,7 @@ struct Options {
     bench: bool,
     threads: Vec<usize>,
     warps: Vec<u32>,
+    repeat: usize,
 }
 
 fn usage() -> ! {
@@ -106,6 +107,7 @@ fn parse() -> Options {
         bench: false,
         threads: vec![1, 2, 4, 8],
         warps: vec![1, 32, 1056, 4224],
+        repeat: 3,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -114,6 +116,10 @@ fn parse() -> Options {
             "--bench" => o.bench = true,
             "--threads" => o.threads = list(args.next()),
             "--warps" => o.warps = list(args.next()),
+            "--repeat" => {
+                o.repeat =
+                    args.next().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or_else(|| usage())
+            }
             _ => usage(),
         }
     }
@@ -502,12 +508,16 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
         ("check-claim", "hc_calls_check_claim"),
     ];
     let mut best = (f64::MAX, "");
+    let mut default_us = 0.0;
     for (name, symbol) in variants {
         let kernel = gpu.module.kernel(symbol)?;
         let _warm = gpu.calls(&pool, &kernel, 1, 200, LATENCY, false)?;
         let r = gpu.calls(&pool, &kernel, 1, 3000, LATENCY, false)?;
         ok &= r.ok();
         let mean = r.mean_us();
+        if name == "default" {
+            default_us = mean;
+        }
         if mean < best.0 {
             best = (mean, name);
         }
@@ -557,9 +567,10 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
                 &[("default", &default_kernel)]
             };
             for &(variant, kernel) in kernels {
-                let r = gpu.calls(&pool, kernel, warps, calls, policy, false)?;
-                ok &= r.ok();
-                println!(
+                for _ in 0..options.repeat {
+                    let r = gpu.calls(&pool, kernel, warps, calls, policy, false)?;
+                    ok &= r.ok();
+                    println!(
                     "cuda: throughput threads={threads} warps={} variant={variant} policy={} calls_per_warp={} warp_calls_per_s={:.0} lane_calls_per_s={:.0} seconds={:.3} errors={} checked={}/{}",
                     r.warps,
                     policy.name,
@@ -571,36 +582,44 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
                     r.checked,
                     r.expected
                 );
-                table.push((threads, r.warps, variant, r.warp_calls_per_s(), r.errors));
+                    table.push((threads, r.warps, variant, r.warp_calls_per_s(), r.errors));
+                }
             }
         }
     }
-    println!("cuda: table (M warp-calls/s, default device code)");
+    println!(
+        "cuda: table (M warp-calls/s, default device code, median of {} runs [min-max])",
+        options.repeat
+    );
     print!("cuda: {:>8}", "warps");
     for &threads in &options.threads {
-        print!(" {:>10}", format!("{threads} thr"));
+        print!(" {:>19}", format!("{threads} thr"));
     }
     println!();
     let mut best_1056 = 0.0f64;
     for &warps in &options.warps {
         print!("cuda: {warps:>8}");
         for &threads in &options.threads {
-            let rate = table
+            let mut rates: Vec<f64> = table
                 .iter()
                 .filter(|(t, w, v, ..)| *t == threads && *w == warps && *v == "default")
                 .map(|(.., rate, _)| *rate)
-                .fold(0.0, f64::max);
+                .collect();
+            rates.sort_by(f64::total_cmp);
+            let median = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
             if warps == 1056 {
-                best_1056 = best_1056.max(rate);
+                best_1056 = best_1056.max(median);
             }
-            print!(" {:>10.3}", rate / 1e6);
+            let (low, high) = (rates.first().copied().unwrap_or(0.0), rates.last().copied().unwrap_or(0.0));
+            print!(" {:>19}", format!("{:.2} [{:.2}-{:.2}]", median / 1e6, low / 1e6, high / 1e6));
         }
         println!();
     }
     let errors: u64 = table.iter().map(|(.., e)| e).sum();
     let summary = format!(
-        "floor_us={:.3} one_warp_us={:.3} ratio={:.2} best_1056_warps_M_per_s={:.3} throughput_errors={errors}",
+        "floor_us={:.3} one_warp_default_us={default_us:.3} default_ratio={:.2} one_warp_best_us={:.3} best_ratio={:.2} best_median_1056_warps_M_per_s={:.3} throughput_errors={errors}",
         floor_ns / 1e3,
+        default_us * 1e3 / floor_ns,
         best.0,
         best.0 * 1e3 / floor_ns,
         best_1056 / 1e6

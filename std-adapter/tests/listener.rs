@@ -160,11 +160,13 @@ fn a_panicking_handler_gets_an_error_reply_and_the_listener_goes_on(protocol: Pr
     let (listener, doorbell) = listener(ListenerConfig::default());
     let buffer = buffer(&doorbell, 2, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
-    let wave = Wave::new(buffer.clone(), 4);
+    let wave = Wave::new(buffer.clone(), 6);
     let reply = wave.call(PANICS, |lane| [10 + lane as u64, 0, 0, 0, 0, 0, 0, 0]).unwrap();
     assert!(reply.host_error());
     assert_eq!(reply.lane(3), ErrorCode::ServicePanicked.reply());
-    assert_eq!(reply.lane(2), [12, 0], "the other lanes are served");
+    assert_eq!(reply.lane(2), [12, 0], "the lanes before it are served");
+    assert_eq!(reply.lane(4), [14, 0], "and the lanes after it");
+    assert_eq!(reply.lane(5), [15, 0]);
     run_waves(&buffer, 2, 4, 10);
     let stats = listener.shutdown();
     assert_eq!(stats.services[&PANICS].1.errors, 1);
