@@ -33,7 +33,7 @@
  *   4. st.release.sys of the flipped phase to device_phase[i] (pairs with the host's Acquire
  *      fence in PhaseView::serve_packet); the shadow is updated;
  *   5. ring the doorbell, about once per HOSTCALL_CUDA_RING_INTERVAL_NS for the whole GPU
- *      (a throttle in device memory, read early; the ring itself waits for nothing);
+ *      (a throttle word in device memory; the ring itself waits for nothing);
  *   6. wait: ld.acquire.sys polls of host_phase[i] until it equals the stored phase (pairs with
  *      the host's Release store in PhaseView::serve_packet): spin for wait_policy::spin_ns, then
  *      back off with __nanosleep from min_sleep_ns doubling to max_sleep_ns;
@@ -204,27 +204,34 @@ __device__ __forceinline__ uint64_t shfl64(uint64_t v, unsigned src) {
     return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-/* Step 3 for a full warp: store k (0..3) of lane L writes bytes k*512 + L*16 .. +16 of the
- * payload, which are words 2q, 2q+1 (q = L % 4) of the slot of lane 8k + L/4: each store
- * instruction covers 512 contiguous bytes. */
+/* Step 3 for a full warp: the warp stores the payload transposed, 512 contiguous bytes per store
+ * instruction: store k (0..3) of lane L writes payload bytes k*512 + L*16 .. +16, which are words
+ * 2q, 2q+1 (q = L % 4) of the slot of lane 8k + L/4. Four shuffle rounds move the pairs: in round
+ * j, lane s offers its pair (s/8 - j) mod 4 and lane L takes from lane 8k + L/4 with
+ * k = (j + q) mod 4, which is offering exactly pair q (one reader per source and round). */
 template <bool SYS>
 __device__ __forceinline__ void fill_transposed(uint64_t *payload, unsigned lane, const uint64_t (&request)[8]) {
     const unsigned q = lane & 3u;
+    uint64_t out[4][2];
 #pragma unroll
-    for (unsigned k = 0; k < 4; ++k) {
+    for (unsigned j = 0; j < 4; ++j) {
+        const unsigned offer = ((lane >> 3) - j) & 3u;
+        const uint64_t a = offer == 0 ? request[0] : offer == 1 ? request[2] : offer == 2 ? request[4] : request[6];
+        const uint64_t b = offer == 0 ? request[1] : offer == 1 ? request[3] : offer == 2 ? request[5] : request[7];
+        const unsigned k = (j + q) & 3u;
         const unsigned src = k * 8u + (lane >> 2);
-        uint64_t x = 0, y = 0;
+        const uint64_t x = shfl64(a, src), y = shfl64(b, src);
 #pragma unroll
-        for (unsigned r = 0; r < 4; ++r) {
-            const uint64_t a = shfl64(request[2 * r], src);
-            const uint64_t b = shfl64(request[2 * r + 1], src);
-            if (q == r) {
-                x = a;
-                y = b;
+        for (unsigned m = 0; m < 4; ++m) {
+            if (m == k) {
+                out[m][0] = x;
+                out[m][1] = y;
             }
         }
-        st_v2<SYS>(payload + k * 64u + lane * 2u, x, y);
     }
+#pragma unroll
+    for (unsigned k = 0; k < 4; ++k)
+        st_v2<SYS>(payload + k * 64u + lane * 2u, out[k][0], out[k][1]);
 }
 
 /* 16-byte reply load at system scope: ordered after the leader's acquire by __syncwarp, and
@@ -342,13 +349,16 @@ __device__ inline unsigned phase_claim(const phase_client &c) {
     }
 }
 
-/* Step 5 (leader): rings when the last ring (`last`, read from c.last_ring before the fill) is
- * older than the interval. Nothing here waits: a reduction and a store, both fire-and-forget, so
- * the ring costs the wait nothing. Warps that read the same old time may all ring: harmless. */
-__device__ inline void ring(const phase_client &c, uint64_t last) {
+/* Step 5 (leader): rings when the last ring is older than the interval. Costs the call one load
+ * of device memory between the phase store and the first poll: the host cannot answer within
+ * that time anyway, so it only shifts when the polls happen. The ring itself (a reduction and a
+ * store) waits for nothing. Warps that read the same old time may all ring: harmless. */
+__device__ inline void ring(const phase_client &c) {
     if (c.doorbell == nullptr)
         return;
     const uint64_t now = global_timer_ns();
+    /* Relaxed: a throttle; a stale value only repeats a ring. */
+    const uint64_t last = ld_relaxed_gpu64(c.last_ring);
     if (now - last < HOSTCALL_CUDA_RING_INTERVAL_NS)
         return;
     /* Relaxed: a throttle, ordered with nothing. */
@@ -425,14 +435,9 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
     uint64_t *slot = &c.payloads[index].slots[lane][0];
     constexpr bool sys = (FLAGS & HOSTCALL_CUDA_STORE_SYS) != 0;
     unsigned phase = 0;
-    uint64_t last_ring = 0;
-    if (is_leader) {
-        /* Loads of device memory, issued early so they overlap the stores and the fence. */
+    if (is_leader)
+        /* A load of device memory, issued early so it overlaps the stores. */
         phase = detail::ld_relaxed_gpu(&c.shadow[index]);
-        if (!(FLAGS & HOSTCALL_CUDA_NO_RING) && c.doorbell != nullptr)
-            /* Relaxed: the ring throttle (step 5); a stale value only repeats a ring. */
-            last_ring = detail::ld_relaxed_gpu64(c.last_ring);
-    }
     if (mask == 0xffffffffu && !(FLAGS & HOSTCALL_CUDA_LANE_FILL)) {
         detail::fill_transposed<sys>(&c.payloads[index].slots[0][0], lane, request);
     } else {
@@ -465,7 +470,7 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
         detail::st_relaxed_gpu(&c.shadow[index], phase);
         t3 = detail::clock_if(timed);
         if (!(FLAGS & HOSTCALL_CUDA_NO_RING))
-            detail::ring(c, last_ring);
+            detail::ring(c);
         detail::wait_for_host<FLAGS>(c, index, phase);
         t4 = detail::clock_if(timed);
     }

@@ -258,34 +258,23 @@ impl Services {
 }
 
 /// Serves every lane with a lane handler, catching a panic per lane. Returns the error count.
-///
-/// One unwind guard covers a run of lanes (a guard per lane would cost every lane a call the
-/// handler cannot be inlined across); when a handler panics, its lane is answered with an error
-/// and a new guard covers the lanes after it, so the outcome is the same as guarding each lane.
 fn serve_lanes(handler: &LaneFn, name: &str, packet: &mut PacketRequest<'_>) -> u64 {
     let mut errors = 0;
-    // Lanes not answered yet; a lane leaves the mask only once its reply is written.
     let mut lanes = packet.activemask();
     while lanes != 0 {
-        let run = catch_unwind(AssertUnwindSafe(|| {
-            while lanes != 0 {
-                let lane = lanes.trailing_zeros() as usize;
-                match handler(&packet.request(lane)) {
-                    Ok(reply) => packet.reply(lane, reply),
-                    Err(code) => {
-                        errors += 1;
-                        packet.reply_error(lane, code);
-                    }
-                }
-                lanes &= lanes - 1;
-            }
-        }));
-        if run.is_err() {
-            let lane = lanes.trailing_zeros() as usize;
+        let lane = lanes.trailing_zeros() as usize;
+        lanes &= lanes - 1;
+        let request = packet.request(lane);
+        let outcome = catch_unwind(AssertUnwindSafe(|| handler(&request))).unwrap_or_else(|_| {
             log::error!("service {name} panicked on lane {lane}; answered with an error");
-            errors += 1;
-            packet.reply_error(lane, ErrorCode::ServicePanicked);
-            lanes &= lanes - 1;
+            Err(ErrorCode::ServicePanicked)
+        });
+        match outcome {
+            Ok(reply) => packet.reply(lane, reply),
+            Err(code) => {
+                errors += 1;
+                packet.reply_error(lane, code);
+            }
         }
     }
     errors
