@@ -25,11 +25,12 @@
  *   1. claim: atom.acquire.gpu.or on the occupied word (device memory, so the atomic stays on the
  *      GPU: no platform atomics needed); a set bit means busy, try the next index;
  *   2. the phase to store: the packet's SHADOW phase (device memory, below) flipped;
- *   3. fill: the lanes write their 8 words with 16-byte stores; a full warp writes them
- *      transposed through shuffles, so that each store instruction covers 8 whole 64-byte slots
- *      (512 contiguous bytes: whole-line writes over PCIe instead of 16-byte pieces of 32 lines);
- *      the leader writes the 16-byte header {activemask, service}; __syncwarp orders the lanes'
- *      stores before 4.;
+ *   3. fill: the lanes write their 8 words with 16-byte stores. Under load (the claim found
+ *      other packets of the same 32-packet bitmap word in use) a full warp writes them transposed
+ *      through shuffles, so that each store instruction covers 8 whole 64-byte slots: whole-line
+ *      writes over PCIe instead of 16-byte pieces of 32 lines, which is what a busy link needs;
+ *      alone, each lane writes its own slot (no shuffles: lower latency). The leader writes the
+ *      16-byte header {activemask, service}; __syncwarp orders the lanes' stores before 4.;
  *   4. st.release.sys of the flipped phase to device_phase[i] (pairs with the host's Acquire
  *      fence in PhaseView::serve_packet); the shadow is updated;
  *   5. ring the doorbell, about once per HOSTCALL_CUDA_RING_INTERVAL_NS for the whole GPU
@@ -99,7 +100,8 @@
 #define HOSTCALL_CUDA_POLL_PIPELINED 4u /* two relaxed polls in flight, then fence.acq_rel.sys */
 #define HOSTCALL_CUDA_NO_RING 8u        /* do not ring the doorbell */
 #define HOSTCALL_CUDA_CHECK_CLAIM 16u   /* read host_phase at claim and require it to agree */
-#define HOSTCALL_CUDA_LANE_FILL 32u     /* each lane stores its own slot even in a full warp */
+#define HOSTCALL_CUDA_LANE_FILL 32u       /* each lane always stores its own slot */
+#define HOSTCALL_CUDA_TRANSPOSED_FILL 64u /* a full warp always stores transposed */
 
 #if defined(__CUDACC__)
 
@@ -204,34 +206,28 @@ __device__ __forceinline__ uint64_t shfl64(uint64_t v, unsigned src) {
     return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-/* Step 3 for a full warp: the warp stores the payload transposed, 512 contiguous bytes per store
- * instruction: store k (0..3) of lane L writes payload bytes k*512 + L*16 .. +16, which are words
- * 2q, 2q+1 (q = L % 4) of the slot of lane 8k + L/4. Four shuffle rounds move the pairs: in round
- * j, lane s offers its pair (s/8 - j) mod 4 and lane L takes from lane 8k + L/4 with
- * k = (j + q) mod 4, which is offering exactly pair q (one reader per source and round). */
+/* Step 3, transposed (a full warp): store k (0..3) of lane L writes payload bytes
+ * k*512 + L*16 .. +16, which are words 2q, 2q+1 (q = L % 4) of the slot of lane 8k + L/4, so
+ * each store instruction covers 512 contiguous bytes (8 whole slots). In each of 4 rounds every
+ * lane offers one pair of its request and keeps what it needs from lane 8k + L/4. */
 template <bool SYS>
 __device__ __forceinline__ void fill_transposed(uint64_t *payload, unsigned lane, const uint64_t (&request)[8]) {
     const unsigned q = lane & 3u;
-    uint64_t out[4][2];
 #pragma unroll
-    for (unsigned j = 0; j < 4; ++j) {
-        const unsigned offer = ((lane >> 3) - j) & 3u;
-        const uint64_t a = offer == 0 ? request[0] : offer == 1 ? request[2] : offer == 2 ? request[4] : request[6];
-        const uint64_t b = offer == 0 ? request[1] : offer == 1 ? request[3] : offer == 2 ? request[5] : request[7];
-        const unsigned k = (j + q) & 3u;
+    for (unsigned k = 0; k < 4; ++k) {
         const unsigned src = k * 8u + (lane >> 2);
-        const uint64_t x = shfl64(a, src), y = shfl64(b, src);
+        uint64_t x = 0, y = 0;
 #pragma unroll
-        for (unsigned m = 0; m < 4; ++m) {
-            if (m == k) {
-                out[m][0] = x;
-                out[m][1] = y;
+        for (unsigned r = 0; r < 4; ++r) {
+            const uint64_t a = shfl64(request[2 * r], src);
+            const uint64_t b = shfl64(request[2 * r + 1], src);
+            if (q == r) {
+                x = a;
+                y = b;
             }
         }
+        st_v2<SYS>(payload + k * 64u + lane * 2u, x, y);
     }
-#pragma unroll
-    for (unsigned k = 0; k < 4; ++k)
-        st_v2<SYS>(payload + k * 64u + lane * 2u, out[k][0], out[k][1]);
 }
 
 /* 16-byte reply load at system scope: ordered after the leader's acquire by __syncwarp, and
@@ -319,7 +315,10 @@ __device__ inline phase_client phase_open(const void *buffer, wait_policy wait =
 namespace detail {
 
 /* Step 1 (leader): claims a packet whose occupied bit was clear, from c.start upwards, wrapping;
- * when every packet is busy, sleeps and tries again. */
+ * when every packet is busy, sleeps and tries again. Returns the index, with CLAIM_BUSY set when
+ * other packets of its bitmap word were in use (a sign of load, which picks the fill). */
+constexpr unsigned CLAIM_BUSY = 1u << 31;
+
 template <unsigned FLAGS>
 __device__ inline unsigned phase_claim(const phase_client &c) {
     const unsigned n = c.num_packets;
@@ -330,13 +329,15 @@ __device__ inline unsigned phase_claim(const phase_client &c) {
             const unsigned bit = 1u << (index % 32u);
             /* Acquire: pairs with the release `red.and` of the packet's previous holder (step 8),
              * so its shadow store and its reads of the reply happen before our use. */
-            if ((atom_or_acquire_gpu(&c.occupied[index / 32u], bit) & bit) == 0) {
+            const unsigned old = atom_or_acquire_gpu(&c.occupied[index / 32u], bit);
+            if ((old & bit) == 0) {
+                const unsigned claimed = old != 0 ? index | CLAIM_BUSY : index;
                 if (!(FLAGS & HOSTCALL_CUDA_CHECK_CLAIM))
-                    return index;
+                    return claimed;
                 /* Acquire: pairs with the host's release store of host_phase. */
                 const unsigned host = ld_acquire_sys(&c.host_phase[index]);
                 if (((host ^ ld_relaxed_gpu(&c.shadow[index])) & 1u) == 0)
-                    return index;
+                    return claimed;
                 /* Phases differ: unanswered (an abandoned packet). Unclaim, relaxed: we touched
                  * nothing of the packet. */
                 asm volatile("red.relaxed.gpu.global.and.b32 [%0], %1;" ::"l"(&c.occupied[index / 32u]), "r"(~bit)
@@ -426,10 +427,13 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
     const bool timed = timing != nullptr && is_leader;
     const unsigned long long t0 = detail::clock_if(timed);
 
-    unsigned index = 0;
+    unsigned claimed = 0;
     if (is_leader)
-        index = detail::phase_claim<FLAGS>(c);
-    index = __shfl_sync(mask, index, leader);
+        claimed = detail::phase_claim<FLAGS>(c);
+    claimed = __shfl_sync(mask, claimed, leader);
+    const unsigned index = claimed & ~detail::CLAIM_BUSY;
+    const bool transposed = mask == 0xffffffffu && !(FLAGS & HOSTCALL_CUDA_LANE_FILL) &&
+                            ((claimed & detail::CLAIM_BUSY) || (FLAGS & HOSTCALL_CUDA_TRANSPOSED_FILL));
     const unsigned long long t1 = detail::clock_if(timed);
 
     uint64_t *slot = &c.payloads[index].slots[lane][0];
@@ -438,7 +442,7 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
     if (is_leader)
         /* A load of device memory, issued early so it overlaps the stores. */
         phase = detail::ld_relaxed_gpu(&c.shadow[index]);
-    if (mask == 0xffffffffu && !(FLAGS & HOSTCALL_CUDA_LANE_FILL)) {
+    if (transposed) {
         detail::fill_transposed<sys>(&c.payloads[index].slots[0][0], lane, request);
     } else {
         detail::st_v2<sys>(slot + 0, request[0], request[1]);

@@ -505,6 +505,7 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
         ("pipelined-poll", "hc_calls_pipelined"),
         ("no-ring", "hc_calls_no_ring"),
         ("lane-fill", "hc_calls_lane_fill"),
+        ("transposed-fill", "hc_calls_transposed_fill"),
         ("check-claim", "hc_calls_check_claim"),
     ];
     let mut best = (f64::MAX, "");
@@ -551,8 +552,9 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
         best.0 * 1e3 / floor_ns
     );
 
-    // Throughput by warps x listener threads: the default device code, and for many warps also
-    // the per-lane fill (16-byte pieces of 32 lines per store instead of 512 contiguous bytes).
+    // Throughput by warps x listener threads: the default device code (which fills transposed
+    // under load), and for many warps also the per-lane fill (16-byte pieces of 32 lines per
+    // store instead of 512 contiguous bytes).
     let default_kernel = gpu.module.kernel("hc_calls")?;
     let lane_fill = gpu.module.kernel("hc_calls_lane_fill")?;
     let mut table = Vec::new();

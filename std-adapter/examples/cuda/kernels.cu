@@ -92,6 +92,7 @@ CALLS_KERNEL(hc_calls_pipelined, HOSTCALL_CUDA_POLL_PIPELINED)
 CALLS_KERNEL(hc_calls_no_ring, HOSTCALL_CUDA_NO_RING)
 CALLS_KERNEL(hc_calls_check_claim, HOSTCALL_CUDA_CHECK_CLAIM)
 CALLS_KERNEL(hc_calls_lane_fill, HOSTCALL_CUDA_LANE_FILL)
+CALLS_KERNEL(hc_calls_transposed_fill, HOSTCALL_CUDA_TRANSPOSED_FILL)
 
 // The ping-pong floor: one thread stores round r+1 to `to_host` (system scope, relaxed: one word
 // needs no fence) and spins until the host thread echoes it into `from_host`. With `fence`, a
