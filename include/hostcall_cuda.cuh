@@ -274,6 +274,14 @@ struct phase_client {
     unsigned num_packets;
     unsigned start; /* where this warp's claims start looking (its global warp id by default) */
     wait_policy wait;
+    /* keep_packet (phase_open): a call by the whole warp keeps its packet claimed for the next
+     * whole-warp call, which then skips the claim (step 1), the shadow (step 2) and the release
+     * (step 8). `held` is that packet (with its claim's CLAIM_BUSY flag) or NOT_HELD, and
+     * `held_phase` the phase last stored to it. The warp must give it back with
+     * phase_release_held before it ends, or the packet stays occupied for good. */
+    bool keep_packet;
+    unsigned held;
+    unsigned held_phase;
 };
 
 /* Per-step clock64 cycles of the leader lane, summed over calls (phase_call with a timing
@@ -290,10 +298,14 @@ __device__ inline unsigned global_warp_id() {
     return block * ((threads_per_block + 31u) / 32u) + thread_in_block / 32u;
 }
 
+namespace detail {
+constexpr unsigned NOT_HELD = 0xffffffffu;
+}
+
 /* Reads the prefix of the phase buffer at `buffer` (its device address). Every lane may call it;
- * the loads of one warp coalesce. */
+ * the loads of one warp coalesce. `keep_packet`: see phase_client. */
 __device__ inline phase_client phase_open(const void *buffer, wait_policy wait = default_wait_policy(),
-                                          unsigned start = global_warp_id()) {
+                                          unsigned start = global_warp_id(), bool keep_packet = false) {
     const hostcall_phase_prefix_t *prefix = static_cast<const hostcall_phase_prefix_t *>(buffer);
     phase_client c;
     /* Relaxed system-scope loads: the host wrote the prefix before the launch (which orders it). */
@@ -309,6 +321,9 @@ __device__ inline phase_client phase_open(const void *buffer, wait_policy wait =
     c.last_ring = reinterpret_cast<uint64_t *>(occupied + HOSTCALL_CUDA_RING_OFFSET(c.num_packets));
     c.start = start;
     c.wait = wait;
+    c.keep_packet = keep_packet;
+    c.held = detail::NOT_HELD;
+    c.held_phase = 0;
     return c;
 }
 
@@ -418,7 +433,7 @@ __device__ __forceinline__ unsigned long long clock_if(bool timed) { return time
  * converged code; lanes that call together share one packet. `timing`, if not null, gets the
  * leader's per-step cycles added. */
 template <unsigned FLAGS = 0>
-__device__ inline void phase_call(const phase_client &c, unsigned service, const uint64_t (&request)[8],
+__device__ inline void phase_call(phase_client &c, unsigned service, const uint64_t (&request)[8],
                                   uint64_t (&reply)[2], phase_timing *timing = nullptr) {
     const unsigned mask = __activemask();
     const unsigned lane = detail::lane_id();
@@ -427,10 +442,16 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
     const bool timed = timing != nullptr && is_leader;
     const unsigned long long t0 = detail::clock_if(timed);
 
-    unsigned claimed = 0;
-    if (is_leader)
-        claimed = detail::phase_claim<FLAGS>(c);
-    claimed = __shfl_sync(mask, claimed, leader);
+    /* Only a whole warp may keep a packet: two divergent parts of one warp may be in phase_call
+     * at once, and must not share it. */
+    const bool keep = c.keep_packet && mask == 0xffffffffu;
+    const bool held = keep && c.held != detail::NOT_HELD;
+    unsigned claimed = c.held;
+    if (!held) {
+        if (is_leader)
+            claimed = detail::phase_claim<FLAGS>(c);
+        claimed = __shfl_sync(mask, claimed, leader);
+    }
     const unsigned index = claimed & ~detail::CLAIM_BUSY;
     const bool transposed = mask == 0xffffffffu && !(FLAGS & HOSTCALL_CUDA_LANE_FILL) &&
                             ((claimed & detail::CLAIM_BUSY) || (FLAGS & HOSTCALL_CUDA_TRANSPOSED_FILL));
@@ -438,8 +459,8 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
 
     uint64_t *slot = &c.payloads[index].slots[lane][0];
     constexpr bool sys = (FLAGS & HOSTCALL_CUDA_STORE_SYS) != 0;
-    unsigned phase = 0;
-    if (is_leader)
+    unsigned phase = c.held_phase;
+    if (is_leader && !held)
         /* A load of device memory, issued early so it overlaps the stores. */
         phase = detail::ld_relaxed_gpu(&c.shadow[index]);
     if (transposed) {
@@ -470,8 +491,10 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
             detail::st_release_sys(&c.device_phase[index], phase);
         }
         /* Relaxed: only device code reads the shadow, after claiming the packet (acquire),
-         * which our release of the occupied bit (step 8) orders after this store. */
-        detail::st_relaxed_gpu(&c.shadow[index], phase);
+         * which our release of the occupied bit (step 8) orders after this store. A kept packet's
+         * shadow is stored when it is given back. */
+        if (!keep)
+            detail::st_relaxed_gpu(&c.shadow[index], phase);
         t3 = detail::clock_if(timed);
         if (!(FLAGS & HOSTCALL_CUDA_NO_RING))
             detail::ring(c);
@@ -484,11 +507,16 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
     detail::ld_v2_sys(slot, r0, r1);
     reply[0] = r0;
     reply[1] = r1;
+    if (keep) {
+        c.held = claimed;
+        c.held_phase = __shfl_sync(mask, phase, leader);
+    }
     /* Orders every lane's reply load before the leader's release of the packet. */
     __syncwarp(mask);
     if (is_leader) {
-        /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
-        detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
+        if (!keep)
+            /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
+            detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
         if (timed) {
             const unsigned long long t5 = clock64();
             timing->claim += t1 - t0;
@@ -501,13 +529,31 @@ __device__ inline void phase_call(const phase_client &c, unsigned service, const
     }
 }
 
+/* Gives back the packet a keep_packet client holds (step 8 of its last call, with the shadow
+ * store). Call it from the whole warp, after its last phase_call. */
+__device__ inline void phase_release_held(phase_client &c) {
+    if (c.held == detail::NOT_HELD)
+        return;
+    const unsigned index = c.held & ~detail::CLAIM_BUSY;
+    const unsigned mask = __activemask();
+    /* Orders every lane's last reply load before the release. */
+    __syncwarp(mask);
+    if (detail::lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
+        /* Relaxed: published by the release below (see phase_call). */
+        detail::st_relaxed_gpu(&c.shadow[index], c.held_phase);
+        /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
+        detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
+    }
+    c.held = detail::NOT_HELD;
+}
+
 /* ---- Message streams (PROTOCOL.md section 4) ---- */
 
 /* Sends `count` words as one message to `service` (each active lane its own message, of its own
  * length; lanes whose message ended drop out of later calls). `reply` gets the answer to the END
  * chunk, or the host's error reply if the stream was refused on the way. */
 template <unsigned FLAGS = 0>
-__device__ inline void phase_send_message(const phase_client &c, unsigned service, const uint64_t *words,
+__device__ inline void phase_send_message(phase_client &c, unsigned service, const uint64_t *words,
                                           unsigned count, uint64_t (&reply)[2]) {
     uint64_t id = 0;
     unsigned sent = 0;
@@ -589,7 +635,7 @@ struct printf_message {
  * host printed, or -1 (the message did not fit HOSTCALL_CUDA_PRINTF_MAX_WORDS words, or the
  * host refused it). `to_stderr`: the control word's bit 0. */
 template <typename... Args>
-__device__ int phase_printf_to(const phase_client &c, bool to_stderr, const char *format, Args... args) {
+__device__ int phase_printf_to(phase_client &c, bool to_stderr, const char *format, Args... args) {
     printf_message m;
     m.count = 0;
     m.overflow = false;
@@ -605,7 +651,7 @@ __device__ int phase_printf_to(const phase_client &c, bool to_stderr, const char
     return static_cast<int>(static_cast<int64_t>(reply[0]));
 }
 
-template <typename... Args> __device__ int phase_printf(const phase_client &c, const char *format, Args... args) {
+template <typename... Args> __device__ int phase_printf(phase_client &c, const char *format, Args... args) {
     return phase_printf_to(c, false, format, args...);
 }
 

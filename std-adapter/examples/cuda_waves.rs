@@ -506,6 +506,7 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
         ("no-ring", "hc_calls_no_ring"),
         ("lane-fill", "hc_calls_lane_fill"),
         ("transposed-fill", "hc_calls_transposed_fill"),
+        ("keep-packet", "hc_calls_keep_packet"),
         ("check-claim", "hc_calls_check_claim"),
     ];
     let mut best = (f64::MAX, "");
@@ -557,6 +558,7 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
     // store instead of 512 contiguous bytes).
     let default_kernel = gpu.module.kernel("hc_calls")?;
     let lane_fill = gpu.module.kernel("hc_calls_lane_fill")?;
+    let keep_packet = gpu.module.kernel("hc_calls_keep_packet")?;
     let mut table = Vec::new();
     for &threads in &options.threads {
         let pool = gpu.pool(threads)?;
@@ -564,7 +566,7 @@ fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
             let calls = (400_000 / warps).clamp(100, 2_000);
             let policy = if warps >= 1056 { THROUGHPUT } else { LATENCY };
             let kernels: &[(&str, &Kernel)] = if warps >= 1056 {
-                &[("default", &default_kernel), ("lane-fill", &lane_fill)]
+                &[("default", &default_kernel), ("lane-fill", &lane_fill), ("keep-packet", &keep_packet)]
             } else {
                 &[("default", &default_kernel)]
             };

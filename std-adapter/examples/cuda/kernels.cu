@@ -25,6 +25,9 @@ __device__ __forceinline__ void make_request(uint64_t (&r)[8], unsigned warp, un
         r[k] = r[0] * (k + 1) ^ (static_cast<uint64_t>(lane) << (k * 4));
 }
 
+// Kernel-only flag (not a phase_call flag): open the client with keep_packet.
+#define KEEP_PACKET (1u << 16)
+
 #define WAIT_ARGS unsigned spin_ns, unsigned min_sleep_ns, unsigned max_sleep_ns, unsigned poll_stagger_ns
 
 // Every warp makes `calls` calls; every lane checks its reply. `counters[0]` += errors,
@@ -39,7 +42,8 @@ __device__ __forceinline__ void calls_impl(const void *buffer, unsigned calls, W
     const hostcall::wait_policy policy = {spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns};
     const unsigned warp = hostcall::global_warp_id();
     const unsigned lane = hostcall::detail::lane_id();
-    const hostcall::phase_client c = hostcall::phase_open(buffer, policy);
+    constexpr bool keep = (FLAGS & KEEP_PACKET) != 0;
+    hostcall::phase_client c = hostcall::phase_open(buffer, policy, hostcall::global_warp_id(), keep);
     hostcall::phase_timing local = {0, 0, 0, 0, 0, 0};
     unsigned long long errors = 0, checked = 0;
     const bool first = warp == 0 && lane == 0;
@@ -52,12 +56,13 @@ __device__ __forceinline__ void calls_impl(const void *buffer, unsigned calls, W
         uint64_t request[8], reply[2];
         make_request(request, warp, lane, call);
         const unsigned long long start = clock64();
-        hostcall::phase_call<FLAGS>(c, MIX_SERVICE, request, reply, timing ? &local : nullptr);
+        hostcall::phase_call<FLAGS & ~KEEP_PACKET>(c, MIX_SERVICE, request, reply, timing ? &local : nullptr);
         if (first && per_call)
             per_call[call] = clock64() - start;
         errors += (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
         checked += 1;
     }
+    hostcall::phase_release_held(c);
     if (first && clocks) {
         clocks[0] = c0;
         clocks[1] = clock64();
@@ -93,6 +98,7 @@ CALLS_KERNEL(hc_calls_no_ring, HOSTCALL_CUDA_NO_RING)
 CALLS_KERNEL(hc_calls_check_claim, HOSTCALL_CUDA_CHECK_CLAIM)
 CALLS_KERNEL(hc_calls_lane_fill, HOSTCALL_CUDA_LANE_FILL)
 CALLS_KERNEL(hc_calls_transposed_fill, HOSTCALL_CUDA_TRANSPOSED_FILL)
+CALLS_KERNEL(hc_calls_keep_packet, KEEP_PACKET)
 
 // The ping-pong floor: one thread stores round r+1 to `to_host` (system scope, relaxed: one word
 // needs no fence) and spins until the host thread echoes it into `from_host`. With `fence`, a
@@ -113,7 +119,7 @@ extern "C" __global__ void hc_floor(unsigned *to_host, const unsigned *from_host
 // printf through the message stream: lanes 0..lanes-1 of warp 0 print one line each, of
 // different lengths (a divergent stream); `results[lane]` = the host's count, or -1.
 extern "C" __global__ void hc_printf(const void *buffer, unsigned lanes, long long *results) {
-    const hostcall::phase_client c = hostcall::phase_open(buffer);
+    hostcall::phase_client c = hostcall::phase_open(buffer);
     const unsigned lane = hostcall::detail::lane_id();
     if (hostcall::global_warp_id() != 0 || lane >= lanes)
         return;
@@ -128,7 +134,7 @@ extern "C" __global__ void hc_printf(const void *buffer, unsigned lanes, long lo
 // {in[0] + in[1], in[0] * in[2]}. counters[0] += errors, counters[1] += replies checked.
 extern "C" __global__ void hc_function_call(const void *buffer, uint64_t function, unsigned calls,
                                             unsigned long long *counters) {
-    const hostcall::phase_client c = hostcall::phase_open(buffer);
+    hostcall::phase_client c = hostcall::phase_open(buffer);
     const unsigned lane = hostcall::detail::lane_id();
     const unsigned warp = hostcall::global_warp_id();
     unsigned long long errors = 0, checked = 0;
