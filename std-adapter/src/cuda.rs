@@ -655,7 +655,7 @@ mod tests {
     fn device_state_layout_matches_the_header_formula() {
         for n in [2usize, 31, 32, 33, 1056, 4224] {
             let l = DeviceStateLayout::new(n);
-            let align = |x: usize| (x + 127) / 128 * 128;
+            let align = |x: usize| x.div_ceil(128) * 128;
             assert_eq!(l.shadow, align(n.div_ceil(32) * 4));
             assert_eq!(l.last_ring, l.shadow + align(4 * n));
             assert_eq!(l.size, l.last_ring + 128);
