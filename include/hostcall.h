@@ -4,7 +4,7 @@
  *
  * Part 1, the wire layout (buffers, packets, services, message descriptors, error replies), is
  * plain types, macros and static asserts: usable from C11, C++11, CUDA and HIP, host or device.
- * Part 2 declares the host library (libhostcall.so / libhostcall.a): ROCm's
+ * Part 2 declares the host library (libhostcall_capi.so / libhostcall_capi.a): ROCm's
  * `rochostcall.hpp` functions (getHostcallBufferSize, getHostcallBufferAlignment,
  * enableHostcalls, disableHostcalls) and this project's `hostcall_*` API. Define
  * HOSTCALL_LAYOUT_ONLY before including to get part 1 alone.

@@ -1,6 +1,6 @@
-//! `libhostcall`: the C ABI of `hostcall`, a drop-in for ROCm's `rochostcall.hpp` interface.
+//! `libhostcall_capi`: the C ABI of `hostcall`, a drop-in for ROCm's `rochostcall.hpp` interface.
 //!
-//! Built as `libhostcall.so` and `libhostcall.a`; declared in `include/hostcall.h`:
+//! Built as `libhostcall_capi.so` and `libhostcall_capi.a`; declared in `include/hostcall.h`:
 //!
 //! - [`getHostcallBufferSize`], [`getHostcallBufferAlignment`], [`enableHostcalls`],
 //!   [`disableHostcalls`]: ROCm's names and signatures (C linkage);

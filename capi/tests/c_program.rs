@@ -3,7 +3,7 @@
 //!
 //! Where the library is: `cargo test` builds this package's library with all its crate types
 //! (cdylib, staticlib, rlib) in the same `deps` directory as this test executable, so the test
-//! finds `libhostcall.so` and `libhostcall.a` next to `current_exe()`, always as fresh as the test.
+//! finds `libhostcall_capi.so` and `libhostcall_capi.a` next to `current_exe()`, always as fresh as the test.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -18,16 +18,16 @@ fn sources() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c")
 }
 
-/// The directory holding `libhostcall.{so,a}` built for this test run.
+/// The directory holding `libhostcall_capi.{so,a}` built for this test run.
 fn library_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let deps = exe.parent().unwrap();
     for dir in [deps, deps.parent().unwrap()] {
-        if dir.join("libhostcall.a").exists() && dir.join("libhostcall.so").exists() {
+        if dir.join("libhostcall_capi.a").exists() && dir.join("libhostcall_capi.so").exists() {
             return dir.to_path_buf();
         }
     }
-    panic!("libhostcall.a / libhostcall.so not found next to {}", exe.display());
+    panic!("libhostcall_capi.a / libhostcall_capi.so not found next to {}", exe.display());
 }
 
 /// Where compiled C programs go (inside the target directory).
@@ -80,11 +80,11 @@ fn build(source: &str, link: Link) -> PathBuf {
     let lib = library_dir();
     match link {
         Link::Shared => {
-            command.arg(format!("-L{}", lib.display())).arg("-lhostcall");
+            command.arg(format!("-L{}", lib.display())).arg("-lhostcall_capi");
             command.arg(format!("-Wl,-rpath,{}", lib.display()));
         }
         Link::Static => {
-            command.arg(lib.join("libhostcall.a"));
+            command.arg(lib.join("libhostcall_capi.a"));
             command.args(["-ldl", "-lm"]);
         }
     }
@@ -228,9 +228,9 @@ fn the_header_layout_matches_rust() {
         ("msg.id", (1 << 56) - 1),
         ("implicitarg.v4", hostcall_rs::IMPLICITARG_OFFSET_V4 as u64),
         ("implicitarg.v5", hostcall_rs::IMPLICITARG_OFFSET_V5 as u64),
-        ("emulated_timeout_ms", hostcall::emulated::EMULATED_TIMEOUT.as_millis() as u64),
+        ("emulated_timeout_ms", hostcall_capi::emulated::EMULATED_TIMEOUT.as_millis() as u64),
     ];
-    use hostcall::status::*;
+    use hostcall_capi::status::*;
     let statuses = [
         ("status.null", HOSTCALL_ERR_NULL),
         ("status.misaligned", HOSTCALL_ERR_MISALIGNED),
@@ -262,23 +262,23 @@ fn the_header_layout_matches_rust() {
 /// their codes and a message, never a crash.
 #[test]
 fn entry_points_refuse_bad_arguments() {
-    use hostcall::status::*;
+    use hostcall_capi::status::*;
     use std::ffi::CStr;
     let last_error = || {
         // SAFETY: `hostcall_last_error` returns a NUL-terminated string valid until the next
         // failing call on this thread.
-        unsafe { CStr::from_ptr(hostcall::hostcall_last_error()) }.to_str().unwrap().to_owned()
+        unsafe { CStr::from_ptr(hostcall_capi::hostcall_last_error()) }.to_str().unwrap().to_owned()
     };
-    assert_eq!(hostcall::getHostcallBufferSize(1), 0);
+    assert_eq!(hostcall_capi::getHostcallBufferSize(1), 0);
     assert!(last_error().contains("at least 2"), "{}", last_error());
-    assert_eq!(hostcall::hostcall_buffer_size(2), hostcall_rs::buffer_size(2).unwrap());
+    assert_eq!(hostcall_capi::hostcall_buffer_size(2), hostcall_rs::buffer_size(2).unwrap());
     // SAFETY: null is refused before anything is touched.
     unsafe {
-        assert_eq!(hostcall::hostcall_enable(std::ptr::null_mut(), 4, std::ptr::null()), HOSTCALL_ERR_NULL);
-        assert!(!hostcall::enableHostcalls(std::ptr::null_mut(), 4, std::ptr::null()));
-        assert_eq!(hostcall::hostcall_register_service(5, None, std::ptr::null_mut()), HOSTCALL_ERR_NULL);
+        assert_eq!(hostcall_capi::hostcall_enable(std::ptr::null_mut(), 4, std::ptr::null()), HOSTCALL_ERR_NULL);
+        assert!(!hostcall_capi::enableHostcalls(std::ptr::null_mut(), 4, std::ptr::null()));
+        assert_eq!(hostcall_capi::hostcall_register_service(5, None, std::ptr::null_mut()), HOSTCALL_ERR_NULL);
         assert_eq!(
-            hostcall::hostcall_emulated_call(
+            hostcall_capi::hostcall_emulated_call(
                 std::ptr::null_mut(),
                 4,
                 1,
@@ -290,6 +290,6 @@ fn entry_points_refuse_bad_arguments() {
         );
     }
     assert!(last_error().contains("null"), "{}", last_error());
-    assert_eq!(hostcall::hostcall_disable(std::ptr::null_mut(), std::ptr::null()), HOSTCALL_ERR_NULL);
-    assert_eq!(hostcall::hostcall_unregister_service(12345), HOSTCALL_ERR_OTHER);
+    assert_eq!(hostcall_capi::hostcall_disable(std::ptr::null_mut(), std::ptr::null()), HOSTCALL_ERR_NULL);
+    assert_eq!(hostcall_capi::hostcall_unregister_service(12345), HOSTCALL_ERR_OTHER);
 }
