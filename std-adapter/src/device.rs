@@ -14,6 +14,7 @@ pub struct Wave {
     buffer: Arc<HostcallBuffer>,
     activemask: u64,
     timeout: Option<Duration>,
+    spin_wait: bool,
 }
 
 /// The replies of one hostcall.
@@ -52,7 +53,17 @@ impl Wave {
 
     /// A wave with an arbitrary activemask (divergent lanes).
     pub fn with_activemask(buffer: Arc<HostcallBuffer>, activemask: u64) -> Self {
-        Self { buffer, activemask, timeout: None }
+        Self { buffer, activemask, timeout: None, spin_wait: false }
+    }
+
+    /// Waits for packets and replies by spinning only (a CPU pause between polls), never yielding
+    /// or sleeping: what a GPU wave does, and what latency benchmarks need. It burns the wave's
+    /// core while it waits, so use it only where every waiting wave has a core of its own; the
+    /// default waiting (spin, then yield, then sleep) leaves the host's core alone on small
+    /// machines. A timeout set with [`Wave::with_timeout`] still applies.
+    pub fn with_spin_wait(mut self) -> Self {
+        self.spin_wait = true;
+        self
     }
 
     /// Gives up with [`Error::TimedOut`] after `timeout` waiting for a packet or a reply (for
@@ -77,7 +88,7 @@ impl Wave {
     pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
         let started = Instant::now();
         let view = self.buffer.view();
-        let mut backoff = Backoff::new(started, self.timeout);
+        let mut backoff = Backoff::new(started, self.timeout, self.spin_wait);
         let mut claimed = loop {
             match view.claim()? {
                 Some(packet) => break packet,
@@ -93,7 +104,7 @@ impl Wave {
     }
 
     fn wait(&self, submitted: Submitted<'_>, started: Instant) -> Result<Reply, Error> {
-        let mut backoff = Backoff::new(started, self.timeout);
+        let mut backoff = Backoff::new(started, self.timeout, self.spin_wait);
         let done = submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|still_submitted| {
             std::mem::forget(still_submitted); // the host still owns it: leak, never reuse
             Error::TimedOut
@@ -111,24 +122,26 @@ fn lanes(mask: u64) -> impl Iterator<Item = usize> {
 }
 
 /// Spin, then yield, then sleep: a waiting wave must leave the host's core alone on small
-/// machines, yet answer within microseconds on an idle one.
+/// machines, yet answer within microseconds on an idle one. With `spin_only` (see
+/// [`Wave::with_spin_wait`]) it never leaves the spin phase.
 struct Backoff {
     polls: u32,
     started: Instant,
     timeout: Option<Duration>,
+    spin_only: bool,
 }
 
 impl Backoff {
     const SPINS: u32 = 256;
     const YIELDS: u32 = 4096;
 
-    fn new(started: Instant, timeout: Option<Duration>) -> Self {
-        Self { polls: 0, started, timeout }
+    fn new(started: Instant, timeout: Option<Duration>, spin_only: bool) -> Self {
+        Self { polls: 0, started, timeout, spin_only }
     }
 
     fn wait(&mut self) -> Result<(), Error> {
         self.polls = self.polls.saturating_add(1);
-        if self.polls < Self::SPINS {
+        if self.polls < Self::SPINS || self.spin_only {
             std::hint::spin_loop();
         } else if self.polls < Self::YIELDS {
             std::thread::yield_now();

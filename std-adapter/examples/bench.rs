@@ -1,0 +1,724 @@
+//! Benchmarks: hostcall round trips and throughput against a cache-line ping-pong floor and
+//! crossbeam-channel request/response, measured side by side in one run.
+//!
+//! ```sh
+//! cargo run --release --example bench                  # 5 rounds, about a minute
+//! cargo run --release --example bench -- --quick       # CI smoke run, a few seconds
+//! cargo run --release --example bench -- --rounds 9    # more rounds
+//! ```
+//!
+//! Every row is measured once per round; rounds rotate the order of the rows, so slow phases of a
+//! shared machine hit every row alike. Ratios are taken within a round (a row against the floor,
+//! or against crossbeam at the same client count, measured minutes apart at most seconds apart)
+//! and reported as the median over rounds with min..max. Nothing here asserts a timing.
+//!
+//! Rows:
+//! - `floor_ping_pong`: two threads, one 128-byte-aligned line each way (A writes a counter to
+//!   line 1, B spins on it and answers on line 2): the cost of a round trip between two cores.
+//! - `hostcall_1l_spinning` / `hostcall_1l_blocking`: one wave of one lane calling a trivial lane
+//!   service through the real stack protocol, the listener spinning (`ListenerConfig::spinning()`)
+//!   or blocking on its doorbell (the default config). The wave spins while it waits
+//!   (`Wave::with_spin_wait`), as a GPU wave does.
+//! - `crossbeam_blocking` / `crossbeam_spinning`: the same payload (8 u64 request, 2 u64 reply)
+//!   over two crossbeam-channel channels, `recv` or a `try_recv` spin on both sides.
+//! - `throughput_<W>w_<L>l`: W waves of L lanes calling as fast as they can (default listener,
+//!   default wave waiting); calls/s counts wave calls, lane_calls/s lanes. `crossbeam_tput_<C>c`:
+//!   C client threads sending requests to one server thread over one channel, each waiting for
+//!   its reply on its own channel (blocking).
+//! - `listener_cost_64l`: producer and listener on one thread, no cross-core traffic: claim, fill
+//!   64 lanes, submit, `Poller::poll_once` with the std `Services` registry (what the listener
+//!   thread runs per wake-up), read 64 replies, release. ns per 64-lane packet.
+//!
+//! Instructions per packet under callgrind (`--callgrind-listener N` runs only that loop):
+//!
+//! ```sh
+//! cargo build --release --example bench
+//! valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*listener_loop*' \
+//!     --callgrind-out-file=/tmp/cg.out target/release/examples/bench --callgrind-listener 10000
+//! callgrind_annotate --inclusive=yes /tmp/cg.out | grep -E 'listener_loop|poll_once'
+//! ```
+//!
+//! Divide the `listener_loop` total by N for the whole loop, and the inclusive `poll_once` count
+//! by N for the listener's own share (drain + dispatch + service).
+
+use crossbeam_channel as channel;
+use hostcall::core::buffer::BufferView;
+use hostcall::core::layout::{LANES, SLOT_WORDS};
+use hostcall::core::poller::Poller;
+use hostcall::prelude::*;
+use std::hint::spin_loop;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The benchmark's lane service id.
+const ECHO: u32 = 100;
+
+/// The trivial lane service: two words back from eight.
+fn echo(request: &[u64; SLOT_WORDS]) -> [u64; 2] {
+    [request[0].wrapping_add(1), request[7]]
+}
+
+/// One lane's request for call `i`.
+fn request(i: u64, lane: usize) -> [u64; SLOT_WORDS] {
+    [i, lane as u64, 2, 3, 4, 5, 6, i ^ lane as u64]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+#[derive(Clone, Debug)]
+struct Options {
+    rounds: usize,
+    /// Most latency samples per row and round.
+    samples: usize,
+    /// Time budget of one latency row in one round.
+    latency_budget: Duration,
+    /// Measuring window of one throughput row in one round (after a warm-up of a fifth of it).
+    window: Duration,
+    /// Packets per `listener_cost` measurement.
+    cost_packets: u64,
+    /// Throughput rows: (waves, lanes).
+    throughput: Vec<(usize, u32)>,
+    /// Crossbeam throughput client counts.
+    crossbeam_clients: Vec<usize>,
+}
+
+impl Options {
+    fn full() -> Self {
+        Self {
+            rounds: 5,
+            samples: 100_000,
+            latency_budget: Duration::from_millis(400),
+            window: Duration::from_millis(400),
+            cost_packets: 20_000,
+            throughput: [1, 2, 8, 64].iter().flat_map(|&w| [(w, 1), (w, 64)]).collect(),
+            crossbeam_clients: vec![1, 2, 8, 64],
+        }
+    }
+
+    fn quick() -> Self {
+        Self {
+            rounds: 2,
+            samples: 2_000,
+            latency_budget: Duration::from_millis(20),
+            window: Duration::from_millis(25),
+            cost_packets: 1_000,
+            ..Self::full()
+        }
+    }
+}
+
+enum Mode {
+    Bench(Options),
+    Callgrind(u64),
+}
+
+fn usage() -> ! {
+    eprintln!("usage: bench [--quick] [--rounds N] | bench --callgrind-listener N");
+    std::process::exit(2)
+}
+
+fn parse() -> Mode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut options = if args.iter().any(|a| a == "--quick") { Options::quick() } else { Options::full() };
+    let mut args = args.into_iter();
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage());
+        match flag.as_str() {
+            "--quick" => {}
+            "--rounds" => options.rounds = value().max(1) as usize,
+            "--callgrind-listener" => return Mode::Callgrind(value()),
+            _ => usage(),
+        }
+    }
+    Mode::Bench(options)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements
+
+/// What one row measured in one round.
+#[derive(Clone, Copy, Debug)]
+enum Sample {
+    /// Round-trip percentiles in ns.
+    Latency { p50: f64, p99: f64 },
+    /// Wave calls (or channel requests) per second, and lane calls per second.
+    Throughput { calls: f64, lanes: f64 },
+    /// ns per 64-lane packet, producer and listener on one thread.
+    Cost { ns_per_packet: f64 },
+}
+
+/// Times `one()` round trips: a tenth of the samples as warm-up, then up to `samples` timed ones
+/// within `budget`. Returns (p50, p99) in ns.
+fn round_trips(o: &Options, mut one: impl FnMut()) -> Sample {
+    let warmup = (o.samples / 10).max(100);
+    let started = Instant::now();
+    for _ in 0..warmup {
+        one();
+        if started.elapsed() > o.latency_budget / 4 {
+            break;
+        }
+    }
+    let mut ns = Vec::with_capacity(o.samples);
+    let started = Instant::now();
+    while ns.len() < o.samples {
+        let t = Instant::now();
+        one();
+        let end = Instant::now();
+        ns.push(end.duration_since(t).as_nanos() as u64);
+        if end.duration_since(started) > o.latency_budget {
+            break;
+        }
+    }
+    ns.sort_unstable();
+    let pct = |p: f64| ns[((ns.len() - 1) as f64 * p).round() as usize] as f64;
+    Sample::Latency { p50: pct(0.50), p99: pct(0.99) }
+}
+
+/// One cache line, alone in its 128 bytes (the adjacent-line prefetcher pairs 64-byte lines).
+#[repr(align(128))]
+#[derive(Default)]
+struct Line(AtomicU64);
+
+fn floor_ping_pong(o: &Options) -> Sample {
+    const STOP: u64 = u64::MAX;
+    let ping = Arc::new(Line::default());
+    let pong = Arc::new(Line::default());
+    let peer = {
+        let (ping, pong) = (ping.clone(), pong.clone());
+        thread::spawn(move || {
+            let mut seen = 0;
+            loop {
+                // Acquire/Release: the pair each way is what a request/response protocol needs.
+                let v = ping.0.load(Ordering::Acquire);
+                if v == seen {
+                    spin_loop();
+                    continue;
+                }
+                if v == STOP {
+                    return;
+                }
+                pong.0.store(v, Ordering::Release);
+                seen = v;
+            }
+        })
+    };
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        ping.0.store(i, Ordering::Release);
+        while pong.0.load(Ordering::Acquire) != i {
+            spin_loop();
+        }
+    });
+    ping.0.store(STOP, Ordering::Release);
+    peer.join().unwrap();
+    sample
+}
+
+fn start_listener(config: ListenerConfig, packets: u64) -> (Listener, Arc<HostcallBuffer>) {
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let listener = Listener::start(doorbell.clone(), config).expect("start a listener");
+    listener.services().register_lane(ECHO, "echo", |r| Ok(echo(r))).unwrap();
+    let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), packets, doorbell).expect("buffer"));
+    listener.add_buffer(buffer.clone()).unwrap();
+    (listener, buffer)
+}
+
+fn hostcall_round_trip(o: &Options, config: ListenerConfig) -> Sample {
+    let (listener, buffer) = start_listener(config, 2);
+    let wave = Wave::new(buffer, 1).with_spin_wait();
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        let reply = wave.call(ECHO, |lane| request(i, lane)).expect("hostcall");
+        assert_eq!(reply.lane(0), echo(&request(i, 0)));
+    });
+    listener.shutdown();
+    sample
+}
+
+fn crossbeam_round_trip(o: &Options, spin: bool) -> Sample {
+    let (request_tx, request_rx) = channel::bounded::<[u64; SLOT_WORDS]>(1);
+    let (reply_tx, reply_rx) = channel::bounded::<[u64; 2]>(1);
+    let server = thread::spawn(move || loop {
+        let Some(r) = receive(&request_rx, spin) else { return };
+        reply_tx.send(echo(&r)).unwrap();
+    });
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        request_tx.send(request(i, 0)).unwrap();
+        let reply = receive(&reply_rx, spin).expect("the server lives");
+        assert_eq!(reply, echo(&request(i, 0)));
+    });
+    drop(request_tx);
+    server.join().unwrap();
+    sample
+}
+
+/// `recv`, or a `try_recv` spin. `None` once the sender is gone.
+fn receive<T>(rx: &channel::Receiver<T>, spin: bool) -> Option<T> {
+    if !spin {
+        return rx.recv().ok();
+    }
+    loop {
+        match rx.try_recv() {
+            Ok(v) => return Some(v),
+            Err(channel::TryRecvError::Empty) => spin_loop(),
+            Err(channel::TryRecvError::Disconnected) => return None,
+        }
+    }
+}
+
+/// Per-thread call counters, each alone in its line (a single writer each).
+struct Counters(Vec<Line>);
+
+impl Counters {
+    fn new(n: usize) -> Arc<Self> {
+        Arc::new(Self((0..n).map(|_| Line::default()).collect()))
+    }
+    fn sum(&self) -> u64 {
+        // Relaxed: a statistic; the window's edges are fuzzy by a call anyway.
+        self.0.iter().map(|l| l.0.load(Ordering::Relaxed)).sum()
+    }
+    fn set(&self, thread: usize, calls: u64) {
+        self.0[thread].0.store(calls, Ordering::Relaxed);
+    }
+}
+
+/// Starts `clients` threads running `call` in a loop until told to stop, and counts the calls
+/// completed in the measuring window. Returns calls per second.
+fn count_calls(o: &Options, clients: usize, call: impl Fn(usize, u64) + Send + Sync + 'static) -> f64 {
+    let counters = Counters::new(clients);
+    let stop = Arc::new(AtomicBool::new(false));
+    let call = Arc::new(call);
+    let start = Arc::new(Barrier::new(clients + 1));
+    let threads: Vec<_> = (0..clients)
+        .map(|t| {
+            let (counters, stop, call, start) = (counters.clone(), stop.clone(), call.clone(), start.clone());
+            thread::spawn(move || {
+                start.wait();
+                let mut calls = 0u64;
+                // Relaxed: the flag carries no data; a late look costs one extra call.
+                while !stop.load(Ordering::Relaxed) {
+                    call(t, calls);
+                    calls += 1;
+                    counters.set(t, calls);
+                }
+            })
+        })
+        .collect();
+    start.wait();
+    thread::sleep(o.window / 5);
+    let (c0, t0) = (counters.sum(), Instant::now());
+    thread::sleep(o.window);
+    let (c1, t1) = (counters.sum(), Instant::now());
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    (c1 - c0) as f64 / t1.duration_since(t0).as_secs_f64()
+}
+
+fn hostcall_throughput(o: &Options, waves: usize, lanes: u32) -> Sample {
+    let (listener, buffer) = start_listener(ListenerConfig::default(), waves.max(2) as u64);
+    let wave_list: Arc<Vec<Wave>> = Arc::new((0..waves).map(|_| Wave::new(buffer.clone(), lanes)).collect());
+    let calls = count_calls(o, waves, move |w, i| {
+        let wave = &wave_list[w];
+        let reply = wave.call(ECHO, |lane| request(i, lane)).expect("hostcall");
+        assert_eq!(reply.lane(0), echo(&request(i, 0)));
+    });
+    listener.shutdown();
+    Sample::Throughput { calls, lanes: calls * f64::from(lanes) }
+}
+
+fn crossbeam_throughput(o: &Options, clients: usize) -> Sample {
+    let (request_tx, request_rx) = channel::bounded::<(usize, [u64; SLOT_WORDS])>(clients);
+    let (reply_txs, reply_rxs): (Vec<_>, Vec<_>) =
+        (0..clients).map(|_| channel::bounded::<[u64; 2]>(1)).unzip();
+    let server = thread::spawn(move || {
+        while let Ok((client, r)) = request_rx.recv() {
+            reply_txs[client].send(echo(&r)).unwrap();
+        }
+    });
+    let reply_rxs = Arc::new(reply_rxs);
+    let tx = request_tx.clone();
+    let calls = count_calls(o, clients, move |c, i| {
+        tx.send((c, request(i, 0))).unwrap();
+        let reply = reply_rxs[c].recv().unwrap();
+        assert_eq!(reply, echo(&request(i, 0)));
+    });
+    drop(request_tx);
+    server.join().unwrap();
+    Sample::Throughput { calls, lanes: calls }
+}
+
+/// Producer and listener on one thread: the listener's own work per packet, no cross-core traffic.
+struct CostLoop {
+    buffer: HostcallBuffer,
+    poller: Poller<1>,
+    services: Services,
+}
+
+impl CostLoop {
+    fn new() -> Self {
+        let buffer =
+            HostcallBuffer::new(Arc::new(HostMemory), 2, Arc::new(ParkingDoorbell::new())).expect("buffer");
+        let poller = Poller::new();
+        // SAFETY: `buffer` lives in the same struct as `poller` and is dropped after it (field
+        // order), and is accessed only through views.
+        unsafe { poller.add(buffer.as_ptr(), buffer.len(), buffer.num_packets()) }.unwrap();
+        let services = Services::new();
+        services.register_lane(ECHO, "echo", |r| Ok(echo(r))).unwrap();
+        Self { buffer, poller, services }
+    }
+}
+
+/// `packets` times: claim, fill 64 lanes, submit, poll once (drain + dispatch), read 64 replies,
+/// release. Returns a checksum of the replies. Not inlined: callgrind's `--toggle-collect` names it.
+#[inline(never)]
+fn listener_loop(cost: &CostLoop, view: BufferView<'_>, packets: u64) -> u64 {
+    let mut checksum = 0u64;
+    for i in 0..packets {
+        let mut claimed = view.claim().expect("a sound buffer").expect("a free packet");
+        for lane in 0..LANES {
+            claimed.write_lane(lane, &request(i, lane));
+        }
+        let submitted = claimed.submit(ECHO, u64::MAX);
+        let report = cost.poller.poll_once(&cost.services);
+        debug_assert_eq!(report.packets, 1);
+        let done = submitted.wait_until(|_| false).ok().expect("served by the poll");
+        for lane in 0..LANES {
+            checksum = checksum.wrapping_add(done.reply(lane)[0]);
+        }
+        done.release();
+    }
+    checksum
+}
+
+fn listener_cost(o: &Options) -> Sample {
+    let cost = CostLoop::new();
+    let view = cost.buffer.view();
+    std::hint::black_box(listener_loop(&cost, view, o.cost_packets / 10));
+    let t = Instant::now();
+    let checksum = listener_loop(&cost, view, o.cost_packets);
+    let elapsed = t.elapsed();
+    let expected: u64 = (0..o.cost_packets).map(|i| (i + 1) * LANES as u64).sum();
+    assert_eq!(checksum, expected, "every lane answered");
+    Sample::Cost { ns_per_packet: elapsed.as_nanos() as f64 / o.cost_packets as f64 }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows, rounds, report
+
+#[derive(Clone, Copy, PartialEq)]
+enum Compare {
+    /// Latency row: ratio to the floor row.
+    Floor,
+    /// Throughput row: ratio to crossbeam at this many clients.
+    Crossbeam(usize),
+    None,
+}
+
+struct Row {
+    name: String,
+    compare: Compare,
+    /// For crossbeam throughput rows: the client count others compare to.
+    clients: Option<usize>,
+    run: Box<dyn Fn(&Options) -> Sample>,
+    samples: Vec<Sample>,
+}
+
+fn rows(o: &Options) -> Vec<Row> {
+    let row = |name: String, compare, clients, run: Box<dyn Fn(&Options) -> Sample>| Row {
+        name,
+        compare,
+        clients,
+        run,
+        samples: Vec::new(),
+    };
+    let mut rows = vec![
+        row("floor_ping_pong".into(), Compare::None, None, Box::new(floor_ping_pong)),
+        row(
+            "hostcall_1l_spinning".into(),
+            Compare::Floor,
+            None,
+            Box::new(|o| hostcall_round_trip(o, ListenerConfig::spinning())),
+        ),
+        row(
+            "hostcall_1l_blocking".into(),
+            Compare::Floor,
+            None,
+            Box::new(|o| hostcall_round_trip(o, ListenerConfig::default())),
+        ),
+        row("crossbeam_spinning".into(), Compare::Floor, None, Box::new(|o| crossbeam_round_trip(o, true))),
+        row("crossbeam_blocking".into(), Compare::Floor, None, Box::new(|o| crossbeam_round_trip(o, false))),
+    ];
+    for &(waves, lanes) in &o.throughput {
+        let compare =
+            if o.crossbeam_clients.contains(&waves) { Compare::Crossbeam(waves) } else { Compare::None };
+        rows.push(row(
+            format!("throughput_{waves}w_{lanes}l"),
+            compare,
+            None,
+            Box::new(move |o| hostcall_throughput(o, waves, lanes)),
+        ));
+    }
+    for &clients in &o.crossbeam_clients {
+        rows.push(row(
+            format!("crossbeam_tput_{clients}c"),
+            Compare::None,
+            Some(clients),
+            Box::new(move |o| crossbeam_throughput(o, clients)),
+        ));
+    }
+    rows.push(row("listener_cost_64l".into(), Compare::None, None, Box::new(listener_cost)));
+    rows
+}
+
+/// Median and range of some values.
+#[derive(Clone, Copy)]
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(mut v: Vec<f64>) -> Option<Self> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Some(Self { median, min: v[0], max: v[n - 1] })
+    }
+
+    fn show(&self, digits: usize) -> String {
+        format!("{:.d$} ({:.d$}..{:.d$})", self.median, self.min, self.max, d = digits)
+    }
+
+    fn show_si(&self) -> String {
+        format!("{} ({}..{})", si(self.median), si(self.min), si(self.max))
+    }
+}
+
+fn si(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// What the report prints for a row: each value as a spread over rounds.
+struct Summary {
+    name: String,
+    sample: Sample,
+    first: Spread,
+    second: Option<Spread>,
+    ratio: Option<Spread>,
+    /// p99 ratio to the floor's p99, for latency rows.
+    ratio_p99: Option<Spread>,
+}
+
+fn summarise(rows: &[Row]) -> Vec<Summary> {
+    let floor = &rows[0].samples;
+    let crossbeam = |clients: usize| rows.iter().find(|r| r.clients == Some(clients)).map(|r| &r.samples);
+    rows.iter()
+        .map(|row| {
+            let per_round = |f: &dyn Fn(&Sample) -> f64| Spread::of(row.samples.iter().map(f).collect());
+            let latency = |s: &Sample, which: usize| match *s {
+                Sample::Latency { p50, p99 } => [p50, p99][which],
+                _ => f64::NAN,
+            };
+            let ratio_to = |other: &[Sample], f: &dyn Fn(&Sample) -> f64| {
+                Spread::of(row.samples.iter().zip(other).map(|(s, o)| f(s) / f(o)).collect())
+            };
+            let (first, second, ratio, ratio_p99) = match row.samples[0] {
+                Sample::Latency { .. } => {
+                    let p50 = |s: &Sample| latency(s, 0);
+                    let p99 = |s: &Sample| latency(s, 1);
+                    let (r50, r99) = match row.compare {
+                        Compare::Floor => (ratio_to(floor, &p50), ratio_to(floor, &p99)),
+                        _ => (None, None),
+                    };
+                    (per_round(&p50).unwrap(), per_round(&p99), r50, r99)
+                }
+                Sample::Throughput { .. } => {
+                    let calls = |s: &Sample| match *s {
+                        Sample::Throughput { calls, .. } => calls,
+                        _ => f64::NAN,
+                    };
+                    let lanes = |s: &Sample| match *s {
+                        Sample::Throughput { lanes, .. } => lanes,
+                        _ => f64::NAN,
+                    };
+                    let ratio = match row.compare {
+                        Compare::Crossbeam(c) => crossbeam(c).and_then(|cb| ratio_to(cb, &calls)),
+                        _ => None,
+                    };
+                    (per_round(&calls).unwrap(), per_round(&lanes), ratio, None)
+                }
+                Sample::Cost { .. } => {
+                    let ns = |s: &Sample| match *s {
+                        Sample::Cost { ns_per_packet } => ns_per_packet,
+                        _ => f64::NAN,
+                    };
+                    (per_round(&ns).unwrap(), None, None, None)
+                }
+            };
+            Summary { name: row.name.clone(), sample: row.samples[0], first, second, ratio, ratio_p99 }
+        })
+        .collect()
+}
+
+fn print_lines(summaries: &[Summary]) {
+    for s in summaries {
+        let mut line = format!("bench: {}", s.name);
+        match s.sample {
+            Sample::Latency { .. } => {
+                line += &format!(" p50_ns={:.0}", s.first.median);
+                if let Some(p99) = s.second {
+                    line += &format!(" p99_ns={:.0}", p99.median);
+                }
+                let ratio = s.ratio.map_or(1.0, |r| r.median);
+                line += &format!(" ratio_to_floor={ratio:.2}");
+                if let Some(r) = s.ratio_p99 {
+                    line += &format!(" p99_ratio_to_floor={:.2}", r.median);
+                }
+            }
+            Sample::Throughput { .. } => {
+                line += &format!(" calls_per_s={:.0}", s.first.median);
+                if let Some(lanes) = s.second {
+                    line += &format!(" lane_calls_per_s={:.0}", lanes.median);
+                }
+                if let Some(r) = s.ratio {
+                    line += &format!(" ratio_to_crossbeam={:.2}", r.median);
+                }
+            }
+            Sample::Cost { .. } => {
+                line += &format!(
+                    " ns_per_packet={:.0} ns_per_lane={:.1}",
+                    s.first.median,
+                    s.first.median / LANES as f64
+                );
+            }
+        }
+        println!("{line}");
+    }
+}
+
+fn print_table(summaries: &[Summary], rounds: usize) {
+    println!();
+    println!("medians over {rounds} rounds, (min..max) over rounds; ratios taken within each round");
+    println!();
+    println!("| row | p50 ns | p99 ns | p50 / floor p50 | p99 / floor p99 |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for s in summaries.iter().filter(|s| matches!(s.sample, Sample::Latency { .. })) {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            s.name,
+            s.first.show(0),
+            s.second.map_or("-".into(), |p| p.show(0)),
+            s.ratio.map_or("1".into(), |r| r.show(2)),
+            s.ratio_p99.map_or("1".into(), |r| r.show(2)),
+        );
+    }
+    println!();
+    println!("| row | wave calls/s | lane calls/s | calls / crossbeam calls (same clients) |");
+    println!("| --- | ---: | ---: | ---: |");
+    for s in summaries.iter().filter(|s| matches!(s.sample, Sample::Throughput { .. })) {
+        println!(
+            "| {} | {} | {} | {} |",
+            s.name,
+            s.first.show_si(),
+            s.second.map_or("-".into(), |l| l.show_si()),
+            s.ratio.map_or("-".into(), |r| r.show(2)),
+        );
+    }
+    println!();
+    println!("| row | ns per 64-lane packet | ns per lane |");
+    println!("| --- | ---: | ---: |");
+    for s in summaries.iter().filter(|s| matches!(s.sample, Sample::Cost { .. })) {
+        let per_lane = |v: f64| v / LANES as f64;
+        println!(
+            "| {} | {} | {:.1} ({:.1}..{:.1}) |",
+            s.name,
+            s.first.show(0),
+            per_lane(s.first.median),
+            per_lane(s.first.min),
+            per_lane(s.first.max)
+        );
+    }
+}
+
+fn print_goals(summaries: &[Summary]) {
+    let find = |name: &str| summaries.iter().find(|s| s.name == name);
+    let verdict = |ok: bool| if ok { "met" } else { "missed" };
+    if let Some(r) = find("hostcall_1l_spinning").and_then(|s| s.ratio) {
+        println!(
+            "goal: spinning 1-lane p50 <= 1.3 x floor p50: {:.2} -> {}",
+            r.median,
+            verdict(r.median <= 1.3)
+        );
+    }
+    if let Some(r) = find("hostcall_1l_spinning").and_then(|s| s.ratio_p99) {
+        println!(
+            "goal: spinning 1-lane p99 <= 5 x floor p99: {:.2} -> {}",
+            r.median,
+            verdict(r.median <= 5.0)
+        );
+    }
+    if let Some(r) = find("throughput_64w_1l").and_then(|s| s.ratio) {
+        println!(
+            "goal: 64 waves >= 2 x crossbeam at 64 clients: {:.2} -> {}",
+            r.median,
+            verdict(r.median >= 2.0)
+        );
+    }
+}
+
+fn run_callgrind(packets: u64) {
+    let cost = CostLoop::new();
+    let checksum = listener_loop(&cost, cost.buffer.view(), packets);
+    println!("callgrind-listener: packets={packets} checksum={checksum}");
+}
+
+fn main() {
+    let o = match parse() {
+        Mode::Callgrind(n) => return run_callgrind(n),
+        Mode::Bench(o) => o,
+    };
+    let mut rows = rows(&o);
+    let cores = thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "bench: rounds={} cores={cores} latency_budget_ms={} window_ms={} (medians over rounds)",
+        o.rounds,
+        o.latency_budget.as_millis(),
+        o.window.as_millis()
+    );
+    let started = Instant::now();
+    for round in 0..o.rounds {
+        // Rotate the order so that each row sees a different phase of a noisy machine.
+        let n = rows.len();
+        for k in 0..n {
+            let row = &mut rows[(k + round * 3) % n];
+            let sample = (row.run)(&o);
+            row.samples.push(sample);
+        }
+        eprintln!("round {}/{} done ({:.1} s)", round + 1, o.rounds, started.elapsed().as_secs_f64());
+    }
+    let summaries = summarise(&rows);
+    print_lines(&summaries);
+    print_table(&summaries, o.rounds);
+    println!();
+    print_goals(&summaries);
+    println!("bench: total_s={:.1}", started.elapsed().as_secs_f64());
+}
