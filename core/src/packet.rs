@@ -120,6 +120,7 @@ impl<'a> Claimed<'a> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
+    #[inline]
     pub fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
         let slot = &self.payload().slots[lane];
         for (cell, &word) in slot.iter().zip(words) {
@@ -141,6 +142,7 @@ impl<'a> Claimed<'a> {
         Submitted { buffer, ptr }
     }
 
+    #[inline]
     fn payload(&self) -> &'a Payload {
         self.buffer.payload(self.ptr.index())
     }
@@ -214,6 +216,7 @@ impl<'a> Completed<'a> {
 
     /// Whether the host answered at least one lane with an error reply
     /// (see [`crate::service::ErrorCode`]).
+    #[inline]
     pub fn host_error(&self) -> bool {
         self.host_error
     }
@@ -222,6 +225,7 @@ impl<'a> Completed<'a> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
+    #[inline]
     pub fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
         let slot = &self.buffer.payload(self.ptr.index()).slots[lane];
         core::array::from_fn(|word| slot[word].read())

@@ -83,6 +83,9 @@ struct Options {
     throughput: Vec<(usize, u32)>,
     /// Crossbeam throughput client counts.
     crossbeam_clients: Vec<usize>,
+    /// Run only the rows whose name contains one of these (and the floor, and the crossbeam rows
+    /// the chosen throughput rows compare to). Empty: every row.
+    only: Vec<String>,
 }
 
 impl Options {
@@ -95,6 +98,7 @@ impl Options {
             cost_packets: 20_000,
             throughput: [1, 2, 8, 64].iter().flat_map(|&w| [(w, 1), (w, 64)]).collect(),
             crossbeam_clients: vec![1, 2, 8, 64],
+            only: Vec::new(),
         }
     }
 
@@ -112,28 +116,38 @@ impl Options {
 
 enum Mode {
     Bench(Options),
-    Callgrind(u64),
+    /// Packets, lanes per packet.
+    Callgrind(u64, u32),
 }
 
 fn usage() -> ! {
-    eprintln!("usage: bench [--quick] [--rounds N] | bench --callgrind-listener N");
+    eprintln!(
+        "usage: bench [--quick] [--rounds N] [--only NAME]... | bench --callgrind-listener N [--lanes 1..=64]"
+    );
     std::process::exit(2)
 }
 
 fn parse() -> Mode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut options = if args.iter().any(|a| a == "--quick") { Options::quick() } else { Options::full() };
+    let mut callgrind = None;
+    let mut lanes = LANES as u32;
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
         let mut value = || args.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage());
         match flag.as_str() {
             "--quick" => {}
             "--rounds" => options.rounds = value().max(1) as usize,
-            "--callgrind-listener" => return Mode::Callgrind(value()),
+            "--only" => options.only.push(args.next().unwrap_or_else(|| usage())),
+            "--callgrind-listener" => callgrind = Some(value()),
+            "--lanes" => lanes = value().clamp(1, LANES as u64) as u32,
             _ => usage(),
         }
     }
-    Mode::Bench(options)
+    match callgrind {
+        Some(packets) => Mode::Callgrind(packets, lanes),
+        None => Mode::Bench(options),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -377,21 +391,23 @@ impl CostLoop {
     }
 }
 
-/// `packets` times: claim, fill 64 lanes, submit, poll once (drain + dispatch), read 64 replies,
-/// release. Returns a checksum of the replies. Not inlined: callgrind's `--toggle-collect` names it.
+/// `packets` times: claim, fill `lanes` lanes, submit, poll once (drain + dispatch), read the
+/// replies, release. Returns a checksum of the replies. Not inlined: callgrind's
+/// `--toggle-collect` names it.
 #[inline(never)]
-fn listener_loop(cost: &CostLoop, view: BufferView<'_>, packets: u64) -> u64 {
+fn listener_loop(cost: &CostLoop, view: BufferView<'_>, packets: u64, lanes: usize) -> u64 {
+    let activemask = if lanes == LANES { u64::MAX } else { (1u64 << lanes) - 1 };
     let mut checksum = 0u64;
     for i in 0..packets {
         let mut claimed = view.claim().expect("a sound buffer").expect("a free packet");
-        for lane in 0..LANES {
+        for lane in 0..lanes {
             claimed.write_lane(lane, &request(i, lane));
         }
-        let submitted = claimed.submit(ECHO, u64::MAX);
+        let submitted = claimed.submit(ECHO, activemask);
         let report = cost.poller.poll_once(&cost.services);
         debug_assert_eq!(report.packets, 1);
         let done = submitted.wait_until(|_| false).ok().expect("served by the poll");
-        for lane in 0..LANES {
+        for lane in 0..lanes {
             checksum = checksum.wrapping_add(done.reply(lane)[0]);
         }
         done.release();
@@ -402,9 +418,9 @@ fn listener_loop(cost: &CostLoop, view: BufferView<'_>, packets: u64) -> u64 {
 fn listener_cost(o: &Options) -> Sample {
     let cost = CostLoop::new();
     let view = cost.buffer.view();
-    std::hint::black_box(listener_loop(&cost, view, o.cost_packets / 10));
+    std::hint::black_box(listener_loop(&cost, view, o.cost_packets / 10, LANES));
     let t = Instant::now();
-    let checksum = listener_loop(&cost, view, o.cost_packets);
+    let checksum = listener_loop(&cost, view, o.cost_packets, LANES);
     let elapsed = t.elapsed();
     let expected: u64 = (0..o.cost_packets).map(|i| (i + 1) * LANES as u64).sum();
     assert_eq!(checksum, expected, "every lane answered");
@@ -476,6 +492,20 @@ fn rows(o: &Options) -> Vec<Row> {
         ));
     }
     rows.push(row("listener_cost_64l".into(), Compare::None, None, Box::new(listener_cost)));
+    if !o.only.is_empty() {
+        let chosen = |name: &str| o.only.iter().any(|only| name.contains(only.as_str()));
+        let compared: Vec<usize> = rows
+            .iter()
+            .filter(|r| chosen(&r.name))
+            .filter_map(|r| match r.compare {
+                Compare::Crossbeam(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        rows.retain(|r| {
+            r.name == "floor_ping_pong" || chosen(&r.name) || r.clients.is_some_and(|c| compared.contains(&c))
+        });
+    }
     rows
 }
 
@@ -685,15 +715,15 @@ fn print_goals(summaries: &[Summary]) {
     }
 }
 
-fn run_callgrind(packets: u64) {
+fn run_callgrind(packets: u64, lanes: u32) {
     let cost = CostLoop::new();
-    let checksum = listener_loop(&cost, cost.buffer.view(), packets);
-    println!("callgrind-listener: packets={packets} checksum={checksum}");
+    let checksum = listener_loop(&cost, cost.buffer.view(), packets, lanes as usize);
+    println!("callgrind-listener: packets={packets} lanes={lanes} checksum={checksum}");
 }
 
 fn main() {
     let o = match parse() {
-        Mode::Callgrind(n) => return run_callgrind(n),
+        Mode::Callgrind(n, lanes) => return run_callgrind(n, lanes),
         Mode::Bench(o) => o,
     };
     let mut rows = rows(&o);

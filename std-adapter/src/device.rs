@@ -86,13 +86,12 @@ impl Wave {
     /// One hostcall: every active lane sends `request(lane)` to service `service`; returns when
     /// the host has answered.
     pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
-        let started = Instant::now();
+        let mut backoff = Backoff::new(self.timeout, self.spin_wait);
         let view = self.buffer.view();
-        let mut backoff = Backoff::new(started, self.timeout, self.spin_wait);
         let mut claimed = loop {
             match view.claim()? {
                 Some(packet) => break packet,
-                None => backoff.wait()?, // more waves than packets: wait for a release
+                None => backoff.wait(false)?, // more waves than packets: wait for a release
             }
         };
         for lane in lanes(self.activemask) {
@@ -100,12 +99,13 @@ impl Wave {
         }
         let submitted = claimed.submit(service, self.activemask);
         self.buffer.doorbell().ring();
-        self.wait(submitted, started)
+        self.wait(submitted, backoff)
     }
 
-    fn wait(&self, submitted: Submitted<'_>, started: Instant) -> Result<Reply, Error> {
-        let mut backoff = Backoff::new(started, self.timeout, self.spin_wait);
-        let done = submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|still_submitted| {
+    fn wait(&self, submitted: Submitted<'_>, mut backoff: Backoff) -> Result<Reply, Error> {
+        backoff.restart();
+        // `wait_until` pauses the CPU once per poll itself, hence `wait(true)`.
+        let done = submitted.wait_until(|_| backoff.wait(true).is_ok()).map_err(|still_submitted| {
             std::mem::forget(still_submitted); // the host still owns it: leak, never reuse
             Error::TimedOut
         })?;
@@ -117,8 +117,16 @@ impl Wave {
     }
 }
 
-fn lanes(mask: u64) -> impl Iterator<Item = usize> {
-    (0..LANES).filter(move |lane| mask >> lane & 1 == 1)
+/// The set lanes of `mask`, lowest first (one step per active lane, not per lane).
+fn lanes(mut mask: u64) -> impl Iterator<Item = usize> {
+    mask &= hostcall_core::layout::LANE_MASK;
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let lane = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            lane
+        })
+    })
 }
 
 /// Spin, then yield, then sleep: a waiting wave must leave the host's core alone on small
@@ -126,7 +134,8 @@ fn lanes(mask: u64) -> impl Iterator<Item = usize> {
 /// [`Wave::with_spin_wait`]) it never leaves the spin phase.
 struct Backoff {
     polls: u32,
-    started: Instant,
+    /// The call's start, read only when there is a timeout to check (it costs a clock read).
+    started: Option<Instant>,
     timeout: Option<Duration>,
     spin_only: bool,
 }
@@ -135,21 +144,32 @@ impl Backoff {
     const SPINS: u32 = 256;
     const YIELDS: u32 = 4096;
 
-    fn new(started: Instant, timeout: Option<Duration>, spin_only: bool) -> Self {
-        Self { polls: 0, started, timeout, spin_only }
+    fn new(timeout: Option<Duration>, spin_only: bool) -> Self {
+        Self { polls: 0, started: timeout.map(|_| Instant::now()), timeout, spin_only }
     }
 
-    fn wait(&mut self) -> Result<(), Error> {
+    /// Back to the spin phase (the deadline stays the call's).
+    fn restart(&mut self) {
+        self.polls = 0;
+    }
+
+    /// One wait between polls. `paused`: the caller already paused the CPU once for this poll,
+    /// so the spin phase adds nothing (one pause per poll, like the ping-pong floor).
+    fn wait(&mut self, paused: bool) -> Result<(), Error> {
         self.polls = self.polls.saturating_add(1);
         if self.polls < Self::SPINS || self.spin_only {
-            std::hint::spin_loop();
+            if !paused {
+                std::hint::spin_loop();
+            }
         } else if self.polls < Self::YIELDS {
             std::thread::yield_now();
         } else {
             std::thread::sleep(Duration::from_micros(50));
         }
-        match self.timeout {
-            Some(limit) if self.polls % 64 == 0 && self.started.elapsed() > limit => Err(Error::TimedOut),
+        match (self.timeout, self.started) {
+            (Some(limit), Some(started)) if self.polls % 64 == 0 && started.elapsed() > limit => {
+                Err(Error::TimedOut)
+            }
             _ => Ok(()),
         }
     }

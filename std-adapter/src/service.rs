@@ -16,6 +16,7 @@ use hostcall_core::layout::SLOT_WORDS;
 use hostcall_core::poller::Dispatch;
 use hostcall_core::service::{ErrorCode, FUNCTION_CALL};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -56,7 +57,9 @@ impl Counters {
         // Relaxed: statistics only; no other memory is published through them.
         self.packets.fetch_add(1, Ordering::Relaxed);
         self.lane_calls.fetch_add(u64::from(packet.activemask().count_ones()), Ordering::Relaxed);
-        self.errors.fetch_add(errors, Ordering::Relaxed);
+        if errors > 0 {
+            self.errors.fetch_add(errors, Ordering::Relaxed);
+        }
     }
 
     fn snapshot(&self) -> ServiceStats {
@@ -103,10 +106,35 @@ impl Stats {
     }
 }
 
+/// Hashes a service id with one multiply, for the lookup each packet pays. The default SipHash
+/// guards a table against keys chosen to collide; here only the host inserts keys (`register_*`)
+/// and the device only looks ids up, so a device cannot make the table degrade.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, id: u32) {
+        // Fibonacci hashing: the multiply spreads the id into the high bits (the table's tag
+        // bits); folding them down spreads it into the low bits (the bucket index).
+        let h = u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 32);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
+
 /// The registry a listener dispatches through.
 #[derive(Default)]
 pub struct Services {
-    entries: RwLock<HashMap<u32, Arc<Entry>>>,
+    entries: RwLock<IdMap<Arc<Entry>>>,
     unknown: Counters,
     unknown_logged: Mutex<HashSet<u32>>,
     malformed: AtomicU64,
