@@ -717,8 +717,10 @@ fn print_goals(summaries: &[Summary]) {
 
 fn run_callgrind(packets: u64, lanes: u32) {
     let cost = CostLoop::new();
+    let t = Instant::now();
     let checksum = listener_loop(&cost, cost.buffer.view(), packets, lanes as usize);
-    println!("callgrind-listener: packets={packets} lanes={lanes} checksum={checksum}");
+    let ns = t.elapsed().as_nanos() as f64 / packets.max(1) as f64;
+    println!("callgrind-listener: packets={packets} lanes={lanes} checksum={checksum} ns_per_packet={ns:.0}");
 }
 
 fn main() {

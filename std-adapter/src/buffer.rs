@@ -8,10 +8,25 @@ use hostcall_core::layout::{buffer_align, buffer_size};
 use hostcall_core::tagged::Geometry;
 use std::sync::Arc;
 
+/// Cache-line size the placement below assumes (x86-64 and most GPUs' host links: 64 bytes).
+const CACHE_LINE: usize = 64;
+
+/// Where the buffer starts in its allocation, which is aligned to [`CACHE_LINE`]: 32 bytes past a
+/// line boundary. The ABI puts `free_stack` at offset 24 and `ready_stack` at offset 32; starting
+/// here puts them in different cache lines, so a producer's claim and release (free-list) never
+/// touch the line the host polls and swaps (ready-stack), which saves a line transfer between
+/// the two sides per hostcall. With 2 packets it also puts both headers in the ready-stack's line
+/// and each payload slot on a line of its own. Any offset that is a multiple of
+/// [`buffer_align`] is valid for the protocol; this one is only faster.
+const BASE_OFFSET: usize = 32;
+
 /// A stack-protocol buffer of `num_packets` packets, allocated from a [`DeviceMemory`] and
 /// initialised with a doorbell. Freed on drop (a listener keeps its own `Arc` while it serves it).
 pub struct HostcallBuffer {
+    /// Holds the buffer at [`BASE_OFFSET`].
     allocation: DeviceAllocation,
+    /// Bytes of the buffer proper (`buffer_size(num_packets)`).
+    size: usize,
     geometry: Geometry,
     doorbell: Arc<dyn Doorbell>,
 }
@@ -35,24 +50,27 @@ impl HostcallBuffer {
         let size = buffer_size(geometry.num_packets() as usize).ok_or(Error::Layout(
             hostcall_core::buffer::LayoutError::TooSmall { needed: usize::MAX, given: 0 },
         ))?;
-        let allocation = DeviceAllocation::new(memory, size, buffer_align())?;
-        let buffer = Self { allocation, geometry, doorbell };
+        const _: () = assert!(BASE_OFFSET % buffer_align() == 0 && CACHE_LINE % buffer_align() == 0);
+        let allocation = DeviceAllocation::new(memory, size + BASE_OFFSET, CACHE_LINE)?;
+        let buffer = Self { allocation, size, geometry, doorbell };
         buffer.reset();
         Ok(buffer)
     }
 
     /// The buffer's view (checked once more; cheap).
     pub fn view(&self) -> BufferView<'_> {
-        // SAFETY: the allocation is `buffer_size(n)` bytes aligned to `buffer_align()`, lives as
-        // long as `self`, and is only ever accessed through atomics (views and device code).
-        unsafe { BufferView::from_raw(self.allocation.as_ptr(), self.allocation.len(), self.num_packets()) }
+        // SAFETY: `as_ptr()..as_ptr() + size` lies inside the allocation (`BASE_OFFSET + size`
+        // bytes), is `buffer_size(n)` bytes aligned to `buffer_align()` (the allocation is aligned
+        // to a cache line and the offset is a multiple of the alignment), lives as long as `self`,
+        // and is only ever accessed through atomics (views and device code).
+        unsafe { BufferView::from_raw(self.as_ptr(), self.size, self.num_packets()) }
             .expect("the allocation was sized and aligned for this geometry")
     }
 
     /// (Re-)initialises the shared memory: every packet free, the ready-stack empty. Waves in
     /// flight lose their packets, so call it only when none are (or after corruption).
     pub fn reset(&self) {
-        self.view().init(self.allocation.device_address(), self.doorbell.handle());
+        self.view().init(self.device_address(), self.doorbell.handle());
     }
 
     /// Number of packets.
@@ -62,12 +80,13 @@ impl HostcallBuffer {
 
     /// The host address of the buffer.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.allocation.as_ptr()
+        // SAFETY: the allocation is `BASE_OFFSET + size` bytes, so the offset stays inside it.
+        unsafe { self.allocation.as_ptr().add(BASE_OFFSET) }
     }
 
     /// Size in bytes.
     pub fn len(&self) -> usize {
-        self.allocation.len()
+        self.size
     }
 
     /// Always false (a buffer has at least 2 packets).
@@ -78,7 +97,7 @@ impl HostcallBuffer {
     /// The address the device uses: what a runtime writes into the kernel's implicit arguments
     /// (see [`crate::IMPLICITARG_OFFSET_V4`]).
     pub fn device_address(&self) -> u64 {
-        self.allocation.device_address()
+        self.allocation.memory().device_address(self.as_ptr())
     }
 
     /// The doorbell device code rings.

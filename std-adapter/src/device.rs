@@ -132,6 +132,13 @@ fn lanes(mut mask: u64) -> impl Iterator<Item = usize> {
 /// Spin, then yield, then sleep: a waiting wave must leave the host's core alone on small
 /// machines, yet answer within microseconds on an idle one. With `spin_only` (see
 /// [`Wave::with_spin_wait`]) it never leaves the spin phase.
+///
+/// The phases are short on purpose: the spin covers a round trip to an awake listener (about a
+/// microsecond), and only a few yields follow, because with more waves than cores a yielding wave
+/// is still runnable and takes turns with the listener, which then gets a sliver of a core. On 2
+/// cores, 64 waves that yielded up to 4096 times made 0.7 x crossbeam-channel's request/response
+/// throughput at 64 clients; yielding 32 times and then sleeping made about 1.5 x (the `bench`
+/// example, `throughput_64w_1l`).
 struct Backoff {
     polls: u32,
     /// The call's start, read only when there is a timeout to check (it costs a clock read).
@@ -141,8 +148,12 @@ struct Backoff {
 }
 
 impl Backoff {
-    const SPINS: u32 = 256;
-    const YIELDS: u32 = 4096;
+    /// Polls spent spinning (a few microseconds).
+    const SPINS: u32 = 64;
+    /// Polls after which the wave sleeps instead of yielding (`YIELDS - SPINS` yields).
+    const YIELDS: u32 = 96;
+    /// One sleep between polls once yielding is over (the timer slack of the OS comes on top).
+    const SLEEP: Duration = Duration::from_micros(50);
 
     fn new(timeout: Option<Duration>, spin_only: bool) -> Self {
         Self { polls: 0, started: timeout.map(|_| Instant::now()), timeout, spin_only }
@@ -164,7 +175,7 @@ impl Backoff {
         } else if self.polls < Self::YIELDS {
             std::thread::yield_now();
         } else {
-            std::thread::sleep(Duration::from_micros(50));
+            std::thread::sleep(Self::SLEEP);
         }
         match (self.timeout, self.started) {
             (Some(limit), Some(started)) if self.polls % 64 == 0 && started.elapsed() > limit => {

@@ -53,8 +53,8 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 const ADD: u32 = 100;
-const WARMUP: u64 = 200;
-const CALLS: u64 = 2_000;
+const WARMUP: u64 = 100;
+const CALLS: u64 = 1_000;
 
 /// Allocations during `CALLS` hostcalls by a warm wave of `lanes` lanes, and the size of the last
 /// allocation in the window (if any).
