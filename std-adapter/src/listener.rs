@@ -205,18 +205,16 @@ impl std::fmt::Debug for Listener {
     }
 }
 
-fn poll(shared: &Shared) -> DrainReport {
-    shared.poller.poll_once(&shared.services)
-}
-
 fn run(shared: &Shared) {
     let config = &shared.config;
+    let services = shared.services.cached();
+    let poll = || shared.poller.poll_once(&services);
     let mut last_seen = shared.doorbell.value();
     let mut wait = config.min_wait;
     let mut idle_polls = 0u32;
     // Acquire: pairs with the Release store in `shutdown`.
     while !shared.stop.load(Ordering::Acquire) {
-        if poll(shared).packets > 0 {
+        if poll().packets > 0 {
             idle_polls = 0;
             wait = config.min_wait;
             continue;
@@ -237,14 +235,14 @@ fn run(shared: &Shared) {
             last_seen = now;
         }
     }
-    drain_until_quiet(shared);
+    drain_until_quiet(shared, poll);
 }
 
 /// Answers in-flight packets until none arrived for the grace period.
-fn drain_until_quiet(shared: &Shared) {
+fn drain_until_quiet(shared: &Shared, poll: impl Fn() -> DrainReport) {
     let mut quiet_since = Instant::now();
     while quiet_since.elapsed() < shared.config.shutdown_grace {
-        if poll(shared).packets > 0 {
+        if poll().packets > 0 {
             quiet_since = Instant::now();
         } else {
             std::thread::sleep(Duration::from_micros(50));

@@ -15,6 +15,7 @@ use hostcall_core::buffer::{DrainError, PacketRequest};
 use hostcall_core::layout::SLOT_WORDS;
 use hostcall_core::poller::Dispatch;
 use hostcall_core::service::{ErrorCode, FUNCTION_CALL};
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -135,6 +136,8 @@ type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
 #[derive(Default)]
 pub struct Services {
     entries: RwLock<IdMap<Arc<Entry>>>,
+    /// Bumped on every change of `entries`: what a [`CachedDispatch`] checks its entry against.
+    generation: AtomicU64,
     unknown: Counters,
     unknown_logged: Mutex<HashSet<u32>>,
     malformed: AtomicU64,
@@ -168,7 +171,18 @@ impl Services {
 
     /// Removes the service under `id`; later packets for it get [`ErrorCode::UnknownService`].
     pub fn unregister(&self, id: u32) -> bool {
-        self.entries.write().unwrap_or_else(|p| p.into_inner()).remove(&id).is_some()
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        let removed = entries.remove(&id).is_some();
+        self.changed();
+        removed
+    }
+
+    /// A dispatcher for one polling thread that remembers the last service it served, so that a
+    /// run of packets for the same service skips the registry's lock and reference count (four
+    /// atomic read-modify-writes per packet). The listener thread polls through one. It sees a
+    /// registration change at the next packet, as the registry itself does.
+    pub fn cached(&self) -> CachedDispatch<'_> {
+        CachedDispatch { services: self, last: Cell::new(None) }
     }
 
     /// Registers FUNCTION_CALL (id 1): slot[0] is the address of a host function
@@ -213,7 +227,37 @@ impl Services {
             return Err(Error::ServiceTaken(id));
         }
         entries.insert(id, Arc::new(Entry { name: name.to_owned(), handler, counters: Counters::default() }));
+        self.changed();
         Ok(())
+    }
+
+    /// Called with the write lock held, after changing `entries`.
+    fn changed(&self) {
+        // Release: pairs with the Acquire load in `CachedDispatch::dispatch`; a dispatcher that
+        // reads the new generation drops its cached entry and looks the id up again.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Serves a packet with a registered service and counts it.
+    fn serve(&self, entry: &Entry, packet: &mut PacketRequest<'_>) {
+        let errors = match &entry.handler {
+            Handler::Lane(handler) => serve_lanes(handler.as_ref(), &entry.name, packet),
+            Handler::Packet(service) => {
+                if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
+                    log::error!("service {} panicked; packet answered with errors", entry.name);
+                    packet.reply_error_all(ErrorCode::ServicePanicked);
+                    u64::from(packet.activemask().count_ones())
+                } else {
+                    u64::from(packet.has_error())
+                }
+            }
+        };
+        entry.counters.count(packet, errors);
+    }
+
+    fn note_malformed(&self, buffer: usize, error: DrainError) {
+        self.malformed.fetch_add(1, Ordering::Relaxed);
+        log::warn!("buffer {buffer:#x}: {error}");
     }
 
     fn find(&self, id: u32) -> Option<Arc<Entry>> {
@@ -258,26 +302,46 @@ fn serve_lanes(handler: &LaneFn, name: &str, packet: &mut PacketRequest<'_>) -> 
 
 impl Dispatch for Services {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        let Some(entry) = self.find(packet.service()) else {
-            return self.answer_unknown(packet);
-        };
-        let errors = match &entry.handler {
-            Handler::Lane(handler) => serve_lanes(handler.as_ref(), &entry.name, packet),
-            Handler::Packet(service) => {
-                if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
-                    log::error!("service {} panicked; packet answered with errors", entry.name);
-                    packet.reply_error_all(ErrorCode::ServicePanicked);
-                    u64::from(packet.activemask().count_ones())
-                } else {
-                    u64::from(packet.has_error())
-                }
-            }
-        };
-        entry.counters.count(packet, errors);
+        match self.find(packet.service()) {
+            Some(entry) => self.serve(&entry, packet),
+            None => self.answer_unknown(packet),
+        }
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
-        self.malformed.fetch_add(1, Ordering::Relaxed);
-        log::warn!("buffer {buffer:#x}: {error}");
+        self.note_malformed(buffer, error);
+    }
+}
+
+/// A [`Services`] seen from one polling thread (see [`Services::cached`]). Not `Sync`: each
+/// polling thread makes its own.
+pub struct CachedDispatch<'s> {
+    services: &'s Services,
+    /// The last service served: its id, the registry generation it was looked up in, its entry.
+    last: Cell<Option<(u32, u64, Arc<Entry>)>>,
+}
+
+impl Dispatch for CachedDispatch<'_> {
+    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        let id = packet.service();
+        // Acquire: pairs with the Release increment in `Services::changed`. Read before the
+        // lookup below, so an entry looked up during a change is cached under the old generation
+        // and looked up again next time.
+        let generation = self.services.generation.load(Ordering::Acquire);
+        let entry = match self.last.take() {
+            Some((last_id, last_generation, entry)) if last_id == id && last_generation == generation => {
+                entry
+            }
+            _ => match self.services.find(id) {
+                Some(entry) => entry,
+                None => return self.services.answer_unknown(packet),
+            },
+        };
+        self.services.serve(&entry, packet);
+        self.last.set(Some((id, generation, entry)));
+    }
+
+    fn malformed(&self, buffer: usize, error: DrainError) {
+        self.services.note_malformed(buffer, error);
     }
 }
