@@ -196,6 +196,7 @@ impl<'a> Submitted<'a> {
         }
     }
 
+    #[inline]
     fn control(&self) -> u32 {
         // Acquire: pairs with the host's Release store of `control` in `drain`, so the reply words
         // it wrote before are visible once READY reads 0.

@@ -9,8 +9,11 @@
 //!
 //! Every row is measured once per round; rounds rotate the order of the rows, so slow phases of a
 //! shared machine hit every row alike. Ratios are taken within a round (a row against the floor,
-//! or against crossbeam at the same client count, measured minutes apart at most seconds apart)
-//! and reported as the median over rounds with min..max. Nothing here asserts a timing.
+//! or against crossbeam at the same client count, measured seconds apart) and reported as the
+//! median over rounds with min..max. The two threads of each latency row are pinned to two CPUs
+//! (`--no-pin` to leave them to the scheduler), and latency percentiles skip windows in which the
+//! pair was descheduled (see `round_trips`; the share kept is the `clean` column). Nothing here
+//! asserts a timing.
 //!
 //! Rows:
 //! - `floor_ping_pong`: two threads, one 128-byte-aligned line each way (A writes a counter to
@@ -19,9 +22,12 @@
 //!   `submit`, `wait(spin_loop)`) against a thread spinning on `BufferView::drain`: no listener,
 //!   registry, doorbell or `Wave`. The bound under the next row.
 //! - `hostcall_1l_spinning` / `hostcall_1l_blocking`: one wave of one lane calling a trivial lane
-//!   service through the real stack protocol, the listener spinning (`ListenerConfig::spinning()`)
-//!   or blocking on its doorbell (the default config). The wave spins while it waits
-//!   (`Wave::with_spin_wait`), as a GPU wave does.
+//!   service through the real listener (poller, `Services` registry, doorbell), the listener
+//!   spinning (`ListenerConfig::spinning()`) or blocking on its doorbell (the default config).
+//!   The device side is the core producer path as a GPU wave runs it: claim, fill, submit, ring,
+//!   spin on READY (`wait(spin_loop)`), read, release.
+//! - `wave_1l_spinning`: the same with the emulated `Wave` (`with_spin_wait`) as the device side:
+//!   what the emulation adds.
 //! - `crossbeam_blocking` / `crossbeam_spinning`: the same payload (8 u64 request, 2 u64 reply)
 //!   over two crossbeam-channel channels, `recv` or a `try_recv` spin on both sides.
 //! - `throughput_<W>w_<L>l`: W waves of L lanes calling as fast as they can (default listener,
@@ -346,8 +352,30 @@ fn start_listener(config: ListenerConfig, packets: u64) -> (Listener, Arc<Hostca
     (listener, buffer)
 }
 
+/// One lane's round trip through the real listener (its poller, registry and doorbell). The
+/// device side is the core's producer path, as a GPU wave runs it: claim, fill, submit, ring the
+/// doorbell, spin on READY (`wait(spin_loop)`), read the reply, release.
 fn hostcall_round_trip(o: &Options, config: ListenerConfig) -> Sample {
     let (listener, buffer) = pinned_pair(o, || start_listener(config, 2));
+    let view = buffer.view();
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        let mut claimed = view.claim().expect("a sound buffer").expect("a free packet");
+        claimed.write_lane(0, &request(i, 0));
+        let submitted = claimed.submit(ECHO, 1);
+        buffer.doorbell().ring();
+        let done = submitted.wait(spin_loop);
+        assert_eq!(done.reply(0), echo(&request(i, 0)));
+    });
+    listener.shutdown();
+    sample
+}
+
+/// As [`hostcall_round_trip`] with a spinning listener, the device side being the emulated
+/// [`Wave`] (`with_spin_wait`): what the emulation adds (it builds a 64-lane `Reply` per call).
+fn wave_round_trip(o: &Options) -> Sample {
+    let (listener, buffer) = pinned_pair(o, || start_listener(ListenerConfig::spinning(), 2));
     let wave = Wave::new(buffer, 1).with_spin_wait();
     let mut i = 0u64;
     let sample = round_trips(o, || {
@@ -621,6 +649,7 @@ fn rows(o: &Options) -> Vec<Row> {
             None,
             Box::new(|o| hostcall_round_trip(o, ListenerConfig::default())),
         ),
+        row("wave_1l_spinning".into(), Compare::Floor, None, Box::new(wave_round_trip)),
         row("crossbeam_spinning".into(), Compare::Floor, None, Box::new(|o| crossbeam_round_trip(o, true))),
         row("crossbeam_blocking".into(), Compare::Floor, None, Box::new(|o| crossbeam_round_trip(o, false))),
     ];
