@@ -19,13 +19,13 @@
 //! - `floor_ping_pong`: two threads, one 128-byte-aligned line each way (A writes a counter to
 //!   line 1, B spins on it and answers on line 2): the cost of a round trip between two cores.
 //! - `core_1l_spinning`: the protocol alone, the core's producer path (`BufferView::claim`,
-//!   `submit`, `wait(spin_loop)`) against a thread spinning on `BufferView::drain`: no listener,
+//!   `submit`, `wait`) against a thread spinning on `BufferView::drain`: no listener,
 //!   registry, doorbell or `Wave`. The bound under the next row.
 //! - `hostcall_1l_spinning` / `hostcall_1l_blocking`: one wave of one lane calling a trivial lane
 //!   service through the real listener (poller, `Services` registry, doorbell), the listener
 //!   spinning (`ListenerConfig::spinning()`) or blocking on its doorbell (the default config).
 //!   The device side is the core producer path as a GPU wave runs it: claim, fill, submit, ring,
-//!   spin on READY (`wait(spin_loop)`), read, release.
+//!   spin on READY (`Submitted::wait`, one CPU pause per poll like the floor), read, release.
 //! - `wave_1l_spinning`: the same with the emulated `Wave` (`with_spin_wait`) as the device side:
 //!   what the emulation adds.
 //! - `crossbeam_blocking` / `crossbeam_spinning`: the same payload (8 u64 request, 2 u64 reply)
@@ -302,6 +302,10 @@ fn unpin(o: &Options) {
     }
 }
 
+/// The backoff a spinning producer passes to `Submitted::wait`: none, as `wait` already pauses
+/// the CPU once per poll (the floor's loop pauses once per poll too).
+fn no_backoff() {}
+
 /// One cache line, alone in its 128 bytes (the adjacent-line prefetcher pairs 64-byte lines).
 #[repr(align(128))]
 #[derive(Default)]
@@ -354,7 +358,7 @@ fn start_listener(config: ListenerConfig, packets: u64) -> (Listener, Arc<Hostca
 
 /// One lane's round trip through the real listener (its poller, registry and doorbell). The
 /// device side is the core's producer path, as a GPU wave runs it: claim, fill, submit, ring the
-/// doorbell, spin on READY (`wait(spin_loop)`), read the reply, release.
+/// doorbell, spin on READY, read the reply, release.
 fn hostcall_round_trip(o: &Options, config: ListenerConfig) -> Sample {
     let (listener, buffer) = pinned_pair(o, || start_listener(config, 2));
     let view = buffer.view();
@@ -365,7 +369,7 @@ fn hostcall_round_trip(o: &Options, config: ListenerConfig) -> Sample {
         claimed.write_lane(0, &request(i, 0));
         let submitted = claimed.submit(ECHO, 1);
         buffer.doorbell().ring();
-        let done = submitted.wait(spin_loop);
+        let done = submitted.wait(no_backoff);
         assert_eq!(done.reply(0), echo(&request(i, 0)));
     });
     listener.shutdown();
@@ -421,7 +425,7 @@ fn core_round_trip(o: &Options) -> Sample {
         i += 1;
         let mut claimed = view.claim().expect("a sound buffer").expect("a free packet");
         claimed.write_lane(0, &request(i, 0));
-        let done = claimed.submit(ECHO, 1).wait(spin_loop);
+        let done = claimed.submit(ECHO, 1).wait(no_backoff);
         assert_eq!(done.reply(0), echo(&request(i, 0)));
     });
     stop.store(true, Ordering::Relaxed);
