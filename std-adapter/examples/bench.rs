@@ -173,10 +173,11 @@ enum Sample {
     /// Round-trip percentiles in ns, over the share `clean` of the round trips (see
     /// [`round_trips`]).
     Latency { p50: f64, p99: f64, clean: f64 },
-    /// Wave calls (or channel requests) per second, and lane calls per second.
-    Throughput { calls: f64, lanes: f64 },
-    /// ns per 64-lane packet, producer and listener on one thread.
-    Cost { ns_per_packet: f64 },
+    /// Wave calls (or channel requests) per second, lane calls per second, and the process's CPU
+    /// time (all threads, user + system) per wave call in ns.
+    Throughput { calls: f64, lanes: f64, cpu_ns: f64 },
+    /// ns per packet of `lanes` lanes, producer and listener on one thread.
+    Cost { ns_per_packet: f64, lanes: u32 },
 }
 
 /// Round trips per window of a latency measurement, and the longest a window lasts.
@@ -484,9 +485,26 @@ impl Counters {
     }
 }
 
+/// CPU time the process has used so far (all threads, user + system), where the OS tells.
+fn cpu_time() -> Option<Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `rusage` is plain data, valid when zeroed; `getrusage` writes it.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            (libc::getrusage(libc::RUSAGE_SELF, &mut usage) == 0).then_some(usage)
+        }?;
+        let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+        Some(time(usage.ru_utime) + time(usage.ru_stime))
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
 /// Starts `clients` threads running `call` in a loop until told to stop, and counts the calls
-/// completed in the measuring window. Returns calls per second.
-fn count_calls(o: &Options, clients: usize, call: impl Fn(usize, u64) + Send + Sync + 'static) -> f64 {
+/// completed in the measuring window. Returns calls per second and CPU ns per call (NaN where
+/// the OS does not tell).
+fn count_calls(o: &Options, clients: usize, call: impl Fn(usize, u64) + Send + Sync + 'static) -> (f64, f64) {
     let counters = Counters::new(clients);
     let stop = Arc::new(AtomicBool::new(false));
     let call = Arc::new(call);
@@ -508,26 +526,31 @@ fn count_calls(o: &Options, clients: usize, call: impl Fn(usize, u64) + Send + S
         .collect();
     start.wait();
     thread::sleep(o.window / 5);
-    let (c0, t0) = (counters.sum(), Instant::now());
+    let (c0, t0, cpu0) = (counters.sum(), Instant::now(), cpu_time());
     thread::sleep(o.window);
-    let (c1, t1) = (counters.sum(), Instant::now());
+    let (c1, t1, cpu1) = (counters.sum(), Instant::now(), cpu_time());
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().unwrap();
     }
-    (c1 - c0) as f64 / t1.duration_since(t0).as_secs_f64()
+    let calls = (c1 - c0) as f64;
+    let cpu_ns = match (cpu0, cpu1) {
+        (Some(a), Some(b)) => b.saturating_sub(a).as_nanos() as f64 / calls,
+        _ => f64::NAN,
+    };
+    (calls / t1.duration_since(t0).as_secs_f64(), cpu_ns)
 }
 
 fn hostcall_throughput(o: &Options, waves: usize, lanes: u32) -> Sample {
     let (listener, buffer) = start_listener(ListenerConfig::default(), waves.max(2) as u64);
     let wave_list: Arc<Vec<Wave>> = Arc::new((0..waves).map(|_| Wave::new(buffer.clone(), lanes)).collect());
-    let calls = count_calls(o, waves, move |w, i| {
+    let (calls, cpu_ns) = count_calls(o, waves, move |w, i| {
         let wave = &wave_list[w];
         let reply = wave.call(ECHO, |lane| request(i, lane)).expect("hostcall");
         assert_eq!(reply.lane(0), echo(&request(i, 0)));
     });
     listener.shutdown();
-    Sample::Throughput { calls, lanes: calls * f64::from(lanes) }
+    Sample::Throughput { calls, lanes: calls * f64::from(lanes), cpu_ns }
 }
 
 fn crossbeam_throughput(o: &Options, clients: usize) -> Sample {
@@ -541,14 +564,14 @@ fn crossbeam_throughput(o: &Options, clients: usize) -> Sample {
     });
     let reply_rxs = Arc::new(reply_rxs);
     let tx = request_tx.clone();
-    let calls = count_calls(o, clients, move |c, i| {
+    let (calls, cpu_ns) = count_calls(o, clients, move |c, i| {
         tx.send((c, request(i, 0))).unwrap();
         let reply = reply_rxs[c].recv().unwrap();
         assert_eq!(reply, echo(&request(i, 0)));
     });
     drop(request_tx);
     server.join().unwrap();
-    Sample::Throughput { calls, lanes: calls }
+    Sample::Throughput { calls, lanes: calls, cpu_ns }
 }
 
 /// Producer and listener on one thread: the listener's own work per packet, no cross-core traffic.
@@ -597,16 +620,17 @@ fn listener_loop(cost: &CostLoop, view: BufferView<'_>, packets: u64, lanes: usi
     checksum
 }
 
-fn listener_cost(o: &Options) -> Sample {
+fn listener_cost(o: &Options, lanes: u32) -> Sample {
     let cost = CostLoop::new();
     let view = cost.buffer.view();
-    std::hint::black_box(listener_loop(&cost, view, o.cost_packets / 10, LANES));
+    let packets = o.cost_packets * 64 / u64::from(lanes).max(8); // about as long for 1 lane
+    std::hint::black_box(listener_loop(&cost, view, packets / 10, lanes as usize));
     let t = Instant::now();
-    let checksum = listener_loop(&cost, view, o.cost_packets, LANES);
+    let checksum = listener_loop(&cost, view, packets, lanes as usize);
     let elapsed = t.elapsed();
-    let expected: u64 = (0..o.cost_packets).map(|i| (i + 1) * LANES as u64).sum();
+    let expected: u64 = (0..packets).map(|i| (i + 1) * u64::from(lanes)).sum();
     assert_eq!(checksum, expected, "every lane answered");
-    Sample::Cost { ns_per_packet: elapsed.as_nanos() as f64 / o.cost_packets as f64 }
+    Sample::Cost { ns_per_packet: elapsed.as_nanos() as f64 / packets as f64, lanes }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -675,7 +699,8 @@ fn rows(o: &Options) -> Vec<Row> {
             Box::new(move |o| crossbeam_throughput(o, clients)),
         ));
     }
-    rows.push(row("listener_cost_64l".into(), Compare::None, None, Box::new(listener_cost)));
+    rows.push(row("listener_cost_1l".into(), Compare::None, None, Box::new(|o| listener_cost(o, 1))));
+    rows.push(row("listener_cost_64l".into(), Compare::None, None, Box::new(|o| listener_cost(o, 64))));
     if !o.only.is_empty() {
         let chosen = |name: &str| o.only.iter().any(|only| name.contains(only.as_str()));
         let compared: Vec<usize> = rows
@@ -742,6 +767,9 @@ struct Summary {
     ratio_p99: Option<Spread>,
     /// Share of round trips kept (latency rows).
     clean: Option<Spread>,
+    /// CPU ns per call, and its ratio to crossbeam's at the same client count (throughput rows).
+    cpu: Option<Spread>,
+    cpu_ratio: Option<Spread>,
 }
 
 fn summarise(rows: &[Row]) -> Vec<Summary> {
@@ -761,6 +789,7 @@ fn summarise(rows: &[Row]) -> Vec<Summary> {
                 Sample::Latency { .. } => per_round(&|s: &Sample| latency(s, 2)),
                 _ => None,
             };
+            let (mut cpu, mut cpu_ratio) = (None, None);
             let (first, second, ratio, ratio_p99) = match row.samples[0] {
                 Sample::Latency { .. } => {
                     let p50 = |s: &Sample| latency(s, 0);
@@ -772,6 +801,14 @@ fn summarise(rows: &[Row]) -> Vec<Summary> {
                     (per_round(&p50).unwrap(), per_round(&p99), r50, r99)
                 }
                 Sample::Throughput { .. } => {
+                    let cpu_ns = |s: &Sample| match *s {
+                        Sample::Throughput { cpu_ns, .. } => cpu_ns,
+                        _ => f64::NAN,
+                    };
+                    cpu = per_round(&cpu_ns);
+                    if let Compare::Crossbeam(c) = row.compare {
+                        cpu_ratio = crossbeam(c).and_then(|cb| ratio_to(cb, &cpu_ns));
+                    }
                     let calls = |s: &Sample| match *s {
                         Sample::Throughput { calls, .. } => calls,
                         _ => f64::NAN,
@@ -788,13 +825,23 @@ fn summarise(rows: &[Row]) -> Vec<Summary> {
                 }
                 Sample::Cost { .. } => {
                     let ns = |s: &Sample| match *s {
-                        Sample::Cost { ns_per_packet } => ns_per_packet,
+                        Sample::Cost { ns_per_packet, .. } => ns_per_packet,
                         _ => f64::NAN,
                     };
                     (per_round(&ns).unwrap(), None, None, None)
                 }
             };
-            Summary { name: row.name.clone(), sample: row.samples[0], first, second, ratio, ratio_p99, clean }
+            Summary {
+                name: row.name.clone(),
+                sample: row.samples[0],
+                first,
+                second,
+                ratio,
+                ratio_p99,
+                clean,
+                cpu,
+                cpu_ratio,
+            }
         })
         .collect()
 }
@@ -825,12 +872,18 @@ fn print_lines(summaries: &[Summary]) {
                 if let Some(r) = s.ratio {
                     line += &format!(" ratio_to_crossbeam={:.2}", r.median);
                 }
+                if let Some(c) = s.cpu {
+                    line += &format!(" cpu_ns_per_call={:.0}", c.median);
+                }
+                if let Some(r) = s.cpu_ratio {
+                    line += &format!(" cpu_ratio_to_crossbeam={:.2}", r.median);
+                }
             }
-            Sample::Cost { .. } => {
+            Sample::Cost { lanes, .. } => {
                 line += &format!(
                     " ns_per_packet={:.0} ns_per_lane={:.1}",
                     s.first.median,
-                    s.first.median / LANES as f64
+                    s.first.median / f64::from(lanes)
                 );
             }
         }
@@ -856,22 +909,32 @@ fn print_table(summaries: &[Summary], rounds: usize) {
         );
     }
     println!();
-    println!("| row | wave calls/s | lane calls/s | calls / crossbeam calls (same clients) |");
-    println!("| --- | ---: | ---: | ---: |");
+    println!(
+        "| row | wave calls/s | lane calls/s | calls / crossbeam calls | CPU us per call | CPU / crossbeam CPU |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     for s in summaries.iter().filter(|s| matches!(s.sample, Sample::Throughput { .. })) {
+        let us = |c: Spread| format!("{:.1} ({:.1}..{:.1})", c.median / 1e3, c.min / 1e3, c.max / 1e3);
         println!(
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} |",
             s.name,
             s.first.show_si(),
             s.second.map_or("-".into(), |l| l.show_si()),
             s.ratio.map_or("-".into(), |r| r.show(2)),
+            s.cpu.map_or("-".into(), us),
+            s.cpu_ratio.map_or("-".into(), |r| r.show(2)),
         );
     }
+    println!("(crossbeam rows compare at the same client count: W waves against W clients)");
     println!();
-    println!("| row | ns per 64-lane packet | ns per lane |");
+    println!("| row | ns per packet | ns per lane |");
     println!("| --- | ---: | ---: |");
     for s in summaries.iter().filter(|s| matches!(s.sample, Sample::Cost { .. })) {
-        let per_lane = |v: f64| v / LANES as f64;
+        let lanes = match s.sample {
+            Sample::Cost { lanes, .. } => f64::from(lanes),
+            _ => 1.0,
+        };
+        let per_lane = |v: f64| v / lanes;
         println!(
             "| {} | {} | {:.1} ({:.1}..{:.1}) |",
             s.name,
