@@ -223,7 +223,7 @@ fn round_trips(o: &Options, mut one: impl FnMut()) -> Sample {
     let best = windows.iter().filter(|w| w.len() >= WINDOW_SAMPLES / 4).map(median).min_by(f64::total_cmp);
     let mut kept: Vec<u64> = windows
         .iter()
-        .filter(|w| best.is_none_or(|best| median(w) <= best * CLEAN_FACTOR))
+        .filter(|w| best.map_or(true, |best| median(w) <= best * CLEAN_FACTOR))
         .flatten()
         .copied()
         .collect();
