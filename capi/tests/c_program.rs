@@ -274,9 +274,15 @@ fn entry_points_refuse_bad_arguments() {
     assert_eq!(hostcall_capi::hostcall_buffer_size(2), hostcall_rs::buffer_size(2).unwrap());
     // SAFETY: null is refused before anything is touched.
     unsafe {
-        assert_eq!(hostcall_capi::hostcall_enable(std::ptr::null_mut(), 4, std::ptr::null()), HOSTCALL_ERR_NULL);
+        assert_eq!(
+            hostcall_capi::hostcall_enable(std::ptr::null_mut(), 4, std::ptr::null()),
+            HOSTCALL_ERR_NULL
+        );
         assert!(!hostcall_capi::enableHostcalls(std::ptr::null_mut(), 4, std::ptr::null()));
-        assert_eq!(hostcall_capi::hostcall_register_service(5, None, std::ptr::null_mut()), HOSTCALL_ERR_NULL);
+        assert_eq!(
+            hostcall_capi::hostcall_register_service(5, None, std::ptr::null_mut()),
+            HOSTCALL_ERR_NULL
+        );
         assert_eq!(
             hostcall_capi::hostcall_emulated_call(
                 std::ptr::null_mut(),

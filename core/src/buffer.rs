@@ -181,21 +181,25 @@ pub struct PacketRequest<'a> {
 impl<'a> PacketRequest<'a> {
     /// A request for packet `index` (shared by every protocol's host side). `activemask` is
     /// masked to the lanes that exist.
+    #[inline]
     pub(crate) fn new(index: u32, service: u32, activemask: u64, payload: &'a Payload) -> Self {
         Self { index, service, activemask: activemask & LANE_MASK, payload, error: false }
     }
 
     /// The packet's index in its buffer.
+    #[inline]
     pub fn index(&self) -> u32 {
         self.index
     }
 
     /// The service id the device asked for (not validated: any `u32`).
+    #[inline]
     pub fn service(&self) -> u32 {
         self.service
     }
 
     /// The active lanes (only bits of lanes that exist).
+    #[inline]
     pub fn activemask(&self) -> u64 {
         self.activemask
     }
@@ -216,6 +220,7 @@ impl<'a> PacketRequest<'a> {
     ///
     /// # Panics
     /// If `lane >= LANES` (lanes from [`PacketRequest::lanes`] never are).
+    #[inline]
     pub fn request(&self, lane: usize) -> [u64; SLOT_WORDS] {
         crate::packet::read_words(self.payload, lane)
     }
@@ -224,6 +229,7 @@ impl<'a> PacketRequest<'a> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
+    #[inline]
     pub fn reply(&mut self, lane: usize, reply: [u64; REPLY_WORDS]) {
         crate::packet::write_words(self.payload, lane, &reply);
     }
@@ -256,6 +262,7 @@ impl<'a> PacketRequest<'a> {
     }
 
     /// Whether an error reply was written.
+    #[inline]
     pub fn has_error(&self) -> bool {
         self.error
     }
@@ -338,6 +345,7 @@ impl<'a> BufferView<'a> {
     ///
     /// # Panics
     /// If `index >= num_packets`.
+    #[inline]
     pub fn header(&self, index: usize) -> &'a PacketHeader {
         &self.headers[index]
     }
@@ -346,6 +354,7 @@ impl<'a> BufferView<'a> {
     ///
     /// # Panics
     /// If `index >= num_packets`.
+    #[inline]
     pub fn payload(&self, index: usize) -> &'a Payload {
         &self.payloads[index]
     }

@@ -120,6 +120,7 @@ impl<'a> Claimed<'a> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
+    #[inline]
     pub fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
         write_words(self.payload(), lane, words);
     }
@@ -138,6 +139,7 @@ impl<'a> Claimed<'a> {
         Submitted { buffer, ptr }
     }
 
+    #[inline]
     fn payload(&self) -> &'a Payload {
         self.buffer.payload(self.ptr.index())
     }
@@ -193,6 +195,7 @@ impl<'a> Submitted<'a> {
         }
     }
 
+    #[inline]
     fn control(&self) -> u32 {
         // Acquire: pairs with the host's Release store of `control` in `drain`, so the reply words
         // it wrote before are visible once READY reads 0.
@@ -213,6 +216,7 @@ impl<'a> Completed<'a> {
 
     /// Whether the host answered at least one lane with an error reply
     /// (see [`crate::service::ErrorCode`]).
+    #[inline]
     pub fn host_error(&self) -> bool {
         self.host_error
     }
@@ -221,6 +225,7 @@ impl<'a> Completed<'a> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
+    #[inline]
     pub fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
         read_words(self.buffer.payload(self.ptr.index()), lane)
     }

@@ -109,10 +109,21 @@ impl<'a> TaggedStack<'a> {
     }
 
     /// Takes the whole stack at once, leaving it empty, and returns a walk over what it held.
+    ///
+    /// An empty stack is seen with a plain load, not a swap: a host polling an idle stack then
+    /// only shares the cache line, instead of taking it exclusive on every poll and making each
+    /// producer's next push (and, on the free-list's neighbouring word, each claim and release)
+    /// win it back.
     pub fn take_all(&self) -> ChainWalk<'a> {
-        // Acquire: pairs with the Release CAS of every `push` in the release sequence of this
-        // word, so each packet's `next`, header and payload writes are visible to the walk.
-        let top = self.top.swap(0, Ordering::Acquire);
+        // Relaxed: only decides whether to swap. Reading 0 is as if the swap below had run just
+        // before a concurrent push (the next poll takes that push); nothing is read through it.
+        let top = if self.top.load(Ordering::Relaxed) == 0 {
+            0
+        } else {
+            // Acquire: pairs with the Release CAS of every `push` in the release sequence of this
+            // word, so each packet's `next`, header and payload writes are visible to the walk.
+            self.top.swap(0, Ordering::Acquire)
+        };
         ChainWalk { next: top, headers: self.headers, geometry: self.geometry, steps: 0 }
     }
 

@@ -106,16 +106,7 @@ fn request(service: u32, seed: u64, lane: usize) -> [u64; SLOT_WORDS] {
     let a = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ lane as u64;
     match service {
         ADD => [a, lane as u64, seed, 0, 0, 0, 0, 0],
-        FUNCTION_CALL => [
-            mul_add as extern "C" fn(*mut [u64; 2], *const [u64; 7]) as usize as u64,
-            a,
-            3,
-            lane as u64,
-            0,
-            0,
-            0,
-            0,
-        ],
+        FUNCTION_CALL => [mul_add as *const () as usize as u64, a, 3, lane as u64, 0, 0, 0, 0],
         _ => [a, 0, 0, 0, 0, 0, 0, 0],
     }
 }

@@ -11,11 +11,29 @@ use hostcall_core::tagged::Geometry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Cache-line size the placement below assumes (x86-64 and most GPUs' host links: 64 bytes).
+const CACHE_LINE: usize = 64;
+
+/// Where a stack-protocol buffer starts in its allocation, which is aligned to [`CACHE_LINE`]: 32
+/// bytes past a line boundary. The ABI puts `free_stack` at offset 24 and `ready_stack` at offset
+/// 32; starting here puts them in different cache lines, so a producer's claim and release
+/// (free-list) never touch the line the host polls and swaps (ready-stack), which saves a line
+/// transfer between the two sides per hostcall. With 2 packets it also puts both headers in the
+/// ready-stack's line and each payload slot on a line of its own. Any offset that is a multiple of
+/// [`buffer_align`] is valid for the protocol; this one is only faster. (A phase buffer starts at
+/// the line boundary: its own layout already separates the words each side writes.)
+const STACK_BASE_OFFSET: usize = 32;
+
 /// A buffer of `num_packets` packets speaking one [`Protocol`], allocated from a
 /// [`DeviceMemory`] and initialised with a doorbell. Freed on drop (a listener keeps its own `Arc`
 /// while it serves it).
 pub struct HostcallBuffer {
+    /// Holds the buffer at `offset`.
     allocation: DeviceAllocation,
+    /// Where the buffer starts in the allocation ([`STACK_BASE_OFFSET`] or 0).
+    offset: usize,
+    /// Bytes of the buffer proper (the protocol's buffer size for `num_packets`).
+    size: usize,
     geometry: Geometry,
     doorbell: Arc<dyn Doorbell>,
     protocol: Protocol,
@@ -31,6 +49,24 @@ pub enum ProtocolView<'a> {
     Stack(BufferView<'a>),
     /// The phase protocol (PROTOCOL.md section 2).
     Phase(PhaseView<'a>),
+}
+
+impl<'a> ProtocolView<'a> {
+    /// The stack-protocol view, if this is a stack buffer.
+    pub fn stack(self) -> Option<BufferView<'a>> {
+        match self {
+            Self::Stack(view) => Some(view),
+            Self::Phase(_) => None,
+        }
+    }
+
+    /// The phase-protocol view, if this is a phase buffer.
+    pub fn phase(self) -> Option<PhaseView<'a>> {
+        match self {
+            Self::Phase(view) => Some(view),
+            Self::Stack(_) => None,
+        }
+    }
 }
 
 impl HostcallBuffer {
@@ -69,15 +105,18 @@ impl HostcallBuffer {
     ) -> Result<Self, Error> {
         let geometry = Geometry::new(num_packets).map_err(|e| Error::Layout(e.into()))?;
         let n = geometry.num_packets() as usize;
-        let (size, align) = match protocol {
-            Protocol::Stack => (buffer_size(n), buffer_align()),
-            Protocol::Phase => (phase_buffer_size(n), phase_buffer_align()),
+        const _: () = assert!(STACK_BASE_OFFSET % buffer_align() == 0 && CACHE_LINE % buffer_align() == 0);
+        const _: () = assert!(CACHE_LINE % phase_buffer_align() == 0);
+        let (size, offset) = match protocol {
+            Protocol::Stack => (buffer_size(n), STACK_BASE_OFFSET),
+            Protocol::Phase => (phase_buffer_size(n), 0),
         };
         // `Geometry` bounds n, so the size exists on 64-bit targets.
         let too_big = hostcall_core::buffer::LayoutError::TooSmall { needed: usize::MAX, given: 0 };
         let size = size.ok_or(Error::Layout(too_big))?;
-        let allocation = DeviceAllocation::new(memory, size, align)?;
-        let buffer = Self { allocation, geometry, doorbell, protocol, occupied: AtomicU64::new(0) };
+        let allocation = DeviceAllocation::new(memory, offset + size, CACHE_LINE)?;
+        let occupied = AtomicU64::new(0);
+        let buffer = Self { allocation, offset, size, geometry, doorbell, protocol, occupied };
         buffer.reset();
         Ok(buffer)
     }
@@ -89,10 +128,12 @@ impl HostcallBuffer {
 
     /// The buffer's view (checked once more; cheap).
     pub fn view(&self) -> ProtocolView<'_> {
-        let (base, len, n) = (self.allocation.as_ptr(), self.allocation.len(), self.num_packets());
-        // SAFETY (both arms): the allocation was sized and aligned for this protocol and packet
-        // count in `with_protocol`, lives as long as `self`, and is only ever accessed through
-        // atomics (views and device code).
+        let (base, len, n) = (self.as_ptr(), self.size, self.num_packets());
+        // SAFETY (both arms): `as_ptr()..as_ptr() + size` lies inside the allocation (`offset +
+        // size` bytes), sized for this protocol and packet count in `with_protocol` and aligned for
+        // it (the allocation is aligned to a cache line, the offset a multiple of the protocol's
+        // alignment); it lives as long as `self` and is only ever accessed through atomics (views
+        // and device code).
         let view = match self.protocol {
             Protocol::Stack => unsafe { BufferView::from_raw(base, len, n) }.map(ProtocolView::Stack),
             Protocol::Phase => unsafe { PhaseView::from_raw(base, len, n) }.map(ProtocolView::Phase),
@@ -103,7 +144,7 @@ impl HostcallBuffer {
     /// (Re-)initialises the shared memory: every packet free, nothing submitted. Waves in
     /// flight lose their packets, so call it only when none are (or after corruption).
     pub fn reset(&self) {
-        let (device_base, doorbell) = (self.allocation.device_address(), self.doorbell.handle());
+        let (device_base, doorbell) = (self.device_address(), self.doorbell.handle());
         match self.view() {
             ProtocolView::Stack(view) => view.init(device_base, doorbell),
             ProtocolView::Phase(view) => {
@@ -141,12 +182,13 @@ impl HostcallBuffer {
 
     /// The host address of the buffer.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.allocation.as_ptr()
+        // SAFETY: the allocation is `offset + size` bytes, so the offset stays inside it.
+        unsafe { self.allocation.as_ptr().add(self.offset) }
     }
 
     /// Size in bytes.
     pub fn len(&self) -> usize {
-        self.allocation.len()
+        self.size
     }
 
     /// Always false (a buffer has at least 2 packets).
@@ -157,7 +199,7 @@ impl HostcallBuffer {
     /// The address the device uses: what a runtime writes into the kernel's implicit arguments
     /// (see [`crate::IMPLICITARG_OFFSET_V4`]).
     pub fn device_address(&self) -> u64 {
-        self.allocation.device_address()
+        self.allocation.memory().device_address(self.as_ptr())
     }
 
     /// The doorbell device code rings.

@@ -18,6 +18,7 @@ pub struct Wave {
     buffer: Arc<HostcallBuffer>,
     activemask: u64,
     timeout: Option<Duration>,
+    spin_wait: bool,
     /// Where a phase-protocol claim starts looking: waves spread over the packets, as GPU waves
     /// do by their wave id, so they collide less on the `occupied` bitmap.
     start: usize,
@@ -63,7 +64,23 @@ impl Wave {
     /// A wave with an arbitrary activemask (divergent lanes).
     pub fn with_activemask(buffer: Arc<HostcallBuffer>, activemask: u64) -> Self {
         // Relaxed: a hint, ordered with nothing.
-        Self { buffer, activemask, timeout: None, start: NEXT_WAVE.fetch_add(1, Ordering::Relaxed) }
+        Self {
+            buffer,
+            activemask,
+            timeout: None,
+            spin_wait: false,
+            start: NEXT_WAVE.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Waits for packets and replies by spinning only (a CPU pause between polls), never yielding
+    /// or sleeping: what a GPU wave does, and what latency benchmarks need. It burns the wave's
+    /// core while it waits, so use it only where every waiting wave has a core of its own; the
+    /// default waiting (spin, then yield, then sleep) leaves the host's core alone on small
+    /// machines. A timeout set with [`Wave::with_timeout`] still applies.
+    pub fn with_spin_wait(mut self) -> Self {
+        self.spin_wait = true;
+        self
     }
 
     /// Gives up with [`Error::TimedOut`] after `timeout` waiting for a packet or a reply (for
@@ -76,6 +93,10 @@ impl Wave {
     /// The active lanes.
     pub fn activemask(&self) -> u64 {
         self.activemask
+    }
+
+    fn waiting(&self) -> Waiting {
+        Waiting { timeout: self.timeout, spin_only: self.spin_wait }
     }
 
     /// The buffer.
@@ -128,9 +149,11 @@ impl Wave {
     ) -> Result<Reply, Error> {
         let doorbell = self.buffer.doorbell().as_ref();
         match self.buffer.view() {
-            ProtocolView::Stack(view) => call_on(&view, doorbell, activemask, self.timeout, service, request),
+            ProtocolView::Stack(view) => {
+                call_on(&view, doorbell, activemask, self.waiting(), service, request)
+            }
             ProtocolView::Phase(view) => {
-                call_on_phase(&view, self.start, doorbell, activemask, self.timeout, service, request)
+                call_on_phase(&view, self.start, doorbell, activemask, self.waiting(), service, request)
             }
         }
     }
@@ -173,7 +196,14 @@ impl<'a> RawWave<'a> {
 
     /// One hostcall, as [`Wave::call`].
     pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
-        call_on(&self.view, self.doorbell, self.activemask, self.timeout, service, request)
+        call_on(
+            &self.view,
+            self.doorbell,
+            self.activemask,
+            Waiting { timeout: self.timeout, spin_only: false },
+            service,
+            request,
+        )
     }
 }
 
@@ -188,16 +218,15 @@ fn call_on(
     view: &BufferView<'_>,
     doorbell: &dyn Doorbell,
     activemask: u64,
-    timeout: Option<Duration>,
+    waiting: Waiting,
     service: u32,
     request: impl Fn(usize) -> [u64; SLOT_WORDS],
 ) -> Result<Reply, Error> {
-    let started = Instant::now();
-    let mut backoff = Backoff::new(started, timeout);
+    let mut backoff = Backoff::new(waiting.timeout, waiting.spin_only);
     let mut claimed = loop {
         match view.claim()? {
             Some(packet) => break packet,
-            None => backoff.wait()?, // more waves than packets: wait for a release
+            None => backoff.wait(false)?, // more waves than packets: wait for a release
         }
     };
     for lane in lanes(activemask) {
@@ -205,10 +234,11 @@ fn call_on(
     }
     let submitted = claimed.submit(service, activemask);
     doorbell.ring();
-    let mut backoff = Backoff::new(started, timeout);
+    backoff.restart();
     // On a timeout the host still owns the packet: it is leaked (never released, never reused).
+    // `wait_until` pauses the CPU once per poll itself, hence `wait(true)`.
     let done =
-        submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|_still_submitted| Error::TimedOut)?;
+        submitted.wait_until(|_| backoff.wait(true).is_ok()).map_err(|_still_submitted| Error::TimedOut)?;
     let mut lanes_out = [[0; REPLY_WORDS]; LANES];
     for lane in lanes(activemask) {
         lanes_out[lane] = done.reply(lane);
@@ -222,16 +252,15 @@ fn call_on_phase(
     start: usize,
     doorbell: &dyn Doorbell,
     activemask: u64,
-    timeout: Option<Duration>,
+    waiting: Waiting,
     service: u32,
     request: impl Fn(usize) -> [u64; SLOT_WORDS],
 ) -> Result<Reply, Error> {
-    let started = Instant::now();
-    let mut backoff = Backoff::new(started, timeout);
+    let mut backoff = Backoff::new(waiting.timeout, waiting.spin_only);
     let mut claimed = loop {
         match view.claim(start) {
             Some(packet) => break packet,
-            None => backoff.wait()?, // every packet busy: wait for one
+            None => backoff.wait(false)?, // every packet busy: wait for one
         }
     };
     for lane in lanes(activemask) {
@@ -239,10 +268,10 @@ fn call_on_phase(
     }
     let submitted = claimed.submit(service, activemask);
     doorbell.ring();
-    let mut backoff = Backoff::new(started, timeout);
+    backoff.restart();
     // On a timeout the dropped handle frees the claim; the packet is not reused before the host
-    // answers (the phases must agree again).
-    let done = submitted.wait_until(|_| backoff.wait().is_ok()).map_err(|_| Error::TimedOut)?;
+    // answers (the phases must agree again). `wait(true)`: `wait_until` pauses once per poll.
+    let done = submitted.wait_until(|_| backoff.wait(true).is_ok()).map_err(|_| Error::TimedOut)?;
     let mut lanes_out = [[0; REPLY_WORDS]; LANES];
     let mut host_error = false;
     for lane in lanes(activemask) {
@@ -252,37 +281,78 @@ fn call_on_phase(
     Ok(Reply { lanes: lanes_out, activemask, host_error })
 }
 
-fn lanes(mask: u64) -> impl Iterator<Item = usize> {
-    (0..LANES).filter(move |lane| mask >> lane & 1 == 1)
+/// How a wave waits: its timeout, and whether it only spins ([`Wave::with_spin_wait`]).
+#[derive(Clone, Copy)]
+struct Waiting {
+    timeout: Option<Duration>,
+    spin_only: bool,
+}
+
+/// The set lanes of `mask`, lowest first (one step per active lane, not per lane).
+fn lanes(mut mask: u64) -> impl Iterator<Item = usize> {
+    mask &= hostcall_core::layout::LANE_MASK;
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let lane = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            lane
+        })
+    })
 }
 
 /// Spin, then yield, then sleep: a waiting wave must leave the host's core alone on small
-/// machines, yet answer within microseconds on an idle one.
+/// machines, yet answer within microseconds on an idle one. With `spin_only` (see
+/// [`Wave::with_spin_wait`]) it never leaves the spin phase.
+///
+/// The phases are short on purpose: the spin covers a round trip to an awake listener (about a
+/// microsecond), and only a few yields follow, because with more waves than cores a yielding wave
+/// is still runnable and takes turns with the listener, which then gets a sliver of a core. On the
+/// 2-core development VM, in one run at moderate load, 64 waves that yielded up to 4096 times made
+/// 0.7 x crossbeam-channel's request/response throughput at 64 clients, and waves that yield 32
+/// times and then sleep about 1.5 x (the `bench` example, `throughput_64w_1l`; noisy, see the
+/// README's Benchmarks section).
 struct Backoff {
     polls: u32,
-    started: Instant,
+    /// The call's start, read only when there is a timeout to check (it costs a clock read).
+    started: Option<Instant>,
     timeout: Option<Duration>,
+    spin_only: bool,
 }
 
 impl Backoff {
-    const SPINS: u32 = 256;
-    const YIELDS: u32 = 4096;
+    /// Polls spent spinning (a few microseconds).
+    const SPINS: u32 = 64;
+    /// Polls after which the wave sleeps instead of yielding (`YIELDS - SPINS` yields).
+    const YIELDS: u32 = 96;
+    /// One sleep between polls once yielding is over (the timer slack of the OS comes on top).
+    const SLEEP: Duration = Duration::from_micros(50);
 
-    fn new(started: Instant, timeout: Option<Duration>) -> Self {
-        Self { polls: 0, started, timeout }
+    fn new(timeout: Option<Duration>, spin_only: bool) -> Self {
+        Self { polls: 0, started: timeout.map(|_| Instant::now()), timeout, spin_only }
     }
 
-    fn wait(&mut self) -> Result<(), Error> {
+    /// Back to the spin phase (the deadline stays the call's).
+    fn restart(&mut self) {
+        self.polls = 0;
+    }
+
+    /// One wait between polls. `paused`: the caller already paused the CPU once for this poll,
+    /// so the spin phase adds nothing (one pause per poll, like the ping-pong floor).
+    fn wait(&mut self, paused: bool) -> Result<(), Error> {
         self.polls = self.polls.saturating_add(1);
-        if self.polls < Self::SPINS {
-            std::hint::spin_loop();
+        if self.polls < Self::SPINS || self.spin_only {
+            if !paused {
+                std::hint::spin_loop();
+            }
         } else if self.polls < Self::YIELDS {
             std::thread::yield_now();
         } else {
-            std::thread::sleep(Duration::from_micros(50));
+            std::thread::sleep(Self::SLEEP);
         }
-        match self.timeout {
-            Some(limit) if self.polls % 64 == 0 && self.started.elapsed() > limit => Err(Error::TimedOut),
+        match (self.timeout, self.started) {
+            (Some(limit), Some(started)) if self.polls % 64 == 0 && started.elapsed() > limit => {
+                Err(Error::TimedOut)
+            }
             _ => Ok(()),
         }
     }
