@@ -16,7 +16,7 @@
 //!   previous owner's last reads of it.
 
 use crate::layout::PacketHeader;
-use crate::sync::{spin_hint, AtomicU64, Ordering};
+use crate::sync::{retry_hint, AtomicU64, Ordering};
 use crate::tagged::{Geometry, TaggedPtr};
 use core::fmt;
 
@@ -82,7 +82,7 @@ impl<'a> TaggedStack<'a> {
                 Ok(_) => return Ok(Some(ptr)),
                 Err(actual) => {
                     top = actual;
-                    spin_hint();
+                    retry_hint();
                 }
             }
         }
@@ -102,7 +102,7 @@ impl<'a> TaggedStack<'a> {
                 Ok(_) => return,
                 Err(actual) => {
                     top = actual;
-                    spin_hint();
+                    retry_hint();
                 }
             }
         }
