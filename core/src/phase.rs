@@ -15,7 +15,9 @@
 //! | `Ready` | phases differ: `device_phase[i]` flipped (Release) ([`Submitted`]) |
 //! | `Served` | `host_phase[i]` stored equal (Release), bit still set ([`Completed`]) |
 //!
-//! and `Release` clears the `occupied` bit (Release).
+//! and `Release` clears the `occupied` bit (Release). A dropped [`Submitted`] clears the bit
+//! early: the packet stays `Ready` for the host (phases differ) and claims refuse it until the
+//! host has answered, after which it is `Free`.
 //!
 //! # Who writes what
 //!

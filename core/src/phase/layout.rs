@@ -20,7 +20,6 @@
 //! keeps it in the same allocation; the host writes it only in
 //! [`PhaseView::init`](super::PhaseView::init) and never reads it.
 
-use crate::layout::Payload;
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// The start of a phase buffer: the fields device code reads (PROTOCOL.md section 2).
@@ -165,6 +164,7 @@ const fn after(start: usize, bytes: Option<usize>) -> Option<usize> {
 #[cfg(not(loom))]
 mod abi {
     use super::*;
+    use crate::layout::Payload;
     use core::mem::{align_of, offset_of, size_of};
 
     const _: () = assert!(size_of::<PhasePrefix>() == PREFIX_SIZE);
