@@ -3,7 +3,8 @@
 //! Waves are threads that go through the real device path (`PhaseView::claim`, `write_lane`,
 //! `Claimed::submit`, `Submitted::wait_until`, `reply`, `Completed::release`); the host is the
 //! model's main thread calling the real scan (`PhaseView::drain_window`). Over every interleaving
-//! loom explores (preemptions bounded by `LOOM_MAX_PREEMPTIONS`, default 3) the models prove:
+//! loom explores (preemptions bounded by `LOOM_MAX_PREEMPTIONS`, default 3; the 3-wave model caps
+//! it at 1) the models prove:
 //!
 //! - every request is answered exactly once and the scan reports nothing malformed;
 //! - each wave reads back its own reply (replies are derived from the wave and lane);
@@ -93,14 +94,13 @@ impl Model {
     }
 }
 
-/// Runs `model` under loom with the preemption bound from `LOOM_MAX_PREEMPTIONS` (default 3) and
-/// prints the executions explored and the time taken (see them with `--nocapture`).
-fn check(name: &str, model: impl Fn() + Sync + Send + 'static) {
+/// Runs `model` under loom with the preemption bound from `LOOM_MAX_PREEMPTIONS` (default 3),
+/// capped at `max_bound`, and prints the executions explored and the time taken (see them with
+/// `--nocapture`).
+fn check(name: &str, max_bound: usize, model: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
-    }
-    let bound = builder.preemption_bound;
+    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3).min(max_bound));
+    let bound = builder.preemption_bound.unwrap_or(0);
     let executions = std::sync::Arc::new(AtomicUsize::new(0));
     let counter = executions.clone();
     let start = Instant::now();
@@ -109,7 +109,7 @@ fn check(name: &str, model: impl Fn() + Sync + Send + 'static) {
         model();
     });
     println!(
-        "loom model {name}: {} executions, preemption bound {bound:?}, {:.2} s",
+        "loom model {name}: {} executions, preemption bound {bound}, {:.2} s",
         executions.load(StdOrdering::Relaxed),
         start.elapsed().as_secs_f64()
     );
@@ -214,12 +214,15 @@ fn waves_and_a_host(waves: usize, packets: usize) {
 
 #[test]
 fn two_waves_two_packets() {
-    check("phase: 2 waves, 2 packets", || waves_and_a_host(2, 2));
+    check("phase: 2 waves, 2 packets", usize::MAX, || waves_and_a_host(2, 2));
 }
 
+/// Capped at one preemption: 364k executions, about a minute; with two preemptions the model did
+/// not finish in 25 minutes. Packet reuse by another wave (the `occupied` Release/Acquire pair) is
+/// only exercised here.
 #[test]
 fn three_waves_two_packets() {
-    check("phase: 3 waves, 2 packets", || waves_and_a_host(3, 2));
+    check("phase: 3 waves, 2 packets", 1, || waves_and_a_host(3, 2));
 }
 
 /// A wave that abandons its submitted packet: the bitmap frees it at once, but the next claimer
@@ -228,7 +231,7 @@ fn three_waves_two_packets() {
 /// along, so both waves go through packet 0.
 #[test]
 fn an_abandoned_packet_is_reused_only_after_the_host_answers() {
-    check("phase: abandoned submit, 2 waves, 2 packets", || {
+    check("phase: abandoned submit, 2 waves, 2 packets", usize::MAX, || {
         let mut model = Model::new(2, 2);
         let settings = Arc::get_mut(&mut model).expect("not shared yet");
         (settings.host_wakes_all, settings.release_wakes_others) = (true, true);
@@ -263,7 +266,7 @@ fn an_abandoned_packet_is_reused_only_after_the_host_answers() {
 #[test]
 #[should_panic]
 fn a_relaxed_phase_flip_is_caught() {
-    check("phase: relaxed flip (must fail)", || {
+    check("phase: relaxed flip (must fail)", usize::MAX, || {
         let model = Model::new(2, 1);
         let device = {
             let model = model.clone();
