@@ -15,7 +15,30 @@
 //! | `Ready` | phases differ: `device_phase[i]` flipped (Release) ([`Submitted`]) |
 //! | `Served` | `host_phase[i]` stored equal (Release), bit still set ([`Completed`]) |
 //!
-//! and `Release` clears the `occupied` bit (Release).
+//! and `Release` clears the `occupied` bit (Release). A dropped [`Submitted`] clears the bit
+//! early: the packet stays `Ready` for the host (phases differ) and claims refuse it until the
+//! host has answered, after which it is `Free`.
+//!
+//! # Layout in memory
+//!
+//! ```text
+//! offset 0            64 (line)             line-aligned          line-aligned
+//! | PhasePrefix (56) | device_phase u32[n] | occupied u32[⌈n/32⌉] | host_phase u32[n] |
+//!                      line-aligned           line-aligned
+//!                    | PhaseHeader[n] (16) | Payload[n] (4096 each) |
+//! ```
+//!
+//! Device code finds every array through the prefix, so their order and padding are this
+//! project's choice, not ABI. Each array starts on its own 64-byte line (relative to the base), so
+//! words with different writers never share a cache line: the host's stores to `host_phase` do
+//! not invalidate the `device_phase` line a wave is writing (or the host is scanning), and the
+//! waves' `fetch_or`s on `occupied` do not invalidate the `device_phase` lines the host scans.
+//! The separation holds in memory when the base is 64-byte aligned ([`phase_buffer_align`]); any
+//! 8-aligned base ([`PHASE_MIN_ALIGN`]) is still correct.
+//!
+//! On ROCm `occupied` lives in device-local memory that only the device touches. This emulation
+//! keeps it in the same allocation; the host writes it only in [`PhaseView::init`] and never
+//! reads it.
 //!
 //! # Who writes what
 //!

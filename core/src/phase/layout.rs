@@ -1,26 +1,6 @@
 //! The phase-protocol buffer as device code sees it (PROTOCOL.md section 2), and where this
-//! project puts the arrays the prefix points to.
-//!
-//! ```text
-//! offset 0            64 (line)             line-aligned          line-aligned
-//! | PhasePrefix (56) | device_phase u32[n] | occupied u32[⌈n/32⌉] | host_phase u32[n] |
-//!                      line-aligned           line-aligned
-//!                    | PhaseHeader[n] (16) | Payload[n] (4096 each) |
-//! ```
-//!
-//! Device code finds every array through the prefix, so their order and padding are this
-//! project's choice, not ABI. Each array starts on its own 64-byte line (relative to the base):
-//! the words the device writes (`device_phase`, `occupied`, headers) never share a cache line
-//! with the words the host writes (`host_phase`), so a host scanning `device_phase` does not
-//! steal the line a wave is toggling its `host_phase` partner on, and the waves' `fetch_or`s on
-//! `occupied` do not invalidate the lines the host scans. The separation holds in memory when the
-//! base is 64-byte aligned ([`phase_buffer_align`]); any 8-aligned base is still correct.
-//!
-//! On ROCm `occupied` lives in device-local memory that only the device touches. This emulation
-//! keeps it in the same allocation; the host writes it only in
-//! [`PhaseView::init`](super::PhaseView::init) and never reads it.
+//! project puts the arrays the prefix points to (the picture is in the [`crate::phase`] docs).
 
-use crate::layout::Payload;
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// The start of a phase buffer: the fields device code reads (PROTOCOL.md section 2).
@@ -85,7 +65,7 @@ pub const fn occupied_words(num_packets: usize) -> usize {
 }
 
 /// Where each array of a phase buffer of some packet count starts (byte offsets from the base),
-/// and the total size. See the [module docs](self) for the picture.
+/// and the total size. See the [`crate::phase`] docs for the picture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PhaseLayout {
     /// Offset of `device_phase: u32[n]`.
@@ -165,6 +145,7 @@ const fn after(start: usize, bytes: Option<usize>) -> Option<usize> {
 #[cfg(not(loom))]
 mod abi {
     use super::*;
+    use crate::layout::Payload;
     use core::mem::{align_of, offset_of, size_of};
 
     const _: () = assert!(size_of::<PhasePrefix>() == PREFIX_SIZE);

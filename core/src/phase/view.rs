@@ -1,7 +1,7 @@
 //! [`PhaseView`]: a checked view of one phase buffer, its initialisation, the device's claim and
 //! the host's scan.
 
-use super::layout::{occupied_words, PhaseHeader, PhaseLayout, PhasePrefix, PHASE_MIN_ALIGN};
+use super::layout::{occupied_words, PhaseHeader, PhaseLayout, PhasePrefix};
 use super::producer::Claimed;
 use super::scan::ScanWindow;
 use crate::buffer::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
@@ -68,7 +68,7 @@ impl<'a> PhaseView<'a> {
 
     /// A view over raw memory laid out as [`PhaseLayout`] describes.
     ///
-    /// Checks the address (not null, aligned to [`PHASE_MIN_ALIGN`]), the packet count (as for
+    /// Checks the address (not null, aligned to [`PHASE_MIN_ALIGN`](super::PHASE_MIN_ALIGN)), the packet count (as for
     /// the stack protocol: 2 ..= [`Geometry::MAX_PACKETS`]) and that `len` covers the layout.
     ///
     /// # Safety
@@ -80,7 +80,7 @@ impl<'a> PhaseView<'a> {
         if base.is_null() {
             return Err(LayoutError::Null);
         }
-        if base as usize % PHASE_MIN_ALIGN != 0 {
+        if base as usize % super::layout::PHASE_MIN_ALIGN != 0 {
             return Err(LayoutError::Misaligned { address: base as usize });
         }
         // `Geometry` bounds n, so the layout cannot overflow on 64-bit targets; treat it as too
