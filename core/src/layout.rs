@@ -14,7 +14,7 @@
 //!
 //! | word | written by |
 //! | --- | --- |
-//! | `BufferPrefix::{headers, payloads, index_mask}` | the host, once, in [`crate::buffer::init`] |
+//! | `BufferPrefix::{headers, payloads, index_mask}` | the host, once, in [`BufferView::init`](crate::buffer::BufferView::init) |
 //! | `BufferPrefix::doorbell` | the host, once, before the buffer is handed to the device |
 //! | `BufferPrefix::free_stack` | producers (pop on claim, push on release) |
 //! | `BufferPrefix::ready_stack` | producers (push on submit), the host (`take_all`) |
@@ -72,7 +72,7 @@ pub struct PacketHeader {
     pub next: AtomicU64,
     /// Bit `i` set: lane `i`'s slot holds a request.
     pub activemask: AtomicU64,
-    /// Service id (see [`crate::service_id`]).
+    /// Service id (see [`crate::service`]).
     pub service: AtomicU32,
     /// Bit 0 = READY ([`CONTROL_READY`]); bit 1 = host error ([`CONTROL_HOST_ERROR`]).
     pub control: AtomicU32,

@@ -4,11 +4,11 @@ use core::fmt;
 
 /// Reserved: always answered with an error.
 pub const RESERVED: u32 = 0;
-/// Call a host function: slot[0] = `fn(out: *mut [u64; 2], in: *const [u64; 7])`, slot[1..8] its inputs.
+/// Call a host function: `slot[0]` = `fn(out: *mut [u64; 2], in: *const [u64; 7])`, `slot[1..8]` its inputs.
 pub const FUNCTION_CALL: u32 = 1;
 /// printf through a message stream.
 pub const PRINTF: u32 = 2;
-/// Allocate (slot[0] = 0, slot[1] = bytes) or free (slot[0] = address) device-visible memory.
+/// Allocate (`slot[0] = 0`, `slot[1]` = bytes) or free (`slot[0]` = address) device-visible memory.
 pub const DEVMEM: u32 = 3;
 /// Address-sanitizer report, handled once per packet.
 pub const SANITIZER: u32 = 4;

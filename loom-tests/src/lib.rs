@@ -6,7 +6,7 @@
 //! ```
 //!
 //! This library is the models' shared harness, compiled only under `cfg(loom)`: a buffer
-//! allocated in parts, [`check`] (bounded preemptions, executions counted), the producer wave and
+//! allocated in parts, `check` (bounded preemptions, executions counted), the producer wave and
 //! the host loop written over the core's real producer path (`claim`, `write_lane`, `submit`,
 //! `wait_until`, `reply`, `release`) and consumer path (`drain`), and the final checks of the
 //! free-list. Nothing here re-implements the protocol.
@@ -20,7 +20,7 @@
 //! the happens-before edge a park/unpark pair creates in loom cannot stand in for one the protocol
 //! must provide:
 //!
-//! - a wave rings the model's [`Shared::ring`] right after `claim`, *before* it writes its
+//! - a wave rings the model's `Shared::ring` right after `claim`, *before* it writes its
 //!   request, so the edge to the host covers only the pop: the payload and header writes must
 //!   still reach the host through the Release push / Acquire `take_all` pair;
 //! - the host unparks a wave when `drain` hands it the wave's packet, *before* it writes the reply
@@ -54,7 +54,7 @@ pub fn check(name: &str, model: impl Fn() + Sync + Send + 'static) {
     check_bounded(name, usize::MAX, model);
 }
 
-/// [`check`] with the preemption bound capped at `max_bound`, for a model too large to explore
+/// `check` with the preemption bound capped at `max_bound`, for a model too large to explore
 /// under the bound CI asks for.
 pub fn check_bounded(name: &str, max_bound: usize, model: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
@@ -80,7 +80,7 @@ pub struct Shared {
     prefix: BufferPrefix,
     headers: Vec<PacketHeader>,
     payloads: Vec<Payload>,
-    /// Requests announced by waves through [`Shared::ring`]. Relaxed: it only tells the host
+    /// Requests announced by waves through `Shared::ring`. Relaxed: it only tells the host
     /// whether it may park; the unpark that follows each increment is what wakes it.
     rung: AtomicUsize,
     host: Thread,

@@ -29,8 +29,8 @@ impl Services {
         self.register_lane(PRINTF, "printf", move |request| service.serve(request))
     }
 
-    /// Registers DEVMEM (id 3): slot[0] = 0 allocates slot[1] bytes of `memory` and answers the
-    /// device address in reply word 0 (0 on failure); slot[0] != 0 frees that address (reply
+    /// Registers DEVMEM (id 3): `slot[0] = 0` allocates `slot[1]` bytes of `memory` and answers the
+    /// device address in reply word 0 (0 on failure); `slot[0] != 0` frees that address (reply
     /// `[0, 0]`). Refused (null address, error code in word 1): sizes of 0 or above
     /// `limits.max_allocation`, more than `limits.max_total` bytes live, and frees of addresses
     /// this service did not hand out (logged).

@@ -219,8 +219,8 @@ impl Services {
         ThreadDispatch { services: self, cache: RefCell::new((u64::MAX, IdMap::default())) }
     }
 
-    /// Registers FUNCTION_CALL (id 1): slot[0] is the address of a host function
-    /// `extern "C" fn(out: *mut [u64; 2], in: *const [u64; 7])`, slot[1..8] its inputs.
+    /// Registers FUNCTION_CALL (id 1): `slot[0]` is the address of a host function
+    /// `extern "C" fn(out: *mut [u64; 2], in: *const [u64; 7])`, `slot[1..8]` its inputs.
     ///
     /// # Safety
     /// The listener will call whatever address a device sends. Every device that can reach a
