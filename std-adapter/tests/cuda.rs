@@ -1,10 +1,10 @@
-//! The CUDA backend on a real GPU (feature `cuda`). Each test first asks whether a CUDA driver
-//! and device exist; where not, it prints `SKIPPED: no CUDA device (...)` on the uncaptured
-//! stderr and checks nothing, so a run without a GPU shows every skip.
+//! The CUDA backend on a real GPU (feature `cuda`). Every test here needs a CUDA device, so each
+//! is `#[ignore]`d: a run without a GPU reports them as ignored, never as passed. On a GPU machine
+//! run them with `--include-ignored`; there a missing device or module is a failure.
 //!
 //! The kernel test also needs the example's kernels built for the device
 //! (`nvcc -arch=sm_90 -cubin -I include -o kernels.cubin std-adapter/examples/cuda/kernels.cu`)
-//! and their path in `HOSTCALL_CUDA_MODULE`; without it, it prints `SKIPPED: ...` too.
+//! and their path in `HOSTCALL_CUDA_MODULE`.
 #![cfg(feature = "cuda")]
 
 use hostcall::buffer::{Protocol, ProtocolView};
@@ -17,27 +17,22 @@ use hostcall::listener::ListenerConfig;
 use hostcall::memory::{DeviceAllocation, DeviceMemory};
 use hostcall::pool::ListenerPool;
 use hostcall::Error;
-use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn skipped(test: &str, why: &str) {
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {test}: {why}");
-}
-
-/// The device, or `None` after printing why the test is skipped.
-fn cuda_or_skip(test: &str) -> Option<Arc<Cuda>> {
+/// The device; a test that runs without one fails (it was asked for with `--include-ignored`).
+fn cuda_device(test: &str) -> Arc<Cuda> {
     if let Err(why) = cuda::probe() {
-        skipped(test, &format!("no CUDA device ({why})"));
-        return None;
+        panic!("{test}: no CUDA device ({why})");
     }
-    Some(Cuda::new(0).expect("a CUDA device that probe() found"))
+    Cuda::new(0).expect("a CUDA device that probe() found")
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn pinned_memory_is_zeroed_and_mapped() {
-    let Some(cuda) = cuda_or_skip("pinned_memory_is_zeroed_and_mapped") else { return };
+    let cuda = cuda_device("pinned_memory_is_zeroed_and_mapped");
     let memory = Arc::new(CudaMemory::new(cuda));
     let allocation = DeviceAllocation::new(memory.clone(), 3 * 4096 + 5, 64).unwrap();
     // SAFETY: the allocation is that long and nobody else touches it.
@@ -52,8 +47,9 @@ fn pinned_memory_is_zeroed_and_mapped() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn the_stack_protocol_needs_host_native_atomics() {
-    let Some(cuda) = cuda_or_skip("the_stack_protocol_needs_host_native_atomics") else { return };
+    let cuda = cuda_device("the_stack_protocol_needs_host_native_atomics");
     let memory = Arc::new(CudaMemory::new(cuda.clone()));
     let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
     let stack = cuda::stack_buffer(&cuda, memory.clone(), 8, doorbell.clone());
@@ -72,8 +68,9 @@ fn the_stack_protocol_needs_host_native_atomics() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn a_phase_buffer_keeps_its_bitmap_in_device_memory() {
-    let Some(cuda) = cuda_or_skip("a_phase_buffer_keeps_its_bitmap_in_device_memory") else { return };
+    let cuda = cuda_device("a_phase_buffer_keeps_its_bitmap_in_device_memory");
     let memory = Arc::new(CudaMemory::new(cuda.clone()));
     let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
     let (buffer, state) = cuda::phase_buffer(&cuda, memory, 100, doorbell.clone()).unwrap();
@@ -97,13 +94,12 @@ fn mix(r: &[u64; SLOT_WORDS]) -> u64 {
 }
 
 #[test]
+#[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
     let test = "gpu_warps_make_verified_hostcalls_through_two_listener_threads";
-    let Some(cuda) = cuda_or_skip(test) else { return };
-    let Some(path) = std::env::var_os("HOSTCALL_CUDA_MODULE") else {
-        skipped(test, "HOSTCALL_CUDA_MODULE is not set (the path of the example's kernels.cubin)");
-        return;
-    };
+    let cuda = cuda_device(test);
+    let path = std::env::var_os("HOSTCALL_CUDA_MODULE")
+        .unwrap_or_else(|| panic!("{test}: HOSTCALL_CUDA_MODULE is not set (the path of kernels.cubin)"));
     let module = Module::load(cuda.clone(), std::path::Path::new(&path)).unwrap();
     let kernel = module.kernel("hc_calls").unwrap();
     let memory = Arc::new(CudaMemory::new(cuda.clone()));

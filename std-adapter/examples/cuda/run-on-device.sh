@@ -30,7 +30,7 @@ mkdir -p "$OUT"
         echo "nvcc failed here: using the carried kernels.cubin"
     fi
     echo "== tests/cuda.rs"
-    HOSTCALL_CUDA_MODULE=$MODULE timeout 120 "$CARRY/cuda-tests" --test-threads=1
+    HOSTCALL_CUDA_MODULE=$MODULE timeout 120 "$CARRY/cuda-tests" --include-ignored --test-threads=1
     echo "== cuda_waves --bench ${BENCH_ARGS:-}"
     # shellcheck disable=SC2086
     timeout 400 "$CARRY/cuda_waves" --module "$MODULE" --bench ${BENCH_ARGS:-}
