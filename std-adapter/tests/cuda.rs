@@ -59,7 +59,7 @@ fn the_stack_protocol_needs_host_native_atomics() {
         match stack {
             Err(Error::Unsupported(why)) => {
                 assert!(why.contains("HOST_NATIVE_ATOMIC_SUPPORTED = 0"), "{why}");
-                let _ = writeln!(std::io::stderr(), "cuda: stack protocol refused: {why}");
+                eprintln!("cuda: stack protocol refused: {why}");
             }
             other => panic!("the stack protocol must be refused here, got {other:?}"),
         }
