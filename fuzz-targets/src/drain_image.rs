@@ -31,7 +31,7 @@ use hostcall_core::stack::StackError;
 /// Bit of byte 0: XOR the image onto an initialised buffer instead of copying it over zeros.
 pub(crate) const XOR_ON_INIT: u8 = 0x10;
 /// The doorbell word `init` writes (the host never reads it back).
-const DOORBELL: u64 = 0xd00b_e11;
+const DOORBELL: u64 = 0x0d00_be11;
 
 /// Target 1: interprets `data` as a packet count and a buffer image and drains it (see the
 /// module docs of the source for the format). Panics if the host breaks an invariant.
@@ -178,6 +178,9 @@ fn check_invariants(buffer: &RawBuffer, served: &[u32], report: DrainReport) {
 }
 
 fn assert_words(actual: &[u64], expected: &[u64]) {
+    if actual == expected {
+        return; // one memcmp: the search below only runs on failure
+    }
     if let Some(word) = (0..actual.len()).find(|&w| actual[w] != expected[w]) {
         panic!(
             "buffer word {word} (byte {}) is {:#x}, expected {:#x}",

@@ -6,6 +6,9 @@
 
 use hostcall_core::buffer::BufferView;
 use hostcall_core::layout::{buffer_size, payloads_offset, HEADERS_OFFSET, LANES, SLOT_WORDS};
+use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Words of the prefix: `free_stack`.
@@ -21,9 +24,14 @@ pub(crate) const PAYLOAD_WORDS: usize = LANES * SLOT_WORDS;
 pub(crate) type PayloadWords = [[u64; SLOT_WORDS]; LANES];
 
 /// A buffer of `n` packets in memory of exactly `buffer_size(n)` bytes.
+///
+/// Not `Sync`: the targets are single-threaded, which lets [`RawBuffer::snapshot`] and
+/// [`RawBuffer::restore`] copy the whole buffer with `memcpy` (fuzzing spends its time where the
+/// host's code is, not in word-by-word loops instrumented for coverage).
 pub(crate) struct RawBuffer {
     words: Box<[AtomicU64]>,
     num_packets: usize,
+    single_threaded: PhantomData<Cell<()>>,
 }
 
 impl RawBuffer {
@@ -31,7 +39,18 @@ impl RawBuffer {
     pub(crate) fn new(num_packets: usize) -> Self {
         let size = buffer_size(num_packets).expect("small packet counts fit");
         debug_assert_eq!(size % 8, 0);
-        Self { words: (0..size / 8).map(|_| AtomicU64::new(0)).collect(), num_packets }
+        let len = size / 8;
+        let layout = Layout::array::<AtomicU64>(len).expect("small packet counts fit");
+        // SAFETY: the layout's size is not zero (a buffer has at least its 48-byte prefix).
+        let ptr = unsafe { alloc_zeroed(layout) }.cast::<AtomicU64>();
+        if ptr.is_null() {
+            handle_alloc_error(layout);
+        }
+        // SAFETY: `ptr` is a fresh allocation of the global allocator with the layout of
+        // `[AtomicU64; len]`, the layout `Box<[AtomicU64]>` frees it with; all-zero bytes are a
+        // valid `AtomicU64` (holding 0).
+        let words = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) };
+        Self { words, num_packets, single_threaded: PhantomData }
     }
 
     pub(crate) fn num_packets(&self) -> usize {
@@ -70,14 +89,24 @@ impl RawBuffer {
 
     /// Every word, in order.
     pub(crate) fn snapshot(&self) -> Vec<u64> {
-        (0..self.words.len()).map(|w| self.load(w)).collect()
+        let mut out = vec![0; self.words.len()];
+        // SAFETY: `AtomicU64` has the size and bit validity of `u64`, and `out` has as many words
+        // as the buffer. The plain read races with nothing: this type is not `Sync`, and the
+        // targets use the buffer and its views on this one thread only.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.words.as_ptr().cast::<u64>(), out.as_mut_ptr(), out.len())
+        };
+        out
     }
 
-    /// Writes back a snapshot.
+    /// Writes back a snapshot of this buffer.
     pub(crate) fn restore(&self, words: &[u64]) {
-        for (w, &value) in words.iter().enumerate() {
-            self.store(w, value);
-        }
+        assert_eq!(words.len(), self.words.len());
+        // SAFETY: as in `snapshot`; writing through a pointer derived from `&[AtomicU64]` is
+        // allowed because each `AtomicU64` is an `UnsafeCell`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(words.as_ptr(), self.words.as_ptr() as *mut u64, words.len())
+        };
     }
 
     /// The first word of header `index`.
@@ -94,14 +123,18 @@ impl RawBuffer {
     pub(crate) fn payload_of(&self, words: &[u64], index: usize) -> Box<PayloadWords> {
         let start = self.payload_word(index);
         let mut out = Box::new([[0; SLOT_WORDS]; LANES]);
-        for (lane, slot) in out.iter_mut().enumerate() {
-            slot.copy_from_slice(&words[start + lane * SLOT_WORDS..][..SLOT_WORDS]);
-        }
+        out.as_flattened_mut().copy_from_slice(&words[start..start + PAYLOAD_WORDS]);
         out
     }
 }
 
 /// The lanes of an activemask, lowest first.
-pub(crate) fn lanes(mask: u64) -> impl Iterator<Item = usize> {
-    (0..LANES).filter(move |&lane| mask >> lane & 1 == 1)
+pub(crate) fn lanes(mut mask: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let lane = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            lane
+        })
+    })
 }

@@ -48,7 +48,7 @@ pub(crate) const OP_RETAG: u8 = 10;
 pub(crate) const OP_COUNT: u8 = 11;
 
 /// The doorbell word `init` writes.
-const DOORBELL: u64 = 0xd00b_e11;
+const DOORBELL: u64 = 0x0d00_be11;
 
 /// Target 2: runs the operations `data` encodes against the model (see the module docs of the
 /// source for the format). Panics if the core breaks an invariant.
@@ -395,7 +395,10 @@ impl<'a> Run<'a> {
             assert_eq!(handle.index(), index);
             assert_eq!(handle.tagged().raw(), model.raw[index], "packet {index}'s tagged pointer");
             assert_eq!(handle.host_error(), model.host_error[index], "packet {index}'s host-error flag");
-            for lane in 0..LANES {
+            // The active lanes, and the edges; the other lanes' words are compared with the model
+            // in memory after every drain.
+            let activemask = model.request[index].1 | 1 | 1 << (LANES - 1);
+            for lane in lanes(activemask) {
                 assert_eq!(
                     handle.reply(lane)[..],
                     model.payload[index][lane][..2],
@@ -537,6 +540,10 @@ impl<'a> Run<'a> {
     fn check_payloads(&self) {
         let words = self.buffer.snapshot();
         for index in 0..self.n() {
+            let start = self.buffer.payload_word(index);
+            if words[start..start + PAYLOAD_WORDS] == *self.model.payload[index].as_flattened() {
+                continue; // one memcmp: the search below only runs on failure
+            }
             let actual = self.buffer.payload_of(&words, index);
             for lane in lanes(u64::MAX) {
                 assert_eq!(actual[lane], self.model.payload[index][lane], "packet {index} lane {lane}");
