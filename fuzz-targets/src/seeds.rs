@@ -191,6 +191,7 @@ impl Ops {
 fn ops_seeds() -> Vec<(&'static str, Vec<u8>)> {
     const ALL_LANES: u8 = 0;
     const NO_LANES: u8 = 3;
+    const RAW_MASK: u8 = 2; // the mask is the next 8 bytes
     vec![
         (
             "round_trip",
@@ -214,7 +215,7 @@ fn ops_seeds() -> Vec<(&'static str, Vec<u8>)> {
                 .write(1, 1, 3)
                 .submit(0, 0, 1 | 5 << 2)
                 .submit(0, 1, ALL_LANES)
-                .submit(0, 2, 2 | 0)
+                .submit(0, 2, RAW_MASK)
                 .op(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff])
                 .drain(true)
                 .wait(0)

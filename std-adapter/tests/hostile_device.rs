@@ -201,8 +201,9 @@ fn a_hostile_device_cannot_break_the_listener() {
                         Ok(_) => answered += 1, // possibly garbage: allowed while scribbled on
                         Err(_) => failed += 1,  // timed out, or a corrupt free-list
                     }
-                    // 20 ms timeout, checked every 64 polls of up to 50 us: well under 1 s.
-                    assert!(begun.elapsed() < Duration::from_secs(1), "a wave hung");
+                    // A 20 ms timeout, checked every 64 polls (a spin, a yield or a 50 us sleep):
+                    // far less than this even on a loaded machine.
+                    assert!(begun.elapsed() < Duration::from_secs(3), "a wave hung");
                 }
                 (answered, failed)
             })
