@@ -61,7 +61,8 @@ pub fn drain_buffer_image(data: &[u8]) {
     // The same image through the poller, as a firmware main loop would serve it.
     buffer.restore(&before);
     let poller: Poller<1> = Poller::new();
-    // SAFETY: `buffer` outlives `poller` (declared before it), and is accessed only atomically.
+    // SAFETY: `buffer` outlives `poller` (declared before it). It is accessed atomically, except
+    // by `RawBuffer`'s snapshot copies, which run on this thread between polls: nothing races.
     unsafe { poller.add(buffer.base(), buffer.len(), num_packets as u64) }.expect("a valid layout");
     assert_eq!(poller.poll_once(&table), report, "the poller drains like the view");
     assert_words(&buffer.snapshot(), &expected.words);

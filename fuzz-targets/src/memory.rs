@@ -70,9 +70,10 @@ impl RawBuffer {
     /// The buffer's view, through the raw-memory path.
     pub(crate) fn view(&self) -> BufferView<'_> {
         // SAFETY: `words` is `len()` bytes, 8-aligned (`AtomicU64`), and lives as long as the
-        // returned borrow of `self`. Every access to it is atomic: the view's, and this type's own
-        // `load`/`store` (`AtomicU64` has the representation of `u64`, and its `UnsafeCell` allows
-        // writes through a pointer derived from a shared reference).
+        // returned borrow of `self`. The view's accesses and this type's `load`/`store` are atomic
+        // (`AtomicU64` has the representation of `u64`, and its `UnsafeCell` allows writes through
+        // a pointer derived from a shared reference); the plain copies of `snapshot`/`restore`
+        // run on the one thread that uses the buffer and its views, so nothing races with them.
         unsafe { BufferView::from_raw(self.base(), self.len(), self.num_packets as u64) }
             .expect("memory sized and aligned for this packet count")
     }

@@ -11,7 +11,9 @@
 //!   fails only when the model's free-list is empty; so every claim is a distinct packet;
 //! - a drain serves exactly the submitted packets, newest first, once each, reports nothing
 //!   malformed, and writes exactly the replies the model predicts (all payload words are compared);
-//! - a completed packet's replies (all 64 lanes) and host-error flag are the model's;
+//! - a completed packet's host-error flag and replies (read through the handle for its active
+//!   lanes and lanes 0 and 63; every lane's words are compared in memory after each drain) are the
+//!   model's;
 //! - a released packet goes back on top of the free-list with its tag advanced one step (wrapping
 //!   like PROTOCOL.md says; the `RETAG` operation moves tags next to the wrap);
 //! - after every operation the free chain and the ready chain in memory are the model's;
@@ -56,7 +58,8 @@ pub fn producer_consumer_ops(data: &[u8]) {
     let mut input = Input::new(data);
     let buffer = RawBuffer::new(2 + usize::from(input.u8() & 7));
     let poller: Poller<1> = Poller::new();
-    // SAFETY: `buffer` outlives `poller` (declared before it), and is accessed only atomically.
+    // SAFETY: `buffer` outlives `poller` (declared before it). It is accessed atomically, except
+    // by `RawBuffer`'s snapshot copies, which run on this thread between polls: nothing races.
     unsafe { poller.add(buffer.base(), buffer.len(), buffer.num_packets() as u64) }.expect("a valid layout");
     let mut run = Run::new(&buffer, &poller);
     let mut ops = 0;
