@@ -9,10 +9,7 @@
 //! | --- | --- | --- |
 //! | [`drain_buffer_image`] | a packet count and a whole buffer image (prefix words, headers, payload bytes) | the host's drain against a reference model: no panic, each packet served at most once, at most `num_packets` served, READY cleared on each served packet, nothing written but the ready-stack top, the served packets' `control` and the active lanes' reply words; `Poller::poll_once` agrees |
 //! | [`producer_consumer_ops`] | a sequence of operations: claim, write lanes, submit, drain, wait, release, drop, hostile scribbles | the producer's path and the drain against a model of the free-list, the ready-stack, the tags and every payload word, until a scribble breaks the protocol; after one, only "no panic, no hang"; `BufferView::init` resets and the model checks again |
-//!
-//! A third target, on message streams and printf, comes with the message assembler: its body goes
-//! in a module of its own next to these (see the marked place below), its seeds in
-//! `fuzz/seeds/<target>/`, and one line in `tests/replay.rs` and in `fuzz/Cargo.toml`.
+//! | [`message_stream`] | limits, then chunks of message streams (descriptors, data, ids made up or copied from replies) | the assembler and the printf formatter: every chunk answered, the open-message and size limits hold, printf stays within its output limit and is deterministic |
 //!
 //! The inputs are decoded by hand ([`input`]): a short input is padded with zeros, so every byte
 //! string is a valid input.
@@ -31,6 +28,5 @@ mod seeds;
 pub use drain_image::drain_buffer_image;
 pub use ops::producer_consumer_ops;
 
-// Target 3 (message streams and printf) goes here:
-// mod message_stream;
-// pub use message_stream::message_stream;
+mod message_stream;
+pub use message_stream::message_stream;

@@ -37,11 +37,10 @@ fn producer_consumer_ops_seeds() {
     replay("producer_consumer_ops", hostcall_fuzz_targets::producer_consumer_ops);
 }
 
-// Target 3 (message streams and printf) gets its test here:
-// #[test]
-// fn message_stream_seeds() {
-//     replay("message_stream", hostcall_fuzz_targets::message_stream);
-// }
+#[test]
+fn message_stream_seeds() {
+    replay("message_stream", hostcall_fuzz_targets::message_stream);
+}
 
 /// Inputs no seed covers: empty, one byte, every opcode with no operands.
 #[test]
@@ -49,5 +48,6 @@ fn degenerate_inputs() {
     for data in [&[][..], &[0], &[0xff], &[0x1f], &[0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]] {
         hostcall_fuzz_targets::drain_buffer_image(data);
         hostcall_fuzz_targets::producer_consumer_ops(data);
+        hostcall_fuzz_targets::message_stream(data);
     }
 }

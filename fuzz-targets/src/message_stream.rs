@@ -1,0 +1,78 @@
+//! Target 3: message streams and printf. The device chooses every chunk a lane sends (descriptor
+//! and data words, ids made up or copied from earlier replies); the host's assembler and the
+//! PRINTF formatter must answer each with a reply and stay within their bounds.
+
+use crate::input::Input;
+use hostcall::core::message::Descriptor;
+use hostcall::core::service::ERROR_REPLY;
+use hostcall::message::{ChunkOutcome, MessageLimits};
+use hostcall::printf::{printf_message, PrintfLimits};
+
+/// Decodes `data` into limits and a stream of chunks and feeds them to an [`Assembler`]
+/// (`hostcall::message::Assembler`); each completed message goes to the printf formatter.
+///
+/// Input: one byte of limits (open messages 1..=8, message size 8..=1024 bytes), then per chunk
+/// one control byte and 8 words. Control bit 0: replace the descriptor's id with an id the host
+/// handed out earlier (byte 1 picks which), so the fuzzer reaches real message continuations.
+///
+/// Checks: the assembler never holds more than its open-message limit; a continuation reply is a
+/// descriptor without BEGIN and with a nonzero id; a completed message is within the size limit;
+/// printf either fails with a typed error or prints at most its output limit; and the whole
+/// message words through `printf::format_with` agree with `printf_message`.
+pub fn message_stream(data: &[u8]) {
+    let mut input = Input::new(data);
+    let shape = input.u8();
+    let limits =
+        MessageLimits { max_open: 1 + usize::from(shape & 7), max_message_bytes: 8 << (shape >> 3 & 7) };
+    let printf_limits = PrintfLimits { max_field: 512, max_output: 4096 };
+    let mut assembler = hostcall::message::Assembler::new(limits);
+    let mut ids: Vec<u64> = Vec::new();
+    while !input.is_empty() {
+        let control = input.u8();
+        let pick = input.u8();
+        let mut request = [0u64; 8];
+        for word in &mut request {
+            *word = input.u64();
+        }
+        if control & 1 == 1 && !ids.is_empty() {
+            let id = ids[usize::from(pick) % ids.len()];
+            request[0] = (request[0] & 0xff) | id << 8;
+        }
+        match assembler.on_chunk(&request) {
+            ChunkOutcome::Reply(reply) => {
+                let descriptor = Descriptor::decode(reply[0]).expect("a continuation reply is a descriptor");
+                assert!(!descriptor.begin() && descriptor.id() != 0, "reply {reply:?}");
+                ids.push(descriptor.id());
+            }
+            ChunkOutcome::Complete { message, .. } => {
+                assert!(message.len() * 8 <= limits.max_message_bytes, "message over its limit");
+                print(&message, &printf_limits);
+            }
+            ChunkOutcome::Error(error) => assert_eq!(error.code().reply()[0], ERROR_REPLY),
+        }
+        assert!(assembler.open_messages() <= limits.max_open, "more messages open than the limit");
+    }
+}
+
+fn print(message: &[u64], limits: &PrintfLimits) {
+    match printf_message(message, limits) {
+        Ok((_, bytes)) => {
+            assert!(bytes.len() <= limits.max_output, "printed past the output limit");
+            let mut again = Vec::new();
+            let count = hostcall::printf::format_with(&message[1..], limits, &mut again)
+                .expect("the formatter accepts what printf_message accepted");
+            assert_eq!((count, again), (bytes.len(), bytes), "the formatter is deterministic");
+        }
+        Err(_) => {
+            let mut out = Vec::new();
+            if let Some(words) = message.get(1..) {
+                // The control word may be what was refused; the format itself may still print.
+                if let Ok(count) = hostcall::printf::format_with(words, limits, &mut out) {
+                    assert_eq!(count, out.len());
+                } else {
+                    assert!(out.is_empty(), "a failed format appends nothing");
+                }
+            }
+        }
+    }
+}
