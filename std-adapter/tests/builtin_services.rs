@@ -1,6 +1,9 @@
 //! PRINTF and DEVMEM through the listener, from emulated waves; malformed message streams each get
 //! their error reply and the listener goes on.
 
+#[macro_use]
+mod common;
+
 use hostcall::buffer::Protocol;
 use hostcall::builtin::DevMemLimits;
 use hostcall::core::message::Descriptor;
@@ -185,18 +188,7 @@ fn devmem_allocates_frees_and_refuses(protocol: Protocol) {
     s.listener.shutdown();
 }
 
-/// Every test above, once per wire protocol.
-macro_rules! for_both_protocols {
-    ($($name:ident),* $(,)?) => {
-        mod stack_protocol {
-            $(#[test] fn $name() { super::$name(super::Protocol::Stack) })*
-        }
-        mod phase_protocol {
-            $(#[test] fn $name() { super::$name(super::Protocol::Phase) })*
-        }
-    };
-}
-
+// Every test above, once per wire protocol.
 for_both_protocols!(
     printf_from_every_lane_of_a_wave,
     a_bad_format_replies_minus_one_and_printing_goes_on,

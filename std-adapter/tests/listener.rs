@@ -2,6 +2,9 @@
 //! buffers coming and going, shutdown mid-flight, panicking handlers, unknown services, a
 //! producer that never rings.
 
+#[macro_use]
+mod common;
+
 use hostcall::buffer::Protocol;
 use hostcall::core::service::{ErrorCode, ERROR_REPLY};
 use hostcall::prelude::*;
@@ -216,18 +219,7 @@ fn a_dropped_listener_joins_its_thread(protocol: Protocol) {
     assert_eq!(Arc::strong_count(&buffer), 1, "the listener let go of the buffer");
 }
 
-/// Every test above, once per wire protocol.
-macro_rules! for_both_protocols {
-    ($($name:ident),* $(,)?) => {
-        mod stack_protocol {
-            $(#[test] fn $name() { super::$name(super::Protocol::Stack) })*
-        }
-        mod phase_protocol {
-            $(#[test] fn $name() { super::$name(super::Protocol::Phase) })*
-        }
-    };
-}
-
+// Every test above, once per wire protocol.
 for_both_protocols!(
     sixty_four_waves_on_sixty_four_packets,
     sixty_four_waves_on_two_packets,

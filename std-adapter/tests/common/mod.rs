@@ -1,0 +1,15 @@
+//! What several integration tests share.
+
+/// Runs each named test function (`fn name(protocol: Protocol)`) once per wire protocol, as
+/// `stack_protocol::name` and `phase_protocol::name`: the tests are written once.
+#[macro_export]
+macro_rules! for_both_protocols {
+    ($($name:ident),* $(,)?) => {
+        mod stack_protocol {
+            $(#[test] fn $name() { super::$name(hostcall::buffer::Protocol::Stack) })*
+        }
+        mod phase_protocol {
+            $(#[test] fn $name() { super::$name(hostcall::buffer::Protocol::Phase) })*
+        }
+    };
+}
