@@ -1,13 +1,16 @@
 //! A hostile device: while emulated waves call and the listener serves, another thread writes
-//! random values all over the shared buffer (stack tops, prefix words, headers, payloads).
+//! random values all over the shared buffer (stack tops or phase words, prefix words, headers,
+//! payloads). Run once per wire protocol.
 //!
 //! The listener must not crash, hang or touch memory outside the buffer (the buffer sits between
 //! two canary-filled guard regions, checked at the end), and must report what it found. Waves may
 //! time out or get garbage meanwhile, within their timeout. Once the scribbling stops and the
 //! buffer is re-initialised, new waves get correct replies.
 
+use hostcall::buffer::{Protocol, ProtocolView};
 use hostcall::core::buffer::BufferView;
 use hostcall::core::layout::{LANES, SLOT_WORDS};
+use hostcall::core::phase::PhaseView;
 use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
 use std::alloc::Layout;
@@ -122,7 +125,36 @@ impl Rng {
 }
 
 /// One random write into a random word of the buffer, through its atomics.
-fn scribble(view: &BufferView<'_>, rng: &mut Rng) {
+fn scribble(view: ProtocolView<'_>, rng: &mut Rng) {
+    match view {
+        ProtocolView::Stack(view) => scribble_stack(&view, rng),
+        ProtocolView::Phase(view) => scribble_phase(&view, rng),
+    }
+}
+
+fn scribble_phase(view: &PhaseView<'_>, rng: &mut Rng) {
+    let packet = rng.below(PACKETS) as usize;
+    let v = rng.value();
+    let prefix = view.prefix();
+    // Relaxed everywhere: a hostile device promises no ordering at all.
+    match rng.below(10) {
+        0 | 1 => view.device_phase(packet).store(v as u32, Ordering::Relaxed),
+        2 => view.host_phase(packet).store(v as u32, Ordering::Relaxed),
+        3 => view.occupied_word(packet).store(v as u32, Ordering::Relaxed),
+        4 => [&prefix.device_phase, &prefix.host_phase, &prefix.headers, &prefix.payloads]
+            [rng.below(4) as usize]
+            .store(v, Ordering::Relaxed),
+        5 => prefix.num_packets.store(v as u32, Ordering::Relaxed),
+        6 => view.header(packet).activemask.store(v, Ordering::Relaxed),
+        7 => view.header(packet).service.store(v as u32, Ordering::Relaxed),
+        _ => {
+            let (lane, word) = (rng.below(LANES as u64) as usize, rng.below(SLOT_WORDS as u64) as usize);
+            view.payload(packet).slots[lane][word].write(v);
+        }
+    }
+}
+
+fn scribble_stack(view: &BufferView<'_>, rng: &mut Rng) {
     let packet = rng.below(PACKETS) as usize;
     let v = rng.value();
     let prefix = view.prefix();
@@ -157,17 +189,19 @@ fn correct_calls(buffer: &Arc<HostcallBuffer>, id: u64, lanes: u32, calls: u64) 
     }
 }
 
-#[test]
-fn a_hostile_device_cannot_break_the_listener() {
+#[macro_use]
+mod common;
+
+for_both_protocols!(a_hostile_device_cannot_break_the_listener);
+
+fn a_hostile_device_cannot_break_the_listener(protocol: Protocol) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
     listener.services().register_lane(ADD, "add", |r| Ok([r[0].wrapping_add(r[1]), r[2]])).unwrap();
     let memory = Arc::new(GuardedMemory::default());
-    let buffer = Arc::new(HostcallBuffer::new(memory.clone(), PACKETS, doorbell.clone()).unwrap());
-    let (base, len) = (buffer.as_ptr(), buffer.len());
-    // SAFETY: `buffer` is kept alive until after `remove_raw` below, and all its users (the
-    // listener, waves, the scribbler) access it only through atomics.
-    unsafe { listener.add_raw(base, len, PACKETS) }.unwrap();
+    let buffer =
+        Arc::new(HostcallBuffer::with_protocol(memory.clone(), PACKETS, doorbell.clone(), protocol).unwrap());
+    listener.add_buffer(buffer.clone()).unwrap();
     correct_calls(&buffer, 0, 4, 5);
 
     // The attack: a scribbler and waves that give up after 20 ms, for 1 s.
@@ -175,11 +209,11 @@ fn a_hostile_device_cannot_break_the_listener() {
     let scribbler = {
         let (buffer, stop, doorbell) = (buffer.clone(), stop.clone(), doorbell.clone());
         thread::spawn(move || {
-            let view = buffer.view().stack().expect("a stack-protocol buffer");
+            let view = buffer.view();
             let mut rng = Rng(0x5eed_1234_abcd_0001);
             let mut writes = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                scribble(&view, &mut rng);
+                scribble(view, &mut rng);
                 writes += 1;
                 if writes % 64 == 0 {
                     doorbell.ring(); // wake the listener: it should look at the mess
@@ -223,11 +257,10 @@ fn a_hostile_device_cannot_break_the_listener() {
 
     // Recovery. Take the buffer away from the listener first (a drain in progress could be
     // walking a chain of the old state), re-initialise it, and hand it back.
-    listener.remove_raw(base).unwrap();
+    listener.remove_buffer(&buffer).unwrap();
     memory.check_canaries();
     buffer.reset();
-    // SAFETY: as for the first `add_raw`.
-    unsafe { listener.add_raw(base, len, PACKETS) }.unwrap();
+    listener.add_buffer(buffer.clone()).unwrap();
     let served_before = listener.stats().services[&ADD].1.packets;
     let fresh: Vec<_> = (1..=4u64)
         .map(|id| {
@@ -241,7 +274,7 @@ fn a_hostile_device_cannot_break_the_listener() {
     let stats = listener.shutdown();
     assert!(begun.elapsed() < Duration::from_secs(2), "shutdown returned ({:?})", begun.elapsed());
     assert_eq!(stats.services[&ADD].1.packets - served_before, 4 * 25, "the listener lives on");
-    listener.remove_raw(base).unwrap();
+    listener.remove_buffer(&buffer).unwrap();
     memory.check_canaries();
     drop(buffer);
     assert!(memory.live.lock().unwrap().is_empty(), "the buffer was freed");
