@@ -1,5 +1,5 @@
-//! The listener sees registry changes at the next packet, although it remembers the last service
-//! it served (`Services::dispatcher`): unregistering answers later calls with an error, registering
+//! The listener sees registry changes at the next packet, although each listener thread keeps its
+//! own copy of the registry (`Services::dispatcher`): unregistering answers later calls with an error, registering
 //! the id again serves them with the new handler, and alternating services are each served by
 //! their own.
 
