@@ -229,9 +229,7 @@ fn call_on(
             None => backoff.wait(false)?, // more waves than packets: wait for a release
         }
     };
-    for lane in lanes(activemask) {
-        claimed.write_lane(lane, &request(lane));
-    }
+    fill(activemask, request, |lane, words| claimed.write_lane(lane, words));
     let submitted = claimed.submit(service, activemask);
     doorbell.ring();
     backoff.restart();
@@ -239,11 +237,11 @@ fn call_on(
     // `wait_until` pauses the CPU once per poll itself, hence `wait(true)`.
     let done =
         submitted.wait_until(|_| backoff.wait(true).is_ok()).map_err(|_still_submitted| Error::TimedOut)?;
-    let mut lanes_out = [[0; REPLY_WORDS]; LANES];
-    for lane in lanes(activemask) {
-        lanes_out[lane] = done.reply(lane);
-    }
-    Ok(Reply { lanes: lanes_out, activemask, host_error: done.host_error() })
+    Ok(Reply {
+        lanes: replies(activemask, |lane| done.reply(lane)),
+        activemask,
+        host_error: done.host_error(),
+    })
 }
 
 /// The phase protocol's producer path: claim through the bitmap, fill, flip, ring, wait.
@@ -263,22 +261,36 @@ fn call_on_phase(
             None => backoff.wait(false)?, // every packet busy: wait for one
         }
     };
-    for lane in lanes(activemask) {
-        claimed.write_lane(lane, &request(lane));
-    }
+    fill(activemask, request, |lane, words| claimed.write_lane(lane, words));
     let submitted = claimed.submit(service, activemask);
     doorbell.ring();
     backoff.restart();
     // On a timeout the dropped handle frees the claim; the packet is not reused before the host
     // answers (the phases must agree again). `wait(true)`: `wait_until` pauses once per poll.
     let done = submitted.wait_until(|_| backoff.wait(true).is_ok()).map_err(|_| Error::TimedOut)?;
-    let mut lanes_out = [[0; REPLY_WORDS]; LANES];
-    let mut host_error = false;
+    // No control word in the phase protocol: an error shows only as an error reply.
+    let host_error = lanes(activemask).any(|lane| done.error(lane).is_some());
+    Ok(Reply { lanes: replies(activemask, |lane| done.reply(lane)), activemask, host_error })
+}
+
+/// Writes each active lane's request (both protocols' producer paths).
+fn fill(
+    activemask: u64,
+    request: impl Fn(usize) -> [u64; SLOT_WORDS],
+    mut write: impl FnMut(usize, &[u64; SLOT_WORDS]),
+) {
     for lane in lanes(activemask) {
-        lanes_out[lane] = done.reply(lane);
-        host_error |= done.error(lane).is_some();
+        write(lane, &request(lane));
     }
-    Ok(Reply { lanes: lanes_out, activemask, host_error })
+}
+
+/// Reads each active lane's reply (zeros for the others).
+fn replies(activemask: u64, read: impl Fn(usize) -> [u64; REPLY_WORDS]) -> [[u64; REPLY_WORDS]; LANES] {
+    let mut out = [[0; REPLY_WORDS]; LANES];
+    for lane in lanes(activemask) {
+        out[lane] = read(lane);
+    }
+    out
 }
 
 /// How a wave waits: its timeout, and whether it only spins ([`Wave::with_spin_wait`]).
