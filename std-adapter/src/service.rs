@@ -251,6 +251,7 @@ impl Services {
         Stats {
             services: entries.iter().map(|(id, e)| (*id, (e.name.clone(), e.counters.snapshot()))).collect(),
             unknown: self.unknown.snapshot(),
+            // Relaxed: a statistic, like the counters; nothing is published through it.
             malformed: self.malformed.load(Ordering::Relaxed),
         }
     }
