@@ -22,10 +22,10 @@
 
 use crate::input::Input;
 use crate::memory::{RawBuffer, PAYLOAD_WORDS, READY_STACK_WORD};
-use crate::services::{serve_model, table};
-use hostcall_core::buffer::{DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::services::{serve_model, table, Recorder};
+use hostcall_core::buffer::{DrainError, DrainReport};
 use hostcall_core::layout::{CONTROL_HOST_ERROR, CONTROL_READY, LANES, LANE_MASK, SLOT_WORDS};
-use hostcall_core::poller::{Dispatch, Poller, ServiceTable};
+use hostcall_core::poller::Poller;
 use hostcall_core::stack::StackError;
 
 /// Bit of byte 0: XOR the image onto an initialised buffer instead of copying it over zeros.
@@ -86,23 +86,6 @@ fn apply_image(buffer: &RawBuffer, input: &mut Input<'_>, xor: bool) {
         for word in slot..slot + SLOT_WORDS {
             apply(word, input.u64());
         }
-    }
-}
-
-/// Serves through the core's service table and records what the drain did.
-struct Recorder<'t> {
-    table: &'t ServiceTable<'static, 4>,
-    served: Vec<u32>,
-    errors: Vec<DrainError>,
-}
-
-impl DrainHandler for Recorder<'_> {
-    fn serve(&mut self, packet: &mut PacketRequest<'_>) {
-        self.served.push(packet.index());
-        self.table.dispatch(packet);
-    }
-    fn malformed(&mut self, error: DrainError) {
-        self.errors.push(error);
     }
 }
 

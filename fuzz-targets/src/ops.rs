@@ -27,11 +27,11 @@ use crate::input::Input;
 use crate::memory::{
     lanes, PayloadWords, RawBuffer, FREE_STACK_WORD, HEADER_WORDS, PAYLOAD_WORDS, READY_STACK_WORD,
 };
-use crate::services::{serve_model, table, MIX, PICKY, REFUSE};
-use hostcall_core::buffer::{BufferView, DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::services::{serve_model, table, Recorder, MIX, PICKY, REFUSE};
+use hostcall_core::buffer::{BufferView, DrainReport};
 use hostcall_core::layout::{LANES, LANE_MASK, SLOT_WORDS};
 use hostcall_core::packet::{Claimed, Completed, Submitted};
-use hostcall_core::poller::{Dispatch, Poller, ServiceTable};
+use hostcall_core::poller::{Poller, ServiceTable};
 
 /// Most operations run from one input.
 pub(crate) const MAX_OPS: usize = 2000;
@@ -158,23 +158,6 @@ struct Run<'a> {
     claimed: Vec<Held<'a>>,
     submitted: Vec<InFlight<'a>>,
     completed: Vec<Done<'a>>,
-}
-
-/// Serves through the core's service table and records what the drain did.
-struct Recorder<'t> {
-    table: &'t ServiceTable<'static, 4>,
-    served: Vec<u32>,
-    errors: Vec<DrainError>,
-}
-
-impl DrainHandler for Recorder<'_> {
-    fn serve(&mut self, packet: &mut PacketRequest<'_>) {
-        self.served.push(packet.index());
-        self.table.dispatch(packet);
-    }
-    fn malformed(&mut self, error: DrainError) {
-        self.errors.push(error);
-    }
 }
 
 /// Picks one of `len` items with a byte.

@@ -4,8 +4,9 @@
 //! [`ErrorCode::UnknownService`]); [`serve_model`] states independently what it must write.
 
 use crate::memory::{lanes, PayloadWords};
+use hostcall_core::buffer::{DrainError, DrainHandler, PacketRequest};
 use hostcall_core::layout::SLOT_WORDS;
-use hostcall_core::poller::ServiceTable;
+use hostcall_core::poller::{Dispatch, ServiceTable};
 use hostcall_core::service::ErrorCode;
 
 /// Answers `[r0 + r1, r2 ^ r7]`.
@@ -71,4 +72,21 @@ pub(crate) fn serve_model(service: u32, activemask: u64, payload: &mut PayloadWo
         payload[lane][..2].copy_from_slice(&reply);
     }
     host_error
+}
+
+/// Serves through the core's service table and records what the drain did.
+pub(crate) struct Recorder<'t> {
+    pub(crate) table: &'t ServiceTable<'static, 4>,
+    pub(crate) served: Vec<u32>,
+    pub(crate) errors: Vec<DrainError>,
+}
+
+impl DrainHandler for Recorder<'_> {
+    fn serve(&mut self, packet: &mut PacketRequest<'_>) {
+        self.served.push(packet.index());
+        self.table.dispatch(packet);
+    }
+    fn malformed(&mut self, error: DrainError) {
+        self.errors.push(error);
+    }
 }
