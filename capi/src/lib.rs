@@ -6,26 +6,37 @@
 //!   [`disableHostcalls`]: ROCm's names and signatures (C linkage);
 //! - [`hostcall_buffer_size`], [`hostcall_buffer_alignment`], [`hostcall_enable`],
 //!   [`hostcall_disable`]: the same with status codes, and [`hostcall_last_error`] to say why;
+//! - [`hostcall_buffer_size_for`], [`hostcall_buffer_alignment_for`], [`hostcall_enable_ex`]:
+//!   either protocol (the phase protocol with its `occupied` bitmap passed in or allocated), and
+//!   the device ordinal, through the size-versioned [`options::HostcallEnableOptions`];
 //! - [`hostcall_register_service`], [`hostcall_unregister_service`]: services in C;
+//!   [`hostcall_enable_function_calls_unsafe`]: the built-in FUNCTION_CALL, off until asked for
+//!   (PRINTF, to stdout and stderr, and DEVMEM are served from the start);
 //! - [`hostcall_emulated_call`]: one wave's hostcall from the CPU, through the real producer
-//!   path (for tests and for runtimes without a GPU).
+//!   path of the buffer's protocol (for tests and for runtimes without a GPU).
 //!
-//! Every entry point checks its pointers, catches panics (none crosses the boundary: a panic is
-//! reported as [`status::HOSTCALL_ERR_PANIC`]) and records a message for
-//! [`hostcall_last_error`] on failure. Everything runs on the process-wide default runtime,
-//! `hostcall::HostcallRuntime::global()`.
+//! Every entry point checks its pointers as far as they can be checked (null, alignment,
+//! overlap with the memory the listener shares), reads and writes the caller's memory only
+//! through raw pointers (never as Rust references that would assume more than the C contract
+//! says), catches panics (none crosses the boundary: a panic is reported as
+//! [`status::HOSTCALL_ERR_PANIC`]) and records a message for [`hostcall_last_error`] on failure.
+//! Everything runs on the process-wide default runtime, `hostcall::HostcallRuntime::global()`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 pub mod emulated;
 pub mod lifecycle;
+pub mod options;
 pub mod service;
 pub mod status;
 
 pub use emulated::hostcall_emulated_call;
 pub use lifecycle::{
     disableHostcalls, enableHostcalls, getHostcallBufferAlignment, getHostcallBufferSize,
-    hostcall_buffer_alignment, hostcall_buffer_size, hostcall_disable, hostcall_enable,
+    hostcall_buffer_alignment, hostcall_buffer_alignment_for, hostcall_buffer_size, hostcall_buffer_size_for,
+    hostcall_disable, hostcall_enable, hostcall_enable_ex,
 };
-pub use service::{hostcall_register_service, hostcall_unregister_service};
+pub use service::{
+    hostcall_enable_function_calls_unsafe, hostcall_register_service, hostcall_unregister_service,
+};
 pub use status::hostcall_last_error;

@@ -1,7 +1,9 @@
 //! Sizing, enabling and disabling buffers: the `hostcall_*` entry points with status codes, and
 //! ROCm's names (`getHostcallBufferSize`, ...) with ROCm's signatures.
 
+use crate::options::{self, HostcallEnableOptions};
 use crate::status::{guard, status, Failure};
+use hostcall_rs::lifecycle::{buffer_align_for, buffer_size_for};
 use hostcall_rs::QueueId;
 use std::ffi::{c_int, c_void};
 
@@ -33,6 +35,49 @@ pub unsafe extern "C" fn hostcall_enable(
     status(|| {
         // SAFETY: forwarded from this function's contract; the callee checks null and alignment.
         unsafe { hostcall_rs::enable(buffer.cast(), num_packets, QueueId::from(queue)) }
+            .map_err(Failure::from)
+    })
+}
+
+/// Bytes a buffer of `num_packets` packets needs in `protocol` (`HOSTCALL_PROTOCOL_*`); 0 if the
+/// protocol or the count is refused (see `hostcall_last_error()`).
+#[no_mangle]
+pub extern "C" fn hostcall_buffer_size_for(protocol: u32, num_packets: u32) -> usize {
+    guard(|_| 0, || Ok(buffer_size_for(options::protocol(protocol)?, num_packets)?))
+}
+
+/// The alignment a buffer of `protocol` needs (8 for the stack protocol, 64 for the phase
+/// protocol); 0 for an unknown protocol.
+#[no_mangle]
+pub extern "C" fn hostcall_buffer_alignment_for(protocol: u32) -> u32 {
+    guard(|_| 0, || Ok(buffer_align_for(options::protocol(protocol)?) as u32))
+}
+
+/// [`hostcall_enable`] with options: the protocol, the phase protocol's `occupied` bitmap, the
+/// device ordinal. `options` null: the defaults (the stack protocol, device 0), as
+/// `hostcall_enable`. Returns `HOSTCALL_OK` or a `HOSTCALL_ERR_*` code (nothing changed then).
+///
+/// # Safety
+/// - `buffer` points to `hostcall_buffer_size_for(protocol, num_packets)` bytes, aligned to
+///   `hostcall_buffer_alignment_for(protocol)`, that stay valid and untouched but by the
+///   protocol until `hostcall_disable` returns for it (or the process ends);
+/// - `options` is null or points to `options->size` readable bytes (any alignment);
+/// - `options->occupied`, if not null, points to `ceil(num_packets / 32)` zeroed `u32`s, not
+///   overlapping any buffer, that stay valid and untouched but by device code until
+///   `hostcall_disable` returns for the buffer.
+#[no_mangle]
+pub unsafe extern "C" fn hostcall_enable_ex(
+    buffer: *mut c_void,
+    num_packets: u32,
+    queue: *const c_void,
+    options: *const HostcallEnableOptions,
+) -> c_int {
+    status(|| {
+        // SAFETY: forwarded from this function's contract.
+        let options = unsafe { options::read(options) }?;
+        // SAFETY: forwarded from this function's contract; the callee checks null, alignment,
+        // overlaps and the bitmap.
+        unsafe { hostcall_rs::enable_with(buffer.cast(), num_packets, QueueId::from(queue), options) }
             .map_err(Failure::from)
     })
 }

@@ -76,3 +76,20 @@ pub extern "C" fn hostcall_unregister_service(id: u32) -> c_int {
         }
     })
 }
+
+/// Registers the built-in FUNCTION_CALL service (id 1) on the default runtime: a lane's `slot[0]`
+/// is the address of a host function `void fn(uint64_t out[2], const uint64_t in[7])`, called
+/// with `slot[1..8]`; `out` is the lane's reply. Off until this is called, because the listener
+/// then calls whatever address a device sends. (PRINTF and DEVMEM need no call: they are served
+/// from the start.) Returns `HOSTCALL_OK`, or `HOSTCALL_ERR_SERVICE_TAKEN` if id 1 is
+/// registered already (by an earlier call, or by `hostcall_register_service`).
+///
+/// # Safety
+/// Every device (kernel, emulated wave) that can reach a buffer of the default runtime must be
+/// trusted to send only null (refused with `HOSTCALL_ERROR_BAD_REQUEST`) or addresses of
+/// functions of exactly that signature, valid for the rest of the process, that do not unwind.
+#[no_mangle]
+pub unsafe extern "C" fn hostcall_enable_function_calls_unsafe() -> c_int {
+    // SAFETY: forwarded from this function's contract.
+    status(|| unsafe { HostcallRuntime::global().enable_function_calls() }.map_err(Failure::from))
+}

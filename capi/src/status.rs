@@ -40,6 +40,9 @@ pub const HOSTCALL_ERR_THREAD: c_int = 14;
 pub const HOSTCALL_ERR_PANIC: c_int = 15;
 /// Anything else (see `hostcall_last_error()`).
 pub const HOSTCALL_ERR_OTHER: c_int = 16;
+/// The options of `hostcall_enable_ex` are refused: a `size` out of range, an unknown protocol,
+/// a field this library does not know set, or a bitmap given for the stack protocol.
+pub const HOSTCALL_ERR_OPTIONS: c_int = 17;
 
 /// Why an entry point failed: a status code and the message for `hostcall_last_error`.
 #[derive(Debug)]

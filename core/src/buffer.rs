@@ -234,12 +234,12 @@ impl<'a> PacketRequest<'a> {
         crate::packet::write_words(self.payload, lane, &reply);
     }
 
-    /// Answers lane `lane` with an error reply `[ERROR_REPLY, code]` and flags the packet. The
-    /// stack protocol stores the flag as [`crate::layout::CONTROL_HOST_ERROR`]; the phase
-    /// protocol has no control word, so there the reply words are the only signal (see
-    /// [`crate::phase`]).
+    /// Answers lane `lane` with an error reply `[ERROR_REPLY, code]` (`[0, code]` for DEVMEM:
+    /// see [`ErrorCode::reply_for`]) and flags the packet. The stack protocol stores the flag as
+    /// [`crate::layout::CONTROL_HOST_ERROR`]; the phase protocol has no control word, so there
+    /// the reply words are the only signal (see [`crate::phase`]).
     pub fn reply_error(&mut self, lane: usize, code: ErrorCode) {
-        self.reply(lane, code.reply());
+        self.reply(lane, code.reply_for(self.service));
         self.error = true;
     }
 

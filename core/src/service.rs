@@ -38,6 +38,24 @@ impl ErrorCode {
         [ERROR_REPLY, self as u64]
     }
 
+    /// The error reply for a lane that called `service`: [`ErrorCode::reply`], except for
+    /// [`DEVMEM`], whose device code (ROCm's device allocator) takes any non-zero word 0 as the
+    /// address of its block and checks only for null: there it is `[0, code]`. Every error reply
+    /// the host writes goes through here, so no failure (an unknown or unregistered service, a
+    /// panic, a shutdown) ever hands a DEVMEM caller `ERROR_REPLY` as a pointer.
+    ///
+    /// ```
+    /// use hostcall_core::service::{ErrorCode, DEVMEM, PRINTF};
+    /// assert_eq!(ErrorCode::UnknownService.reply_for(DEVMEM), [0, 1]);
+    /// assert_eq!(ErrorCode::UnknownService.reply_for(PRINTF), [u64::MAX, 1]);
+    /// ```
+    pub fn reply_for(self, service: u32) -> [u64; 2] {
+        match service {
+            DEVMEM => [0, self as u64],
+            _ => self.reply(),
+        }
+    }
+
     /// Decodes a reply: `Some(code)` if it is an error reply this project writes.
     ///
     /// ```

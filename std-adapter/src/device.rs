@@ -4,10 +4,12 @@
 use crate::buffer::{HostcallBuffer, ProtocolView};
 use crate::doorbell::Doorbell;
 use crate::error::Error;
-use hostcall_core::buffer::BufferView;
+use hostcall_core::buffer::{BufferView, LayoutError};
 use hostcall_core::layout::{LANES, REPLY_WORDS, SLOT_WORDS};
 use hostcall_core::message::MessageWriter;
-use hostcall_core::phase::PhaseView;
+use hostcall_core::phase::{occupied_words, PhaseView};
+use hostcall_core::sync::AtomicU32;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -160,18 +162,20 @@ impl Wave {
 }
 
 /// A wave on a buffer in memory the caller manages (not a [`HostcallBuffer`]): the producer path
-/// for buffers enabled with [`crate::lifecycle`], and the C ABI's emulated wave.
+/// for buffers enabled with [`crate::lifecycle`], and the C ABI's emulated wave. Either protocol.
 #[derive(Clone, Copy)]
 pub struct RawWave<'a> {
-    view: BufferView<'a>,
+    view: ProtocolView<'a>,
     doorbell: &'a dyn Doorbell,
     activemask: u64,
     timeout: Option<Duration>,
+    /// Where a phase-protocol claim starts looking (see [`Wave`]).
+    start: usize,
 }
 
 impl<'a> RawWave<'a> {
-    /// A wave with `activemask` on the buffer of `num_packets` packets at `base` (`len` bytes),
-    /// ringing `doorbell` after each submit. Checks the address and the length.
+    /// A wave with `activemask` on the stack-protocol buffer of `num_packets` packets at `base`
+    /// (`len` bytes), ringing `doorbell` after each submit. Checks the address and the length.
     ///
     /// # Safety
     /// - `base..base + len` must hold a buffer initialised for `num_packets` packets;
@@ -185,7 +189,43 @@ impl<'a> RawWave<'a> {
     ) -> Result<Self, Error> {
         // SAFETY: forwarded from this function's contract.
         let view = unsafe { BufferView::from_raw(base, len, num_packets) }?;
-        Ok(Self { view, doorbell, activemask, timeout: None })
+        Ok(Self::with_view(ProtocolView::Stack(view), doorbell, activemask))
+    }
+
+    /// A wave on the phase-protocol buffer at `base`, as [`RawWave::new`]. It claims packets
+    /// through the bitmap `occupied` points to (`ceil(num_packets / 32)` words: the one the
+    /// buffer's prefix names, as device code does), or through the bitmap inside the buffer when
+    /// `occupied` is `None`. Checks the address, the length and the bitmap's alignment.
+    ///
+    /// # Safety
+    /// As [`RawWave::new`], for a phase buffer; and `occupied`, if given, must point to
+    /// `ceil(num_packets / 32)` `u32`s that stay valid for reads and writes, and are accessed
+    /// only atomically (by waves, device code), for `'a`.
+    pub unsafe fn new_phase(
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+        occupied: Option<NonNull<u32>>,
+        doorbell: &'a dyn Doorbell,
+        activemask: u64,
+    ) -> Result<Self, Error> {
+        // SAFETY: forwarded from this function's contract.
+        let mut view = unsafe { PhaseView::from_raw(base, len, num_packets) }?;
+        if let Some(bitmap) = occupied {
+            if bitmap.as_ptr() as usize % std::mem::align_of::<AtomicU32>() != 0 {
+                return Err(Error::Layout(LayoutError::Misaligned { address: bitmap.as_ptr() as usize }));
+            }
+            let words = occupied_words(view.num_packets() as usize);
+            // SAFETY: non-null and aligned (checked); the contract gives `words` valid words for
+            // 'a, accessed only atomically; `AtomicU32` has the representation of `u32`.
+            let bitmap = unsafe { std::slice::from_raw_parts(bitmap.as_ptr().cast::<AtomicU32>(), words) };
+            view = view.with_occupied(bitmap)?;
+        }
+        Ok(Self::with_view(ProtocolView::Phase(view), doorbell, activemask))
+    }
+
+    fn with_view(view: ProtocolView<'a>, doorbell: &'a dyn Doorbell, activemask: u64) -> Self {
+        Self { view, doorbell, activemask, timeout: None, start: 0 }
     }
 
     /// Gives up with [`Error::TimedOut`] after `timeout` (see [`Wave::with_timeout`]).
@@ -194,16 +234,24 @@ impl<'a> RawWave<'a> {
         self
     }
 
+    /// Starts phase-protocol claims at packet `start % num_packets` (a GPU wave starts at its wave
+    /// id); no effect on the stack protocol.
+    pub fn with_start(mut self, start: usize) -> Self {
+        self.start = start;
+        self
+    }
+
     /// One hostcall, as [`Wave::call`].
     pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
-        call_on(
-            &self.view,
-            self.doorbell,
-            self.activemask,
-            Waiting { timeout: self.timeout, spin_only: false },
-            service,
-            request,
-        )
+        let waiting = Waiting { timeout: self.timeout, spin_only: false };
+        match &self.view {
+            ProtocolView::Stack(view) => {
+                call_on(view, self.doorbell, self.activemask, waiting, service, request)
+            }
+            ProtocolView::Phase(view) => {
+                call_on_phase(view, self.start, self.doorbell, self.activemask, waiting, service, request)
+            }
+        }
     }
 }
 

@@ -34,7 +34,7 @@
 //! - [`services`]: the built-in services (FUNCTION_CALL, PRINTF, DEVMEM) and message assembly;
 //! - [`device`]: emulated waves on CPU threads;
 //! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener ([`enable`],
-//!   [`disable`]).
+//!   [`enable_with`] for either protocol, [`disable`]), with PRINTF and DEVMEM built in.
 //!
 //! Features: `cuda` adds `backend::cuda` (it builds without CUDA installed: the driver is loaded
 //! at run time).
@@ -59,7 +59,9 @@ pub use device::{Reply, Wave};
 pub use doorbell::{Doorbell, ParkingDoorbell};
 pub use error::Error;
 pub use hostcall_core::buffer::PacketRequest;
-pub use lifecycle::{buffer_align, buffer_size, disable, enable, HostcallRuntime, QueueId};
+pub use lifecycle::{
+    buffer_align, buffer_size, disable, enable, enable_with, EnableOptions, HostcallRuntime, QueueId,
+};
 pub use memory::{DeviceAllocation, DeviceMemory, HostMemory, MemoryError};
 pub use serve::listener::{Listener, ListenerConfig};
 pub use serve::pool::ListenerPool;

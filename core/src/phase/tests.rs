@@ -223,6 +223,26 @@ fn an_abandoned_submit_is_not_reclaimed_before_the_host_answers() {
 }
 
 #[test]
+fn a_bitmap_outside_the_buffer_takes_the_claims() {
+    let parts = Parts::new(33);
+    let outside = words(2);
+    let v = parts.view().with_occupied(&outside).unwrap();
+    let held = v.claim(32).unwrap();
+    assert_eq!(outside[1].load(Ordering::Relaxed), 1, "claimed through the outside bitmap");
+    assert!(parts.occupied.iter().all(|w| w.load(Ordering::Relaxed) == 0), "the inner one untouched");
+    let s = v.claim(0).unwrap().submit(1, 1);
+    assert_eq!(v.drain(&mut echo).packets, 1);
+    drop(s.wait(|| {}));
+    drop(held);
+    assert!(outside.iter().all(|w| w.load(Ordering::Relaxed) == 0), "every claim released");
+    let short = words(1);
+    assert_eq!(
+        parts.view().with_occupied(&short).err(),
+        Some(LayoutError::ArrayLength { array: "occupied", expected: 2, given: 1 })
+    );
+}
+
+#[test]
 fn wait_until_gives_the_packet_back() {
     let parts = Parts::new(2);
     let v = parts.view();

@@ -111,6 +111,20 @@ impl<'a> PhaseView<'a> {
         }
     }
 
+    /// The same view, claiming through the `occupied` bitmap `occupied` instead of the one
+    /// inside the buffer: the device side of a buffer whose prefix points at a bitmap kept
+    /// elsewhere ([`PhaseView::set_occupied_address`]), e.g. an emulated wave on a buffer a
+    /// runtime enabled with its own bitmap. Only [`PhaseView::claim`] and the release of a claim
+    /// use the bitmap; the host's scan never reads it. `occupied` must have
+    /// `ceil(num_packets / 32)` words.
+    pub fn with_occupied(self, occupied: &'a [AtomicU32]) -> Result<Self, LayoutError> {
+        let expected = occupied_words(self.headers.len());
+        if occupied.len() != expected {
+            return Err(LayoutError::ArrayLength { array: "occupied", expected, given: occupied.len() });
+        }
+        Ok(Self { occupied, ..self })
+    }
+
     /// The view's private packet count.
     pub fn num_packets(&self) -> u32 {
         self.headers.len() as u32

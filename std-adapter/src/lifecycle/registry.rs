@@ -5,7 +5,9 @@
 //! buffer. The lock is held only for lookups and updates, never while waiting for a listener, so
 //! a slow service on one listener never blocks another runtime's enable or disable.
 
+use super::options::Bitmap;
 use super::QueueId;
+use crate::buffer::Protocol;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use std::collections::BTreeMap;
@@ -26,6 +28,12 @@ pub(super) struct Enabled {
     pub doorbell: Arc<dyn Doorbell>,
     /// False while `enable` is still initialising it: emulated waves must not use it yet.
     pub ready: bool,
+    /// Its wire protocol.
+    pub protocol: Protocol,
+    /// A phase buffer's `occupied` bitmap (an owned one is freed when the entry is dropped).
+    pub bitmap: Bitmap,
+    /// The device it serves ([`super::EnableOptions::device_ordinal`]).
+    pub device_ordinal: u32,
 }
 
 /// Enabled buffers by base address, and the queues they serve.
@@ -75,6 +83,12 @@ impl Registry {
     /// Reserves `base` for `entry` (not yet ready), or says why it cannot be enabled.
     pub fn reserve(&mut self, base: usize, entry: Enabled) -> Result<(), Error> {
         self.check_free(base, entry.len, entry.queue, entry.runtime)?;
+        if let Bitmap::Given(address) = entry.bitmap {
+            // A bitmap inside another enabled buffer would have the device scribble on it.
+            if let Some(other) = self.overlapping(address, super::options::occupied_size(entry.num_packets)) {
+                return Err(Error::Overlaps { buffer: base, enabled: other });
+            }
+        }
         self.queues.insert(entry.queue, base);
         self.buffers.insert(base, entry);
         Ok(())
@@ -88,21 +102,24 @@ impl Registry {
                 Error::EnabledOnOtherListener { buffer: base }
             });
         }
-        let end = base.saturating_add(len);
-        if let Some((&other, e)) = self.buffers.range(..base).next_back() {
-            if other.saturating_add(e.len) > base {
-                return Err(Error::Overlaps { buffer: base, enabled: other });
-            }
-        }
-        if let Some((&other, _)) = self.buffers.range(base..).next() {
-            if other < end {
-                return Err(Error::Overlaps { buffer: base, enabled: other });
-            }
+        if let Some(other) = self.overlapping(base, len) {
+            return Err(Error::Overlaps { buffer: base, enabled: other });
         }
         if let Some(&other) = self.queues.get(&queue) {
             return Err(Error::QueueTaken { queue: queue.0, buffer: other });
         }
         Ok(())
+    }
+
+    /// The enabled buffer that `start..start + len` overlaps, if any.
+    fn overlapping(&self, start: usize, len: usize) -> Option<usize> {
+        let end = start.saturating_add(len);
+        if let Some((&other, e)) = self.buffers.range(..start).next_back() {
+            if other.saturating_add(e.len) > start {
+                return Some(other);
+            }
+        }
+        self.buffers.range(start..).next().map(|(&other, _)| other).filter(|&other| other < end)
     }
 
     /// Marks a reserved buffer as initialised and served.
@@ -124,20 +141,22 @@ impl Registry {
         Ok(())
     }
 
-    /// Forgets `base` and frees its queue.
-    pub fn remove(&mut self, base: usize) {
-        if let Some(e) = self.buffers.remove(&base) {
-            self.queues.remove(&e.queue);
-        }
+    /// Forgets `base` and frees its queue. Returns the entry, to be dropped (freeing an owned
+    /// bitmap) once the registry is unlocked.
+    #[must_use = "drop the entry after unlocking the registry"]
+    pub fn remove(&mut self, base: usize) -> Option<Enabled> {
+        let e = self.buffers.remove(&base)?;
+        self.queues.remove(&e.queue);
+        Some(e)
     }
 
-    /// Forgets every buffer of `runtime` (it is being dropped).
-    pub fn remove_runtime(&mut self, runtime: u64) {
+    /// Forgets every buffer of `runtime` (it is being dropped); returns their entries, as
+    /// [`Registry::remove`].
+    #[must_use = "drop the entries after unlocking the registry"]
+    pub fn remove_runtime(&mut self, runtime: u64) -> Vec<Enabled> {
         let bases: Vec<usize> =
             self.buffers.iter().filter(|(_, e)| e.runtime == runtime).map(|(b, _)| *b).collect();
-        for base in bases {
-            self.remove(base);
-        }
+        bases.into_iter().filter_map(|base| self.remove(base)).collect()
     }
 
     /// The enabled buffer at `base`, if any.

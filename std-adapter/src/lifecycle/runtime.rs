@@ -1,13 +1,20 @@
 //! [`HostcallRuntime`]: a listener that starts with the first enabled buffer and stops (its
 //! thread joined) after the last one is disabled.
 
+use super::options::{Bitmap, EnableOptions};
 use super::registry::{self, Enabled};
-use super::{checked_len, QueueId};
+use super::{checked_len, Protocol, QueueId};
+use crate::backend::Backend;
 use crate::doorbell::{Doorbell, ParkingDoorbell};
 use crate::error::Error;
+use crate::memory::{DeviceMemory, HostMemory};
 use crate::serve::listener::{Listener, ListenerConfig};
 use crate::serve::registry::Services;
+use crate::services::devmem::DevMemLimits;
+use crate::services::message::MessageLimits;
+use crate::services::printf::StdStreams;
 use hostcall_core::buffer::BufferView;
+use hostcall_core::phase::PhaseView;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -21,6 +28,13 @@ use std::time::Duration;
 /// The services and the doorbell belong to the runtime and outlive its listener threads: a
 /// service registered once serves every later incarnation of the listener, and the doorbell handle
 /// written into a buffer stays valid as long as the runtime lives.
+///
+/// Built in from the start, as in ROCm's runtime (so ROCm's device `printf` and device `malloc`
+/// work through `enableHostcalls`): PRINTF (id 2) to the process's stdout and stderr, and DEVMEM
+/// (id 3) through the runtime's memory backend ([`HostcallRuntime::memory`]), with the default
+/// limits. FUNCTION_CALL (id 1) calls any address a device names, so it is there only after the
+/// `unsafe` [`HostcallRuntime::enable_function_calls`]. To serve a built-in id differently,
+/// unregister it first (`runtime.services().unregister(id)`) and register your own.
 ///
 /// ```
 /// use hostcall::lifecycle::{buffer_size, EmulatedWave, HostcallRuntime, QueueId};
@@ -44,6 +58,8 @@ pub struct HostcallRuntime {
     /// Names this runtime in the registry.
     id: u64,
     doorbell: Arc<dyn Doorbell>,
+    /// Where DEVMEM blocks and the phase bitmaps the runtime allocates come from.
+    memory: Arc<dyn DeviceMemory>,
     services: Arc<Services>,
     config: ListenerConfig,
     /// The running listener, `Some` exactly while this runtime has enabled buffers. Also the
@@ -60,18 +76,34 @@ impl Default for HostcallRuntime {
 }
 
 impl HostcallRuntime {
-    /// A runtime with a [`ParkingDoorbell`] and [`HostcallRuntime::default_config`].
+    /// A runtime with a [`ParkingDoorbell`], host memory and [`HostcallRuntime::default_config`].
     pub fn new() -> Self {
         Self::with_config(Arc::new(ParkingDoorbell::new()), Self::default_config())
     }
 
-    /// A runtime whose listeners sleep on `doorbell` and run with `config`.
+    /// A runtime whose listeners sleep on `doorbell` and run with `config`; host memory.
     pub fn with_config(doorbell: Arc<dyn Doorbell>, config: ListenerConfig) -> Self {
+        Self::with_memory(Arc::new(HostMemory), doorbell, config)
+    }
+
+    /// A runtime on a detected backend ([`crate::detect`]): its memory and its doorbell.
+    pub fn with_backend(backend: &Backend, config: ListenerConfig) -> Self {
+        Self::with_memory(backend.memory.clone(), backend.doorbell.clone(), config)
+    }
+
+    /// A runtime whose DEVMEM blocks and phase bitmaps come from `memory`, whose listeners sleep
+    /// on `doorbell` and run with `config`.
+    pub fn with_memory(
+        memory: Arc<dyn DeviceMemory>,
+        doorbell: Arc<dyn Doorbell>,
+        config: ListenerConfig,
+    ) -> Self {
         Self {
             // Relaxed: only uniqueness matters.
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
             doorbell,
-            services: Arc::new(Services::new()),
+            services: Arc::new(builtin_services(&memory)),
+            memory,
             config,
             listener: Mutex::new(None),
         }
@@ -101,6 +133,24 @@ impl HostcallRuntime {
         &self.services
     }
 
+    /// Registers FUNCTION_CALL (id 1) on this runtime: see [`Services::enable_function_calls`].
+    /// [`Error::ServiceTaken`] if id 1 is registered already (by an earlier call, or by you).
+    ///
+    /// # Safety
+    /// As [`Services::enable_function_calls`]: the listener will call whatever address a device
+    /// sends, so every device that can reach a buffer of this runtime must be trusted to send
+    /// only addresses of functions `extern "C" fn(*mut [u64; 2], *const [u64; 7])` that stay
+    /// valid while the runtime lives.
+    pub unsafe fn enable_function_calls(&self) -> Result<(), Error> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.services.enable_function_calls() }
+    }
+
+    /// The memory DEVMEM allocates from, and the phase bitmaps the runtime allocates.
+    pub fn memory(&self) -> &Arc<dyn DeviceMemory> {
+        &self.memory
+    }
+
     /// The doorbell whose handle [`HostcallRuntime::enable`] writes into each buffer.
     pub fn doorbell(&self) -> &Arc<dyn Doorbell> {
         &self.doorbell
@@ -116,25 +166,78 @@ impl HostcallRuntime {
         self.lock_listener().as_ref().map_or(0, Listener::buffer_count)
     }
 
-    /// ROCm's `enableHostcalls`: initialises the buffer at `buffer` for `num_packets` packets
-    /// (writing the doorbell's handle into it), starts the listener if it is not running, and
-    /// serves the buffer on it. The buffer's size is implied: [`super::buffer_size`]`(num_packets)`.
+    /// ROCm's `enableHostcalls`: [`HostcallRuntime::enable_with`] with the default
+    /// [`EnableOptions`] (the stack protocol, device 0). The buffer's size is implied:
+    /// [`super::buffer_size`]`(num_packets)`.
+    ///
+    /// # Safety
+    /// As [`HostcallRuntime::enable_with`].
+    pub unsafe fn enable(&self, buffer: *mut u8, num_packets: u32, queue: QueueId) -> Result<(), Error> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.enable_with(buffer, num_packets, queue, EnableOptions::default()) }
+    }
+
+    /// Initialises the buffer at `buffer` for `num_packets` packets of `options.protocol`
+    /// (writing the doorbell's handle, and for the phase protocol the `occupied` bitmap's
+    /// address, into it), starts the listener if it is not running, and serves the buffer on it.
+    /// The buffer's size is implied: [`super::buffer_size_for`]`(options.protocol, num_packets)`;
+    /// its alignment must be [`super::buffer_align_for`]`(options.protocol)`. For the phase
+    /// protocol without a bitmap passed in, one is allocated through [`HostcallRuntime::memory`]
+    /// and freed at disable.
     ///
     /// Refused with an error, leaving everything as it was: a null or misaligned `buffer`, a bad
     /// packet count, a buffer already enabled (here, for any queue, or on another runtime), one
     /// overlapping an enabled buffer, a queue that already has a buffer, a call from a listener
-    /// thread.
+    /// thread; a bitmap given for the stack protocol ([`Error::Unsupported`]), a misaligned one,
+    /// one overlapping the buffer or an enabled buffer; no memory for the bitmap.
+    ///
+    /// ```
+    /// use hostcall::lifecycle::{buffer_size_for, EmulatedWave, EnableOptions, HostcallRuntime, QueueId};
+    /// use hostcall::Protocol;
+    /// let runtime = HostcallRuntime::new();
+    /// runtime.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
+    ///
+    /// // A phase buffer (64-aligned) and its bitmap: ceil(4 / 32) = 1 zeroed word.
+    /// let mut memory = vec![[0u8; 64]; buffer_size_for(Protocol::Phase, 4).unwrap() / 64];
+    /// let buffer = memory.as_mut_ptr().cast::<u8>();
+    /// let mut occupied = [0u32; 1];
+    /// let options = EnableOptions {
+    ///     protocol: Protocol::Phase,
+    ///     occupied: std::ptr::NonNull::new(occupied.as_mut_ptr()),
+    ///     device_ordinal: 1,
+    /// };
+    /// // SAFETY: `memory` and `occupied` outlive the enablement; only the protocol touches them.
+    /// unsafe { runtime.enable_with(buffer, 4, QueueId(7), options) }.unwrap();
+    /// assert_eq!(hostcall::lifecycle::device_ordinal(buffer), Some(1));
+    ///
+    /// // SAFETY: the buffer stays enabled while the wave is used.
+    /// let wave = unsafe { EmulatedWave::new(buffer, 4, 0b1) }.unwrap();
+    /// assert_eq!(wave.call(100, |_| [40, 2, 0, 0, 0, 0, 0, 0]).unwrap().lane(0), [42, 0]);
+    /// runtime.disable(buffer, QueueId(7)).unwrap();
+    /// # drop(memory);
+    /// ```
     ///
     /// # Safety
-    /// - `buffer` must point to `buffer_size(num_packets)` bytes valid for reads and writes;
+    /// - `buffer` must point to `buffer_size_for(options.protocol, num_packets)` bytes valid for
+    ///   reads and writes;
     /// - from now until [`HostcallRuntime::disable`] for it returns (or until the process ends, if
     ///   it is never disabled), that memory must stay valid and be accessed only atomically (by
-    ///   this listener and by device code or emulated waves), never freed or reused.
-    pub unsafe fn enable(&self, buffer: *mut u8, num_packets: u32, queue: QueueId) -> Result<(), Error> {
+    ///   this listener and by device code or emulated waves), never freed or reused;
+    /// - the same for `options.occupied`, if given: `ceil(num_packets / 32)` `u32`s, zeroed,
+    ///   touched only by device code (and emulated waves) until the disable returns.
+    pub unsafe fn enable_with(
+        &self,
+        buffer: *mut u8,
+        num_packets: u32,
+        queue: QueueId,
+        options: EnableOptions,
+    ) -> Result<(), Error> {
         registry::refuse_listener_thread()?;
-        let len = checked_len(buffer, num_packets)?;
+        let len = checked_len(buffer, num_packets, options.protocol)?;
         let base = buffer as usize;
         let mut listener = self.lock_listener();
+        let bitmap = Bitmap::for_options(&options, base, len, num_packets, &self.memory)?;
+        let occupied = bitmap.device_address();
         let entry = Enabled {
             len,
             num_packets,
@@ -142,16 +245,21 @@ impl HostcallRuntime {
             runtime: self.id,
             doorbell: self.doorbell.clone(),
             ready: false,
+            protocol: options.protocol,
+            bitmap,
+            device_ordinal: options.device_ordinal,
         };
         registry::lock().reserve(base, entry)?;
+        let layout = Layout { buffer, len, num_packets, protocol: options.protocol, occupied };
         // SAFETY: forwarded from this function's contract; `checked_len` checked the address.
-        match unsafe { self.serve(&mut listener, buffer, len, num_packets) } {
+        match unsafe { self.serve(&mut listener, layout) } {
             Ok(()) => {
                 registry::lock().mark_ready(base);
                 Ok(())
             }
             Err(e) => {
-                registry::lock().remove(base);
+                let entry = registry::lock().remove(base);
+                drop(entry); // frees an owned bitmap, outside the registry's lock
                 self.stop_if_idle(&mut listener);
                 Err(e)
             }
@@ -176,7 +284,8 @@ impl HostcallRuntime {
             // Waits for a poll in progress: afterwards the listener never touches the buffer.
             running.remove_raw(buffer)?;
         }
-        registry::lock().remove(base);
+        let entry = registry::lock().remove(base);
+        drop(entry); // frees an owned bitmap, outside the registry's lock
         self.stop_if_idle(&mut listener);
         Ok(())
     }
@@ -184,25 +293,31 @@ impl HostcallRuntime {
     /// Starts the listener if needed, initialises the buffer and adds it to the listener.
     ///
     /// # Safety
-    /// As [`HostcallRuntime::enable`], with `len == buffer_size(num_packets)` and `buffer`
-    /// non-null and aligned.
-    unsafe fn serve(
-        &self,
-        listener: &mut Option<Listener>,
-        buffer: *mut u8,
-        len: usize,
-        num_packets: u32,
-    ) -> Result<(), Error> {
+    /// As [`HostcallRuntime::enable_with`], with `layout.len` the protocol's buffer size for
+    /// `layout.num_packets` and `layout.buffer` non-null and aligned for the protocol.
+    unsafe fn serve(&self, listener: &mut Option<Listener>, layout: Layout) -> Result<(), Error> {
+        let Layout { buffer, len, num_packets, protocol, occupied } = layout;
+        let n = u64::from(num_packets);
         let running = match listener {
             Some(running) => running,
             None => listener.insert(self.start_listener()?),
         };
-        // SAFETY: the caller's contract: `len` valid bytes, accessed only atomically. No wave can
-        // use the buffer yet (it is enabled only once this returns), so initialising is safe.
-        let view = unsafe { BufferView::from_raw(buffer, len, u64::from(num_packets)) }?;
-        view.init(buffer as u64, self.doorbell.handle());
+        // SAFETY (both arms): the caller's contract: `len` valid bytes, accessed only atomically.
+        // No wave can use the buffer yet (it is enabled only once this returns), so initialising
+        // is safe.
+        match protocol {
+            Protocol::Stack => {
+                let view = unsafe { BufferView::from_raw(buffer, len, n) }?;
+                view.init(buffer as u64, self.doorbell.handle());
+            }
+            Protocol::Phase => {
+                let view = unsafe { PhaseView::from_raw(buffer, len, n) }?;
+                view.init(buffer as u64, self.doorbell.handle());
+                view.set_occupied_address(occupied);
+            }
+        }
         // SAFETY: the caller's contract keeps the memory valid until `disable` removes it.
-        unsafe { running.add_raw(buffer, len, u64::from(num_packets)) }
+        unsafe { running.add_raw_protocol(buffer, len, n, protocol) }
     }
 
     fn start_listener(&self) -> Result<Listener, Error> {
@@ -228,6 +343,24 @@ impl HostcallRuntime {
     }
 }
 
+/// Where a buffer being enabled is, and how to initialise it.
+struct Layout {
+    buffer: *mut u8,
+    len: usize,
+    num_packets: u32,
+    protocol: Protocol,
+    /// A phase buffer's bitmap address for its prefix.
+    occupied: u64,
+}
+
+/// The services every runtime starts with: PRINTF to the process's streams, DEVMEM from `memory`.
+fn builtin_services(memory: &Arc<dyn DeviceMemory>) -> Services {
+    let services = Services::new();
+    services.enable_printf(StdStreams, MessageLimits::default()).expect("a new registry has no PRINTF");
+    services.enable_devmem(memory.clone(), DevMemLimits::default()).expect("a new registry has no DEVMEM");
+    services
+}
+
 /// Shuts a listener down and joins its thread.
 fn stop(listener: Listener) {
     if let Some(id) = listener.thread_id() {
@@ -245,7 +378,8 @@ impl Drop for HostcallRuntime {
         if let Some(running) = self.lock_listener().take() {
             stop(running);
         }
-        registry::lock().remove_runtime(self.id);
+        let entries = registry::lock().remove_runtime(self.id);
+        drop(entries); // frees owned bitmaps, outside the registry's lock
     }
 }
 

@@ -196,11 +196,26 @@ impl Listener {
     /// `base..base + len` must stay valid, and be accessed only atomically, until
     /// [`Listener::remove_raw`] for it returns or the listener is dropped.
     pub unsafe fn add_raw(&self, base: *mut u8, len: usize, num_packets: u64) -> Result<(), Error> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.add_raw_protocol(base, len, num_packets, Protocol::Stack) }
+    }
+
+    /// [`Listener::add_raw`] for a buffer of either protocol, initialised for it.
+    ///
+    /// # Safety
+    /// As for [`Listener::add_raw`].
+    pub unsafe fn add_raw_protocol(
+        &self,
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+        protocol: Protocol,
+    ) -> Result<(), Error> {
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
         // SAFETY: forwarded from this function's contract.
-        Ok(unsafe { self.shared.poller.add(base, len, num_packets) }?)
+        Ok(unsafe { self.shared.poller.add_protocol(base, len, num_packets, protocol) }?)
     }
 
     /// Stops serving a buffer added with [`Listener::add_raw`].

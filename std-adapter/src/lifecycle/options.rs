@@ -1,0 +1,152 @@
+//! What `enable_with` takes besides the buffer: the protocol, the phase protocol's `occupied`
+//! bitmap, the device ordinal; and the sizes and alignments of each protocol's buffers.
+
+use crate::buffer::Protocol;
+use crate::error::Error;
+use crate::memory::{DeviceAllocation, DeviceMemory};
+use hostcall_core::buffer::LayoutError;
+use hostcall_core::phase::{occupied_words, phase_buffer_align, phase_buffer_size};
+use hostcall_core::tagged::{Geometry, GeometryError};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// How [`HostcallRuntime::enable_with`](super::HostcallRuntime::enable_with) sets a buffer up.
+///
+/// The default is what ROCm's `enableHostcalls` does: the stack protocol, device 0.
+///
+/// ```
+/// use hostcall::lifecycle::EnableOptions;
+/// use hostcall::Protocol;
+/// let phase = EnableOptions { protocol: Protocol::Phase, ..EnableOptions::default() };
+/// assert_eq!(phase.occupied, None); // the runtime allocates the bitmap
+/// assert_eq!(EnableOptions::default().protocol, Protocol::Stack);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnableOptions {
+    /// The wire protocol the device code of the kernels using this buffer speaks. A code object
+    /// carries no marker of which one it uses: the runtime chooses, per buffer.
+    /// [`Protocol::Stack`] (the default) is ROCm's default in every release;
+    /// [`Protocol::Phase`] is ROCm's opt-in, for device libraries built with
+    /// `USE_NEW_HOSTCALL_IMPL`.
+    pub protocol: Protocol,
+    /// Phase protocol only: the `occupied` bitmap, `ceil(num_packets / 32)` `u32`s, zeroed,
+    /// 4-aligned, that device code claims packets in. ROCm allocates it in the GPU's own memory
+    /// (only the device touches it, so its atomics never cross the bus) and passes it here. The
+    /// address is written into the buffer's prefix as given (the address device code uses); the
+    /// host never reads or writes the words, except emulated waves, which claim through them as
+    /// device code does (so for them it must be host-accessible memory). It must stay valid
+    /// until the buffer is disabled. `None`: the runtime allocates it through its memory backend
+    /// ([`HostcallRuntime::memory`](super::HostcallRuntime::memory)), zeroed, and frees it when
+    /// the buffer is disabled. Must be `None` for the stack protocol, which has no bitmap.
+    pub occupied: Option<NonNull<u32>>,
+    /// The index of the GPU whose queue the buffer serves (ROCm's device index), kept with the
+    /// buffer's registration ([`device_ordinal`](super::device_ordinal)): services that report
+    /// per device (the sanitizer's report ids) read it. Default 0.
+    pub device_ordinal: u32,
+}
+
+impl Default for EnableOptions {
+    fn default() -> Self {
+        Self { protocol: Protocol::Stack, occupied: None, device_ordinal: 0 }
+    }
+}
+
+/// Bytes a buffer of `num_packets` packets needs in `protocol`.
+///
+/// ```
+/// use hostcall::{lifecycle::buffer_size_for, Protocol};
+/// assert_eq!(buffer_size_for(Protocol::Stack, 2), hostcall::buffer_size(2));
+/// assert_eq!(buffer_size_for(Protocol::Phase, 2), Ok(320 + 2 * 4096));
+/// assert!(buffer_size_for(Protocol::Phase, 1).is_err()); // both protocols need 2 packets
+/// ```
+pub fn buffer_size_for(protocol: Protocol, num_packets: u32) -> Result<usize, Error> {
+    let geometry = Geometry::new(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))?;
+    let n = geometry.num_packets() as usize;
+    let size = match protocol {
+        Protocol::Stack => hostcall_core::layout::buffer_size(n),
+        Protocol::Phase => phase_buffer_size(n),
+    };
+    size.ok_or(Error::Layout(LayoutError::Geometry(GeometryError::TooManyPackets(u64::from(num_packets)))))
+}
+
+/// The alignment a buffer of `protocol` needs (and `enable_with` checks): 8 for the stack
+/// protocol (ROCm's `getHostcallBufferAlignment`); 64, a cache line, for the phase protocol, so
+/// that the arrays the device writes and the array the host writes never share a line.
+pub const fn buffer_align_for(protocol: Protocol) -> usize {
+    match protocol {
+        Protocol::Stack => hostcall_core::layout::buffer_align(),
+        Protocol::Phase => phase_buffer_align(),
+    }
+}
+
+/// Bytes of the phase protocol's `occupied` bitmap for `num_packets` packets:
+/// `4 * ceil(num_packets / 32)`.
+pub const fn occupied_size(num_packets: u32) -> usize {
+    4 * occupied_words(num_packets as usize)
+}
+
+/// Where an enabled phase buffer's `occupied` bitmap is.
+pub(super) enum Bitmap {
+    /// None: a stack buffer.
+    None,
+    /// Passed to enable: its address (device's and host's alike).
+    Given(usize),
+    /// Allocated through the runtime's memory at enable; freed when dropped (the buffer's
+    /// registry entry is dropped after disable).
+    Owned(DeviceAllocation),
+}
+
+impl Bitmap {
+    /// The bitmap `options` asks for, allocated through `memory` if the phase protocol has
+    /// none passed in. Refuses a bitmap for the stack protocol, a misaligned one, and one that
+    /// overlaps the buffer (`base..base + len`).
+    pub fn for_options(
+        options: &EnableOptions,
+        base: usize,
+        len: usize,
+        num_packets: u32,
+        memory: &Arc<dyn DeviceMemory>,
+    ) -> Result<Self, Error> {
+        match (options.protocol, options.occupied) {
+            (Protocol::Stack, None) => Ok(Self::None),
+            (Protocol::Stack, Some(_)) => {
+                Err(Error::Unsupported("a stack-protocol buffer has no occupied bitmap".into()))
+            }
+            (Protocol::Phase, Some(given)) => {
+                let address = given.as_ptr() as usize;
+                if address % std::mem::align_of::<u32>() != 0 {
+                    return Err(Error::Layout(LayoutError::Misaligned { address }));
+                }
+                let end = address.saturating_add(occupied_size(num_packets));
+                if address < base.saturating_add(len) && base < end {
+                    return Err(Error::Overlaps { buffer: address, enabled: base });
+                }
+                Ok(Self::Given(address))
+            }
+            (Protocol::Phase, None) => {
+                let size = occupied_size(num_packets);
+                // A line of its own: the device's atomics on it share no line with anything.
+                let allocation = DeviceAllocation::new(memory.clone(), size, phase_buffer_align())?;
+                Ok(Self::Owned(allocation))
+            }
+        }
+    }
+
+    /// The address written into the buffer's prefix (0: none).
+    pub fn device_address(&self) -> u64 {
+        match self {
+            Self::None => 0,
+            Self::Given(address) => *address as u64,
+            Self::Owned(allocation) => allocation.device_address(),
+        }
+    }
+
+    /// The address emulated waves claim through.
+    pub fn host_address(&self) -> Option<NonNull<u32>> {
+        match self {
+            Self::None => None,
+            Self::Given(address) => NonNull::new(*address as *mut u32),
+            Self::Owned(allocation) => NonNull::new(allocation.as_ptr().cast()),
+        }
+    }
+}
