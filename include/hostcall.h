@@ -40,7 +40,7 @@ extern "C" {
 /* Reply words per lane (the first words of the lane's slot). */
 #define HOSTCALL_REPLY_WORDS 2
 
-/* ---- Section 1: the stack protocol (ROCm's legacy ABI) ---- */
+/* ---- Section 1: the stack protocol (ROCm's default ABI, in every ROCm release) ---- */
 
 /* The start of a buffer: the fields device code reads. */
 typedef struct hostcall_buffer_prefix {
@@ -99,7 +99,7 @@ HOSTCALL_STATIC_ASSERT(offsetof(hostcall_payload_t, slots) == 0, "payload.slots"
 HOSTCALL_STATIC_ASSERT(HOSTCALL_HEADERS_OFFSET == sizeof(hostcall_buffer_prefix_t), "headers offset");
 HOSTCALL_STATIC_ASSERT(HOSTCALL_BUFFER_SIZE(2) == 48 + 2 * 24 + 2 * 4096, "buffer size formula");
 
-/* ---- Section 2: the phase protocol (ROCm's current ABI) ---- */
+/* ---- Section 2: the phase protocol (ROCm's opt-in ABI: builds with USE_NEW_HOSTCALL_IMPL) ---- */
 
 /* The start of a phase-protocol buffer. */
 typedef struct hostcall_phase_prefix {
@@ -130,6 +130,26 @@ HOSTCALL_STATIC_ASSERT(sizeof(hostcall_phase_header_t) == 16, "phase header size
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_phase_header_t, activemask) == 0, "phase header.activemask");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_phase_header_t, service) == 8, "phase header.service");
 
+/* Where this library puts a phase buffer's arrays: each on a 64-byte line of its own, at these
+ * offsets from the buffer's start (device code finds them through the prefix, so only the
+ * library relies on them): device_phase, the in-buffer occupied bitmap (unused when the bitmap is
+ * passed to hostcall_enable_ex or allocated by it, as it always is there), host_phase, headers,
+ * payloads. Size = HOSTCALL_PHASE_BUFFER_SIZE(n), alignment HOSTCALL_PHASE_BUFFER_ALIGN; the
+ * library's hostcall_buffer_size_for / hostcall_buffer_alignment_for compute the same. */
+#define HOSTCALL_PHASE_BUFFER_ALIGN 64
+#define HOSTCALL_PHASE_LINE_UP(x) ((((size_t)(x)) + 63u) & ~(size_t)63u)
+/* Words (uint32_t) of the occupied bitmap for n packets: ceil(n / 32). */
+#define HOSTCALL_PHASE_OCCUPIED_WORDS(n) (((size_t)(n) + 31u) / 32u)
+#define HOSTCALL_PHASE_DEVICE_PHASE_OFFSET 64
+#define HOSTCALL_PHASE_OCCUPIED_OFFSET(n) HOSTCALL_PHASE_LINE_UP(HOSTCALL_PHASE_DEVICE_PHASE_OFFSET + 4u * (size_t)(n))
+#define HOSTCALL_PHASE_HOST_PHASE_OFFSET(n)                                                           \
+    HOSTCALL_PHASE_LINE_UP(HOSTCALL_PHASE_OCCUPIED_OFFSET(n) + 4u * HOSTCALL_PHASE_OCCUPIED_WORDS(n))
+#define HOSTCALL_PHASE_HEADERS_OFFSET(n) HOSTCALL_PHASE_LINE_UP(HOSTCALL_PHASE_HOST_PHASE_OFFSET(n) + 4u * (size_t)(n))
+#define HOSTCALL_PHASE_PAYLOADS_OFFSET(n) HOSTCALL_PHASE_LINE_UP(HOSTCALL_PHASE_HEADERS_OFFSET(n) + 16u * (size_t)(n))
+#define HOSTCALL_PHASE_BUFFER_SIZE(n) (HOSTCALL_PHASE_PAYLOADS_OFFSET(n) + (size_t)(n) * 4096u)
+
+HOSTCALL_STATIC_ASSERT(HOSTCALL_PHASE_BUFFER_SIZE(3) == 320 + 3 * 4096, "phase buffer size formula");
+
 /* ---- Section 3: services ---- */
 
 #define HOSTCALL_SERVICE_RESERVED 0u      /* always answered with an error */
@@ -138,7 +158,10 @@ HOSTCALL_STATIC_ASSERT(offsetof(hostcall_phase_header_t, service) == 8, "phase h
 #define HOSTCALL_SERVICE_DEVMEM 3u        /* slot[0] != 0: free it; else allocate slot[1] bytes */
 #define HOSTCALL_SERVICE_SANITIZER 4u     /* address-sanitizer report, once per packet */
 
-/* The error reply of this project: reply word 0 = HOSTCALL_ERROR_REPLY, word 1 = the code. */
+/* The error reply of this project: reply word 0 = HOSTCALL_ERROR_REPLY, word 1 = the code.
+ * Except for DEVMEM, whose device code takes any non-zero word 0 as the address of its block:
+ * every failure of a DEVMEM call (refused, unknown address, no such service, ...) is answered
+ * {0, code}, a null address. */
 #define HOSTCALL_ERROR_REPLY UINT64_MAX
 #define HOSTCALL_ERROR_UNKNOWN_SERVICE 1u  /* no service under the packet's id */
 #define HOSTCALL_ERROR_SERVICE_PANICKED 2u /* the service's handler failed (panicked) */
@@ -174,16 +197,28 @@ HOSTCALL_STATIC_ASSERT(offsetof(hostcall_phase_header_t, service) == 8, "phase h
 /* ============================================================================================ */
 #if !defined(HOSTCALL_LAYOUT_ONLY)
 
-/* ---- ROCm's rochostcall.hpp interface (C linkage) ---- */
+/* Pointer contracts. Every function checks what can be checked of the pointers it takes (null,
+ * alignment, overlap with the memory the listener shares) and answers a violation with its status
+ * code; what cannot be checked (that the memory is really there, and stays there) is stated with
+ * each function. Nothing the library is given is dereferenced as more than the contract says: a
+ * pointer documented "any alignment" is read bytewise, arrays that may overlap are read whole
+ * before anything is written. `queue` arguments are keys, compared and never dereferenced.
+ *
+ * Built-in services: from the first enable on, PRINTF (to this process's stdout and stderr) and
+ * DEVMEM (blocks of host memory, refused with {0, code} beyond the library's limits) are served,
+ * as ROCm's runtime serves them, so ROCm's device printf and device malloc work through
+ * enableHostcalls. FUNCTION_CALL is served only after hostcall_enable_function_calls_unsafe(). */
+
+/* ---- ROCm's rochostcall.hpp interface (C linkage): the stack protocol ---- */
 
 /* Bytes a buffer of num_packets packets needs; 0 for a refused count (< 2 or > 2^24). */
 size_t getHostcallBufferSize(uint32_t num_packets);
 /* The alignment a buffer needs (8). */
 uint32_t getHostcallBufferAlignment(void);
 /* Initialises the buffer, starts the listener if none runs, serves the buffer for queue (one
- * distinct buffer per queue). The buffer is getHostcallBufferSize(num_packets) bytes and must stay
- * valid until disableHostcalls returns for it (or the process ends). False on failure: see
- * hostcall_last_error(). */
+ * distinct buffer per queue). The buffer is getHostcallBufferSize(num_packets) bytes, aligned to
+ * getHostcallBufferAlignment() (checked), and must stay valid until disableHostcalls returns for
+ * it (or the process ends). False on failure: see hostcall_last_error(). */
 bool enableHostcalls(void *buffer, uint32_t num_packets, const void *queue);
 /* Stops serving the buffer; afterwards it may be reused or freed. After the last buffer the
  * listener stops and its thread is joined. A failure is recorded for hostcall_last_error(). */
@@ -194,11 +229,11 @@ void disableHostcalls(void *buffer, const void *queue);
 /* Status codes (0 = success). */
 #define HOSTCALL_OK 0
 #define HOSTCALL_ERR_NULL 1                   /* a required pointer is null */
-#define HOSTCALL_ERR_MISALIGNED 2             /* buffer not aligned to hostcall_buffer_alignment() */
+#define HOSTCALL_ERR_MISALIGNED 2             /* a pointer not aligned as its contract says */
 #define HOSTCALL_ERR_PACKET_COUNT 3           /* fewer than 2 or more than 2^24 packets */
 #define HOSTCALL_ERR_ALREADY_ENABLED 4        /* buffer already enabled (for any queue) */
 #define HOSTCALL_ERR_OTHER_LISTENER 5         /* buffer enabled on another listener */
-#define HOSTCALL_ERR_OVERLAPS 6               /* buffer overlaps an enabled buffer */
+#define HOSTCALL_ERR_OVERLAPS 6               /* memory overlaps an enabled buffer (or its bitmap) */
 #define HOSTCALL_ERR_QUEUE_TAKEN 7            /* the queue already has a buffer */
 #define HOSTCALL_ERR_NOT_ENABLED 8            /* buffer not enabled */
 #define HOSTCALL_ERR_WRONG_QUEUE 9            /* buffer enabled for another queue */
@@ -209,10 +244,14 @@ void disableHostcalls(void *buffer, const void *queue);
 #define HOSTCALL_ERR_THREAD 14                /* the listener thread could not start */
 #define HOSTCALL_ERR_PANIC 15                 /* an internal error was caught */
 #define HOSTCALL_ERR_OTHER 16                 /* anything else */
+#define HOSTCALL_ERR_OPTIONS 17               /* hostcall_enable_options_t refused (see there) */
 
 /* How long hostcall_emulated_call waits for a packet and for its reply. */
 #define HOSTCALL_EMULATED_TIMEOUT_MS 10000
 
+/* hostcall_buffer_size, hostcall_buffer_alignment, hostcall_enable, hostcall_disable: ROCm's four
+ * functions above with status codes (the stack protocol). hostcall_enable checks buffer for null
+ * and for alignment to hostcall_buffer_alignment(). */
 size_t hostcall_buffer_size(uint32_t num_packets);
 uint32_t hostcall_buffer_alignment(void);
 int hostcall_enable(void *buffer, uint32_t num_packets, const void *queue);
@@ -221,18 +260,108 @@ int hostcall_disable(void *buffer, const void *queue);
  * on this thread. */
 const char *hostcall_last_error(void);
 
+/* ---- Both protocols ---- */
+
+/* Which wire protocol the device code of the kernels using a buffer speaks. A code object carries
+ * no marker of it: the runtime chooses, per buffer, at enable. The stack protocol is ROCm's
+ * default in every release (and what enableHostcalls / hostcall_enable set up); the phase
+ * protocol is ROCm's opt-in, for device libraries built with USE_NEW_HOSTCALL_IMPL, and needs no
+ * CPU/GPU atomics on shared words (no PCIe AtomicOps). */
+#define HOSTCALL_PROTOCOL_STACK 0u
+#define HOSTCALL_PROTOCOL_PHASE 1u
+
+/* Bytes a buffer of num_packets packets needs in protocol (HOSTCALL_PROTOCOL_*); 0 for an unknown
+ * protocol or a refused count (see hostcall_last_error()). Equal to HOSTCALL_BUFFER_SIZE(n) and
+ * HOSTCALL_PHASE_BUFFER_SIZE(n). */
+size_t hostcall_buffer_size_for(uint32_t protocol, uint32_t num_packets);
+/* The alignment a buffer of protocol needs, and hostcall_enable_ex checks: 8 for the stack
+ * protocol, 64 (HOSTCALL_PHASE_BUFFER_ALIGN) for the phase protocol; 0 for an unknown protocol. */
+uint32_t hostcall_buffer_alignment_for(uint32_t protocol);
+
+/* The options of hostcall_enable_ex. Start from HOSTCALL_ENABLE_OPTIONS_INIT and set fields:
+ *
+ *     hostcall_enable_options_t options = HOSTCALL_ENABLE_OPTIONS_INIT;
+ *     options.protocol = HOSTCALL_PROTOCOL_PHASE;
+ *     options.occupied = bitmap; // or NULL
+ *
+ * Versioned by size: the library reads the first `size` bytes (read bytewise: any alignment).
+ * Fields a newer library has beyond `size` take their defaults; bytes beyond the fields this
+ * library knows must be zero, and `reserved` must be zero, else HOSTCALL_ERR_OPTIONS. `size`
+ * must be in HOSTCALL_ENABLE_OPTIONS_SIZE_V1..=HOSTCALL_ENABLE_OPTIONS_MAX_SIZE. */
+typedef struct hostcall_enable_options {
+    uint32_t size;     /* sizeof(hostcall_enable_options_t) */
+    uint32_t protocol; /* HOSTCALL_PROTOCOL_STACK (default) or HOSTCALL_PROTOCOL_PHASE; other
+                        * values: HOSTCALL_ERR_OPTIONS */
+    /* Phase protocol only (not NULL with the stack protocol: HOSTCALL_ERR_OPTIONS): the occupied
+     * bitmap device code claims packets in, HOSTCALL_PHASE_OCCUPIED_WORDS(num_packets) uint32_t,
+     * zeroed, 4-aligned (checked: HOSTCALL_ERR_MISALIGNED), overlapping no enabled buffer
+     * (checked: HOSTCALL_ERR_OVERLAPS). ROCm allocates it in the GPU's own memory, so the device's
+     * atomics on it never cross the bus, and passes it to enable. Written into the buffer's
+     * prefix as given (the address device code uses); the library never reads or writes it
+     * (emulated waves claim through it as device code does, so for them it must be host memory).
+     * It must stay valid until hostcall_disable returns for the buffer. NULL: the library
+     * allocates it (zeroed, through its memory backend: host memory here) and frees it at
+     * disable. */
+    uint32_t *occupied;
+    uint32_t device_ordinal; /* the index of the GPU whose queue this is (default 0), kept with
+                              * the buffer for services that report per device */
+    uint32_t reserved;       /* must be 0 */
+} hostcall_enable_options_t;
+
+#define HOSTCALL_ENABLE_OPTIONS_SIZE_V1 24u
+#define HOSTCALL_ENABLE_OPTIONS_MAX_SIZE 1024u
+#define HOSTCALL_ENABLE_OPTIONS_INIT                                                                  \
+    { (uint32_t)sizeof(hostcall_enable_options_t), HOSTCALL_PROTOCOL_STACK, NULL, 0u, 0u }
+
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_enable_options_t) == 24, "enable options size (64-bit hosts)");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, size) == 0, "options.size");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, protocol) == 4, "options.protocol");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, occupied) == 8, "options.occupied");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, device_ordinal) == 16, "options.device_ordinal");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, reserved) == 20, "options.reserved");
+
+/* hostcall_enable with options (NULL: the defaults, i.e. hostcall_enable). buffer is
+ * hostcall_buffer_size_for(protocol, num_packets) bytes aligned to
+ * hostcall_buffer_alignment_for(protocol) (null and alignment checked), valid until
+ * hostcall_disable returns for it (or the process ends). Returns HOSTCALL_OK or a HOSTCALL_ERR_*
+ * code; on failure nothing changed (no bitmap is left allocated). hostcall_disable and
+ * hostcall_emulated_call work on buffers of either protocol. */
+int hostcall_enable_ex(void *buffer, uint32_t num_packets, const void *queue,
+                       const hostcall_enable_options_t *options);
+
+/* ---- Services ---- */
+
 /* A service: reads one lane's 8 request words, writes its 2 reply words and returns 0, or returns
  * HOSTCALL_ERROR_* (1..5) to answer the lane with an error reply (other values: REFUSED). Called
- * on the listener thread; must not throw or longjmp out. */
+ * on the listener thread; must not throw or longjmp out. request and reply are the library's,
+ * aligned, valid for the call only. */
 typedef int (*hostcall_service_fn)(const uint64_t request[8], uint64_t reply[2], void *ctx);
-/* Registers fn (with ctx) as service id for every buffer enabled above. */
+/* Registers fn (with ctx) as service id for every buffer enabled above. Built-in ids
+ * (HOSTCALL_SERVICE_PRINTF, HOSTCALL_SERVICE_DEVMEM) are taken: unregister one first to serve it
+ * yourself. ctx is passed to fn as is, never dereferenced. */
 int hostcall_register_service(uint32_t id, hostcall_service_fn fn, void *ctx);
 int hostcall_unregister_service(uint32_t id);
+/* Registers the built-in FUNCTION_CALL service (HOSTCALL_SERVICE_FUNCTION_CALL): a lane's slot[0]
+ * is the address of a host function void fn(uint64_t out[2], const uint64_t in[7]), called with
+ * slot[1..8]; out is the lane's reply (a null address: HOSTCALL_ERROR_BAD_REQUEST). Off until
+ * called (calls to it are answered HOSTCALL_ERROR_UNKNOWN_SERVICE), because the library then
+ * calls whatever address a device sends: call it only if every device that reaches your buffers
+ * is trusted to send addresses of such functions, valid for the rest of the process. Returns
+ * HOSTCALL_OK, or HOSTCALL_ERR_SERVICE_TAKEN if id 1 is registered already. */
+int hostcall_enable_function_calls_unsafe(void);
+
+/* ---- Emulated waves ---- */
 
 /* One hostcall by an emulated wave (CPU thread) with activemask, through the real producer path
- * on an enabled buffer: lane i sends requests[i] to service and gets replies[i]. Both arrays have
- * at least 64 - clz(activemask) entries; inactive entries are neither read nor written. An error
- * reply of the host ({HOSTCALL_ERROR_REPLY, code}) still returns HOSTCALL_OK. */
+ * of the buffer's protocol on an enabled buffer: lane i sends requests[i] to service and gets
+ * replies[i]. An error reply of the host ({HOSTCALL_ERROR_REPLY, code}; {0, code} for DEVMEM)
+ * still returns HOSTCALL_OK.
+ * Pointers: requests has at least 64 - clz(activemask) readable entries, replies as many writable
+ * ones (inactive entries are neither read nor written; both may be NULL when activemask is 0),
+ * not accessed by other threads during the call. Checked: null (HOSTCALL_ERR_NULL), aligned to 8
+ * (HOSTCALL_ERR_MISALIGNED), apart from the buffer and its occupied bitmap
+ * (HOSTCALL_ERR_OVERLAPS). requests and replies may overlap each other: every request is read
+ * before any reply is written. The buffer must stay enabled until this returns. */
 int hostcall_emulated_call(void *buffer, uint32_t num_packets, uint32_t service, uint64_t activemask,
                            const uint64_t (*requests)[8], uint64_t (*replies)[2]);
 

@@ -144,6 +144,43 @@ fn a_c_program_exits_promptly_with_buffers_still_enabled() {
     assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
 }
 
+/// ROCm's device printf, device malloc and function calls through the C ABI, in both protocols:
+/// the C program chunks each lane's printf into the message stream itself, checks each lane's
+/// reply (characters printed), DEVMEM's addresses and null failure replies, and FUNCTION_CALL
+/// refused before `hostcall_enable_function_calls_unsafe()` and served after; here what reached
+/// the program's stdout and stderr is checked line by line.
+#[test]
+fn the_c_program_uses_the_builtin_services_in_both_protocols() {
+    let output = run_checked(Command::new(c_test(Link::Shared)).arg("builtins"));
+    let (out, err) = (String::from_utf8(output.stdout).unwrap(), String::from_utf8(output.stderr).unwrap());
+    assert!(out.contains("hostcall_test: ok"), "{out}\n{err}");
+    for protocol in ["stack", "phase"] {
+        for lane in 0..64usize {
+            let tail = "x".repeat(if lane == 7 { 100 } else { lane });
+            let line = format!("printf {protocol} lane {lane:2}: {:5.2} {tail}|\n", lane as f64 / 4.0);
+            assert_eq!(out.matches(&line).count(), 1, "{line:?} once in:\n{out}");
+        }
+        let line = format!("printf {protocol} to stderr: -5%\n");
+        assert_eq!(err.matches(&line).count(), 1, "{line:?} once in stderr:\n{err}");
+        assert!(!out.contains(&line), "stderr's line went to stdout");
+    }
+}
+
+/// The phase protocol through `hostcall_enable_ex`: sizes and alignments per protocol, every bad
+/// option refused with its code, a bitmap passed in (the prefix points at it, claims go through
+/// it) and a null one (allocated outside the buffer, freed at disable), both protocols on one
+/// listener.
+#[test]
+fn the_c_program_enables_phase_buffers_with_and_without_a_bitmap() {
+    let out = run_mode(c_test(Link::Shared), "phase");
+    assert!(out.contains("hostcall_test: ok"), "{out}");
+    let per_round: u64 = (0..50u64)
+        .map(|c| if c % 3 != 0 { 64 } else { u64::from((0x8000_0000_0000_0001u64 | c << 4).count_ones()) })
+        .sum();
+    let expected = 2 * per_round + 2 * 8;
+    assert!(out.contains(&format!("phase lanes served: {expected}\n")), "{out}");
+}
+
 #[test]
 fn the_header_compiles_as_cpp_and_links_with_c_linkage() {
     let out = run_mode(&build("header_check.cpp", Link::Shared), "");
@@ -154,8 +191,12 @@ fn the_header_compiles_as_cpp_and_links_with_c_linkage() {
 /// Rust definition (or PROTOCOL.md's number where Rust has none in this crate).
 #[test]
 fn the_header_layout_matches_rust() {
+    use hostcall_capi::options::{self, HostcallEnableOptions};
     use hostcall_rs::core::layout::{self, BufferPrefix, PacketHeader, Payload};
+    use hostcall_rs::core::phase;
     use hostcall_rs::core::service::{self, ErrorCode};
+    use hostcall_rs::lifecycle::{buffer_align_for, buffer_size_for};
+    use hostcall_rs::Protocol;
     use std::mem::{offset_of, size_of};
 
     let out = run_mode(c_test(Link::Shared), "layout");
@@ -229,7 +270,37 @@ fn the_header_layout_matches_rust() {
         ("implicitarg.v4", hostcall_rs::IMPLICITARG_OFFSET_V4 as u64),
         ("implicitarg.v5", hostcall_rs::IMPLICITARG_OFFSET_V5 as u64),
         ("emulated_timeout_ms", hostcall_capi::emulated::EMULATED_TIMEOUT.as_millis() as u64),
+        ("phase.buffer_align", phase::phase_buffer_align() as u64),
+        ("lib.phase.buffer_align", buffer_align_for(Protocol::Phase) as u64),
+        ("lib.stack.buffer_align", buffer_align_for(Protocol::Stack) as u64),
+        ("phase.occupied_words.33", phase::occupied_words(33) as u64),
+        ("protocol.stack", u64::from(options::HOSTCALL_PROTOCOL_STACK)),
+        ("protocol.phase", u64::from(options::HOSTCALL_PROTOCOL_PHASE)),
+        ("options.size", size_of::<HostcallEnableOptions>() as u64),
+        ("options.field.size", offset_of!(HostcallEnableOptions, size) as u64),
+        ("options.protocol", offset_of!(HostcallEnableOptions, protocol) as u64),
+        ("options.occupied", offset_of!(HostcallEnableOptions, occupied) as u64),
+        ("options.device_ordinal", offset_of!(HostcallEnableOptions, device_ordinal) as u64),
+        ("options.reserved", offset_of!(HostcallEnableOptions, reserved) as u64),
+        ("options.size_v1", u64::from(options::HOSTCALL_ENABLE_OPTIONS_SIZE_V1)),
+        ("options.max_size", u64::from(options::HOSTCALL_ENABLE_OPTIONS_MAX_SIZE)),
     ];
+    let mut expected: Vec<(String, u64)> = expected.into_iter().map(|(n, v)| (n.to_owned(), v)).collect();
+    for n in [3usize, 1000] {
+        let l = phase::PhaseLayout::new(n).unwrap();
+        for (name, value) in [
+            ("device_phase_offset", l.device_phase),
+            ("occupied_offset", l.occupied),
+            ("host_phase_offset", l.host_phase),
+            ("headers_offset", l.headers),
+            ("payloads_offset", l.payloads),
+            ("buffer_size", l.size),
+        ] {
+            expected.push((format!("phase.{name}.{n}"), value as u64));
+        }
+        let lib = buffer_size_for(Protocol::Phase, n as u32).unwrap();
+        expected.push((format!("lib.phase.buffer_size.{n}"), lib as u64));
+    }
     use hostcall_capi::status::*;
     let statuses = [
         ("status.null", HOSTCALL_ERR_NULL),
@@ -248,11 +319,12 @@ fn the_header_layout_matches_rust() {
         ("status.thread", HOSTCALL_ERR_THREAD),
         ("status.panic", HOSTCALL_ERR_PANIC),
         ("status.other", HOSTCALL_ERR_OTHER),
+        ("status.options", HOSTCALL_ERR_OPTIONS),
     ];
-    let expected = expected.into_iter().chain(statuses.map(|(name, code)| (name, code as u64)));
+    let expected = expected.into_iter().chain(statuses.map(|(name, code)| (name.to_owned(), code as u64)));
     let mut compared = 0;
     for (name, value) in expected {
-        assert_eq!(c.get(name), Some(&value), "{name}: header vs Rust");
+        assert_eq!(c.get(name.as_str()), Some(&value), "{name}: header vs Rust");
         compared += 1;
     }
     assert_eq!(compared, c.len(), "every line the C program prints is compared");

@@ -6,7 +6,13 @@
  *   hostcall_test run     the lifecycle: sizes, two buffers enabled for two queues, every misuse
  *                         refused, a C service and emulated waves on two threads, disable, reuse;
  *   hostcall_test exit    enables two buffers, makes calls, and returns from main without
- *                         disabling them (the process must still exit promptly and cleanly).
+ *                         disabling them (the process must still exit promptly and cleanly);
+ *   hostcall_test builtins  the built-in services as ROCm's device code uses them, in both
+ *                         protocols: printf from a whole wave (the message stream chunked here,
+ *                         as ROCm's device code chunks it) to stdout and stderr, DEVMEM allocate
+ *                         and free, FUNCTION_CALL refused before the opt-in and served after;
+ *   hostcall_test phase   the phase protocol: sizes, options refused, enable / call / disable
+ *                         with a bitmap passed in and with none (the library allocates it).
  */
 #include "hostcall.h"
 
@@ -186,6 +192,32 @@ static int print_layout(void) {
     P("status.thread", HOSTCALL_ERR_THREAD);
     P("status.panic", HOSTCALL_ERR_PANIC);
     P("status.other", HOSTCALL_ERR_OTHER);
+    P("status.options", HOSTCALL_ERR_OPTIONS);
+    P("phase.buffer_align", HOSTCALL_PHASE_BUFFER_ALIGN);
+    P("lib.phase.buffer_align", hostcall_buffer_alignment_for(HOSTCALL_PROTOCOL_PHASE));
+    P("lib.stack.buffer_align", hostcall_buffer_alignment_for(HOSTCALL_PROTOCOL_STACK));
+    P("phase.occupied_words.33", HOSTCALL_PHASE_OCCUPIED_WORDS(33));
+    for (int i = 0; i < 2; i++) {
+        const unsigned n = i ? 1000 : 3;
+        printf("layout phase.device_phase_offset.%u %llu\n", n, (unsigned long long)HOSTCALL_PHASE_DEVICE_PHASE_OFFSET);
+        printf("layout phase.occupied_offset.%u %llu\n", n, (unsigned long long)HOSTCALL_PHASE_OCCUPIED_OFFSET(n));
+        printf("layout phase.host_phase_offset.%u %llu\n", n, (unsigned long long)HOSTCALL_PHASE_HOST_PHASE_OFFSET(n));
+        printf("layout phase.headers_offset.%u %llu\n", n, (unsigned long long)HOSTCALL_PHASE_HEADERS_OFFSET(n));
+        printf("layout phase.payloads_offset.%u %llu\n", n, (unsigned long long)HOSTCALL_PHASE_PAYLOADS_OFFSET(n));
+        printf("layout phase.buffer_size.%u %llu\n", n, (unsigned long long)HOSTCALL_PHASE_BUFFER_SIZE(n));
+        printf("layout lib.phase.buffer_size.%u %llu\n", n,
+               (unsigned long long)hostcall_buffer_size_for(HOSTCALL_PROTOCOL_PHASE, n));
+    }
+    P("protocol.stack", HOSTCALL_PROTOCOL_STACK);
+    P("protocol.phase", HOSTCALL_PROTOCOL_PHASE);
+    P("options.size", sizeof(hostcall_enable_options_t));
+    P("options.field.size", offsetof(hostcall_enable_options_t, size));
+    P("options.protocol", offsetof(hostcall_enable_options_t, protocol));
+    P("options.occupied", offsetof(hostcall_enable_options_t, occupied));
+    P("options.device_ordinal", offsetof(hostcall_enable_options_t, device_ordinal));
+    P("options.reserved", offsetof(hostcall_enable_options_t, reserved));
+    P("options.size_v1", HOSTCALL_ENABLE_OPTIONS_SIZE_V1);
+    P("options.max_size", HOSTCALL_ENABLE_OPTIONS_MAX_SIZE);
 #undef P
     return 0;
 }
@@ -317,12 +349,344 @@ static int exit_without_disable(void) {
     return failures ? 1 : 0;
 }
 
+
+/* ---- Built-in services and the phase protocol ---- */
+
+static const char *protocol_name(uint32_t protocol) {
+    return protocol == HOSTCALL_PROTOCOL_PHASE ? "phase" : "stack";
+}
+
+/* A buffer of protocol for PACKETS packets, aligned as the library says, zeroed. */
+static void *alloc_for(uint32_t protocol) {
+    size_t size = hostcall_buffer_size_for(protocol, PACKETS);
+    void *buffer = aligned_alloc(hostcall_buffer_alignment_for(protocol), size);
+    if (buffer) {
+        memset(buffer, 0, size);
+    }
+    return buffer;
+}
+
+/* A message being built: the words one lane sends (PROTOCOL section 4). */
+struct message {
+    uint64_t words[64];
+    size_t count;
+};
+
+static void put_word(struct message *m, uint64_t word) {
+    if (m->count < sizeof m->words / sizeof m->words[0]) {
+        m->words[m->count++] = word;
+    } else {
+        failures++;
+    }
+}
+
+/* A NUL-terminated string, packed little-endian, 8 bytes per word, zero-padded. */
+static void put_string(struct message *m, const char *s) {
+    size_t len = strlen(s) + 1;
+    for (size_t at = 0; at < len; at += 8) {
+        uint64_t word = 0;
+        memcpy(&word, s + at, len - at < 8 ? len - at : 8);
+        put_word(m, word);
+    }
+}
+
+static void put_double(struct message *m, double value) {
+    uint64_t word;
+    memcpy(&word, &value, sizeof word);
+    put_word(m, word);
+}
+
+/* Sends one message per active lane of mask to service, chunked as ROCm's device code does: each
+ * call carries a descriptor (BEGIN on the first, END on the last, LEN data words, the message id
+ * the host gave in its reply to BEGIN) and up to 7 words; lanes whose message ended drop out of
+ * later calls. replies[lane] gets the host's reply to that lane's END (or the error reply that
+ * ended its stream). */
+static int send_messages(void *buffer, uint32_t service, uint64_t mask, const struct message *messages,
+                         uint64_t replies[64][2]) {
+    size_t sent[64] = {0};
+    uint64_t ids[64] = {0};
+    uint64_t open = mask;
+    while (open) {
+        uint64_t requests[64][8];
+        uint64_t answers[64][2];
+        int begin[64], end[64];
+        size_t len[64];
+        memset(requests, 0, sizeof requests);
+        for (int lane = 0; lane < 64; lane++) {
+            if (!(open >> lane & 1)) continue;
+            size_t left = messages[lane].count - sent[lane];
+            len[lane] = left < HOSTCALL_MSG_MAX_WORDS ? left : HOSTCALL_MSG_MAX_WORDS;
+            begin[lane] = sent[lane] == 0 && ids[lane] == 0;
+            end[lane] = left <= HOSTCALL_MSG_MAX_WORDS;
+            requests[lane][0] = HOSTCALL_MSG_DESCRIPTOR(begin[lane], end[lane], len[lane], ids[lane]);
+            memcpy(&requests[lane][1], &messages[lane].words[sent[lane]], len[lane] * sizeof(uint64_t));
+        }
+        int status = hostcall_emulated_call(buffer, PACKETS, service, open, (const uint64_t(*)[8])requests, answers);
+        if (status != HOSTCALL_OK) return status;
+        for (int lane = 0; lane < 64; lane++) {
+            if (!(open >> lane & 1)) continue;
+            if (end[lane] || answers[lane][0] == HOSTCALL_ERROR_REPLY) {
+                replies[lane][0] = answers[lane][0];
+                replies[lane][1] = answers[lane][1];
+                open &= ~(1ull << lane);
+                continue;
+            }
+            if (begin[lane]) ids[lane] = HOSTCALL_MSG_ID(answers[lane][0]);
+            sent[lane] += len[lane];
+        }
+    }
+    return HOSTCALL_OK;
+}
+
+/* printf from every lane of a wave, each line of another length (lane 7's spans many chunks);
+ * checks each lane's reply against snprintf's count. The Rust side checks what reached stdout. */
+static void printf_from_a_wave(void *buffer, uint32_t protocol) {
+    static struct message messages[64];
+    uint64_t replies[64][2];
+    char text[64][160];
+    const char *format = "printf %s lane %2d: %5.2f %s|\n";
+    for (int lane = 0; lane < 64; lane++) {
+        char tail[128];
+        size_t n = lane == 7 ? 100 : (size_t)lane;
+        memset(tail, 'x', n);
+        tail[n] = 0;
+        struct message *m = &messages[lane];
+        m->count = 0;
+        put_word(m, 0); /* control: stdout */
+        put_string(m, format);
+        put_string(m, protocol_name(protocol));
+        put_word(m, (uint64_t)lane);
+        put_double(m, lane / 4.0);
+        put_string(m, tail);
+        snprintf(text[lane], sizeof text[lane], format, protocol_name(protocol), lane, lane / 4.0, tail);
+    }
+    CHECK(send_messages(buffer, HOSTCALL_SERVICE_PRINTF, UINT64_MAX, messages, replies) == HOSTCALL_OK);
+    for (int lane = 0; lane < 64; lane++) {
+        CHECK(replies[lane][0] == strlen(text[lane]) && replies[lane][1] == 0);
+    }
+    /* One lane to stderr (control bit 0). */
+    messages[0].count = 0;
+    put_word(&messages[0], 1);
+    put_string(&messages[0], "printf %s to stderr: %d%%\n");
+    put_string(&messages[0], protocol_name(protocol));
+    put_word(&messages[0], (uint64_t)-5);
+    CHECK(send_messages(buffer, HOSTCALL_SERVICE_PRINTF, 1, messages, replies) == HOSTCALL_OK);
+    snprintf(text[0], sizeof text[0], "printf %s to stderr: %d%%\n", protocol_name(protocol), -5);
+    CHECK(replies[0][0] == strlen(text[0]));
+}
+
+/* DEVMEM as ROCm's device malloc uses it: allocate (slot[0] = 0, slot[1] = bytes), use, free
+ * (slot[0] = address). Every failure answers a null address. */
+static void devmem(void *buffer) {
+    uint64_t req[4][8], rep[4][2];
+    const uint64_t sizes[4] = {64, 4096, 2u << 20, 0};
+    memset(req, 0, sizeof req);
+    for (int lane = 0; lane < 4; lane++) req[lane][1] = sizes[lane];
+    CHECK(hostcall_emulated_call(buffer, PACKETS, HOSTCALL_SERVICE_DEVMEM, 0xf, (const uint64_t(*)[8])req, rep) ==
+          HOSTCALL_OK);
+    for (int lane = 0; lane < 3; lane++) {
+        CHECK(rep[lane][0] != 0 && rep[lane][0] != HOSTCALL_ERROR_REPLY);
+        if (rep[lane][0] != 0 && rep[lane][0] != HOSTCALL_ERROR_REPLY) {
+            memset((void *)(uintptr_t)rep[lane][0], 0xab, (size_t)sizes[lane]); /* host memory: usable */
+        }
+    }
+    CHECK(rep[3][0] == 0 && rep[3][1] == HOSTCALL_ERROR_REFUSED); /* zero bytes */
+    uint64_t addresses[3] = {rep[0][0], rep[1][0], rep[2][0]};
+    memset(req, 0, sizeof req);
+    for (int lane = 0; lane < 3; lane++) req[lane][0] = addresses[lane];
+    CHECK(hostcall_emulated_call(buffer, PACKETS, HOSTCALL_SERVICE_DEVMEM, 0x7, (const uint64_t(*)[8])req, rep) ==
+          HOSTCALL_OK);
+    CHECK(rep[0][0] == 0 && rep[0][1] == 0 && rep[2][0] == 0 && rep[2][1] == 0);
+    /* Freed twice, and too large: refused, with a null address. */
+    memset(req, 0, sizeof req);
+    req[0][0] = addresses[1];
+    req[1][1] = 1ull << 40;
+    CHECK(hostcall_emulated_call(buffer, PACKETS, HOSTCALL_SERVICE_DEVMEM, 0x3, (const uint64_t(*)[8])req, rep) ==
+          HOSTCALL_OK);
+    CHECK(rep[0][0] == 0 && rep[0][1] == HOSTCALL_ERROR_BAD_REQUEST);
+    CHECK(rep[1][0] == 0 && rep[1][1] == HOSTCALL_ERROR_REFUSED);
+}
+
+/* A host function for FUNCTION_CALL: out = {in[0] * in[1] + in[2], in[6]}. */
+static void mul_add(uint64_t out[2], const uint64_t in[7]) {
+    out[0] = in[0] * in[1] + in[2];
+    out[1] = in[6];
+}
+
+static void function_call(void *buffer, int enabled) {
+    uint64_t req[2][8] = {{(uint64_t)(uintptr_t)mul_add, 6, 7, 0, 0, 0, 0, 99}, {0}};
+    uint64_t rep[2][2];
+    CHECK(hostcall_emulated_call(buffer, PACKETS, HOSTCALL_SERVICE_FUNCTION_CALL, 0x3, (const uint64_t(*)[8])req,
+                                 rep) == HOSTCALL_OK);
+    if (enabled) {
+        CHECK(rep[0][0] == 42 && rep[0][1] == 99);
+        CHECK(rep[1][0] == HOSTCALL_ERROR_REPLY && rep[1][1] == HOSTCALL_ERROR_BAD_REQUEST); /* null */
+    } else {
+        CHECK(rep[0][0] == HOSTCALL_ERROR_REPLY && rep[0][1] == HOSTCALL_ERROR_UNKNOWN_SERVICE);
+    }
+}
+
+static int builtins(void) {
+    const void *queue = (const void *)0x4000;
+    for (uint32_t protocol = HOSTCALL_PROTOCOL_STACK; protocol <= HOSTCALL_PROTOCOL_PHASE; protocol++) {
+        void *buffer = alloc_for(protocol);
+        hostcall_enable_options_t options = HOSTCALL_ENABLE_OPTIONS_INIT;
+        options.protocol = protocol;
+        CHECK(hostcall_enable_ex(buffer, PACKETS, queue, &options) == HOSTCALL_OK);
+        printf_from_a_wave(buffer, protocol);
+        devmem(buffer);
+        function_call(buffer, protocol == HOSTCALL_PROTOCOL_PHASE);
+        if (protocol == HOSTCALL_PROTOCOL_STACK) {
+            CHECK(hostcall_enable_function_calls_unsafe() == HOSTCALL_OK);
+            function_call(buffer, 1);
+            CHECK(hostcall_enable_function_calls_unsafe() == HOSTCALL_ERR_SERVICE_TAKEN);
+        }
+        CHECK(hostcall_disable(buffer, queue) == HOSTCALL_OK);
+        free(buffer);
+    }
+    /* With DEVMEM unregistered, a device malloc still gets a null address, never UINT64_MAX. */
+    void *buffer = alloc_buffer(PACKETS);
+    CHECK(hostcall_enable(buffer, PACKETS, queue) == HOSTCALL_OK);
+    CHECK(hostcall_register_service(HOSTCALL_SERVICE_DEVMEM, picky_service, NULL) == HOSTCALL_ERR_SERVICE_TAKEN);
+    CHECK(hostcall_unregister_service(HOSTCALL_SERVICE_DEVMEM) == HOSTCALL_OK);
+    uint64_t req[1][8] = {{0, 64}}, rep[1][2];
+    CHECK(hostcall_emulated_call(buffer, PACKETS, HOSTCALL_SERVICE_DEVMEM, 1, (const uint64_t(*)[8])req, rep) ==
+          HOSTCALL_OK);
+    CHECK(rep[0][0] == 0 && rep[0][1] == HOSTCALL_ERROR_UNKNOWN_SERVICE);
+    CHECK(hostcall_disable(buffer, queue) == HOSTCALL_OK);
+    free(buffer);
+    printf("hostcall_test: %s\n", failures ? "builtins failed" : "ok");
+    return failures ? 1 : 0;
+}
+
+/* ADD calls from a wave with several lane patterns; then every claim is released. */
+static void phase_calls(void *buffer, const uint32_t *bitmap) {
+    for (uint64_t c = 0; c < 50; c++) {
+        add_call(buffer, c % 3 ? UINT64_MAX : 0x8000000000000001ull | c << 4, c);
+    }
+    for (size_t w = 0; w < HOSTCALL_PHASE_OCCUPIED_WORDS(PACKETS); w++) {
+        CHECK(__atomic_load_n(&bitmap[w], __ATOMIC_ACQUIRE) == 0);
+    }
+}
+
+static void phase_options_refused(void *buffer, uint32_t *bitmap) {
+    const void *q = (const void *)0x5001;
+    hostcall_enable_options_t o = HOSTCALL_ENABLE_OPTIONS_INIT;
+    o.protocol = HOSTCALL_PROTOCOL_PHASE;
+    o.size = 0;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, q, &o) == HOSTCALL_ERR_OPTIONS);
+    o.size = HOSTCALL_ENABLE_OPTIONS_SIZE_V1 - 1;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, q, &o) == HOSTCALL_ERR_OPTIONS);
+    o.size = HOSTCALL_ENABLE_OPTIONS_MAX_SIZE + 1;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, q, &o) == HOSTCALL_ERR_OPTIONS);
+    o.size = sizeof o;
+    o.protocol = 7;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, q, &o) == HOSTCALL_ERR_OPTIONS);
+    CHECK(strstr(hostcall_last_error(), "unknown protocol 7") != NULL);
+    o.protocol = HOSTCALL_PROTOCOL_PHASE;
+    o.reserved = 1;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, q, &o) == HOSTCALL_ERR_OPTIONS);
+    o.reserved = 0;
+    /* A newer caller's larger struct: refused if it sets what this library does not know. */
+    struct {
+        hostcall_enable_options_t v1;
+        uint64_t newer;
+    } v2;
+    memset(&v2, 0, sizeof v2);
+    v2.v1 = o;
+    v2.v1.size = sizeof v2;
+    v2.newer = 1;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, q, &v2.v1) == HOSTCALL_ERR_OPTIONS);
+    o.protocol = HOSTCALL_PROTOCOL_STACK;
+    o.occupied = bitmap;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, q, &o) == HOSTCALL_ERR_OPTIONS); /* no bitmap in stack */
+    o.protocol = HOSTCALL_PROTOCOL_PHASE;
+    o.occupied = (uint32_t *)(void *)((char *)bitmap + 2);
+    CHECK(hostcall_enable_ex(buffer, PACKETS, q, &o) == HOSTCALL_ERR_MISALIGNED);
+    o.occupied = (uint32_t *)buffer + 100; /* inside the buffer */
+    CHECK(hostcall_enable_ex(buffer, PACKETS, q, &o) == HOSTCALL_ERR_OVERLAPS);
+    o.occupied = bitmap;
+    CHECK(hostcall_enable_ex((char *)buffer + 8, PACKETS, q, &o) == HOSTCALL_ERR_MISALIGNED); /* 64 needed */
+    CHECK(hostcall_enable_ex(buffer, 1, q, &o) == HOSTCALL_ERR_PACKET_COUNT);
+    /* Nothing was enabled by any of these. */
+    CHECK(hostcall_disable(buffer, q) == HOSTCALL_ERR_NOT_ENABLED);
+    /* The larger struct with nothing unknown set is accepted (and NULL options are the defaults,
+     * the stack protocol: tried on a stack buffer below). */
+    v2.newer = 0;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, q, &v2.v1) == HOSTCALL_OK);
+    CHECK(hostcall_disable(buffer, q) == HOSTCALL_OK);
+}
+
+static int phase(void) {
+    uint64_t lanes_served = 0;
+    CHECK(hostcall_register_service(ADD, add_service, &lanes_served) == HOSTCALL_OK);
+    CHECK(hostcall_buffer_size_for(HOSTCALL_PROTOCOL_PHASE, PACKETS) == HOSTCALL_PHASE_BUFFER_SIZE(PACKETS));
+    CHECK(hostcall_buffer_size_for(HOSTCALL_PROTOCOL_STACK, PACKETS) == HOSTCALL_BUFFER_SIZE(PACKETS));
+    CHECK(hostcall_buffer_alignment_for(HOSTCALL_PROTOCOL_PHASE) == HOSTCALL_PHASE_BUFFER_ALIGN);
+    CHECK(hostcall_buffer_alignment_for(HOSTCALL_PROTOCOL_STACK) == HOSTCALL_BUFFER_ALIGN);
+    CHECK(hostcall_buffer_size_for(7, PACKETS) == 0 && hostcall_buffer_alignment_for(7) == 0);
+    CHECK(hostcall_buffer_size_for(HOSTCALL_PROTOCOL_PHASE, 1) == 0);
+
+    const void *queue = (const void *)0x5000;
+    void *buffer = alloc_for(HOSTCALL_PROTOCOL_PHASE);
+    /* The bitmap, as ROCm hands it over: ceil(n / 32) zeroed words (here host memory). */
+    uint32_t *bitmap = calloc(HOSTCALL_PHASE_OCCUPIED_WORDS(PACKETS), sizeof(uint32_t));
+    CHECK(buffer && bitmap);
+    phase_options_refused(buffer, bitmap);
+
+    /* Passed in: the prefix points device code at it, and the calls claim through it. */
+    hostcall_enable_options_t options = HOSTCALL_ENABLE_OPTIONS_INIT;
+    options.protocol = HOSTCALL_PROTOCOL_PHASE;
+    options.occupied = bitmap;
+    options.device_ordinal = 1;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, queue, &options) == HOSTCALL_OK);
+    const hostcall_phase_prefix_t *prefix = (const hostcall_phase_prefix_t *)buffer;
+    CHECK(__atomic_load_n(&prefix->occupied, __ATOMIC_RELAXED) == (uint64_t)(uintptr_t)bitmap);
+    CHECK(__atomic_load_n(&prefix->num_packets, __ATOMIC_RELAXED) == PACKETS);
+    CHECK(hostcall_enable_ex(buffer, PACKETS, queue, &options) == HOSTCALL_ERR_ALREADY_ENABLED);
+    phase_calls(buffer, bitmap);
+    uint64_t req[1][8] = {{0}}, rep[1][2];
+    CHECK(hostcall_emulated_call(buffer, PACKETS + 1, ADD, 1, (const uint64_t(*)[8])req, rep) ==
+          HOSTCALL_ERR_PACKET_COUNT_MISMATCH);
+    CHECK(hostcall_disable(buffer, queue) == HOSTCALL_OK);
+
+    /* NULL: the library allocates it, outside the buffer, and frees it at disable. */
+    options.occupied = NULL;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, queue, &options) == HOSTCALL_OK);
+    uint64_t allocated = __atomic_load_n(&prefix->occupied, __ATOMIC_RELAXED);
+    uint64_t start = (uint64_t)(uintptr_t)buffer;
+    CHECK(allocated != 0 && allocated % 4 == 0);
+    CHECK(allocated + 4 * HOSTCALL_PHASE_OCCUPIED_WORDS(PACKETS) <= start ||
+          allocated >= start + HOSTCALL_PHASE_BUFFER_SIZE(PACKETS));
+    phase_calls(buffer, (const uint32_t *)(uintptr_t)allocated);
+    CHECK(hostcall_disable(buffer, queue) == HOSTCALL_OK);
+    CHECK(hostcall_disable(buffer, queue) == HOSTCALL_ERR_NOT_ENABLED);
+
+    /* Both protocols side by side on one listener; NULL options are the stack protocol. */
+    void *stack = alloc_buffer(PACKETS);
+    options.occupied = bitmap;
+    CHECK(hostcall_enable_ex(buffer, PACKETS, queue, &options) == HOSTCALL_OK);
+    CHECK(hostcall_enable_ex(stack, PACKETS, (const void *)0x5002, NULL) == HOSTCALL_OK);
+    add_call(stack, 0xff, 1);
+    add_call(buffer, 0xff, 2);
+    CHECK(hostcall_disable(stack, (const void *)0x5002) == HOSTCALL_OK);
+    CHECK(hostcall_disable(buffer, queue) == HOSTCALL_OK);
+    free(stack);
+    free(buffer);
+    free(bitmap);
+    printf("phase lanes served: %llu\n", (unsigned long long)lanes_served);
+    printf("hostcall_test: %s\n", failures ? "phase failed" : "ok");
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "run";
     setvbuf(stdout, NULL, _IONBF, 0);
     if (strcmp(mode, "layout") == 0) return print_layout();
     if (strcmp(mode, "run") == 0) return run();
     if (strcmp(mode, "exit") == 0) return exit_without_disable();
-    fprintf(stderr, "usage: %s [layout|run|exit]\n", argv[0]);
+    if (strcmp(mode, "builtins") == 0) return builtins();
+    if (strcmp(mode, "phase") == 0) return phase();
+    fprintf(stderr, "usage: %s [layout|run|exit|builtins|phase]\n", argv[0]);
     return 2;
 }
