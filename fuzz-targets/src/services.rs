@@ -67,7 +67,8 @@ pub(crate) fn serve_model(service: u32, activemask: u64, payload: &mut PayloadWo
         };
         let reply = outcome.unwrap_or_else(|code| {
             host_error = true;
-            code.reply()
+            // `[ERROR_REPLY, code]`, but `[0, code]` under DEVMEM's id (REFUSE's here).
+            code.reply_for(service)
         });
         payload[lane][..2].copy_from_slice(&reply);
     }
