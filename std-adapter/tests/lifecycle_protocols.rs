@@ -113,9 +113,8 @@ fn builtin_services_are_there_from_the_start(protocol: Protocol) {
 
     let one = wave(buffer.ptr, 1);
     let words = PrintfMessage::new(b"lifecycle %s printf: %d\n").string(b"built-in").int(42).into_words();
-    let printed = MessageWriter::new(words.into_iter())
-        .send(|request| one.call(PRINTF, |_| *request).unwrap().lane(0))
-        .unwrap();
+    let printed =
+        MessageWriter::new(words).send(|request| one.call(PRINTF, |_| *request).unwrap().lane(0)).unwrap();
     assert_eq!(printed, [b"lifecycle built-in printf: 42\n".len() as u64, 0]);
 
     let allocated = wave(buffer.ptr, 0b11).call(DEVMEM, |lane| [0, 64 << lane, 0, 0, 0, 0, 0, 0]).unwrap();

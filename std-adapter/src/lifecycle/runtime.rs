@@ -198,7 +198,10 @@ impl HostcallRuntime {
     /// runtime.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
     ///
     /// // A phase buffer (64-aligned) and its bitmap: ceil(4 / 32) = 1 zeroed word.
-    /// let mut memory = vec![[0u8; 64]; buffer_size_for(Protocol::Phase, 4).unwrap() / 64];
+    /// #[repr(align(64))]
+    /// struct Line([u8; 64]);
+    /// let lines = buffer_size_for(Protocol::Phase, 4).unwrap() / 64;
+    /// let mut memory: Vec<Line> = (0..lines).map(|_| Line([0; 64])).collect();
     /// let buffer = memory.as_mut_ptr().cast::<u8>();
     /// let mut occupied = [0u32; 1];
     /// let options = EnableOptions {
