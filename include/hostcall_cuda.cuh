@@ -64,14 +64,14 @@
  * of a u64 in mapped host memory (0: none) into which the device stores the global timer (odd,
  * so never the listener's DONE = 0) at most once per HOSTCALL_CUDA_RING_INTERVAL_NS. A listener
  * that spins (ListenerConfig::spinning) never looks at it; one that sleeps polls it
- * (hostcall::cuda::MappedDoorbell) and polls its buffers on every timeout anyway.
+ * (hostcall::backend::cuda::MappedDoorbell) and polls its buffers on every timeout anyway.
  *
  * ---------------------------------------------------------------------------------------------
  * THE STACK PROTOCOL (PROTOCOL.md section 1): REQUIRES PLATFORM ATOMICS.
  * Device and host both read-modify-write `ready_stack` in host memory. Where the GPU's atomics on
  * host memory are not atomic with the CPU's (cudaDevAttrHostNativeAtomicSupported == 0, as on
  * the H200 over PCIe), packets are served twice or lost and waves hang. The Rust host refuses to
- * create a stack buffer on such a device (hostcall::cuda::Cuda::check_protocol); stack_call is
+ * create a stack buffer on such a device (hostcall::backend::cuda::Cuda::check_protocol); stack_call is
  * here for platforms where the attribute is 1.
  */
 #ifndef HOSTCALL_CUDA_CUH_INCLUDED
@@ -85,7 +85,7 @@
 #include <stdint.h>
 
 /* The device state after the occupied bitmap, in the same device allocation (byte offsets from
- * the bitmap's start; the Rust side computes the same in hostcall::cuda::DeviceStateLayout). */
+ * the bitmap's start; the Rust side computes the same in hostcall::backend::cuda::DeviceStateLayout). */
 #define HOSTCALL_CUDA_ALIGN128(x) ((((uint64_t)(x)) + 127u) & ~(uint64_t)127u)
 #define HOSTCALL_CUDA_OCCUPIED_BYTES(n) ((((uint64_t)(n) + 31u) / 32u) * 4u)
 #define HOSTCALL_CUDA_SHADOW_OFFSET(n) HOSTCALL_CUDA_ALIGN128(HOSTCALL_CUDA_OCCUPIED_BYTES(n))

@@ -5,11 +5,11 @@
 use crate::input::Input;
 use hostcall::core::message::Descriptor;
 use hostcall::core::service::ERROR_REPLY;
-use hostcall::message::{ChunkOutcome, MessageLimits};
-use hostcall::printf::{printf_message, PrintfLimits};
+use hostcall::services::message::{ChunkOutcome, MessageLimits};
+use hostcall::services::printf::{printf_message, PrintfLimits};
 
-/// Decodes `data` into limits and a stream of chunks and feeds them to an [`Assembler`]
-/// (`hostcall::message::Assembler`); each completed message goes to the printf formatter.
+/// Decodes `data` into limits and a stream of chunks and feeds them to an
+/// [`Assembler`](hostcall::services::message::Assembler); each completed message goes to the printf formatter.
 ///
 /// Input: one byte of limits (open messages 1..=8, message size 8..=1024 bytes), then per chunk
 /// one control byte and 8 words. Control bit 0: replace the descriptor's id with an id the host
@@ -25,7 +25,7 @@ pub fn message_stream(data: &[u8]) {
     let limits =
         MessageLimits { max_open: 1 + usize::from(shape & 7), max_message_bytes: 8 << (shape >> 3 & 7) };
     let printf_limits = PrintfLimits { max_field: 512, max_output: 4096 };
-    let mut assembler = hostcall::message::Assembler::new(limits);
+    let mut assembler = hostcall::services::message::Assembler::new(limits);
     let mut ids: Vec<u64> = Vec::new();
     while !input.is_empty() {
         let control = input.u8();
@@ -59,7 +59,7 @@ fn print(message: &[u64], limits: &PrintfLimits) {
         Ok((_, bytes)) => {
             assert!(bytes.len() <= limits.max_output, "printed past the output limit");
             let mut again = Vec::new();
-            let count = hostcall::printf::format_with(&message[1..], limits, &mut again)
+            let count = hostcall::services::printf::format_with(&message[1..], limits, &mut again)
                 .expect("the formatter accepts what printf_message accepted");
             assert_eq!((count, again), (bytes.len(), bytes), "the formatter is deterministic");
         }
@@ -67,7 +67,7 @@ fn print(message: &[u64], limits: &PrintfLimits) {
             let mut out = Vec::new();
             if let Some(words) = message.get(1..) {
                 // The control word may be what was refused; the format itself may still print.
-                if let Ok(count) = hostcall::printf::format_with(words, limits, &mut out) {
+                if let Ok(count) = hostcall::services::printf::format_with(words, limits, &mut out) {
                     assert_eq!(count, out.len());
                 } else {
                     assert!(out.is_empty(), "a failed format appends nothing");

@@ -16,7 +16,7 @@ use hostcall::buffer::Protocol;
 use hostcall::core::layout::SLOT_WORDS;
 use hostcall::core::service::{FUNCTION_CALL, PRINTF};
 use hostcall::prelude::*;
-use hostcall::service::PacketService;
+use hostcall::serve::registry::PacketService;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -132,8 +132,8 @@ fn main() -> ExitCode {
     } else {
         // The phase protocol needs no platform atomics, so HSA memory is usable without them.
         let atomics = match o.protocol {
-            Protocol::Stack => hostcall::hsa::AtomicsRequirement::Required,
-            Protocol::Phase => hostcall::hsa::AtomicsRequirement::NotRequired,
+            Protocol::Stack => hostcall::backend::hsa::AtomicsRequirement::Required,
+            Protocol::Phase => hostcall::backend::hsa::AtomicsRequirement::NotRequired,
         };
         hostcall::backend::detect_with(&hostcall::backend::DetectOptions { library: None, atomics })
     };
@@ -145,7 +145,7 @@ fn main() -> ExitCode {
     services.register_packet(LANE_SUM, "lane-sum", LaneSum).unwrap();
     // SAFETY: the only devices are this program's emulated waves, which send `mul_add`'s address.
     unsafe { services.enable_function_calls() }.unwrap();
-    services.enable_printf(hostcall::printf::StdStreams, Default::default()).unwrap();
+    services.enable_printf(hostcall::services::printf::StdStreams, Default::default()).unwrap();
     let buffer = Arc::new(
         HostcallBuffer::with_protocol(backend.memory.clone(), o.packets, doorbell, o.protocol)
             .expect("buffer"),
@@ -236,7 +236,7 @@ fn main() -> ExitCode {
 fn print_from_lanes(wave: &Wave, w: u64, c: u64) -> u64 {
     let line = |lane: usize| format!("[wave {w} lane {lane}] call {c}: {:.3}\n", lane as f64 / 64.0);
     let reply = wave.send_messages(PRINTF, |lane| {
-        hostcall::printf::PrintfMessage::new(b"[wave %llu lane %d] call %llu: %.3f\n")
+        hostcall::services::printf::PrintfMessage::new(b"[wave %llu lane %d] call %llu: %.3f\n")
             .uint(w)
             .int(lane as i64)
             .uint(c)

@@ -1,16 +1,43 @@
 //! `hostcall`: GPU hostcalls served by a Rust listener, on top of [`hostcall_core`].
 //!
-//! - [`memory`]: memory both sides reach ([`memory::HostMemory`] by default; [`hsa`] where ROCm is);
-//! - [`doorbell`]: what the device rings and the host sleeps on;
-//! - [`backend`]: choosing HSA or host memory at run time;
-//! - `cuda` (feature `cuda`): pinned, mapped memory, device memory and kernel launches through
-//!   the CUDA driver API, loaded at run time, for CUDA kernels using `include/hostcall_cuda.cuh`;
-//! - [`buffer`]: an owned, initialised buffer;
-//! - [`service`]: the registry from service id to handler;
-//! - [`message`] and [`printf`]: message streams and the PRINTF service;
-//! - [`listener`]: the thread that serves buffers; [`pool`]: several threads splitting them;
+//! A device (a GPU kernel, or an emulated [`Wave`] on a CPU thread) writes a request into a packet
+//! of a [`HostcallBuffer`] and rings a [`Doorbell`]; a [`Listener`] thread finds the packet,
+//! dispatches it by service id through its [`Services`], and writes the reply back.
+//!
+//! ```
+//! use hostcall::prelude::*;
+//! use std::sync::Arc;
+//!
+//! // Host memory and a parking doorbell: the backend for emulated waves and embedded runtimes.
+//! let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+//! let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
+//! listener.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
+//! let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 8, doorbell).unwrap());
+//! listener.add_buffer(buffer.clone()).unwrap();
+//!
+//! // Four lanes of one wave call service 100; lane `i` asks for `i + 40`.
+//! let reply = Wave::new(buffer, 4).call(100, |lane| [lane as u64, 40, 0, 0, 0, 0, 0, 0]).unwrap();
+//! assert_eq!(reply.lane(2), [42, 0]);
+//! listener.shutdown();
+//! ```
+//!
+//! The modules, by role:
+//!
+//! - [`memory`] and [`doorbell`]: the two traits a backend implements ([`DeviceMemory`],
+//!   [`Doorbell`]) and their host implementations ([`HostMemory`], [`ParkingDoorbell`]);
+//! - [`backend`]: choosing HSA or host memory at run time ([`detect`]); [`backend::hsa`] (ROCm
+//!   fine-grained memory, HSA signals) and, with the feature `cuda`, `backend::cuda` (pinned,
+//!   mapped memory and kernel launches through the CUDA driver API, loaded at run time, for CUDA
+//!   kernels using `include/hostcall_cuda.cuh`);
+//! - [`buffer`]: an owned, initialised buffer, either protocol; [`error`]: [`Error`];
+//! - [`serve`]: the service registry, the listener thread and a pool of listeners;
+//! - [`services`]: the built-in services (FUNCTION_CALL, PRINTF, DEVMEM) and message assembly;
 //! - [`device`]: emulated waves on CPU threads;
-//! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener.
+//! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener ([`enable`],
+//!   [`disable`]).
+//!
+//! Features: `cuda` adds `backend::cuda` (it builds without CUDA installed: the driver is loaded
+//! at run time).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -18,23 +45,25 @@ pub use hostcall_core as core;
 
 pub mod backend;
 pub mod buffer;
-pub mod builtin;
-#[cfg(feature = "cuda")]
-pub mod cuda;
 pub mod device;
 pub mod doorbell;
 pub mod error;
-pub mod hsa;
 pub mod lifecycle;
-pub mod listener;
 pub mod memory;
-pub mod message;
-pub mod pool;
-pub mod printf;
-pub mod service;
+pub mod serve;
+pub mod services;
 
+pub use backend::{detect, detect_with, Backend, BackendKind, DetectOptions};
+pub use buffer::{HostcallBuffer, Protocol};
+pub use device::{Reply, Wave};
+pub use doorbell::{Doorbell, ParkingDoorbell};
 pub use error::Error;
+pub use hostcall_core::buffer::PacketRequest;
 pub use lifecycle::{buffer_align, buffer_size, disable, enable, HostcallRuntime, QueueId};
+pub use memory::{DeviceAllocation, DeviceMemory, HostMemory, MemoryError};
+pub use serve::listener::{Listener, ListenerConfig};
+pub use serve::pool::ListenerPool;
+pub use serve::registry::{PacketService, Services, Stats};
 
 /// Byte offset of `hidden_hostcall_buffer` in a kernel's implicit arguments, code-object ABI < 500
 /// (8-byte slot 3).
@@ -43,14 +72,17 @@ pub const IMPLICITARG_OFFSET_V4: usize = 24;
 /// (8-byte slot 10).
 pub const IMPLICITARG_OFFSET_V5: usize = 80;
 
-/// The types most users need.
+/// The types most users need, and every trait a user implements with what implementing it takes.
 pub mod prelude {
-    pub use crate::buffer::HostcallBuffer;
+    pub use crate::buffer::{HostcallBuffer, Protocol};
     pub use crate::device::{Reply, Wave};
     pub use crate::doorbell::{Doorbell, ParkingDoorbell};
-    pub use crate::listener::{Listener, ListenerConfig};
-    pub use crate::memory::{DeviceMemory, HostMemory};
-    pub use crate::service::{PacketService, Services, Stats};
+    pub use crate::memory::{DeviceAllocation, DeviceMemory, HostMemory, MemoryError};
+    pub use crate::serve::listener::{Listener, ListenerConfig};
+    pub use crate::serve::pool::ListenerPool;
+    pub use crate::serve::registry::{PacketService, Services, Stats};
+    pub use crate::services::printf::{PrintfSink, Stream};
     pub use crate::Error;
+    pub use hostcall_core::buffer::PacketRequest;
     pub use hostcall_core::service::ErrorCode;
 }

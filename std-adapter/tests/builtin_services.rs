@@ -5,12 +5,12 @@
 mod common;
 
 use hostcall::buffer::Protocol;
-use hostcall::builtin::DevMemLimits;
 use hostcall::core::message::Descriptor;
 use hostcall::core::service::{ErrorCode, DEVMEM, PRINTF};
-use hostcall::message::MessageLimits;
 use hostcall::prelude::*;
-use hostcall::printf::{PrintfMessage, Streams};
+use hostcall::services::devmem::DevMemLimits;
+use hostcall::services::message::MessageLimits;
+use hostcall::services::printf::{PrintfMessage, Streams};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 

@@ -7,15 +7,15 @@
 //! and their path in `HOSTCALL_CUDA_MODULE`.
 #![cfg(feature = "cuda")]
 
-use hostcall::buffer::{Protocol, ProtocolView};
-use hostcall::core::layout::SLOT_WORDS;
-use hostcall::cuda::{
+use hostcall::backend::cuda::{
     self, Cuda, CudaMemory, DeviceBuffer, DeviceStateLayout, MappedDoorbell, Module, Stream,
 };
+use hostcall::buffer::{Protocol, ProtocolView};
+use hostcall::core::layout::SLOT_WORDS;
 use hostcall::doorbell::Doorbell;
-use hostcall::listener::ListenerConfig;
 use hostcall::memory::{DeviceAllocation, DeviceMemory};
-use hostcall::pool::ListenerPool;
+use hostcall::serve::listener::ListenerConfig;
+use hostcall::serve::pool::ListenerPool;
 use hostcall::Error;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

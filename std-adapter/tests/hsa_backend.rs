@@ -9,9 +9,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use hostcall::backend::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime};
 use hostcall::backend::{detect, detect_with, BackendKind, DetectOptions};
 use hostcall::doorbell::{Doorbell, DONE, INIT};
-use hostcall::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime};
 use hostcall::memory::DeviceAllocation;
 use hsa_sys::{HsaLib, HsaStatus, LoadError, DEFAULT_LIBRARY};
 

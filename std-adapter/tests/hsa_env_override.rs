@@ -3,8 +3,8 @@
 //! This file holds exactly one test, so setting the variable races with nothing: each
 //! integration-test file is its own process.
 
+use hostcall::backend::hsa::HsaError;
 use hostcall::backend::{detect, BackendKind};
-use hostcall::hsa::HsaError;
 use hsa_sys::{HsaLib, LoadError, LIBRARY_ENV};
 
 #[test]

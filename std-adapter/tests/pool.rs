@@ -4,8 +4,8 @@
 
 use hostcall::buffer::Protocol;
 use hostcall::core::buffer::PacketRequest;
-use hostcall::pool::{stripes, ListenerPool, STRIPE_ALIGN};
 use hostcall::prelude::*;
+use hostcall::serve::pool::{stripes, ListenerPool, STRIPE_ALIGN};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread;

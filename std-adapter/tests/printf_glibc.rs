@@ -13,7 +13,7 @@
 //! messages (default 6000) and `HOSTCALL_PRINTF_SEED` the seed.
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
-use hostcall::printf::format;
+use hostcall::services::printf::format;
 use hostcall_core::message::PackedWords;
 use std::ffi::{c_char, c_int, c_void, CString};
 
@@ -362,7 +362,7 @@ fn c_output(piece: &Piece) -> (Vec<u8>, c_int) {
 }
 
 /// Our output for a message made of `pieces`, from its words.
-fn our_output(pieces: &[Piece]) -> Result<(Vec<u8>, usize), hostcall::printf::PrintfError> {
+fn our_output(pieces: &[Piece]) -> Result<(Vec<u8>, usize), hostcall::services::printf::PrintfError> {
     let fmt: String = pieces.iter().map(|p| p.our_format.as_str()).collect();
     let mut words: Vec<u64> = PackedWords::c_string(fmt.as_bytes()).collect();
     for p in pieces {

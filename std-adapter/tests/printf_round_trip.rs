@@ -2,8 +2,8 @@
 //! packets of a hostcall buffer, the core's service table, the message assembler and the printf
 //! formatter.
 
-use hostcall::message::SharedMessageService;
-use hostcall::printf::{printf_service, PrintfMessage, PrintfSink, Stream};
+use hostcall::services::message::SharedMessageService;
+use hostcall::services::printf::{printf_service, PrintfMessage, PrintfSink, Stream};
 use hostcall_core::buffer::{BufferView, PacketRequest};
 use hostcall_core::layout::{BufferPrefix, PacketHeader, Payload};
 use hostcall_core::message::MessageWriter;

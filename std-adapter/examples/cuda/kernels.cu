@@ -4,7 +4,7 @@
 #include "hostcall_cuda.cuh"
 
 // The lane service of the example (id MIX_SERVICE): a hash of all 8 request words, and the sum
-// of the first two. The host computes the same in examples/cuda_waves.rs (`mix`).
+// of the first two. The host computes the same in examples/cuda_waves/main.rs (`mix`).
 #define MIX_SERVICE 100u
 
 __device__ __forceinline__ uint64_t mix(const uint64_t (&r)[8]) {
@@ -136,7 +136,7 @@ extern "C" __global__ void hc_printf(const void *buffer, unsigned lanes, long lo
 }
 
 // FUNCTION_CALL (id 1): each lane asks the host to run `function(out, in)` on
-// in = {lane, warp, 7, ...}; the host function (cuda_waves.rs: `add_mul`) answers
+// in = {lane, warp, 7, ...}; the host function (cuda_waves/main.rs: `add_mul`) answers
 // {in[0] + in[1], in[0] * in[2]}. counters[0] += errors, counters[1] += replies checked.
 extern "C" __global__ void hc_function_call(const void *buffer, uint64_t function, unsigned calls,
                                             unsigned long long *counters) {

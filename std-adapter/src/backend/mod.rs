@@ -20,12 +20,16 @@
 //! println!("{}", backend.reason);
 //! ```
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod hsa;
+
 use std::ffi::OsString;
 use std::fmt;
 use std::sync::Arc;
 
+use self::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime};
 use crate::doorbell::{Doorbell, ParkingDoorbell};
-use crate::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime};
 use crate::memory::{DeviceMemory, HostMemory};
 
 /// Which backend [`detect`] chose.

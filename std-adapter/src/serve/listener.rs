@@ -12,7 +12,7 @@
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::{Doorbell, DONE};
 use crate::error::Error;
-use crate::service::{Services, Stats, ThreadDispatch};
+use crate::serve::registry::{Services, Stats, ThreadDispatch};
 use hostcall_core::buffer::DrainReport;
 use hostcall_core::poller::{Poller, Protocol};
 use std::collections::HashMap;
@@ -156,7 +156,7 @@ impl Listener {
 
     /// Starts serving only the packets `range` of the phase-protocol buffer `buffer`, so that
     /// several listeners (threads) can share one buffer, each serving its own disjoint range
-    /// ([`crate::pool::ListenerPool`] does the split). The caller makes sure no other listener
+    /// ([`crate::serve::pool::ListenerPool`] does the split). The caller makes sure no other listener
     /// serves an index of `range`, and that every packet of the buffer is served by some
     /// listener. The stack protocol cannot be split ([`Error::Unsupported`]).
     pub fn add_buffer_range(

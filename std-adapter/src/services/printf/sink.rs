@@ -1,8 +1,11 @@
 //! The PRINTF service: control word, output streams, reply.
 
 use super::{format_with, PrintfError, PrintfLimits};
-use crate::message::MessageService;
-use hostcall_core::service::ErrorCode;
+use crate::error::Error;
+use crate::serve::registry::Services;
+use crate::services::message::{MessageLimits, MessageService, SharedMessageService};
+use hostcall_core::poller::LaneService;
+use hostcall_core::service::{ErrorCode, PRINTF};
 use std::io::{self, Write};
 
 /// Where a message prints (control word bit 0).
@@ -83,7 +86,7 @@ pub fn printf_message(message: &[u64], limits: &PrintfLimits) -> Result<(Stream,
 /// `u64::MAX` (-1, printf's error return) in word 0.
 ///
 /// ```
-/// use hostcall::printf::{printf_reply, PrintfMessage, Streams};
+/// use hostcall::services::printf::{printf_reply, PrintfMessage, Streams};
 /// let mut sink = Streams { stdout: Vec::new(), stderr: Vec::new() };
 /// let message = PrintfMessage::new(b"%s %d\n").to_stderr().string(b"lane").int(7).into_words();
 /// assert_eq!(printf_reply(&message, &mut sink), [7, 0]);
@@ -110,4 +113,22 @@ pub fn printf_reply_with(message: &[u64], limits: &PrintfLimits, sink: &mut dyn 
 /// writing to `sink`. Register it for [`hostcall_core::service::PRINTF`].
 pub fn printf_service<S: PrintfSink>(mut sink: S) -> MessageService<impl FnMut(&[u64]) -> [u64; 2]> {
     MessageService::new(move |message: &[u64]| printf_reply(message, &mut sink))
+}
+
+impl Services {
+    /// Registers PRINTF (id 2): message streams assembled per lane (within `limits`), formatted
+    /// like C's printf and written to `sink` (`printf::StdStreams` for the process's stdout and
+    /// stderr). Each lane's END is answered with the number of bytes printed, or -1.
+    pub fn enable_printf(
+        &self,
+        sink: impl PrintfSink + Send + 'static,
+        limits: MessageLimits,
+    ) -> Result<(), Error> {
+        let mut sink = sink;
+        let service =
+            SharedMessageService::new(MessageService::with_limits(limits, move |message: &[u64]| {
+                printf_reply(message, &mut sink)
+            }));
+        self.register_lane(PRINTF, "printf", move |request| service.serve(request))
+    }
 }

@@ -16,8 +16,8 @@
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
-use crate::listener::{Listener, ListenerConfig};
-use crate::service::{Services, Stats};
+use crate::serve::listener::{Listener, ListenerConfig};
+use crate::serve::registry::{Services, Stats};
 use hostcall_core::poller::{PollerError, Protocol};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,7 +32,7 @@ pub const STRIPE_ALIGN: u32 = 16;
 /// be empty for small buffers).
 ///
 /// ```
-/// use hostcall::pool::stripes;
+/// use hostcall::serve::pool::stripes;
 /// assert_eq!(stripes(1056, 4), vec![0..272, 272..544, 544..816, 816..1056]);
 /// assert_eq!(stripes(20, 4), vec![0..16, 16..20, 20..20, 20..20]);
 /// assert_eq!(stripes(7, 1), vec![0..7]);
@@ -52,7 +52,7 @@ pub fn stripes(num_packets: u32, threads: usize) -> Vec<Range<u32>> {
 ///
 /// ```
 /// use hostcall::buffer::{HostcallBuffer, Protocol};
-/// use hostcall::pool::ListenerPool;
+/// use hostcall::serve::pool::ListenerPool;
 /// use hostcall::prelude::*;
 /// use std::sync::Arc;
 ///

@@ -29,7 +29,7 @@
 //! allocate without bound. On any error nothing is printed.
 //!
 //! ```
-//! use hostcall::printf::{format, PrintfMessage};
+//! use hostcall::services::printf::{format, PrintfMessage};
 //! let words = PrintfMessage::new(b"%s=%5.2f|%-4x|%c")
 //!     .string(b"pi")
 //!     .float(3.14159)

@@ -1,34 +1,15 @@
-//! The built-in services of PROTOCOL.md section 3: PRINTF (id 2) and DEVMEM (id 3).
-//! FUNCTION_CALL (id 1) is [`Services::enable_function_calls`].
+//! DEVMEM (id 3, PROTOCOL.md section 3): device memory the host allocates and frees on a device's
+//! request, within [`DevMemLimits`].
 
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
-use crate::message::{MessageLimits, MessageService, SharedMessageService};
-use crate::printf::{printf_reply, PrintfSink};
-use crate::service::{PacketService, Services};
+use crate::serve::registry::{PacketService, Services};
 use hostcall_core::buffer::PacketRequest;
-use hostcall_core::poller::LaneService;
-use hostcall_core::service::{ErrorCode, DEVMEM, PRINTF};
+use hostcall_core::service::{ErrorCode, DEVMEM};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 impl Services {
-    /// Registers PRINTF (id 2): message streams assembled per lane (within `limits`), formatted
-    /// like C's printf and written to `sink` (`printf::StdStreams` for the process's stdout and
-    /// stderr). Each lane's END is answered with the number of bytes printed, or -1.
-    pub fn enable_printf(
-        &self,
-        sink: impl PrintfSink + Send + 'static,
-        limits: MessageLimits,
-    ) -> Result<(), Error> {
-        let mut sink = sink;
-        let service =
-            SharedMessageService::new(MessageService::with_limits(limits, move |message: &[u64]| {
-                printf_reply(message, &mut sink)
-            }));
-        self.register_lane(PRINTF, "printf", move |request| service.serve(request))
-    }
-
     /// Registers DEVMEM (id 3): `slot[0] = 0` allocates `slot[1]` bytes of `memory` and answers the
     /// device address in reply word 0 (0 on failure); `slot[0] != 0` frees that address (reply
     /// `[0, 0]`). Refused (null address, error code in word 1): sizes of 0 or above

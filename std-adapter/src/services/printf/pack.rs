@@ -20,7 +20,7 @@ pub enum PrintfArg<'a> {
 /// A printf message being built: control word, format string, argument words.
 ///
 /// ```
-/// use hostcall::printf::PrintfMessage;
+/// use hostcall::services::printf::PrintfMessage;
 /// let words = PrintfMessage::new(b"%d\n").to_stderr().int(-1).into_words();
 /// assert_eq!(words, [1, u64::from_le_bytes(*b"%d\n\0\0\0\0\0"), u64::MAX]);
 /// ```

@@ -22,7 +22,7 @@
 //! that carries id 0 is a device that never sent (or never read the reply to) its BEGIN.
 //!
 //! ```
-//! use hostcall::message::MessageService;
+//! use hostcall::services::message::MessageService;
 //! use hostcall_core::message::MessageWriter;
 //!
 //! // A service that sums the words of each message.

@@ -1,0 +1,176 @@
+//! Latency rows: the ping-pong floor, hostcall round trips (core, listener, `Wave`) and
+//! crossbeam request/response.
+
+use crate::measure::{no_backoff, pinned_pair, round_trips, Sample};
+use crate::options::Options;
+use crate::{echo, request, ECHO};
+use crossbeam_channel as channel;
+use hostcall::core::buffer::PacketRequest;
+use hostcall::core::layout::SLOT_WORDS;
+use hostcall::prelude::*;
+use std::hint::spin_loop;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+/// One cache line, alone in its 128 bytes (the adjacent-line prefetcher pairs 64-byte lines).
+#[repr(align(128))]
+#[derive(Default)]
+pub(crate) struct Line(pub(crate) AtomicU64);
+
+pub(crate) fn floor_ping_pong(o: &Options) -> Sample {
+    const STOP: u64 = u64::MAX;
+    let ping = Arc::new(Line::default());
+    let pong = Arc::new(Line::default());
+    let peer = pinned_pair(o, || {
+        let (ping, pong) = (ping.clone(), pong.clone());
+        thread::spawn(move || {
+            let mut seen = 0;
+            loop {
+                // Acquire/Release: the pair each way is what a request/response protocol needs.
+                let v = ping.0.load(Ordering::Acquire);
+                if v == seen {
+                    spin_loop();
+                    continue;
+                }
+                if v == STOP {
+                    return;
+                }
+                pong.0.store(v, Ordering::Release);
+                seen = v;
+            }
+        })
+    });
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        ping.0.store(i, Ordering::Release);
+        while pong.0.load(Ordering::Acquire) != i {
+            spin_loop();
+        }
+    });
+    ping.0.store(STOP, Ordering::Release);
+    peer.join().unwrap();
+    sample
+}
+
+pub(crate) fn start_listener(config: ListenerConfig, packets: u64) -> (Listener, Arc<HostcallBuffer>) {
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let listener = Listener::start(doorbell.clone(), config).expect("start a listener");
+    listener.services().register_lane(ECHO, "echo", |r| Ok(echo(r))).unwrap();
+    let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), packets, doorbell).expect("buffer"));
+    listener.add_buffer(buffer.clone()).unwrap();
+    (listener, buffer)
+}
+
+/// One lane's round trip through the real listener (its poller, registry and doorbell). The
+/// device side is the core's producer path, as a GPU wave runs it: claim, fill, submit, ring the
+/// doorbell, spin on READY, read the reply, release.
+pub(crate) fn hostcall_round_trip(o: &Options, config: ListenerConfig) -> Sample {
+    let (listener, buffer) = pinned_pair(o, || start_listener(config, 2));
+    let view = buffer.view().stack().expect("a stack-protocol buffer");
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        let mut claimed = view.claim().expect("a sound buffer").expect("a free packet");
+        claimed.write_lane(0, &request(i, 0));
+        let submitted = claimed.submit(ECHO, 1);
+        buffer.doorbell().ring();
+        let done = submitted.wait(no_backoff);
+        assert_eq!(done.reply(0), echo(&request(i, 0)));
+    });
+    listener.shutdown();
+    sample
+}
+
+/// As [`hostcall_round_trip`] with a spinning listener, the device side being the emulated
+/// [`Wave`] (`with_spin_wait`): what the emulation adds (it builds a 64-lane `Reply` per call).
+pub(crate) fn wave_round_trip(o: &Options) -> Sample {
+    let (listener, buffer) = pinned_pair(o, || start_listener(ListenerConfig::spinning(), 2));
+    let wave = Wave::new(buffer, 1).with_spin_wait();
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        let reply = wave.call(ECHO, |lane| request(i, lane)).expect("hostcall");
+        assert_eq!(reply.lane(0), echo(&request(i, 0)));
+    });
+    listener.shutdown();
+    sample
+}
+
+/// The protocol alone: the core producer path (claim, fill, submit, spin on READY, release)
+/// against a thread that spins on `BufferView::drain` with an inline lane service. No listener,
+/// poller, registry, doorbell or `Wave`: what the stack protocol's shared-memory traffic costs
+/// by itself, the bound under the full `hostcall_1l_spinning` row.
+pub(crate) fn core_round_trip(o: &Options) -> Sample {
+    let buffer = Arc::new(
+        HostcallBuffer::new(Arc::new(HostMemory), 2, Arc::new(ParkingDoorbell::new())).expect("buffer"),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let host = pinned_pair(o, || {
+        let (buffer, stop) = (buffer.clone(), stop.clone());
+        thread::spawn(move || {
+            let view = buffer.view().stack().expect("a stack-protocol buffer");
+            // Relaxed: the flag carries no data.
+            while !stop.load(Ordering::Relaxed) {
+                view.drain(&mut |packet: &mut PacketRequest<'_>| {
+                    let mut lanes = packet.activemask();
+                    while lanes != 0 {
+                        let lane = lanes.trailing_zeros() as usize;
+                        lanes &= lanes - 1;
+                        let reply = echo(&packet.request(lane));
+                        packet.reply(lane, reply);
+                    }
+                });
+                spin_loop();
+            }
+        })
+    });
+    let view = buffer.view().stack().expect("a stack-protocol buffer");
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        let mut claimed = view.claim().expect("a sound buffer").expect("a free packet");
+        claimed.write_lane(0, &request(i, 0));
+        let done = claimed.submit(ECHO, 1).wait(no_backoff);
+        assert_eq!(done.reply(0), echo(&request(i, 0)));
+    });
+    stop.store(true, Ordering::Relaxed);
+    host.join().unwrap();
+    sample
+}
+
+pub(crate) fn crossbeam_round_trip(o: &Options, spin: bool) -> Sample {
+    let (request_tx, request_rx) = channel::bounded::<[u64; SLOT_WORDS]>(1);
+    let (reply_tx, reply_rx) = channel::bounded::<[u64; 2]>(1);
+    let server = pinned_pair(o, || {
+        thread::spawn(move || loop {
+            let Some(r) = receive(&request_rx, spin) else { return };
+            reply_tx.send(echo(&r)).unwrap();
+        })
+    });
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        request_tx.send(request(i, 0)).unwrap();
+        let reply = receive(&reply_rx, spin).expect("the server lives");
+        assert_eq!(reply, echo(&request(i, 0)));
+    });
+    drop(request_tx);
+    server.join().unwrap();
+    sample
+}
+
+/// `recv`, or a `try_recv` spin. `None` once the sender is gone.
+pub(crate) fn receive<T>(rx: &channel::Receiver<T>, spin: bool) -> Option<T> {
+    if !spin {
+        return rx.recv().ok();
+    }
+    loop {
+        match rx.try_recv() {
+            Ok(v) => return Some(v),
+            Err(channel::TryRecvError::Empty) => spin_loop(),
+            Err(channel::TryRecvError::Disconnected) => return None,
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Benchmarks: hostcall round trips and throughput against a cache-line ping-pong floor and
+//! crossbeam-channel request/response, measured side by side in one run.
+//!
+//! ```sh
+//! cargo run --release --example bench                  # 5 rounds, about a minute
+//! cargo run --release --example bench -- --quick       # CI smoke run, a few seconds
+//! cargo run --release --example bench -- --rounds 9    # more rounds
+//! ```
+//!
+//! Every row is measured once per round; rounds rotate the order of the rows, so slow phases of a
+//! shared machine hit every row alike. Ratios are taken within a round (a row against the floor,
+//! or against crossbeam at the same client count, measured seconds apart) and reported as the
+//! median over rounds with min..max. The two threads of each latency row are pinned to two CPUs
+//! (`--no-pin` to leave them to the scheduler), and latency percentiles skip windows in which the
+//! pair was descheduled (see `round_trips`; the share kept is the `clean` column). Nothing here
+//! asserts a timing.
+//!
+//! Rows:
+//! - `floor_ping_pong`: two threads, one 128-byte-aligned line each way (A writes a counter to
+//!   line 1, B spins on it and answers on line 2): the cost of a round trip between two cores.
+//! - `core_1l_spinning`: the protocol alone, the core's producer path (`BufferView::claim`,
+//!   `submit`, `wait`) against a thread spinning on `BufferView::drain`: no listener,
+//!   registry, doorbell or `Wave`. The bound under the next row.
+//! - `hostcall_1l_spinning` / `hostcall_1l_blocking`: one wave of one lane calling a trivial lane
+//!   service through the real listener (poller, `Services` registry, doorbell), the listener
+//!   spinning (`ListenerConfig::spinning()`) or blocking on its doorbell (the default config).
+//!   The device side is the core producer path as a GPU wave runs it: claim, fill, submit, ring,
+//!   spin on READY (`Submitted::wait`, one CPU pause per poll like the floor), read, release.
+//! - `wave_1l_spinning`: the same with the emulated `Wave` (`with_spin_wait`) as the device side:
+//!   what the emulation adds.
+//! - `crossbeam_blocking` / `crossbeam_spinning`: the same payload (8 u64 request, 2 u64 reply)
+//!   over two crossbeam-channel channels, `recv` or a `try_recv` spin on both sides.
+//! - `throughput_<W>w_<L>l`: W waves of L lanes calling as fast as they can (default listener,
+//!   default wave waiting); calls/s counts wave calls, lane_calls/s lanes. `crossbeam_tput_<C>c`:
+//!   C client threads sending requests to one server thread over one channel, each waiting for
+//!   its reply on its own channel (blocking).
+//! - `listener_cost_64l`: producer and listener on one thread, no cross-core traffic: claim, fill
+//!   64 lanes, submit, `Poller::poll_once` with the std `Services` registry through
+//!   `Services::dispatcher` (what the listener thread runs per wake-up), read 64 replies, release.
+//!   ns per 64-lane packet.
+//!
+//! Instructions per packet under callgrind (`--callgrind-listener N` runs only that loop):
+//!
+//! ```sh
+//! cargo build --release --example bench
+//! valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*listener_loop*' \
+//!     --callgrind-out-file=/tmp/cg.out target/release/examples/bench --callgrind-listener 10000
+//! callgrind_annotate --inclusive=yes /tmp/cg.out | grep -E 'listener_loop|poll_once'
+//! ```
+//!
+//! Divide the `listener_loop` total by N for the whole loop, and the inclusive `poll_once` count
+//! by N for the listener's own share (drain + dispatch + service).
+
+use hostcall::core::layout::SLOT_WORDS;
+use std::thread;
+use std::time::Instant;
+
+/// The benchmark's lane service id.
+const ECHO: u32 = 100;
+
+/// The trivial lane service: two words back from eight.
+fn echo(request: &[u64; SLOT_WORDS]) -> [u64; 2] {
+    [request[0].wrapping_add(1), request[7]]
+}
+
+/// One lane's request for call `i`.
+fn request(i: u64, lane: usize) -> [u64; SLOT_WORDS] {
+    [i, lane as u64, 2, 3, 4, 5, 6, i ^ lane as u64]
+}
+
+mod latency;
+mod listener_cost;
+mod measure;
+mod options;
+mod pin;
+mod report;
+mod rows;
+mod throughput;
+
+use listener_cost::run_callgrind;
+use measure::unpin;
+use options::{parse, Mode};
+use report::{print_goals, print_lines, print_table, summarise};
+use rows::rows;
+
+fn main() {
+    let o = match parse() {
+        Mode::Callgrind(n, lanes) => return run_callgrind(n, lanes),
+        Mode::Bench(o) => o,
+    };
+    pin::allowed_at_start(); // before any pinning
+    let mut rows = rows(&o);
+    let cores = thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "bench: rounds={} cores={cores} pinned_pairs={} latency_budget_ms={} window_ms={} (medians over rounds)",
+        o.rounds,
+        o.pin && pin::allowed_at_start().len() >= 2,
+        o.latency_budget.as_millis(),
+        o.window.as_millis()
+    );
+    let started = Instant::now();
+    for round in 0..o.rounds {
+        // Rotate the order so that each row sees a different phase of a noisy machine.
+        let n = rows.len();
+        for k in 0..n {
+            let row = &mut rows[(k + round * 3) % n];
+            let sample = (row.run)(&o);
+            unpin(&o);
+            row.samples.push(sample);
+        }
+        eprintln!("round {}/{} done ({:.1} s)", round + 1, o.rounds, started.elapsed().as_secs_f64());
+    }
+    let summaries = summarise(&rows);
+    print_lines(&summaries);
+    print_table(&summaries, o.rounds);
+    println!();
+    print_goals(&summaries);
+    println!("bench: total_s={:.1}", started.elapsed().as_secs_f64());
+}

@@ -1,0 +1,92 @@
+//! The rows of the benchmark: what each measures and what it compares to.
+
+use crate::latency::{
+    core_round_trip, crossbeam_round_trip, floor_ping_pong, hostcall_round_trip, wave_round_trip,
+};
+use crate::listener_cost::listener_cost;
+use crate::measure::Sample;
+use crate::options::Options;
+use crate::throughput::{crossbeam_throughput, hostcall_throughput};
+use hostcall::prelude::*;
+
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Compare {
+    /// Latency row: ratio to the floor row.
+    Floor,
+    /// Throughput row: ratio to crossbeam at this many clients.
+    Crossbeam(usize),
+    None,
+}
+
+pub(crate) struct Row {
+    pub(crate) name: String,
+    pub(crate) compare: Compare,
+    /// For crossbeam throughput rows: the client count others compare to.
+    pub(crate) clients: Option<usize>,
+    pub(crate) run: Box<dyn Fn(&Options) -> Sample>,
+    pub(crate) samples: Vec<Sample>,
+}
+
+pub(crate) fn rows(o: &Options) -> Vec<Row> {
+    let row = |name: String, compare, clients, run: Box<dyn Fn(&Options) -> Sample>| Row {
+        name,
+        compare,
+        clients,
+        run,
+        samples: Vec::new(),
+    };
+    let mut rows = vec![
+        row("floor_ping_pong".into(), Compare::None, None, Box::new(floor_ping_pong)),
+        row("core_1l_spinning".into(), Compare::Floor, None, Box::new(core_round_trip)),
+        row(
+            "hostcall_1l_spinning".into(),
+            Compare::Floor,
+            None,
+            Box::new(|o| hostcall_round_trip(o, ListenerConfig::spinning())),
+        ),
+        row(
+            "hostcall_1l_blocking".into(),
+            Compare::Floor,
+            None,
+            Box::new(|o| hostcall_round_trip(o, ListenerConfig::default())),
+        ),
+        row("wave_1l_spinning".into(), Compare::Floor, None, Box::new(wave_round_trip)),
+        row("crossbeam_spinning".into(), Compare::Floor, None, Box::new(|o| crossbeam_round_trip(o, true))),
+        row("crossbeam_blocking".into(), Compare::Floor, None, Box::new(|o| crossbeam_round_trip(o, false))),
+    ];
+    for &(waves, lanes) in &o.throughput {
+        let compare =
+            if o.crossbeam_clients.contains(&waves) { Compare::Crossbeam(waves) } else { Compare::None };
+        rows.push(row(
+            format!("throughput_{waves}w_{lanes}l"),
+            compare,
+            None,
+            Box::new(move |o| hostcall_throughput(o, waves, lanes)),
+        ));
+    }
+    for &clients in &o.crossbeam_clients {
+        rows.push(row(
+            format!("crossbeam_tput_{clients}c"),
+            Compare::None,
+            Some(clients),
+            Box::new(move |o| crossbeam_throughput(o, clients)),
+        ));
+    }
+    rows.push(row("listener_cost_1l".into(), Compare::None, None, Box::new(|o| listener_cost(o, 1))));
+    rows.push(row("listener_cost_64l".into(), Compare::None, None, Box::new(|o| listener_cost(o, 64))));
+    if !o.only.is_empty() {
+        let chosen = |name: &str| o.only.iter().any(|only| name.contains(only.as_str()));
+        let compared: Vec<usize> = rows
+            .iter()
+            .filter(|r| chosen(&r.name))
+            .filter_map(|r| match r.compare {
+                Compare::Crossbeam(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        rows.retain(|r| {
+            r.name == "floor_ping_pong" || chosen(&r.name) || r.clients.is_some_and(|c| compared.contains(&c))
+        });
+    }
+    rows
+}

@@ -1,0 +1,157 @@
+//! `--bench`: the ping-pong floor, the one-warp variants and the throughput table.
+
+use crate::gpu::Gpu;
+use crate::options::{Options, LATENCY, THROUGHPUT};
+use hostcall::backend::cuda::Kernel;
+use hostcall::Error;
+
+/// The floor, the one-warp variants and the throughput table; whether every reply verified, and
+/// the summary's figures.
+pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
+    let mut ok = true;
+    // The floor, and what a fence before the store adds to it.
+    let floor_ns = gpu.floor(20_000, false)?;
+    let floor_fence_ns = gpu.floor(5_000, true)?;
+    println!(
+        "cuda: floor round_trip_us={:.3} (one word each way, GPU thread <-> spinning host thread)",
+        floor_ns / 1e3
+    );
+    println!(
+        "cuda: floor-with-fence round_trip_us={:.3} (fence.sc.sys before each GPU store)",
+        floor_fence_ns / 1e3
+    );
+
+    // One warp, each device-side variant, one spinning listener thread.
+    let pool = gpu.pool(1)?;
+    let variants = [
+        ("default", "hc_calls"),
+        ("store-sys", "hc_calls_store_sys"),
+        ("fence-sc", "hc_calls_fence_sc"),
+        ("pipelined-poll", "hc_calls_pipelined"),
+        ("no-ring", "hc_calls_no_ring"),
+        ("lane-fill", "hc_calls_lane_fill"),
+        ("transposed-fill", "hc_calls_transposed_fill"),
+        ("keep-packet", "hc_calls_keep_packet"),
+        ("check-claim", "hc_calls_check_claim"),
+    ];
+    let mut best = (f64::MAX, "");
+    let mut default_us = 0.0;
+    for (name, symbol) in variants {
+        let kernel = gpu.module.kernel(symbol)?;
+        let _warm = gpu.calls(&pool, &kernel, 1, 200, LATENCY, false)?;
+        let r = gpu.calls(&pool, &kernel, 1, 3000, LATENCY, false)?;
+        ok &= r.ok();
+        let mean = r.mean_us();
+        if name == "default" {
+            default_us = mean;
+        }
+        if mean < best.0 {
+            best = (mean, name);
+        }
+        println!(
+            "cuda: one-warp variant={name} mean_us={mean:.3} p50_us={:.3} p99_us={:.3} ratio_to_floor={:.2} errors={}",
+            r.percentile_us(0.5),
+            r.percentile_us(0.99),
+            mean * 1e3 / floor_ns,
+            r.errors
+        );
+        // The per-step breakdown (clock64 of the leader; the clock reads add a little).
+        let t = gpu.calls(&pool, &kernel, 1, 3000, LATENCY, true)?;
+        ok &= t.ok();
+        let per = |cycles: u64| cycles as f64 / t.steps[5].max(1) as f64 * t.ns_per_cycle() / 1e3;
+        println!(
+            "cuda: breakdown variant={name} claim_us={:.3} fill_us={:.3} release_us={:.3} wait_us={:.3} reply_us={:.3} total_us={:.3}",
+            per(t.steps[0]),
+            per(t.steps[1]),
+            per(t.steps[2]),
+            per(t.steps[3]),
+            per(t.steps[4]),
+            per(t.steps[..5].iter().sum())
+        );
+    }
+    drop(pool);
+    println!(
+        "cuda: one-warp best variant={} mean_us={:.3} floor_us={:.3} ratio={:.2} (goal <= 2.50)",
+        best.1,
+        best.0,
+        floor_ns / 1e3,
+        best.0 * 1e3 / floor_ns
+    );
+
+    // Throughput by warps x listener threads: the default device code (which fills transposed
+    // under load), and for many warps also the per-lane fill (16-byte pieces of 32 lines per
+    // store instead of 512 contiguous bytes).
+    let default_kernel = gpu.module.kernel("hc_calls")?;
+    let lane_fill = gpu.module.kernel("hc_calls_lane_fill")?;
+    let keep_packet = gpu.module.kernel("hc_calls_keep_packet")?;
+    let mut table = Vec::new();
+    for &threads in &options.threads {
+        let pool = gpu.pool(threads)?;
+        for &warps in &options.warps {
+            let calls = (400_000 / warps).clamp(100, 2_000);
+            let policy = if warps >= 1056 { THROUGHPUT } else { LATENCY };
+            let kernels: &[(&str, &Kernel)] = if warps >= 1056 {
+                &[("default", &default_kernel), ("lane-fill", &lane_fill), ("keep-packet", &keep_packet)]
+            } else {
+                &[("default", &default_kernel)]
+            };
+            for &(variant, kernel) in kernels {
+                for _ in 0..options.repeat {
+                    let r = gpu.calls(&pool, kernel, warps, calls, policy, false)?;
+                    ok &= r.ok();
+                    println!(
+                    "cuda: throughput threads={threads} warps={} variant={variant} policy={} calls_per_warp={} warp_calls_per_s={:.0} lane_calls_per_s={:.0} seconds={:.3} errors={} checked={}/{}",
+                    r.warps,
+                    policy.name,
+                    r.calls,
+                    r.warp_calls_per_s(),
+                    r.warp_calls_per_s() * 32.0,
+                    r.seconds,
+                    r.errors,
+                    r.checked,
+                    r.expected
+                );
+                    table.push((threads, r.warps, variant, r.warp_calls_per_s(), r.errors));
+                }
+            }
+        }
+    }
+    println!(
+        "cuda: table (M warp-calls/s, default device code, median of {} runs [min-max])",
+        options.repeat
+    );
+    print!("cuda: {:>8}", "warps");
+    for &threads in &options.threads {
+        print!(" {:>19}", format!("{threads} thr"));
+    }
+    println!();
+    let mut best_1056 = 0.0f64;
+    for &warps in &options.warps {
+        print!("cuda: {warps:>8}");
+        for &threads in &options.threads {
+            let mut rates: Vec<f64> = table
+                .iter()
+                .filter(|(t, w, v, ..)| *t == threads && *w == warps && *v == "default")
+                .map(|(.., rate, _)| *rate)
+                .collect();
+            rates.sort_by(f64::total_cmp);
+            let median = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
+            if warps == 1056 {
+                best_1056 = best_1056.max(median);
+            }
+            let (low, high) = (rates.first().copied().unwrap_or(0.0), rates.last().copied().unwrap_or(0.0));
+            print!(" {:>19}", format!("{:.2} [{:.2}-{:.2}]", median / 1e6, low / 1e6, high / 1e6));
+        }
+        println!();
+    }
+    let errors: u64 = table.iter().map(|(.., e)| e).sum();
+    let summary = format!(
+        "floor_us={:.3} one_warp_default_us={default_us:.3} default_ratio={:.2} one_warp_best_us={:.3} best_ratio={:.2} best_median_1056_warps_M_per_s={:.3} throughput_errors={errors}",
+        floor_ns / 1e3,
+        default_us * 1e3 / floor_ns,
+        best.0,
+        best.0 * 1e3 / floor_ns,
+        best_1056 / 1e6
+    );
+    Ok((ok, summary))
+}

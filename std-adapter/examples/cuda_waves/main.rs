@@ -1,0 +1,80 @@
+//! Real GPU warps making hostcalls against this crate's listener (feature `cuda`).
+//!
+//! ```sh
+//! # here: build the host program (no CUDA needed to build it)
+//! cargo build --release --features cuda --example cuda_waves
+//! # where nvcc is: build the kernels (include/hostcall_cuda.cuh does the device side)
+//! nvcc -arch=sm_90 -cubin -I include -o kernels.cubin std-adapter/examples/cuda/kernels.cu
+//! # on the GPU machine
+//! cuda_waves --module kernels.cubin            # checks: every reply verified, printf, FUNCTION_CALL
+//! cuda_waves --module kernels.cubin --bench    # and the floor, latency variants, throughput table
+//! ```
+//!
+//! Each warp of 32 lanes is a wave of the phase protocol; buffers live in pinned, device-mapped
+//! host memory ([`hostcall::backend::cuda::CudaMemory`]), their `occupied` bitmaps in device memory. The
+//! lane service `mix` (id 100) answers `[hash of the 8 request words, word 0 + word 1]`; every
+//! lane of every call checks its reply on the GPU, and the kernel counts errors and replies
+//! checked (which must equal warps x 32 x calls). Output lines start with `cuda:`; the last line
+//! is a `summary:`. Exits 1 on any error or missing reply, 0 with a `SKIPPED` line where there is
+//! no CUDA device.
+//!
+//! `--bench` adds, in the same run: the ping-pong floor (one GPU thread and one host thread
+//! bouncing one word each way through pinned memory), one warp's round trip for each device-side
+//! variant with a per-step breakdown (clock64 deltas of the leader lane), and the throughput at
+//! 1, 32, 1,056 and 4,224 warps served by 1, 2 and 4 listener threads (a [`ListenerPool`]
+//! splitting each buffer's packets into stripes).
+
+use hostcall::backend::cuda;
+use hostcall::core::layout::SLOT_WORDS;
+use hostcall::Error;
+use std::process::ExitCode;
+
+const MIX: u32 = 100;
+
+/// The host half of the lane service; `kernels.cu` computes the same (`mix`).
+fn mix(r: &[u64; SLOT_WORDS]) -> u64 {
+    let mut h = 0x9E37_79B9_7F4A_7C15u64;
+    for &w in r {
+        h = (h ^ w).wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    h ^ (h >> 29)
+}
+
+/// The host function of the FUNCTION_CALL check: `{in[0] + in[1], in[0] * in[2]}`.
+extern "C" fn add_mul(out: *mut [u64; 2], input: *const [u64; 7]) {
+    // SAFETY: the FUNCTION_CALL service passes valid pointers to its own arrays.
+    let (out, input) = unsafe { (&mut *out, &*input) };
+    *out = [input[0].wrapping_add(input[1]), input[0].wrapping_mul(input[2])];
+}
+
+mod bench;
+mod check;
+mod gpu;
+mod options;
+
+use check::run;
+use gpu::Gpu;
+use options::parse;
+
+fn main() -> ExitCode {
+    let options = parse();
+    let gpu = match Gpu::new(&options.module) {
+        Ok(gpu) => gpu,
+        Err(Error::Cuda(why)) if cuda::probe().is_err() => {
+            println!("SKIPPED: no CUDA device ({why})");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("cuda: setup failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&gpu, &options) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("cuda: failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Memory: [`CudaMemory`] (pinned, mapped host memory both sides reach), [`DeviceBuffer`]
+//! (device-local memory) and the buffers built from them.
+
+use super::driver::{check, Cuda};
+use crate::buffer::{HostcallBuffer, Protocol};
+use crate::doorbell::Doorbell;
+use crate::error::Error;
+use crate::memory::{DeviceMemory, MemoryError};
+use cudarc::driver::sys;
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+/// Pinned, device-mapped host memory: allocations both the CPU and the GPU reach, the GPU over
+/// PCIe. The memory is ordinary write-back cacheable host memory to the CPU.
+pub struct CudaMemory {
+    cuda: Arc<Cuda>,
+    /// Host address -> (size, device address) of every live allocation.
+    allocations: Mutex<BTreeMap<usize, (usize, u64)>>,
+}
+
+impl CudaMemory {
+    /// Memory of `cuda`'s device.
+    pub fn new(cuda: Arc<Cuda>) -> Self {
+        Self { cuda, allocations: Mutex::new(BTreeMap::new()) }
+    }
+}
+
+/// `cuMemHostAlloc` gives page-aligned memory; larger alignments are refused.
+const HOST_ALLOC_ALIGN: usize = 4096;
+
+impl DeviceMemory for CudaMemory {
+    fn name(&self) -> &'static str {
+        "cuda-pinned-mapped"
+    }
+
+    fn allocate(&self, size: usize, align: usize) -> Result<NonNull<u8>, MemoryError> {
+        if size == 0 || !align.is_power_of_two() || align > HOST_ALLOC_ALIGN {
+            return Err(MemoryError::BadRequest { size, align });
+        }
+        self.cuda.make_current().map_err(|e| MemoryError::Backend(e.to_string()))?;
+        let mut host: *mut c_void = std::ptr::null_mut();
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: writes the allocation's address into `host`.
+        check(unsafe { sys::cuMemHostAlloc(&mut host, size, flags) }, "cuMemHostAlloc")
+            .map_err(|e| MemoryError::Backend(e.to_string()))?;
+        let Some(ptr) = NonNull::new(host.cast::<u8>()) else {
+            return Err(MemoryError::OutOfMemory { size });
+        };
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `host` is a live mapped allocation; writes its device address.
+        let mapped = check(
+            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0) },
+            "cuMemHostGetDevicePointer",
+        );
+        if let Err(e) = mapped {
+            // SAFETY: allocated above, not handed out.
+            unsafe { sys::cuMemFreeHost(host) };
+            return Err(MemoryError::Backend(e.to_string()));
+        }
+        // SAFETY: `size` bytes at `ptr` were just allocated and nobody else has them yet.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, size) };
+        self.allocations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(ptr.as_ptr() as usize, (size, device));
+        Ok(ptr)
+    }
+
+    unsafe fn free(&self, ptr: NonNull<u8>, _size: usize, _align: usize) {
+        self.allocations.lock().unwrap_or_else(|p| p.into_inner()).remove(&(ptr.as_ptr() as usize));
+        let _ = self.cuda.make_current();
+        // SAFETY: the caller passes an allocation of ours, not yet freed and no longer used.
+        let _ = unsafe { sys::cuMemFreeHost(ptr.as_ptr().cast()) };
+    }
+
+    fn device_address(&self, host: *const u8) -> u64 {
+        let allocations = self.allocations.lock().unwrap_or_else(|p| p.into_inner());
+        let at = host as usize;
+        match allocations.range(..=at).next_back() {
+            Some((&base, &(size, device))) if at < base + size => device + (at - base) as u64,
+            // Not ours: with unified addressing the device address is the host address.
+            _ => host as u64,
+        }
+    }
+}
+
+impl fmt::Debug for CudaMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CudaMemory").field("device", &self.cuda.name).finish()
+    }
+}
+
+/// Device-local memory (`cuMemAlloc`), zeroed, freed on drop.
+pub struct DeviceBuffer {
+    cuda: Arc<Cuda>,
+    address: sys::CUdeviceptr,
+    size: usize,
+}
+
+impl DeviceBuffer {
+    /// `size` zeroed bytes of device memory.
+    pub fn new(cuda: Arc<Cuda>, size: usize) -> Result<Self, Error> {
+        cuda.make_current()?;
+        let mut address = 0;
+        // SAFETY: writes the allocation's address.
+        check(unsafe { sys::cuMemAlloc_v2(&mut address, size.max(1)) }, "cuMemAlloc")?;
+        let buffer = Self { cuda, address, size };
+        buffer.zero()?;
+        Ok(buffer)
+    }
+
+    /// Zeroes it (synchronously; no kernel may be using it).
+    pub fn zero(&self) -> Result<(), Error> {
+        self.cuda.make_current()?;
+        // SAFETY: `size` bytes at `address` are ours.
+        check(unsafe { sys::cuMemsetD8_v2(self.address, 0, self.size) }, "cuMemsetD8")?;
+        // A memset of device memory may still be running when it returns: wait for it, so no
+        // kernel (on any stream) sees the old bytes.
+        // SAFETY: the context is current.
+        check(unsafe { sys::cuCtxSynchronize() }, "cuCtxSynchronize")
+    }
+
+    /// The device address.
+    pub fn device_address(&self) -> u64 {
+        self.address
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.size
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// Copies the first `out.len()` bytes to the host (synchronously).
+    pub fn read(&self, out: &mut [u8]) -> Result<(), Error> {
+        if out.len() > self.size {
+            return Err(Error::Cuda(format!("read of {} bytes from a buffer of {}", out.len(), self.size)));
+        }
+        self.cuda.make_current()?;
+        // SAFETY: `out` is writable for its length, which is within the allocation.
+        check(
+            unsafe { sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), self.address, out.len()) },
+            "cuMemcpyDtoH",
+        )
+    }
+
+    /// Reads the first `count` `u64`s.
+    pub fn read_u64(&self, count: usize) -> Result<Vec<u64>, Error> {
+        let mut bytes = vec![0u8; count * 8];
+        self.read(&mut bytes)?;
+        Ok(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        let _ = self.cuda.make_current();
+        // SAFETY: allocated in `new`, freed once here.
+        let _ = unsafe { sys::cuMemFree_v2(self.address) };
+    }
+}
+
+impl fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceBuffer").field("address", &self.address).field("size", &self.size).finish()
+    }
+}
+
+/// Where `include/hostcall_cuda.cuh` keeps its device state, after the `occupied` bitmap of a
+/// phase buffer of `num_packets` packets (byte offsets from the bitmap; the header's
+/// `HOSTCALL_CUDA_*_OFFSET` macros compute the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceStateLayout {
+    /// The shadow of `device_phase`: `u32[num_packets]`.
+    pub shadow: usize,
+    /// The doorbell throttle's last-ring time: one `u64`.
+    pub last_ring: usize,
+    /// Bytes of the whole device allocation.
+    pub size: usize,
+}
+
+impl DeviceStateLayout {
+    /// The layout for `num_packets` packets.
+    ///
+    /// ```
+    /// use hostcall::backend::cuda::DeviceStateLayout;
+    /// let l = DeviceStateLayout::new(1056);
+    /// assert_eq!((l.shadow, l.last_ring, l.size), (256, 256 + 4224, 256 + 4224 + 128));
+    /// ```
+    pub const fn new(num_packets: usize) -> Self {
+        const fn align128(x: usize) -> usize {
+            (x + 127) & !127
+        }
+        let occupied = num_packets.div_ceil(32) * 4;
+        let shadow = align128(occupied);
+        let last_ring = shadow + align128(4 * num_packets);
+        Self { shadow, last_ring, size: last_ring + 128 }
+    }
+}
+
+/// A phase buffer for CUDA kernels: the buffer in pinned, mapped host memory ([`CudaMemory`]),
+/// its `occupied` bitmap and the device state of `include/hostcall_cuda.cuh` in device memory
+/// (returned; keep it alive as long as the buffer is used).
+pub fn phase_buffer(
+    cuda: &Arc<Cuda>,
+    memory: Arc<CudaMemory>,
+    num_packets: u64,
+    doorbell: Arc<dyn Doorbell>,
+) -> Result<(Arc<HostcallBuffer>, DeviceBuffer), Error> {
+    let state = DeviceBuffer::new(cuda.clone(), DeviceStateLayout::new(num_packets as usize).size)?;
+    let buffer = HostcallBuffer::with_protocol(memory, num_packets, doorbell, Protocol::Phase)?;
+    buffer.set_device_occupied(state.device_address())?;
+    Ok((Arc::new(buffer), state))
+}
+
+/// A stack-protocol buffer in pinned, mapped host memory, where the device allows it
+/// ([`Cuda::check_protocol`]): an [`Error::Unsupported`] without platform atomics.
+pub fn stack_buffer(
+    cuda: &Arc<Cuda>,
+    memory: Arc<CudaMemory>,
+    num_packets: u64,
+    doorbell: Arc<dyn Doorbell>,
+) -> Result<Arc<HostcallBuffer>, Error> {
+    cuda.check_protocol(Protocol::Stack)?;
+    Ok(Arc::new(HostcallBuffer::with_protocol(memory, num_packets, doorbell, Protocol::Stack)?))
+}

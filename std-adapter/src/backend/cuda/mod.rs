@@ -1,0 +1,32 @@
+//! CUDA backend (feature `cuda`): real GPU kernels make hostcalls against this crate's listener.
+//!
+//! The driver API is loaded at run time (cudarc with `dynamic-loading`), so this module builds
+//! without CUDA and [`Cuda::new`] reports "no CUDA" as an error where there is none.
+//!
+//! - [`Cuda`]: the driver, one device and its primary context; device attributes, and
+//!   [`Cuda::check_protocol`], which refuses the stack protocol where the GPU's atomics on host
+//!   memory are not atomic with the CPU's (`CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED`).
+//! - [`CudaMemory`]: a [`DeviceMemory`](crate::memory::DeviceMemory) of pinned, device-mapped host memory (`cuMemHostAlloc`
+//!   with `DEVICEMAP | PORTABLE`; device addresses from `cuMemHostGetDevicePointer`): what the
+//!   host and the GPU share.
+//! - [`DeviceBuffer`]: device-local memory (`cuMemAlloc`), for what only the GPU touches: the
+//!   phase protocol's `occupied` bitmap and the device state of `include/hostcall_cuda.cuh`.
+//! - [`phase_buffer`]: a phase buffer in [`CudaMemory`] whose bitmap lives in a [`DeviceBuffer`].
+//! - [`MappedDoorbell`]: a `u64` in mapped host memory the device stores to; the listener may
+//!   poll it (a spinning listener ignores it).
+//! - [`Module`], [`Kernel`], [`Stream`]: load a PTX or cubin file, launch a kernel.
+//!
+//! Every driver call runs with the device's primary context current on the calling thread
+//! ([`Cuda::make_current`] is done by each method), so any thread may use these types.
+
+mod doorbell;
+mod driver;
+mod launch;
+mod memory;
+#[cfg(test)]
+mod tests;
+
+pub use doorbell::MappedDoorbell;
+pub use driver::{probe, Cuda};
+pub use launch::{Kernel, Module, Stream};
+pub use memory::{phase_buffer, stack_buffer, CudaMemory, DeviceBuffer, DeviceStateLayout};

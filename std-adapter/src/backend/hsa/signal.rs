@@ -1,0 +1,104 @@
+//! [`HsaDoorbell`]: an HSA signal as the doorbell a GPU kernel rings.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hsa_sys::{HsaSignal, SignalCondition, SignalValue, WaitState};
+
+use super::error::HsaError;
+use super::runtime::HsaRuntime;
+use crate::doorbell::{Doorbell, DONE, INIT};
+
+/// Converts a timeout to HSA timestamp units (`frequency` per second), saturating.
+pub(super) fn timeout_ticks(timeout: Duration, frequency: u64) -> u64 {
+    let ticks = timeout.as_nanos().saturating_mul(u128::from(frequency)) / 1_000_000_000;
+    u64::try_from(ticks).unwrap_or(u64::MAX)
+}
+
+/// A doorbell that is an HSA signal: what a GPU kernel rings.
+pub struct HsaDoorbell {
+    runtime: Arc<HsaRuntime>,
+    signal: HsaSignal,
+    frequency: u64,
+}
+
+impl fmt::Debug for HsaDoorbell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HsaDoorbell").field("signal", &self.signal).finish()
+    }
+}
+
+impl HsaDoorbell {
+    /// Creates a signal at [`INIT`] with no specific consumers (so any agent may wait on it).
+    pub fn new(runtime: Arc<HsaRuntime>) -> Result<Self, HsaError> {
+        let frequency = runtime.timestamp_frequency().unwrap_or(1_000_000_000).max(1);
+        let mut signal = HsaSignal::default();
+        // SAFETY: no consumer list (0, null) is allowed; `signal` is a valid out-pointer.
+        let status =
+            unsafe { (runtime.lib.hsa_signal_create)(INIT as SignalValue, 0, std::ptr::null(), &mut signal) };
+        runtime.check("hsa_signal_create", status)?;
+        Ok(Self { runtime, signal, frequency })
+    }
+
+    /// The signal.
+    pub fn signal(&self) -> HsaSignal {
+        self.signal
+    }
+}
+
+impl Doorbell for HsaDoorbell {
+    fn handle(&self) -> u64 {
+        self.signal.handle
+    }
+
+    fn ring(&self) {
+        // SAFETY: the signal is live until drop. Release (`screlease`): the caller's earlier writes
+        // (the ready-stack push) are ordered before the ring, as with the device's `signal_add`.
+        unsafe { (self.runtime.lib.hsa_signal_add_screlease)(self.signal, 1) }
+    }
+
+    fn value(&self) -> u64 {
+        // SAFETY: the signal is live until drop.
+        unsafe { (self.runtime.lib.hsa_signal_load_scacquire)(self.signal) as u64 }
+    }
+
+    fn wait(&self, last_seen: u64, timeout: Duration) -> u64 {
+        if timeout.is_zero() {
+            return self.value();
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // SAFETY: the signal is live until drop. The wait may return early (the HSA spec
+            // allows spurious wake-ups); the loop waits out the rest of the timeout.
+            let value = unsafe {
+                (self.runtime.lib.hsa_signal_wait_scacquire)(
+                    self.signal,
+                    SignalCondition::NE,
+                    last_seen as SignalValue,
+                    timeout_ticks(left, self.frequency),
+                    WaitState::BLOCKED,
+                )
+            } as u64;
+            if value != last_seen || Instant::now() >= deadline {
+                return value;
+            }
+        }
+    }
+
+    fn stop(&self) {
+        // SAFETY: the signal is live until drop.
+        unsafe { (self.runtime.lib.hsa_signal_store_screlease)(self.signal, DONE as SignalValue) }
+    }
+}
+
+impl Drop for HsaDoorbell {
+    fn drop(&mut self) {
+        // SAFETY: the signal was created by `new` and is destroyed once, here.
+        let status = unsafe { (self.runtime.lib.hsa_signal_destroy)(self.signal) };
+        if let Err(error) = self.runtime.check("hsa_signal_destroy", status) {
+            log::warn!("{error}");
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! The built-in services of PROTOCOL.md sections 3 and 4, each registered on
+//! [`Services`](crate::serve::registry::Services) by one method:
+//!
+//! - FUNCTION_CALL (id 1): [`function_call`], a host function called by the address a device
+//!   sends (`unsafe` to enable);
+//! - PRINTF (id 2): [`printf`], formatting as glibc does, on top of [`message`] assembly;
+//! - DEVMEM (id 3): [`devmem`], device memory allocated by the host;
+//! - [`message`]: host-side message assembly (chunks in, whole messages out), for any service
+//!   whose requests span several calls.
+
+pub mod devmem;
+pub mod function_call;
+pub mod message;
+pub mod printf;
