@@ -47,8 +47,14 @@ impl fmt::Display for GeometryError {
     }
 }
 
-/// The packet count both protocols accept: 2 ..= [`MAX_PACKETS`].
-pub(crate) fn packet_count(num_packets: u64) -> Result<u32, GeometryError> {
+/// The packet count both protocols accept: 2 ..= [`MAX_PACKETS`], as a `u32`.
+///
+/// ```
+/// use hostcall_core::{packet_count, GeometryError};
+/// assert_eq!(packet_count(64), Ok(64));
+/// assert_eq!(packet_count(1), Err(GeometryError::TooFewPackets(1)));
+/// ```
+pub fn packet_count(num_packets: u64) -> Result<u32, GeometryError> {
     if num_packets < 2 {
         return Err(GeometryError::TooFewPackets(num_packets));
     }

@@ -84,7 +84,8 @@ pub mod sync;
 pub use any::{AnyClaimed, AnyCompleted, AnySubmitted, AnyView, DrainScope};
 pub use dispatch::{Dispatch, ErrorCode, LaneService, ServiceTable, ERROR_REPLY};
 pub use host::{
-    DrainError, DrainHandler, DrainReport, GeometryError, LayoutError, PacketRequest, Protocol, MAX_PACKETS,
+    packet_count, DrainError, DrainHandler, DrainReport, GeometryError, LayoutError, PacketRequest, Protocol,
+    MAX_PACKETS,
 };
 pub use lane::{
     ClaimedPacket, CompletedPacket, Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,

@@ -4,7 +4,7 @@
 
 use crate::input::Input;
 use hostcall::core::message::Descriptor;
-use hostcall::core::service::ERROR_REPLY;
+use hostcall::core::ERROR_REPLY;
 use hostcall::services::message::{ChunkOutcome, MessageLimits};
 use hostcall::services::printf::{printf_message, PrintfLimits};
 

@@ -4,10 +4,7 @@
 //! [`ErrorCode::UnknownService`]); [`serve_model`] states independently what it must write.
 
 use crate::memory::{lanes, PayloadWords};
-use hostcall_core::buffer::{DrainError, DrainHandler, PacketRequest};
-use hostcall_core::layout::SLOT_WORDS;
-use hostcall_core::poller::{Dispatch, ServiceTable};
-use hostcall_core::service::ErrorCode;
+use hostcall_core::{Dispatch, DrainError, DrainHandler, ErrorCode, PacketRequest, ServiceTable, SLOT_WORDS};
 
 /// Answers `[r0 + r1, r2 ^ r7]`.
 pub(crate) const MIX: u32 = 1;

@@ -58,7 +58,7 @@ pub use buffer::{HostcallBuffer, Protocol};
 pub use device::{Reply, Wave};
 pub use doorbell::{Doorbell, ParkingDoorbell};
 pub use error::Error;
-pub use hostcall_core::buffer::PacketRequest;
+pub use hostcall_core::PacketRequest;
 pub use lifecycle::{buffer_align, buffer_size, disable, enable, HostcallRuntime, QueueId};
 pub use memory::{DeviceAllocation, DeviceMemory, HostMemory, MemoryError};
 pub use serve::listener::{Listener, ListenerConfig};
@@ -83,6 +83,5 @@ pub mod prelude {
     pub use crate::serve::registry::{PacketService, Services, Stats};
     pub use crate::services::printf::{PrintfSink, Stream};
     pub use crate::Error;
-    pub use hostcall_core::buffer::PacketRequest;
-    pub use hostcall_core::service::ErrorCode;
+    pub use hostcall_core::{ErrorCode, PacketRequest};
 }

@@ -5,8 +5,9 @@
 mod common;
 
 use hostcall::buffer::Protocol;
+use hostcall::core::dispatch::{DEVMEM, PRINTF};
 use hostcall::core::message::Descriptor;
-use hostcall::core::service::{ErrorCode, DEVMEM, PRINTF};
+use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::MessageLimits;

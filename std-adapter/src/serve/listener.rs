@@ -13,8 +13,7 @@ use crate::buffer::HostcallBuffer;
 use crate::doorbell::{Doorbell, DONE};
 use crate::error::Error;
 use crate::serve::registry::{Services, Stats, ThreadDispatch};
-use hostcall_core::buffer::DrainReport;
-use hostcall_core::poller::{Poller, Protocol};
+use hostcall_core::{DrainReport, Poller, Protocol};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -143,12 +142,7 @@ impl Listener {
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically.
         unsafe {
-            self.shared.poller.add_protocol(
-                buffer.as_ptr(),
-                buffer.len(),
-                buffer.num_packets(),
-                buffer.protocol(),
-            )
+            self.shared.poller.add(buffer.protocol(), buffer.as_ptr(), buffer.len(), buffer.num_packets())
         }?;
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
@@ -190,7 +184,7 @@ impl Listener {
         Ok(owned.remove(&(buffer.as_ptr() as usize)).expect("registered buffers are owned"))
     }
 
-    /// Starts serving a buffer in memory the caller manages (the C ABI's path).
+    /// Starts serving a stack-protocol buffer in memory the caller manages (the C ABI's path).
     ///
     /// # Safety
     /// `base..base + len` must stay valid, and be accessed only atomically, until
@@ -200,7 +194,7 @@ impl Listener {
             return Err(Error::ShutDown);
         }
         // SAFETY: forwarded from this function's contract.
-        Ok(unsafe { self.shared.poller.add(base, len, num_packets) }?)
+        Ok(unsafe { self.shared.poller.add(Protocol::Stack, base, len, num_packets) }?)
     }
 
     /// Stops serving a buffer added with [`Listener::add_raw`].

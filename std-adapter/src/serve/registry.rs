@@ -11,10 +11,8 @@
 //! jumps to any address the device sends, exists only after the `unsafe`
 //! [`Services::enable_function_calls`].
 
-use hostcall_core::buffer::{DrainError, PacketRequest};
-use hostcall_core::layout::SLOT_WORDS;
-use hostcall_core::poller::Dispatch;
-use hostcall_core::service::ErrorCode;
+use hostcall_core::dispatch::serve_lanes;
+use hostcall_core::{Dispatch, DrainError, ErrorCode, LaneService, PacketRequest, SLOT_WORDS};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -24,9 +22,6 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::Error;
 
-/// A handler that answers one lane from its request words.
-pub type LaneFn = dyn Fn(&[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> + Send + Sync;
-
 /// A service that answers a whole packet at once: write a reply (or error reply) for each lane
 /// in `packet.lanes()`.
 pub trait PacketService: Send + Sync {
@@ -35,7 +30,7 @@ pub trait PacketService: Send + Sync {
 }
 
 enum Handler {
-    Lane(Box<LaneFn>),
+    Lane(Box<dyn LaneService>),
     Packet(Box<dyn PacketService>),
 }
 
@@ -182,7 +177,9 @@ impl Services {
         Self::default()
     }
 
-    /// Registers a lane handler under `id`. `Err` if the id is taken.
+    /// Registers a lane handler under `id`: any closure of the core's [`LaneService`] shape (the
+    /// one lane-service type; the bound is spelled out so closures infer their argument type).
+    /// `Err` if the id is taken.
     pub fn register_lane(
         &self,
         id: u32,
@@ -258,27 +255,17 @@ impl Services {
     }
 }
 
-/// Serves every lane with a lane handler, catching a panic per lane. Returns the error count.
-fn serve_lanes(handler: &LaneFn, name: &str, packet: &mut PacketRequest<'_>) -> u64 {
-    let mut errors = 0;
-    let mut lanes = packet.activemask();
-    while lanes != 0 {
-        let lane = lanes.trailing_zeros() as usize;
-        lanes &= lanes - 1;
-        let request = packet.request(lane);
-        let outcome = catch_unwind(AssertUnwindSafe(|| handler(&request))).unwrap_or_else(|_| {
+/// Serves every lane with a lane handler: the core's [`serve_lanes`], with a panic guard around
+/// each lane's call (a panic answers that lane with [`ErrorCode::ServicePanicked`]). Returns the
+/// error count.
+fn serve_lanes_guarded(handler: &dyn LaneService, name: &str, packet: &mut PacketRequest<'_>) -> u64 {
+    let errors = serve_lanes(packet, |lane, request| {
+        catch_unwind(AssertUnwindSafe(|| handler.serve(request))).unwrap_or_else(|_| {
             log::error!("service {name} panicked on lane {lane}; answered with an error");
             Err(ErrorCode::ServicePanicked)
-        });
-        match outcome {
-            Ok(reply) => packet.reply(lane, reply),
-            Err(code) => {
-                errors += 1;
-                packet.reply_error(lane, code);
-            }
-        }
-    }
-    errors
+        })
+    });
+    u64::from(errors)
 }
 
 impl Dispatch for Services {
@@ -349,7 +336,7 @@ impl std::fmt::Debug for ThreadDispatch<'_> {
 /// Serves a packet with a registered service and counts it.
 fn serve_entry(entry: &Entry, packet: &mut PacketRequest<'_>) {
     let errors = match &entry.handler {
-        Handler::Lane(handler) => serve_lanes(handler.as_ref(), &entry.name, packet),
+        Handler::Lane(handler) => serve_lanes_guarded(handler.as_ref(), &entry.name, packet),
         Handler::Packet(service) => {
             if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
                 log::error!("service {} panicked; packet answered with errors", entry.name);

@@ -4,8 +4,8 @@
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
 use crate::serve::registry::{PacketService, Services};
-use hostcall_core::buffer::PacketRequest;
-use hostcall_core::service::{ErrorCode, DEVMEM};
+use hostcall_core::dispatch::DEVMEM;
+use hostcall_core::{ErrorCode, PacketRequest};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

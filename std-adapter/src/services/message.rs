@@ -33,8 +33,7 @@
 //! ```
 
 use hostcall_core::message::{Descriptor, DescriptorError, DATA_WORDS};
-use hostcall_core::poller::LaneService;
-use hostcall_core::service::ErrorCode;
+use hostcall_core::{ErrorCode, LaneService};
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Mutex;

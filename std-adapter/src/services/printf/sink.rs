@@ -4,8 +4,8 @@ use super::{format_with, PrintfError, PrintfLimits};
 use crate::error::Error;
 use crate::serve::registry::Services;
 use crate::services::message::{MessageLimits, MessageService, SharedMessageService};
-use hostcall_core::poller::LaneService;
-use hostcall_core::service::{ErrorCode, PRINTF};
+use hostcall_core::dispatch::PRINTF;
+use hostcall_core::{ErrorCode, LaneService};
 use std::io::{self, Write};
 
 /// Where a message prints (control word bit 0).
@@ -110,7 +110,7 @@ pub fn printf_reply_with(message: &[u64], limits: &PrintfLimits, sink: &mut dyn 
 }
 
 /// A complete PRINTF lane service: message assembly (default limits) around [`printf_reply`]
-/// writing to `sink`. Register it for [`hostcall_core::service::PRINTF`].
+/// writing to `sink`. Register it for [`hostcall_core::dispatch::PRINTF`].
 pub fn printf_service<S: PrintfSink>(mut sink: S) -> MessageService<impl FnMut(&[u64]) -> [u64; 2]> {
     MessageService::new(move |message: &[u64]| printf_reply(message, &mut sink))
 }

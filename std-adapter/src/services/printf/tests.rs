@@ -1,7 +1,7 @@
 //! Formatter behaviour that the glibc corpus does not reach: argument layout, errors, limits.
 
 use super::*;
-use hostcall_core::service::ErrorCode;
+use hostcall_core::ErrorCode;
 
 /// Formats `format` with raw argument words.
 fn run(format_str: &[u8], args: &[u64]) -> Result<(String, usize), PrintfError> {
