@@ -119,7 +119,7 @@ impl Iterator for Lanes {
 impl ExactSizeIterator for Lanes {}
 
 /// Where a packet is in its life. Both protocols take a packet around this cycle; only the words
-/// that record it differ (the diagram is in [`crate::stack`]'s producer docs, the phase
+/// that record it differ (the stack protocol's diagram is in [`crate::stack`], the phase
 /// protocol's table in [`crate::phase`]). The phase tests check its words against this machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PacketState {

@@ -128,14 +128,3 @@ impl RawBuffer {
         out
     }
 }
-
-/// The lanes of an activemask, lowest first.
-pub(crate) fn lanes(mut mask: u64) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        (mask != 0).then(|| {
-            let lane = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            lane
-        })
-    })
-}

@@ -25,9 +25,10 @@
 
 use crate::input::Input;
 use crate::memory::{
-    lanes, PayloadWords, RawBuffer, FREE_STACK_WORD, HEADER_WORDS, PAYLOAD_WORDS, READY_STACK_WORD,
+    PayloadWords, RawBuffer, FREE_STACK_WORD, HEADER_WORDS, PAYLOAD_WORDS, READY_STACK_WORD,
 };
 use crate::services::{serve_model, table, Recorder, MIX, PICKY, REFUSE};
+use hostcall_core::lane::lanes;
 use hostcall_core::stack::{Claimed, Completed, Submitted, View, CONTROL_READY};
 use hostcall_core::{DrainReport, Poller, Protocol, ServiceTable, LANES, LANE_MASK, SLOT_WORDS};
 

@@ -113,10 +113,7 @@ pub(crate) fn core_round_trip(o: &Options) -> Sample {
             // Relaxed: the flag carries no data.
             while !stop.load(Ordering::Relaxed) {
                 view.drain(&mut |packet: &mut PacketRequest<'_>| {
-                    let mut lanes = packet.activemask();
-                    while lanes != 0 {
-                        let lane = lanes.trailing_zeros() as usize;
-                        lanes &= lanes - 1;
+                    for lane in packet.lanes() {
                         let reply = echo(&packet.request(lane));
                         packet.reply(lane, reply);
                     }
