@@ -23,6 +23,19 @@
 extern "C" {
 #endif
 
+/* The version of hostcall this header belongs to: the version of the crates, and of the library
+ * (capi/tests/c_program.rs checks that they agree). The shared library's SONAME carries the part
+ * that names its ABI: libhostcall_capi.so.0.MINOR before 1.0, libhostcall_capi.so.MAJOR from 1.0. */
+#define HOSTCALL_VERSION_MAJOR 0
+#define HOSTCALL_VERSION_MINOR 1
+#define HOSTCALL_VERSION_PATCH 0
+#define HOSTCALL_STRINGIFY_(x) #x
+#define HOSTCALL_STRINGIFY(x) HOSTCALL_STRINGIFY_(x)
+/* "MAJOR.MINOR.PATCH" */
+#define HOSTCALL_VERSION                                                                            \
+    HOSTCALL_STRINGIFY(HOSTCALL_VERSION_MAJOR)                                                      \
+    "." HOSTCALL_STRINGIFY(HOSTCALL_VERSION_MINOR) "." HOSTCALL_STRINGIFY(HOSTCALL_VERSION_PATCH)
+
 /* A static assertion that works in C11 and in C++11 (and so in CUDA and HIP). */
 #if defined(__cplusplus)
 #define HOSTCALL_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
