@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 use hostcall::backend::{detect_with, Backend, BackendKind};
 use hostcall::buffer::{HostcallBuffer, Protocol};
+use hostcall::builtin::DevMemLimits;
+use hostcall::core::service::DEVMEM;
 use hostcall::doorbell::{Doorbell, DONE, INIT};
 use hostcall::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime, PlatformAtomics};
 use hostcall::lifecycle::{EmulatedWave, HostcallRuntime};
@@ -136,6 +138,8 @@ fn detection_finds_the_agents_and_shutting_down_releases_everything() {
         assert_eq!(memory.gpu_agents().len(), 2);
         assert_eq!(standin.count("init_refs"), 1);
         assert_eq!(standin.count("signals"), 1, "the backend's doorbell");
+        let created = standin.calls("hsa_signal_create");
+        assert!(created[0].contains("initial=1 consumers=0 "), "as ROCm's listener creates it: {created:?}");
         drop((memory, runtime, backend));
         standin.assert_released();
         assert_eq!(standin.calls("hsa_shut_down").len(), 1);
@@ -358,6 +362,34 @@ fn the_lifecycle_runtime_serves_buffers_in_hsa_memory() {
         let default = HostcallRuntime::new();
         assert!(!standin.signals().contains(&default.doorbell().handle()));
         drop((runtime, blocks, backend));
+        standin.assert_released();
+    });
+}
+
+#[test]
+fn devmem_blocks_come_from_the_cpu_pool_today() {
+    with_watchdog(LIMIT, || {
+        let standin = StandIn::new("devmem", "", "");
+        let backend = hsa_backend(&standin);
+        let listener = listener_on(backend.doorbell.clone(), ListenerConfig::default());
+        listener.services().enable_devmem(backend.memory.clone(), DevMemLimits::default()).unwrap();
+        let device: Arc<dyn Doorbell> = Arc::new(DeviceRing { signal: backend.doorbell.clone() });
+        let buffer = Arc::new(HostcallBuffer::new(backend.memory.clone(), 4, device).unwrap());
+        listener.add_buffer(buffer.clone()).unwrap();
+        let wave = hostcall::device::Wave::new(buffer.clone(), 1).with_timeout(WAVE_TIMEOUT);
+        let address = wave.call(DEVMEM, |_| [0, 1 << 20, 0, 0, 0, 0, 0, 0]).unwrap().lane(0)[0];
+        assert_ne!(address, 0);
+        // ROCm does allocate DEVMEM blocks in the GPU's own memory (a device-local pool), 2 MiB
+        // blocks 2 MiB-aligned; today they come from the backend's memory, the CPU's
+        // fine-grained pool, and `HsaMemory::allocate` refuses alignments above the pool's 4 KiB.
+        // Issue 14 changes this.
+        assert_eq!(standin.block_holding(address).pool, "cpu0.fine");
+        let refused = backend.memory.allocate(2 << 20, 2 << 20).unwrap_err();
+        assert!(matches!(refused, MemoryError::BadRequest { .. }), "{refused:?}");
+        assert_eq!(wave.call(DEVMEM, |_| [address, 0, 0, 0, 0, 0, 0, 0]).unwrap().lane(0), [0, 0]);
+        assert_eq!(standin.blocks().len(), 1, "only the buffer is left");
+        listener.shutdown();
+        drop((wave, listener, buffer, backend));
         standin.assert_released();
     });
 }
