@@ -22,15 +22,17 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use hostcall::backend::hsa::{
+    AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime, PlatformAtomics,
+};
 use hostcall::backend::{detect_with, Backend, BackendKind};
 use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall::builtin::DevMemLimits;
 use hostcall::core::service::DEVMEM;
 use hostcall::doorbell::{Doorbell, DONE, INIT};
-use hostcall::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime, PlatformAtomics};
 use hostcall::lifecycle::{EmulatedWave, HostcallRuntime};
-use hostcall::listener::{Listener, ListenerConfig};
 use hostcall::memory::{DeviceAllocation, MemoryError};
+use hostcall::serve::listener::{Listener, ListenerConfig};
+use hostcall::services::devmem::DevMemLimits;
 use hostcall::{buffer_align, buffer_size, Error, QueueId};
 use hsa_sys::{
     AgentInfo, AmdAgentMemoryPoolInfo, AmdLinkInfoType, AmdMemoryPoolLinkInfo, HsaAgent, HsaLib, HsaStatus,
@@ -129,8 +131,9 @@ fn detection_finds_the_agents_and_shutting_down_releases_everything() {
         assert_eq!(backend.memory.name(), "hsa-fine-grained");
         let runtime = backend.runtime.clone().unwrap();
         assert_eq!(runtime.timestamp_frequency().unwrap(), 100_000_000);
-        let names =
-            |agents: Vec<hostcall::hsa::Agent>| agents.into_iter().map(|a| a.name).collect::<Vec<_>>();
+        let names = |agents: Vec<hostcall::backend::hsa::Agent>| {
+            agents.into_iter().map(|a| a.name).collect::<Vec<_>>()
+        };
         assert_eq!(names(runtime.cpu_agents().unwrap()), ["cpu0"]);
         assert_eq!(names(runtime.gpu_agents().unwrap()), ["gpu0", "gpu1"]);
         let memory = HsaMemory::new(runtime.clone(), AtomicsRequirement::Required).unwrap();
