@@ -27,7 +27,7 @@ use hostcall::backend::hsa::{
 };
 use hostcall::backend::{detect_with, Backend, BackendKind};
 use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall::core::service::DEVMEM;
+use hostcall::core::dispatch::DEVMEM;
 use hostcall::doorbell::{Doorbell, DONE, INIT};
 use hostcall::lifecycle::{EmulatedWave, HostcallRuntime};
 use hostcall::memory::{DeviceAllocation, MemoryError};
