@@ -71,7 +71,8 @@ impl RateLimit {
     /// [`RateLimit::admit`] at the time `now` (for tests).
     pub fn admit_at(&self, now: Instant) -> Option<u64> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let expired = state.started.map_or(true, |started| now.saturating_duration_since(started) >= self.window);
+        let expired =
+            state.started.map_or(true, |started| now.saturating_duration_since(started) >= self.window);
         if expired {
             state.started = Some(now);
             state.admitted = 0;

@@ -180,7 +180,8 @@ impl Listener {
             ));
         }
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        let served = self.shared.services.lane_capacity().serve(u64::from(range.end.saturating_sub(range.start)));
+        let served =
+            self.shared.services.lane_capacity().serve(u64::from(range.end.saturating_sub(range.start)));
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically; the caller keeps the ranges of
         // the listeners serving this buffer disjoint (see above).

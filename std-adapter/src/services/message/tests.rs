@@ -163,7 +163,10 @@ fn the_lanes_served_bound_the_open_messages() {
     assert_eq!(a.on_chunk(&begin), ChunkOutcome::Error(MessageError::TooManyOpen { bound: 6400 }));
     // Every open message is intact.
     for id in &ids {
-        assert!(matches!(a.on_chunk(&request(desc(false, true, 0, *id), &[])), ChunkOutcome::Complete { .. }));
+        assert!(matches!(
+            a.on_chunk(&request(desc(false, true, 0, *id), &[])),
+            ChunkOutcome::Complete { .. }
+        ));
     }
     // More packets, more room; fewer packets, less.
     let more = capacity.serve(1);
