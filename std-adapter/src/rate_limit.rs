@@ -93,8 +93,12 @@ impl RateLimit {
 
 /// Logs `message` at `level` for `target` if `limit` admits it, with the count of what it
 /// suppressed before. The message is formatted only when logged.
-#[doc(hidden)]
-pub fn log_limited(limit: &RateLimit, level: log::Level, target: &str, message: std::fmt::Arguments<'_>) {
+pub(crate) fn log_limited(
+    limit: &RateLimit,
+    level: log::Level,
+    target: &str,
+    message: std::fmt::Arguments<'_>,
+) {
     if !log::log_enabled!(target: target, level) {
         return;
     }

@@ -205,6 +205,12 @@ fn the_held_bytes_budget_refuses_begins_and_drops_only_the_growing_message() {
 }
 
 #[test]
+#[cfg(target_pointer_width = "64")]
+fn the_overhead_per_open_message_is_what_the_readme_says() {
+    assert_eq!(OPEN_MESSAGE_OVERHEAD, 48);
+}
+
+#[test]
 fn the_held_bytes_budget_counts_capacity_and_overhead() {
     let mut a = Assembler::default();
     let ChunkOutcome::Reply([word, _]) = a.on_chunk(&request(desc(true, false, 7, 0), &[1; 7])) else {
