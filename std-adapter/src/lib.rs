@@ -33,6 +33,7 @@
 //! - [`serve`]: the service registry, the listener thread and a pool of listeners;
 //! - [`services`]: the built-in services (FUNCTION_CALL, PRINTF, DEVMEM) and message assembly;
 //! - [`device`]: emulated waves on CPU threads;
+//! - [`rate_limit`]: the rate limit on every warning a device can trigger;
 //! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener ([`enable`],
 //!   [`disable`]).
 //!
@@ -50,6 +51,7 @@ pub mod doorbell;
 pub mod error;
 pub mod lifecycle;
 pub mod memory;
+pub mod rate_limit;
 pub mod serve;
 pub mod services;
 

@@ -389,6 +389,13 @@ fn devmem_blocks_come_from_the_cpu_pool_today() {
         assert_eq!(standin.block_holding(address).pool, "cpu0.fine");
         let refused = backend.memory.allocate(2 << 20, 2 << 20).unwrap_err();
         assert!(matches!(refused, MemoryError::BadRequest { .. }), "{refused:?}");
+        // DEVMEM aligns as ROCm's device allocator needs all the same: blocks on 4 KiB, a 2 MiB
+        // slab on 2 MiB (inside a larger block, since the pool aligns to 4 KiB only).
+        assert_eq!(address % 4096, 0);
+        let slab = wave.call(DEVMEM, |_| [0, 2 << 20, 0, 0, 0, 0, 0, 0]).unwrap().lane(0);
+        assert_eq!((slab[0] % (2 << 20), slab[1]), (0, 0), "{slab:x?}");
+        assert_eq!(standin.block_holding(slab[0]).pool, "cpu0.fine");
+        assert_eq!(wave.call(DEVMEM, |_| [slab[0], 0, 0, 0, 0, 0, 0, 0]).unwrap().lane(0), [0, 0]);
         assert_eq!(wave.call(DEVMEM, |_| [address, 0, 0, 0, 0, 0, 0, 0]).unwrap().lane(0), [0, 0]);
         assert_eq!(standin.blocks().len(), 1, "only the buffer is left");
         listener.shutdown();
