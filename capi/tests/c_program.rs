@@ -1,9 +1,15 @@
 //! The C ABI from C and C++: `capi/tests/c/hostcall_test.c` and `header_check.cpp` compiled with
-//! the system compilers against `include/hostcall.h` and the library cargo built for this test.
+//! the system compilers against `capi/include/hostcall.h` (the package's copy of the repository's
+//! `include/hostcall.h`) and the library cargo built for this test.
 //!
 //! Where the library is: `cargo test` builds this package's library with all its crate types
 //! (cdylib, staticlib, rlib) in the same `deps` directory as this test executable, so the test
 //! finds `libhostcall_capi.so` and `libhostcall_capi.a` next to `current_exe()`, always as fresh as the test.
+//!
+//! The shared library's SONAME: programs linked with `-lhostcall_capi` record the SONAME
+//! (`libhostcall_capi.so.0.MINOR`, see `build.rs`), not the file name, so the loader looks for a file
+//! of that name. The test gives it one, a copy of the fresh library in a directory of its own, and
+//! points the programs' rpath only there: a library without that SONAME would not be found.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -11,7 +17,25 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 fn include_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../include")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
+}
+
+/// The SONAME `build.rs` gives the shared library.
+fn soname() -> String {
+    let (major, minor) = (env!("CARGO_PKG_VERSION_MAJOR"), env!("CARGO_PKG_VERSION_MINOR"));
+    let abi = if major == "0" { format!("0.{minor}") } else { major.to_owned() };
+    format!("libhostcall_capi.so.{abi}")
+}
+
+/// A directory holding only the fresh shared library under its SONAME (the rpath of the programs).
+fn soname_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = out_dir().join("soname");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(library_dir().join("libhostcall_capi.so"), dir.join(soname())).unwrap();
+        dir
+    })
 }
 
 fn sources() -> PathBuf {
@@ -81,11 +105,13 @@ fn build(source: &str, link: Link) -> PathBuf {
     match link {
         Link::Shared => {
             command.arg(format!("-L{}", lib.display())).arg("-lhostcall_capi");
-            command.arg(format!("-Wl,-rpath,{}", lib.display()));
+            command.arg(format!("-Wl,-rpath,{}", soname_dir().display()));
         }
         Link::Static => {
+            // The native libraries the static library needs, as the README lists them (from
+            // `cargo rustc -p hostcall-capi --crate-type staticlib -- --print native-static-libs`).
             command.arg(lib.join("libhostcall_capi.a"));
-            command.args(["-ldl", "-lm"]);
+            command.args(["-ldl", "-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-lc"]);
         }
     }
     command.arg("-pthread");
@@ -192,9 +218,10 @@ fn the_header_compiles_as_cpp_and_links_with_c_linkage() {
 #[test]
 fn the_header_layout_matches_rust() {
     use hostcall_capi::options::{self, HostcallEnableOptions};
-    use hostcall_rs::core::layout::{self, BufferPrefix, PacketHeader, Payload};
+    use hostcall_rs::core::dispatch::{self as service, ErrorCode};
     use hostcall_rs::core::phase;
-    use hostcall_rs::core::service::{self, ErrorCode};
+    use hostcall_rs::core::stack::{self as layout, Header, Prefix};
+    use hostcall_rs::core::{Payload, LANES, REPLY_WORDS, SLOT_WORDS};
     use hostcall_rs::lifecycle::{buffer_align_for, buffer_size_for};
     use hostcall_rs::Protocol;
     use std::mem::{offset_of, size_of};
@@ -211,18 +238,18 @@ fn the_header_layout_matches_rust() {
     let size = |n| layout::buffer_size(n).unwrap() as u64;
     let descriptor = |begin: u64, end: u64, len: u64, id: u64| begin | end << 1 | len << 5 | id << 8;
     let expected: Vec<(&str, u64)> = vec![
-        ("prefix.size", size_of::<BufferPrefix>() as u64),
-        ("prefix.headers", offset_of!(BufferPrefix, headers) as u64),
-        ("prefix.payloads", offset_of!(BufferPrefix, payloads) as u64),
-        ("prefix.doorbell", offset_of!(BufferPrefix, doorbell) as u64),
-        ("prefix.free_stack", offset_of!(BufferPrefix, free_stack) as u64),
-        ("prefix.ready_stack", offset_of!(BufferPrefix, ready_stack) as u64),
-        ("prefix.index_mask", offset_of!(BufferPrefix, index_mask) as u64),
-        ("header.size", size_of::<PacketHeader>() as u64),
-        ("header.next", offset_of!(PacketHeader, next) as u64),
-        ("header.activemask", offset_of!(PacketHeader, activemask) as u64),
-        ("header.service", offset_of!(PacketHeader, service) as u64),
-        ("header.control", offset_of!(PacketHeader, control) as u64),
+        ("prefix.size", size_of::<Prefix>() as u64),
+        ("prefix.headers", offset_of!(Prefix, headers) as u64),
+        ("prefix.payloads", offset_of!(Prefix, payloads) as u64),
+        ("prefix.doorbell", offset_of!(Prefix, doorbell) as u64),
+        ("prefix.free_stack", offset_of!(Prefix, free_stack) as u64),
+        ("prefix.ready_stack", offset_of!(Prefix, ready_stack) as u64),
+        ("prefix.index_mask", offset_of!(Prefix, index_mask) as u64),
+        ("header.size", size_of::<Header>() as u64),
+        ("header.next", offset_of!(Header, next) as u64),
+        ("header.activemask", offset_of!(Header, activemask) as u64),
+        ("header.service", offset_of!(Header, service) as u64),
+        ("header.control", offset_of!(Header, control) as u64),
         ("payload.size", size_of::<Payload>() as u64),
         // PROTOCOL.md section 2 (the phase layout's Rust types live in another module).
         ("phase.size", 56),
@@ -244,10 +271,10 @@ fn the_header_layout_matches_rust() {
         ("lib.buffer_size.1000", size(1000)),
         ("buffer_align", layout::buffer_align() as u64),
         ("lib.buffer_align", layout::buffer_align() as u64),
-        ("max_packets", u64::from(hostcall_rs::core::tagged::Geometry::MAX_PACKETS)),
-        ("lanes", layout::LANES as u64),
-        ("slot_words", layout::SLOT_WORDS as u64),
-        ("reply_words", layout::REPLY_WORDS as u64),
+        ("max_packets", u64::from(hostcall_rs::core::MAX_PACKETS)),
+        ("lanes", LANES as u64),
+        ("slot_words", SLOT_WORDS as u64),
+        ("reply_words", REPLY_WORDS as u64),
         ("service.function_call", u64::from(service::FUNCTION_CALL)),
         ("service.printf", u64::from(service::PRINTF)),
         ("service.devmem", u64::from(service::DEVMEM)),
@@ -270,7 +297,7 @@ fn the_header_layout_matches_rust() {
         ("implicitarg.v4", hostcall_rs::IMPLICITARG_OFFSET_V4 as u64),
         ("implicitarg.v5", hostcall_rs::IMPLICITARG_OFFSET_V5 as u64),
         ("emulated_timeout_ms", hostcall_capi::emulated::EMULATED_TIMEOUT.as_millis() as u64),
-        ("phase.buffer_align", phase::phase_buffer_align() as u64),
+        ("phase.buffer_align", phase::buffer_align() as u64),
         ("lib.phase.buffer_align", buffer_align_for(Protocol::Phase) as u64),
         ("lib.stack.buffer_align", buffer_align_for(Protocol::Stack) as u64),
         ("phase.occupied_words.33", phase::occupied_words(33) as u64),
@@ -284,10 +311,13 @@ fn the_header_layout_matches_rust() {
         ("options.reserved", offset_of!(HostcallEnableOptions, reserved) as u64),
         ("options.size_v1", u64::from(options::HOSTCALL_ENABLE_OPTIONS_SIZE_V1)),
         ("options.max_size", u64::from(options::HOSTCALL_ENABLE_OPTIONS_MAX_SIZE)),
+        ("version.major", env!("CARGO_PKG_VERSION_MAJOR").parse().unwrap()),
+        ("version.minor", env!("CARGO_PKG_VERSION_MINOR").parse().unwrap()),
+        ("version.patch", env!("CARGO_PKG_VERSION_PATCH").parse().unwrap()),
     ];
     let mut expected: Vec<(String, u64)> = expected.into_iter().map(|(n, v)| (n.to_owned(), v)).collect();
     for n in [3usize, 1000] {
-        let l = phase::PhaseLayout::new(n).unwrap();
+        let l = phase::Layout::new(n).unwrap();
         for (name, value) in [
             ("device_phase_offset", l.device_phase),
             ("occupied_offset", l.occupied),
@@ -328,6 +358,8 @@ fn the_header_layout_matches_rust() {
         compared += 1;
     }
     assert_eq!(compared, c.len(), "every line the C program prints is compared");
+    let version = format!("version {}", env!("CARGO_PKG_VERSION"));
+    assert!(out.lines().any(|l| l == version), "HOSTCALL_VERSION is not the crate's {version:?}:\n{out}");
 }
 
 /// The entry points called directly (the rlib): null pointers and bad counts are refused with

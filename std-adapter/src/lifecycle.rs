@@ -40,8 +40,7 @@ pub use runtime::HostcallRuntime;
 
 use crate::device::{RawWave, Reply};
 use crate::error::Error;
-use hostcall_core::buffer::LayoutError;
-use hostcall_core::layout::SLOT_WORDS;
+use hostcall_core::{LayoutError, SLOT_WORDS};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -7,9 +7,10 @@
 #[macro_use]
 mod common;
 
+use hostcall::core::dispatch::{DEVMEM, FUNCTION_CALL, PRINTF};
 use hostcall::core::message::MessageWriter;
-use hostcall::core::phase::PhaseView;
-use hostcall::core::service::{ErrorCode, DEVMEM, FUNCTION_CALL, PRINTF};
+use hostcall::core::phase;
+use hostcall::core::{ErrorCode, LayoutError};
 use hostcall::lifecycle::{
     buffer_align_for, buffer_size_for, device_ordinal, occupied_size, protocol_of, EmulatedWave,
     EnableOptions,
@@ -205,7 +206,8 @@ fn a_phase_bitmap_passed_in_is_used_and_kept() {
     unsafe { runtime.enable_with(buffer.ptr, PACKETS, QueueId(0x40), given) }.unwrap();
     assert_eq!(device_ordinal(buffer.ptr), Some(3));
     // SAFETY: the buffer is enabled (so initialised); the prefix load is atomic.
-    let view = unsafe { PhaseView::from_raw(buffer.ptr, buffer.layout.size(), u64::from(PACKETS)) }.unwrap();
+    let view =
+        unsafe { phase::View::from_raw(buffer.ptr, buffer.layout.size(), u64::from(PACKETS)) }.unwrap();
     assert_eq!(view.prefix().occupied.load(Ordering::Relaxed), bitmap.as_ptr() as u64);
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
@@ -246,7 +248,7 @@ fn phase_options_are_checked() {
         ));
         assert!(matches!(
             runtime.enable_with(buffer.ptr, PACKETS, q, with(misaligned, Protocol::Phase)),
-            Err(Error::Layout(hostcall::core::buffer::LayoutError::Misaligned { .. }))
+            Err(Error::Layout(LayoutError::Misaligned { .. }))
         ));
         assert!(matches!(
             runtime.enable_with(buffer.ptr, PACKETS, q, with(inside, Protocol::Phase)),
@@ -256,7 +258,7 @@ fn phase_options_are_checked() {
         let off_line = buffer.ptr.wrapping_add(8);
         assert!(matches!(
             runtime.enable_with(off_line, 2, q, options(Protocol::Phase)),
-            Err(Error::Layout(hostcall::core::buffer::LayoutError::Misaligned { .. }))
+            Err(Error::Layout(LayoutError::Misaligned { .. }))
         ));
     }
     assert!(!runtime.is_running(), "nothing was enabled");
@@ -276,9 +278,8 @@ fn phase_options_are_checked() {
 
 #[test]
 fn sizes_and_alignments_per_protocol() {
-    use hostcall::core::phase::phase_buffer_size;
     assert_eq!(buffer_size_for(Protocol::Stack, PACKETS), hostcall::buffer_size(PACKETS));
-    assert_eq!(buffer_size_for(Protocol::Phase, PACKETS).ok(), phase_buffer_size(PACKETS as usize));
+    assert_eq!(buffer_size_for(Protocol::Phase, PACKETS).ok(), phase::buffer_size(PACKETS as usize));
     assert_eq!((buffer_align_for(Protocol::Stack), buffer_align_for(Protocol::Phase)), (8, 64));
     assert!(buffer_size_for(Protocol::Phase, 1).is_err());
     assert!(buffer_size_for(Protocol::Phase, u32::MAX).is_err());

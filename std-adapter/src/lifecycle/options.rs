@@ -4,9 +4,7 @@
 use crate::buffer::Protocol;
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
-use hostcall_core::buffer::LayoutError;
-use hostcall_core::phase::{occupied_words, phase_buffer_align, phase_buffer_size};
-use hostcall_core::tagged::{Geometry, GeometryError};
+use hostcall_core::{packet_count, phase, stack, GeometryError, LayoutError};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -60,11 +58,10 @@ impl Default for EnableOptions {
 /// assert!(buffer_size_for(Protocol::Phase, 1).is_err()); // both protocols need 2 packets
 /// ```
 pub fn buffer_size_for(protocol: Protocol, num_packets: u32) -> Result<usize, Error> {
-    let geometry = Geometry::new(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))?;
-    let n = geometry.num_packets() as usize;
+    let n = packet_count(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))? as usize;
     let size = match protocol {
-        Protocol::Stack => hostcall_core::layout::buffer_size(n),
-        Protocol::Phase => phase_buffer_size(n),
+        Protocol::Stack => stack::buffer_size(n),
+        Protocol::Phase => phase::buffer_size(n),
     };
     size.ok_or(Error::Layout(LayoutError::Geometry(GeometryError::TooManyPackets(u64::from(num_packets)))))
 }
@@ -74,15 +71,15 @@ pub fn buffer_size_for(protocol: Protocol, num_packets: u32) -> Result<usize, Er
 /// that the arrays the device writes and the array the host writes never share a line.
 pub const fn buffer_align_for(protocol: Protocol) -> usize {
     match protocol {
-        Protocol::Stack => hostcall_core::layout::buffer_align(),
-        Protocol::Phase => phase_buffer_align(),
+        Protocol::Stack => stack::buffer_align(),
+        Protocol::Phase => phase::buffer_align(),
     }
 }
 
 /// Bytes of the phase protocol's `occupied` bitmap for `num_packets` packets:
 /// `4 * ceil(num_packets / 32)`.
 pub const fn occupied_size(num_packets: u32) -> usize {
-    4 * occupied_words(num_packets as usize)
+    4 * phase::occupied_words(num_packets as usize)
 }
 
 /// Where an enabled phase buffer's `occupied` bitmap is.
@@ -126,7 +123,7 @@ impl Bitmap {
             (Protocol::Phase, None) => {
                 let size = occupied_size(num_packets);
                 // A line of its own: the device's atomics on it share no line with anything.
-                let allocation = DeviceAllocation::new(memory.clone(), size, phase_buffer_align())?;
+                let allocation = DeviceAllocation::new(memory.clone(), size, phase::buffer_align())?;
                 Ok(Self::Owned(allocation))
             }
         }

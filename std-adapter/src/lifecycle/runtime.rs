@@ -13,8 +13,7 @@ use crate::serve::registry::Services;
 use crate::services::devmem::DevMemLimits;
 use crate::services::message::MessageLimits;
 use crate::services::printf::StdStreams;
-use hostcall_core::buffer::BufferView;
-use hostcall_core::phase::PhaseView;
+use hostcall_core::{phase, stack};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -278,7 +277,7 @@ impl HostcallRuntime {
     pub fn disable(&self, buffer: *mut u8, queue: QueueId) -> Result<(), Error> {
         registry::refuse_listener_thread()?;
         if buffer.is_null() {
-            return Err(Error::Layout(hostcall_core::buffer::LayoutError::Null));
+            return Err(Error::Layout(hostcall_core::LayoutError::Null));
         }
         let base = buffer as usize;
         let mut listener = self.lock_listener();
@@ -310,11 +309,11 @@ impl HostcallRuntime {
         // is safe.
         match protocol {
             Protocol::Stack => {
-                let view = unsafe { BufferView::from_raw(buffer, len, n) }?;
+                let view = unsafe { stack::View::from_raw(buffer, len, n) }?;
                 view.init(buffer as u64, self.doorbell.handle());
             }
             Protocol::Phase => {
-                let view = unsafe { PhaseView::from_raw(buffer, len, n) }?;
+                let view = unsafe { phase::View::from_raw(buffer, len, n) }?;
                 view.init(buffer as u64, self.doorbell.handle());
                 view.set_occupied_address(occupied);
             }
