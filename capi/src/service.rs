@@ -41,8 +41,9 @@ impl CService {
 }
 
 /// Registers `function` (called with `ctx`) as service `id` on the default runtime; it serves
-/// every buffer enabled with `hostcall_enable`. Returns `HOSTCALL_OK`, `HOSTCALL_ERR_NULL` or
-/// `HOSTCALL_ERR_SERVICE_TAKEN`.
+/// every buffer enabled with `hostcall_enable` or `hostcall_enable_ex`. Returns `HOSTCALL_OK`,
+/// `HOSTCALL_ERR_NULL` or `HOSTCALL_ERR_SERVICE_TAKEN` (also for the built-in PRINTF and DEVMEM
+/// ids: unregister one first to serve it yourself).
 ///
 /// # Safety
 /// `function` must be safe to call from the listener thread, with `ctx`, until the service is
