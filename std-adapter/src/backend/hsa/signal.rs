@@ -8,7 +8,7 @@ use hsa_sys::{HsaSignal, SignalCondition, SignalValue, WaitState};
 
 use super::error::HsaError;
 use super::runtime::HsaRuntime;
-use crate::doorbell::{Doorbell, DONE, INIT};
+use crate::doorbell::{Doorbell, INIT};
 
 /// Converts a timeout to HSA timestamp units (`frequency` per second), saturating.
 pub(super) fn timeout_ticks(timeout: Duration, frequency: u64) -> u64 {
@@ -85,11 +85,6 @@ impl Doorbell for HsaDoorbell {
                 return value;
             }
         }
-    }
-
-    fn stop(&self) {
-        // SAFETY: the signal is live until drop.
-        unsafe { (self.runtime.lib.hsa_signal_store_screlease)(self.signal, DONE as SignalValue) }
     }
 }
 
