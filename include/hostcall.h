@@ -1,6 +1,7 @@
 /*
  * hostcall.h: the C interface of `hostcall`, a Rust implementation of AMD ROCm's GPU hostcall
- * protocol (see PROTOCOL.md of the project).
+ * protocol. The section numbers below are those of PROTOCOL.md, at the root of the project, which
+ * describes the wire format in full.
  *
  * Part 1, the wire layout (buffers, packets, services, message descriptors, error replies), is
  * plain types, macros and static asserts: usable from C11, C++11, CUDA and HIP, host or device.
@@ -22,6 +23,19 @@
 extern "C" {
 #endif
 
+/* The version of hostcall this header belongs to: the version of the crates, and of the library
+ * (capi/tests/c_program.rs checks that they agree). The shared library's SONAME carries the part
+ * that names its ABI: libhostcall_capi.so.0.MINOR before 1.0, libhostcall_capi.so.MAJOR from 1.0. */
+#define HOSTCALL_VERSION_MAJOR 0
+#define HOSTCALL_VERSION_MINOR 1
+#define HOSTCALL_VERSION_PATCH 0
+#define HOSTCALL_STRINGIFY_(x) #x
+#define HOSTCALL_STRINGIFY(x) HOSTCALL_STRINGIFY_(x)
+/* "MAJOR.MINOR.PATCH" */
+#define HOSTCALL_VERSION                                                                            \
+    HOSTCALL_STRINGIFY(HOSTCALL_VERSION_MAJOR)                                                      \
+    "." HOSTCALL_STRINGIFY(HOSTCALL_VERSION_MINOR) "." HOSTCALL_STRINGIFY(HOSTCALL_VERSION_PATCH)
+
 /* A static assertion that works in C11 and in C++11 (and so in CUDA and HIP). */
 #if defined(__cplusplus)
 #define HOSTCALL_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
@@ -40,7 +54,7 @@ extern "C" {
 /* Reply words per lane (the first words of the lane's slot). */
 #define HOSTCALL_REPLY_WORDS 2
 
-/* ---- Section 1: the stack protocol (ROCm's legacy ABI) ---- */
+/* ---- Section 1: the stack protocol (ROCm's default ABI) ---- */
 
 /* The start of a buffer: the fields device code reads. */
 typedef struct hostcall_buffer_prefix {
@@ -99,7 +113,7 @@ HOSTCALL_STATIC_ASSERT(offsetof(hostcall_payload_t, slots) == 0, "payload.slots"
 HOSTCALL_STATIC_ASSERT(HOSTCALL_HEADERS_OFFSET == sizeof(hostcall_buffer_prefix_t), "headers offset");
 HOSTCALL_STATIC_ASSERT(HOSTCALL_BUFFER_SIZE(2) == 48 + 2 * 24 + 2 * 4096, "buffer size formula");
 
-/* ---- Section 2: the phase protocol (ROCm's current ABI) ---- */
+/* ---- Section 2: the phase protocol (ROCm's opt-in ABI; needs no platform atomics) ---- */
 
 /* The start of a phase-protocol buffer. */
 typedef struct hostcall_phase_prefix {

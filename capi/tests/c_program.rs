@@ -1,9 +1,15 @@
 //! The C ABI from C and C++: `capi/tests/c/hostcall_test.c` and `header_check.cpp` compiled with
-//! the system compilers against `include/hostcall.h` and the library cargo built for this test.
+//! the system compilers against `capi/include/hostcall.h` (the package's copy of the repository's
+//! `include/hostcall.h`) and the library cargo built for this test.
 //!
 //! Where the library is: `cargo test` builds this package's library with all its crate types
 //! (cdylib, staticlib, rlib) in the same `deps` directory as this test executable, so the test
 //! finds `libhostcall_capi.so` and `libhostcall_capi.a` next to `current_exe()`, always as fresh as the test.
+//!
+//! The shared library's SONAME: programs linked with `-lhostcall_capi` record the SONAME
+//! (`libhostcall_capi.so.0.MINOR`, see `build.rs`), not the file name, so the loader looks for a file
+//! of that name. The test gives it one, a copy of the fresh library in a directory of its own, and
+//! points the programs' rpath only there: a library without that SONAME would not be found.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -11,7 +17,25 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 fn include_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../include")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
+}
+
+/// The SONAME `build.rs` gives the shared library.
+fn soname() -> String {
+    let (major, minor) = (env!("CARGO_PKG_VERSION_MAJOR"), env!("CARGO_PKG_VERSION_MINOR"));
+    let abi = if major == "0" { format!("0.{minor}") } else { major.to_owned() };
+    format!("libhostcall_capi.so.{abi}")
+}
+
+/// A directory holding only the fresh shared library under its SONAME (the rpath of the programs).
+fn soname_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = out_dir().join("soname");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(library_dir().join("libhostcall_capi.so"), dir.join(soname())).unwrap();
+        dir
+    })
 }
 
 fn sources() -> PathBuf {
@@ -81,11 +105,13 @@ fn build(source: &str, link: Link) -> PathBuf {
     match link {
         Link::Shared => {
             command.arg(format!("-L{}", lib.display())).arg("-lhostcall_capi");
-            command.arg(format!("-Wl,-rpath,{}", lib.display()));
+            command.arg(format!("-Wl,-rpath,{}", soname_dir().display()));
         }
         Link::Static => {
+            // The native libraries the static library needs, as the README lists them (from
+            // `cargo rustc -p hostcall-capi --crate-type staticlib -- --print native-static-libs`).
             command.arg(lib.join("libhostcall_capi.a"));
-            command.args(["-ldl", "-lm"]);
+            command.args(["-ldl", "-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-lc"]);
         }
     }
     command.arg("-pthread");
@@ -229,6 +255,9 @@ fn the_header_layout_matches_rust() {
         ("implicitarg.v4", hostcall_rs::IMPLICITARG_OFFSET_V4 as u64),
         ("implicitarg.v5", hostcall_rs::IMPLICITARG_OFFSET_V5 as u64),
         ("emulated_timeout_ms", hostcall_capi::emulated::EMULATED_TIMEOUT.as_millis() as u64),
+        ("version.major", env!("CARGO_PKG_VERSION_MAJOR").parse().unwrap()),
+        ("version.minor", env!("CARGO_PKG_VERSION_MINOR").parse().unwrap()),
+        ("version.patch", env!("CARGO_PKG_VERSION_PATCH").parse().unwrap()),
     ];
     use hostcall_capi::status::*;
     let statuses = [
@@ -256,6 +285,8 @@ fn the_header_layout_matches_rust() {
         compared += 1;
     }
     assert_eq!(compared, c.len(), "every line the C program prints is compared");
+    let version = format!("version {}", env!("CARGO_PKG_VERSION"));
+    assert!(out.lines().any(|l| l == version), "HOSTCALL_VERSION is not the crate's {version:?}:\n{out}");
 }
 
 /// The entry points called directly (the rlib): null pointers and bad counts are refused with

@@ -98,7 +98,7 @@ struct Expected {
     words: Vec<u64>,
 }
 
-/// The drain, restated from PROTOCOL.md section 1 and the trust rules of DESIGN.md: take the
+/// The drain, restated from PROTOCOL.md section 1 and the trust model of PROTOCOL.md section 7: take the
 /// ready-stack (its top becomes 0), walk at most `num_packets` links with the host's own index
 /// mask, stop at an index outside the buffer or at a link past the limit, skip packets without
 /// READY, serve the others and store their `control` without READY.

@@ -2,7 +2,8 @@
  * The C side of the C ABI test (capi/tests/c_program.rs builds and runs it).
  *
  *   hostcall_test layout  prints "layout NAME VALUE" lines: the header's offsets, sizes and
- *                         constants, which the Rust test compares with the Rust definitions;
+ *                         constants, which the Rust test compares with the Rust definitions,
+ *                         and a "version STRING" line (HOSTCALL_VERSION);
  *   hostcall_test run     the lifecycle: sizes, two buffers enabled for two queues, every misuse
  *                         refused, a C service and emulated waves on two threads, disable, reuse;
  *   hostcall_test exit    enables two buffers, makes calls, and returns from main without
@@ -170,6 +171,9 @@ static int print_layout(void) {
     P("implicitarg.v4", HOSTCALL_IMPLICITARG_OFFSET_V4);
     P("implicitarg.v5", HOSTCALL_IMPLICITARG_OFFSET_V5);
     P("emulated_timeout_ms", HOSTCALL_EMULATED_TIMEOUT_MS);
+    P("version.major", HOSTCALL_VERSION_MAJOR);
+    P("version.minor", HOSTCALL_VERSION_MINOR);
+    P("version.patch", HOSTCALL_VERSION_PATCH);
     P("status.null", HOSTCALL_ERR_NULL);
     P("status.misaligned", HOSTCALL_ERR_MISALIGNED);
     P("status.packet_count", HOSTCALL_ERR_PACKET_COUNT);
@@ -187,6 +191,7 @@ static int print_layout(void) {
     P("status.panic", HOSTCALL_ERR_PANIC);
     P("status.other", HOSTCALL_ERR_OTHER);
 #undef P
+    printf("version %s\n", HOSTCALL_VERSION);
     return 0;
 }
 

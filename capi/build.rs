@@ -1,0 +1,21 @@
+//! Gives the shared library a SONAME on ELF targets, so that programs linked against it record
+//! the ABI they were linked with, not the file name `libhostcall_capi.so`.
+//!
+//! The SONAME follows Cargo's compatibility rule: `libhostcall_capi.so.MAJOR` from 1.0 on, and
+//! `libhostcall_capi.so.0.MINOR` before (where a minor release may break the ABI). The README's
+//! install instructions and `capi/install.sh` make the file of that name; `tests/c_program.rs`
+//! checks that the library carries it.
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    let elf = matches!(
+        std::env::var("CARGO_CFG_TARGET_OS").as_deref(),
+        Ok("linux" | "android" | "freebsd" | "netbsd" | "openbsd" | "dragonfly" | "solaris" | "illumos")
+    );
+    if elf {
+        let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap();
+        let minor = std::env::var("CARGO_PKG_VERSION_MINOR").unwrap();
+        let abi = if major == "0" { format!("0.{minor}") } else { major };
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libhostcall_capi.so.{abi}");
+    }
+}

@@ -1,0 +1,1 @@
+../../include/hostcall_cuda.cuh
