@@ -3,7 +3,7 @@
 //!
 //! A hostcall buffer's `doorbell` field holds a signal handle, and ROCm's device code treats that
 //! handle as the address of an `amd_signal_t` (ROCm's `amd_hsa_signal.h`; `PROTOCOL.md` at the
-//! repository root, section 1). After pushing a packet it runs, on the wave's first active lane:
+//! repository root, section 5). After pushing a packet it runs, on the wave's first active lane:
 //!
 //! 1. `fetch_add(&signal.value, 1)`, release ordering, system scope (the word at +8);
 //! 2. if `signal.event_mailbox_ptr` (the word at +16, a plain load) is not 0: store
