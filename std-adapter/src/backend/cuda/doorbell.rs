@@ -38,7 +38,8 @@ impl MappedDoorbell {
         Ok(doorbell)
     }
 
-    fn signal(&self) -> &AmdSignal {
+    /// The signal (host view; [`Doorbell::handle`] is its device address).
+    pub fn signal(&self) -> &AmdSignal {
         // SAFETY: the allocation is 128 zeroed bytes, 128-aligned (so an `AmdSignal` fits, all
         // atomics, for which zero bytes are valid values), lives as long as `self`, and is only
         // accessed atomically (here, and by device code with system-scope stores).
