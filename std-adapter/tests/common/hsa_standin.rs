@@ -18,8 +18,8 @@ use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use hostcall::backend::hsa::AtomicsRequirement;
 use hostcall::backend::DetectOptions;
-use hostcall::hsa::AtomicsRequirement;
 
 /// Where the C sources are (the compiler runs there).
 pub const SOURCE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/hsa-standin");
@@ -144,7 +144,7 @@ impl StandIn {
 
     /// Detection options that load this copy.
     pub fn options(&self, atomics: AtomicsRequirement) -> DetectOptions {
-        DetectOptions { library: Some(self.path.clone().into()), atomics }
+        DetectOptions { library: Some(self.path.clone().into()), atomics, ..DetectOptions::default() }
     }
 
     /// # Safety
