@@ -48,15 +48,17 @@
 //!
 //! # What was verified, and what was not
 //!
-//! No machine this was written on has an AMD GPU. Verified: the library loads through
-//! `libloading` (Debian's ROCm 5.2.3 `libhsa-runtime64-1`), `hsa_init` fails there with
-//! `HSA_STATUS_ERROR_OUT_OF_RESOURCES` (0x1008) and `hsa_status_string` describes it, the error
-//! carries both, and [`crate::backend::detect`] falls back to host memory; the constants and
-//! struct layouts match ROCm's headers (a compile-time C check). **Not run anywhere**: agent and
-//! pool discovery on a real system, `hsa_amd_memory_pool_allocate` / `allow_access` / `free`,
-//! signal creation, waiting and ringing (from the host or from a GPU kernel), the link-info atomics
-//! check, and a kernel reaching the buffer. That code follows the HSA headers' documented
-//! contracts and ROCm's own hostcall listener, but is untested.
+//! No machine this was written on has an AMD GPU. Against ROCm's real library (Debian's ROCm
+//! 5.2.3 `libhsa-runtime64-1`): it loads through `libloading`, `hsa_init` fails there with
+//! `HSA_STATUS_ERROR_OUT_OF_RESOURCES` (0x1008) and `hsa_status_string` describes it, and
+//! [`crate::backend::detect`] falls back to host memory; the constants and struct layouts match
+//! ROCm's headers (a compile-time C check). Against the HSA stand-in (a C implementation of the
+//! calls used here, `std-adapter/tests/hsa-standin/`, with NUMA nodes, pools, links and
+//! `amd_signal_t` signals; `tests/hsa_standin.rs`): agent and pool discovery, the placement
+//! choices, allocation, access grants, fills and frees, signal creation, raw device adds waking
+//! a blocked wait, failures injected into each call, and that everything is freed, destroyed and
+//! shut down. **Never run**: any of it on ROCr itself with a GPU, and a GPU kernel reaching the
+//! memory or ringing the signal.
 
 mod error;
 mod memory;
