@@ -162,7 +162,7 @@ impl HsaRuntime {
     ///
     /// # Safety
     /// `T` must be the attribute's documented C type (`u32` for the global flags, `bool` for
-    /// RUNTIME_ALLOC_ALLOWED, `usize` for sizes, [`AmdSegment`] for the segment).
+    /// RUNTIME_ALLOC_ALLOWED, `usize` for sizes, [`AmdSegment`](hsa_sys::AmdSegment) for the segment).
     pub unsafe fn pool_info<T: Copy>(
         &self,
         pool: AmdMemoryPool,
