@@ -90,12 +90,13 @@ impl ParkingDoorbell {
     /// device code (and [`Doorbell::ring`]) stores `event_id` into the `u64` at `mailbox`.
     ///
     /// # Safety
-    /// `mailbox` must be 8-aligned and valid for atomic writes of a `u64` until
-    /// [`ParkingDoorbell::clear_event_mailbox`] returns or this doorbell is dropped, and no
-    /// device may still be ringing with it after that.
+    /// `mailbox` must be 8-aligned and valid for atomic writes of a `u64` until this doorbell is
+    /// dropped, or until [`ParkingDoorbell::clear_event_mailbox`] has returned *and* every ring
+    /// that may have begun before it (a [`Doorbell::ring`] on another thread, device code) has
+    /// ended: the clear does not wait for rings in progress.
     pub unsafe fn set_event_mailbox(&self, mailbox: *const AtomicU64, event_id: u32) {
-        // Relaxed: read by `ring` on this or another thread only after the Release store below
-        // is visible there (it reads the shared word first, with Acquire).
+        // Relaxed: `store_mailbox` reads it only after its Acquire load of the shared word saw the
+        // Release store below.
         self.mailbox.store(mailbox as u64, Ordering::Relaxed);
         // Relaxed: published by the Release store of the mailbox pointer below.
         self.signal.event_id.store(event_id, Ordering::Relaxed);
@@ -104,11 +105,13 @@ impl ParkingDoorbell {
         self.signal.event_mailbox_ptr.store(mailbox as u64, Ordering::Release);
     }
 
-    /// Removes the event mailbox: later rings store nowhere.
+    /// Removes the event mailbox: rings that begin after this store nowhere.
     pub fn clear_event_mailbox(&self) {
-        // Release: pairs with the Acquire load in `ring`.
+        // Release: pairs with the Acquire load in `store_mailbox`.
         self.signal.event_mailbox_ptr.store(0, Ordering::Release);
-        self.mailbox.store(0, Ordering::Relaxed); // Relaxed: the shared word now reads 0 first
+        // Relaxed: a ring that still reads the old shared word and then this 0 skips the store
+        // (and reports a mismatch once); either way it stores nowhere new.
+        self.mailbox.store(0, Ordering::Relaxed);
     }
 
     /// Step 2 of ROCm's ring: the mailbox store, if a mailbox is set.
@@ -122,6 +125,7 @@ impl ParkingDoorbell {
         // the store goes only to the mailbox this host set.
         // Relaxed: ordered after `set_event_mailbox`'s stores by the Acquire load above.
         if mailbox != self.mailbox.load(Ordering::Relaxed) {
+            // Relaxed: a once-only log flag, ordered with nothing.
             if !self.mailbox_warned.swap(true, Ordering::Relaxed) {
                 log::warn!(
                     "doorbell {:#x}: mailbox word {mailbox:#x} was not set by this host; ignored",
@@ -142,6 +146,7 @@ impl ParkingDoorbell {
         // SeqCst fence: with the one in `sleep`, either the sleeper sees the new value before it
         // sleeps, or we see its `sleepers` increment here (the store-load pattern needs SeqCst).
         fence(Ordering::SeqCst);
+        // Relaxed: ordered after the value's change by the fence above.
         if self.sleepers.load(Ordering::Relaxed) > 0 {
             // Taking the lock orders the notify after the sleeper's check of the value (it checks
             // under the lock), so the wake cannot fall between its check and its sleep.
@@ -153,6 +158,7 @@ impl ParkingDoorbell {
     /// The sleeping part of `wait`: naps of growing length on the condition variable, reading the
     /// value word after each, until it differs from `last_seen` or `deadline` passes.
     fn sleep(&self, last_seen: u64, deadline: Instant) -> u64 {
+        // Relaxed: ordered against `wake_sleepers`' load by the SeqCst fences.
         self.sleepers.fetch_add(1, Ordering::Relaxed);
         // SeqCst fence: pairs with the fence in `wake_sleepers` (see there).
         fence(Ordering::SeqCst);
@@ -168,6 +174,7 @@ impl ParkingDoorbell {
             nap = (nap * 2).min(WAIT_MAX_NAP);
         };
         drop(guard);
+        // Relaxed: a stale count only costs a ring an unneeded lock and notify.
         self.sleepers.fetch_sub(1, Ordering::Relaxed);
         seen
     }

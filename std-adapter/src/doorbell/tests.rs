@@ -15,12 +15,15 @@ use std::time::Instant;
 /// live `u64`.
 unsafe fn rocm_device_ring(handle: u64) {
     let signal = handle as *const u8;
-    // SAFETY (all three): the caller's contract; the offsets are those of `amd_signal_t`, whose
-    // words are naturally aligned because the object is 64-aligned.
+    // SAFETY: the caller's contract: a live `amd_signal_t`, 64-aligned, so its value word at +8
+    // is an aligned `i64` in it.
     let value = unsafe { &*signal.add(VALUE_OFFSET).cast::<AtomicI64>() };
+    // Release: as ROCm's device code adds (pairs with the host's Acquire load of the value).
     value.fetch_add(1, Ordering::Release);
+    // SAFETY: as above, the mailbox pointer at +16.
     let mailbox = unsafe { &*signal.add(EVENT_MAILBOX_OFFSET).cast::<AtomicU64>() }.load(Ordering::Relaxed);
     if mailbox != 0 {
+        // SAFETY: as above, the event id at +24.
         let event_id = unsafe { &*signal.add(EVENT_ID_OFFSET).cast::<AtomicU32>() }.load(Ordering::Relaxed);
         // SAFETY: the caller's contract: a non-zero mailbox is a live `u64`.
         unsafe { &*(mailbox as *const AtomicU64) }.store(u64::from(event_id), Ordering::Release);
