@@ -32,11 +32,11 @@
  *      alone, each lane writes its own slot (no shuffles: lower latency). The leader writes the
  *      16-byte header {activemask, service}; __syncwarp orders the lanes' stores before 4.;
  *   4. st.release.sys of the flipped phase to device_phase[i] (pairs with the host's Acquire
- *      fence in PhaseView::serve_packet); the shadow is updated;
+ *      fence in phase::View::serve_packet); the shadow is updated;
  *   5. ring the doorbell, about once per HOSTCALL_CUDA_RING_INTERVAL_NS for the whole GPU
  *      (a throttle word in device memory; the ring itself waits for nothing);
  *   6. wait: ld.acquire.sys polls of host_phase[i] until it equals the stored phase (pairs with
- *      the host's Release store in PhaseView::serve_packet): spin for wait_policy::spin_ns, then
+ *      the host's Release store in phase::View::serve_packet): spin for wait_policy::spin_ns, then
  *      back off with __nanosleep from min_sleep_ns doubling to max_sleep_ns;
  *   7. __syncwarp, then every lane reads its 2 reply words with one 16-byte system-scope load;
  *   8. __syncwarp, then atom.release.gpu.and clears the occupied bit (pairs with step 1's acquire
@@ -44,7 +44,7 @@
  *
  * Tuning that fits the ABI, and what it rests on:
  *   - The occupied bitmap lives in device memory (cudaMalloc): the prefix's `occupied` field
- *     points there (PhaseView::set_occupied_address on the host, which never reads it).
+ *     points there (phase::View::set_occupied_address on the host, which never reads it).
  *   - DEVICE STATE after the bitmap, in the same device allocation (not ABI: only this header's
  *     code reads it; see HOSTCALL_CUDA_DEVICE_STATE_SIZE): a shadow copy of device_phase[i] for
  *     every packet, and the doorbell throttle's last-ring time. The shadow spares a PCIe read of
@@ -425,7 +425,7 @@ __device__ inline void wait_for_host(const phase_client &c, unsigned index, unsi
         }
     }
     unsigned sleep = c.wait.min_sleep_ns;
-    /* Acquire: pairs with the host's Release store of host_phase in PhaseView::serve_packet; the
+    /* Acquire: pairs with the host's Release store of host_phase in phase::View::serve_packet; the
      * replies it wrote before are visible to the loads that follow (the other lanes' through the
      * __syncwarp in phase_call). */
     while ((ld_acquire_sys(host) & 1u) != phase) {
@@ -499,7 +499,7 @@ __device__ inline void phase_call(phase_client &c, unsigned service, const uint6
             detail::st_relaxed_sys(&c.device_phase[index], phase);
         } else {
             /* Release: publishes header and requests; pairs with the host's Acquire fence in
-             * PhaseView::serve_packet. */
+             * phase::View::serve_packet. */
             detail::st_release_sys(&c.device_phase[index], phase);
         }
         /* Relaxed: only device code reads the shadow, after claiming the packet (acquire),

@@ -1,7 +1,7 @@
 //! One emulated wave's hostcall from C, through the real producer path.
 
 use crate::status::{status, Failure};
-use hostcall_rs::core::layout::SLOT_WORDS;
+use hostcall_rs::core::SLOT_WORDS;
 use hostcall_rs::lifecycle::EmulatedWave;
 use std::ffi::{c_int, c_void};
 use std::time::Duration;

@@ -1,8 +1,7 @@
 //! Services written in C.
 
 use crate::status::{status, Failure};
-use hostcall_rs::core::layout::SLOT_WORDS;
-use hostcall_rs::core::service::ErrorCode;
+use hostcall_rs::core::{ErrorCode, SLOT_WORDS};
 use hostcall_rs::HostcallRuntime;
 use std::ffi::{c_int, c_void};
 

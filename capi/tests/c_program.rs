@@ -180,8 +180,9 @@ fn the_header_compiles_as_cpp_and_links_with_c_linkage() {
 /// Rust definition (or PROTOCOL.md's number where Rust has none in this crate).
 #[test]
 fn the_header_layout_matches_rust() {
-    use hostcall_rs::core::layout::{self, BufferPrefix, PacketHeader, Payload};
-    use hostcall_rs::core::service::{self, ErrorCode};
+    use hostcall_rs::core::dispatch::{self as service, ErrorCode};
+    use hostcall_rs::core::stack::{self as layout, Header, Prefix};
+    use hostcall_rs::core::{Payload, LANES, REPLY_WORDS, SLOT_WORDS};
     use std::mem::{offset_of, size_of};
 
     let out = run_mode(c_test(Link::Shared), "layout");
@@ -196,18 +197,18 @@ fn the_header_layout_matches_rust() {
     let size = |n| layout::buffer_size(n).unwrap() as u64;
     let descriptor = |begin: u64, end: u64, len: u64, id: u64| begin | end << 1 | len << 5 | id << 8;
     let expected: Vec<(&str, u64)> = vec![
-        ("prefix.size", size_of::<BufferPrefix>() as u64),
-        ("prefix.headers", offset_of!(BufferPrefix, headers) as u64),
-        ("prefix.payloads", offset_of!(BufferPrefix, payloads) as u64),
-        ("prefix.doorbell", offset_of!(BufferPrefix, doorbell) as u64),
-        ("prefix.free_stack", offset_of!(BufferPrefix, free_stack) as u64),
-        ("prefix.ready_stack", offset_of!(BufferPrefix, ready_stack) as u64),
-        ("prefix.index_mask", offset_of!(BufferPrefix, index_mask) as u64),
-        ("header.size", size_of::<PacketHeader>() as u64),
-        ("header.next", offset_of!(PacketHeader, next) as u64),
-        ("header.activemask", offset_of!(PacketHeader, activemask) as u64),
-        ("header.service", offset_of!(PacketHeader, service) as u64),
-        ("header.control", offset_of!(PacketHeader, control) as u64),
+        ("prefix.size", size_of::<Prefix>() as u64),
+        ("prefix.headers", offset_of!(Prefix, headers) as u64),
+        ("prefix.payloads", offset_of!(Prefix, payloads) as u64),
+        ("prefix.doorbell", offset_of!(Prefix, doorbell) as u64),
+        ("prefix.free_stack", offset_of!(Prefix, free_stack) as u64),
+        ("prefix.ready_stack", offset_of!(Prefix, ready_stack) as u64),
+        ("prefix.index_mask", offset_of!(Prefix, index_mask) as u64),
+        ("header.size", size_of::<Header>() as u64),
+        ("header.next", offset_of!(Header, next) as u64),
+        ("header.activemask", offset_of!(Header, activemask) as u64),
+        ("header.service", offset_of!(Header, service) as u64),
+        ("header.control", offset_of!(Header, control) as u64),
         ("payload.size", size_of::<Payload>() as u64),
         // PROTOCOL.md section 2 (the phase layout's Rust types live in another module).
         ("phase.size", 56),
@@ -229,10 +230,10 @@ fn the_header_layout_matches_rust() {
         ("lib.buffer_size.1000", size(1000)),
         ("buffer_align", layout::buffer_align() as u64),
         ("lib.buffer_align", layout::buffer_align() as u64),
-        ("max_packets", u64::from(hostcall_rs::core::tagged::Geometry::MAX_PACKETS)),
-        ("lanes", layout::LANES as u64),
-        ("slot_words", layout::SLOT_WORDS as u64),
-        ("reply_words", layout::REPLY_WORDS as u64),
+        ("max_packets", u64::from(hostcall_rs::core::MAX_PACKETS)),
+        ("lanes", LANES as u64),
+        ("slot_words", SLOT_WORDS as u64),
+        ("reply_words", REPLY_WORDS as u64),
         ("service.function_call", u64::from(service::FUNCTION_CALL)),
         ("service.printf", u64::from(service::PRINTF)),
         ("service.devmem", u64::from(service::DEVMEM)),

@@ -1,60 +1,111 @@
-//! `hostcall-core`: the hostcall protocol of AMD ROCm, without `std` or `alloc`.
+//! `hostcall-core`: the hostcall protocols of AMD ROCm, without `std` or `alloc`.
 //!
-//! A GPU wave (up to 64 lanes) claims a packet from a lock-free free-list in memory both sides
-//! reach, writes its request, pushes the packet on a lock-free ready-stack and spins until the
-//! host clears READY; the host takes the whole ready-stack, serves every active lane and clears
-//! READY. This crate is that protocol over raw memory, byte-compatible with ROCm's device code:
+//! A GPU wave (up to 64 lanes) claims a packet in memory both sides reach, writes its request and
+//! hands the packet to the host; the host serves every active lane and hands the packet back with
+//! the replies. ROCm speaks this in two wire protocols, both implemented here over raw memory,
+//! byte-compatible with ROCm's device code, with nothing but atomics:
 //!
-//! - [`layout`]: the `repr(C)` ABI, every offset pinned by a `const` assert;
-//! - [`tagged`]: ABA-tagged packet pointers; [`stack`]: the Treiber stack for both lists;
-//! - [`packet`]: the state machine and the producer's typestate handles;
-//! - [`buffer`]: a checked view of a buffer: `init`, `claim`, `drain`;
-//! - [`phase`]: the phase protocol (ROCm's current ABI) over the same packets, requests and drain
-//!   handlers;
-//! - [`poller`]: the listener's logic without a thread (fixed capacity, a spin lock), serving
-//!   buffers of either protocol side by side;
-//! - [`service`]: service ids and error replies;
-//! - [`message`]: message streams (descriptor codec, chunking) for services longer than a slot.
+//! - [`stack`]: ROCm's default ABI: a lock-free free-list and ready-stack of packets (needs
+//!   platform atomics between CPU and GPU);
+//! - [`phase`]: ROCm's opt-in ABI: per-packet phase words, no shared read-modify-write.
+//!
+//! Both have the same shape (`layout`, `View`, `Claimed`/`Submitted`/`Completed`, `buffer_size`)
+//! and give the host the same things: every submitted packet reaches a [`DrainHandler`] as a
+//! [`PacketRequest`], answered lane by lane ([`dispatch`]). [`AnyView`] is the one switch over
+//! the two; [`Poller`] is the listener without a thread, serving buffers of both side by side.
 //!
 //! ```
-//! use hostcall_core::{buffer::BufferView, layout::*};
+//! use hostcall_core::{AnyView, ClaimedPacket, CompletedPacket, ErrorCode, Protocol};
+//! use hostcall_core::{Poller, ServiceTable, SubmittedPacket};
 //! # #[cfg(not(loom))] {
-//! // Two packets, viewed from normally allocated parts (raw memory works the same: `from_raw`).
-//! let prefix = BufferPrefix::default();
-//! let headers = [PacketHeader::default(), PacketHeader::default()];
-//! let payloads = [Payload::default(), Payload::default()];
-//! let buffer = BufferView::from_parts(&prefix, &headers, &payloads).unwrap();
-//! buffer.init(0, 0);
+//! // A buffer of 4 packets in raw memory (a GPU runtime allocates fine-grained memory instead).
+//! #[repr(C, align(64))]
+//! struct Line([u64; 8]);
+//! let protocol = Protocol::Phase; // or Protocol::Stack: the rest is the same
+//! let len = protocol.buffer_size(4).unwrap();
+//! let mut memory: Vec<Line> = (0..len.div_ceil(64)).map(|_| Line([0; 8])).collect();
+//! let base = memory.as_mut_ptr().cast::<u8>();
+//! // SAFETY: `memory` outlives the view and the poller's registration, and is only accessed
+//! // through them.
+//! let buffer = unsafe { AnyView::from_raw(protocol, base, len, 4) }.unwrap();
+//! buffer.init(base as u64, 0);
 //!
-//! // Device side: claim, fill lane 3, submit.
-//! let mut packet = buffer.claim().unwrap().expect("a free packet");
+//! // Host side: service 7 adds the two words of each lane.
+//! let add = |r: &[u64; 8]| r[0].checked_add(r[1]).map(|sum| [sum, 0]).ok_or(ErrorCode::BadRequest);
+//! let mut services = ServiceTable::<4>::new();
+//! services.register(7, &add).ok().unwrap();
+//! let poller = Poller::<2>::new();
+//! // SAFETY: as above; removed before `memory` is freed.
+//! unsafe { poller.add(protocol, base, len, 4) }.unwrap();
+//!
+//! // Device side (an emulated wave): claim, fill lane 3, submit, and wait for the poller.
+//! let mut packet = buffer.claim(0).unwrap().expect("a free packet");
 //! packet.write_lane(3, &[20, 22, 0, 0, 0, 0, 0, 0]);
 //! let submitted = packet.submit(7, 1 << 3);
-//!
-//! // Host side: add the two words of each lane.
-//! let report = buffer.drain(&mut |p: &mut hostcall_core::buffer::PacketRequest<'_>| {
-//!     for lane in p.lanes() {
-//!         let r = p.request(lane);
-//!         p.reply(lane, [r[0] + r[1], 0]);
-//!     }
-//! });
-//! assert_eq!(report.packets, 1);
+//! assert_eq!(poller.poll_once(&services).packets, 1);
 //! let done = submitted.wait(|| {});
 //! assert_eq!(done.reply(3), [42, 0]);
+//! assert!(!done.host_error());
+//! poller.remove(base).unwrap();
 //! # }
 //! ```
+//!
+//! # Modules and what is public
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`stack`], [`phase`] | one folder per protocol, the same files in each |
+//! | [`lane`] | lanes, the shared [`Payload`], the lane-mask walk, the producer traits |
+//! | [`dispatch`] | service ids, [`ErrorCode`], [`LaneService`], [`ServiceTable`], [`serve_lanes`](dispatch::serve_lanes) |
+//! | [`message`] | message streams: descriptors and chunking |
+//! | [`sync`] | the atomics facade: the types the `repr(C)` layouts are made of |
+//! | `host`, `any`, `poller` (private) | re-exported here: [`PacketRequest`] and the drain types, [`AnyView`], [`Poller`] |
+//!
+//! The types users touch are re-exported at the root. The machinery underneath (the Treiber
+//! stack and its chain walk, the spin hints) is `pub(crate)`. The loom models in the workspace's
+//! `loom-tests` crate drive the free-list directly, so under `--cfg loom` only, a
+//! `#[doc(hidden)]` module `__internal` exposes it to them; it is not part of the API, carries no
+//! stability promise, and does not exist in normal builds.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-pub mod buffer;
-pub mod layout;
+mod any;
+pub mod dispatch;
+mod host;
+pub mod lane;
 pub mod message;
-pub mod packet;
 pub mod phase;
 #[cfg(not(loom))]
-pub mod poller;
-pub mod service;
+mod poller;
 pub mod stack;
 pub mod sync;
-pub mod tagged;
+
+pub use any::{AnyClaimed, AnyCompleted, AnySubmitted, AnyView, DrainScope};
+pub use dispatch::{Dispatch, ErrorCode, LaneService, ServiceTable, ERROR_REPLY};
+pub use host::{
+    packet_count, DrainError, DrainHandler, DrainReport, GeometryError, LayoutError, PacketRequest, Protocol,
+    MAX_PACKETS,
+};
+pub use lane::{
+    ClaimedPacket, CompletedPacket, Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
+};
+#[cfg(not(loom))]
+pub use poller::{Poller, PollerError};
+
+/// Unstable internals for the workspace's loom models; not API (see the crate docs).
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod __internal {
+    pub use crate::stack::treiber::{ChainWalk, TaggedStack};
+
+    /// The free-list of a stack buffer.
+    pub fn free_list<'a>(view: &crate::stack::View<'a>) -> TaggedStack<'a> {
+        view.free_list()
+    }
+
+    /// The ready-stack of a stack buffer.
+    pub fn ready_stack<'a>(view: &crate::stack::View<'a>) -> TaggedStack<'a> {
+        view.ready_stack()
+    }
+}

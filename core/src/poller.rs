@@ -1,10 +1,11 @@
 //! The listener's logic without a thread: a fixed-capacity set of registered buffers behind a
 //! spin lock, and [`Poller::poll_once`], which drains every buffer and dispatches each packet.
 //!
-//! Buffers of both protocols are served side by side: [`Poller::add`] registers a stack-protocol
-//! buffer, [`Poller::add_phase`] a phase-protocol one; each is drained with its own protocol and
-//! every packet reaches the same [`Dispatch`]. A phase buffer keeps its host-private
-//! [`ScanWindow`] in its registration.
+//! Buffers of both protocols are served side by side: [`Poller::add`] registers a buffer of either
+//! [`Protocol`]; each is drained through the one protocol switch ([`AnyView`]) and every packet
+//! reaches the same [`Dispatch`]. A phase buffer keeps its host-private
+//! [`ScanWindow`](crate::phase::ScanWindow) in its
+//! registration (its [`DrainScope`]).
 //!
 //! A runtime without threads (firmware, a bare-metal loop) calls `poll_once` from its main loop;
 //! the std crate's listener is a loop around it that waits on a doorbell in between.
@@ -18,83 +19,10 @@
 //! disjoint ranges never write the same word. A stack buffer is served by one poller only (its
 //! host side swaps the whole ready-stack).
 
-use crate::buffer::{BufferView, DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
-use crate::layout::SLOT_WORDS;
-use crate::phase::{PhaseView, ScanWindow};
-use crate::service::ErrorCode;
+use crate::any::{AnyView, DrainScope};
+use crate::dispatch::Dispatch;
+use crate::host::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest, Protocol};
 use core::fmt;
-
-/// How the host serves packets: the poller hands it every packet of every buffer.
-pub trait Dispatch {
-    /// Serve one packet (write a reply, or an error reply, for each active lane).
-    fn dispatch(&self, packet: &mut PacketRequest<'_>);
-    /// Malformed shared state found in the buffer at `buffer` (its base address).
-    fn malformed(&self, buffer: usize, error: DrainError) {
-        let _ = (buffer, error);
-    }
-}
-
-/// A service that answers one lane at a time from its request words.
-pub trait LaneService: Sync {
-    /// The reply to one lane's request, or the error to answer with.
-    fn serve(&self, request: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode>;
-}
-
-impl<F: Fn(&[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> + Sync> LaneService for F {
-    fn serve(&self, request: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
-        self(request)
-    }
-}
-
-/// A fixed-capacity table from service id to [`LaneService`], for runtimes without allocation.
-/// Unknown ids are answered with [`ErrorCode::UnknownService`].
-pub struct ServiceTable<'a, const N: usize> {
-    entries: heapless::Vec<(u32, &'a dyn LaneService), N>,
-}
-
-impl<const N: usize> Default for ServiceTable<'_, N> {
-    fn default() -> Self {
-        Self { entries: heapless::Vec::new() }
-    }
-}
-
-impl<'a, const N: usize> ServiceTable<'a, N> {
-    /// An empty table.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Registers (or replaces) the service for `id`. `Err` gives the service back when full.
-    pub fn register(&mut self, id: u32, service: &'a dyn LaneService) -> Result<(), &'a dyn LaneService> {
-        if let Some(entry) = self.entries.iter_mut().find(|(i, _)| *i == id) {
-            entry.1 = service;
-            return Ok(());
-        }
-        self.entries.push((id, service)).map_err(|(_, s)| s)
-    }
-
-    fn find(&self, id: u32) -> Option<&'a dyn LaneService> {
-        self.entries.iter().find(|(i, _)| *i == id).map(|(_, s)| *s)
-    }
-}
-
-impl<const N: usize> Dispatch for ServiceTable<'_, N> {
-    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        let Some(service) = self.find(packet.service()) else {
-            packet.reply_error_all(ErrorCode::UnknownService);
-            return;
-        };
-        let mut lanes = packet.activemask();
-        while lanes != 0 {
-            let lane = lanes.trailing_zeros() as usize;
-            lanes &= lanes - 1;
-            match service.serve(&packet.request(lane)) {
-                Ok(reply) => packet.reply(lane, reply),
-                Err(code) => packet.reply_error(lane, code),
-            }
-        }
-    }
-}
 
 /// Why a buffer cannot be added or removed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,42 +59,14 @@ impl fmt::Display for PollerError {
     }
 }
 
-/// Which wire protocol a registered buffer speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Protocol {
-    /// The stack protocol (PROTOCOL.md section 1, [`crate::buffer`]).
-    Stack,
-    /// The phase protocol (PROTOCOL.md section 2, [`crate::phase`]).
-    Phase,
-}
-
 #[derive(Clone, Copy)]
 struct Registered {
     base: *mut u8,
     len: usize,
     num_packets: u64,
-    kind: Kind,
-}
-
-/// A registration's protocol, with the host-private state it needs.
-#[derive(Clone, Copy)]
-enum Kind {
-    Stack,
-    Phase(ScanWindow),
-    /// A phase buffer of which this poller serves packets `start..end` only.
-    PhaseRange {
-        start: u32,
-        end: u32,
-    },
-}
-
-impl Kind {
-    fn protocol(&self) -> Protocol {
-        match self {
-            Self::Stack => Protocol::Stack,
-            Self::Phase(_) | Self::PhaseRange { .. } => Protocol::Phase,
-        }
-    }
+    protocol: Protocol,
+    /// What this poller serves of the buffer, with its host-private state.
+    scope: DrainScope,
 }
 
 /// A fixed-capacity set of up to `N` buffers and the loop body that serves them.
@@ -174,7 +74,7 @@ pub struct Poller<const N: usize> {
     buffers: spin::Mutex<heapless::Vec<Registered, N>>,
 }
 
-// SAFETY: the raw pointers are only dereferenced through `BufferView`, whose accesses are all
+// SAFETY: the raw pointers are only dereferenced through `AnyView`, whose accesses are all
 // atomic, and `add`'s contract keeps the memory valid until `remove` returns; `remove` takes the
 // same lock as `poll_once`, so no poll can be using a buffer after it is removed.
 unsafe impl<const N: usize> Send for Poller<N> {}
@@ -193,60 +93,31 @@ impl<const N: usize> Poller<N> {
         Self { buffers: spin::Mutex::new(heapless::Vec::new()) }
     }
 
-    /// Registers an initialised stack-protocol buffer of `num_packets` packets at `base` (of
-    /// `len` bytes). Same as [`Poller::add_protocol`] with [`Protocol::Stack`].
+    /// Registers an initialised buffer of `protocol` of `num_packets` packets at `base` (of `len`
+    /// bytes). The layout is checked as the protocol's `from_raw` checks it. A phase buffer is
+    /// scanned through a [`ScanWindow`](crate::phase::ScanWindow) of its own.
     ///
     /// # Safety
     /// `base..base + len` must stay valid for reads and writes, and be accessed only atomically,
     /// until [`Poller::remove`] for it returns (or the poller is dropped).
-    pub unsafe fn add(&self, base: *mut u8, len: usize, num_packets: u64) -> Result<(), PollerError> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.add_protocol(base, len, num_packets, Protocol::Stack) }
-    }
-
-    /// Registers an initialised phase-protocol buffer (see [`crate::phase`]). Same as
-    /// [`Poller::add_protocol`] with [`Protocol::Phase`].
-    ///
-    /// # Safety
-    /// As for [`Poller::add`].
-    pub unsafe fn add_phase(&self, base: *mut u8, len: usize, num_packets: u64) -> Result<(), PollerError> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.add_protocol(base, len, num_packets, Protocol::Phase) }
-    }
-
-    /// Registers an initialised buffer of either protocol. The layout is checked as the
-    /// protocol's `from_raw` checks it.
-    ///
-    /// # Safety
-    /// As for [`Poller::add`].
-    pub unsafe fn add_protocol(
+    pub unsafe fn add(
         &self,
+        protocol: Protocol,
         base: *mut u8,
         len: usize,
         num_packets: u64,
-        protocol: Protocol,
     ) -> Result<(), PollerError> {
-        let kind = match protocol {
-            Protocol::Stack => {
-                // SAFETY: forwarded from this function's contract; the view is dropped at once.
-                unsafe { BufferView::from_raw(base, len, num_packets) }.map_err(PollerError::Layout)?;
-                Kind::Stack
-            }
-            Protocol::Phase => {
-                // SAFETY: as above.
-                let view =
-                    unsafe { PhaseView::from_raw(base, len, num_packets) }.map_err(PollerError::Layout)?;
-                Kind::Phase(view.scan_window())
-            }
-        };
-        self.push(Registered { base, len, num_packets, kind })
+        // SAFETY: forwarded from this function's contract; the view is dropped at once.
+        let view =
+            unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
+        self.push(Registered { base, len, num_packets, protocol, scope: view.scope() })
     }
 
     /// Registers an initialised phase-protocol buffer of which this poller serves only the
     /// packets `range` (clamped to the buffer). Several pollers (one per host thread) may serve
     /// one buffer this way, each with its own, disjoint range; every packet of the buffer must be
     /// in some poller's range or the waves that claim it wait forever. Ranges are scanned whole
-    /// on every poll (no [`ScanWindow`]).
+    /// on every poll (no [`ScanWindow`](crate::phase::ScanWindow)).
     ///
     /// # Safety
     /// As for [`Poller::add`]; and no other poller (or thread) may serve an index of `range` of
@@ -258,10 +129,10 @@ impl<const N: usize> Poller<N> {
         num_packets: u64,
         range: core::ops::Range<u32>,
     ) -> Result<(), PollerError> {
+        let protocol = Protocol::Phase;
         // SAFETY: forwarded from this function's contract; the view is dropped at once.
-        unsafe { PhaseView::from_raw(base, len, num_packets) }.map_err(PollerError::Layout)?;
-        let kind = Kind::PhaseRange { start: range.start, end: range.end.max(range.start) };
-        self.push(Registered { base, len, num_packets, kind })
+        unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
+        self.push(Registered { base, len, num_packets, protocol, scope: DrainScope::range(range) })
     }
 
     fn push(&self, registered: Registered) -> Result<(), PollerError> {
@@ -274,7 +145,7 @@ impl<const N: usize> Poller<N> {
 
     /// The protocol of the buffer registered at `base`, if any.
     pub fn protocol(&self, base: *mut u8) -> Option<Protocol> {
-        self.buffers.lock().iter().find(|b| b.base == base).map(|b| b.kind.protocol())
+        self.buffers.lock().iter().find(|b| b.base == base).map(|b| b.protocol)
     }
 
     /// Deregisters the buffer at `base`. When this returns no poll is using it.
@@ -304,34 +175,21 @@ impl<const N: usize> Poller<N> {
     }
 
     /// Drains every registered buffer once, each with its own protocol, dispatching each packet.
-    /// Phase buffers are scanned through their [`ScanWindow`].
+    /// Phase buffers are scanned through their [`ScanWindow`](crate::phase::ScanWindow)s (ranges
+    /// whole).
     pub fn poll_once<D: Dispatch + ?Sized>(&self, dispatch: &D) -> DrainReport {
         let mut buffers = self.buffers.lock();
         let mut report = DrainReport::default();
         for b in buffers.iter_mut() {
             let mut to = DispatchTo { dispatch, base: b.base as usize };
-            report += match &mut b.kind {
-                // SAFETY: `add_protocol`'s contract keeps the memory valid while registered, and
-                // we hold the lock that `remove` needs. `add_protocol` checked the layout for this
-                // protocol, so `from_raw` cannot fail.
-                Kind::Stack => match unsafe { BufferView::from_raw(b.base, b.len, b.num_packets) } {
-                    Ok(view) => view.drain(&mut to),
-                    Err(_) => continue,
-                },
-                // SAFETY: as for the stack arm.
-                Kind::Phase(window) => match unsafe { PhaseView::from_raw(b.base, b.len, b.num_packets) } {
-                    Ok(view) => view.drain_window(window, &mut to),
-                    Err(_) => continue,
-                },
-                // SAFETY: as for the stack arm; `add_phase_range`'s contract makes this poller the
-                // only host writer of the range's `host_phase` words and reply words.
-                Kind::PhaseRange { start, end } => {
-                    match unsafe { PhaseView::from_raw(b.base, b.len, b.num_packets) } {
-                        Ok(view) => view.drain_range(*start as usize..*end as usize, &mut to),
-                        Err(_) => continue,
-                    }
-                }
-            };
+            // SAFETY: `add`'s contract keeps the memory valid while registered, and we hold the
+            // lock that `remove` needs. `add` checked the layout for this protocol, so `from_raw`
+            // cannot fail. For a range, `add_phase_range`'s contract makes this poller the only
+            // host writer of the range's `host_phase` words and reply words.
+            match unsafe { AnyView::from_raw(b.protocol, b.base, b.len, b.num_packets) } {
+                Ok(view) => report += view.drain_scope(&mut b.scope, &mut to),
+                Err(_) => continue,
+            }
         }
         report
     }
@@ -354,8 +212,9 @@ impl<D: Dispatch + ?Sized> DrainHandler for DispatchTo<'_, D> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::phase::phase_buffer_size;
-    use crate::service::ERROR_REPLY;
+    use crate::dispatch::{ErrorCode, ServiceTable, ERROR_REPLY};
+    use crate::lane::SLOT_WORDS;
+    use crate::{phase, stack};
 
     extern crate std;
     use std::vec::Vec;
@@ -374,16 +233,16 @@ mod tests {
     #[test]
     fn one_poll_serves_both_protocols_side_by_side() {
         let (n_stack, n_phase) = (3usize, 5usize);
-        let stack_len = crate::layout::buffer_size(n_stack).unwrap();
-        let phase_len = phase_buffer_size(n_phase).unwrap();
+        let stack_len = stack::buffer_size(n_stack).unwrap();
+        let phase_len = phase::buffer_size(n_phase).unwrap();
         let (mut stack_mem, mut phase_mem) = (raw(stack_len), raw(phase_len));
         let (stack_base, phase_base) = (stack_mem.as_mut_ptr() as *mut u8, phase_mem.as_mut_ptr() as *mut u8);
         // SAFETY: both allocations outlive the views and the poller (removed below) and are only
         // accessed through atomics.
         let (stack, phase) = unsafe {
             (
-                BufferView::from_raw(stack_base, stack_len, n_stack as u64).unwrap(),
-                PhaseView::from_raw(phase_base, phase_len, n_phase as u64).unwrap(),
+                stack::View::from_raw(stack_base, stack_len, n_stack as u64).unwrap(),
+                phase::View::from_raw(phase_base, phase_len, n_phase as u64).unwrap(),
             )
         };
         stack.init(stack_base as u64, 0);
@@ -394,14 +253,14 @@ mod tests {
         services.register(1, &add_one).ok().unwrap();
         // SAFETY: as above.
         unsafe {
-            poller.add(stack_base, stack_len, n_stack as u64).unwrap();
-            poller.add_phase(phase_base, phase_len, n_phase as u64).unwrap();
+            poller.add(Protocol::Stack, stack_base, stack_len, n_stack as u64).unwrap();
+            poller.add(Protocol::Phase, phase_base, phase_len, n_phase as u64).unwrap();
             assert_eq!(
-                poller.add_phase(phase_base, phase_len, n_phase as u64),
+                poller.add(Protocol::Phase, phase_base, phase_len, n_phase as u64),
                 Err(PollerError::AlreadyRegistered { base: phase_base as usize })
             );
             assert!(matches!(
-                poller.add_phase(stack_base, stack_len, n_phase as u64),
+                poller.add(Protocol::Phase, stack_base, stack_len, n_phase as u64),
                 Err(PollerError::Layout(LayoutError::TooSmall { .. }))
             ));
         }

@@ -2,7 +2,8 @@
 //!
 //! Production builds use [`portable_atomic`], whose `AtomicU64`/`AtomicU32` have exactly the
 //! in-memory representation of `u64`/`u32`, so a raw buffer written by device code can be viewed
-//! through the `repr(C)` types of [`crate::layout`]. Under `--cfg loom` the same names resolve to
+//! through the `repr(C)` types of each protocol's layout ([`crate::stack::Prefix`],
+//! [`crate::phase::Prefix`], [`crate::Payload`], ...). Under `--cfg loom` the same names resolve to
 //! loom's model-checked atomics, and payload words become loom cells so that the models prove the
 //! protocol orders a correct device's payload writes before the host reads them.
 
@@ -14,7 +15,7 @@ pub use portable_atomic::{fence, AtomicU32, AtomicU64, Ordering};
 /// One spin of a busy-wait loop: a CPU hint in production, a yield to the scheduler under loom
 /// (loom must see the spinning thread give way, or it reports a livelock).
 #[inline]
-pub fn spin_hint() {
+pub(crate) fn spin_hint() {
     #[cfg(loom)]
     loom::thread::yield_now();
     #[cfg(not(loom))]
@@ -30,7 +31,7 @@ pub fn spin_hint() {
 /// top, and multiply the interleavings it explores past what the preemption bound allows (it
 /// more than doubled the executions of the 2-wave end-to-end model in `loom-tests`).
 #[inline]
-pub fn retry_hint() {
+pub(crate) fn retry_hint() {
     core::hint::spin_loop();
 }
 
@@ -63,8 +64,9 @@ impl PayloadWord {
         }
     }
 
-    /// Reads the word. The caller must own the packet (see [`crate::packet`]) for the value to
-    /// mean anything; in production a racing write yields some value, never undefined behaviour.
+    /// Reads the word. The caller must own the packet (see the ownership tables of
+    /// [`crate::stack`] and [`crate::phase`]) for the value to mean anything; in production a
+    /// racing write yields some value, never undefined behaviour.
     #[inline]
     pub fn read(&self) -> u64 {
         // Relaxed: the packet protocol orders this read after the owner's writes.

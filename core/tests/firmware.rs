@@ -1,10 +1,8 @@
 //! A firmware-like runtime: no threads, no allocator in the loop. Its main loop submits work from
 //! its "device" side and calls `Poller::poll_once` to serve it, with a fixed-capacity service table.
 
-use hostcall_core::buffer::BufferView;
-use hostcall_core::layout::{buffer_size, SLOT_WORDS};
-use hostcall_core::poller::{Poller, ServiceTable};
-use hostcall_core::service::ErrorCode;
+use hostcall_core::stack::{buffer_size, View};
+use hostcall_core::{ErrorCode, Poller, Protocol, ServiceTable, SLOT_WORDS};
 
 fn double(request: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
     request[0].checked_mul(2).map(|d| [d, 0]).ok_or(ErrorCode::Refused)
@@ -19,14 +17,14 @@ fn a_main_loop_serves_its_own_hostcalls() {
     let len = memory.len() * 8;
     // SAFETY: `memory` outlives the view and the poller's use of it (removed below), and is only
     // accessed through them.
-    let buffer = unsafe { BufferView::from_raw(base, len, PACKETS as u64) }.unwrap();
+    let buffer = unsafe { View::from_raw(base, len, PACKETS as u64) }.unwrap();
     buffer.init(base as u64, 0);
 
     let mut services: ServiceTable<'_, 4> = ServiceTable::new();
     services.register(42, &double).map_err(|_| ()).unwrap();
     let poller: Poller<2> = Poller::new();
     // SAFETY: as above.
-    unsafe { poller.add(base, len, PACKETS as u64) }.unwrap();
+    unsafe { poller.add(Protocol::Stack, base, len, PACKETS as u64) }.unwrap();
 
     for round in 0..100u64 {
         // Device side: two packets in flight, one with an unknown service.

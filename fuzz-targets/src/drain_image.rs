@@ -23,10 +23,8 @@
 use crate::input::Input;
 use crate::memory::{RawBuffer, PAYLOAD_WORDS, READY_STACK_WORD};
 use crate::services::{serve_model, table, Recorder};
-use hostcall_core::buffer::{DrainError, DrainReport};
-use hostcall_core::layout::{CONTROL_HOST_ERROR, CONTROL_READY, LANES, LANE_MASK, SLOT_WORDS};
-use hostcall_core::poller::Poller;
-use hostcall_core::stack::StackError;
+use hostcall_core::stack::{Malformed, StackError, CONTROL_HOST_ERROR, CONTROL_READY};
+use hostcall_core::{DrainError, DrainReport, Poller, Protocol, LANES, LANE_MASK, SLOT_WORDS};
 
 /// Bit of byte 0: XOR the image onto an initialised buffer instead of copying it over zeros.
 pub(crate) const XOR_ON_INIT: u8 = 0x10;
@@ -63,7 +61,8 @@ pub fn drain_buffer_image(data: &[u8]) {
     let poller: Poller<1> = Poller::new();
     // SAFETY: `buffer` outlives `poller` (declared before it). It is accessed atomically, except
     // by `RawBuffer`'s snapshot copies, which run on this thread between polls: nothing races.
-    unsafe { poller.add(buffer.base(), buffer.len(), num_packets as u64) }.expect("a valid layout");
+    unsafe { poller.add(Protocol::Stack, buffer.base(), buffer.len(), num_packets as u64) }
+        .expect("a valid layout");
     assert_eq!(poller.poll_once(&table), report, "the poller drains like the view");
     assert_words(&buffer.snapshot(), &expected.words);
     assert_eq!(poller.poll_once(&table), DrainReport::default(), "a drain empties the ready-stack");
@@ -113,11 +112,11 @@ fn model_drain(buffer: &RawBuffer, before: &[u64]) -> Expected {
     while next != 0 {
         let index = next & index_mask;
         if index >= n as u64 {
-            errors.push(DrainError::Chain(StackError::IndexOutOfRange { index }));
+            errors.push(DrainError::Stack(Malformed::Chain(StackError::IndexOutOfRange { index })));
             break;
         }
         if steps == n {
-            errors.push(DrainError::Chain(StackError::ChainTooLong { limit: n as u32 }));
+            errors.push(DrainError::Stack(Malformed::Chain(StackError::ChainTooLong { limit: n as u32 })));
             break;
         }
         steps += 1;
@@ -126,7 +125,7 @@ fn model_drain(buffer: &RawBuffer, before: &[u64]) -> Expected {
         next = words[header]; // the drain never writes `next`
         let (service, control) = (words[header + 2] as u32, (words[header + 2] >> 32) as u32);
         if control & CONTROL_READY == 0 {
-            errors.push(DrainError::NotReady { index: index as u32 });
+            errors.push(DrainError::Stack(Malformed::NotReady { index: index as u32 }));
             continue;
         }
         let activemask = words[header + 1] & LANE_MASK;

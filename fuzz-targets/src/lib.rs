@@ -8,7 +8,7 @@
 //! | target | input | what it checks |
 //! | --- | --- | --- |
 //! | [`drain_buffer_image`] | a packet count and a whole buffer image (prefix words, headers, payload bytes) | the host's drain against a reference model: no panic, each packet served at most once, at most `num_packets` served, READY cleared on each served packet, nothing written but the ready-stack top, the served packets' `control` and the active lanes' reply words; `Poller::poll_once` agrees |
-//! | [`producer_consumer_ops`] | a sequence of operations: claim, write lanes, submit, drain, wait, release, drop, hostile scribbles | the producer's path and the drain against a model of the free-list, the ready-stack, the tags and every payload word, until a scribble breaks the protocol; after one, only "no panic, no hang"; `BufferView::init` resets and the model checks again |
+//! | [`producer_consumer_ops`] | a sequence of operations: claim, write lanes, submit, drain, wait, release, drop, hostile scribbles | the producer's path and the drain against a model of the free-list, the ready-stack, the tags and every payload word, until a scribble breaks the protocol; after one, only "no panic, no hang"; `stack::View::init` resets and the model checks again |
 //! | [`message_stream`] | limits, then chunks of message streams (descriptors, data, ids made up or copied from replies) | the assembler and the printf formatter: every chunk answered, the open-message and size limits hold, printf stays within its output limit and is deterministic |
 //!
 //! The inputs are decoded by hand ([`input`]): a short input is padded with zeros, so every byte

@@ -1,11 +1,11 @@
 //! A buffer in raw memory, as a device would see it, and the word offsets of its fields.
 //!
 //! The memory is an exactly sized, 8-aligned array of `AtomicU64` (so AddressSanitizer sees any
-//! access past its end), viewed through `BufferView::from_raw` like a buffer from a GPU runtime.
+//! access past its end), viewed through `stack::View::from_raw` like a buffer from a GPU runtime.
 //! The targets read and write it word by word to play the device and to check the host.
 
-use hostcall_core::buffer::BufferView;
-use hostcall_core::layout::{buffer_size, payloads_offset, HEADERS_OFFSET, LANES, SLOT_WORDS};
+use hostcall_core::stack::{buffer_size, payloads_offset, View, HEADERS_OFFSET};
+use hostcall_core::{LANES, SLOT_WORDS};
 use std::alloc::{alloc_zeroed, handle_alloc_error, Layout};
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -68,13 +68,13 @@ impl RawBuffer {
     }
 
     /// The buffer's view, through the raw-memory path.
-    pub(crate) fn view(&self) -> BufferView<'_> {
+    pub(crate) fn view(&self) -> View<'_> {
         // SAFETY: `words` is `len()` bytes, 8-aligned (`AtomicU64`), and lives as long as the
         // returned borrow of `self`. The view's accesses and this type's `load`/`store` are atomic
         // (`AtomicU64` has the representation of `u64`, and its `UnsafeCell` allows writes through
         // a pointer derived from a shared reference); the plain copies of `snapshot`/`restore`
         // run on the one thread that uses the buffer and its views, so nothing races with them.
-        unsafe { BufferView::from_raw(self.base(), self.len(), self.num_packets as u64) }
+        unsafe { View::from_raw(self.base(), self.len(), self.num_packets as u64) }
             .expect("memory sized and aligned for this packet count")
     }
 
@@ -127,15 +127,4 @@ impl RawBuffer {
         out.as_flattened_mut().copy_from_slice(&words[start..start + PAYLOAD_WORDS]);
         out
     }
-}
-
-/// The lanes of an activemask, lowest first.
-pub(crate) fn lanes(mut mask: u64) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        (mask != 0).then(|| {
-            let lane = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            lane
-        })
-    })
 }

@@ -4,27 +4,33 @@
 
 use crate::input::Input;
 use hostcall::core::message::Descriptor;
-use hostcall::core::service::ERROR_REPLY;
+use hostcall::core::ERROR_REPLY;
 use hostcall::services::message::{ChunkOutcome, MessageLimits};
 use hostcall::services::printf::{printf_message, PrintfLimits};
 
 /// Decodes `data` into limits and a stream of chunks and feeds them to an
 /// [`Assembler`](hostcall::services::message::Assembler); each completed message goes to the printf formatter.
 ///
-/// Input: one byte of limits (open messages 1..=8, message size 8..=1024 bytes), then per chunk
-/// one control byte and 8 words. Control bit 0: replace the descriptor's id with an id the host
+/// Input: one byte of limits (open messages 1..=8, message size 8..=1024 bytes, held bytes 256,
+/// 1 KiB, 4 KiB or the default), then per chunk one control byte and 8 words. Control bit 0: replace the descriptor's id with an id the host
 /// handed out earlier (byte 1 picks which), so the fuzzer reaches real message continuations.
 ///
-/// Checks: the assembler never holds more than its open-message limit; a continuation reply is a
+/// Checks: the assembler never holds more than its open-message and held-bytes limits (a budget
+/// refuses, it never evicts: an open message is dropped only by a chunk naming it); a
+/// continuation reply is a
 /// descriptor without BEGIN and with a nonzero id; a completed message is within the size limit;
 /// printf either fails with a typed error or prints at most its output limit; and the whole
 /// message words through `printf::format_with` agree with `printf_message`.
 pub fn message_stream(data: &[u8]) {
     let mut input = Input::new(data);
     let shape = input.u8();
-    let limits =
-        MessageLimits { max_open: 1 + usize::from(shape & 7), max_message_bytes: 8 << (shape >> 3 & 7) };
-    let printf_limits = PrintfLimits { max_field: 512, max_output: 4096 };
+    let held = [256, 1 << 10, 4 << 10, MessageLimits::default().max_held_bytes];
+    let limits = MessageLimits {
+        max_open: 1 + usize::from(shape & 7),
+        max_message_bytes: 8 << (shape >> 3 & 7),
+        max_held_bytes: held[usize::from(shape >> 6)],
+    };
+    let printf_limits = PrintfLimits { max_field: 512, max_output: 4096, max_work: 8192 };
     let mut assembler = hostcall::services::message::Assembler::new(limits);
     let mut ids: Vec<u64> = Vec::new();
     while !input.is_empty() {
@@ -38,7 +44,13 @@ pub fn message_stream(data: &[u8]) {
             let id = ids[usize::from(pick) % ids.len()];
             request[0] = (request[0] & 0xff) | id << 8;
         }
-        match assembler.on_chunk(&request) {
+        let open_before = assembler.open_messages();
+        let outcome = assembler.on_chunk(&request);
+        if request[0] & 1 == 1 {
+            // A BEGIN opens at most one message and closes none.
+            assert!(assembler.open_messages() >= open_before, "a BEGIN dropped an open message");
+        }
+        match outcome {
             ChunkOutcome::Reply(reply) => {
                 let descriptor = Descriptor::decode(reply[0]).expect("a continuation reply is a descriptor");
                 assert!(!descriptor.begin() && descriptor.id() != 0, "reply {reply:?}");
@@ -51,6 +63,7 @@ pub fn message_stream(data: &[u8]) {
             ChunkOutcome::Error(error) => assert_eq!(error.code().reply()[0], ERROR_REPLY),
         }
         assert!(assembler.open_messages() <= limits.max_open, "more messages open than the limit");
+        assert!(assembler.held_bytes() <= limits.max_held_bytes, "more bytes held than the budget");
     }
 }
 

@@ -21,17 +21,16 @@
 //!
 //! After a breaking scribble only "no panic, no hang" is asserted (and the drain invariants that
 //! hold whatever the memory says), until `REINIT` (or the end of the input) re-initialises the
-//! buffer with `BufferView::init` and the model checks again.
+//! buffer with `stack::View::init` and the model checks again.
 
 use crate::input::Input;
 use crate::memory::{
-    lanes, PayloadWords, RawBuffer, FREE_STACK_WORD, HEADER_WORDS, PAYLOAD_WORDS, READY_STACK_WORD,
+    PayloadWords, RawBuffer, FREE_STACK_WORD, HEADER_WORDS, PAYLOAD_WORDS, READY_STACK_WORD,
 };
 use crate::services::{serve_model, table, Recorder, MIX, PICKY, REFUSE};
-use hostcall_core::buffer::{BufferView, DrainReport};
-use hostcall_core::layout::{LANES, LANE_MASK, SLOT_WORDS};
-use hostcall_core::packet::{Claimed, Completed, Submitted};
-use hostcall_core::poller::{Poller, ServiceTable};
+use hostcall_core::lane::lanes;
+use hostcall_core::stack::{Claimed, Completed, Submitted, View, CONTROL_READY};
+use hostcall_core::{DrainReport, Poller, Protocol, ServiceTable, LANES, LANE_MASK, SLOT_WORDS};
 
 /// Most operations run from one input.
 pub(crate) const MAX_OPS: usize = 2000;
@@ -60,7 +59,8 @@ pub fn producer_consumer_ops(data: &[u8]) {
     let poller: Poller<1> = Poller::new();
     // SAFETY: `buffer` outlives `poller` (declared before it). It is accessed atomically, except
     // by `RawBuffer`'s snapshot copies, which run on this thread between polls: nothing races.
-    unsafe { poller.add(buffer.base(), buffer.len(), buffer.num_packets() as u64) }.expect("a valid layout");
+    unsafe { poller.add(Protocol::Stack, buffer.base(), buffer.len(), buffer.num_packets() as u64) }
+        .expect("a valid layout");
     let mut run = Run::new(&buffer, &poller);
     let mut ops = 0;
     while !input.is_empty() && ops < MAX_OPS {
@@ -151,7 +151,7 @@ struct Done<'a> {
 
 struct Run<'a> {
     buffer: &'a RawBuffer,
-    view: BufferView<'a>,
+    view: View<'a>,
     poller: &'a Poller<1>,
     table: ServiceTable<'static, 4>,
     model: Model,
@@ -320,7 +320,7 @@ impl<'a> Run<'a> {
                 let index = index as usize;
                 assert!(!std::mem::replace(&mut seen[index], true), "packet {index} served twice");
                 let control = self.view.header(index).control.load(hostcall_core::sync::Ordering::Relaxed);
-                assert_eq!(control & hostcall_core::layout::CONTROL_READY, 0, "served {index} still READY");
+                assert_eq!(control & CONTROL_READY, 0, "served {index} still READY");
             }
         }
         let model = &mut self.model;

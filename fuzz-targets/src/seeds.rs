@@ -9,7 +9,8 @@ use crate::drain_image::XOR_ON_INIT;
 use crate::memory::{HEADER_WORDS, PAYLOAD_WORDS};
 use crate::ops::*;
 use crate::services::{MIX, PICKY, REFUSE};
-use hostcall_core::layout::{buffer_size, payloads_offset, CONTROL_READY, HEADERS_OFFSET, LANES, SLOT_WORDS};
+use hostcall_core::stack::{buffer_size, payloads_offset, CONTROL_READY, HEADERS_OFFSET};
+use hostcall_core::{LANES, SLOT_WORDS};
 use std::path::PathBuf;
 
 fn seeds_dir(target: &str) -> PathBuf {

@@ -3,11 +3,9 @@
 //! The host side is the core's own [`ServiceTable`] (unknown ids answered with
 //! [`ErrorCode::UnknownService`]); [`serve_model`] states independently what it must write.
 
-use crate::memory::{lanes, PayloadWords};
-use hostcall_core::buffer::{DrainError, DrainHandler, PacketRequest};
-use hostcall_core::layout::SLOT_WORDS;
-use hostcall_core::poller::{Dispatch, ServiceTable};
-use hostcall_core::service::ErrorCode;
+use crate::memory::PayloadWords;
+use hostcall_core::lane::lanes;
+use hostcall_core::{Dispatch, DrainError, DrainHandler, ErrorCode, PacketRequest, ServiceTable, SLOT_WORDS};
 
 /// Answers `[r0 + r1, r2 ^ r7]`.
 pub(crate) const MIX: u32 = 1;
@@ -16,7 +14,9 @@ pub(crate) const PICKY: u32 = 2;
 /// Refuses every lane.
 pub(crate) const REFUSE: u32 = 3;
 
-type LaneFn = fn(&[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode>;
+/// A lane service (a [`hostcall_core::LaneService`]) as a plain function pointer, so that the
+/// table can borrow it from a static and the model can call it directly.
+type ServiceFn = fn(&[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode>;
 
 fn mix(r: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
     Ok([r[0].wrapping_add(r[1]), r[2] ^ r[7]])
@@ -34,9 +34,9 @@ fn refuse(_: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
     Err(ErrorCode::Refused)
 }
 
-static MIX_FN: LaneFn = mix;
-static PICKY_FN: LaneFn = picky;
-static REFUSE_FN: LaneFn = refuse;
+static MIX_FN: ServiceFn = mix;
+static PICKY_FN: ServiceFn = picky;
+static REFUSE_FN: ServiceFn = refuse;
 
 /// The host's service table.
 pub(crate) fn table() -> ServiceTable<'static, 4> {
@@ -52,7 +52,7 @@ pub(crate) fn table() -> ServiceTable<'static, 4> {
 /// What the host must do to a served packet: the reply words of each active lane written into
 /// `payload`; returns whether the packet gets the host-error flag.
 pub(crate) fn serve_model(service: u32, activemask: u64, payload: &mut PayloadWords) -> bool {
-    let known: Option<LaneFn> = match service {
+    let known: Option<ServiceFn> = match service {
         MIX => Some(mix),
         PICKY => Some(picky),
         REFUSE => Some(refuse),

@@ -32,17 +32,16 @@
 #![cfg(loom)]
 #![warn(missing_docs)]
 
-use hostcall_core::buffer::{BufferView, DrainError, DrainHandler, PacketRequest};
-use hostcall_core::layout::{BufferPrefix, PacketHeader, Payload, SLOT_WORDS};
-use hostcall_core::packet::{Claimed, Completed, Submitted};
-use hostcall_core::tagged::TaggedPtr;
+use hostcall_core::__internal::free_list;
+use hostcall_core::stack::{Claimed, Completed, Header, Prefix, Submitted, TaggedPtr, View};
+use hostcall_core::{DrainError, DrainHandler, PacketRequest, Payload, SLOT_WORDS};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread::{self, Thread};
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
 use std::sync::Arc as StdArc;
 use std::time::Instant;
 
-pub use hostcall_core::layout::LANES;
+pub use hostcall_core::LANES;
 
 /// The preemption bound used when `LOOM_MAX_PREEMPTIONS` is not set.
 pub const DEFAULT_PREEMPTIONS: usize = 3;
@@ -75,10 +74,10 @@ pub fn check_bounded(name: &str, max_bound: usize, model: impl Fn() + Sync + Sen
 }
 
 /// What the threads of one model share: a buffer of `n` packets allocated in parts (the core's
-/// own structs, initialised with [`BufferView::init`]) and the model's doorbell.
+/// own structs, initialised with [`View::init`]) and the model's doorbell.
 pub struct Shared {
-    prefix: BufferPrefix,
-    headers: Vec<PacketHeader>,
+    prefix: Prefix,
+    headers: Vec<Header>,
     payloads: Vec<Payload>,
     /// Requests announced by waves through `Shared::ring`. Relaxed: it only tells the host
     /// whether it may park; the unpark that follows each increment is what wakes it.
@@ -90,8 +89,8 @@ impl Shared {
     /// `n` packets; the calling thread is the host (models without a host never ring).
     pub fn new(n: usize) -> Self {
         let shared = Self {
-            prefix: BufferPrefix::default(),
-            headers: (0..n).map(|_| PacketHeader::default()).collect(),
+            prefix: Prefix::default(),
+            headers: (0..n).map(|_| Header::default()).collect(),
             payloads: (0..n).map(|_| Payload::default()).collect(),
             rung: AtomicUsize::new(0),
             host: thread::current(),
@@ -101,8 +100,8 @@ impl Shared {
     }
 
     /// A view of the buffer.
-    pub fn view(&self) -> BufferView<'_> {
-        BufferView::from_parts(&self.prefix, &self.headers, &self.payloads).expect("a valid buffer")
+    pub fn view(&self) -> View<'_> {
+        View::from_parts(&self.prefix, &self.headers, &self.payloads).expect("a valid buffer")
     }
 
     /// A wave tells the host a request is coming. Call it after `claim` and before writing the
@@ -221,7 +220,7 @@ impl DrainHandler for Host {
 }
 
 /// Claims a packet, yielding while the free-list is empty (more waves than packets).
-pub fn claim_retrying<'a>(buffer: &BufferView<'a>) -> Claimed<'a> {
+pub fn claim_retrying<'a>(buffer: &View<'a>) -> Claimed<'a> {
     loop {
         match buffer.claim() {
             Ok(Some(packet)) => return packet,
@@ -271,7 +270,7 @@ pub fn wave(shared: &Shared, wave: usize, calls: usize, calls_max: usize) -> Vec
 
 /// The pointer packet `index` has on the free-list right after `init` (PROTOCOL.md section 1:
 /// packet 0 carries tag 1 so it is not null, the others tag 0).
-pub fn initial_ptr(buffer: &BufferView<'_>, index: usize) -> TaggedPtr {
+pub fn initial_ptr(buffer: &View<'_>, index: usize) -> TaggedPtr {
     let g = buffer.geometry();
     let raw = if index == 0 { g.tag_step() } else { index as u64 };
     g.decode(raw).expect("in range").expect("not null")
@@ -281,11 +280,11 @@ pub fn initial_ptr(buffer: &BufferView<'_>, index: usize) -> TaggedPtr {
 /// tag advanced by exactly one step per claim. `claims` holds every claim's tagged pointer; the
 /// claims of one packet must be its initial pointer advanced 0, 1, 2... times, so each reuse of a
 /// packet was claimed with a strictly larger tag than the use before.
-pub fn assert_free_list_advanced(buffer: &BufferView<'_>, claims: &[TaggedPtr]) {
+pub fn assert_free_list_advanced(buffer: &View<'_>, claims: &[TaggedPtr]) {
     let g = buffer.geometry();
     let n = g.num_packets() as usize;
     let mut on_free_list = vec![None; n];
-    for link in buffer.free_list().take_all() {
+    for link in free_list(buffer).take_all() {
         let ptr = link.expect("a well-formed free-list");
         assert!(on_free_list[ptr.index()].replace(ptr).is_none(), "packet {} twice", ptr.index());
     }

@@ -12,17 +12,17 @@
 //! The free-list's tag rule has its broken twin in `free_list_aba.rs`.
 #![cfg(loom)]
 
-use hostcall_core::buffer::{BufferView, PacketRequest};
-use hostcall_core::layout::{CONTROL_READY, LANES, SLOT_WORDS};
+use hostcall_core::__internal::free_list;
+use hostcall_core::stack::{TaggedPtr, View, CONTROL_READY};
 use hostcall_core::sync::Ordering;
-use hostcall_core::tagged::TaggedPtr;
+use hostcall_core::{PacketRequest, LANES, SLOT_WORDS};
 use loom::thread;
 use loom_tests::{check, Shared};
 use std::sync::Arc;
 
 /// A test-only copy of `TaggedStack::push` onto the ready-stack whose successful CAS uses
 /// `success` (the core uses Release).
-fn push_ready_with(buffer: &BufferView<'_>, ptr: TaggedPtr, success: Ordering) {
+fn push_ready_with(buffer: &View<'_>, ptr: TaggedPtr, success: Ordering) {
     let top = &buffer.prefix().ready_stack;
     let header = buffer.header(ptr.index());
     let mut current = top.load(Ordering::Relaxed);
@@ -43,7 +43,7 @@ fn producer_and_host(success: Ordering) {
         let shared = shared.clone();
         thread::spawn(move || {
             let buffer = shared.view();
-            let ptr = buffer.free_list().pop().unwrap().expect("a free packet");
+            let ptr = free_list(&buffer).pop().unwrap().expect("a free packet");
             for (lane, slot) in buffer.payload(ptr.index()).slots.iter().enumerate() {
                 for (word, cell) in slot.iter().enumerate() {
                     cell.write((lane * SLOT_WORDS + word) as u64);

@@ -16,14 +16,14 @@
 //! advanced once per claim.
 //!
 //! `untagged_release_is_caught` is the deliberately broken twin: it returns packets through the
-//! core's public `TaggedStack::push` without advancing the tag, and loom finds the corruption
+//! core's `TaggedStack::push` (reached through the loom-only `__internal` path) without advancing
+//! the tag, and loom finds the corruption
 //! (B pops P and Q, pushes P back; A's stale CAS of P -> Q succeeds, putting Q, which B holds,
 //! on top; B's push of Q then links Q to itself).
 #![cfg(loom)]
 
-use hostcall_core::buffer::BufferView;
-use hostcall_core::packet::Claimed;
-use hostcall_core::tagged::TaggedPtr;
+use hostcall_core::__internal::free_list;
+use hostcall_core::stack::{Claimed, TaggedPtr, View};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use loom_tests::{check, check_bounded, initial_ptr, Shared};
@@ -32,9 +32,9 @@ use std::sync::Arc;
 /// How a wave takes and returns packets: the real producer path, or the broken one.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Path {
-    /// `BufferView::claim`, and dropping the `Claimed` handle (release with the tag advanced).
+    /// `stack::View::claim`, and dropping the `Claimed` handle (release with the tag advanced).
     Core,
-    /// `free_list().pop()` and `free_list().push(ptr)` of the same pointer: no tag advance.
+    /// `free_list(..).pop()` and `free_list(..).push(ptr)` of the same pointer: no tag advance.
     Untagged,
 }
 
@@ -62,11 +62,11 @@ struct Model {
 }
 
 impl Model {
-    fn take<'a>(&self, buffer: &BufferView<'a>, wave: u64) -> Hold<'a> {
+    fn take<'a>(&self, buffer: &View<'a>, wave: u64) -> Hold<'a> {
         let hold = loop {
             let got = match self.path {
                 Path::Core => buffer.claim().unwrap().map(Hold::Core),
-                Path::Untagged => buffer.free_list().pop().unwrap().map(Hold::Untagged),
+                Path::Untagged => free_list(buffer).pop().unwrap().map(Hold::Untagged),
             };
             match got {
                 Some(hold) => break hold,
@@ -80,14 +80,14 @@ impl Model {
         hold
     }
 
-    fn give_back(&self, buffer: &BufferView<'_>, hold: Hold<'_>, wave: u64) {
+    fn give_back(&self, buffer: &View<'_>, hold: Hold<'_>, wave: u64) {
         let index = hold.index();
         let mark = buffer.payload(index).slots[0][0].read();
         assert_eq!(mark, wave, "free-list corrupted: packet {index} held by two waves");
         self.held[index].store(false, Ordering::Relaxed);
         match hold {
             Hold::Core(claimed) => drop(claimed),
-            Hold::Untagged(ptr) => buffer.free_list().push(ptr),
+            Hold::Untagged(ptr) => free_list(buffer).push(ptr),
         }
     }
 }
@@ -126,7 +126,7 @@ fn claim_release_cycles(path: Path, packets: usize, waves: &'static [&'static [u
     let g = buffer.geometry();
     let mut steps = 0;
     let mut seen = vec![false; packets];
-    for link in buffer.free_list().take_all() {
+    for link in free_list(&buffer).take_all() {
         let ptr = link.unwrap_or_else(|e| panic!("free-list corrupted: {e}"));
         let index = ptr.index();
         assert!(!std::mem::replace(&mut seen[index], true), "free-list corrupted: packet {index} twice");

@@ -1,8 +1,8 @@
 //! loom models of the phase protocol (PROTOCOL.md section 2, `hostcall_core::phase`).
 //!
-//! Waves are threads that go through the real device path (`PhaseView::claim`, `write_lane`,
+//! Waves are threads that go through the real device path (`View::claim`, `write_lane`,
 //! `Claimed::submit`, `Submitted::wait_until`, `reply`, `Completed::release`); the host is the
-//! model's main thread calling the real scan (`PhaseView::drain_window`). Over every interleaving
+//! model's main thread calling the real scan (`View::drain_window`). Over every interleaving
 //! loom explores (preemptions bounded by `LOOM_MAX_PREEMPTIONS`, default 3; the 3-wave model caps
 //! it at 1) the models prove:
 //!
@@ -27,10 +27,9 @@
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p loom-tests --release --test phase_protocol`
 #![cfg(loom)]
 
-use hostcall_core::buffer::PacketRequest;
-use hostcall_core::layout::{Payload, LANES, LANE_MASK};
-use hostcall_core::phase::{occupied_words, Claimed, PhaseHeader, PhaseParts, PhasePrefix, PhaseView};
+use hostcall_core::phase::{occupied_words, Claimed, Header, Parts, Prefix, View};
 use hostcall_core::sync::{AtomicU32, Ordering};
+use hostcall_core::{PacketRequest, Payload, LANES, LANE_MASK};
 use loom::sync::{Arc, Notify};
 use loom::thread;
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
@@ -41,11 +40,11 @@ const SERVICE: u32 = 7;
 /// A phase buffer allocated normally (loom atomics do not have the ABI representation), and one
 /// wake-up per wave.
 struct Model {
-    prefix: PhasePrefix,
+    prefix: Prefix,
     device_phase: Vec<AtomicU32>,
     host_phase: Vec<AtomicU32>,
     occupied: Vec<AtomicU32>,
-    headers: Vec<PhaseHeader>,
+    headers: Vec<Header>,
     payloads: Vec<Payload>,
     wake: Vec<Notify>,
     /// Whether the host wakes every wave after a scan that served something, not just the waves
@@ -60,11 +59,11 @@ impl Model {
     fn new(packets: usize, waves: usize) -> Arc<Self> {
         let words = |k: usize| (0..k).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
         let model = Self {
-            prefix: PhasePrefix::default(),
+            prefix: Prefix::default(),
             device_phase: words(packets),
             host_phase: words(packets),
             occupied: words(occupied_words(packets)),
-            headers: (0..packets).map(|_| PhaseHeader::default()).collect(),
+            headers: (0..packets).map(|_| Header::default()).collect(),
             payloads: (0..packets).map(|_| Payload::default()).collect(),
             wake: (0..waves).map(|_| Notify::new()).collect(),
             host_wakes_all: false,
@@ -74,8 +73,8 @@ impl Model {
         Arc::new(model)
     }
 
-    fn view(&self) -> PhaseView<'_> {
-        PhaseView::from_parts(PhaseParts {
+    fn view(&self) -> View<'_> {
+        View::from_parts(Parts {
             prefix: &self.prefix,
             device_phase: &self.device_phase,
             host_phase: &self.host_phase,
@@ -126,7 +125,7 @@ fn reply_for(wave: u64, lane: usize) -> [u64; 2] {
 }
 
 /// Claims a packet, blocking until some wave releases one while none is free.
-fn claim<'a>(model: &Model, view: &PhaseView<'a>, wave: usize) -> Claimed<'a> {
+fn claim<'a>(model: &Model, view: &View<'a>, wave: usize) -> Claimed<'a> {
     loop {
         match view.claim(wave) {
             Some(claimed) => return claimed,

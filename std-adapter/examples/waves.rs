@@ -13,8 +13,8 @@
 //! through the PRINTF message stream, printed to stdout; the reply (characters printed) is checked.
 
 use hostcall::buffer::Protocol;
-use hostcall::core::layout::SLOT_WORDS;
-use hostcall::core::service::{FUNCTION_CALL, PRINTF};
+use hostcall::core::dispatch::{FUNCTION_CALL, PRINTF};
+use hostcall::core::SLOT_WORDS;
 use hostcall::prelude::*;
 use hostcall::serve::registry::PacketService;
 use std::io::IsTerminal;
@@ -93,7 +93,7 @@ extern "C" fn mul_add(out: *mut [u64; 2], input: *const [u64; 7]) {
 /// Per packet: each lane gets the sum of word 0 over all active lanes, and its lane number.
 struct LaneSum;
 impl PacketService for LaneSum {
-    fn serve(&self, packet: &mut hostcall::core::buffer::PacketRequest<'_>) {
+    fn serve(&self, packet: &mut hostcall::core::PacketRequest<'_>) {
         let sum = packet.lanes().map(|lane| packet.request(lane)[0]).fold(0u64, u64::wrapping_add);
         for lane in packet.lanes() {
             packet.reply(lane, [sum, lane as u64]);

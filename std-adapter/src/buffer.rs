@@ -3,11 +3,8 @@
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
-use hostcall_core::buffer::BufferView;
-use hostcall_core::layout::{buffer_align, buffer_size};
-use hostcall_core::phase::{phase_buffer_align, phase_buffer_size, PhaseView};
-pub use hostcall_core::poller::Protocol;
-use hostcall_core::tagged::Geometry;
+pub use hostcall_core::Protocol;
+use hostcall_core::{packet_count, AnyView, LayoutError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -20,7 +17,7 @@ const CACHE_LINE: usize = 64;
 /// (free-list) never touch the line the host polls and swaps (ready-stack), which saves a line
 /// transfer between the two sides per hostcall. With 2 packets it also puts both headers in the
 /// ready-stack's line and each payload slot on a line of its own. Any offset that is a multiple of
-/// [`buffer_align`] is valid for the protocol; this one is only faster. (A phase buffer starts at
+/// the stack protocol's alignment is valid for it; this one is only faster. (A phase buffer starts at
 /// the line boundary: its own layout already separates the words each side writes.)
 const STACK_BASE_OFFSET: usize = 32;
 
@@ -34,7 +31,7 @@ pub struct HostcallBuffer {
     offset: usize,
     /// Bytes of the buffer proper (the protocol's buffer size for `num_packets`).
     size: usize,
-    geometry: Geometry,
+    num_packets: u32,
     doorbell: Arc<dyn Doorbell>,
     protocol: Protocol,
     /// Device address of a phase buffer's `occupied` bitmap kept outside the buffer (0: the
@@ -43,33 +40,6 @@ pub struct HostcallBuffer {
     /// The device-memory bitmap at `occupied`, where this buffer owns it
     /// ([`HostcallBuffer::with_device_occupied`]).
     device_occupied: Option<DeviceAllocation>,
-}
-
-/// A checked view of a [`HostcallBuffer`], by protocol.
-#[derive(Clone, Copy)]
-pub enum ProtocolView<'a> {
-    /// The stack protocol (PROTOCOL.md section 1).
-    Stack(BufferView<'a>),
-    /// The phase protocol (PROTOCOL.md section 2).
-    Phase(PhaseView<'a>),
-}
-
-impl<'a> ProtocolView<'a> {
-    /// The stack-protocol view, if this is a stack buffer.
-    pub fn stack(self) -> Option<BufferView<'a>> {
-        match self {
-            Self::Stack(view) => Some(view),
-            Self::Phase(_) => None,
-        }
-    }
-
-    /// The phase-protocol view, if this is a phase buffer.
-    pub fn phase(self) -> Option<PhaseView<'a>> {
-        match self {
-            Self::Phase(view) => Some(view),
-            Self::Stack(_) => None,
-        }
-    }
 }
 
 impl HostcallBuffer {
@@ -93,12 +63,13 @@ impl HostcallBuffer {
     /// Allocates and initialises a buffer of the given protocol.
     ///
     /// ```
-    /// use hostcall::buffer::{HostcallBuffer, Protocol, ProtocolView};
+    /// use hostcall::buffer::{HostcallBuffer, Protocol};
+    /// use hostcall::core::AnyView;
     /// use hostcall::{doorbell::ParkingDoorbell, memory::HostMemory};
     /// use std::sync::Arc;
     /// let doorbell = Arc::new(ParkingDoorbell::new());
     /// let buffer = HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, Protocol::Phase).unwrap();
-    /// assert!(matches!(buffer.view(), ProtocolView::Phase(_)));
+    /// assert!(matches!(buffer.view(), AnyView::Phase(_)));
     /// ```
     pub fn with_protocol(
         memory: Arc<dyn DeviceMemory>,
@@ -106,21 +77,27 @@ impl HostcallBuffer {
         doorbell: Arc<dyn Doorbell>,
         protocol: Protocol,
     ) -> Result<Self, Error> {
-        let geometry = Geometry::new(num_packets).map_err(|e| Error::Layout(e.into()))?;
-        let n = geometry.num_packets() as usize;
-        const _: () = assert!(STACK_BASE_OFFSET % buffer_align() == 0 && CACHE_LINE % buffer_align() == 0);
-        const _: () = assert!(CACHE_LINE % phase_buffer_align() == 0);
-        let (size, offset) = match protocol {
-            Protocol::Stack => (buffer_size(n), STACK_BASE_OFFSET),
-            Protocol::Phase => (phase_buffer_size(n), 0),
-        };
-        // `Geometry` bounds n, so the size exists on 64-bit targets.
-        let too_big = hostcall_core::buffer::LayoutError::TooSmall { needed: usize::MAX, given: 0 };
-        let size = size.ok_or(Error::Layout(too_big))?;
+        let num_packets = packet_count(num_packets).map_err(|e| Error::Layout(e.into()))?;
+        const STACK_ALIGN: usize = Protocol::Stack.buffer_align();
+        const _: () = assert!(STACK_BASE_OFFSET % STACK_ALIGN == 0 && CACHE_LINE % STACK_ALIGN == 0);
+        const _: () = assert!(CACHE_LINE % Protocol::Phase.buffer_align() == 0);
+        // Placement only (see `STACK_BASE_OFFSET`); every protocol rule comes from the core.
+        let offset = if protocol == Protocol::Stack { STACK_BASE_OFFSET } else { 0 };
+        // `packet_count` bounds the count, so the size exists on 64-bit targets.
+        let too_big = LayoutError::TooSmall { needed: usize::MAX, given: 0 };
+        let size = protocol.buffer_size(num_packets as usize).ok_or(Error::Layout(too_big))?;
         let allocation = DeviceAllocation::new(memory, offset + size, CACHE_LINE)?;
         let occupied = AtomicU64::new(0);
-        let buffer =
-            Self { allocation, offset, size, geometry, doorbell, protocol, occupied, device_occupied: None };
+        let buffer = Self {
+            allocation,
+            offset,
+            size,
+            num_packets,
+            doorbell,
+            protocol,
+            occupied,
+            device_occupied: None,
+        };
         buffer.reset();
         Ok(buffer)
     }
@@ -130,35 +107,27 @@ impl HostcallBuffer {
         self.protocol
     }
 
-    /// The buffer's view (checked once more; cheap).
-    pub fn view(&self) -> ProtocolView<'_> {
+    /// The buffer's view, through the core's protocol switch (checked once more; cheap).
+    pub fn view(&self) -> AnyView<'_> {
         let (base, len, n) = (self.as_ptr(), self.size, self.num_packets());
-        // SAFETY (both arms): `as_ptr()..as_ptr() + size` lies inside the allocation (`offset +
-        // size` bytes), sized for this protocol and packet count in `with_protocol` and aligned for
-        // it (the allocation is aligned to a cache line, the offset a multiple of the protocol's
+        // SAFETY: `as_ptr()..as_ptr() + size` lies inside the allocation (`offset + size` bytes),
+        // sized for this protocol and packet count in `with_protocol` and aligned for it (the
+        // allocation is aligned to a cache line, the offset a multiple of the protocol's
         // alignment); it lives as long as `self` and is only ever accessed through atomics (views
         // and device code).
-        let view = match self.protocol {
-            Protocol::Stack => unsafe { BufferView::from_raw(base, len, n) }.map(ProtocolView::Stack),
-            Protocol::Phase => unsafe { PhaseView::from_raw(base, len, n) }.map(ProtocolView::Phase),
-        };
+        let view = unsafe { AnyView::from_raw(self.protocol, base, len, n) };
         view.expect("the allocation was sized and aligned for this geometry")
     }
 
     /// (Re-)initialises the shared memory: every packet free, nothing submitted. Waves in
     /// flight lose their packets, so call it only when none are (or after corruption).
     pub fn reset(&self) {
-        let (device_base, doorbell) = (self.device_address(), self.doorbell.handle());
-        match self.view() {
-            ProtocolView::Stack(view) => view.init(device_base, doorbell),
-            ProtocolView::Phase(view) => {
-                view.init(device_base, doorbell);
-                // Relaxed: written before the hand-off that publishes it, like `init`'s stores.
-                let occupied = self.occupied.load(Ordering::Relaxed);
-                if occupied != 0 {
-                    view.set_occupied_address(occupied);
-                }
-            }
+        let view = self.view();
+        view.init(self.device_address(), self.doorbell.handle());
+        // Relaxed: written before the hand-off that publishes it, like `init`'s stores.
+        let occupied = self.occupied.load(Ordering::Relaxed);
+        if let (Some(phase), true) = (view.phase(), occupied != 0) {
+            phase.set_occupied_address(occupied);
         }
     }
 
@@ -170,7 +139,7 @@ impl HostcallBuffer {
     /// and must not share such a buffer with device code. Call before handing the buffer to any
     /// device. [`Error::Unsupported`] for a stack buffer, which has no bitmap.
     pub fn set_device_occupied(&self, address: u64) -> Result<(), Error> {
-        let ProtocolView::Phase(view) = self.view() else {
+        let Some(view) = self.view().phase() else {
             return Err(Error::Unsupported("a stack-protocol buffer has no occupied bitmap".into()));
         };
         // Relaxed: read back only by `reset`, on threads the caller orders after this one.
@@ -204,7 +173,7 @@ impl HostcallBuffer {
 
     /// Number of packets.
     pub fn num_packets(&self) -> u64 {
-        u64::from(self.geometry.num_packets())
+        u64::from(self.num_packets)
     }
 
     /// The host address of the buffer.

@@ -1,13 +1,13 @@
 //! Emulated waves: CPU threads that make hostcalls through the core's real producer path, so
 //! tests, examples, benchmarks and firmware-like embedders exercise the protocol a GPU speaks.
 
-use crate::buffer::{HostcallBuffer, ProtocolView};
+use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
-use hostcall_core::buffer::BufferView;
-use hostcall_core::layout::{LANES, REPLY_WORDS, SLOT_WORDS};
+use hostcall_core::lane::lanes;
 use hostcall_core::message::MessageWriter;
-use hostcall_core::phase::PhaseView;
+use hostcall_core::{AnyView, ClaimedPacket, CompletedPacket, Protocol, SubmittedPacket};
+use hostcall_core::{LANES, REPLY_WORDS, SLOT_WORDS};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -148,14 +148,8 @@ impl Wave {
         request: impl Fn(usize) -> [u64; SLOT_WORDS],
     ) -> Result<Reply, Error> {
         let doorbell = self.buffer.doorbell().as_ref();
-        match self.buffer.view() {
-            ProtocolView::Stack(view) => {
-                call_on(&view, doorbell, activemask, self.waiting(), service, request)
-            }
-            ProtocolView::Phase(view) => {
-                call_on_phase(&view, self.start, doorbell, activemask, self.waiting(), service, request)
-            }
-        }
+        let call = Call { service, activemask, waiting: self.waiting() };
+        call_on(&self.buffer.view(), self.start, doorbell, call, request)
     }
 }
 
@@ -163,15 +157,15 @@ impl Wave {
 /// for buffers enabled with [`crate::lifecycle`], and the C ABI's emulated wave.
 #[derive(Clone, Copy)]
 pub struct RawWave<'a> {
-    view: BufferView<'a>,
+    view: AnyView<'a>,
     doorbell: &'a dyn Doorbell,
     activemask: u64,
     timeout: Option<Duration>,
 }
 
 impl<'a> RawWave<'a> {
-    /// A wave with `activemask` on the buffer of `num_packets` packets at `base` (`len` bytes),
-    /// ringing `doorbell` after each submit. Checks the address and the length.
+    /// A wave with `activemask` on the stack-protocol buffer of `num_packets` packets at `base`
+    /// (`len` bytes), ringing `doorbell` after each submit. Checks the address and the length.
     ///
     /// # Safety
     /// - `base..base + len` must hold a buffer initialised for `num_packets` packets;
@@ -184,7 +178,7 @@ impl<'a> RawWave<'a> {
         activemask: u64,
     ) -> Result<Self, Error> {
         // SAFETY: forwarded from this function's contract.
-        let view = unsafe { BufferView::from_raw(base, len, num_packets) }?;
+        let view = unsafe { AnyView::from_raw(Protocol::Stack, base, len, num_packets) }?;
         Ok(Self { view, doorbell, activemask, timeout: None })
     }
 
@@ -196,14 +190,9 @@ impl<'a> RawWave<'a> {
 
     /// One hostcall, as [`Wave::call`].
     pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
-        call_on(
-            &self.view,
-            self.doorbell,
-            self.activemask,
-            Waiting { timeout: self.timeout, spin_only: false },
-            service,
-            request,
-        )
+        let waiting = Waiting { timeout: self.timeout, spin_only: false };
+        let call = Call { service, activemask: self.activemask, waiting };
+        call_on(&self.view, 0, self.doorbell, call, request)
     }
 }
 
@@ -213,84 +202,49 @@ impl std::fmt::Debug for RawWave<'_> {
     }
 }
 
-/// The producer path: claim, fill, submit, ring, wait.
-fn call_on(
-    view: &BufferView<'_>,
-    doorbell: &dyn Doorbell,
+/// One hostcall's parameters: the service, the lanes that call, and how to wait.
+#[derive(Clone, Copy)]
+struct Call {
+    service: u32,
     activemask: u64,
     waiting: Waiting,
-    service: u32,
-    request: impl Fn(usize) -> [u64; SLOT_WORDS],
-) -> Result<Reply, Error> {
-    let mut backoff = Backoff::new(waiting.timeout, waiting.spin_only);
-    let mut claimed = loop {
-        match view.claim()? {
-            Some(packet) => break packet,
-            None => backoff.wait(false)?, // more waves than packets: wait for a release
-        }
-    };
-    fill(activemask, request, |lane, words| claimed.write_lane(lane, words));
-    let submitted = claimed.submit(service, activemask);
-    doorbell.ring();
-    backoff.restart();
-    // On a timeout the host still owns the packet: it is leaked (never released, never reused).
-    // `wait_until` pauses the CPU once per poll itself, hence `wait(true)`.
-    let done =
-        submitted.wait_until(|_| backoff.wait(true).is_ok()).map_err(|_still_submitted| Error::TimedOut)?;
-    Ok(Reply {
-        lanes: replies(activemask, |lane| done.reply(lane)),
-        activemask,
-        host_error: done.host_error(),
-    })
 }
 
-/// The phase protocol's producer path: claim through the bitmap, fill, flip, ring, wait.
-fn call_on_phase(
-    view: &PhaseView<'_>,
+/// The producer path, one for every protocol: claim (from `start`, where the protocol uses it),
+/// fill, submit, ring, wait, read the replies. The core's protocol switch ([`AnyView`]) picks the
+/// protocol; everything here goes through the producer traits both protocols' handles implement.
+fn call_on(
+    view: &AnyView<'_>,
     start: usize,
     doorbell: &dyn Doorbell,
-    activemask: u64,
-    waiting: Waiting,
-    service: u32,
+    call: Call,
     request: impl Fn(usize) -> [u64; SLOT_WORDS],
 ) -> Result<Reply, Error> {
+    let Call { service, activemask, waiting } = call;
     let mut backoff = Backoff::new(waiting.timeout, waiting.spin_only);
     let mut claimed = loop {
-        match view.claim(start) {
+        match view.claim(start)? {
             Some(packet) => break packet,
-            None => backoff.wait(false)?, // every packet busy: wait for one
+            None => backoff.wait(false)?, // more waves than packets, or all busy: wait for one
         }
     };
-    fill(activemask, request, |lane, words| claimed.write_lane(lane, words));
+    for lane in lanes(activemask) {
+        claimed.write_lane(lane, &request(lane));
+    }
     let submitted = claimed.submit(service, activemask);
     doorbell.ring();
     backoff.restart();
-    // On a timeout the dropped handle frees the claim; the packet is not reused before the host
-    // answers (the phases must agree again). `wait(true)`: `wait_until` pauses once per poll.
-    let done = submitted.wait_until(|_| backoff.wait(true).is_ok()).map_err(|_| Error::TimedOut)?;
-    // No control word in the phase protocol: an error shows only as an error reply.
-    let host_error = lanes(activemask).any(|lane| done.error(lane).is_some());
-    Ok(Reply { lanes: replies(activemask, |lane| done.reply(lane)), activemask, host_error })
-}
-
-/// Writes each active lane's request (both protocols' producer paths).
-fn fill(
-    activemask: u64,
-    request: impl Fn(usize) -> [u64; SLOT_WORDS],
-    mut write: impl FnMut(usize, &[u64; SLOT_WORDS]),
-) {
+    // On a timeout the handle is dropped as its protocol says: a stack packet is leaked (the host
+    // still owns it; never released, never reused), a phase packet's claim is freed but the packet
+    // is not reused before the host answers (the phases must agree again). `wait(true)`:
+    // `wait_until` pauses the CPU once per poll itself.
+    let done =
+        submitted.wait_until(|_| backoff.wait(true).is_ok()).map_err(|_still_submitted| Error::TimedOut)?;
+    let mut replies = [[0; REPLY_WORDS]; LANES];
     for lane in lanes(activemask) {
-        write(lane, &request(lane));
+        replies[lane] = done.reply(lane);
     }
-}
-
-/// Reads each active lane's reply (zeros for the others).
-fn replies(activemask: u64, read: impl Fn(usize) -> [u64; REPLY_WORDS]) -> [[u64; REPLY_WORDS]; LANES] {
-    let mut out = [[0; REPLY_WORDS]; LANES];
-    for lane in lanes(activemask) {
-        out[lane] = read(lane);
-    }
-    out
+    Ok(Reply { lanes: replies, activemask, host_error: done.host_error() })
 }
 
 /// How a wave waits: its timeout, and whether it only spins ([`Wave::with_spin_wait`]).
@@ -298,18 +252,6 @@ fn replies(activemask: u64, read: impl Fn(usize) -> [u64; REPLY_WORDS]) -> [[u64
 struct Waiting {
     timeout: Option<Duration>,
     spin_only: bool,
-}
-
-/// The set lanes of `mask`, lowest first (one step per active lane, not per lane).
-fn lanes(mut mask: u64) -> impl Iterator<Item = usize> {
-    mask &= hostcall_core::layout::LANE_MASK;
-    std::iter::from_fn(move || {
-        (mask != 0).then(|| {
-            let lane = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            lane
-        })
-    })
 }
 
 /// Spin, then yield, then sleep: a waiting wave must leave the host's core alone on small

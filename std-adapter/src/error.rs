@@ -1,9 +1,8 @@
 //! The std crate's error type: one enum, each variant wrapping the typed error of its layer.
 
 use crate::memory::MemoryError;
-use hostcall_core::buffer::LayoutError;
-use hostcall_core::poller::PollerError;
 use hostcall_core::stack::StackError;
+use hostcall_core::{LayoutError, PollerError};
 use std::fmt;
 
 /// Anything that can go wrong setting up or using hostcalls.

@@ -34,6 +34,7 @@
 //! - [`serve`]: the service registry, the listener thread and a pool of listeners;
 //! - [`services`]: the built-in services (FUNCTION_CALL, PRINTF, DEVMEM) and message assembly;
 //! - [`device`]: emulated waves on CPU threads;
+//! - [`rate_limit`]: the rate limit on every warning a device can trigger;
 //! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener ([`enable`],
 //!   [`disable`]).
 //!
@@ -51,6 +52,7 @@ pub mod doorbell;
 pub mod error;
 pub mod lifecycle;
 pub mod memory;
+pub mod rate_limit;
 pub mod serve;
 pub mod services;
 
@@ -59,7 +61,7 @@ pub use buffer::{HostcallBuffer, Protocol};
 pub use device::{Reply, Wave};
 pub use doorbell::{Doorbell, ParkingDoorbell};
 pub use error::Error;
-pub use hostcall_core::buffer::PacketRequest;
+pub use hostcall_core::PacketRequest;
 pub use lifecycle::{buffer_align, buffer_size, disable, enable, HostcallRuntime, QueueId};
 pub use memory::{DeviceAllocation, DeviceMemory, HostMemory, MemoryError};
 pub use serve::listener::{Listener, ListenerConfig};
@@ -84,6 +86,5 @@ pub mod prelude {
     pub use crate::serve::registry::{PacketService, Services, Stats};
     pub use crate::services::printf::{PrintfSink, Stream};
     pub use crate::Error;
-    pub use hostcall_core::buffer::PacketRequest;
-    pub use hostcall_core::service::ErrorCode;
+    pub use hostcall_core::{ErrorCode, PacketRequest};
 }

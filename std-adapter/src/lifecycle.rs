@@ -31,9 +31,7 @@ pub use runtime::HostcallRuntime;
 
 use crate::device::{RawWave, Reply};
 use crate::error::Error;
-use hostcall_core::buffer::LayoutError;
-use hostcall_core::layout::SLOT_WORDS;
-use hostcall_core::tagged::{Geometry, GeometryError};
+use hostcall_core::{packet_count, stack, GeometryError, LayoutError, SLOT_WORDS};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,14 +65,14 @@ impl<T> From<*mut T> for QueueId {
 /// assert!(hostcall::buffer_size(1).is_err()); // the stack protocol needs 2 packets
 /// ```
 pub fn buffer_size(num_packets: u32) -> Result<usize, Error> {
-    let geometry = Geometry::new(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))?;
-    hostcall_core::layout::buffer_size(geometry.num_packets() as usize)
+    let num_packets = packet_count(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))?;
+    stack::buffer_size(num_packets as usize)
         .ok_or(Error::Layout(LayoutError::Geometry(GeometryError::TooManyPackets(u64::from(num_packets)))))
 }
 
 /// The alignment a buffer needs (ROCm's `getHostcallBufferAlignment`).
 pub const fn buffer_align() -> usize {
-    hostcall_core::layout::buffer_align()
+    stack::buffer_align()
 }
 
 /// ROCm's `enableHostcalls` on the process-wide default runtime ([`HostcallRuntime::global`]).

@@ -10,8 +10,8 @@
 use hostcall::backend::cuda::{
     self, Cuda, CudaMemory, DeviceBuffer, DeviceStateLayout, MappedDoorbell, Module, Stream,
 };
-use hostcall::buffer::{Protocol, ProtocolView};
-use hostcall::core::layout::SLOT_WORDS;
+use hostcall::buffer::Protocol;
+use hostcall::core::SLOT_WORDS;
 use hostcall::doorbell::signal::AMD_SIGNAL_KIND_USER;
 use hostcall::doorbell::{Doorbell, INIT};
 use hostcall::memory::{DeviceAllocation, DeviceMemory};
@@ -76,7 +76,7 @@ fn a_phase_buffer_keeps_its_bitmap_in_device_memory() {
     let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
     let (buffer, state) = cuda::phase_buffer(&cuda, memory, 100, doorbell.clone()).unwrap();
     assert_eq!(state.len(), DeviceStateLayout::new(100).size);
-    let ProtocolView::Phase(view) = buffer.view() else { panic!("a phase buffer") };
+    let Some(view) = buffer.view().phase() else { panic!("a phase buffer") };
     let prefix = view.prefix();
     assert_eq!(prefix.occupied.load(Ordering::Relaxed), state.device_address());
     assert_eq!(prefix.doorbell.load(Ordering::Relaxed), doorbell.handle());

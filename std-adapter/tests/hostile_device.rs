@@ -7,10 +7,8 @@
 //! time out or get garbage meanwhile, within their timeout. Once the scribbling stops and the
 //! buffer is re-initialised, new waves get correct replies.
 
-use hostcall::buffer::{Protocol, ProtocolView};
-use hostcall::core::buffer::BufferView;
-use hostcall::core::layout::{LANES, SLOT_WORDS};
-use hostcall::core::phase::PhaseView;
+use hostcall::buffer::Protocol;
+use hostcall::core::{phase, stack, AnyView, LANES, SLOT_WORDS};
 use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
 use std::alloc::Layout;
@@ -125,14 +123,14 @@ impl Rng {
 }
 
 /// One random write into a random word of the buffer, through its atomics.
-fn scribble(view: ProtocolView<'_>, rng: &mut Rng) {
+fn scribble(view: AnyView<'_>, rng: &mut Rng) {
     match view {
-        ProtocolView::Stack(view) => scribble_stack(&view, rng),
-        ProtocolView::Phase(view) => scribble_phase(&view, rng),
+        AnyView::Stack(view) => scribble_stack(&view, rng),
+        AnyView::Phase(view) => scribble_phase(&view, rng),
     }
 }
 
-fn scribble_phase(view: &PhaseView<'_>, rng: &mut Rng) {
+fn scribble_phase(view: &phase::View<'_>, rng: &mut Rng) {
     let packet = rng.below(PACKETS) as usize;
     let v = rng.value();
     let prefix = view.prefix();
@@ -154,7 +152,7 @@ fn scribble_phase(view: &PhaseView<'_>, rng: &mut Rng) {
     }
 }
 
-fn scribble_stack(view: &BufferView<'_>, rng: &mut Rng) {
+fn scribble_stack(view: &stack::View<'_>, rng: &mut Rng) {
     let packet = rng.below(PACKETS) as usize;
     let v = rng.value();
     let prefix = view.prefix();

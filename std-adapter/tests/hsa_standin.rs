@@ -29,7 +29,7 @@ use hostcall::backend::hsa::{
 };
 use hostcall::backend::{detect_with, Backend, BackendKind};
 use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall::core::service::DEVMEM;
+use hostcall::core::dispatch::DEVMEM;
 use hostcall::doorbell::{Doorbell, INIT};
 use hostcall::lifecycle::{EmulatedWave, HostcallRuntime};
 use hostcall::memory::{DeviceAllocation, MemoryError};
@@ -415,6 +415,13 @@ fn devmem_blocks_come_from_the_gpu_pool() {
             "{}",
             standin.log()
         );
+        // DEVMEM aligns as ROCm's device allocator needs: blocks on 4 KiB, a 2 MiB slab on 2 MiB
+        // (inside a larger block, since the pool aligns to 4 KiB only).
+        assert_eq!(address % 4096, 0);
+        let slab = wave.call(DEVMEM, |_| [0, 2 << 20, 0, 0, 0, 0, 0, 0]).unwrap().lane(0);
+        assert_eq!((slab[0] % (2 << 20), slab[1]), (0, 0), "{slab:x?}");
+        assert_eq!(standin.block_holding(slab[0]).pool, "gpu0.coarse");
+        assert_eq!(wave.call(DEVMEM, |_| [slab[0], 0, 0, 0, 0, 0, 0, 0]).unwrap().lane(0), [0, 0]);
         assert_eq!(wave.call(DEVMEM, |_| [address, 0, 0, 0, 0, 0, 0, 0]).unwrap().lane(0), [0, 0]);
         assert_eq!(standin.blocks().len(), 1, "only the buffer is left");
 

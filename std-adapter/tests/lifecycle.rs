@@ -2,8 +2,8 @@
 //! and disable racing with live waves, runtimes starting and stopping their listeners, and a
 //! process that exits with buffers still enabled.
 
-use hostcall::core::buffer::{BufferView, LayoutError};
-use hostcall::core::tagged::GeometryError;
+use hostcall::core::stack::View;
+use hostcall::core::{GeometryError, LayoutError};
 use hostcall::lifecycle::{is_enabled, EmulatedWave};
 use hostcall::{buffer_align, buffer_size, Error, HostcallRuntime, QueueId};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -79,14 +79,14 @@ fn add_call(buffer: *mut u8, packets: u32, mask: u64, tag: u64) {
 
 fn free_stack(buffer: *mut u8, packets: u32) -> u64 {
     // SAFETY: the buffer is allocated and initialised; the load is atomic.
-    let view = unsafe { BufferView::from_raw(buffer, buffer_size(packets).unwrap(), u64::from(packets)) };
+    let view = unsafe { View::from_raw(buffer, buffer_size(packets).unwrap(), u64::from(packets)) };
     view.unwrap().prefix().free_stack.load(Ordering::Acquire)
 }
 
 #[test]
 fn sizes_and_counts() {
     assert_eq!(buffer_size(2), Ok(48 + 2 * 24 + 2 * 4096));
-    assert_eq!(buffer_size(PACKETS).ok(), hostcall::core::layout::buffer_size(PACKETS as usize));
+    assert_eq!(buffer_size(PACKETS).ok(), hostcall::core::stack::buffer_size(PACKETS as usize));
     assert_eq!(buffer_align(), 8);
     for refused in [0, 1] {
         assert_eq!(
@@ -232,7 +232,7 @@ fn dropping_a_runtime_releases_its_buffers() {
 /// second runtime serves it.
 #[test]
 fn a_full_listener_refuses_and_a_second_runtime_serves() {
-    use hostcall::core::poller::PollerError;
+    use hostcall::core::PollerError;
     use hostcall::serve::listener::MAX_BUFFERS;
     let (one, two) = (runtime(), runtime());
     let memory: Vec<Memory> = (0..=MAX_BUFFERS).map(|_| Memory::buffer(2)).collect();

@@ -6,7 +6,7 @@
 mod common;
 
 use hostcall::buffer::Protocol;
-use hostcall::core::service::{ErrorCode, ERROR_REPLY};
+use hostcall::core::{ErrorCode, ERROR_REPLY};
 use hostcall::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};

@@ -3,7 +3,7 @@
 //! thread whose stripe holds it, and every thread must have served.
 
 use hostcall::buffer::Protocol;
-use hostcall::core::buffer::PacketRequest;
+use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
 use hostcall::serve::pool::{stripes, ListenerPool, STRIPE_ALIGN};
 use std::collections::HashMap;

@@ -4,11 +4,11 @@
 
 use hostcall::services::message::SharedMessageService;
 use hostcall::services::printf::{printf_service, PrintfMessage, PrintfSink, Stream};
-use hostcall_core::buffer::{BufferView, PacketRequest};
-use hostcall_core::layout::{BufferPrefix, PacketHeader, Payload};
+use hostcall_core::dispatch::PRINTF;
 use hostcall_core::message::MessageWriter;
-use hostcall_core::poller::{Dispatch, ServiceTable};
-use hostcall_core::service::{ErrorCode, PRINTF};
+use hostcall_core::stack::{Header, Prefix, View};
+use hostcall_core::{Dispatch, ErrorCode, ServiceTable};
+use hostcall_core::{PacketRequest, Payload};
 use std::sync::{Arc, Mutex};
 
 /// One message's output.
@@ -62,10 +62,10 @@ fn a_wave_prints_through_packets() {
     let mut table = ServiceTable::<4>::new();
     assert!(table.register(PRINTF, &printf).is_ok());
 
-    let prefix = BufferPrefix::default();
-    let headers = [PacketHeader::default(), PacketHeader::default()];
+    let prefix = Prefix::default();
+    let headers = [Header::default(), Header::default()];
     let payloads = [Payload::default(), Payload::default()];
-    let buffer = BufferView::from_parts(&prefix, &headers, &payloads).unwrap();
+    let buffer = View::from_parts(&prefix, &headers, &payloads).unwrap();
     buffer.init(0, 0);
 
     let mut writers: Vec<_> = lanes.into_iter().map(|(words, _)| MessageWriter::new(words)).collect();

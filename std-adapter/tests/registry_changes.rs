@@ -3,7 +3,7 @@
 //! the id again serves them with the new handler, and alternating services are each served by
 //! their own.
 
-use hostcall::core::service::ErrorCode;
+use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
 use std::sync::Arc;
 

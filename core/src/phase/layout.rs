@@ -1,22 +1,23 @@
 //! The phase-protocol buffer as device code sees it (PROTOCOL.md section 2), and where this
 //! project puts the arrays the prefix points to (the picture is in the [`crate::phase`] docs).
 
+use crate::host::MIN_ALIGN as SHARED_MIN_ALIGN;
 use crate::sync::{AtomicU32, AtomicU64};
 
 /// The start of a phase buffer: the fields device code reads (PROTOCOL.md section 2).
 ///
-/// All of them are written by the host in [`PhaseView::init`](super::PhaseView::init), before
+/// All of them are written by the host in [`View::init`](super::View::init), before
 /// the buffer is handed to the device, and never read back by the host (it keeps its own
 /// copies of the addresses and of the packet count).
 #[repr(C)]
-pub struct PhasePrefix {
+pub struct Prefix {
     /// Device address of `device_phase: u32[num_packets]`.
     pub device_phase: AtomicU64,
     /// Device address of `host_phase: u32[num_packets]`.
     pub host_phase: AtomicU64,
     /// Device address of the `occupied` bitmap, `u32[ceil(num_packets / 32)]`.
     pub occupied: AtomicU64,
-    /// Device address of `PhaseHeader[num_packets]`.
+    /// Device address of `Header[num_packets]`.
     pub headers: AtomicU64,
     /// Device address of `Payload[num_packets]`.
     pub payloads: AtomicU64,
@@ -29,14 +30,14 @@ pub struct PhasePrefix {
 /// Per-packet header of the phase protocol (16 bytes): the stack header without `next` and
 /// `control`. Written by the claiming wave before it flips `device_phase`; read by the host.
 #[repr(C)]
-pub struct PhaseHeader {
+pub struct Header {
     /// Bit `i` set: lane `i`'s slot holds a request.
     pub activemask: AtomicU64,
-    /// Service id (see [`crate::service`]).
+    /// Service id (see [`crate::dispatch`]).
     pub service: AtomicU32,
 }
 
-impl Default for PhasePrefix {
+impl Default for Prefix {
     fn default() -> Self {
         Self {
             device_phase: AtomicU64::new(0),
@@ -50,7 +51,7 @@ impl Default for PhasePrefix {
     }
 }
 
-impl Default for PhaseHeader {
+impl Default for Header {
     fn default() -> Self {
         Self { activemask: AtomicU64::new(0), service: AtomicU32::new(0) }
     }
@@ -67,14 +68,14 @@ pub const fn occupied_words(num_packets: usize) -> usize {
 /// Where each array of a phase buffer of some packet count starts (byte offsets from the base),
 /// and the total size. See the [`crate::phase`] docs for the picture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PhaseLayout {
+pub struct Layout {
     /// Offset of `device_phase: u32[n]`.
     pub device_phase: usize,
     /// Offset of `occupied: u32[ceil(n / 32)]`.
     pub occupied: usize,
     /// Offset of `host_phase: u32[n]`.
     pub host_phase: usize,
-    /// Offset of `PhaseHeader[n]`.
+    /// Offset of `Header[n]`.
     pub headers: usize,
     /// Offset of `Payload[n]`.
     pub payloads: usize,
@@ -82,12 +83,12 @@ pub struct PhaseLayout {
     pub size: usize,
 }
 
-impl PhaseLayout {
+impl Layout {
     /// The layout for `num_packets` packets, or `None` when the size overflows `usize`.
     ///
     /// ```
-    /// use hostcall_core::phase::PhaseLayout;
-    /// let l = PhaseLayout::new(3).unwrap();
+    /// use hostcall_core::phase::Layout;
+    /// let l = Layout::new(3).unwrap();
     /// assert_eq!((l.device_phase, l.occupied, l.host_phase, l.headers, l.payloads), (64, 128, 192, 256, 320));
     /// assert_eq!(l.size, 320 + 3 * 4096);
     /// ```
@@ -107,24 +108,24 @@ impl PhaseLayout {
 /// Bytes a phase buffer of `num_packets` packets needs, or `None` on overflow.
 ///
 /// ```
-/// assert_eq!(hostcall_core::phase::phase_buffer_size(2), Some(320 + 2 * 4096));
+/// assert_eq!(hostcall_core::phase::buffer_size(2), Some(320 + 2 * 4096));
 /// ```
-pub const fn phase_buffer_size(num_packets: usize) -> Option<usize> {
-    match PhaseLayout::new(num_packets) {
+pub const fn buffer_size(num_packets: usize) -> Option<usize> {
+    match Layout::new(num_packets) {
         Some(layout) => Some(layout.size),
         None => None,
     }
 }
 
 /// The alignment to allocate a phase buffer with: a cache line, so the arrays the device writes
-/// and the array the host writes sit on separate lines. [`PHASE_MIN_ALIGN`] is what
-/// [`PhaseView::from_raw`](super::PhaseView::from_raw) requires.
-pub const fn phase_buffer_align() -> usize {
+/// and the array the host writes sit on separate lines. [`MIN_ALIGN`] is what
+/// [`View::from_raw`](super::View::from_raw) requires.
+pub const fn buffer_align() -> usize {
     CACHE_LINE
 }
 
 /// The alignment a phase buffer must have (its widest fields are `u64`).
-pub const PHASE_MIN_ALIGN: usize = 8;
+pub const MIN_ALIGN: usize = SHARED_MIN_ALIGN;
 
 // The ABI sizes, written out so the layout arithmetic also holds under loom, whose atomics are
 // larger than the integers they model (the `abi` asserts below tie them to the real types).
@@ -145,31 +146,31 @@ const fn after(start: usize, bytes: Option<usize>) -> Option<usize> {
 #[cfg(not(loom))]
 mod abi {
     use super::*;
-    use crate::layout::Payload;
+    use crate::lane::Payload;
     use core::mem::{align_of, offset_of, size_of};
 
-    const _: () = assert!(size_of::<PhasePrefix>() == PREFIX_SIZE);
-    const _: () = assert!(align_of::<PhasePrefix>() == 8);
-    const _: () = assert!(offset_of!(PhasePrefix, device_phase) == 0);
-    const _: () = assert!(offset_of!(PhasePrefix, host_phase) == 8);
-    const _: () = assert!(offset_of!(PhasePrefix, occupied) == 16);
-    const _: () = assert!(offset_of!(PhasePrefix, headers) == 24);
-    const _: () = assert!(offset_of!(PhasePrefix, payloads) == 32);
-    const _: () = assert!(offset_of!(PhasePrefix, doorbell) == 40);
-    const _: () = assert!(offset_of!(PhasePrefix, num_packets) == 48);
+    const _: () = assert!(size_of::<Prefix>() == PREFIX_SIZE);
+    const _: () = assert!(align_of::<Prefix>() == 8);
+    const _: () = assert!(offset_of!(Prefix, device_phase) == 0);
+    const _: () = assert!(offset_of!(Prefix, host_phase) == 8);
+    const _: () = assert!(offset_of!(Prefix, occupied) == 16);
+    const _: () = assert!(offset_of!(Prefix, headers) == 24);
+    const _: () = assert!(offset_of!(Prefix, payloads) == 32);
+    const _: () = assert!(offset_of!(Prefix, doorbell) == 40);
+    const _: () = assert!(offset_of!(Prefix, num_packets) == 48);
 
-    const _: () = assert!(size_of::<PhaseHeader>() == HEADER_SIZE);
-    const _: () = assert!(align_of::<PhaseHeader>() == 8);
-    const _: () = assert!(offset_of!(PhaseHeader, activemask) == 0);
-    const _: () = assert!(offset_of!(PhaseHeader, service) == 8);
+    const _: () = assert!(size_of::<Header>() == HEADER_SIZE);
+    const _: () = assert!(align_of::<Header>() == 8);
+    const _: () = assert!(offset_of!(Header, activemask) == 0);
+    const _: () = assert!(offset_of!(Header, service) == 8);
 
     const _: () = assert!(size_of::<Payload>() == PAYLOAD_SIZE);
     const _: () = assert!(size_of::<AtomicU32>() == 4 && align_of::<AtomicU32>() == 4);
 
     // Every array offset is a multiple of the line, hence of every element's alignment.
     const _: () = assert!(CACHE_LINE % align_of::<Payload>() == 0);
-    const _: () = assert!(CACHE_LINE % align_of::<PhaseHeader>() == 0);
-    const _: () = assert!(PHASE_MIN_ALIGN == align_of::<PhasePrefix>());
+    const _: () = assert!(CACHE_LINE % align_of::<Header>() == 0);
+    const _: () = assert!(MIN_ALIGN == align_of::<Prefix>());
 }
 
 #[cfg(all(test, not(loom)))]
@@ -179,7 +180,7 @@ mod tests {
     #[test]
     fn arrays_are_line_aligned_disjoint_and_in_bounds() {
         for n in [2usize, 3, 31, 32, 33, 100, 1 << 16] {
-            let l = PhaseLayout::new(n).unwrap();
+            let l = Layout::new(n).unwrap();
             let spans = [
                 (0, PREFIX_SIZE),
                 (l.device_phase, 4 * n),
@@ -197,7 +198,7 @@ mod tests {
             }
             assert_eq!(l.size, l.payloads + n * PAYLOAD_SIZE);
         }
-        assert_eq!(PhaseLayout::new(usize::MAX / 8), None);
+        assert_eq!(Layout::new(usize::MAX / 8), None);
         assert_eq!(occupied_words(32), 1);
         assert_eq!(occupied_words(33), 2);
     }

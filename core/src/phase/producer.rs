@@ -1,19 +1,21 @@
-//! The device's typestate handles for the phase protocol, mirroring [`crate::packet`]'s: only a
-//! [`Claimed`] packet can be filled and submitted (once), only a [`Submitted`] one waited on, only
-//! a [`Completed`] one read and released. The lane accessors and the wait loop are the ones the
-//! stack protocol's handles use.
+//! The device's typestate handles for the phase protocol, mirroring the stack protocol's
+//! ([`crate::stack::Claimed`] and its siblings): only a [`Claimed`] packet can be filled and
+//! submitted (once), only a [`Submitted`] one waited on, only a [`Completed`] one read and
+//! released. The lane accessors, the wait loop and the producer traits are the ones of
+//! [`crate::lane`], which the stack protocol's handles use too.
 
-use super::view::PhaseView;
-use crate::layout::{Payload, REPLY_WORDS, SLOT_WORDS};
-use crate::packet::{poll_until, read_words, write_words};
-use crate::service::ErrorCode;
+use super::view::View;
+use crate::dispatch::ErrorCode;
+use crate::lane::{
+    lanes, poll_until, ClaimedPacket, CompletedPacket, Payload, SubmittedPacket, REPLY_WORDS, SLOT_WORDS,
+};
 use crate::sync::Ordering;
 
 /// A packet whose `occupied` bit this wave set, with the phases equal: fill its lanes, then
 /// [`Claimed::submit`] it. Dropping it clears the bit unsent.
 #[must_use = "dropping a claimed packet frees it unsent"]
 pub struct Claimed<'a> {
-    view: PhaseView<'a>,
+    view: View<'a>,
     index: usize,
     /// Bit 0 of `device_phase[index]` (equal to the host's) when claimed.
     phase: u32,
@@ -25,21 +27,25 @@ pub struct Claimed<'a> {
 /// claimer takes it only once the phases agree again, that is once the host has answered.
 #[must_use = "wait for the reply; dropping a submitted packet abandons it"]
 pub struct Submitted<'a> {
-    view: PhaseView<'a>,
+    view: View<'a>,
     index: usize,
     /// Bit 0 of the `device_phase` value this submit stored.
     phase: u32,
+    /// The lanes submitted (for [`Completed::host_error`]).
+    activemask: u64,
 }
 
 /// An answered packet: read the replies, then drop or [`Completed::release`] it.
 #[must_use = "read the reply before releasing the packet"]
 pub struct Completed<'a> {
-    view: PhaseView<'a>,
+    view: View<'a>,
     index: usize,
+    /// The lanes submitted.
+    activemask: u64,
 }
 
 impl<'a> Claimed<'a> {
-    pub(super) fn new(view: PhaseView<'a>, index: usize, phase: u32) -> Self {
+    pub(super) fn new(view: View<'a>, index: usize, phase: u32) -> Self {
         Self { view, index, phase }
     }
 
@@ -53,7 +59,7 @@ impl<'a> Claimed<'a> {
     /// # Panics
     /// If `lane >= LANES`.
     pub fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
-        write_words(self.payload(), lane, words);
+        self.payload().write_lane(lane, words);
     }
 
     /// Sets the service id and the activemask and flips `device_phase`, handing the packet to the
@@ -66,10 +72,10 @@ impl<'a> Claimed<'a> {
         header.activemask.store(activemask, Ordering::Relaxed);
         header.service.store(service, Ordering::Relaxed);
         // Release: publishes the header and the lanes' request words; pairs with the host's
-        // Acquire fence in `PhaseView::serve_packet`. A plain store of the flipped value, not a
+        // Acquire fence in `View::serve_packet`. A plain store of the flipped value, not a
         // `fetch_xor`: this wave is the word's only writer while it holds the packet.
         view.device_phase(index).store(phase, Ordering::Release);
-        Submitted { view, index, phase }
+        Submitted { view, index, phase, activemask }
     }
 
     fn payload(&self) -> &'a Payload {
@@ -95,14 +101,8 @@ impl<'a> Submitted<'a> {
     }
 
     /// Waits until the host answers, calling `backoff` between polls.
-    pub fn wait(self, mut backoff: impl FnMut()) -> Completed<'a> {
-        match self.wait_until(|_| {
-            backoff();
-            true
-        }) {
-            Ok(done) => done,
-            Err(_) => unreachable!("the predicate never gives up"),
-        }
+    pub fn wait(self, backoff: impl FnMut()) -> Completed<'a> {
+        SubmittedPacket::wait(self, backoff)
     }
 
     /// Waits until the host answers, or until `keep_waiting(polls so far)` returns false, in
@@ -110,9 +110,9 @@ impl<'a> Submitted<'a> {
     pub fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<'a>, Self> {
         match poll_until(|| self.answered().then_some(()), keep_waiting) {
             Some(()) => {
-                let (view, index) = (self.view, self.index);
+                let (view, index, activemask) = (self.view, self.index, self.activemask);
                 core::mem::forget(self);
-                Ok(Completed { view, index })
+                Ok(Completed { view, index, activemask })
             }
             None => Err(self),
         }
@@ -120,7 +120,7 @@ impl<'a> Submitted<'a> {
 
     fn answered(&self) -> bool {
         // Acquire: pairs with the host's Release store of `host_phase` in
-        // `PhaseView::serve_packet`, so the reply words it wrote before are visible.
+        // `View::serve_packet`, so the reply words it wrote before are visible.
         self.view.host_phase(self.index).load(Ordering::Acquire) & 1 == self.phase
     }
 }
@@ -143,13 +143,19 @@ impl Completed<'_> {
     /// # Panics
     /// If `lane >= LANES`.
     pub fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
-        read_words(self.view.payload(self.index), lane)
+        self.view.payload(self.index).read_lane(lane)
     }
 
     /// Lane `lane`'s reply decoded as an error reply, if it is one. The phase protocol has no
     /// control word, so this is the only way the host signals an error.
     pub fn error(&self, lane: usize) -> Option<ErrorCode> {
         ErrorCode::from_reply(self.reply(lane))
+    }
+
+    /// Whether the host answered at least one submitted lane with an error reply (the
+    /// [`Completed::error`] of every lane of the activemask; there is no control word).
+    pub fn host_error(&self) -> bool {
+        lanes(self.activemask).any(|lane| self.error(lane).is_some())
     }
 
     /// Clears the packet's `occupied` bit (dropping does the same).
@@ -159,5 +165,35 @@ impl Completed<'_> {
 impl Drop for Completed<'_> {
     fn drop(&mut self) {
         self.view.release_occupied(self.index);
+    }
+}
+
+impl<'a> ClaimedPacket for Claimed<'a> {
+    type Submitted = Submitted<'a>;
+
+    fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
+        Claimed::write_lane(self, lane, words);
+    }
+
+    fn submit(self, service: u32, activemask: u64) -> Submitted<'a> {
+        Claimed::submit(self, service, activemask)
+    }
+}
+
+impl<'a> SubmittedPacket for Submitted<'a> {
+    type Completed = Completed<'a>;
+
+    fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<'a>, Self> {
+        Submitted::wait_until(self, keep_waiting)
+    }
+}
+
+impl CompletedPacket for Completed<'_> {
+    fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
+        Completed::reply(self, lane)
+    }
+
+    fn host_error(&self) -> bool {
+        Completed::host_error(self)
     }
 }

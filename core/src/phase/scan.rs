@@ -17,8 +17,8 @@
 //! in use widens the limit at once.
 
 /// The host's private memory of how much of a phase buffer is in use. One per buffer; start it
-/// with [`super::PhaseView::scan_window`] and pass it to every
-/// [`super::PhaseView::drain_window`] of that buffer.
+/// with [`super::View::scan_window`] and pass it to every
+/// [`super::View::drain_window`] of that buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScanWindow {
     /// Narrow scans cover `0..limit`.

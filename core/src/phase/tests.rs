@@ -2,10 +2,9 @@
 //! scan window, raw memory, hostile bytes.
 
 use super::*;
-use crate::buffer::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
-use crate::layout::{Payload, LANES};
-use crate::packet::{PacketEvent, PacketState};
-use crate::service::{ErrorCode, ERROR_REPLY};
+use crate::dispatch::{ErrorCode, ERROR_REPLY};
+use crate::host::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
+use crate::lane::{PacketEvent, PacketState, Payload, LANES};
 use crate::sync::{AtomicU32, Ordering};
 use proptest::prelude::*;
 
@@ -14,11 +13,11 @@ use std::{boxed::Box, collections::BTreeSet, vec, vec::Vec};
 
 /// A phase buffer allocated in parts.
 pub(crate) struct Parts {
-    prefix: PhasePrefix,
+    prefix: Prefix,
     device_phase: Box<[AtomicU32]>,
     host_phase: Box<[AtomicU32]>,
     occupied: Box<[AtomicU32]>,
-    headers: Box<[PhaseHeader]>,
+    headers: Box<[Header]>,
     payloads: Box<[Payload]>,
 }
 
@@ -29,16 +28,16 @@ fn words(n: usize) -> Box<[AtomicU32]> {
 impl Parts {
     pub(crate) fn new(n: usize) -> Self {
         Self {
-            prefix: PhasePrefix::default(),
+            prefix: Prefix::default(),
             device_phase: words(n),
             host_phase: words(n),
             occupied: words(occupied_words(n)),
-            headers: (0..n).map(|_| PhaseHeader::default()).collect(),
+            headers: (0..n).map(|_| Header::default()).collect(),
             payloads: (0..n).map(|_| Payload::default()).collect(),
         }
     }
-    fn parts(&self) -> PhaseParts<'_> {
-        PhaseParts {
+    fn parts(&self) -> super::Parts<'_> {
+        super::Parts {
             prefix: &self.prefix,
             device_phase: &self.device_phase,
             host_phase: &self.host_phase,
@@ -47,8 +46,8 @@ impl Parts {
             payloads: &self.payloads,
         }
     }
-    pub(crate) fn view(&self) -> PhaseView<'_> {
-        let v = PhaseView::from_parts(self.parts()).unwrap();
+    pub(crate) fn view(&self) -> View<'_> {
+        let v = View::from_parts(self.parts()).unwrap();
         v.init(0, 0);
         v
     }
@@ -81,7 +80,7 @@ fn request(tag: u64) -> [u64; 8] {
     [tag, 0, 0, 0, 0, 0, 0, 0]
 }
 
-fn occupied_bit(v: &PhaseView<'_>, i: usize) -> bool {
+fn occupied_bit(v: &View<'_>, i: usize) -> bool {
     v.occupied_word(i).load(Ordering::Relaxed) & (1 << (i % 32)) != 0
 }
 
@@ -89,12 +88,12 @@ fn occupied_bit(v: &PhaseView<'_>, i: usize) -> bool {
 fn init_writes_the_prefix_and_frees_every_packet() {
     for n in [2usize, 5, 33] {
         let parts = Parts::new(n);
-        let v = PhaseView::from_parts(parts.parts()).unwrap();
+        let v = View::from_parts(parts.parts()).unwrap();
         for w in parts.device_phase.iter().chain(parts.host_phase.iter()).chain(parts.occupied.iter()) {
             w.store(0xdead_beef, Ordering::Relaxed);
         }
         v.init(0x10_0000, 7);
-        let l = PhaseLayout::new(n).unwrap();
+        let l = Layout::new(n).unwrap();
         let p = v.prefix();
         let at = |o: usize| 0x10_0000 + o as u64;
         assert_eq!(p.device_phase.load(Ordering::Relaxed), at(l.device_phase));
@@ -248,6 +247,7 @@ fn errors_travel_only_in_the_reply_words() {
     assert_eq!(done.error(0), None);
     assert_eq!(done.reply(1), [ERROR_REPLY, ErrorCode::UnknownService as u64]);
     assert_eq!(done.error(1), Some(ErrorCode::UnknownService));
+    assert!(done.host_error(), "lane 1's error reply is the packet's host error");
     assert_eq!(v.header(0).service.load(Ordering::Relaxed), 99, "the header is not touched");
 }
 
@@ -258,18 +258,18 @@ fn from_parts_checks_every_length() {
     let mut p = parts.parts();
     p.host_phase = &short;
     assert_eq!(
-        PhaseView::from_parts(p).err(),
+        View::from_parts(p).err(),
         Some(LayoutError::ArrayLength { array: "host_phase", expected: 3, given: 2 })
     );
     let mut p = parts.parts();
     p.occupied = &short;
     assert_eq!(
-        PhaseView::from_parts(p).err(),
+        View::from_parts(p).err(),
         Some(LayoutError::ArrayLength { array: "occupied", expected: 1, given: 2 })
     );
     let mut p = parts.parts();
     p.headers = &parts.headers[..1];
-    assert!(matches!(PhaseView::from_parts(p), Err(LayoutError::Geometry(_))));
+    assert!(matches!(View::from_parts(p), Err(LayoutError::Geometry(_))));
 }
 
 /// A raw, line-aligned allocation.
@@ -283,35 +283,32 @@ fn raw(size: usize) -> Vec<Line> {
 #[test]
 fn from_raw_checks_address_size_and_count() {
     let n = 5;
-    let size = phase_buffer_size(n).unwrap();
+    let size = buffer_size(n).unwrap();
     let mut mem = raw(size);
     let base = mem.as_mut_ptr() as *mut u8;
     // SAFETY (all calls): `mem` outlives the views and is only accessed through them.
     unsafe {
-        assert!(PhaseView::from_raw(base, size, n as u64).is_ok());
-        assert!(PhaseView::from_raw(base.add(8), size, n as u64).is_ok(), "8-aligned is enough");
+        assert!(View::from_raw(base, size, n as u64).is_ok());
+        assert!(View::from_raw(base.add(8), size, n as u64).is_ok(), "8-aligned is enough");
         assert_eq!(
-            PhaseView::from_raw(base, size - 1, n as u64).err(),
+            View::from_raw(base, size - 1, n as u64).err(),
             Some(LayoutError::TooSmall { needed: size, given: size - 1 })
         );
-        assert!(matches!(
-            PhaseView::from_raw(base.add(4), size, n as u64),
-            Err(LayoutError::Misaligned { .. })
-        ));
-        assert!(matches!(PhaseView::from_raw(base, size, 1), Err(LayoutError::Geometry(_))));
-        assert!(matches!(PhaseView::from_raw(base, size, u64::MAX), Err(LayoutError::Geometry(_))));
-        assert_eq!(PhaseView::from_raw(core::ptr::null_mut(), size, 2).err(), Some(LayoutError::Null));
+        assert!(matches!(View::from_raw(base.add(4), size, n as u64), Err(LayoutError::Misaligned { .. })));
+        assert!(matches!(View::from_raw(base, size, 1), Err(LayoutError::Geometry(_))));
+        assert!(matches!(View::from_raw(base, size, u64::MAX), Err(LayoutError::Geometry(_))));
+        assert_eq!(View::from_raw(core::ptr::null_mut(), size, 2).err(), Some(LayoutError::Null));
     }
 }
 
 #[test]
 fn a_raw_buffer_round_trips_and_the_prefix_points_at_its_arrays() {
     let n = 4;
-    let size = phase_buffer_size(n).unwrap();
+    let size = buffer_size(n).unwrap();
     let mut mem = raw(size);
     let base = mem.as_mut_ptr() as *mut u8;
     // SAFETY: `mem` outlives the view and is only accessed through it.
-    let v = unsafe { PhaseView::from_raw(base, size, n as u64) }.unwrap();
+    let v = unsafe { View::from_raw(base, size, n as u64) }.unwrap();
     v.init(base as u64, 0);
     let device_phase = v.prefix().device_phase.load(Ordering::Relaxed) as usize;
     assert_eq!(device_phase, v.device_phase(0) as *const AtomicU32 as usize);
@@ -340,13 +337,14 @@ fn garbage_upper_bits_are_reported_served_once_and_echoed() {
     let report = v.drain(&mut h);
     assert_eq!(report.packets, 1);
     assert_eq!(h.served, [1]);
-    assert_eq!(h.errors, [DrainError::PhaseBits { index: 1, device_phase: 0xffff_fff3, host_phase: 0 }]);
+    let found = Malformed::PhaseBits { index: 1, device_phase: 0xffff_fff3, host_phase: 0 };
+    assert_eq!(h.errors, [DrainError::Phase(found)]);
     assert_eq!(v.host_phase(1).load(Ordering::Relaxed), 0xffff_fff3, "the device's value, as read");
     assert_eq!(v.drain(&mut h), DrainReport::default());
 }
 
 /// Serves packet `index` by hand as a device would (no handle), for window tests.
-fn submit_at(v: &PhaseView<'_>, index: usize) {
+fn submit_at(v: &View<'_>, index: usize) {
     let d = v.device_phase(index).load(Ordering::Relaxed);
     v.header(index).activemask.store(1, Ordering::Relaxed);
     v.device_phase(index).store(d ^ 1, Ordering::Release);
@@ -405,7 +403,7 @@ fn a_window_from_a_larger_buffer_stays_in_bounds() {
 }
 
 /// The phase protocol's words, read back as the shared `PacketState` machine.
-fn state_of(v: &PhaseView<'_>, i: usize, held: bool) -> PacketState {
+fn state_of(v: &View<'_>, i: usize, held: bool) -> PacketState {
     let differ =
         (v.device_phase(i).load(Ordering::Relaxed) ^ v.host_phase(i).load(Ordering::Relaxed)) & 1 != 0;
     match (occupied_bit(v, i), differ, held) {

@@ -1,36 +1,36 @@
-//! [`PhaseView`]: a checked view of one phase buffer, its initialisation, the device's claim and
+//! [`View`]: a checked view of one phase buffer, its initialisation, the device's claim and
 //! the host's scan.
 
-use super::layout::{occupied_words, PhaseHeader, PhaseLayout, PhasePrefix};
+use super::layout::{occupied_words, Header, Layout, Prefix};
 use super::producer::Claimed;
 use super::scan::ScanWindow;
-use crate::buffer::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
-use crate::layout::Payload;
+use crate::host::{packet_count, DrainHandler, DrainReport, LayoutError, PacketRequest};
+use crate::lane::Payload;
 use crate::sync::{fence, AtomicU32, Ordering};
-use crate::tagged::Geometry;
+use core::fmt;
 use core::ops::Range;
 
 /// A view of a phase buffer: the prefix and the five per-packet arrays.
 ///
 /// The view holds its own packet count and its own references to the arrays; it never reads the
 /// shared prefix back. Everything it reads from shared memory is checked or masked before use,
-/// so whatever bytes the device writes, [`PhaseView::drain`] does no undefined behaviour, stays in
+/// so whatever bytes the device writes, [`View::drain`] does no undefined behaviour, stays in
 /// bounds, serves each packet at most once per scan and returns after one pass.
 #[derive(Clone, Copy)]
-pub struct PhaseView<'a> {
-    prefix: &'a PhasePrefix,
+pub struct View<'a> {
+    prefix: &'a Prefix,
     device_phase: &'a [AtomicU32],
     host_phase: &'a [AtomicU32],
     occupied: &'a [AtomicU32],
-    headers: &'a [PhaseHeader],
+    headers: &'a [Header],
     payloads: &'a [Payload],
 }
 
 /// The parts of a phase buffer held separately (loom models and tests allocate them normally).
 #[derive(Clone, Copy)]
-pub struct PhaseParts<'a> {
+pub struct Parts<'a> {
     /// The prefix.
-    pub prefix: &'a PhasePrefix,
+    pub prefix: &'a Prefix,
     /// `device_phase[num_packets]`.
     pub device_phase: &'a [AtomicU32],
     /// `host_phase[num_packets]`.
@@ -38,19 +38,47 @@ pub struct PhaseParts<'a> {
     /// The bitmap, `ceil(num_packets / 32)` words.
     pub occupied: &'a [AtomicU32],
     /// `headers[num_packets]`.
-    pub headers: &'a [PhaseHeader],
+    pub headers: &'a [Header],
     /// `payloads[num_packets]`.
     pub payloads: &'a [Payload],
+}
+
+/// Something malformed a phase-protocol drain found in shared memory (reported as
+/// [`DrainError::Phase`](crate::DrainError::Phase)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// A pending packet's phase words had bits other than bit 0 set. Only bit 0 is compared; the
+    /// packet was served, and `host_phase` was set to `device_phase` as read.
+    PhaseBits {
+        /// The packet's index.
+        index: u32,
+        /// `device_phase[index]` as read.
+        device_phase: u32,
+        /// `host_phase[index]` as read.
+        host_phase: u32,
+    },
+}
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::PhaseBits { index, device_phase, host_phase } => write!(
+                f,
+                "packet {index}: phase words {device_phase:#x} (device) and {host_phase:#x} (host) \
+                 have bits above bit 0 set; compared on bit 0 only"
+            ),
+        }
+    }
 }
 
 /// Bit 0 of a phase word: the only bit either side compares.
 const PHASE_BIT: u32 = 1;
 
-impl<'a> PhaseView<'a> {
+impl<'a> View<'a> {
     /// A view over separately held parts. The packet count is `headers.len()`; every other array
     /// must match it.
-    pub fn from_parts(parts: PhaseParts<'a>) -> Result<Self, LayoutError> {
-        let n = Geometry::new(parts.headers.len() as u64)?.num_packets() as usize;
+    pub fn from_parts(parts: Parts<'a>) -> Result<Self, LayoutError> {
+        let n = packet_count(parts.headers.len() as u64)? as usize;
         let lengths = [
             ("device_phase", n, parts.device_phase.len()),
             ("host_phase", n, parts.host_phase.len()),
@@ -62,37 +90,38 @@ impl<'a> PhaseView<'a> {
                 return Err(LayoutError::ArrayLength { array, expected, given });
             }
         }
-        let PhaseParts { prefix, device_phase, host_phase, occupied, headers, payloads } = parts;
+        let Parts { prefix, device_phase, host_phase, occupied, headers, payloads } = parts;
         Ok(Self { prefix, device_phase, host_phase, occupied, headers, payloads })
     }
 
-    /// A view over raw memory laid out as [`PhaseLayout`] describes.
+    /// A view over raw memory laid out as [`Layout`] describes.
     ///
-    /// Checks the address (not null, aligned to [`PHASE_MIN_ALIGN`](super::PHASE_MIN_ALIGN)), the packet count (as for
-    /// the stack protocol: 2 ..= [`Geometry::MAX_PACKETS`]) and that `len` covers the layout.
+    /// Checks the address (not null, aligned to [`MIN_ALIGN`](super::MIN_ALIGN)), the packet count (as for
+    /// the stack protocol: 2 ..= [`MAX_PACKETS`](crate::MAX_PACKETS)) and that `len` covers the
+    /// layout.
     ///
     /// # Safety
     /// - `base..base + len` must be valid for reads and writes for `'a`, and only accessed
     ///   through atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
-        let n = Geometry::new(num_packets)?.num_packets() as usize;
+        let n = packet_count(num_packets)? as usize;
         if base.is_null() {
             return Err(LayoutError::Null);
         }
-        if base as usize % super::layout::PHASE_MIN_ALIGN != 0 {
+        if base as usize % super::layout::MIN_ALIGN != 0 {
             return Err(LayoutError::Misaligned { address: base as usize });
         }
-        // `Geometry` bounds n, so the layout cannot overflow on 64-bit targets; treat it as too
+        // `packet_count` bounds n, so the layout cannot overflow on 64-bit targets; treat it as too
         // small where it would.
-        let Some(layout) = PhaseLayout::new(n) else {
+        let Some(layout) = Layout::new(n) else {
             return Err(LayoutError::TooSmall { needed: usize::MAX, given: len });
         };
         if len < layout.size {
             return Err(LayoutError::TooSmall { needed: layout.size, given: len });
         }
         // SAFETY: the memory is valid for 'a (caller) and large enough for every array of the
-        // layout (checked above; `PhaseLayout` keeps them disjoint and inside `size`). Every
+        // layout (checked above; `Layout` keeps them disjoint and inside `size`). Every
         // offset is a multiple of 64 and the base is 8-aligned (checked), so each array is aligned
         // for its element type (the `abi` asserts in `layout` check the element alignments). The
         // element types are made only of atomics with the representation of plain integers, for
@@ -101,7 +130,7 @@ impl<'a> PhaseView<'a> {
         unsafe {
             let at = |offset: usize| base.add(offset);
             Ok(Self {
-                prefix: &*(base as *const PhasePrefix),
+                prefix: &*(base as *const Prefix),
                 device_phase: core::slice::from_raw_parts(at(layout.device_phase).cast(), n),
                 host_phase: core::slice::from_raw_parts(at(layout.host_phase).cast(), n),
                 occupied: core::slice::from_raw_parts(at(layout.occupied).cast(), occupied_words(n)),
@@ -117,7 +146,7 @@ impl<'a> PhaseView<'a> {
     }
 
     /// The shared prefix (for the doorbell word and for tests).
-    pub fn prefix(&self) -> &'a PhasePrefix {
+    pub fn prefix(&self) -> &'a Prefix {
         self.prefix
     }
 
@@ -140,7 +169,7 @@ impl<'a> PhaseView<'a> {
     }
 
     /// Packet header `index`.
-    pub fn header(&self, index: usize) -> &'a PhaseHeader {
+    pub fn header(&self, index: usize) -> &'a Header {
         &self.headers[index]
     }
 
@@ -149,14 +178,14 @@ impl<'a> PhaseView<'a> {
         &self.payloads[index]
     }
 
-    /// A host-side scan window sized for this buffer (see [`PhaseView::drain_window`]).
+    /// A host-side scan window sized for this buffer (see [`View::drain_window`]).
     pub fn scan_window(&self) -> ScanWindow {
         ScanWindow::new(self.num_packets())
     }
 
     /// Initialises the buffer (PROTOCOL.md section 2): both phase arrays and the bitmap zeroed
     /// (every packet free and answered), headers cleared, the prefix written with the device
-    /// addresses of the arrays ([`PhaseLayout`] offsets from `device_base`).
+    /// addresses of the arrays ([`Layout`] offsets from `device_base`).
     ///
     /// `device_base` is the buffer's address as the device sees it (for host memory, the host
     /// address); `doorbell` the handle device code signals. Call it before the buffer is handed to
@@ -165,7 +194,7 @@ impl<'a> PhaseView<'a> {
         let n = self.headers.len();
         let relaxed = Ordering::Relaxed; // published by the hand-off, see above
                                          // `from_parts`/`from_raw` bounded n, so the layout exists.
-        let layout = PhaseLayout::new(n).expect("packet count bounded by Geometry");
+        let layout = Layout::new(n).expect("packet count bounded by packet_count");
         let address = |offset: usize| device_base.wrapping_add(offset as u64);
         let p = self.prefix;
         p.device_phase.store(address(layout.device_phase), relaxed);
@@ -189,9 +218,9 @@ impl<'a> PhaseView<'a> {
     /// For devices that keep the bitmap in device-local memory (PROTOCOL.md section 2: only the
     /// device touches it), e.g. a CUDA runtime's `cudaMalloc`ed words. The caller zeroes those
     /// `ceil(num_packets / 32)` words before the hand-off; the host never reads or writes them.
-    /// Call it after [`PhaseView::init`] (which writes the in-buffer address), before the buffer is
+    /// Call it after [`View::init`] (which writes the in-buffer address), before the buffer is
     /// handed to any producer: the hand-off publishes it, as it does `init`'s stores. The
-    /// in-buffer bitmap then goes unused, and [`PhaseView::claim`] (the emulated device, which
+    /// in-buffer bitmap then goes unused, and [`View::claim`] (the emulated device, which
     /// uses the in-buffer bitmap) must not be mixed with device code on such a buffer.
     pub fn set_occupied_address(&self, address: u64) {
         // Relaxed: published by the hand-off, like every store of `init`.
@@ -254,7 +283,7 @@ impl<'a> PhaseView<'a> {
         report
     }
 
-    /// Host: like [`PhaseView::drain`], but scans only the packets of `range` (clamped to the
+    /// Host: like [`View::drain`], but scans only the packets of `range` (clamped to the
     /// buffer; an empty or out-of-bounds range scans nothing).
     ///
     /// For hosts that split one buffer between several threads: each serves a disjoint range,
@@ -268,7 +297,7 @@ impl<'a> PhaseView<'a> {
         report
     }
 
-    /// Host: like [`PhaseView::drain`], but scans only the part of the buffer `window` says is in
+    /// Host: like [`View::drain`], but scans only the part of the buffer `window` says is in
     /// use (see [`ScanWindow`]): the prefix `0..window.limit()`, then the rest of the buffer too
     /// unless the prefix served a packet, and the whole buffer every
     /// [`ScanWindow::FULL_SCAN_PERIOD`]th call. No packet is missed: every index is scanned at
@@ -307,11 +336,9 @@ impl<'a> PhaseView<'a> {
             }
             if (device | host) & !PHASE_BIT != 0 {
                 report.malformed += 1;
-                handler.malformed(DrainError::PhaseBits {
-                    index: index as u32,
-                    device_phase: device,
-                    host_phase: host,
-                });
+                let found =
+                    Malformed::PhaseBits { index: index as u32, device_phase: device, host_phase: host };
+                handler.malformed(found.into());
             }
             self.serve_packet(index, device, handler, report);
             highest = Some(index as u32);
@@ -364,10 +391,7 @@ fn prefetch_lanes(payload: &Payload, activemask: u64) {
     #[cfg(all(target_arch = "x86_64", not(loom)))]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let mut lanes = activemask & crate::layout::LANE_MASK;
-        while lanes != 0 {
-            let lane = lanes.trailing_zeros() as usize;
-            lanes &= lanes - 1;
+        for lane in crate::lane::lanes(activemask) {
             let slot = payload.slots[lane].as_ptr().cast::<i8>();
             // SAFETY: `_mm_prefetch` is a hint with no memory-safety requirement (it never
             // faults and changes no value); `slot` is in bounds (lane < LANES) anyway. SSE, which

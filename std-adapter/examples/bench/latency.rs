@@ -5,8 +5,7 @@ use crate::measure::{no_backoff, pinned_pair, round_trips, Sample};
 use crate::options::Options;
 use crate::{echo, request, ECHO};
 use crossbeam_channel as channel;
-use hostcall::core::buffer::PacketRequest;
-use hostcall::core::layout::SLOT_WORDS;
+use hostcall::core::{PacketRequest, SLOT_WORDS};
 use hostcall::prelude::*;
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -99,7 +98,7 @@ pub(crate) fn wave_round_trip(o: &Options) -> Sample {
 }
 
 /// The protocol alone: the core producer path (claim, fill, submit, spin on READY, release)
-/// against a thread that spins on `BufferView::drain` with an inline lane service. No listener,
+/// against a thread that spins on `stack::View::drain` with an inline lane service. No listener,
 /// poller, registry, doorbell or `Wave`: what the stack protocol's shared-memory traffic costs
 /// by itself, the bound under the full `hostcall_1l_spinning` row.
 pub(crate) fn core_round_trip(o: &Options) -> Sample {
@@ -114,10 +113,7 @@ pub(crate) fn core_round_trip(o: &Options) -> Sample {
             // Relaxed: the flag carries no data.
             while !stop.load(Ordering::Relaxed) {
                 view.drain(&mut |packet: &mut PacketRequest<'_>| {
-                    let mut lanes = packet.activemask();
-                    while lanes != 0 {
-                        let lane = lanes.trailing_zeros() as usize;
-                        lanes &= lanes - 1;
+                    for lane in packet.lanes() {
                         let reply = echo(&packet.request(lane));
                         packet.reply(lane, reply);
                     }

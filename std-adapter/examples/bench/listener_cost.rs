@@ -4,9 +4,8 @@
 use crate::measure::Sample;
 use crate::options::Options;
 use crate::{echo, request, ECHO};
-use hostcall::core::buffer::BufferView;
-use hostcall::core::layout::LANES;
-use hostcall::core::poller::Poller;
+use hostcall::core::stack::View;
+use hostcall::core::{Poller, Protocol, LANES};
 use hostcall::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,7 +24,7 @@ impl CostLoop {
         let poller = Poller::new();
         // SAFETY: `buffer` lives in the same struct as `poller` and is dropped after it (field
         // order), and is accessed only through views.
-        unsafe { poller.add(buffer.as_ptr(), buffer.len(), buffer.num_packets()) }.unwrap();
+        unsafe { poller.add(Protocol::Stack, buffer.as_ptr(), buffer.len(), buffer.num_packets()) }.unwrap();
         let services = Services::new();
         services.register_lane(ECHO, "echo", |r| Ok(echo(r))).unwrap();
         Self { buffer, poller, services }
@@ -36,7 +35,7 @@ impl CostLoop {
 /// replies, release. Returns a checksum of the replies. Not inlined: callgrind's
 /// `--toggle-collect` names it.
 #[inline(never)]
-pub(crate) fn listener_loop(cost: &CostLoop, view: BufferView<'_>, packets: u64, lanes: usize) -> u64 {
+pub(crate) fn listener_loop(cost: &CostLoop, view: View<'_>, packets: u64, lanes: usize) -> u64 {
     let activemask = if lanes == LANES { u64::MAX } else { (1u64 << lanes) - 1 };
     let services = cost.services.dispatcher(); // what the listener thread dispatches through
     let mut checksum = 0u64;

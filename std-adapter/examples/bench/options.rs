@@ -1,6 +1,6 @@
 //! Command-line options: the full run, `--quick`, and the callgrind mode.
 
-use hostcall::core::layout::LANES;
+use hostcall::core::LANES;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]

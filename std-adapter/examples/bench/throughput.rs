@@ -5,7 +5,7 @@ use crate::measure::Sample;
 use crate::options::Options;
 use crate::{echo, request, ECHO};
 use crossbeam_channel as channel;
-use hostcall::core::layout::SLOT_WORDS;
+use hostcall::core::SLOT_WORDS;
 use hostcall::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};

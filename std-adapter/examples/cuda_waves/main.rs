@@ -25,7 +25,7 @@
 //! splitting each buffer's packets into stripes).
 
 use hostcall::backend::cuda;
-use hostcall::core::layout::SLOT_WORDS;
+use hostcall::core::SLOT_WORDS;
 use hostcall::Error;
 use std::process::ExitCode;
 

@@ -7,7 +7,7 @@ use crate::doorbell::{Doorbell, ParkingDoorbell};
 use crate::error::Error;
 use crate::serve::listener::{Listener, ListenerConfig};
 use crate::serve::registry::Services;
-use hostcall_core::buffer::BufferView;
+use hostcall_core::stack;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -167,7 +167,7 @@ impl HostcallRuntime {
     pub fn disable(&self, buffer: *mut u8, queue: QueueId) -> Result<(), Error> {
         registry::refuse_listener_thread()?;
         if buffer.is_null() {
-            return Err(Error::Layout(hostcall_core::buffer::LayoutError::Null));
+            return Err(Error::Layout(hostcall_core::LayoutError::Null));
         }
         let base = buffer as usize;
         let mut listener = self.lock_listener();
@@ -199,7 +199,7 @@ impl HostcallRuntime {
         };
         // SAFETY: the caller's contract: `len` valid bytes, accessed only atomically. No wave can
         // use the buffer yet (it is enabled only once this returns), so initialising is safe.
-        let view = unsafe { BufferView::from_raw(buffer, len, u64::from(num_packets)) }?;
+        let view = unsafe { stack::View::from_raw(buffer, len, u64::from(num_packets)) }?;
         view.init(buffer as u64, self.doorbell.handle());
         // SAFETY: the caller's contract keeps the memory valid until `disable` removes it.
         unsafe { running.add_raw(buffer, len, u64::from(num_packets)) }

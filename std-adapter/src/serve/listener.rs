@@ -16,9 +16,9 @@
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
+use crate::serve::capacity::ServedPackets;
 use crate::serve::registry::{Services, Stats, ThreadDispatch};
-use hostcall_core::buffer::DrainReport;
-use hostcall_core::poller::{Poller, Protocol};
+use hostcall_core::{DrainReport, Poller, Protocol};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -71,6 +71,9 @@ struct Shared {
     /// Keeps each registered buffer alive while the poller may touch it (the contract of
     /// `Poller::add`). Keyed by base address.
     owned: Mutex<HashMap<usize, Arc<HostcallBuffer>>>,
+    /// The packets of each buffer served (owned or raw, keyed by base address), counted in the
+    /// registry's lane capacity while they are served (and until the listener is dropped).
+    served: Mutex<HashMap<usize, ServedPackets>>,
     stop: AtomicBool,
     config: ListenerConfig,
 }
@@ -115,6 +118,7 @@ impl Listener {
             services,
             doorbell,
             owned: Mutex::new(HashMap::new()),
+            served: Mutex::new(HashMap::new()),
             stop: AtomicBool::new(false),
             config,
         });
@@ -144,16 +148,13 @@ impl Listener {
             return Err(Error::ShutDown);
         }
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
+        let served = self.shared.services.lane_capacity().serve(buffer.num_packets());
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically.
         unsafe {
-            self.shared.poller.add_protocol(
-                buffer.as_ptr(),
-                buffer.len(),
-                buffer.num_packets(),
-                buffer.protocol(),
-            )
+            self.shared.poller.add(buffer.protocol(), buffer.as_ptr(), buffer.len(), buffer.num_packets())
         }?;
+        self.shared.note_served(buffer.as_ptr(), served);
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
@@ -177,12 +178,15 @@ impl Listener {
             ));
         }
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
+        let served =
+            self.shared.services.lane_capacity().serve(u64::from(range.end.saturating_sub(range.start)));
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically; the caller keeps the ranges of
         // the listeners serving this buffer disjoint (see above).
         unsafe {
             self.shared.poller.add_phase_range(buffer.as_ptr(), buffer.len(), buffer.num_packets(), range)
         }?;
+        self.shared.note_served(buffer.as_ptr(), served);
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
@@ -191,10 +195,11 @@ impl Listener {
     pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<Arc<HostcallBuffer>, Error> {
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
         self.shared.poller.remove(buffer.as_ptr())?;
+        self.shared.forget_served(buffer.as_ptr());
         Ok(owned.remove(&(buffer.as_ptr() as usize)).expect("registered buffers are owned"))
     }
 
-    /// Starts serving a buffer in memory the caller manages (the C ABI's path).
+    /// Starts serving a stack-protocol buffer in memory the caller manages (the C ABI's path).
     ///
     /// # Safety
     /// `base..base + len` must stay valid, and be accessed only atomically, until
@@ -203,13 +208,18 @@ impl Listener {
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
+        let served = self.shared.services.lane_capacity().serve(num_packets);
         // SAFETY: forwarded from this function's contract.
-        Ok(unsafe { self.shared.poller.add(base, len, num_packets) }?)
+        unsafe { self.shared.poller.add(Protocol::Stack, base, len, num_packets) }?;
+        self.shared.note_served(base, served);
+        Ok(())
     }
 
     /// Stops serving a buffer added with [`Listener::add_raw`].
     pub fn remove_raw(&self, base: *mut u8) -> Result<(), Error> {
-        Ok(self.shared.poller.remove(base)?)
+        self.shared.poller.remove(base)?;
+        self.shared.forget_served(base);
+        Ok(())
     }
 
     /// The id of the listener thread, `None` once it has been joined.
@@ -259,6 +269,18 @@ impl Drop for Listener {
 impl std::fmt::Debug for Listener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Listener").field("buffers", &self.buffer_count()).finish()
+    }
+}
+
+impl Shared {
+    /// Keeps the buffer at `base` counted in the registry's lane capacity until it is removed.
+    fn note_served(&self, base: *const u8, served: ServedPackets) {
+        self.served.lock().unwrap_or_else(|p| p.into_inner()).insert(base as usize, served);
+    }
+
+    /// The buffer at `base` is no longer served: its packets leave the lane capacity.
+    fn forget_served(&self, base: *const u8) {
+        self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&(base as usize));
     }
 }
 

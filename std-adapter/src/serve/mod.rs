@@ -2,8 +2,13 @@
 //!
 //! - [`registry`]: [`Services`](registry::Services), from a service id to the code that answers it;
 //! - [`listener`]: [`Listener`](listener::Listener), the thread that serves a set of buffers;
-//! - [`pool`]: [`ListenerPool`](pool::ListenerPool), several listeners splitting the same buffers.
+//! - [`pool`]: [`ListenerPool`](pool::ListenerPool), several listeners splitting the same buffers;
+//! - [`capacity`]: [`LaneCapacity`](capacity::LaneCapacity), the lanes a registry's listeners
+//!   serve (the bound on open messages);
+//! - [`unknown_ids`]: the registry's bounded record of unknown service ids.
 
+pub mod capacity;
 pub mod listener;
 pub mod pool;
 pub mod registry;
+pub mod unknown_ids;

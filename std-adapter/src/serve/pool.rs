@@ -18,7 +18,7 @@ use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::serve::listener::{Listener, ListenerConfig};
 use crate::serve::registry::{Services, Stats};
-use hostcall_core::poller::{PollerError, Protocol};
+use hostcall_core::{PollerError, Protocol};
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -5,27 +5,31 @@
 //! whole packet (all lanes at once), for services that want that (e.g. a sanitizer report handled
 //! once per packet).
 //!
-//! What the device cannot do: make the host abort. An unknown id is answered with
-//! [`ErrorCode::UnknownService`] in every lane and logged once per id; a handler that panics is
-//! answered with [`ErrorCode::ServicePanicked`] and the listener goes on. FUNCTION_CALL, which
-//! jumps to any address the device sends, exists only after the `unsafe`
-//! [`Services::enable_function_calls`].
+//! What the device cannot do: make the host abort, or make it hold memory or write log lines
+//! without bound. An unknown id is answered with [`ErrorCode::UnknownService`] in every lane and
+//! counted in a fixed-size table ([`unknown_ids`](super::unknown_ids)); a handler that panics is
+//! answered with [`ErrorCode::ServicePanicked`] and the listener goes on; every warning a device
+//! can trigger is rate-limited ([`crate::rate_limit`]). An error reply is `[u64::MAX, code]`,
+//! except for DEVMEM, whose device code takes any non-zero word 0 as an address: there it is
+//! `[0, code]` ([`error_reply`]). FUNCTION_CALL, which jumps to any address the device sends,
+//! exists only after the `unsafe` [`Services::enable_function_calls`].
+//!
+//! The registry also keeps the [`LaneCapacity`] of the buffers its listeners serve
+//! ([`Services::lane_capacity`]), the bound on open messages of its message services.
 
-use hostcall_core::buffer::{DrainError, PacketRequest};
-use hostcall_core::layout::SLOT_WORDS;
-use hostcall_core::poller::Dispatch;
-use hostcall_core::service::ErrorCode;
+use hostcall_core::dispatch::{serve_lanes, DEVMEM};
+use hostcall_core::{Dispatch, DrainError, ErrorCode, LaneService, PacketRequest, SLOT_WORDS};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use crate::error::Error;
-
-/// A handler that answers one lane from its request words.
-pub type LaneFn = dyn Fn(&[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> + Send + Sync;
+use crate::rate_limit::{error_limited, warn_limited};
+use crate::serve::capacity::LaneCapacity;
+use crate::serve::unknown_ids::UnknownIds;
 
 /// A service that answers a whole packet at once: write a reply (or error reply) for each lane
 /// in `packet.lanes()`.
@@ -35,7 +39,7 @@ pub trait PacketService: Send + Sync {
 }
 
 enum Handler {
-    Lane(Box<LaneFn>),
+    Lane(Box<dyn LaneService>),
     Packet(Box<dyn PacketService>),
 }
 
@@ -123,6 +127,11 @@ pub struct Stats {
     pub services: BTreeMap<u32, (String, ServiceStats)>,
     /// Packets whose service id was not registered.
     pub unknown: ServiceStats,
+    /// The first [`REMEMBERED_UNKNOWN_IDS`](super::unknown_ids::REMEMBERED_UNKNOWN_IDS) distinct
+    /// unknown service ids seen, with their packet counts.
+    pub unknown_ids: BTreeMap<u32, u64>,
+    /// Packets of unknown ids seen after that table was full (not remembered one by one).
+    pub unknown_ids_not_remembered: u64,
     /// Malformed shared state found (broken chains, packets without READY).
     pub malformed: u64,
 }
@@ -172,8 +181,9 @@ pub struct Services {
     /// Bumped on every change of `entries`, so [`ThreadDispatch`] caches know to refresh.
     generation: AtomicU64,
     unknown: Counters,
-    unknown_logged: Mutex<HashSet<u32>>,
+    unknown_ids: UnknownIds,
     malformed: AtomicU64,
+    capacity: LaneCapacity,
 }
 
 impl Services {
@@ -182,7 +192,9 @@ impl Services {
         Self::default()
     }
 
-    /// Registers a lane handler under `id`. `Err` if the id is taken.
+    /// Registers a lane handler under `id`: any closure of the core's [`LaneService`] shape (the
+    /// one lane-service type; the bound is spelled out so closures infer their argument type).
+    /// `Err` if the id is taken.
     pub fn register_lane(
         &self,
         id: u32,
@@ -219,12 +231,22 @@ impl Services {
         ThreadDispatch { services: self, cache: RefCell::new((u64::MAX, IdMap::default())) }
     }
 
+    /// The packets (and so lanes) of the buffers that listeners dispatching through this registry
+    /// serve: each [`Listener`](crate::serve::listener::Listener) counts its buffers here while it
+    /// serves them. Message services bound their open messages by it.
+    pub fn lane_capacity(&self) -> &LaneCapacity {
+        &self.capacity
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        let (unknown_ids, unknown_ids_not_remembered) = self.unknown_ids.snapshot();
         Stats {
             services: entries.iter().map(|(id, e)| (*id, (e.name.clone(), e.counters.snapshot()))).collect(),
             unknown: self.unknown.snapshot(),
+            unknown_ids,
+            unknown_ids_not_remembered,
             // Relaxed: a statistic, like the counters; nothing is published through it.
             malformed: self.malformed.load(Ordering::Relaxed),
         }
@@ -246,39 +268,48 @@ impl Services {
     }
 
     fn answer_unknown(&self, packet: &mut PacketRequest<'_>) {
-        packet.reply_error_all(ErrorCode::UnknownService);
+        reply_error_all(packet, ErrorCode::UnknownService);
         self.unknown.count(packet, u64::from(packet.activemask().count_ones()));
-        let first = self.unknown_logged.lock().unwrap_or_else(|p| p.into_inner()).insert(packet.service());
-        if first {
-            log::warn!(
-                "unknown service id {} (answered with an error; logged once per id)",
-                packet.service()
-            );
-        }
+        self.unknown_ids.record(packet.service());
     }
 }
 
-/// Serves every lane with a lane handler, catching a panic per lane. Returns the error count.
-fn serve_lanes(handler: &LaneFn, name: &str, packet: &mut PacketRequest<'_>) -> u64 {
-    let mut errors = 0;
-    let mut lanes = packet.activemask();
-    while lanes != 0 {
-        let lane = lanes.trailing_zeros() as usize;
-        lanes &= lanes - 1;
-        let request = packet.request(lane);
-        let outcome = catch_unwind(AssertUnwindSafe(|| handler(&request))).unwrap_or_else(|_| {
-            log::error!("service {name} panicked on lane {lane}; answered with an error");
-            Err(ErrorCode::ServicePanicked)
-        });
-        match outcome {
-            Ok(reply) => packet.reply(lane, reply),
-            Err(code) => {
-                errors += 1;
-                packet.reply_error(lane, code);
-            }
-        }
+/// The reply words of an error for a lane of service `service`: `[ERROR_REPLY, code]`
+/// ([`ErrorCode::reply`]), except for DEVMEM, `[0, code]`: ROCm's device allocator checks the
+/// address for null and takes any other value, `u64::MAX` included, as memory it may use.
+///
+/// ```
+/// use hostcall::serve::registry::error_reply;
+/// use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
+/// assert_eq!(error_reply(PRINTF, ErrorCode::Refused), [u64::MAX, 4]);
+/// assert_eq!(error_reply(DEVMEM, ErrorCode::Refused), [0, 4]);
+/// ```
+pub fn error_reply(service: u32, code: ErrorCode) -> [u64; 2] {
+    match service {
+        DEVMEM => [0, code as u64],
+        _ => code.reply(),
     }
-    errors
+}
+
+/// Answers every active lane of `packet` with [`error_reply`] for its service, flagging the packet.
+pub fn reply_error_all(packet: &mut PacketRequest<'_>, code: ErrorCode) {
+    let reply = error_reply(packet.service(), code);
+    for lane in packet.lanes() {
+        packet.reply_with_error(lane, reply);
+    }
+}
+
+/// Serves every lane with a lane handler: the core's [`serve_lanes`], with a panic guard around
+/// each lane's call (a panic answers that lane with [`ErrorCode::ServicePanicked`]). Returns the
+/// error count.
+fn serve_lanes_guarded(handler: &dyn LaneService, name: &str, packet: &mut PacketRequest<'_>) -> u64 {
+    let errors = serve_lanes(packet, |lane, request| {
+        catch_unwind(AssertUnwindSafe(|| handler.serve(request))).unwrap_or_else(|_| {
+            error_limited!("service {name} panicked on lane {lane}; answered with an error");
+            Err(ErrorCode::ServicePanicked)
+        })
+    });
+    u64::from(errors)
 }
 
 impl Dispatch for Services {
@@ -292,7 +323,7 @@ impl Dispatch for Services {
     fn malformed(&self, buffer: usize, error: DrainError) {
         // Relaxed: a statistic; nothing is published through it.
         self.malformed.fetch_add(1, Ordering::Relaxed);
-        log::warn!("buffer {buffer:#x}: {error}");
+        warn_limited!("buffer {buffer:#x}: {error}");
     }
 }
 
@@ -349,11 +380,11 @@ impl std::fmt::Debug for ThreadDispatch<'_> {
 /// Serves a packet with a registered service and counts it.
 fn serve_entry(entry: &Entry, packet: &mut PacketRequest<'_>) {
     let errors = match &entry.handler {
-        Handler::Lane(handler) => serve_lanes(handler.as_ref(), &entry.name, packet),
+        Handler::Lane(handler) => serve_lanes_guarded(handler.as_ref(), &entry.name, packet),
         Handler::Packet(service) => {
             if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
-                log::error!("service {} panicked; packet answered with errors", entry.name);
-                packet.reply_error_all(ErrorCode::ServicePanicked);
+                error_limited!("service {} panicked; packet answered with errors", entry.name);
+                reply_error_all(packet, ErrorCode::ServicePanicked);
                 u64::from(packet.activemask().count_ones())
             } else {
                 u64::from(packet.has_error())

@@ -1,45 +1,118 @@
 //! DEVMEM (id 3, PROTOCOL.md section 3): device memory the host allocates and frees on a device's
-//! request, within [`DevMemLimits`].
+//! request, laid out as ROCm's device allocator needs it and within [`DevMemLimits`].
+//!
+//! # Alignment
+//!
+//! ROCm's device allocator (ockl `dm.cl`) asks the host for 2 MiB slabs and for large blocks, and
+//! when it frees an address it tells them apart by the address alone: `(addr & 0xfff) == 0` is a
+//! large block, handed back to the host; anything else is a piece of the slab at
+//! `addr & !0x1f_ffff`. So, as ROCm's host runtime does, every block is aligned to
+//! [`BLOCK_ALIGN`] (4 KiB) and a block of exactly [`SLAB_BYTES`] (2 MiB) to 2 MiB; other sizes,
+//! multiples of 2 MiB included, get 4 KiB ([`block_alignment`]). Sizes are rounded up to whole
+//! 4 KiB pages. This holds on every backend: where a backend cannot align that much itself (HSA
+//! pools and CUDA's pinned memory align to their granule, 4 KiB), DEVMEM allocates the block plus
+//! the alignment and hands out the aligned address inside.
+//!
+//! # Budget
+//!
+//! | bound | default | when exceeded |
+//! | --- | --- | --- |
+//! | one allocation ([`DevMemLimits::max_allocation`]) | 256 MiB | `[0, Refused]` |
+//! | bytes live, overhead included ([`DevMemLimits::max_total`]) | 1 GiB | `[0, Refused]` |
+//! | allocations live ([`DevMemLimits::max_allocations`]) | 65,536 | `[0, Refused]` |
+//!
+//! An allocation costs what it takes from the backend (its size rounded up to 4 KiB pages, plus
+//! the alignment where the backend could not align) and [`ALLOCATION_OVERHEAD`] bytes of
+//! bookkeeping (about a hundred): a one-byte allocation costs 4 KiB and that, so the default
+//! budget holds fewer than 2^18 of them, and the count bound 65,536 allocations of any size.
+//!
+//! # Replies
+//!
+//! An allocation is answered `[address, 0]`; a free `[0, 0]`. Every failure is answered with a
+//! null address, `[0, code]`: ROCm's device code checks the address for null and takes any other
+//! value as memory it may use. That holds for a refusal ([`ErrorCode::Refused`]: a size of 0 or
+//! over a bound, the backend out of memory), a free of an address DEVMEM did not hand out
+//! ([`ErrorCode::BadRequest`]), and a backend that panics ([`ErrorCode::ServicePanicked`]); the
+//! registry answers DEVMEM the same way when it is not registered
+//! ([`error_reply`](crate::serve::registry::error_reply)). Refusals are logged, rate-limited.
+//!
+//! ```
+//! use hostcall::services::devmem::{block_alignment, BLOCK_ALIGN, SLAB_BYTES};
+//! assert_eq!(block_alignment(1), BLOCK_ALIGN);
+//! assert_eq!(block_alignment(SLAB_BYTES), SLAB_BYTES);
+//! assert_eq!(block_alignment(2 * SLAB_BYTES), BLOCK_ALIGN);
+//! ```
 
 use crate::error::Error;
-use crate::memory::{DeviceAllocation, DeviceMemory};
+use crate::memory::{DeviceAllocation, DeviceMemory, MemoryError};
+use crate::rate_limit::warn_limited;
 use crate::serve::registry::{PacketService, Services};
-use hostcall_core::buffer::PacketRequest;
-use hostcall_core::service::{ErrorCode, DEVMEM};
+use hostcall_core::dispatch::DEVMEM;
+use hostcall_core::{ErrorCode, PacketRequest};
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
+
+/// The alignment (and page size) of every block: ROCm's device allocator takes a 4 KiB-aligned
+/// address for a large block.
+pub const BLOCK_ALIGN: u64 = 4 << 10;
+/// The size of the slabs ROCm's device allocator asks for, each aligned to its size.
+pub const SLAB_BYTES: u64 = 2 << 20;
+/// Bytes of bookkeeping charged to [`DevMemLimits::max_total`] per allocation: an upper estimate
+/// of its entry in the table of live blocks (the entry, and as much again for the table's slack).
+pub const ALLOCATION_OVERHEAD: u64 = 2 * std::mem::size_of::<(u64, Block)>() as u64;
+
+/// The alignment of a block of `size` bytes: 2 MiB for a 2 MiB slab, 4 KiB for anything else.
+pub fn block_alignment(size: u64) -> u64 {
+    if size == SLAB_BYTES {
+        SLAB_BYTES
+    } else {
+        BLOCK_ALIGN
+    }
+}
 
 impl Services {
     /// Registers DEVMEM (id 3): `slot[0] = 0` allocates `slot[1]` bytes of `memory` and answers the
-    /// device address in reply word 0 (0 on failure); `slot[0] != 0` frees that address (reply
-    /// `[0, 0]`). Refused (null address, error code in word 1): sizes of 0 or above
-    /// `limits.max_allocation`, more than `limits.max_total` bytes live, and frees of addresses
-    /// this service did not hand out (logged).
+    /// device address in reply word 0; `slot[0] != 0` frees that address (reply `[0, 0]`). Blocks
+    /// are aligned as ROCm's device allocator needs, within `limits`; every failure answers a
+    /// null address (see [`crate::services::devmem`]).
     pub fn enable_devmem(&self, memory: Arc<dyn DeviceMemory>, limits: DevMemLimits) -> Result<(), Error> {
         self.register_packet(DEVMEM, "devmem", DevMem { memory, limits, live: Mutex::default() })
     }
 }
 
-/// What DEVMEM will hand out.
+/// What DEVMEM will hand out. See the [module docs](self#budget).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DevMemLimits {
-    /// The largest single allocation, in bytes.
+    /// The largest single allocation, in bytes asked for.
     pub max_allocation: u64,
-    /// The most bytes live at once.
+    /// The most bytes live at once, counting what each allocation costs (pages, alignment
+    /// padding, [`ALLOCATION_OVERHEAD`]).
     pub max_total: u64,
-    /// Alignment of every allocation.
-    pub align: usize,
+    /// The most allocations live at once.
+    pub max_allocations: usize,
 }
 
 impl Default for DevMemLimits {
     fn default() -> Self {
-        Self { max_allocation: 256 << 20, max_total: 1 << 30, align: 64 }
+        Self { max_allocation: 256 << 20, max_total: 1 << 30, max_allocations: 1 << 16 }
     }
+}
+
+/// One live block: the backend's allocation (the device's block starts at the aligned address
+/// inside it) and its cost.
+#[derive(Debug)]
+struct Block {
+    /// Freed when the block is dropped.
+    _allocation: DeviceAllocation,
+    /// Bytes charged to the budget.
+    cost: u64,
 }
 
 #[derive(Default)]
 struct Live {
-    by_address: HashMap<u64, DeviceAllocation>,
+    /// By the device address handed out.
+    blocks: HashMap<u64, Block>,
     bytes: u64,
 }
 
@@ -51,29 +124,79 @@ struct DevMem {
 
 impl DevMem {
     fn allocate(&self, live: &mut Live, size: u64) -> Result<u64, ErrorCode> {
-        if size == 0 || size > self.limits.max_allocation || live.bytes + size > self.limits.max_total {
-            log::warn!("devmem: refused an allocation of {size} bytes ({} live)", live.bytes);
-            return Err(ErrorCode::Refused);
+        let limits = &self.limits;
+        let refuse = |why: &str| {
+            warn_limited!(
+                "devmem: refused an allocation of {size} bytes ({why}; {} bytes in {} blocks live)",
+                live.bytes,
+                live.blocks.len()
+            );
+            ErrorCode::Refused
+        };
+        if size == 0 || size > limits.max_allocation {
+            return Err(refuse("size 0 or above the largest allocation"));
         }
-        let allocation = DeviceAllocation::new(self.memory.clone(), size as usize, self.limits.align)
-            .map_err(|e| {
-                log::warn!("devmem: {e}");
+        if live.blocks.len() >= limits.max_allocations {
+            return Err(refuse("as many allocations live as allowed"));
+        }
+        let pages = size.div_ceil(BLOCK_ALIGN) * BLOCK_ALIGN;
+        if live.bytes + pages + ALLOCATION_OVERHEAD > limits.max_total {
+            return Err(refuse("over the byte budget"));
+        }
+        let (allocation, address) =
+            aligned_block(&self.memory, pages, block_alignment(size)).map_err(|e| {
+                warn_limited!("devmem: allocation of {size} bytes failed: {e}");
                 ErrorCode::Refused
             })?;
-        let address = allocation.device_address();
-        live.bytes += size;
-        live.by_address.insert(address, allocation);
+        let cost = allocation.len() as u64 + ALLOCATION_OVERHEAD;
+        if live.bytes + cost > limits.max_total {
+            return Err(refuse("over the byte budget once aligned"));
+        }
+        live.bytes += cost;
+        live.blocks.insert(address, Block { _allocation: allocation, cost });
         Ok(address)
     }
 
     fn free(&self, live: &mut Live, address: u64) -> Result<(), ErrorCode> {
-        let allocation = live.by_address.remove(&address).ok_or_else(|| {
-            log::warn!("devmem: free of {address:#x}, which devmem did not allocate (refused)");
+        let block = live.blocks.remove(&address).ok_or_else(|| {
+            warn_limited!("devmem: free of {address:#x}, which devmem did not allocate (refused)");
             ErrorCode::BadRequest
         })?;
-        live.bytes -= allocation.len() as u64;
+        live.bytes -= block.cost;
         Ok(())
     }
+
+    /// One lane: allocate or free.
+    fn serve_lane(&self, live: &mut Live, request: [u64; 8]) -> Result<[u64; 2], ErrorCode> {
+        match request[0] {
+            0 => self.allocate(live, request[1]).map(|address| [address, 0]),
+            address => self.free(live, address).map(|()| [0, 0]),
+        }
+    }
+}
+
+/// `pages` bytes of `memory` whose device address is aligned to `align`: the backend's own
+/// alignment if it gives it, else `pages + align` bytes with the aligned address inside.
+fn aligned_block(
+    memory: &Arc<dyn DeviceMemory>,
+    pages: u64,
+    align: u64,
+) -> Result<(DeviceAllocation, u64), MemoryError> {
+    let too_large = MemoryError::OutOfMemory { size: usize::MAX };
+    let size = usize::try_from(pages).map_err(|_| too_large.clone())?;
+    let align_usize = usize::try_from(align).map_err(|_| too_large.clone())?;
+    match DeviceAllocation::new(memory.clone(), size, align_usize) {
+        Ok(allocation) if allocation.device_address() % align == 0 => {
+            let address = allocation.device_address();
+            return Ok((allocation, address));
+        }
+        Ok(_) | Err(MemoryError::BadRequest { .. }) => {} // the backend cannot align this much
+        Err(e) => return Err(e),
+    }
+    let padded = size.checked_add(align_usize).ok_or(too_large.clone())?;
+    let allocation = DeviceAllocation::new(memory.clone(), padded, 8)?;
+    let address = allocation.device_address().checked_next_multiple_of(align).ok_or(too_large)?;
+    Ok((allocation, address))
 }
 
 impl PacketService for DevMem {
@@ -81,10 +204,9 @@ impl PacketService for DevMem {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         for lane in packet.lanes() {
             let request = packet.request(lane);
-            let outcome = match request[0] {
-                0 => self.allocate(&mut live, request[1]).map(|address| [address, 0]),
-                address => self.free(&mut live, address).map(|()| [0, 0]),
-            };
+            // A backend that panics fails this lane alone, with a null address like any failure.
+            let outcome = catch_unwind(AssertUnwindSafe(|| self.serve_lane(&mut live, request)))
+                .unwrap_or(Err(ErrorCode::ServicePanicked));
             match outcome {
                 Ok(reply) => packet.reply(lane, reply),
                 Err(code) => packet.reply_with_error(lane, [0, code as u64]),

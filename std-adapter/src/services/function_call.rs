@@ -4,7 +4,8 @@
 
 use crate::error::Error;
 use crate::serve::registry::Services;
-use hostcall_core::service::{ErrorCode, FUNCTION_CALL};
+use hostcall_core::dispatch::FUNCTION_CALL;
+use hostcall_core::ErrorCode;
 
 impl Services {
     /// Registers FUNCTION_CALL (id 1): `slot[0]` is the address of a host function

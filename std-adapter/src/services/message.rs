@@ -8,18 +8,36 @@
 //! - END hands the whole message back ([`ChunkOutcome::Complete`]) so a service runs on it, and
 //!   frees the id; BEGIN | END in one call is a message of one chunk.
 //!
-//! A device cannot exhaust host memory: a message is bounded ([`MessageLimits::max_message_bytes`],
-//! default 64 KiB) and so is the number of open messages ([`MessageLimits::max_open`], default
-//! 4096: every lane of 64 full packets). A BEGIN when that many are open evicts the message that
-//! has been open longest (a device that begins messages and never ends them cannot lock others
-//! out; the evicted message's later chunks are refused as an unknown id), and BEGIN | END needs no
-//! slot at all. Every malformed chunk is answered with an error reply ([`MessageError::code`]) and the
-//! message it names, if open, is dropped and its id freed, so later messages still work.
+//! # Budgets
 //!
-//! Ids are `generation << 24 | slot`: the slot (1..=max_open) is recycled, the generation grows
-//! on every reuse, so a chunk that names a dropped message is refused as an unknown id instead of
-//! landing in the next message that got its slot. Id 0 is never allocated: a chunk without BEGIN
-//! that carries id 0 is a device that never sent (or never read the reply to) its BEGIN.
+//! A device cannot make the assembler hold memory without bound, nor push out a message another
+//! lane has open. Three bounds, each answered with [`ErrorCode::Refused`] and nothing else
+//! disturbed:
+//!
+//! | bound | default | when exceeded |
+//! | --- | --- | --- |
+//! | open messages: the lanes the registry's listeners serve ([`LaneCapacity`]), and at most [`MessageLimits::max_open`] | 64 per packet served | the BEGIN is refused ([`MessageError::TooManyOpen`]) |
+//! | bytes held by all open messages ([`MessageLimits::max_held_bytes`]): their words' capacity plus [`OPEN_MESSAGE_OVERHEAD`] each | 256 MiB | a BEGIN is refused; a message that would grow past it is dropped ([`MessageError::HeldBytes`]) |
+//! | one message ([`MessageLimits::max_message_bytes`]) | 64 KiB | that message is dropped ([`MessageError::Oversize`]) |
+//!
+//! Why the count needs no fixed cap: a lane has at most one message in flight (it waits for each
+//! chunk's reply) and a buffer holds one packet per wave in flight, so the buffers served carry
+//! at most 64 open messages per packet. A GPU with thousands of waves mid-printf is within it;
+//! more open messages than that is a device that begins messages and never ends them, and only
+//! its own later BEGINs are refused (they work again as soon as messages end or are dropped).
+//! A message whose device went away mid-way (a killed kernel) stays open until
+//! [`Assembler::clear`]. [`Services::enable_printf`](crate::serve::registry::Services) attaches the
+//! registry's [`LaneCapacity`]; a standalone assembler (or one whose registry serves no packets)
+//! is bounded by `max_open` and the bytes alone. BEGIN | END needs no slot at all.
+//!
+//! Every malformed chunk is answered with an error reply ([`MessageError::code`]) and the message
+//! it names, if open, is dropped and its id freed, so later messages still work.
+//!
+//! Ids are `generation << 24 | slot`: the slot (1..=[`MAX_OPEN_LIMIT`]) is recycled, the
+//! generation grows on every reuse, so a chunk that names a dropped message is refused as an
+//! unknown id instead of landing in the next message that got its slot. Id 0 is never allocated:
+//! a chunk without BEGIN that carries id 0 is a device that never sent (or never read the reply
+//! to) its BEGIN.
 //!
 //! ```
 //! use hostcall::services::message::MessageService;
@@ -32,36 +50,42 @@
 //! assert_eq!(service.assembler().open_messages(), 0);
 //! ```
 
-use hostcall_core::message::{Descriptor, DescriptorError, DATA_WORDS};
-use hostcall_core::poller::LaneService;
-use hostcall_core::service::ErrorCode;
-use std::collections::VecDeque;
+mod assembler;
+
+pub use assembler::{Assembler, MAX_OPEN_LIMIT, OPEN_MESSAGE_OVERHEAD};
+
+use crate::serve::capacity::LaneCapacity;
+use hostcall_core::message::DescriptorError;
+use hostcall_core::{ErrorCode, LaneService};
 use std::fmt;
 use std::sync::Mutex;
 
 /// Default bound on one message: 64 KiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 10;
-/// Default bound on the number of messages open at once.
-pub const DEFAULT_MAX_OPEN: usize = 4096;
+/// Default bound on the bytes all open messages hold together: 256 MiB (every lane of 4,096
+/// packets, a full large GPU, holding a 1 KiB message).
+pub const DEFAULT_MAX_HELD_BYTES: usize = 256 << 20;
 
-/// Bits of an id that name the slot; the rest (32 bits) is the slot's generation.
-const SLOT_BITS: u32 = 24;
-const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
-/// The most open messages the id layout can name.
-pub const MAX_OPEN_LIMIT: usize = SLOT_MASK as usize;
-
-/// Bounds on what devices may make the assembler hold.
+/// Bounds on what devices may make the assembler hold. See the [module docs](self#budgets).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MessageLimits {
     /// The largest message, in bytes (rounded down to whole words).
     pub max_message_bytes: usize,
-    /// The most messages open at once (at most [`MAX_OPEN_LIMIT`]; larger values are clamped).
+    /// The most bytes all open messages hold together, bookkeeping included
+    /// ([`OPEN_MESSAGE_OVERHEAD`] per message).
+    pub max_held_bytes: usize,
+    /// The most messages open at once whatever the lanes served (at most [`MAX_OPEN_LIMIT`], the
+    /// default; larger values are clamped).
     pub max_open: usize,
 }
 
 impl Default for MessageLimits {
     fn default() -> Self {
-        Self { max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES, max_open: DEFAULT_MAX_OPEN }
+        Self {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_held_bytes: DEFAULT_MAX_HELD_BYTES,
+            max_open: MAX_OPEN_LIMIT,
+        }
     }
 }
 
@@ -84,6 +108,20 @@ pub enum MessageError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// A BEGIN found as many messages open as the bound allows (the lanes served, or
+    /// [`MessageLimits::max_open`]); it was refused and no open message was touched.
+    TooManyOpen {
+        /// The bound in force.
+        bound: usize,
+    },
+    /// The open messages would hold more than [`MessageLimits::max_held_bytes`]: a BEGIN is
+    /// refused (`id` 0), a growing message is dropped (its id).
+    HeldBytes {
+        /// The id of the dropped message (0 for a refused BEGIN).
+        id: u64,
+        /// The limit in bytes.
+        limit: usize,
+    },
 }
 
 impl MessageError {
@@ -92,7 +130,7 @@ impl MessageError {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::Descriptor(_) | Self::NoBegin | Self::UnknownId { .. } => ErrorCode::BadRequest,
-            Self::Oversize { .. } => ErrorCode::Refused,
+            Self::Oversize { .. } | Self::TooManyOpen { .. } | Self::HeldBytes { .. } => ErrorCode::Refused,
         }
     }
 }
@@ -104,6 +142,15 @@ impl fmt::Display for MessageError {
             Self::NoBegin => f.write_str("message chunk without a BEGIN"),
             Self::UnknownId { id } => write!(f, "no open message has id {id:#x}"),
             Self::Oversize { id, limit } => write!(f, "message {id:#x} is larger than {limit} bytes"),
+            Self::TooManyOpen { bound } => {
+                write!(f, "{bound} messages are open, as many as the lanes served; BEGIN refused")
+            }
+            Self::HeldBytes { id: 0, limit } => {
+                write!(f, "open messages hold {limit} bytes, their budget; BEGIN refused")
+            }
+            Self::HeldBytes { id, limit } => {
+                write!(f, "message {id:#x} dropped: open messages would hold more than {limit} bytes")
+            }
         }
     }
 }
@@ -124,183 +171,6 @@ pub enum ChunkOutcome {
     },
     /// A malformed chunk or a limit: answer `error.code().reply()`.
     Error(MessageError),
-}
-
-#[derive(Debug, Default)]
-struct Slot {
-    generation: u32,
-    /// When the message was begun (the assembler's BEGIN count), to find the oldest.
-    opened: u64,
-    message: Option<Vec<u64>>,
-}
-
-/// The open messages of every lane, keyed by id. See the [module docs](self).
-#[derive(Debug)]
-pub struct Assembler {
-    limits: MessageLimits,
-    max_words: usize,
-    slots: Vec<Slot>,
-    /// Free slot indices, reused oldest first.
-    free: VecDeque<usize>,
-    open: usize,
-    begun: u64,
-    evicted: u64,
-}
-
-impl Default for Assembler {
-    fn default() -> Self {
-        Self::new(MessageLimits::default())
-    }
-}
-
-impl Assembler {
-    /// An assembler with no open message.
-    pub fn new(limits: MessageLimits) -> Self {
-        let limits = MessageLimits { max_open: limits.max_open.min(MAX_OPEN_LIMIT), ..limits };
-        Self {
-            limits,
-            max_words: limits.max_message_bytes / 8,
-            slots: Vec::new(),
-            free: VecDeque::new(),
-            open: 0,
-            begun: 0,
-            evicted: 0,
-        }
-    }
-
-    /// The limits in force.
-    pub fn limits(&self) -> MessageLimits {
-        self.limits
-    }
-
-    /// Messages begun and not yet ended or dropped.
-    pub fn open_messages(&self) -> usize {
-        self.open
-    }
-
-    /// Messages evicted so far because a BEGIN found [`MessageLimits::max_open`] open.
-    pub fn evicted(&self) -> u64 {
-        self.evicted
-    }
-
-    /// Takes one lane's request (slot 0 the descriptor, slots `1..=LEN` the data).
-    pub fn on_chunk(&mut self, request: &[u64; 8]) -> ChunkOutcome {
-        match self.chunk(request) {
-            Ok(outcome) => outcome,
-            Err(error) => ChunkOutcome::Error(error),
-        }
-    }
-
-    fn chunk(&mut self, request: &[u64; 8]) -> Result<ChunkOutcome, MessageError> {
-        let word = request[0];
-        let descriptor = Descriptor::decode(word).map_err(|e| {
-            if !Descriptor::raw_begin(word) {
-                self.abandon(Descriptor::raw_id(word));
-            }
-            MessageError::Descriptor(e)
-        })?;
-        // LEN is 0..=7 by construction (3 bits), so slots 1..=LEN are always in the request.
-        let data = &request[1..=descriptor.len().min(DATA_WORDS)];
-        let (index, id) = if descriptor.begin() {
-            if data.len() > self.max_words {
-                return Err(MessageError::Oversize { id: 0, limit: self.limits.max_message_bytes });
-            }
-            if descriptor.end() {
-                return Ok(ChunkOutcome::Complete { id: 0, message: data.to_vec() });
-            }
-            self.allocate()
-        } else {
-            let id = descriptor.id();
-            (self.find(id)?, id)
-        };
-        let message = self.slots[index].message.get_or_insert_with(Vec::new);
-        if message.len() + data.len() > self.max_words {
-            self.release(index);
-            return Err(MessageError::Oversize { id, limit: self.limits.max_message_bytes });
-        }
-        message.extend_from_slice(data);
-        if descriptor.end() {
-            let message = self.release(index).unwrap_or_default();
-            return Ok(ChunkOutcome::Complete { id, message });
-        }
-        // `id` is at most 56 bits by construction (`allocate`) or came from a decoded descriptor.
-        let reply = descriptor.reply_for(id).map_err(MessageError::Descriptor)?;
-        Ok(ChunkOutcome::Reply([reply.encode(), 0]))
-    }
-
-    /// Drops the open message `id`, if any; returns whether there was one.
-    pub fn abandon(&mut self, id: u64) -> bool {
-        match self.find(id) {
-            Ok(index) => {
-                self.release(index);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Drops every open message.
-    pub fn clear(&mut self) {
-        for index in 0..self.slots.len() {
-            if self.slots[index].message.is_some() {
-                self.release(index);
-            }
-        }
-    }
-
-    fn allocate(&mut self) -> (usize, u64) {
-        if self.open >= self.limits.max_open {
-            self.evict_oldest();
-        }
-        let index = match self.free.pop_front() {
-            Some(index) => index,
-            None => {
-                self.slots.push(Slot::default());
-                self.slots.len() - 1
-            }
-        };
-        let slot = &mut self.slots[index];
-        slot.message = Some(Vec::new());
-        slot.opened = self.begun;
-        self.begun += 1;
-        self.open += 1;
-        (index, u64::from(slot.generation) << SLOT_BITS | (index as u64 + 1))
-    }
-
-    /// Drops the message open longest. A scan of the slots, only when the limit is reached.
-    fn evict_oldest(&mut self) {
-        let oldest = (0..self.slots.len())
-            .filter(|&i| self.slots[i].message.is_some())
-            .min_by_key(|&i| self.slots[i].opened);
-        if let Some(index) = oldest {
-            log::warn!("message assembler: {} messages open; the oldest is dropped", self.open);
-            self.release(index);
-            self.evicted += 1;
-        }
-    }
-
-    fn find(&self, id: u64) -> Result<usize, MessageError> {
-        if id == 0 {
-            return Err(MessageError::NoBegin);
-        }
-        let unknown = MessageError::UnknownId { id };
-        let index = usize::try_from(id & SLOT_MASK).ok().and_then(|s| s.checked_sub(1)).ok_or(unknown)?;
-        let slot = self.slots.get(index).ok_or(unknown)?;
-        if u64::from(slot.generation) != id >> SLOT_BITS || slot.message.is_none() {
-            return Err(unknown);
-        }
-        Ok(index)
-    }
-
-    /// Closes slot `index`: takes its message, bumps its generation, frees it.
-    fn release(&mut self, index: usize) -> Option<Vec<u64>> {
-        let slot = &mut self.slots[index];
-        let message = slot.message.take()?;
-        slot.generation = slot.generation.wrapping_add(1);
-        self.free.push_back(index);
-        self.open -= 1;
-        Some(message)
-    }
 }
 
 /// A lane service over messages: assembles chunks, runs `handler` on each complete message and
@@ -332,6 +202,13 @@ impl<F: FnMut(&[u64]) -> [u64; 2]> MessageService<F> {
     /// A service with explicit limits.
     pub fn with_limits(limits: MessageLimits, handler: F) -> Self {
         Self { assembler: Assembler::new(limits), handler, errors: 0, last_error: None }
+    }
+
+    /// Bounds the open messages by the lanes `capacity` counts (see the
+    /// [module docs](self#budgets)).
+    pub fn with_lane_capacity(mut self, capacity: LaneCapacity) -> Self {
+        self.assembler = self.assembler.with_lane_capacity(capacity);
+        self
     }
 
     /// One lane's request: the reply, or the error the lane is answered with.

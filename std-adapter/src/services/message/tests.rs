@@ -1,7 +1,8 @@
 //! The assembler: good streams, every malformed stream, limits, recovery.
 
+use super::assembler::SLOT_MASK;
 use super::*;
-use hostcall_core::message::{MessageWriter, MAX_ID};
+use hostcall_core::message::{Descriptor, MessageWriter, MAX_ID};
 
 fn desc(begin: bool, end: bool, len: usize, id: u64) -> u64 {
     Descriptor::new(begin, end, len, id).unwrap().encode()
@@ -126,21 +127,101 @@ fn oversize_message_is_dropped_and_recovers() {
 }
 
 #[test]
-fn too_many_open_messages_evicts_the_oldest() {
+fn too_many_open_messages_refuses_the_begin_and_keeps_the_open_ones() {
     let limits = MessageLimits { max_open: 2, ..MessageLimits::default() };
     let mut s = MessageService::with_limits(limits, |m: &[u64]| [m.iter().sum(), m.len() as u64]);
     let begin = request(desc(true, false, 1, 0), &[1]);
     let first = s.serve_lane(&begin);
     let second = s.serve_lane(&begin);
-    let third = s.serve_lane(&begin);
+    assert_eq!(s.serve_lane(&begin), ErrorCode::Refused.reply());
+    assert_eq!(s.last_error(), Some(MessageError::TooManyOpen { bound: 2 }));
     assert_eq!(s.assembler().open_messages(), 2);
-    assert_eq!(s.assembler().evicted(), 1);
-    // The oldest is gone; the two younger ones finish.
+    assert_eq!(s.assembler().refused_begins(), 1);
+    // A one-chunk message needs no slot.
+    assert_eq!(s.serve_lane(&request(desc(true, true, 1, 0), &[4])), [4, 1]);
+    // Both open messages finish; then BEGINs work again.
     let end = |reply: [u64; 2]| request(desc(false, true, 1, Descriptor::raw_id(reply[0])), &[2]);
-    assert_eq!(s.serve_lane(&end(first)), ErrorCode::BadRequest.reply());
+    assert_eq!(s.serve_lane(&end(first)), [3, 2]);
     assert_eq!(s.serve_lane(&end(second)), [3, 2]);
-    assert_eq!(s.serve_lane(&end(third)), [3, 2]);
     good_message_works(&mut s);
+}
+
+#[test]
+fn the_lanes_served_bound_the_open_messages() {
+    let capacity = LaneCapacity::new();
+    let mut a = Assembler::default().with_lane_capacity(capacity.clone());
+    assert_eq!(a.open_bound(), MAX_OPEN_LIMIT, "no packets reported: max_open alone");
+    let buffer = capacity.serve(100);
+    assert_eq!(a.open_bound(), 6400);
+    let begin = request(desc(true, false, 0, 0), &[]);
+    let ids: Vec<u64> = (0..6400)
+        .map(|_| match a.on_chunk(&begin) {
+            ChunkOutcome::Reply([word, 0]) => Descriptor::raw_id(word),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(a.on_chunk(&begin), ChunkOutcome::Error(MessageError::TooManyOpen { bound: 6400 }));
+    // Every open message is intact.
+    for id in &ids {
+        assert!(matches!(
+            a.on_chunk(&request(desc(false, true, 0, *id), &[])),
+            ChunkOutcome::Complete { .. }
+        ));
+    }
+    // More packets, more room; fewer packets, less.
+    let more = capacity.serve(1);
+    assert_eq!(a.open_bound(), 6464);
+    drop((buffer, more));
+    assert_eq!(a.open_bound(), MAX_OPEN_LIMIT);
+    assert_eq!(a.held_bytes(), 0);
+}
+
+#[test]
+fn the_held_bytes_budget_refuses_begins_and_drops_only_the_growing_message() {
+    // Room for two messages of one 8-word buffer each, and a little more.
+    let budget = 2 * (OPEN_MESSAGE_OVERHEAD + 64) + 32;
+    let limits = MessageLimits { max_held_bytes: budget, ..MessageLimits::default() };
+    let mut s = MessageService::with_limits(limits, |m: &[u64]| [m.iter().sum(), m.len() as u64]);
+    let begin = request(desc(true, false, 7, 0), &[1; 7]);
+    let first = s.serve_lane(&begin);
+    let second = s.serve_lane(&begin);
+    assert_eq!(s.assembler().held_bytes(), 2 * (OPEN_MESSAGE_OVERHEAD + 64));
+    // A third BEGIN with data does not fit: refused; the open two are untouched.
+    assert_eq!(s.serve_lane(&begin), ErrorCode::Refused.reply());
+    assert_eq!(s.last_error(), Some(MessageError::HeldBytes { id: 0, limit: budget }));
+    assert_eq!(s.assembler().open_messages(), 2);
+    // The first grows past the budget: it alone is dropped.
+    let id = |reply: [u64; 2]| Descriptor::raw_id(reply[0]);
+    let grow = request(desc(false, false, 7, id(first)), &[1; 7]);
+    assert_eq!(s.serve_lane(&grow), ErrorCode::Refused.reply());
+    assert_eq!(s.last_error(), Some(MessageError::HeldBytes { id: id(first), limit: budget }));
+    assert_eq!(s.assembler().open_messages(), 1);
+    // The second ends normally, and the budget is whole again.
+    assert_eq!(s.serve_lane(&request(desc(false, true, 1, id(second)), &[2])), [9, 8]);
+    assert_eq!(s.assembler().held_bytes(), 0);
+    // BEGINs work again.
+    let third = s.serve_lane(&begin);
+    assert_eq!(s.serve_lane(&request(desc(false, true, 1, id(third)), &[3])), [10, 8]);
+}
+
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn the_overhead_per_open_message_is_what_the_readme_says() {
+    assert_eq!(OPEN_MESSAGE_OVERHEAD, 48);
+}
+
+#[test]
+fn the_held_bytes_budget_counts_capacity_and_overhead() {
+    let mut a = Assembler::default();
+    let ChunkOutcome::Reply([word, _]) = a.on_chunk(&request(desc(true, false, 7, 0), &[1; 7])) else {
+        panic!()
+    };
+    assert_eq!(a.held_bytes(), OPEN_MESSAGE_OVERHEAD + 8 * 8);
+    let id = Descriptor::raw_id(word);
+    a.on_chunk(&request(desc(false, false, 7, id), &[1; 7]));
+    assert_eq!(a.held_bytes(), OPEN_MESSAGE_OVERHEAD + 16 * 8, "doubled");
+    assert!(a.abandon(id));
+    assert_eq!(a.held_bytes(), 0);
 }
 
 #[test]
@@ -165,7 +246,7 @@ fn ids_are_recycled_but_stale_ids_do_not_reach_new_messages() {
     for _ in 0..100 {
         good_message_works(&mut s);
     }
-    assert_eq!(s.assembler().slots.len(), 1);
+    assert_eq!(s.assembler().slot_count(), 1);
 }
 
 #[test]

@@ -22,11 +22,23 @@
 //!
 //! Not supported, answered with an error (reply -1) rather than guessed: positional arguments
 //! (`%1$d`), `%m`, `%C`/`%S`/`%ls` (wide strings) and `%lc` outside ASCII, glibc's `'` and `I`
-//! flags, and any conversion character not listed. Widths and precisions above
-//! [`PrintfLimits::max_field`] (default 4096, enough for the exact expansion of every f64: the
-//! longest, `%.1074f` of the smallest subnormal, needs 1074 decimals) and output above
-//! [`PrintfLimits::max_output`] (default 1 MiB) are refused, so a device cannot make the host
-//! allocate without bound. On any error nothing is printed.
+//! flags, and any conversion character not listed. On any error nothing is printed.
+//!
+//! # Budgets
+//!
+//! A device chooses every format string, so the work of one message is bounded ([`PrintfLimits`]):
+//!
+//! | bound | default | when exceeded |
+//! | --- | --- | --- |
+//! | a width or precision ([`PrintfLimits::max_field`]) | 4096 (the exact expansion of every f64: the longest, `%.1074f` of the smallest subnormal, needs 1074 decimals) | the message is refused: nothing printed, reply -1 |
+//! | bytes printed per message ([`PrintfLimits::max_output`]) | 64 KiB | the output is cut there |
+//! | conversion work per message ([`PrintfLimits::max_work`]): each conversion costs 1 + its width + its precision | 65,536 | printing stops before the conversion that would pass it |
+//!
+//! The work bound is what keeps a `%.4096g` cheap to ask for and dear to compute (it prints one
+//! character for 1.0, but computes 4096 digits) from holding the listener: a message may ask for
+//! 16 of them. A cut message prints what came before the cut and is answered with the number of
+//! bytes printed, as C's printf returns the number of characters it wrote (ROCm's host printf has
+//! no such bound); a rate-limited warning says a message was cut.
 //!
 //! ```
 //! use hostcall::services::printf::{format, PrintfMessage};
@@ -55,27 +67,33 @@ pub use sink::{
     printf_message, printf_reply, printf_reply_with, printf_service, PrintfSink, StdStreams, Stream, Streams,
 };
 
+use crate::rate_limit::warn_limited;
 use field::Field;
 use spec::{Conv, Count, Length, Spec};
 use std::fmt;
 
 /// Default bound on any width or precision.
 pub const DEFAULT_MAX_FIELD: usize = 4096;
-/// Default bound on the bytes one message may print.
-pub const DEFAULT_MAX_OUTPUT: usize = 1 << 20;
+/// Default bound on the bytes one message may print: 64 KiB.
+pub const DEFAULT_MAX_OUTPUT: usize = 64 << 10;
+/// Default bound on the conversion work of one message (see [`PrintfLimits::max_work`]).
+pub const DEFAULT_MAX_WORK: usize = 1 << 16;
 
-/// Bounds on what one message may make the host do.
+/// Bounds on what one message may make the host do. See the [module docs](self#budgets).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PrintfLimits {
-    /// The largest width or precision accepted (digits or `*`).
+    /// The largest width or precision accepted (digits or `*`); a larger one refuses the message.
     pub max_field: usize,
-    /// The most bytes one message may print.
+    /// The most bytes one message prints; the output is cut there.
     pub max_output: usize,
+    /// The most conversion work one message does, each conversion costing 1 + its width + its
+    /// precision; printing stops before the conversion that would pass it.
+    pub max_work: usize,
 }
 
 impl Default for PrintfLimits {
     fn default() -> Self {
-        Self { max_field: DEFAULT_MAX_FIELD, max_output: DEFAULT_MAX_OUTPUT }
+        Self { max_field: DEFAULT_MAX_FIELD, max_output: DEFAULT_MAX_OUTPUT, max_work: DEFAULT_MAX_WORK }
     }
 }
 
@@ -121,11 +139,6 @@ pub enum PrintfError {
         /// The limit ([`PrintfLimits::max_field`]).
         limit: usize,
     },
-    /// The message would print more than the limit.
-    OutputTooLarge {
-        /// The limit ([`PrintfLimits::max_output`]).
-        limit: usize,
-    },
     /// `%ls`, or `%lc` of a value outside ASCII: wide characters are not supported.
     WideCharacter {
         /// Where the specification starts.
@@ -150,7 +163,6 @@ impl fmt::Display for PrintfError {
             Self::FieldTooLarge { offset, limit } => {
                 write!(f, "width or precision above {limit} in the conversion at {offset}")
             }
-            Self::OutputTooLarge { limit } => write!(f, "printf output above {limit} bytes"),
             Self::WideCharacter { offset } => {
                 write!(f, "wide character conversion at {offset} not supported")
             }
@@ -162,7 +174,8 @@ impl std::error::Error for PrintfError {}
 
 /// Formats a printf message without its control word (`words` starts with the format string),
 /// appending the output to `out`; returns the number of bytes appended. On error `out` is left
-/// as it was. Uses the default [`PrintfLimits`].
+/// as it was. Uses the default [`PrintfLimits`]; a message past its output or work bound is cut
+/// (see the [module docs](self#budgets)).
 pub fn format(words: &[u64], out: &mut Vec<u8>) -> Result<usize, PrintfError> {
     format_with(words, &PrintfLimits::default(), out)
 }
@@ -185,36 +198,55 @@ fn format_into(
 ) -> Result<usize, PrintfError> {
     let (fmt, used) = args::c_string(words).ok_or(PrintfError::UnterminatedFormat)?;
     let mut args = args::Args::new(&words[used..]);
+    let mut work_left = limits.max_work;
     let mut i = 0;
-    while i < fmt.len() {
+    while i < fmt.len() && out.len() - start <= limits.max_output {
         let Some(percent) = fmt[i..].iter().position(|&b| b == b'%').map(|p| i + p) else {
             out.extend_from_slice(&fmt[i..]);
             break;
         };
         out.extend_from_slice(&fmt[i..percent]);
         let (spec, next) = spec::parse(&fmt, percent + 1, limits.max_field)?;
-        convert(out, &spec, percent, &mut args, limits)?;
-        if out.len() - start > limits.max_output {
-            return Err(PrintfError::OutputTooLarge { limit: limits.max_output });
-        }
+        let field = resolve(&spec, percent, &mut args, limits)?;
+        let Some(left) = work_left.checked_sub(conversion_work(&field)) else {
+            warn_limited!(
+                "printf: message cut at the conversion at {percent} of its format: its conversions ask for more \
+                 than {} units of work",
+                limits.max_work
+            );
+            return Ok(cut(out, start, limits));
+        };
+        work_left = left;
+        convert(out, &spec, &field, percent, &mut args)?;
         i = next;
     }
-    let printed = out.len() - start;
-    if printed > limits.max_output {
-        return Err(PrintfError::OutputTooLarge { limit: limits.max_output });
+    if out.len() - start > limits.max_output {
+        warn_limited!("printf: message cut at {} bytes of output", limits.max_output);
     }
-    Ok(printed)
+    Ok(cut(out, start, limits))
 }
 
-/// One conversion: take its `*` words and its argument, append its output.
+/// The work one conversion may cost: 1 + its width + its precision (the padding it may write,
+/// the digits it may compute even where it prints fewer, like `%.4096g` of 1.0).
+fn conversion_work(field: &Field) -> usize {
+    1 + field.width + field.precision.unwrap_or(0)
+}
+
+/// Cuts the output past `limits.max_output` bytes; returns the bytes printed.
+fn cut(out: &mut Vec<u8>, start: usize, limits: &PrintfLimits) -> usize {
+    out.truncate(start + limits.max_output);
+    out.len() - start
+}
+
+/// One conversion with its resolved field: take its argument, append its output.
 fn convert(
     out: &mut Vec<u8>,
     spec: &Spec,
+    field: &Field,
     offset: usize,
     args: &mut args::Args<'_>,
-    limits: &PrintfLimits,
 ) -> Result<(), PrintfError> {
-    let field = resolve(spec, offset, args, limits)?;
+    let field = *field;
     match spec.conv {
         Conv::Signed | Conv::Unsigned | Conv::Octal | Conv::Hex(_) => {
             int::integer(out, &field, spec.conv, spec.length, args.word(offset)?)

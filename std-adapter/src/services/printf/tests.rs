@@ -1,7 +1,7 @@
 //! Formatter behaviour that the glibc corpus does not reach: argument layout, errors, limits.
 
 use super::*;
-use hostcall_core::service::ErrorCode;
+use hostcall_core::ErrorCode;
 
 /// Formats `format` with raw argument words.
 fn run(format_str: &[u8], args: &[u64]) -> Result<(String, usize), PrintfError> {
@@ -137,16 +137,54 @@ fn an_error_appends_nothing() {
 }
 
 #[test]
-fn limits_bound_fields_and_output() {
-    let limits = PrintfLimits { max_field: 10, max_output: 20 };
+fn limits_bound_fields() {
+    let limits = PrintfLimits { max_field: 10, ..PrintfLimits::default() };
     assert_eq!(run_with(b"%10d", &[1], &limits).map(|r| r.1), Ok(10));
     assert_eq!(run_with(b"%11d", &[1], &limits), Err(PrintfError::FieldTooLarge { offset: 0, limit: 10 }));
     assert_eq!(
         run_with(b"%.*f", &[11, 0], &limits),
         Err(PrintfError::FieldTooLarge { offset: 0, limit: 10 })
     );
-    assert_eq!(run_with(b"%10d%10d%d", &[1, 2, 3], &limits), Err(PrintfError::OutputTooLarge { limit: 20 }));
-    assert_eq!(run_with(&[b'x'; 21], &[], &limits), Err(PrintfError::OutputTooLarge { limit: 20 }));
+}
+
+#[test]
+fn output_past_the_bound_is_cut_and_counted() {
+    let limits = PrintfLimits { max_output: 20, ..PrintfLimits::default() };
+    let cut = |format: &[u8], args: &[u64]| run_with(format, args, &limits).unwrap();
+    assert_eq!(cut(b"%10d%10d%d", &[1, 2, 3]), (format!("{:>10}{:>10}", 1, 2), 20));
+    assert_eq!(cut(b"%10d%15d|%d", &[1, 2, 3]), (format!("{:>10}{:>10}", 1, ""), 20));
+    assert_eq!(cut(&[b'x'; 21], &[]), ("x".repeat(20), 20));
+    // Exactly the bound is not cut; later errors are still found within it.
+    assert_eq!(cut(b"%10d%10d", &[1, 2]).1, 20);
+    assert_eq!(run_with(b"%10d%d", &[1], &limits), Err(PrintfError::MissingArgument { offset: 4 }));
+}
+
+#[test]
+fn conversion_work_past_the_bound_stops_printing_before_that_conversion() {
+    let limits = PrintfLimits { max_work: 30, ..PrintfLimits::default() };
+    // 1 + 10 + 0, then 1 + 0 + 12: 24 units; the third (1 + 0 + 6 = 7) would pass 30.
+    let printed = run_with(b"[%10d][%.12f][%.6f] tail", &[1, 0, 0], &limits).unwrap();
+    assert_eq!(printed.0, format!("[{:>10}][{:.12}][", 1, 0.0));
+    assert_eq!(printed.1, printed.0.len());
+    // `%.4096g` prints little but asks for 4096 digits: the default budget allows 15 of them.
+    let mut words = PrintfMessage::new("%.4096g".repeat(40).as_bytes()).into_words();
+    words.extend(std::iter::repeat(1.0f64.to_bits()).take(40));
+    let mut out = Vec::new();
+    assert_eq!(format(&words[1..], &mut out), Ok(15));
+    assert_eq!(out, b"111111111111111");
+}
+
+#[test]
+fn the_default_bounds_keep_a_hostile_message_cheap() {
+    // 4,000 `%.4096g` conversions (the audit's message): cut after 15.
+    let mut words = PrintfMessage::new("%.4096g".repeat(4000).as_bytes()).into_words();
+    words.extend(std::iter::repeat(std::f64::consts::PI.to_bits()).take(4000));
+    let mut out = Vec::new();
+    let printed = format(&words[1..], &mut out).unwrap();
+    let one = ok("%.4096g", &[std::f64::consts::PI.to_bits()]);
+    assert!(one.starts_with("3.14159265358979311599796346854"));
+    assert_eq!(out, one.repeat(15).as_bytes());
+    assert_eq!(printed, out.len());
 }
 
 /// A deterministic stream of hostile messages: formats full of `%` and spec characters, random
@@ -161,7 +199,7 @@ fn random_words_never_panic() {
         state
     };
     const ALPHABET: &[u8] = b"%%%%-+ #0123456789.*hlLqjzZtdiuoxXcspfFeEgGaAn$ab";
-    let limits = PrintfLimits { max_field: 300, max_output: 2000 };
+    let limits = PrintfLimits { max_field: 300, max_output: 2000, max_work: 3000 };
     for _ in 0..5000 {
         let len = (next() % 24) as usize;
         let fmt: Vec<u8> = (0..len).map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize]).collect();

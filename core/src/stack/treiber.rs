@@ -15,9 +15,9 @@
 //!   packet there, so the popper sees `next` and, after success, owns the packet only after the
 //!   previous owner's last reads of it.
 
-use crate::layout::PacketHeader;
+use super::layout::Header;
+use super::tagged::{Geometry, TaggedPtr};
 use crate::sync::{retry_hint, AtomicU64, Ordering};
-use crate::tagged::{Geometry, TaggedPtr};
 use core::fmt;
 
 /// What can go wrong on a stack whose memory the other side can scribble on.
@@ -52,14 +52,14 @@ impl fmt::Display for StackError {
 #[derive(Clone, Copy)]
 pub struct TaggedStack<'a> {
     top: &'a AtomicU64,
-    headers: &'a [PacketHeader],
+    headers: &'a [Header],
     geometry: Geometry,
 }
 
 impl<'a> TaggedStack<'a> {
     /// A stack whose top is `top`, linking `headers`. `headers.len()` must equal
     /// `geometry.num_packets()` (the buffer view guarantees it).
-    pub fn new(top: &'a AtomicU64, headers: &'a [PacketHeader], geometry: Geometry) -> Self {
+    pub fn new(top: &'a AtomicU64, headers: &'a [Header], geometry: Geometry) -> Self {
         debug_assert_eq!(headers.len(), geometry.num_packets() as usize);
         Self { top, headers, geometry }
     }
@@ -140,7 +140,7 @@ impl<'a> TaggedStack<'a> {
 /// of range ends it too. Either is yielded once as an error.
 pub struct ChainWalk<'a> {
     next: u64,
-    headers: &'a [PacketHeader],
+    headers: &'a [Header],
     geometry: Geometry,
     steps: u32,
 }

@@ -5,7 +5,7 @@
 //! serves every packet whose phases differ and copies `device_phase[i]` into `host_phase[i]` to
 //! answer. Waves find a packet through an `occupied` bitmap only the device touches.
 //!
-//! The packet goes around the same [`PacketState`](crate::packet::PacketState) cycle as in the
+//! The packet goes around the same [`PacketState`](crate::lane::PacketState) cycle as in the
 //! stack protocol; only the words that record it differ:
 //!
 //! | state | recorded as |
@@ -23,9 +23,9 @@
 //!
 //! ```text
 //! offset 0            64 (line)             line-aligned          line-aligned
-//! | PhasePrefix (56) | device_phase u32[n] | occupied u32[⌈n/32⌉] | host_phase u32[n] |
+//! | Prefix (56) | device_phase u32[n] | occupied u32[⌈n/32⌉] | host_phase u32[n] |
 //!                      line-aligned           line-aligned
-//!                    | PhaseHeader[n] (16) | Payload[n] (4096 each) |
+//!                    | Header[n] (16) | Payload[n] (4096 each) |
 //! ```
 //!
 //! Device code finds every array through the prefix, so their order and padding are this
@@ -33,22 +33,22 @@
 //! words with different writers never share a cache line: the host's stores to `host_phase` do
 //! not invalidate the `device_phase` line a wave is writing (or the host is scanning), and the
 //! waves' `fetch_or`s on `occupied` do not invalidate the `device_phase` lines the host scans.
-//! The separation holds in memory when the base is 64-byte aligned ([`phase_buffer_align`]); any
-//! 8-aligned base ([`PHASE_MIN_ALIGN`]) is still correct.
+//! The separation holds in memory when the base is 64-byte aligned ([`buffer_align`]); any
+//! 8-aligned base ([`MIN_ALIGN`]) is still correct.
 //!
 //! On ROCm `occupied` lives in device-local memory that only the device touches. This emulation
-//! keeps it in the same allocation; the host writes it only in [`PhaseView::init`] and never
+//! keeps it in the same allocation; the host writes it only in [`View::init`] and never
 //! reads it.
 //!
 //! # Who writes what
 //!
 //! | word | written by | when |
 //! | --- | --- | --- |
-//! | [`PhasePrefix`] fields | the host | once, in [`PhaseView::init`], before the hand-off |
+//! | [`Prefix`] fields | the host | once, in [`View::init`], before the hand-off |
 //! | `occupied` bitmap | device waves (`fetch_or` to claim, `fetch_and` to release) | the host only zeroes it in `init` and never reads it (on ROCm it is device-local memory) |
 //! | `device_phase[i]` | the wave holding packet `i`'s `occupied` bit | once per submit (a plain Release store of the flipped value) |
 //! | `host_phase[i]` | the host | once per answer (a plain Release store of the `device_phase[i]` it read) |
-//! | [`PhaseHeader`] `i` | the wave holding packet `i` | before it flips `device_phase[i]` |
+//! | [`Header`] `i` | the wave holding packet `i` | before it flips `device_phase[i]` |
 //! | request words of payload `i` | the wave holding packet `i` | before it flips `device_phase[i]` |
 //! | reply words of payload `i` | the host | between seeing the flip and storing `host_phase[i]` |
 //!
@@ -62,7 +62,7 @@
 //! The host uses its own packet count and its own references to the arrays, never the prefix.
 //! Phases are compared on bit 0 only: any difference there means "pending". Other bits are
 //! ignored for the decision; when a pending packet has any of them set the host reports
-//! [`DrainError::PhaseBits`](crate::buffer::DrainError::PhaseBits), still serves it, and stores
+//! [`Malformed::PhaseBits`] (as [`DrainError::Phase`](crate::DrainError::Phase)), still serves it, and stores
 //! the device's value as read (so upper-bit garbage is echoed, never amplified). The activemask is
 //! cut to the lanes that exist and the service id is passed on unchecked. A device writing garbage
 //! gets garbage answers; the host never panics, never loops (one pass per scan, each packet served
@@ -71,24 +71,24 @@
 //! # Errors
 //!
 //! The phase header has no control word, so there is no
-//! [`CONTROL_HOST_ERROR`](crate::layout::CONTROL_HOST_ERROR) bit: a host error reaches the wave
+//! [`CONTROL_HOST_ERROR`](crate::stack::CONTROL_HOST_ERROR) bit: a host error reaches the wave
 //! only as the lane's reply words `[ERROR_REPLY, code]`
-//! ([`ErrorCode::reply`](crate::service::ErrorCode::reply)), which [`Completed::error`] decodes.
+//! ([`ErrorCode::reply`](crate::ErrorCode::reply)), which [`Completed::error`] decodes and
+//! [`Completed::host_error`] looks for in every active lane.
 //!
 //! # Example
 //!
 //! ```
 //! # #[cfg(not(loom))] {
-//! use hostcall_core::buffer::PacketRequest;
-//! use hostcall_core::phase::*;
-//! use hostcall_core::{layout::Payload, sync::AtomicU32};
+//! use hostcall_core::phase::{Header, Parts, Prefix, View};
+//! use hostcall_core::{sync::AtomicU32, PacketRequest, Payload};
 //!
-//! let prefix = PhasePrefix::default();
+//! let prefix = Prefix::default();
 //! let phases = |n| (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
 //! let (device_phase, host_phase, occupied) = (phases(2), phases(2), phases(1));
-//! let headers = [PhaseHeader::default(), PhaseHeader::default()];
+//! let headers = [Header::default(), Header::default()];
 //! let payloads = [Payload::default(), Payload::default()];
-//! let parts = PhaseParts {
+//! let parts = Parts {
 //!     prefix: &prefix,
 //!     device_phase: &device_phase,
 //!     host_phase: &host_phase,
@@ -96,7 +96,7 @@
 //!     headers: &headers,
 //!     payloads: &payloads,
 //! };
-//! let buffer = PhaseView::from_parts(parts).unwrap();
+//! let buffer = View::from_parts(parts).unwrap();
 //! buffer.init(0, 0);
 //!
 //! // Device side: claim, fill lane 3, submit.
@@ -122,13 +122,10 @@ mod producer;
 mod scan;
 mod view;
 
-pub use layout::{
-    occupied_words, phase_buffer_align, phase_buffer_size, PhaseHeader, PhaseLayout, PhasePrefix, CACHE_LINE,
-    PHASE_MIN_ALIGN,
-};
+pub use layout::{buffer_align, buffer_size, occupied_words, Header, Layout, Prefix, CACHE_LINE, MIN_ALIGN};
 pub use producer::{Claimed, Completed, Submitted};
 pub use scan::ScanWindow;
-pub use view::{PhaseParts, PhaseView};
+pub use view::{Malformed, Parts, View};
 
 #[cfg(all(test, not(loom)))]
 mod tests;

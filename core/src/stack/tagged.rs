@@ -14,7 +14,7 @@
 //! after `2^64 / step` returns of one packet; the rule for index 0 keeps a wrapped pointer from
 //! becoming the null pointer 0 (it takes tag 1 instead).
 
-use core::fmt;
+use crate::host::{packet_count, GeometryError, MAX_PACKETS};
 
 /// The shape of one buffer's index space, held privately by whoever views the buffer.
 ///
@@ -27,47 +27,23 @@ pub struct Geometry {
     index_mask: u64,
 }
 
-/// Why a packet count cannot make a buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GeometryError {
-    /// The stack protocol needs at least 2 packets (index 0 with tag 1 must differ from null).
-    TooFewPackets(u64),
-    /// More packets than [`Geometry::MAX_PACKETS`].
-    TooManyPackets(u64),
-}
-
-impl fmt::Display for GeometryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::TooFewPackets(n) => write!(f, "num_packets = {n}: at least 2 packets are needed"),
-            Self::TooManyPackets(n) => {
-                write!(f, "num_packets = {n}: at most {} packets are supported", Geometry::MAX_PACKETS)
-            }
-        }
-    }
-}
-
 impl Geometry {
-    /// The largest packet count accepted (2^24 packets is 64 GiB of payloads).
-    pub const MAX_PACKETS: u32 = 1 << 24;
+    /// The largest packet count accepted: [`MAX_PACKETS`](crate::MAX_PACKETS), the same for
+    /// both protocols.
+    pub const MAX_PACKETS: u32 = MAX_PACKETS;
 
     /// The geometry of a buffer of `num_packets` packets.
     ///
     /// ```
-    /// use hostcall_core::tagged::Geometry;
+    /// use hostcall_core::stack::Geometry;
     /// let g = Geometry::new(5).unwrap();
     /// assert_eq!(g.index_mask(), 7);
     /// assert_eq!(g.tag_step(), 8);
     /// assert!(Geometry::new(1).is_err());
     /// ```
     pub fn new(num_packets: u64) -> Result<Self, GeometryError> {
-        if num_packets < 2 {
-            return Err(GeometryError::TooFewPackets(num_packets));
-        }
-        if num_packets > u64::from(Self::MAX_PACKETS) {
-            return Err(GeometryError::TooManyPackets(num_packets));
-        }
-        Ok(Self { num_packets: num_packets as u32, index_mask: num_packets.next_power_of_two() - 1 })
+        let num_packets = packet_count(num_packets)?;
+        Ok(Self { num_packets, index_mask: u64::from(num_packets).next_power_of_two() - 1 })
     }
 
     /// Number of packets.

@@ -1,8 +1,10 @@
 //! Sequential behaviour of the buffer: init, claim/submit/drain/release, wraparound, hostile bytes.
 
 use super::*;
-use crate::layout::{BufferPrefix, PacketHeader, Payload, LANES};
-use crate::service::{ErrorCode, ERROR_REPLY};
+use crate::dispatch::{ErrorCode, ERROR_REPLY};
+use crate::host::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
+use crate::lane::{Payload, LANES};
+use crate::sync::Ordering;
 use proptest::prelude::*;
 
 extern crate std;
@@ -10,21 +12,21 @@ use std::{boxed::Box, collections::BTreeSet, vec::Vec};
 
 /// A buffer allocated in parts (tests do not need raw memory).
 pub(crate) struct Parts {
-    prefix: BufferPrefix,
-    headers: Box<[PacketHeader]>,
+    prefix: Prefix,
+    headers: Box<[Header]>,
     payloads: Box<[Payload]>,
 }
 
 impl Parts {
     pub(crate) fn new(n: usize) -> Self {
         Self {
-            prefix: BufferPrefix::default(),
-            headers: (0..n).map(|_| PacketHeader::default()).collect(),
+            prefix: Prefix::default(),
+            headers: (0..n).map(|_| Header::default()).collect(),
             payloads: (0..n).map(|_| Payload::default()).collect(),
         }
     }
-    pub(crate) fn view(&self) -> BufferView<'_> {
-        let v = BufferView::from_parts(&self.prefix, &self.headers, &self.payloads).unwrap();
+    pub(crate) fn view(&self) -> View<'_> {
+        let v = View::from_parts(&self.prefix, &self.headers, &self.payloads).unwrap();
         v
     }
 }
@@ -165,8 +167,11 @@ fn a_cycle_in_the_ready_chain_is_bounded_and_served_once() {
     let mut h = Collect::default();
     let report = b.drain(&mut h);
     assert_eq!(report.packets, 2);
-    assert!(h.errors.contains(&DrainError::NotReady { index: s1.index() as u32 }));
-    assert!(h.errors.iter().any(|e| matches!(e, DrainError::Chain(StackError::ChainTooLong { limit: 3 }))));
+    assert!(h.errors.contains(&DrainError::Stack(Malformed::NotReady { index: s1.index() as u32 })));
+    assert!(h
+        .errors
+        .iter()
+        .any(|e| matches!(e, DrainError::Stack(Malformed::Chain(StackError::ChainTooLong { limit: 3 })))));
     assert!(s0.is_served() && s1.is_served());
     let _ = (s0.wait(|| {}), s1.wait(|| {}));
 }
@@ -181,28 +186,25 @@ fn an_index_outside_the_buffer_is_reported_even_inside_the_mask() {
     let mut h = Collect::default();
     let report = b.drain(&mut h);
     assert_eq!(report.packets, 0);
-    assert_eq!(h.errors, [DrainError::Chain(StackError::IndexOutOfRange { index: 3 })]);
+    assert_eq!(h.errors, [DrainError::Stack(Malformed::Chain(StackError::IndexOutOfRange { index: 3 }))]);
 }
 
 #[test]
 fn from_raw_checks_address_size_and_count() {
     let n = 3;
-    let size = crate::layout::buffer_size(n).unwrap();
+    let size = buffer_size(n).unwrap();
     let mut words = std::vec![0u64; size / 8 + 1];
     let base = words.as_mut_ptr() as *mut u8;
     // SAFETY (all calls): `words` outlives the views and is only accessed through them.
     unsafe {
-        assert!(BufferView::from_raw(base, size, n as u64).is_ok());
+        assert!(View::from_raw(base, size, n as u64).is_ok());
         assert_eq!(
-            BufferView::from_raw(base, size - 1, n as u64).err(),
+            View::from_raw(base, size - 1, n as u64).err(),
             Some(LayoutError::TooSmall { needed: size, given: size - 1 })
         );
-        assert!(matches!(
-            BufferView::from_raw(base.add(4), size, n as u64),
-            Err(LayoutError::Misaligned { .. })
-        ));
-        assert!(matches!(BufferView::from_raw(base, size, 1), Err(LayoutError::Geometry(_))));
-        assert_eq!(BufferView::from_raw(core::ptr::null_mut(), size, 2).err(), Some(LayoutError::Null));
+        assert!(matches!(View::from_raw(base.add(4), size, n as u64), Err(LayoutError::Misaligned { .. })));
+        assert!(matches!(View::from_raw(base, size, 1), Err(LayoutError::Geometry(_))));
+        assert_eq!(View::from_raw(core::ptr::null_mut(), size, 2).err(), Some(LayoutError::Null));
     }
 }
 

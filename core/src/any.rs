@@ -1,0 +1,310 @@
+//! The one protocol switch: [`AnyView`] is a buffer of either protocol, [`AnyClaimed`] (and its
+//! [`AnySubmitted`], [`AnyCompleted`]) a producer's packet of either, and [`Protocol`]'s sizes
+//! are each protocol's. Everything that serves or fills buffers of both protocols (the
+//! [`Poller`](crate::Poller), the std crate's buffers and emulated waves) goes through here, so
+//! a new protocol is one folder plus one arm in each `match` of this file.
+
+#[cfg(not(loom))]
+use crate::host::LayoutError;
+use crate::host::{DrainHandler, DrainReport, Protocol};
+use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
+use crate::phase::{self, ScanWindow};
+use crate::stack::{self, StackError};
+use core::ops::Range;
+
+impl Protocol {
+    /// Bytes a buffer of `num_packets` packets needs ([`stack::buffer_size`] or
+    /// [`phase::buffer_size`]), or `None` when the size overflows `usize`.
+    ///
+    /// ```
+    /// use hostcall_core::{phase, stack, Protocol};
+    /// assert_eq!(Protocol::Stack.buffer_size(4), stack::buffer_size(4));
+    /// assert_eq!(Protocol::Phase.buffer_size(4), phase::buffer_size(4));
+    /// ```
+    pub const fn buffer_size(self, num_packets: usize) -> Option<usize> {
+        match self {
+            Self::Stack => stack::buffer_size(num_packets),
+            Self::Phase => phase::buffer_size(num_packets),
+        }
+    }
+
+    /// The alignment to allocate a buffer with ([`stack::buffer_align`] or
+    /// [`phase::buffer_align`]).
+    pub const fn buffer_align(self) -> usize {
+        match self {
+            Self::Stack => stack::buffer_align(),
+            Self::Phase => phase::buffer_align(),
+        }
+    }
+}
+
+/// A checked view of a buffer of either protocol.
+#[derive(Clone, Copy)]
+pub enum AnyView<'a> {
+    /// The stack protocol (PROTOCOL.md section 1).
+    Stack(stack::View<'a>),
+    /// The phase protocol (PROTOCOL.md section 2).
+    Phase(phase::View<'a>),
+}
+
+/// How much of a buffer one host drains, with the host-private state that needs. Start with
+/// [`AnyView::scope`] (or [`DrainScope::range`]) and pass it to every [`AnyView::drain_scope`] of
+/// that buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrainScope {
+    /// The whole buffer. A stack buffer is always drained whole: its host takes the whole
+    /// ready-stack in one swap.
+    Whole,
+    /// The whole phase buffer, scanned through this window (see [`ScanWindow`]).
+    Window(ScanWindow),
+    /// Only packets `start..end` of a phase buffer, scanned whole on every drain, for hosts that
+    /// split one buffer between threads (see [`phase::View::drain_range`]).
+    Range {
+        /// The first packet served.
+        start: u32,
+        /// One past the last packet served.
+        end: u32,
+    },
+}
+
+impl DrainScope {
+    /// The scope of packets `range` (an inverted range is empty).
+    pub fn range(range: Range<u32>) -> Self {
+        Self::Range { start: range.start, end: range.end.max(range.start) }
+    }
+}
+
+impl<'a> AnyView<'a> {
+    /// A view of the `protocol` buffer of `num_packets` packets at `base` (`len` bytes), checked
+    /// as that protocol's `from_raw` checks it.
+    ///
+    /// # Safety
+    /// - `base..base + len` must be valid for reads and writes for `'a`, and only accessed
+    ///   through atomics (views like this one, or device code) while the view lives.
+    #[cfg(not(loom))]
+    pub unsafe fn from_raw(
+        protocol: Protocol,
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+    ) -> Result<Self, LayoutError> {
+        // SAFETY (both arms): forwarded from this function's contract, which is theirs.
+        match protocol {
+            Protocol::Stack => unsafe { stack::View::from_raw(base, len, num_packets) }.map(Self::Stack),
+            Protocol::Phase => unsafe { phase::View::from_raw(base, len, num_packets) }.map(Self::Phase),
+        }
+    }
+
+    /// The protocol the buffer speaks.
+    pub fn protocol(&self) -> Protocol {
+        match self {
+            Self::Stack(_) => Protocol::Stack,
+            Self::Phase(_) => Protocol::Phase,
+        }
+    }
+
+    /// The view's private packet count.
+    pub fn num_packets(&self) -> u32 {
+        match self {
+            Self::Stack(view) => view.geometry().num_packets(),
+            Self::Phase(view) => view.num_packets(),
+        }
+    }
+
+    /// The stack-protocol view, if this is a stack buffer.
+    pub fn stack(self) -> Option<stack::View<'a>> {
+        match self {
+            Self::Stack(view) => Some(view),
+            Self::Phase(_) => None,
+        }
+    }
+
+    /// The phase-protocol view, if this is a phase buffer.
+    pub fn phase(self) -> Option<phase::View<'a>> {
+        match self {
+            Self::Phase(view) => Some(view),
+            Self::Stack(_) => None,
+        }
+    }
+
+    /// Initialises the buffer: every packet free, nothing submitted (the protocol's `init`).
+    pub fn init(&self, device_base: u64, doorbell: u64) {
+        match self {
+            Self::Stack(view) => view.init(device_base, doorbell),
+            Self::Phase(view) => view.init(device_base, doorbell),
+        }
+    }
+
+    /// Host: serves every submitted packet once (the protocol's `drain`).
+    pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
+        match self {
+            Self::Stack(view) => view.drain(handler),
+            Self::Phase(view) => view.drain(handler),
+        }
+    }
+
+    /// The scope a host that serves the whole buffer starts with: a fresh [`ScanWindow`] for a
+    /// phase buffer, [`DrainScope::Whole`] for a stack buffer.
+    pub fn scope(&self) -> DrainScope {
+        match self {
+            Self::Stack(_) => DrainScope::Whole,
+            Self::Phase(view) => DrainScope::Window(view.scan_window()),
+        }
+    }
+
+    /// Host: serves the submitted packets of `scope` once, updating its private state. A stack
+    /// buffer is drained whole whatever the scope.
+    pub fn drain_scope(&self, scope: &mut DrainScope, handler: &mut impl DrainHandler) -> DrainReport {
+        match (self, scope) {
+            (Self::Stack(view), _) => view.drain(handler),
+            (Self::Phase(view), DrainScope::Whole) => view.drain(handler),
+            (Self::Phase(view), DrainScope::Window(window)) => view.drain_window(window, handler),
+            (Self::Phase(view), DrainScope::Range { start, end }) => {
+                view.drain_range(*start as usize..*end as usize, handler)
+            }
+        }
+    }
+
+    /// Producer: claims a free packet. A phase claim tries each index once from `start` (waves
+    /// that start apart collide less); a stack claim pops the free-list and ignores `start`.
+    /// `Ok(None)`: none is free (retry); `Err`: the stack protocol's free-list is corrupt.
+    pub fn claim(&self, start: usize) -> Result<Option<AnyClaimed<'a>>, StackError> {
+        Ok(match self {
+            Self::Stack(view) => view.claim()?.map(AnyClaimed::Stack),
+            Self::Phase(view) => view.claim(start).map(AnyClaimed::Phase),
+        })
+    }
+}
+
+/// A claimed packet of either protocol (from [`AnyView::claim`]). Dropping it returns the packet
+/// unsent, as the protocol's handle does.
+#[must_use = "dropping a claimed packet returns it unsent"]
+pub enum AnyClaimed<'a> {
+    /// A stack-protocol packet.
+    Stack(stack::Claimed<'a>),
+    /// A phase-protocol packet.
+    Phase(phase::Claimed<'a>),
+}
+
+/// A submitted packet of either protocol. Dropping it behaves as the protocol's handle does
+/// (a stack packet leaks, a phase packet is freed once the host has answered).
+#[must_use = "wait for the reply"]
+pub enum AnySubmitted<'a> {
+    /// A stack-protocol packet.
+    Stack(stack::Submitted<'a>),
+    /// A phase-protocol packet.
+    Phase(phase::Submitted<'a>),
+}
+
+/// An answered packet of either protocol. Dropping it releases the packet.
+#[must_use = "read the reply before releasing the packet"]
+pub enum AnyCompleted<'a> {
+    /// A stack-protocol packet.
+    Stack(stack::Completed<'a>),
+    /// A phase-protocol packet.
+    Phase(phase::Completed<'a>),
+}
+
+impl<'a> ClaimedPacket for AnyClaimed<'a> {
+    type Submitted = AnySubmitted<'a>;
+
+    fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
+        match self {
+            Self::Stack(packet) => packet.write_lane(lane, words),
+            Self::Phase(packet) => packet.write_lane(lane, words),
+        }
+    }
+
+    fn submit(self, service: u32, activemask: u64) -> AnySubmitted<'a> {
+        match self {
+            Self::Stack(packet) => AnySubmitted::Stack(packet.submit(service, activemask)),
+            Self::Phase(packet) => AnySubmitted::Phase(packet.submit(service, activemask)),
+        }
+    }
+}
+
+impl<'a> SubmittedPacket for AnySubmitted<'a> {
+    type Completed = AnyCompleted<'a>;
+
+    fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<AnyCompleted<'a>, Self> {
+        match self {
+            Self::Stack(packet) => {
+                packet.wait_until(keep_waiting).map(AnyCompleted::Stack).map_err(Self::Stack)
+            }
+            Self::Phase(packet) => {
+                packet.wait_until(keep_waiting).map(AnyCompleted::Phase).map_err(Self::Phase)
+            }
+        }
+    }
+}
+
+impl CompletedPacket for AnyCompleted<'_> {
+    fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
+        match self {
+            Self::Stack(packet) => packet.reply(lane),
+            Self::Phase(packet) => packet.reply(lane),
+        }
+    }
+
+    fn host_error(&self) -> bool {
+        match self {
+            Self::Stack(packet) => packet.host_error(),
+            Self::Phase(packet) => packet.host_error(),
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::dispatch::ErrorCode;
+    use crate::host::PacketRequest;
+
+    extern crate std;
+    use std::vec::Vec;
+
+    #[repr(C, align(64))]
+    struct Line([u64; 8]);
+
+    /// One call through the switch on a raw buffer of `protocol`: the same code for both.
+    fn round_trip(protocol: Protocol) {
+        let n = 3usize;
+        let len = protocol.buffer_size(n).unwrap();
+        let mut memory: Vec<Line> = (0..len.div_ceil(64)).map(|_| Line([0; 8])).collect();
+        let base = memory.as_mut_ptr().cast::<u8>();
+        // SAFETY: `memory` outlives the view and is only accessed through it.
+        let view = unsafe { AnyView::from_raw(protocol, base, len, n as u64) }.unwrap();
+        view.init(base as u64, 0);
+        assert_eq!((view.protocol(), view.num_packets()), (protocol, 3));
+        let mut packet = view.claim(1).unwrap().expect("a free packet");
+        packet.write_lane(0, &[41, 0, 0, 0, 0, 0, 0, 0]);
+        packet.write_lane(1, &[0; SLOT_WORDS]);
+        let submitted = packet.submit(5, 0b11);
+        let mut scope = view.scope();
+        let report = view.drain_scope(&mut scope, &mut |p: &mut PacketRequest<'_>| {
+            p.reply(0, [p.request(0)[0] + 1, 0]);
+            p.reply_error(1, ErrorCode::Refused);
+        });
+        assert_eq!(report, DrainReport { packets: 1, lane_calls: 2, malformed: 0 });
+        let done = submitted.wait(|| {});
+        assert_eq!(done.reply(0), [42, 0]);
+        assert!(done.host_error());
+        assert_eq!(ErrorCode::from_reply(done.reply(1)), Some(ErrorCode::Refused));
+    }
+
+    #[test]
+    fn both_protocols_through_one_switch() {
+        round_trip(Protocol::Stack);
+        round_trip(Protocol::Phase);
+        assert!(matches!(
+            // SAFETY: a null base is refused before any access.
+            unsafe { AnyView::from_raw(Protocol::Phase, core::ptr::null_mut(), 1 << 20, 2) },
+            Err(LayoutError::Null)
+        ));
+    }
+
+    #[test]
+    fn an_inverted_range_scope_is_empty() {
+        assert_eq!(DrainScope::range(Range { start: 4, end: 2 }), DrainScope::Range { start: 4, end: 4 });
+    }
+}

@@ -1,0 +1,194 @@
+//! How a packet reaches the code that answers it: service ids (PROTOCOL.md section 3), the error
+//! reply this project answers with, the host's [`Dispatch`] trait, the one lane-service type
+//! ([`LaneService`]), a fixed-capacity [`ServiceTable`], and the one routine that serves a packet
+//! lane by lane ([`serve_lanes`]).
+//!
+//! Every host walks a packet's lanes with [`serve_lanes`]: the [`ServiceTable`] here, and the std
+//! crate's registry, which adds only a panic guard around each lane's call.
+
+use crate::host::{DrainError, PacketRequest};
+use crate::lane::{REPLY_WORDS, SLOT_WORDS};
+use core::fmt;
+
+/// Reserved: always answered with an error.
+pub const RESERVED: u32 = 0;
+/// Call a host function: `slot[0]` = `fn(out: *mut [u64; 2], in: *const [u64; 7])`, `slot[1..8]` its inputs.
+pub const FUNCTION_CALL: u32 = 1;
+/// printf through a message stream.
+pub const PRINTF: u32 = 2;
+/// Allocate (`slot[0] = 0`, `slot[1]` = bytes) or free (`slot[0]` = address) device-visible memory.
+pub const DEVMEM: u32 = 3;
+/// Address-sanitizer report, handled once per packet.
+pub const SANITIZER: u32 = 4;
+
+/// The first reply word of an error reply. The second word is the [`ErrorCode`].
+pub const ERROR_REPLY: u64 = u64::MAX;
+
+/// Why the host answered a lane with an error reply `[ERROR_REPLY, code]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u64)]
+pub enum ErrorCode {
+    /// No service is registered under the packet's id.
+    UnknownService = 1,
+    /// The service's handler panicked.
+    ServicePanicked = 2,
+    /// The request was malformed for its service.
+    BadRequest = 3,
+    /// The service refused the request (a limit, an unknown address, no memory).
+    Refused = 4,
+    /// The host is shutting down and answers without serving.
+    ShuttingDown = 5,
+}
+
+impl ErrorCode {
+    /// The reply words `[ERROR_REPLY, code]`.
+    pub fn reply(self) -> [u64; 2] {
+        [ERROR_REPLY, self as u64]
+    }
+
+    /// Decodes a reply: `Some(code)` if it is an error reply this project writes.
+    ///
+    /// ```
+    /// use hostcall_core::ErrorCode;
+    /// assert_eq!(ErrorCode::from_reply(ErrorCode::Refused.reply()), Some(ErrorCode::Refused));
+    /// assert_eq!(ErrorCode::from_reply([7, 3]), None);
+    /// ```
+    pub fn from_reply(reply: [u64; 2]) -> Option<Self> {
+        if reply[0] != ERROR_REPLY {
+            return None;
+        }
+        Some(match reply[1] {
+            1 => Self::UnknownService,
+            2 => Self::ServicePanicked,
+            3 => Self::BadRequest,
+            4 => Self::Refused,
+            5 => Self::ShuttingDown,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::UnknownService => "unknown service",
+            Self::ServicePanicked => "service panicked",
+            Self::BadRequest => "malformed request",
+            Self::Refused => "request refused",
+            Self::ShuttingDown => "host shutting down",
+        })
+    }
+}
+
+/// How the host serves packets: a poller hands it every packet of every buffer.
+pub trait Dispatch {
+    /// Serve one packet (write a reply, or an error reply, for each active lane).
+    fn dispatch(&self, packet: &mut PacketRequest<'_>);
+    /// Malformed shared state found in the buffer at `buffer` (its base address).
+    fn malformed(&self, buffer: usize, error: DrainError) {
+        let _ = (buffer, error);
+    }
+}
+
+/// A service that answers one lane at a time from its request words: the one lane-service type
+/// of every host (the std crate's registry stores these too). Any
+/// `Fn(&[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode> + Send + Sync` is one.
+pub trait LaneService: Send + Sync {
+    /// The reply to one lane's request, or the error to answer with.
+    fn serve(&self, request: &[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode>;
+}
+
+impl<F> LaneService for F
+where
+    F: Fn(&[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode> + Send + Sync,
+{
+    fn serve(&self, request: &[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode> {
+        self(request)
+    }
+}
+
+/// Serves every active lane of `packet`, lowest first: `serve(lane, request)` answers each, an
+/// `Err(code)` becomes the error reply `[ERROR_REPLY, code]`. Returns how many lanes got an error
+/// reply.
+///
+/// The one lane-by-lane dispatch: [`ServiceTable`] calls it with its [`LaneService`]; a host that
+/// must survive a panicking service wraps `serve` in its panic guard and nothing else.
+///
+/// ```
+/// use hostcall_core::dispatch::serve_lanes;
+/// use hostcall_core::{ErrorCode, LaneService};
+/// # #[cfg(not(loom))] {
+/// # let prefix = hostcall_core::stack::Prefix::default();
+/// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];
+/// # let payloads = [hostcall_core::Payload::default(), hostcall_core::Payload::default()];
+/// # let view = hostcall_core::stack::View::from_parts(&prefix, &headers, &payloads).unwrap();
+/// # view.init(0, 0);
+/// # let mut packet = view.claim().unwrap().unwrap();
+/// # packet.write_lane(0, &[1, 0, 0, 0, 0, 0, 0, 0]);
+/// # let submitted = packet.submit(9, 0b11);
+/// let halve = |r: &[u64; 8]| if r[0] % 2 == 0 { Ok([r[0] / 2, 0]) } else { Err(ErrorCode::BadRequest) };
+/// view.drain(&mut |p: &mut hostcall_core::PacketRequest<'_>| {
+///     let errors = serve_lanes(p, |_lane, request| halve.serve(request));
+///     assert_eq!(errors, 1, "lane 0 sent 1, lane 1 sent 0");
+/// });
+/// # assert!(submitted.wait(|| {}).host_error());
+/// # }
+/// ```
+pub fn serve_lanes(
+    packet: &mut PacketRequest<'_>,
+    mut serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode>,
+) -> u32 {
+    let mut errors = 0;
+    for lane in packet.lanes() {
+        match serve(lane, &packet.request(lane)) {
+            Ok(reply) => packet.reply(lane, reply),
+            Err(code) => {
+                errors += 1;
+                packet.reply_error(lane, code);
+            }
+        }
+    }
+    errors
+}
+
+/// A fixed-capacity table from service id to [`LaneService`], for runtimes without allocation.
+/// Unknown ids are answered with [`ErrorCode::UnknownService`].
+pub struct ServiceTable<'a, const N: usize> {
+    entries: heapless::Vec<(u32, &'a dyn LaneService), N>,
+}
+
+impl<const N: usize> Default for ServiceTable<'_, N> {
+    fn default() -> Self {
+        Self { entries: heapless::Vec::new() }
+    }
+}
+
+impl<'a, const N: usize> ServiceTable<'a, N> {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers (or replaces) the service for `id`. `Err` gives the service back when full.
+    pub fn register(&mut self, id: u32, service: &'a dyn LaneService) -> Result<(), &'a dyn LaneService> {
+        if let Some(entry) = self.entries.iter_mut().find(|(i, _)| *i == id) {
+            entry.1 = service;
+            return Ok(());
+        }
+        self.entries.push((id, service)).map_err(|(_, s)| s)
+    }
+
+    fn find(&self, id: u32) -> Option<&'a dyn LaneService> {
+        self.entries.iter().find(|(i, _)| *i == id).map(|(_, s)| *s)
+    }
+}
+
+impl<const N: usize> Dispatch for ServiceTable<'_, N> {
+    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        let Some(service) = self.find(packet.service()) else {
+            packet.reply_error_all(ErrorCode::UnknownService);
+            return;
+        };
+        serve_lanes(packet, |_lane, request| service.serve(request));
+    }
+}

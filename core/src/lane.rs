@@ -1,0 +1,314 @@
+//! What both protocols do alike, lane by lane: the payload and its slots, the walk over an
+//! activemask, the packet's life, and the producer's side of it (the handles' common traits and
+//! the one wait loop).
+//!
+//! A wave has up to [`LANES`] lanes; bit `i` of a packet's activemask says lane `i` takes part in
+//! the call. Lane `i` owns slot `i` of the packet's [`Payload`]: [`SLOT_WORDS`] request words, the
+//! first [`REPLY_WORDS`] of which the host overwrites with the reply. Who may touch a payload when
+//! is each protocol's business (the ownership tables of [`crate::stack`] and [`crate::phase`]); the
+//! words themselves are [`PayloadWord`]s, so a racing access is never undefined behaviour.
+
+use crate::sync::{spin_hint, PayloadWord};
+use core::fmt;
+
+/// Lanes in a wave, and so slots in a payload.
+#[cfg(not(loom))]
+pub const LANES: usize = 64;
+/// Lanes in a wave, shrunk under loom to keep the models small.
+#[cfg(loom)]
+pub const LANES: usize = 2;
+
+/// The activemask bits that name a lane that exists ([`LANES`] low bits).
+pub const LANE_MASK: u64 = if LANES == 64 { u64::MAX } else { (1u64 << LANES) - 1 };
+
+/// Request words per lane.
+pub const SLOT_WORDS: usize = 8;
+/// Reply words per lane (the first words of the lane's slot).
+pub const REPLY_WORDS: usize = 2;
+
+const _: () = assert!(LANES <= 64 && REPLY_WORDS <= SLOT_WORDS);
+
+/// Per-packet payload, the same in both protocols: one slot of [`SLOT_WORDS`] words for each
+/// lane (PROTOCOL.md sections 1 and 2).
+#[repr(C)]
+pub struct Payload {
+    /// `slots[lane][word]`.
+    pub slots: [[PayloadWord; SLOT_WORDS]; LANES],
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Self { slots: core::array::from_fn(|_| core::array::from_fn(|_| PayloadWord::default())) }
+    }
+}
+
+impl Payload {
+    /// Writes `words` into the first `K` words of lane `lane`'s slot (a request: `K = SLOT_WORDS`;
+    /// a reply: `K = REPLY_WORDS`). Ordering is the caller's protocol's job (see [`PayloadWord`]):
+    /// both protocols' producer handles and the host's [`PacketRequest`](crate::PacketRequest)
+    /// access the lanes through these two methods.
+    ///
+    /// # Panics
+    /// If `lane >= LANES`.
+    #[inline]
+    pub fn write_lane<const K: usize>(&self, lane: usize, words: &[u64; K]) {
+        const { assert!(K <= SLOT_WORDS) };
+        for (cell, &word) in self.slots[lane].iter().zip(words) {
+            cell.write(word);
+        }
+    }
+
+    /// Reads the first `K` words of lane `lane`'s slot (same rules as [`Payload::write_lane`]).
+    ///
+    /// # Panics
+    /// If `lane >= LANES`.
+    #[inline]
+    pub fn read_lane<const K: usize>(&self, lane: usize) -> [u64; K] {
+        const { assert!(K <= SLOT_WORDS) };
+        let slot = &self.slots[lane];
+        core::array::from_fn(|word| slot[word].read())
+    }
+}
+
+#[cfg(not(loom))]
+mod abi {
+    use super::*;
+    use core::mem::{align_of, size_of};
+
+    const _: () = assert!(size_of::<Payload>() == 4096);
+    const _: () = assert!(align_of::<Payload>() == 8);
+    const _: () = assert!(size_of::<PayloadWord>() == 8);
+}
+
+/// The lanes of an activemask, lowest first: the one walk over a lane mask, used by every host
+/// and producer loop. Only lanes that exist ([`LANE_MASK`]) are yielded, one step per set bit.
+///
+/// ```
+/// use hostcall_core::lane::lanes;
+/// assert!(lanes(0b1010_0001).eq([0, 5, 7]));
+/// assert_eq!(lanes(u64::MAX).len(), hostcall_core::LANES);
+/// ```
+pub fn lanes(activemask: u64) -> Lanes {
+    Lanes { mask: activemask & LANE_MASK }
+}
+
+/// The iterator [`lanes`] returns.
+#[derive(Clone, Copy, Debug)]
+pub struct Lanes {
+    mask: u64,
+}
+
+impl Iterator for Lanes {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        (self.mask != 0).then(|| {
+            let lane = self.mask.trailing_zeros() as usize;
+            self.mask &= self.mask - 1;
+            lane
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.mask.count_ones() as usize;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Lanes {}
+
+/// Where a packet is in its life. Both protocols take a packet around this cycle; only the words
+/// that record it differ (the stack protocol's diagram is in [`crate::stack`], the phase
+/// protocol's table in [`crate::phase`]). The phase tests check its words against this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketState {
+    /// On the free-list.
+    Free,
+    /// Popped by a producer, being filled.
+    Claimed,
+    /// On the ready-stack or being served; READY is set.
+    Ready,
+    /// READY cleared by the host; the reply is in the payload.
+    Served,
+}
+
+/// Something that happens to a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PacketEvent {
+    /// A producer pops it from the free-list.
+    Claim,
+    /// The producer sets READY and pushes it on the ready-stack.
+    Submit,
+    /// The host serves it and clears READY.
+    Serve,
+    /// The producer pushes it back on the free-list.
+    Release,
+}
+
+/// An event that is not allowed in a state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvalidTransition {
+    /// The state the packet was in.
+    pub from: PacketState,
+    /// The event that was refused.
+    pub event: PacketEvent,
+}
+
+impl fmt::Display for InvalidTransition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} is not allowed for a packet in state {:?}", self.event, self.from)
+    }
+}
+
+impl PacketState {
+    /// The state after `event`, or why it is refused.
+    ///
+    /// ```
+    /// use hostcall_core::lane::{PacketEvent::*, PacketState::*};
+    /// assert_eq!(Free.apply(Claim), Ok(Claimed));
+    /// assert!(Ready.apply(Submit).is_err(), "a packet cannot be submitted twice");
+    /// ```
+    pub fn apply(self, event: PacketEvent) -> Result<Self, InvalidTransition> {
+        use PacketEvent::*;
+        use PacketState::*;
+        match (self, event) {
+            (Free, Claim) => Ok(Claimed),
+            (Claimed, Submit) => Ok(Ready),
+            (Ready, Serve) => Ok(Served),
+            (Claimed | Served, Release) => Ok(Free),
+            (from, event) => Err(InvalidTransition { from, event }),
+        }
+    }
+}
+
+/// A claimed packet of either protocol (`stack::Claimed`, `phase::Claimed`, [`AnyClaimed`]):
+/// fill its lanes, then submit it. Dropping it returns the packet unsent.
+///
+/// With [`SubmittedPacket`] and [`CompletedPacket`] this is the producer's path written once for
+/// every protocol:
+///
+/// ```
+/// use hostcall_core::{AnyView, ClaimedPacket, CompletedPacket, SubmittedPacket};
+///
+/// /// One lane's call on any claimed packet, the host answering through `serve`.
+/// fn call<C: ClaimedPacket>(mut packet: C, lane: usize, words: [u64; 8], serve: impl FnOnce()) -> [u64; 2] {
+///     packet.write_lane(lane, &words);
+///     let submitted = packet.submit(7, 1 << lane);
+///     serve();
+///     submitted.wait(|| {}).reply(lane)
+/// }
+/// # #[cfg(not(loom))] {
+/// # let prefix = hostcall_core::stack::Prefix::default();
+/// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];
+/// # let payloads = [hostcall_core::Payload::default(), hostcall_core::Payload::default()];
+/// # let view = AnyView::Stack(hostcall_core::stack::View::from_parts(&prefix, &headers, &payloads).unwrap());
+/// # view.init(0, 0);
+/// let packet = view.claim(0).unwrap().expect("a free packet");
+/// let reply = call(packet, 3, [40, 2, 0, 0, 0, 0, 0, 0], || {
+///     view.drain(&mut |p: &mut hostcall_core::PacketRequest<'_>| {
+///         let r = p.request(3);
+///         p.reply(3, [r[0] + r[1], 0]);
+///     });
+/// });
+/// assert_eq!(reply, [42, 0]);
+/// # }
+/// ```
+///
+/// [`AnyClaimed`]: crate::AnyClaimed
+pub trait ClaimedPacket: Sized {
+    /// The handle [`ClaimedPacket::submit`] returns.
+    type Submitted: SubmittedPacket;
+
+    /// Writes lane `lane`'s request words.
+    ///
+    /// # Panics
+    /// If `lane >= LANES`.
+    fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]);
+
+    /// Sets the service id and the activemask and hands the packet to the host. The caller rings
+    /// the doorbell afterwards.
+    fn submit(self, service: u32, activemask: u64) -> Self::Submitted;
+}
+
+/// A submitted packet of either protocol: wait for the host's answer.
+pub trait SubmittedPacket: Sized {
+    /// The handle once the host has answered.
+    type Completed: CompletedPacket;
+
+    /// Waits until the host answers, or until `keep_waiting(polls so far)` returns false, in
+    /// which case the packet is handed back still submitted. `keep_waiting` is the backoff: it
+    /// may spin, yield or sleep.
+    fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<Self::Completed, Self>;
+
+    /// Waits until the host answers, calling `backoff` between polls.
+    fn wait(self, mut backoff: impl FnMut()) -> Self::Completed {
+        match self.wait_until(|_| {
+            backoff();
+            true
+        }) {
+            Ok(done) => done,
+            Err(_) => unreachable!("the predicate never gives up"),
+        }
+    }
+}
+
+/// An answered packet of either protocol: read the replies; dropping it releases the packet.
+pub trait CompletedPacket {
+    /// The reply words of lane `lane`.
+    ///
+    /// # Panics
+    /// If `lane >= LANES`.
+    fn reply(&self, lane: usize) -> [u64; REPLY_WORDS];
+
+    /// Whether the host answered at least one lane with an error reply
+    /// (see [`ErrorCode`](crate::ErrorCode)).
+    fn host_error(&self) -> bool;
+}
+
+/// The producer's wait loop, shared by both protocols: calls `answered` until it returns
+/// `Some`, or until `keep_waiting(polls so far)` returns false (then `None`). `answered` does the
+/// protocol's Acquire load; `keep_waiting` is the backoff.
+pub(crate) fn poll_until<T>(
+    mut answered: impl FnMut() -> Option<T>,
+    mut keep_waiting: impl FnMut(u32) -> bool,
+) -> Option<T> {
+    let mut polls = 0u32;
+    loop {
+        if let Some(done) = answered() {
+            return Some(done);
+        }
+        if !keep_waiting(polls) {
+            return None;
+        }
+        polls = polls.wrapping_add(1);
+        spin_hint();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::PacketEvent::*;
+    use super::PacketState::*;
+    use super::*;
+
+    #[test]
+    fn only_the_cycle_is_allowed() {
+        let states = [Free, Claimed, Ready, Served];
+        let events = [Claim, Submit, Serve, Release];
+        let allowed =
+            [(Free, Claim), (Claimed, Submit), (Ready, Serve), (Claimed, Release), (Served, Release)];
+        for s in states {
+            for e in events {
+                assert_eq!(s.apply(e).is_ok(), allowed.contains(&(s, e)), "{s:?} {e:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lanes_walk_only_the_lanes_that_exist() {
+        assert_eq!(lanes(0).next(), None);
+        assert!(lanes(1 << 63 | 1).eq([0, 63]));
+        assert_eq!(lanes(u64::MAX).len(), LANES);
+    }
+}
