@@ -314,7 +314,7 @@ typedef struct hostcall_enable_options {
      * prefix as given (the address device code uses); the library never reads or writes it
      * (emulated waves claim through it as device code does, so for them it must be host memory).
      * It must stay valid until hostcall_disable returns for the buffer. NULL: the library
-     * allocates it (zeroed, through its memory backend: host memory here) and frees it at
+     * allocates it (zeroed, in the default runtime's device memory: host memory) and frees it at
      * disable. */
     uint32_t *occupied;
     uint32_t device_ordinal; /* the index of the GPU whose queue this is (default 0), kept with

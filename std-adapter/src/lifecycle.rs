@@ -188,7 +188,9 @@ impl EmulatedWave {
     /// The buffer's memory (and a phase buffer's `occupied` bitmap) must stay valid while this
     /// wave (or a clone) is used: do not disable and free the buffer while a call may be in
     /// progress. (A call on a buffer disabled but still allocated waits until its timeout, if it
-    /// has one: nobody serves it.)
+    /// has one: nobody serves it.) A phase buffer's bitmap must be memory the CPU can reach: the
+    /// wave claims packets in it as device code does (host memory is; a GPU's own memory, where
+    /// an HSA runtime keeps it, in general is not).
     pub unsafe fn new(buffer: *mut u8, num_packets: u32, activemask: u64) -> Result<Self, Error> {
         let registry = registry::lock();
         let enabled = registry

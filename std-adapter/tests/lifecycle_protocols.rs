@@ -1,7 +1,7 @@
 //! The lifecycle API with both protocols and ROCm's built-in services: `enable_with` and its
-//! options (the phase protocol's bitmap passed in or allocated through the runtime's memory and
+//! options (the phase protocol's bitmap passed in or allocated through the runtime's device memory and
 //! freed at disable; the device ordinal), PRINTF and DEVMEM served from the start (DEVMEM through
-//! the runtime's memory), FUNCTION_CALL only after the `unsafe` opt-in, and no DEVMEM failure
+//! the runtime's device memory), FUNCTION_CALL only after the `unsafe` opt-in, and no DEVMEM failure
 //! ever replying `u64::MAX` as an address.
 
 #[macro_use]
@@ -92,14 +92,14 @@ fn queue(test: u64, protocol: Protocol) -> QueueId {
 }
 
 fn runtime_on(memory: Arc<Counting>) -> HostcallRuntime {
-    HostcallRuntime::with_memory(
+    HostcallRuntime::with_device_memory(
         memory,
         Arc::new(hostcall::ParkingDoorbell::new()),
         HostcallRuntime::default_config(),
     )
 }
 
-/// PRINTF (to this process's stdout) and DEVMEM (through the runtime's memory) with no
+/// PRINTF (to this process's stdout) and DEVMEM (through the runtime's device memory) with no
 /// registration at all; FUNCTION_CALL not before the opt-in.
 fn builtin_services_are_there_from_the_start(protocol: Protocol) {
     let memory = Arc::new(Counting::default());
@@ -110,7 +110,11 @@ fn builtin_services_are_there_from_the_start(protocol: Protocol) {
     unsafe { runtime.enable_with(buffer.ptr, PACKETS, queue, options(protocol)) }.unwrap();
     assert_eq!(protocol_of(buffer.ptr), Some(protocol));
     let bitmaps = memory.live.load(Ordering::SeqCst);
-    assert_eq!(bitmaps, usize::from(protocol == Protocol::Phase), "a phase bitmap from the runtime's memory");
+    assert_eq!(
+        bitmaps,
+        usize::from(protocol == Protocol::Phase),
+        "a phase bitmap from the runtime's device memory"
+    );
 
     let one = wave(buffer.ptr, 1);
     let words = PrintfMessage::new(b"lifecycle %s printf: %d\n").string(b"built-in").int(42).into_words();
@@ -124,7 +128,7 @@ fn builtin_services_are_there_from_the_start(protocol: Protocol) {
     assert_eq!(
         memory.live.load(Ordering::SeqCst),
         bitmaps + 2,
-        "DEVMEM allocates through the runtime's memory"
+        "DEVMEM allocates through the runtime's device memory"
     );
     let freed = wave(buffer.ptr, 0b11).call(DEVMEM, |lane| [blocks[lane], 0, 0, 0, 0, 0, 0, 0]).unwrap();
     assert_eq!([freed.lane(0), freed.lane(1)], [[0, 0], [0, 0]]);

@@ -33,9 +33,10 @@ pub struct EnableOptions {
     /// address is written into the buffer's prefix as given (the address device code uses); the
     /// host never reads or writes the words, except emulated waves, which claim through them as
     /// device code does (so for them it must be host-accessible memory). It must stay valid
-    /// until the buffer is disabled. `None`: the runtime allocates it through its memory backend
-    /// ([`HostcallRuntime::memory`](super::HostcallRuntime::memory)), zeroed, and frees it when
-    /// the buffer is disabled. Must be `None` for the stack protocol, which has no bitmap.
+    /// until the buffer is disabled. `None`: the runtime allocates it, zeroed, through its device
+    /// memory ([`HostcallRuntime::device_memory`](super::HostcallRuntime::device_memory)), and
+    /// frees it when the buffer is disabled. Must be `None` for the stack protocol, which has no
+    /// bitmap.
     pub occupied: Option<NonNull<u32>>,
     /// The index of the GPU whose queue the buffer serves (ROCm's device index), kept with the
     /// buffer's registration ([`device_ordinal`](super::device_ordinal)): services that report
@@ -88,7 +89,7 @@ pub(super) enum Bitmap {
     None,
     /// Passed to enable: its address (device's and host's alike).
     Given(usize),
-    /// Allocated through the runtime's memory at enable; freed when dropped (the buffer's
+    /// Allocated through the runtime's device memory at enable; freed when dropped (the buffer's
     /// registry entry is dropped after disable).
     Owned(DeviceAllocation),
 }

@@ -30,7 +30,7 @@ use std::time::Duration;
 ///
 /// Built in from the start, as in ROCm's runtime (so ROCm's device `printf` and device `malloc`
 /// work through `enableHostcalls`): PRINTF (id 2) to the process's stdout and stderr, and DEVMEM
-/// (id 3) through the runtime's memory backend ([`HostcallRuntime::memory`]), with the default
+/// (id 3) through the runtime's device memory ([`HostcallRuntime::device_memory`]), with the default
 /// limits. FUNCTION_CALL (id 1) calls any address a device names, so it is there only after the
 /// `unsafe` [`HostcallRuntime::enable_function_calls`]. To serve a built-in id differently,
 /// unregister it first (`runtime.services().unregister(id)`) and register your own.
@@ -82,17 +82,18 @@ impl HostcallRuntime {
 
     /// A runtime whose listeners sleep on `doorbell` and run with `config`; host memory.
     pub fn with_config(doorbell: Arc<dyn Doorbell>, config: ListenerConfig) -> Self {
-        Self::with_memory(Arc::new(HostMemory), doorbell, config)
+        Self::with_device_memory(Arc::new(HostMemory), doorbell, config)
     }
 
-    /// A runtime on a detected backend ([`crate::detect`]): its memory and its doorbell.
+    /// A runtime on a detected backend ([`crate::detect`]): its device memory (for DEVMEM and the
+    /// phase bitmaps: the GPU's own memory on HSA) and its doorbell (one signal per listener).
     pub fn with_backend(backend: &Backend, config: ListenerConfig) -> Self {
-        Self::with_memory(backend.memory.clone(), backend.doorbell.clone(), config)
+        Self::with_device_memory(backend.device_memory.clone(), backend.doorbell.clone(), config)
     }
 
     /// A runtime whose DEVMEM blocks and phase bitmaps come from `memory`, whose listeners sleep
     /// on `doorbell` and run with `config`.
-    pub fn with_memory(
+    pub fn with_device_memory(
         memory: Arc<dyn DeviceMemory>,
         doorbell: Arc<dyn Doorbell>,
         config: ListenerConfig,
@@ -145,8 +146,8 @@ impl HostcallRuntime {
         unsafe { self.services.enable_function_calls() }
     }
 
-    /// The memory DEVMEM allocates from, and the phase bitmaps the runtime allocates.
-    pub fn memory(&self) -> &Arc<dyn DeviceMemory> {
+    /// The device memory DEVMEM allocates from, and the phase bitmaps the runtime allocates.
+    pub fn device_memory(&self) -> &Arc<dyn DeviceMemory> {
         &self.memory
     }
 
@@ -181,7 +182,7 @@ impl HostcallRuntime {
     /// address, into it), starts the listener if it is not running, and serves the buffer on it.
     /// The buffer's size is implied: [`super::buffer_size_for`]`(options.protocol, num_packets)`;
     /// its alignment must be [`super::buffer_align_for`]`(options.protocol)`. For the phase
-    /// protocol without a bitmap passed in, one is allocated through [`HostcallRuntime::memory`]
+    /// protocol without a bitmap passed in, one is allocated through [`HostcallRuntime::device_memory`]
     /// and freed at disable.
     ///
     /// Refused with an error, leaving everything as it was: a null or misaligned `buffer`, a bad
