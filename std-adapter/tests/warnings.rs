@@ -154,6 +154,7 @@ fn distinct_unknown_ids_cost_bounded_memory_and_log_lines() {
         assert_eq!(call(id), ErrorCode::UnknownService.reply());
     }
     let before = live_bytes();
+    let started = Instant::now();
     let call = within_a_minute("100,000 calls", move || {
         // Ids past the built-in services' (DEVMEM's error reply differs).
         for id in 100..100_100 {
@@ -164,8 +165,13 @@ fn distinct_unknown_ids_cost_bounded_memory_and_log_lines() {
     let grown = live_bytes() - before;
     drop(call);
     assert!(grown < 16 << 10, "the heap grew by {grown} bytes over 100,000 unknown ids");
+    // The limit is per window of time: on a loaded machine the calls span more windows.
+    let windows = (started.elapsed().as_secs() / hostcall::rate_limit::WARNING_WINDOW.as_secs()) as usize + 2;
     let logged = lines_with("unknown service id");
-    assert!(logged <= 2 * LINES_PER_KIND, "{logged} lines for 100,100 unknown ids");
+    assert!(
+        logged <= windows * LINES_PER_KIND,
+        "{logged} lines for 100,100 unknown ids in {windows} windows"
+    );
     assert_eq!(listener.shutdown().unknown.packets, 100_100);
 }
 
