@@ -37,6 +37,8 @@ pub struct HostcallBuffer {
     /// Device address of a phase buffer's `occupied` bitmap kept outside the buffer (0: the
     /// bitmap inside it). See [`HostcallBuffer::set_device_occupied`].
     occupied: AtomicU64,
+    /// The device ordinal its packets report to services ([`HostcallBuffer::with_device_ordinal`]).
+    device_ordinal: u32,
 }
 
 impl HostcallBuffer {
@@ -85,9 +87,31 @@ impl HostcallBuffer {
         let size = protocol.buffer_size(num_packets as usize).ok_or(Error::Layout(too_big))?;
         let allocation = DeviceAllocation::new(memory, offset + size, CACHE_LINE)?;
         let occupied = AtomicU64::new(0);
-        let buffer = Self { allocation, offset, size, num_packets, doorbell, protocol, occupied };
+        let buffer =
+            Self { allocation, offset, size, num_packets, doorbell, protocol, occupied, device_ordinal: 0 };
         buffer.reset();
         Ok(buffer)
+    }
+
+    /// The same buffer for device `ordinal`: a listener serving it hands every packet's service
+    /// that ordinal ([`PacketRequest::device`](hostcall_core::PacketRequest::device); the
+    /// SANITIZER report's device index). The default is 0.
+    ///
+    /// ```
+    /// use hostcall::{buffer::HostcallBuffer, doorbell::ParkingDoorbell, memory::HostMemory};
+    /// use std::sync::Arc;
+    /// let buffer = HostcallBuffer::new(Arc::new(HostMemory), 4, Arc::new(ParkingDoorbell::new())).unwrap();
+    /// assert_eq!(buffer.device_ordinal(), 0);
+    /// assert_eq!(buffer.with_device_ordinal(2).device_ordinal(), 2);
+    /// ```
+    pub fn with_device_ordinal(mut self, ordinal: u32) -> Self {
+        self.device_ordinal = ordinal;
+        self
+    }
+
+    /// The device ordinal its packets report (see [`HostcallBuffer::with_device_ordinal`]).
+    pub fn device_ordinal(&self) -> u32 {
+        self.device_ordinal
     }
 
     /// The buffer's protocol.
