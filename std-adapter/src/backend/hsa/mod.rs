@@ -47,6 +47,7 @@
 //! check, and a kernel reaching the buffer. That code follows the HSA headers' documented
 //! contracts and ROCm's own hostcall listener, but is untested.
 
+mod code_objects;
 mod error;
 mod memory;
 mod runtime;
@@ -54,6 +55,7 @@ mod signal;
 #[cfg(test)]
 mod tests;
 
+pub use code_objects::{LoadedCodeObject, MAX_CODE_OBJECTS, MAX_URI_LEN};
 pub use error::HsaError;
 pub use memory::{AtomicsRequirement, HsaMemory, PlatformAtomics};
 pub use runtime::{Agent, HsaRuntime};
