@@ -87,7 +87,11 @@ impl HsaRuntime {
     /// Every code object loaded in the process now (at most [`MAX_CODE_OBJECTS`]).
     pub fn loaded_code_objects(&self) -> Result<Vec<LoadedCodeObject>, HsaError> {
         let table = self.loader_table()?;
-        let missing = |call| HsaError::Status { call, status: HsaStatus::ERROR, text: "null in the loader table".into() };
+        let missing = |call| HsaError::Status {
+            call,
+            status: HsaStatus::ERROR,
+            text: "null in the loader table".into(),
+        };
         let iterate = table
             .hsa_ven_amd_loader_iterate_executables
             .ok_or_else(|| missing("hsa_ven_amd_loader_iterate_executables"))?;
@@ -151,7 +155,10 @@ unsafe extern "C" fn on_code_object(
 }
 
 /// Reads the attributes of one loaded code object.
-fn read_code_object(table: &AmdLoaderTable, code_object: HsaLoadedCodeObject) -> Result<LoadedCodeObject, HsaStatus> {
+fn read_code_object(
+    table: &AmdLoaderTable,
+    code_object: HsaLoadedCodeObject,
+) -> Result<LoadedCodeObject, HsaStatus> {
     let get_info = table.hsa_ven_amd_loader_loaded_code_object_get_info.ok_or(HsaStatus::ERROR)?;
     let get = |attribute: LoadedCodeObjectInfo, value: *mut c_void| {
         // SAFETY: `code_object` came from the runtime's iteration; `value` points to writable

@@ -52,7 +52,8 @@ pub fn lookup() -> Option<ReportNonselfError> {
     let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, SYMBOL.as_ptr()) };
     // SAFETY: a non-null address of a symbol of this name is that function (declared as above by
     // compiler-rt); a null pointer is not a function, and is mapped to `None`.
-    (!address.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, ReportNonselfError>(address) })
+    (!address.is_null())
+        .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, ReportNonselfError>(address) })
 }
 
 /// What `__asan_report_nonself_error` gets for the code object holding the pc, as ROCclr's
@@ -109,9 +110,9 @@ pub unsafe fn report(
     let mut addrs = report.addresses();
     let mut ids = report.ids();
     let n = addrs.len() as u32; // at most 64 lanes
-    // SAFETY: the arrays live across the call with the lengths passed (`ids` has n + 4 entries);
-    // `NAME` is NUL-terminated and static; the descriptor stays open until `code_object` drops;
-    // the function is the one the caller's contract names.
+                                // SAFETY: the arrays live across the call with the lengths passed (`ids` has n + 4 entries);
+                                // `NAME` is NUL-terminated and static; the descriptor stays open until `code_object` drops;
+                                // the function is the one the caller's contract names.
     unsafe {
         report_error(
             callstack.as_mut_ptr(),

@@ -20,7 +20,12 @@ pub(super) struct PcLimits {
 
 impl PcLimits {
     pub(super) fn new(per_window: u32, window: Duration) -> Self {
-        Self { per_window, window, table: Mutex::new(HashMap::new()), beyond: RateLimit::new(per_window, window) }
+        Self {
+            per_window,
+            window,
+            table: Mutex::new(HashMap::new()),
+            beyond: RateLimit::new(per_window, window),
+        }
     }
 
     /// Whether a report from `pc` is printed now: `Some(reports suppressed since the last one

@@ -65,7 +65,11 @@ impl SanitizerReport {
             access_info: first[slot::ACCESS_INFO],
             size: first[slot::SIZE],
             lanes: lanes
-                .map(|(lane, words)| FaultingLane { lane, local_id: words[slot::LOCAL_ID], address: words[slot::ADDRESS] })
+                .map(|(lane, words)| FaultingLane {
+                    lane,
+                    local_id: words[slot::LOCAL_ID],
+                    address: words[slot::ADDRESS],
+                })
                 .collect(),
         })
     }
@@ -119,7 +123,8 @@ impl SanitizerReport {
         match code_object {
             Some(object) => {
                 let offset = self.pc.wrapping_sub(object.load_delta as u64);
-                let _ = writeln!(out, "==hostcall==   pc {:#x} in {} at offset {offset:#x}", self.pc, object.uri);
+                let _ =
+                    writeln!(out, "==hostcall==   pc {:#x} in {} at offset {offset:#x}", self.pc, object.uri);
             }
             None => {
                 let _ = writeln!(out, "==hostcall==   pc {:#x} (code object unknown)", self.pc);

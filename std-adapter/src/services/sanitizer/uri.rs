@@ -111,7 +111,9 @@ fn percent_decode(text: &str) -> Option<Vec<u8>> {
     while i < bytes.len() {
         if bytes[i] == b'%' {
             let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok().filter(|_| hex.bytes().all(|b| b.is_ascii_hexdigit()))?);
+            out.push(
+                u8::from_str_radix(hex, 16).ok().filter(|_| hex.bytes().all(|b| b.is_ascii_hexdigit()))?,
+            );
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -143,7 +145,11 @@ mod tests {
         let expected = b"/tmp/a/b%c\xc3\xa9".to_vec();
         assert_eq!(
             CodeObjectUri::parse(uri),
-            Some(CodeObjectUri::File { path: OsString::from_vec(expected).into(), offset: 8, size: Some(16) })
+            Some(CodeObjectUri::File {
+                path: OsString::from_vec(expected).into(),
+                offset: 8,
+                size: Some(16)
+            })
         );
         assert_eq!(CodeObjectUri::parse("file:///bad%2"), None);
         assert_eq!(CodeObjectUri::parse("file:///bad%zz"), None);
