@@ -44,7 +44,7 @@ fn build() -> PathBuf {
 fn code_object_file() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("asan standin");
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("kernels.co");
+    let file = dir.join(format!("kernels-{}.co", std::process::id()));
     std::fs::write(&file, [0u8; 100]).unwrap();
     file
 }
