@@ -405,7 +405,6 @@ mod tests {
         }
         let cell = core::cell::RefCell::new(&mut record);
         assert_eq!(poller.poll_once(&Record(&cell)).packets, 2);
-        drop(cell);
         devices.sort();
         assert_eq!(devices, [0, 7]);
         assert_eq!((x.wait(|| {}).reply(0)[0], y.wait(|| {}).reply(0)[0]), (0, 7));

@@ -240,7 +240,7 @@ pub fn format_with(words: &[u64], limits: &PrintfLimits, out: &mut Vec<u8>) -> R
 /// let mut out = Vec::new();
 /// let (printed, stopped) = format_partial(&words[1..], &PrintfLimits::default(), &mut out);
 /// assert_eq!((printed, out.as_slice()), (6, &b"a=1 b="[..]));
-/// assert_eq!(stopped, Some(PrintfError::BadConversion { offset: 6, byte: b'y' }));
+/// assert_eq!(stopped, Some(PrintfError::BadConversion { offset: 7, byte: b'y' }));
 /// ```
 pub fn format_partial(
     words: &[u64],
