@@ -17,6 +17,9 @@
 //! - [`HsaDeviceMemory`] allocates from the GPU's own coarse-grained pool: the phase protocol's
 //!   `occupied` bitmap (only the device touches it, so its `fetch_or` never crosses PCIe) and
 //!   DEVMEM blocks. The CPU may not reach it, so it is zeroed with `hsa_amd_memory_fill`.
+//! - [`HsaRuntime::loaded_code_objects`] lists the code objects loaded in the process through the
+//!   loader extension ([`LoadedCodeObject`]: load base, size, delta, URI), for the SANITIZER
+//!   report's code-object lookup.
 //! - [`HsaDoorbell`] is an HSA signal created as ROCm's listener creates it,
 //!   `hsa_signal_create(1, 0, NULL, &signal)` ([`INIT`](crate::doorbell::INIT), no consumers):
 //!   one per listener (or pool), shared by all its buffers, destroyed when the last owner drops
