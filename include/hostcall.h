@@ -218,10 +218,12 @@ HOSTCALL_STATIC_ASSERT(HOSTCALL_PHASE_BUFFER_SIZE(3) == 320 + 3 * 4096, "phase b
  * pointer documented "any alignment" is read bytewise, arrays that may overlap are read whole
  * before anything is written. `queue` arguments are keys, compared and never dereferenced.
  *
- * Built-in services: from the first enable on, PRINTF (to this process's stdout and stderr) and
- * DEVMEM (blocks of host memory, refused with {0, code} beyond the library's limits) are served,
- * as ROCm's runtime serves them, so ROCm's device printf and device malloc work through
- * enableHostcalls. FUNCTION_CALL is served only after hostcall_enable_function_calls_unsafe(). */
+ * Built-in services: from the first enable on, PRINTF (to this process's stdout and stderr),
+ * DEVMEM (blocks of host memory, refused with {0, code} beyond the library's limits) and
+ * SANITIZER (device AddressSanitizer reports, through the process's ASan runtime where it has one,
+ * else to stderr) are served, as ROCm's runtime serves them, so ROCm's device printf and device
+ * malloc work through enableHostcalls. FUNCTION_CALL is served only after
+ * hostcall_enable_function_calls_unsafe(). */
 
 /* ---- ROCm's rochostcall.hpp interface (C linkage): the stack protocol ---- */
 
@@ -318,7 +320,8 @@ typedef struct hostcall_enable_options {
      * disable. */
     uint32_t *occupied;
     uint32_t device_ordinal; /* the index of the GPU whose queue this is (default 0), kept with
-                              * the buffer for services that report per device */
+                              * the buffer and reported with each of its packets to services
+                              * (SANITIZER's reports name it) */
     uint32_t reserved;       /* must be 0 */
 } hostcall_enable_options_t;
 

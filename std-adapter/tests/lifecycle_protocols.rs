@@ -16,7 +16,10 @@ use hostcall::lifecycle::{
     EnableOptions,
 };
 use hostcall::services::printf::PrintfMessage;
-use hostcall::{DeviceMemory, Error, HostMemory, HostcallRuntime, MemoryError, Protocol, QueueId};
+use hostcall::{
+    DeviceMemory, Error, HostMemory, HostcallRuntime, MemoryError, PacketRequest, PacketService, Protocol,
+    QueueId,
+};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -196,8 +199,18 @@ for_both_protocols!(
 
 #[test]
 fn a_phase_bitmap_passed_in_is_used_and_kept() {
+    struct Device;
+    impl PacketService for Device {
+        fn serve(&self, packet: &mut PacketRequest<'_>) {
+            let device = u64::from(packet.device());
+            for lane in packet.lanes() {
+                packet.reply(lane, [device, 0]);
+            }
+        }
+    }
     let runtime = HostcallRuntime::new();
     runtime.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
+    runtime.services().register_packet(101, "device", Device).unwrap();
     let buffer = Memory::new(Protocol::Phase, PACKETS);
     assert_eq!(occupied_size(PACKETS), 4);
     let mut bitmap = [0u32; 1];
@@ -209,6 +222,11 @@ fn a_phase_bitmap_passed_in_is_used_and_kept() {
     // SAFETY: `buffer` and `bitmap` outlive the enablement.
     unsafe { runtime.enable_with(buffer.ptr, PACKETS, QueueId(0x40), given) }.unwrap();
     assert_eq!(device_ordinal(buffer.ptr), Some(3));
+    assert_eq!(
+        wave(buffer.ptr, 1).call(101, |_| [0; 8]).unwrap().lane(0),
+        [3, 0],
+        "services see the ordinal"
+    );
     // SAFETY: the buffer is enabled (so initialised); the prefix load is atomic.
     let view =
         unsafe { phase::View::from_raw(buffer.ptr, buffer.layout.size(), u64::from(PACKETS)) }.unwrap();

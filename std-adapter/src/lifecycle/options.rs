@@ -39,8 +39,8 @@ pub struct EnableOptions {
     /// bitmap.
     pub occupied: Option<NonNull<u32>>,
     /// The index of the GPU whose queue the buffer serves (ROCm's device index), kept with the
-    /// buffer's registration ([`device_ordinal`](super::device_ordinal)): services that report
-    /// per device (the sanitizer's report ids) read it. Default 0.
+    /// buffer's registration ([`device_ordinal`](super::device_ordinal)) and handed to services
+    /// with each of its packets (`PacketRequest::device`: the sanitizer's report ids). Default 0.
     pub device_ordinal: u32,
 }
 

@@ -13,6 +13,7 @@ use crate::serve::registry::Services;
 use crate::services::devmem::DevMemLimits;
 use crate::services::message::MessageLimits;
 use crate::services::printf::StdStreams;
+use crate::services::sanitizer::SanitizerConfig;
 use hostcall_core::{phase, stack};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -29,11 +30,13 @@ use std::time::Duration;
 /// written into a buffer stays valid as long as the runtime lives.
 ///
 /// Built in from the start, as in ROCm's runtime (so ROCm's device `printf` and device `malloc`
-/// work through `enableHostcalls`): PRINTF (id 2) to the process's stdout and stderr, and DEVMEM
-/// (id 3) through the runtime's device memory ([`HostcallRuntime::device_memory`]), with the default
-/// limits. FUNCTION_CALL (id 1) calls any address a device names, so it is there only after the
-/// `unsafe` [`HostcallRuntime::enable_function_calls`]. To serve a built-in id differently,
-/// unregister it first (`runtime.services().unregister(id)`) and register your own.
+/// work through `enableHostcalls`): PRINTF (id 2) to the process's stdout and stderr, DEVMEM
+/// (id 3) through the runtime's device memory ([`HostcallRuntime::device_memory`]), with the
+/// default limits, and SANITIZER (id 4, [`crate::services::sanitizer`]). FUNCTION_CALL (id 1)
+/// calls any address a device names, so it is there only after the `unsafe`
+/// [`HostcallRuntime::enable_function_calls`]. To serve a built-in id differently, unregister it
+/// first (`runtime.services().unregister(id)`) and register your own (e.g.
+/// [`Services::enable_sanitizer`] with another configuration).
 ///
 /// ```
 /// use hostcall::lifecycle::{buffer_size, EmulatedWave, HostcallRuntime, QueueId};
@@ -253,7 +256,14 @@ impl HostcallRuntime {
             device_ordinal: options.device_ordinal,
         };
         registry::lock().reserve(base, entry)?;
-        let layout = Layout { buffer, len, num_packets, protocol: options.protocol, occupied };
+        let layout = Layout {
+            buffer,
+            len,
+            num_packets,
+            protocol: options.protocol,
+            occupied,
+            device: options.device_ordinal,
+        };
         // SAFETY: forwarded from this function's contract; `checked_len` checked the address.
         match unsafe { self.serve(&mut listener, layout) } {
             Ok(()) => {
@@ -299,7 +309,7 @@ impl HostcallRuntime {
     /// As [`HostcallRuntime::enable_with`], with `layout.len` the protocol's buffer size for
     /// `layout.num_packets` and `layout.buffer` non-null and aligned for the protocol.
     unsafe fn serve(&self, listener: &mut Option<Listener>, layout: Layout) -> Result<(), Error> {
-        let Layout { buffer, len, num_packets, protocol, occupied } = layout;
+        let Layout { buffer, len, num_packets, protocol, occupied, device } = layout;
         let n = u64::from(num_packets);
         let running = match listener {
             Some(running) => running,
@@ -320,7 +330,7 @@ impl HostcallRuntime {
             }
         }
         // SAFETY: the caller's contract keeps the memory valid until `disable` removes it.
-        unsafe { running.add_raw_protocol(buffer, len, n, protocol) }
+        unsafe { running.add_raw_protocol(protocol, buffer, len, n, device) }
     }
 
     fn start_listener(&self) -> Result<Listener, Error> {
@@ -354,13 +364,18 @@ struct Layout {
     protocol: Protocol,
     /// A phase buffer's bitmap address for its prefix.
     occupied: u64,
+    /// The device ordinal its packets report to services.
+    device: u32,
 }
 
-/// The services every runtime starts with: PRINTF to the process's streams, DEVMEM from `memory`.
+/// The services every runtime starts with: PRINTF to the process's streams, DEVMEM from `memory`,
+/// SANITIZER reporting as [`SanitizerConfig::default`] says (through the process's ASan runtime
+/// where it has one, else to stderr; an aborting report stops the process).
 fn builtin_services(memory: &Arc<dyn DeviceMemory>) -> Services {
     let services = Services::new();
     services.enable_printf(StdStreams, MessageLimits::default()).expect("a new registry has no PRINTF");
     services.enable_devmem(memory.clone(), DevMemLimits::default()).expect("a new registry has no DEVMEM");
+    services.enable_sanitizer(SanitizerConfig::default()).expect("a new registry has no SANITIZER");
     services
 }
 
