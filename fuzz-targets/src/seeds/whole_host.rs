@@ -175,6 +175,16 @@ pub(super) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 .poll(),
         ),
         (
+            "sanitizer_reports",
+            Script::new(false, 2, false, MESSAGES, DEVMEM | 0x40)
+                .submit(0, SANITIZER, lanes(0b101), &[words(0xdead0, 0x1000), words(0xdead8, 0x1000)])
+                .submit(1, SANITIZER, 2, &[])
+                .bytes(&u64s(&[0]))
+                .poll()
+                .submit(1, SANITIZER, lane(63), &[words(1, 2)])
+                .poll(),
+        ),
+        (
             // A cycle in the ready-stack, garbage control bits, a packet pushed twice.
             "stack_hostile_chain",
             Script::new(false, 4, false, MESSAGES, DEVMEM)

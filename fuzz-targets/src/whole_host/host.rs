@@ -11,11 +11,14 @@ use hostcall::serve::registry::ThreadDispatch;
 use hostcall::serve::unknown_ids::REMEMBERED_UNKNOWN_IDS;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::printf::{PrintfSink, Stream};
+use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
 use hostcall::{Listener, ListenerConfig, Services};
+use hostcall_core::dispatch::SANITIZER;
 use hostcall_core::lane::lanes;
 use hostcall_core::stack::{CONTROL_HOST_ERROR, CONTROL_READY};
 use hostcall_core::{Dispatch, DrainError, DrainReport, PacketRequest, Poller};
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,6 +52,8 @@ pub(crate) struct Host {
     devmem_limits: DevMemLimits,
     max_open: usize,
     printed: Printed,
+    /// Reports SANITIZER printed.
+    sanitizer_reports: Arc<AtomicUsize>,
     doorbell: Arc<ParkingDoorbell>,
     services: Arc<Services>,
     poller: Poller<1>,
@@ -73,6 +78,22 @@ impl Host {
         let services = Arc::new(Services::new());
         services.enable_printf(printed.clone(), budgets.messages).expect("a fresh registry");
         services.enable_devmem(devmem_memory.clone(), budgets.devmem).expect("a fresh registry");
+        let sanitizer_reports = Arc::new(AtomicUsize::new(0));
+        if budgets.sanitizer {
+            let reports = sanitizer_reports.clone();
+            let config = SanitizerConfig {
+                // An aborting report stops the process by design: not what is under test here.
+                abort_on_error: false,
+                use_asan_runtime: false,
+                // Relaxed: a count read on this thread after the round that printed.
+                sink: Arc::new(move |_: &str| {
+                    reports.fetch_add(1, Ordering::Relaxed);
+                }),
+                code_objects: Arc::new(NoCodeObjects),
+                ..SanitizerConfig::default()
+            };
+            services.enable_sanitizer(config).expect("a fresh registry");
+        }
         let capacity = Some(services.lane_capacity().serve(n as u64));
         let poller = Poller::new();
         // SAFETY: `buffer` (an `Arc` this struct holds) stays allocated until `finish` removes it
@@ -83,7 +104,10 @@ impl Host {
             model: Model {
                 devmem: DevMemModel::new(budgets.devmem),
                 printf: PrintfModel::new(budgets.messages),
+                sanitizer: budgets.sanitizer,
+                sanitizer_packets: 0,
             },
+            sanitizer_reports,
             buffer,
             buffer_memory,
             devmem_memory,
@@ -197,6 +221,9 @@ impl Host {
         }
         for (k, &i) in plan.served.iter().enumerate() {
             let service = read32(before, g.service(i));
+            if service == SANITIZER && before[g.activemask(i) / 8] != 0 {
+                self.model.sanitizer_packets += 1;
+            }
             let mut host_error = false;
             for lane in lanes(before[g.activemask(i) / 8]) {
                 let at = g.slot(i, lane) / 8;
@@ -246,6 +273,9 @@ impl Host {
         assert!(self.model.printf.open.len() <= self.max_open, "more messages open than the bound");
         assert!(*self.printed.0.lock().unwrap() == self.model.printf.printed, "PRINTF's output");
         assert!(self.services.stats().unknown_ids.len() <= REMEMBERED_UNKNOWN_IDS);
+        // Relaxed: see the sink in `new`.
+        let reports = self.sanitizer_reports.load(Ordering::Relaxed);
+        assert!(reports <= self.model.sanitizer_packets, "{reports} SANITIZER reports, more than packets");
     }
 
     /// The last round: it leaves nothing pending; then the host shuts down and frees everything.

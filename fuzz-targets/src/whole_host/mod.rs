@@ -2,8 +2,8 @@
 //!
 //! A buffer of either protocol (2..=9 packets, in guarded host memory) is served by the core's
 //! [`Poller`] through the std crate's [`Services`] registry holding the built-in services: PRINTF
-//! writing into an in-memory sink and DEVMEM over guarded host memory, both with small budgets;
-//! FUNCTION_CALL is not enabled and SANITIZER is not registered. The fuzz bytes play the device:
+//! writing into an in-memory sink and DEVMEM over guarded host memory, both with small budgets,
+//! and (if the input says so) SANITIZER reporting into a counter; FUNCTION_CALL is not enabled. The fuzz bytes play the device:
 //! valid-looking requests (printf message streams, in one chunk or several, continued with the
 //! ids the host answered; DEVMEM allocations and frees of live, nearly live and bogus addresses;
 //! unknown ids) and arbitrary writes anywhere in the buffer (headers, prefix, phase words,
@@ -55,14 +55,18 @@ pub(crate) const LISTENER_ALLOWED: u8 = 0x10;
 pub(crate) struct Budgets {
     pub(crate) messages: MessageLimits,
     pub(crate) devmem: DevMemLimits,
+    /// Whether SANITIZER is registered (else id 4 is an unknown id).
+    pub(crate) sanitizer: bool,
 }
 
 impl Budgets {
     /// Byte 1: open messages 1..=8 (bits 0..=2), held bytes (bits 3..=4: room for one small
     /// message, 1 KiB, 16 KiB, the default), message size 8 << bits 5..=7 bytes.
     /// Byte 2: DEVMEM's total (bits 0..=1: none, 16 KiB, 64 KiB, 5 MiB), largest allocation
-    /// (bits 2..=3: 1 byte, 4 KiB, 64 KiB, a 2 MiB slab), live allocations (bits 4..=5: 0, 1, 2, 16).
-    fn decode(messages: u8, devmem: u8) -> Self {
+    /// (bits 2..=3: 1 byte, 4 KiB, 64 KiB, a 2 MiB slab), live allocations (bits 4..=5: 0, 1, 2, 16);
+    /// bit 6: SANITIZER registered.
+    fn decode(messages: u8, devmem_byte: u8) -> Self {
+        let devmem = devmem_byte;
         let held = [OPEN_MESSAGE_OVERHEAD + 64, 1 << 10, 16 << 10, MessageLimits::default().max_held_bytes];
         let messages = MessageLimits {
             max_open: 1 + usize::from(messages & 7),
@@ -77,7 +81,7 @@ impl Budgets {
             max_allocation: largest[usize::from(devmem >> 2 & 3)],
             max_allocations: count[usize::from(devmem >> 4 & 3)],
         };
-        Self { messages, devmem }
+        Self { messages, devmem, sanitizer: devmem_byte & 0x40 != 0 }
     }
 }
 

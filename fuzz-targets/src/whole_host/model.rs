@@ -5,8 +5,8 @@
 
 use hostcall::services::devmem::{block_alignment, DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN};
 use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::{printf_message, PrintfLimits, Stream};
-use hostcall_core::dispatch::{DEVMEM, PRINTF};
+use hostcall::services::printf::{printf_partial, PrintfLimits, Stream};
+use hostcall_core::dispatch::{DEVMEM, PRINTF, SANITIZER};
 use hostcall_core::message::Descriptor;
 use hostcall_core::{ErrorCode, SLOT_WORDS};
 use std::collections::BTreeMap;
@@ -145,14 +145,16 @@ impl PrintfModel {
         false
     }
 
-    /// A complete message: PRINTF prints it with the default limits and answers the bytes
-    /// printed, or -1 for a malformed message (not a host error: printf's own return value).
+    /// A complete message: PRINTF prints it with the default limits (up to a conversion it
+    /// cannot print, then a marker) and answers the bytes printed before any marker, or -1 for a
+    /// message without a format string (not a host error: printf's own return value).
     fn complete(&mut self, message: &[u64], reply: [u64; 2]) {
-        let expected = match printf_message(message, &PrintfLimits::default()) {
-            Ok((stream, bytes)) => {
-                let reply = [bytes.len() as u64, 0];
-                self.printed.push((stream, bytes));
-                reply
+        let limits = PrintfLimits::default();
+        let expected = match printf_partial(message, &limits) {
+            Ok(printed) => {
+                assert!(printed.printed <= printed.bytes.len().min(limits.max_output), "{printed:?}");
+                self.printed.push((printed.stream, printed.bytes));
+                [printed.printed as u64, 0]
             }
             Err(_) => ErrorCode::BadRequest.reply(),
         };
@@ -164,6 +166,10 @@ impl PrintfModel {
 pub(crate) struct Model {
     pub(crate) devmem: DevMemModel,
     pub(crate) printf: PrintfModel,
+    /// Whether SANITIZER is registered.
+    pub(crate) sanitizer: bool,
+    /// SANITIZER packets served with at least one lane (the most reports it may print).
+    pub(crate) sanitizer_packets: usize,
 }
 
 impl Model {
@@ -172,7 +178,11 @@ impl Model {
         match service {
             DEVMEM => self.devmem.lane(request, reply),
             PRINTF => self.printf.lane(request, reply),
-            // FUNCTION_CALL is not enabled; SANITIZER, RESERVED and the rest are not registered.
+            SANITIZER if self.sanitizer => {
+                assert_eq!(reply, [0, 0], "SANITIZER answers every lane [0, 0]");
+                false
+            }
+            // FUNCTION_CALL is not enabled; RESERVED and the rest are not registered.
             _ => {
                 assert_eq!(reply, ErrorCode::UnknownService.reply(), "service {service}");
                 true
