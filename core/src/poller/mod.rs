@@ -28,7 +28,7 @@ use crate::any::{AnyView, DrainScope};
 use crate::dispatch::Dispatch;
 use crate::host::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest, Protocol};
 use core::fmt;
-use table::{Pins, Registered, Slot, Table};
+use table::{Pins, Registered, Table};
 
 mod table;
 
@@ -154,19 +154,12 @@ impl<const N: usize> Poller<N> {
         scope: DrainScope,
     ) -> Result<(), PollerError> {
         let mut table = self.table.lock();
-        if table.find(base).is_some() {
+        if table.get(base).is_some() {
             return Err(PollerError::AlreadyRegistered { base: base as usize });
         }
-        let slot = table
-            .slots
-            .iter()
-            .position(|s| matches!(s, Slot::Free))
-            .ok_or(PollerError::Full { capacity: N })?;
-        let generation = table.next_generation;
-        table.next_generation += 1;
-        table.slots[slot] = Slot::Serving(Registered { base, len, num_packets, protocol, scope, generation });
-        table.serving += 1;
-        Ok(())
+        table
+            .insert(Registered { base, len, num_packets, protocol, scope, generation: 0 })
+            .ok_or(PollerError::Full { capacity: N })
     }
 
     /// The protocol of the buffer registered at `base`, if any.
@@ -180,26 +173,21 @@ impl<const N: usize> Poller<N> {
     /// is serving a packet of this very buffer, it would wait for itself (the std crate's listener
     /// refuses removals from its own thread).
     pub fn remove(&self, base: *mut u8) -> Result<(), PollerError> {
-        let slot = {
-            let mut table = self.table.lock();
-            let slot = table.find(base).ok_or(PollerError::NotRegistered { base: base as usize })?;
-            table.slots[slot] = Slot::Retiring;
-            table.serving -= 1;
-            slot
-        };
+        let slot =
+            self.table.lock().retire(base).ok_or(PollerError::NotRegistered { base: base as usize })?;
         self.pins.wait_unpinned(slot);
-        self.table.lock().slots[slot] = Slot::Free;
+        self.table.lock().free(slot);
         Ok(())
     }
 
     /// Whether a buffer is registered at `base`.
     pub fn contains(&self, base: *mut u8) -> bool {
-        self.table.lock().find(base).is_some()
+        self.table.lock().get(base).is_some()
     }
 
     /// Number of registered buffers.
     pub fn len(&self) -> usize {
-        self.table.lock().serving
+        self.table.lock().serving.len()
     }
 
     /// Whether no buffer is registered.
@@ -238,15 +226,10 @@ impl<const N: usize> Poller<N> {
     /// Copies every serving registration and pins its slot, under the table lock.
     fn pin_all(&self) -> PinnedSlots<'_, N> {
         let table = self.table.lock();
-        let mut slots = heapless::Vec::new();
-        for (slot, state) in table.slots.iter().enumerate() {
-            if let Slot::Serving(r) = state {
-                self.pins.pin(slot);
-                // Cannot fail: at most `N` slots.
-                let _ = slots.push((slot, *r));
-            }
+        for &(slot, _) in &table.serving {
+            self.pins.pin(slot);
         }
-        PinnedSlots { pins: &self.pins, slots, next: 0 }
+        PinnedSlots { pins: &self.pins, slots: table.serving.clone(), next: 0 }
     }
 }
 

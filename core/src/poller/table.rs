@@ -5,9 +5,9 @@
 //!
 //! | state | written by | when |
 //! | --- | --- | --- |
-//! | `Table::slots[i]` | `add` (`Free` -> `Serving`), `remove` (`Serving` -> `Retiring` -> `Free`) | under the table lock |
+//! | `Table` (slot `i` `Free` / `Serving` / `Retiring`) | `add` (`Free` -> `Serving`), `remove` (`Serving` -> `Retiring` -> `Free`) | under the table lock |
 //! | `Pins::pinned[i]` | `poll_once`: set under the table lock, cleared without it | a poll pins every serving slot at its start and unpins each once it has drained it |
-//! | `Slots::scopes[i]` | `poll_once` only | under the poll lock (the host-private drain state) |
+//! | `Poller::scopes[i]` | `poll_once` only | under the poll lock (the host-private drain state) |
 //!
 //! # Removal
 //!
@@ -44,43 +44,53 @@ pub(super) struct Registered {
     pub(super) generation: u64,
 }
 
-/// The state of one slot of the table.
-#[derive(Clone, Copy)]
-pub(super) enum Slot {
-    /// Holds nothing; `add` may use it.
-    Free,
-    /// A registered buffer, served by every poll.
-    Serving(Registered),
-    /// Being removed: no poll copies it any more and no `add` may reuse it until the remover has
-    /// seen it unpinned.
-    Retiring,
-}
-
-/// The fixed-capacity registration table, behind the poller's table lock.
+/// The fixed-capacity registration table, behind the poller's table lock. A slot is `Free`,
+/// `Serving` (in `serving`) or `Retiring` (taken, but no longer in `serving`: being removed; no
+/// poll copies it any more and no `add` reuses it until the remover has seen it unpinned).
 pub(super) struct Table<const N: usize> {
-    pub(super) slots: [Slot; N],
-    /// Number of `Serving` slots.
-    pub(super) serving: usize,
+    /// The serving registrations, each with its slot (dense: a poll walks only these).
+    pub(super) serving: heapless::Vec<(usize, Registered), N>,
+    /// Per slot: whether it is taken (serving or retiring).
+    taken: [bool; N],
     /// The generation the next registration gets.
-    pub(super) next_generation: u64,
+    next_generation: u64,
 }
 
 impl<const N: usize> Table<N> {
     pub(super) const fn new() -> Self {
-        Self { slots: [Slot::Free; N], serving: 0, next_generation: 1 }
+        Self { serving: heapless::Vec::new(), taken: [false; N], next_generation: 1 }
     }
 
-    /// The slot serving the buffer at `base`.
-    pub(super) fn find(&self, base: *mut u8) -> Option<usize> {
-        self.slots.iter().position(|s| matches!(s, Slot::Serving(r) if r.base == base))
+    /// The position in `serving` of the buffer at `base`.
+    fn position(&self, base: *mut u8) -> Option<usize> {
+        self.serving.iter().position(|(_, r)| r.base == base)
     }
 
     /// The registration serving the buffer at `base`.
     pub(super) fn get(&self, base: *mut u8) -> Option<&Registered> {
-        self.find(base).and_then(|i| match &self.slots[i] {
-            Slot::Serving(r) => Some(r),
-            _ => None,
-        })
+        self.position(base).map(|at| &self.serving[at].1)
+    }
+
+    /// Registers `registered` (its generation assigned here) in a free slot; `None` if every
+    /// slot is taken.
+    pub(super) fn insert(&mut self, mut registered: Registered) -> Option<()> {
+        let slot = self.taken.iter().position(|taken| !taken)?;
+        registered.generation = self.next_generation;
+        self.next_generation += 1;
+        self.serving.push((slot, registered)).ok()?;
+        self.taken[slot] = true;
+        Some(())
+    }
+
+    /// Turns the slot serving `base` `Retiring`; returns it.
+    pub(super) fn retire(&mut self, base: *mut u8) -> Option<usize> {
+        let at = self.position(base)?;
+        Some(self.serving.swap_remove(at).0)
+    }
+
+    /// Frees a retired slot (its remover saw it unpinned).
+    pub(super) fn free(&mut self, slot: usize) {
+        self.taken[slot] = false;
     }
 }
 
