@@ -135,7 +135,7 @@ fn main() -> ExitCode {
             Protocol::Stack => hostcall::backend::hsa::AtomicsRequirement::Required,
             Protocol::Phase => hostcall::backend::hsa::AtomicsRequirement::NotRequired,
         };
-        hostcall::backend::detect_with(&hostcall::backend::DetectOptions { library: None, atomics })
+        hostcall::backend::detect_with(&hostcall::backend::DetectOptions { atomics, ..Default::default() })
     };
     let doorbell = backend.doorbell.clone();
     let config = if o.spin { ListenerConfig::spinning() } else { ListenerConfig::default() };
@@ -146,10 +146,8 @@ fn main() -> ExitCode {
     // SAFETY: the only devices are this program's emulated waves, which send `mul_add`'s address.
     unsafe { services.enable_function_calls() }.unwrap();
     services.enable_printf(hostcall::services::printf::StdStreams, Default::default()).unwrap();
-    let buffer = Arc::new(
-        HostcallBuffer::with_protocol(backend.memory.clone(), o.packets, doorbell, o.protocol)
-            .expect("buffer"),
-    );
+    // One doorbell for the listener and its buffer; the buffer where ROCm puts it.
+    let buffer = Arc::new(backend.buffer(o.packets, o.protocol, doorbell).expect("buffer"));
     listener.add_buffer(buffer.clone()).unwrap();
     println!(
         "waves: backend={} ({}), protocol={}, listener={}, waves={} lanes={} calls={} packets={}",

@@ -268,10 +268,11 @@ fn a_hostile_device_cannot_break_the_listener(protocol: Protocol) {
         .collect();
     fresh.into_iter().for_each(|t| t.join().expect("a fresh wave got a wrong reply"));
 
-    let ((listener, stats), took) = common::watchdog::returns_within("shutdown", Duration::from_secs(10), move || {
-        let stats = listener.shutdown();
-        (listener, stats)
-    });
+    let ((listener, stats), took) =
+        common::watchdog::returns_within("shutdown", Duration::from_secs(10), move || {
+            let stats = listener.shutdown();
+            (listener, stats)
+        });
     assert!(took < Duration::from_secs(2), "shutdown returned, but took {took:?}");
     assert_eq!(stats.services[&ADD].1.packets - served_before, 4 * 25, "the listener lives on");
     listener.remove_buffer(&buffer).unwrap();

@@ -162,7 +162,9 @@ fn shutdown_with_waves_mid_call_answers_them_and_joins(protocol: Protocol) {
     });
     waves.into_iter().for_each(|t| t.join().unwrap());
     assert_eq!(answered.load(Ordering::Relaxed), 8);
-    common::watchdog::returns_within("a second shutdown", Duration::from_secs(10), move || listener.shutdown());
+    common::watchdog::returns_within("a second shutdown", Duration::from_secs(10), move || {
+        listener.shutdown()
+    });
 }
 
 fn a_panicking_handler_gets_an_error_reply_and_the_listener_goes_on(protocol: Protocol) {

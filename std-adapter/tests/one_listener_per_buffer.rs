@@ -62,7 +62,11 @@ fn whole_and_range_adds_exclude_each_other() {
 
     one.add_buffer_range(b.clone(), 0..32).unwrap();
     assert_eq!(two.add_buffer(b.clone()), Err(served_elsewhere(b.as_ptr())));
-    assert_eq!(two.add_buffer_range(b.clone(), 16..48), Err(served_elsewhere(b.as_ptr())), "overlapping ranges");
+    assert_eq!(
+        two.add_buffer_range(b.clone(), 16..48),
+        Err(served_elsewhere(b.as_ptr())),
+        "overlapping ranges"
+    );
     two.add_buffer_range(b.clone(), 32..48).unwrap(); // disjoint ranges share a buffer
     three.add_buffer_range(b.clone(), 48..64).unwrap();
     let reply = Wave::new(b.clone(), 4).call(100, |lane| [lane as u64, 1, 0, 0, 0, 0, 0, 0]).unwrap();

@@ -80,7 +80,10 @@ fn a_service_may_ask_its_runtime() {
                 let debug = format!("{runtime:?}");
                 let running = runtime.is_running();
                 let stats = runtime.services().stats();
-                Ok([count, u64::from(debug.contains("HostcallRuntime")) + u64::from(running) + stats.malformed])
+                Ok([
+                    count,
+                    u64::from(debug.contains("HostcallRuntime")) + u64::from(running) + stats.malformed,
+                ])
             })
             .unwrap();
         let (mut one, mut two) = (runtime_memory(4), runtime_memory(4));

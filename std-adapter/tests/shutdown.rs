@@ -26,7 +26,9 @@ fn start(doorbell: &Arc<dyn Doorbell>, config: ListenerConfig) -> Listener {
 }
 
 fn buffer(doorbell: &Arc<dyn Doorbell>, packets: u64, protocol: Protocol) -> Arc<HostcallBuffer> {
-    Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell.clone(), protocol).unwrap())
+    Arc::new(
+        HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell.clone(), protocol).unwrap(),
+    )
 }
 
 /// What a busy device saw.
@@ -59,7 +61,11 @@ fn busy_device(
                             outcomes.served.fetch_add(1, Ordering::Relaxed);
                         }
                         Ok(reply) => {
-                            assert_eq!(reply.lane(0), ErrorCode::ShuttingDown.reply(), "wave {w} call {call}");
+                            assert_eq!(
+                                reply.lane(0),
+                                ErrorCode::ShuttingDown.reply(),
+                                "wave {w} call {call}"
+                            );
                             outcomes.refused.fetch_add(1, Ordering::Relaxed);
                         }
                         Err(Error::TimedOut) => {
@@ -101,19 +107,21 @@ fn a_thousand_start_shutdown_cycles_with_a_busy_device(protocol: Protocol) {
     let (stop, outcomes) = (Arc::new(AtomicBool::new(false)), Arc::new(Outcomes::default()));
     let device = busy_device(&buffer, 3, &stop, &outcomes);
     let cycling = buffer.clone();
-    let (longest, took) = returns_within("1,000 start/shutdown cycles", Duration::from_secs(120), move || {
-        let config = ListenerConfig { shutdown_grace: Duration::from_millis(1), ..ListenerConfig::default() };
-        let mut longest = Duration::ZERO;
-        for _ in 0..1000 {
-            let listener = start(&doorbell, config.clone());
-            listener.add_buffer(cycling.clone()).unwrap();
-            thread::yield_now();
-            let begun = std::time::Instant::now();
-            listener.shutdown();
-            longest = longest.max(begun.elapsed());
-        }
-        longest
-    });
+    let (longest, took) =
+        returns_within("1,000 start/shutdown cycles", Duration::from_secs(120), move || {
+            let config =
+                ListenerConfig { shutdown_grace: Duration::from_millis(1), ..ListenerConfig::default() };
+            let mut longest = Duration::ZERO;
+            for _ in 0..1000 {
+                let listener = start(&doorbell, config.clone());
+                listener.add_buffer(cycling.clone()).unwrap();
+                thread::yield_now();
+                let begun = std::time::Instant::now();
+                listener.shutdown();
+                longest = longest.max(begun.elapsed());
+            }
+            longest
+        });
     stop.store(true, Ordering::Relaxed);
     // The last listener is gone: whatever is still submitted is answered by a last one.
     let last = start(&buffer_doorbell(&buffer), ListenerConfig::default());

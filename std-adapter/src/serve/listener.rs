@@ -13,7 +13,11 @@
 //! `[0, 5]`) and joins the thread. It returns after the grace plus at most one packet's service
 //! time (a service already running is not interrupted) plus one poll. A packet submitted after
 //! that last poll is not answered by this listener (it stays submitted, for the next listener of
-//! the buffer); a device that may still call should use a timeout.
+//! the buffer); a device that may still call should use a timeout. The thread is stopped by a
+//! flag of this listener's own and woken with a [`Doorbell::ring`]: other listeners sleeping on
+//! the same doorbell (a [`crate::ListenerPool`], or listeners given one doorbell) see one
+//! spurious ring, poll once, and sleep again. Nothing is stored into the doorbell that would keep
+//! them awake.
 //!
 //! No lock is held while a service runs (the core poller pins buffers instead, see
 //! [`Poller`]): a service may call this listener's read-only methods ([`Listener::buffer_count`],
@@ -25,7 +29,7 @@
 //! [`Error::AlreadyServed`].
 
 use crate::buffer::HostcallBuffer;
-use crate::doorbell::{Doorbell, DONE};
+use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::serve::capacity::ServedPackets;
 use crate::serve::claims::{self, Claim};
@@ -308,9 +312,11 @@ impl Listener {
         let nanos = u64::try_from(grace.as_nanos()).unwrap_or(u64::MAX);
         // Relaxed: published by the Release store of `stop` just below.
         self.shared.grace_nanos.store(nanos, Ordering::Relaxed);
-        // Release: pairs with the Acquire loads in `run`; the doorbell wakes a sleeping thread.
+        // Release: pairs with the Acquire load in `run`. Then a ring wakes this listener's thread
+        // if it sleeps on the doorbell; to any other listener on the doorbell it is a spurious
+        // ring (one poll), so they keep working.
         self.shared.stop.store(true, Ordering::Release);
-        self.shared.doorbell.stop();
+        self.shared.doorbell.ring();
         if std::thread::current().id() == self.thread_id {
             return self.stats();
         }
@@ -390,9 +396,7 @@ fn run(shared: &Shared) {
             wait = config.min_wait;
             idle_polls = 0;
         }
-        if now != DONE {
-            last_seen = now;
-        }
+        last_seen = now;
     }
     finish(shared, &dispatch);
 }
