@@ -446,7 +446,9 @@ mod tests {
         let submitted = claimed.submit(1, 1);
         let polling = holder.clone();
         let poll = std::thread::spawn(move || polling.poller.poll_once(&Asks(polling.clone())).packets);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !holder.in_service.load(StdOrdering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "the service deadlocked asking its poller");
             std::thread::yield_now();
         }
         // The service is running: the read-only methods answer at once from here too.
