@@ -38,6 +38,8 @@ pub(super) struct Registered {
     pub(super) len: usize,
     pub(super) num_packets: u64,
     pub(super) protocol: Protocol,
+    /// The device ordinal its packets report ([`PacketRequest::device`](crate::PacketRequest::device)).
+    pub(super) device: u32,
     /// The scope a fresh registration starts with (a poll copies it into its own state once).
     pub(super) scope: DrainScope,
     /// Distinguishes this registration from earlier ones of the same slot.
