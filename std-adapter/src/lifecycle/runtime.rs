@@ -15,7 +15,7 @@ use crate::services::message::MessageLimits;
 use crate::services::printf::StdStreams;
 use crate::services::sanitizer::SanitizerConfig;
 use hostcall_core::{phase, stack};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -66,7 +66,11 @@ pub struct HostcallRuntime {
     config: ListenerConfig,
     /// The running listener, `Some` exactly while this runtime has enabled buffers. Also the
     /// lock that serialises this runtime's enables and disables (taken before the registry's).
+    /// The read-only methods never take it: a disable holds it while it waits for a poll, and
+    /// that poll's service may be asking how many buffers there are.
     listener: Mutex<Option<Listener>>,
+    /// Buffers enabled on this runtime, written under `listener`'s lock.
+    enabled: AtomicUsize,
 }
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
@@ -109,6 +113,7 @@ impl HostcallRuntime {
             memory,
             config,
             listener: Mutex::new(None),
+            enabled: AtomicUsize::new(0),
         }
     }
 
@@ -159,14 +164,18 @@ impl HostcallRuntime {
         &self.doorbell
     }
 
-    /// Whether a listener thread is running (this runtime has enabled buffers).
+    /// Whether a listener thread is running (this runtime has enabled buffers). Never waits for
+    /// an enable or disable in progress (a service may call it).
     pub fn is_running(&self) -> bool {
-        self.lock_listener().is_some()
+        self.buffer_count() > 0
     }
 
-    /// Number of buffers enabled on this runtime.
+    /// Number of buffers enabled on this runtime. Never waits for an enable or disable in
+    /// progress (a service may call it).
     pub fn buffer_count(&self) -> usize {
-        self.lock_listener().as_ref().map_or(0, Listener::buffer_count)
+        // Relaxed: a count, written under the `listener` lock; a caller that enabled or disabled
+        // on this thread sees its own write, others a value from some recent moment.
+        self.enabled.load(Ordering::Relaxed)
     }
 
     /// ROCm's `enableHostcalls`: [`HostcallRuntime::enable_with`] with the default
@@ -268,6 +277,8 @@ impl HostcallRuntime {
         match unsafe { self.serve(&mut listener, layout) } {
             Ok(()) => {
                 registry::lock().mark_ready(base);
+                // Relaxed: see `buffer_count`.
+                self.enabled.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
@@ -299,6 +310,8 @@ impl HostcallRuntime {
         }
         let entry = registry::lock().remove(base);
         drop(entry); // frees an owned bitmap, outside the registry's lock
+                     // Relaxed: see `buffer_count`.
+        self.enabled.fetch_sub(1, Ordering::Relaxed);
         self.stop_if_idle(&mut listener);
         Ok(())
     }
@@ -396,6 +409,8 @@ impl Drop for HostcallRuntime {
         if let Some(running) = self.lock_listener().take() {
             stop(running);
         }
+        // Relaxed: see `buffer_count`.
+        self.enabled.store(0, Ordering::Relaxed);
         let entries = registry::lock().remove_runtime(self.id);
         drop(entries); // frees owned bitmaps, outside the registry's lock
     }
