@@ -31,11 +31,20 @@ pub(crate) struct Options {
     pub(crate) threads: Vec<usize>,
     pub(crate) warps: Vec<u32>,
     pub(crate) repeat: usize,
+    /// How many GPUs (`None`: every visible one).
+    pub(crate) gpus: Option<usize>,
+    /// `--scaling`: the multi-GPU table (one GPU against all) and latency idle vs loaded.
+    pub(crate) scaling: bool,
+    /// Listener threads per GPU for `--scaling`.
+    pub(crate) scaling_threads: Vec<usize>,
+    /// Warps per GPU for `--scaling`.
+    pub(crate) scaling_warps: Vec<u32>,
 }
 
 pub(crate) fn usage() -> ! {
     eprintln!(
-        "usage: cuda_waves [--module kernels.cubin] [--bench] [--threads 1,2,4,8] [--warps 1,32,1056,4224]"
+        "usage: cuda_waves [--module kernels.cubin] [--gpus N] [--bench] [--threads 1,2,4,8] [--warps 1,32,1056,4224]\n\
+         \x20                 [--repeat 3] [--scaling] [--scaling-threads 1,2,4,8,16] [--scaling-warps 1056,4224]"
     );
     std::process::exit(2)
 }
@@ -51,6 +60,10 @@ pub(crate) fn parse() -> Options {
         threads: vec![1, 2, 4, 8],
         warps: vec![1, 32, 1056, 4224],
         repeat: 3,
+        gpus: None,
+        scaling: false,
+        scaling_threads: vec![1, 2, 4, 8, 16],
+        scaling_warps: vec![1056, 4224],
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -59,6 +72,14 @@ pub(crate) fn parse() -> Options {
             "--bench" => o.bench = true,
             "--threads" => o.threads = list(args.next()),
             "--warps" => o.warps = list(args.next()),
+            "--gpus" => {
+                o.gpus = Some(
+                    args.next().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or_else(|| usage()),
+                )
+            }
+            "--scaling" => o.scaling = true,
+            "--scaling-threads" => o.scaling_threads = list(args.next()),
+            "--scaling-warps" => o.scaling_warps = list(args.next()),
             "--repeat" => {
                 o.repeat =
                     args.next().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or_else(|| usage())

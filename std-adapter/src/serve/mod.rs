@@ -5,9 +5,14 @@
 //! - [`pool`]: [`ListenerPool`](pool::ListenerPool), several listeners splitting the same buffers;
 //! - [`capacity`]: [`LaneCapacity`](capacity::LaneCapacity), the lanes a registry's listeners
 //!   serve (the bound on open messages);
-//! - [`unknown_ids`]: the registry's bounded record of unknown service ids.
+//! - [`unknown_ids`]: the registry's bounded record of unknown service ids;
+//! - [`affinity`]: CPU lists and pinning listener threads near their device;
+//! - [`devices`]: [`DeviceListeners`](devices::DeviceListeners), one pool per device (several
+//!   GPUs, one process).
 
+pub mod affinity;
 pub mod capacity;
+pub mod devices;
 pub mod listener;
 pub mod pool;
 pub mod registry;
