@@ -20,7 +20,8 @@ mkdir -p "$OUT"
     nproc
     nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,pcie.link.gen.current,pcie.link.width.current --format=csv
     nvidia-smi topo -m 2>/dev/null || true
-    lscpu 2>/dev/null | grep -E '^(Model name|Socket|NUMA node)' || true
+    lscpu 2>/dev/null | grep -E '^(Model name|Socket|Core|Thread|NUMA node)' || true
+    echo "cpu0 siblings: $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list 2>/dev/null)"
     echo "== kernels"
     NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
     "$NVCC" --version | tail -2

@@ -102,29 +102,68 @@ pub fn thread_cpus(cpus: &[usize], threads: usize, k: usize) -> Vec<usize> {
     }
 }
 
-/// Splits CPU sets between the devices that share them: device `i` near `near[i]` gets an equal
-/// contiguous share of its set, counted among the devices with the same set (two GPUs on one
-/// NUMA node get one half of its cores each). Devices with disjoint sets keep theirs whole; an
-/// empty set (the node is unknown) stays empty.
+/// The physical core of `cpu`: the first CPU of its `thread_siblings_list` in sysfs (SMT
+/// siblings share one); `cpu` itself where sysfs does not say.
+pub fn core_of(cpu: usize) -> usize {
+    let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| parse_cpu_list(&text))
+        .and_then(|siblings| siblings.first().copied())
+        .unwrap_or(cpu)
+}
+
+/// Splits CPU sets between the devices that share them, by physical core ([`core_of`]): device
+/// `i` near `near[i]` gets an equal contiguous share of the cores of its set, counted among the
+/// devices with the same set (two GPUs on one NUMA node get half of its cores each, never two
+/// SMT siblings of one core, which would halve each other's spinning threads). Each device's list
+/// holds one CPU of each of its cores first, then their siblings, so that
+/// [`thread_cpus`] puts the first threads on distinct cores. Devices with disjoint sets keep
+/// theirs whole (reordered the same way); an empty set (the node is unknown) stays empty.
+pub fn share(near: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    share_by(near, core_of)
+}
+
+/// [`share`] with the core of each CPU given by `core_of`.
 ///
 /// ```
-/// use hostcall::serve::affinity::share;
-/// let node0 = vec![0, 1, 2, 3];
-/// let node1 = vec![4, 5, 6, 7];
-/// assert_eq!(share(&[node0.clone(), node0.clone(), node1.clone()]), vec![vec![0, 1], vec![2, 3], node1]);
-/// assert_eq!(share(&[vec![], vec![]]), vec![Vec::<usize>::new(), vec![]]);
+/// use hostcall::serve::affinity::share_by;
+/// // 4 cores with 2 threads each, numbered as Linux does: CPU c and c + 4 are siblings.
+/// let core = |cpu: usize| cpu % 4;
+/// let node: Vec<usize> = (0..8).collect();
+/// assert_eq!(share_by(&[node.clone(), node.clone()], core), vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]]);
+/// assert_eq!(share_by(&[node.clone()], core), vec![vec![0, 1, 2, 3, 4, 5, 6, 7]]);
+/// // No SMT: one CPU per core.
+/// let alone = |cpu: usize| cpu;
+/// assert_eq!(share_by(&[vec![0, 1, 2, 3], vec![0, 1, 2, 3], vec![8, 9]], alone), vec![vec![0, 1], vec![2, 3], vec![8, 9]]);
+/// assert_eq!(share_by(&[vec![], vec![]], alone), vec![Vec::<usize>::new(), vec![]]);
 /// ```
-pub fn share(near: &[Vec<usize>]) -> Vec<Vec<usize>> {
+pub fn share_by(near: &[Vec<usize>], core_of: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
     near.iter()
         .enumerate()
         .map(|(i, set)| {
+            // The set's cores in order of their first CPU, each with its CPUs of the set.
+            let mut cores: Vec<(usize, Vec<usize>)> = Vec::new();
+            for &cpu in set {
+                let core = core_of(cpu);
+                match cores.iter_mut().find(|(c, _)| *c == core) {
+                    Some((_, cpus)) => cpus.push(cpu),
+                    None => cores.push((core, vec![cpu])),
+                }
+            }
             let sharing: Vec<usize> = (0..near.len()).filter(|&j| near[j] == *set).collect();
             let (n, rank) = (sharing.len(), sharing.iter().position(|&j| j == i).unwrap_or(0));
-            if set.len() < n {
-                return set.clone(); // fewer cores than devices: every device shares them all
-            }
-            let per = set.len() / n;
-            set[rank * per..(rank + 1) * per].to_vec()
+            let mine = if cores.len() < n {
+                &cores[..] // fewer cores than devices: every device shares them all
+            } else {
+                let per = cores.len() / n;
+                &cores[rank * per..(rank + 1) * per]
+            };
+            // One CPU of each core, then the second ones, and so on.
+            let depth = mine.iter().map(|(_, cpus)| cpus.len()).max().unwrap_or(0);
+            (0..depth)
+                .flat_map(|level| mine.iter().filter_map(move |(_, cpus)| cpus.get(level).copied()))
+                .collect()
         })
         .collect()
 }
