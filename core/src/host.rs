@@ -47,6 +47,8 @@ impl fmt::Display for GeometryError {
     }
 }
 
+impl core::error::Error for GeometryError {}
+
 /// The packet count both protocols accept: 2 ..= [`MAX_PACKETS`], as a `u32`.
 ///
 /// ```
@@ -113,6 +115,8 @@ impl fmt::Display for LayoutError {
     }
 }
 
+impl core::error::Error for LayoutError {}
+
 impl From<GeometryError> for LayoutError {
     fn from(e: GeometryError) -> Self {
         Self::Geometry(e)
@@ -136,6 +140,8 @@ impl fmt::Display for DrainError {
         }
     }
 }
+
+impl core::error::Error for DrainError {}
 
 impl From<stack::Malformed> for DrainError {
     fn from(e: stack::Malformed) -> Self {

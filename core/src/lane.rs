@@ -161,6 +161,8 @@ impl fmt::Display for InvalidTransition {
     }
 }
 
+impl core::error::Error for InvalidTransition {}
+
 impl PacketState {
     /// The state after `event`, or why it is refused.
     ///

@@ -59,6 +59,8 @@ impl fmt::Display for PollerError {
     }
 }
 
+impl core::error::Error for PollerError {}
+
 #[derive(Clone, Copy)]
 struct Registered {
     base: *mut u8,

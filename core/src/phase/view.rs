@@ -71,6 +71,8 @@ impl fmt::Display for Malformed {
     }
 }
 
+impl core::error::Error for Malformed {}
+
 /// Bit 0 of a phase word: the only bit either side compares.
 const PHASE_BIT: u32 = 1;
 

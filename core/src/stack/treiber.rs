@@ -48,6 +48,8 @@ impl fmt::Display for StackError {
     }
 }
 
+impl core::error::Error for StackError {}
+
 /// A view of one stack: its top word, the headers it links, and the viewer's private geometry.
 #[derive(Clone, Copy)]
 pub struct TaggedStack<'a> {

@@ -51,6 +51,8 @@ impl fmt::Display for Malformed {
     }
 }
 
+impl core::error::Error for Malformed {}
+
 impl<'a> View<'a> {
     /// A view over separately held parts (loom models and tests allocate them normally). The
     /// packet count is `headers.len()`; `payloads` must match it.
