@@ -200,6 +200,18 @@ pub struct PacketRequest<'a> {
     error: bool,
 }
 
+/// The packet's header as the host took it (the payload is not read).
+impl fmt::Debug for PacketRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PacketRequest")
+            .field("index", &self.index)
+            .field("service", &self.service)
+            .field("activemask", &format_args!("{:#x}", self.activemask))
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
 impl<'a> PacketRequest<'a> {
     /// A request for packet `index` (shared by every protocol's host side). `activemask` is
     /// masked to the lanes that exist.

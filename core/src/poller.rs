@@ -61,7 +61,7 @@ impl fmt::Display for PollerError {
 
 impl core::error::Error for PollerError {}
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Registered {
     base: *mut u8,
     len: usize,
@@ -82,6 +82,20 @@ pub struct Poller<const N: usize> {
 unsafe impl<const N: usize> Send for Poller<N> {}
 // SAFETY: as for `Send`: all shared state is behind the spin lock or accessed atomically.
 unsafe impl<const N: usize> Sync for Poller<N> {}
+
+/// The capacity and the registered buffers (base, packets, protocol, scope); `<locked>` while a
+/// poll holds the lock, rather than waiting for it.
+impl<const N: usize> fmt::Debug for Poller<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Poller");
+        s.field("capacity", &N);
+        match self.buffers.try_lock() {
+            Some(buffers) => s.field("buffers", &&buffers[..]),
+            None => s.field("buffers", &format_args!("<locked>")),
+        };
+        s.finish()
+    }
+}
 
 impl<const N: usize> Default for Poller<N> {
     fn default() -> Self {

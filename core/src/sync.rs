@@ -107,6 +107,17 @@ impl PayloadWord {
     }
 }
 
+/// The word's value, read like [`PayloadWord::read`] (Relaxed); under loom only the type's name,
+/// since a read from `Debug` would count as an access the protocol does not order.
+impl core::fmt::Debug for PayloadWord {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        #[cfg(not(loom))]
+        return f.debug_tuple("PayloadWord").field(&self.read()).finish();
+        #[cfg(loom)]
+        return f.debug_tuple("PayloadWord").finish_non_exhaustive();
+    }
+}
+
 impl Default for PayloadWord {
     fn default() -> Self {
         Self::new(0)

@@ -31,6 +31,7 @@
 //! missing Release.
 #![cfg(loom)]
 #![warn(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 use hostcall_core::__internal::free_list;
 use hostcall_core::stack::{Claimed, Completed, Header, Prefix, Submitted, TaggedPtr, View};

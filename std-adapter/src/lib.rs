@@ -41,6 +41,7 @@
 //! at run time).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 pub use hostcall_core as core;
 
