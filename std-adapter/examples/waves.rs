@@ -87,8 +87,11 @@ fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Command<O
             Arg::Long("host-memory") => o.host_only = true,
             Arg::Long("printf") => o.printf_every = cli::number(&mut parser, "--printf", 0..=u64::MAX)?,
             Arg::Long("protocol") => {
-                o.protocol =
-                    cli::choice(&mut parser, "--protocol", &[("stack", Protocol::Stack), ("phase", Protocol::Phase)])?
+                o.protocol = cli::choice(
+                    &mut parser,
+                    "--protocol",
+                    &[("stack", Protocol::Stack), ("phase", Protocol::Phase)],
+                )?
             }
             Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
             other => return Err(cli::unexpected(other)),
@@ -163,7 +166,8 @@ fn main() -> ExitCode {
     // SAFETY: the only devices are this program's emulated waves, which send `mul_add`'s address.
     unsafe { services.enable_function_calls() }.unwrap();
     services.enable_printf(hostcall::services::printf::StdStreams, Default::default()).unwrap();
-    let buffer = match HostcallBuffer::with_protocol(backend.memory.clone(), o.packets, doorbell, o.protocol) {
+    let buffer = match HostcallBuffer::with_protocol(backend.memory.clone(), o.packets, doorbell, o.protocol)
+    {
         Ok(buffer) => Arc::new(buffer),
         Err(e) => {
             eprintln!("waves: a buffer of {} packets: {e}", o.packets);
@@ -357,7 +361,8 @@ mod tests {
     /// used to panic. Skipped where it is missing or older than its sources.
     #[test]
     fn the_binary_exits_as_documented() {
-        let exe = std::env::current_exe().unwrap().with_file_name(format!("waves{}", std::env::consts::EXE_SUFFIX));
+        let exe =
+            std::env::current_exe().unwrap().with_file_name(format!("waves{}", std::env::consts::EXE_SUFFIX));
         let modified = |path: &std::path::Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
         let sources = ["examples/waves.rs", "examples/cli/mod.rs"]
             .map(|source| modified(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(source)));

@@ -11,6 +11,7 @@
 
 use std::ffi::OsString;
 use std::fmt::Display;
+use std::io::Write;
 use std::ops::RangeInclusive;
 use std::str::FromStr;
 
@@ -91,7 +92,8 @@ pub(crate) fn run_or_exit<T>(parsed: Result<Command<T>, String>, usage: &str) ->
     match parsed {
         Ok(Command::Run(options)) => options,
         Ok(Command::Help) => {
-            println!("{usage}");
+            // Not `println!`: a closed stdout (`--help | head -1`) is no reason to panic.
+            let _ = writeln!(std::io::stdout(), "{usage}");
             std::process::exit(0)
         }
         Err(error) => {

@@ -49,15 +49,17 @@ extern "C" fn add_mul(out: *mut [u64; 2], input: *const [u64; 7]) {
 
 mod bench;
 mod check;
+#[path = "../cli/mod.rs"]
+mod cli;
 mod gpu;
 mod options;
 
 use check::run;
 use gpu::Gpu;
-use options::parse;
+use options::{parse, USAGE};
 
 fn main() -> ExitCode {
-    let options = parse();
+    let options = cli::run_or_exit(parse(std::env::args_os().skip(1)), USAGE);
     let gpu = match Gpu::new(&options.module) {
         Ok(gpu) => gpu,
         Err(Error::Cuda(why)) if cuda::probe().is_err() => {
