@@ -60,9 +60,10 @@
  *   - Do not mix this code with another device implementation (or with the emulated waves of the
  *     Rust crate) on one buffer: they would not keep the shadow.
  *
- * The doorbell. On ROCm it is an HSA signal; here the prefix's `doorbell` is the device address
- * of a u64 in mapped host memory (0: none) into which the device stores the global timer (odd,
- * so never the listener's DONE = 0) at most once per HOSTCALL_CUDA_RING_INTERVAL_NS. A listener
+ * The doorbell. On ROCm it is an HSA signal; here too the prefix's `doorbell` is the device
+ * address of an object of ROCm's amd_signal_t layout (64 bytes; 0: none), in mapped host memory:
+ * the device stores the global timer (odd, so never 0) into its value word at +8
+ * (HOSTCALL_SIGNAL_VALUE_OFFSET) at most once per HOSTCALL_CUDA_RING_INTERVAL_NS. A listener
  * that spins (ListenerConfig::spinning) never looks at it; one that sleeps polls it
  * (hostcall::backend::cuda::MappedDoorbell) and polls its buffers on every timeout anyway.
  *
@@ -106,6 +107,9 @@
 #define HOSTCALL_CUDA_LANE_FILL 32u       /* each lane always stores its own slot */
 #define HOSTCALL_CUDA_TRANSPOSED_FILL 64u /* a full warp always stores transposed */
 
+/* Byte offset of the value word in a doorbell signal (ROCm's amd_signal_t: kind @0, value @8). */
+#define HOSTCALL_SIGNAL_VALUE_OFFSET 8u
+
 #if defined(__CUDACC__)
 
 namespace hostcall {
@@ -117,6 +121,11 @@ __device__ __forceinline__ unsigned lane_id() {
     unsigned lane;
     asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
     return lane;
+}
+
+/* The value word of the doorbell signal whose handle is `handle`; null for no doorbell. */
+__device__ __forceinline__ uint64_t *signal_value(uint64_t handle) {
+    return handle == 0 ? nullptr : reinterpret_cast<uint64_t *>(handle + HOSTCALL_SIGNAL_VALUE_OFFSET);
 }
 
 __device__ __forceinline__ uint64_t global_timer_ns() {
@@ -317,7 +326,7 @@ __device__ inline phase_client phase_open(const void *buffer, wait_policy wait =
     const uint64_t occupied = detail::ld_relaxed_sys64(&prefix->occupied);
     c.headers = reinterpret_cast<hostcall_phase_header_t *>(detail::ld_relaxed_sys64(&prefix->headers));
     c.payloads = reinterpret_cast<hostcall_payload_t *>(detail::ld_relaxed_sys64(&prefix->payloads));
-    c.doorbell = reinterpret_cast<uint64_t *>(detail::ld_relaxed_sys64(&prefix->doorbell));
+    c.doorbell = detail::signal_value(detail::ld_relaxed_sys64(&prefix->doorbell));
     c.num_packets = detail::ld_relaxed_sys(reinterpret_cast<const unsigned *>(&prefix->num_packets));
     c.occupied = reinterpret_cast<unsigned *>(occupied);
     c.shadow = reinterpret_cast<unsigned *>(occupied + HOSTCALL_CUDA_SHADOW_OFFSET(c.num_packets));
@@ -722,7 +731,7 @@ __device__ inline void stack_call(const void *buffer, unsigned service, const ui
                 break;
             top = seen;
         }
-        uint64_t *doorbell = reinterpret_cast<uint64_t *>(detail::ld_relaxed_sys64(&prefix->doorbell));
+        uint64_t *doorbell = detail::signal_value(detail::ld_relaxed_sys64(&prefix->doorbell));
         if (doorbell != nullptr)
             detail::st_relaxed_sys64(doorbell, detail::global_timer_ns() | 1u);
         /* 4. wait: acquire pairs with the host's release store of control. */

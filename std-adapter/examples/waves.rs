@@ -155,7 +155,7 @@ fn main() -> ExitCode {
             Protocol::Stack => hostcall::backend::hsa::AtomicsRequirement::Required,
             Protocol::Phase => hostcall::backend::hsa::AtomicsRequirement::NotRequired,
         };
-        hostcall::backend::detect_with(&hostcall::backend::DetectOptions { library: None, atomics })
+        hostcall::backend::detect_with(&hostcall::backend::DetectOptions { atomics, ..Default::default() })
     };
     let doorbell = backend.doorbell.clone();
     let config = if o.spin { ListenerConfig::spinning() } else { ListenerConfig::default() };
@@ -166,8 +166,8 @@ fn main() -> ExitCode {
     // SAFETY: the only devices are this program's emulated waves, which send `mul_add`'s address.
     unsafe { services.enable_function_calls() }.unwrap();
     services.enable_printf(hostcall::services::printf::StdStreams, Default::default()).unwrap();
-    let buffer = match HostcallBuffer::with_protocol(backend.memory.clone(), o.packets, doorbell, o.protocol)
-    {
+    // One doorbell for the listener and its buffer; the buffer where ROCm puts it.
+    let buffer = match backend.buffer(o.packets, o.protocol, doorbell) {
         Ok(buffer) => Arc::new(buffer),
         Err(e) => {
             eprintln!("waves: a buffer of {} packets: {e}", o.packets);

@@ -37,6 +37,9 @@ pub struct HostcallBuffer {
     /// Device address of a phase buffer's `occupied` bitmap kept outside the buffer (0: the
     /// bitmap inside it). See [`HostcallBuffer::set_device_occupied`].
     occupied: AtomicU64,
+    /// The device-memory bitmap at `occupied`, where this buffer owns it
+    /// ([`HostcallBuffer::with_device_occupied`]).
+    device_occupied: Option<DeviceAllocation>,
 }
 
 impl HostcallBuffer {
@@ -85,7 +88,16 @@ impl HostcallBuffer {
         let size = protocol.buffer_size(num_packets as usize).ok_or(Error::Layout(too_big))?;
         let allocation = DeviceAllocation::new(memory, offset + size, CACHE_LINE)?;
         let occupied = AtomicU64::new(0);
-        let buffer = Self { allocation, offset, size, num_packets, doorbell, protocol, occupied };
+        let buffer = Self {
+            allocation,
+            offset,
+            size,
+            num_packets,
+            doorbell,
+            protocol,
+            occupied,
+            device_occupied: None,
+        };
         buffer.reset();
         Ok(buffer)
     }
@@ -134,6 +146,29 @@ impl HostcallBuffer {
         self.occupied.store(address, Ordering::Relaxed);
         view.set_occupied_address(address);
         Ok(())
+    }
+
+    /// As [`HostcallBuffer::set_device_occupied`] with a bitmap this buffer then owns (and frees
+    /// with itself): `bitmap` holds at least `ceil(num_packets / 32)` zeroed `u32`s, in memory
+    /// only the device touches (ROCm puts it in the GPU's own memory). [`Error::Unsupported`] for
+    /// a stack buffer or a bitmap too small.
+    pub fn with_device_occupied(mut self, bitmap: DeviceAllocation) -> Result<Self, Error> {
+        let needed = self.num_packets().div_ceil(32) as usize * 4;
+        if bitmap.len() < needed {
+            return Err(Error::Unsupported(format!(
+                "an occupied bitmap of {} bytes for {} packets (needs {needed})",
+                bitmap.len(),
+                self.num_packets()
+            )));
+        }
+        self.set_device_occupied(bitmap.device_address())?;
+        self.device_occupied = Some(bitmap);
+        Ok(self)
+    }
+
+    /// The device-memory `occupied` bitmap this buffer owns, if any.
+    pub fn device_occupied(&self) -> Option<&DeviceAllocation> {
+        self.device_occupied.as_ref()
     }
 
     /// Number of packets.

@@ -24,9 +24,10 @@
 //! The modules, by role:
 //!
 //! - [`memory`] and [`doorbell`]: the two traits a backend implements ([`DeviceMemory`],
-//!   [`Doorbell`]) and their host implementations ([`HostMemory`], [`ParkingDoorbell`]);
-//! - [`backend`]: choosing HSA or host memory at run time ([`detect`]); [`backend::hsa`] (ROCm
-//!   fine-grained memory, HSA signals) and, with the feature `cuda`, `backend::cuda` (pinned,
+//!   [`Doorbell`]) and their host implementations ([`HostMemory`], [`ParkingDoorbell`]); every
+//!   doorbell is an object of ROCm's `amd_signal_t` layout ([`doorbell::AmdSignal`]);
+//! - [`backend`]: choosing HSA or host memory at run time ([`detect`]); [`backend::hsa`] (memory
+//!   where ROCm puts it, one HSA signal per listener) and, with the feature `cuda`, `backend::cuda` (pinned,
 //!   mapped memory and kernel launches through the CUDA driver API, loaded at run time, for CUDA
 //!   kernels using `include/hostcall_cuda.cuh`);
 //! - [`buffer`]: an owned, initialised buffer, either protocol; [`error`]: [`Error`];

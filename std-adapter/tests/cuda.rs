@@ -12,7 +12,8 @@ use hostcall::backend::cuda::{
 };
 use hostcall::buffer::Protocol;
 use hostcall::core::SLOT_WORDS;
-use hostcall::doorbell::Doorbell;
+use hostcall::doorbell::signal::AMD_SIGNAL_KIND_USER;
+use hostcall::doorbell::{Doorbell, INIT};
 use hostcall::memory::{DeviceAllocation, DeviceMemory};
 use hostcall::serve::listener::ListenerConfig;
 use hostcall::serve::pool::ListenerPool;
@@ -103,7 +104,8 @@ fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
     let module = Module::load(cuda.clone(), std::path::Path::new(&path)).unwrap();
     let kernel = module.kernel("hc_calls").unwrap();
     let memory = Arc::new(CudaMemory::new(cuda.clone()));
-    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+    let bell = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+    let doorbell: Arc<dyn Doorbell> = bell.clone();
     let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
     pool.services().register_lane(100, "mix", |r| Ok([mix(r), r[0].wrapping_add(r[1])])).unwrap();
     let (warps, calls) = (64u64, 50u64);
@@ -131,6 +133,12 @@ fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
     stream.synchronize_for(Duration::from_secs(60)).unwrap();
     let c = counters.read_u64(2).unwrap();
     assert_eq!(c, vec![0, warps * 32 * calls], "[errors, lane replies checked]");
+    // The warps rang the doorbell's value word at +8 (the global timer, odd) and left the rest of
+    // the amd_signal_t alone.
+    let value = bell.signal().value.load(Ordering::Acquire);
+    assert!(value != INIT as i64 && value % 2 == 1, "doorbell value {value:#x}: the device did not ring +8");
+    assert_eq!(bell.signal().kind.load(Ordering::Relaxed), AMD_SIGNAL_KIND_USER);
+    assert_eq!(bell.signal().event_mailbox_ptr.load(Ordering::Relaxed), 0);
     let stats = pool.shutdown();
     assert_eq!(stats.total().packets, warps * calls);
     assert_eq!(stats.total().errors, 0);

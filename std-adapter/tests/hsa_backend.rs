@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hostcall::backend::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime};
 use hostcall::backend::{detect, detect_with, BackendKind, DetectOptions};
-use hostcall::doorbell::{Doorbell, DONE, INIT};
+use hostcall::doorbell::{Doorbell, INIT};
 use hostcall::memory::DeviceAllocation;
 use hsa_sys::{HsaLib, HsaStatus, LoadError, DEFAULT_LIBRARY};
 
@@ -150,6 +150,4 @@ fn real_hsa_memory_and_signal_round_trip() {
     bell.ring();
     assert_eq!(bell.wait(INIT, Duration::from_secs(5)), INIT + 1);
     assert_eq!(bell.wait(INIT + 1, Duration::from_millis(10)), INIT + 1);
-    bell.stop();
-    assert_eq!(bell.value(), DONE);
 }

@@ -8,8 +8,10 @@
 //! [`DetectOptions::library`]; `tests/hsa_standin_env.rs` covers `HOSTCALL_HSA_LIB`. Each runs
 //! under a watchdog and its waves have timeouts: a broken path fails, it does not hang.
 //!
-//! Where the backend today does not do what ROCm does, the test asserts today's behaviour and
-//! says so in a comment starting "ROCm does".
+//! Where ROCm's runtime decides where memory goes (ROCclr), the tests assert the same choice:
+//! the buffer in the fine-grained pool of the CPU agent nearest the GPU (not its kernel-argument
+//! pool), access for every GPU, the phase bitmap and DEVMEM blocks in the GPU's own pool, one
+//! signal per listener created as ROCm creates it.
 #![cfg(target_os = "linux")]
 
 #[macro_use]
@@ -28,7 +30,7 @@ use hostcall::backend::hsa::{
 use hostcall::backend::{detect_with, Backend, BackendKind};
 use hostcall::buffer::{HostcallBuffer, Protocol};
 use hostcall::core::dispatch::DEVMEM;
-use hostcall::doorbell::{Doorbell, DONE, INIT};
+use hostcall::doorbell::{Doorbell, INIT};
 use hostcall::lifecycle::{EmulatedWave, HostcallRuntime};
 use hostcall::memory::{DeviceAllocation, MemoryError};
 use hostcall::serve::listener::{Listener, ListenerConfig};
@@ -45,8 +47,8 @@ const ADD: u32 = 100;
 
 /// What a GPU kernel does to ring the doorbell (ROCm's device library): a release `fetch_add` of
 /// 1 on the signal's value at handle + 8, then an interrupt only if the mailbox at handle + 16 is
-/// set, which it never is here. No call into the runtime. Waiting and stopping are the host's and
-/// go through the runtime's signal.
+/// set, which it never is here. No call into the runtime. Waiting is the host's and goes through
+/// the runtime's signal.
 #[derive(Debug)]
 struct DeviceRing {
     signal: Arc<dyn Doorbell>,
@@ -73,10 +75,6 @@ impl Doorbell for DeviceRing {
 
     fn wait(&self, last_seen: u64, timeout: Duration) -> u64 {
         self.signal.wait(last_seen, timeout)
-    }
-
-    fn stop(&self) {
-        self.signal.stop()
     }
 }
 
@@ -137,7 +135,7 @@ fn detection_finds_the_agents_and_shutting_down_releases_everything() {
         assert_eq!(names(runtime.cpu_agents().unwrap()), ["cpu0"]);
         assert_eq!(names(runtime.gpu_agents().unwrap()), ["gpu0", "gpu1"]);
         let memory = HsaMemory::new(runtime.clone(), AtomicsRequirement::Required).unwrap();
-        assert_eq!(memory.alignment(), 4096, "the pool's RUNTIME_ALLOC_ALIGNMENT");
+        assert_eq!(memory.pool().alignment, 4096, "the pool's RUNTIME_ALLOC_ALIGNMENT");
         assert_eq!(memory.gpu_agents().len(), 2);
         assert_eq!(standin.count("init_refs"), 1);
         assert_eq!(standin.count("signals"), 1, "the backend's doorbell");
@@ -156,8 +154,7 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
         let backend = hsa_backend(&standin);
         let listener = listener_on(backend.doorbell.clone(), ListenerConfig::default());
         let device: Arc<dyn Doorbell> = Arc::new(DeviceRing { signal: backend.doorbell.clone() });
-        let buffer =
-            Arc::new(HostcallBuffer::with_protocol(backend.memory.clone(), 8, device, protocol).unwrap());
+        let buffer = Arc::new(backend.buffer(8, protocol, device).unwrap());
 
         // The buffer: one block of the CPU's fine-grained pool, every GPU granted access.
         let base = buffer.as_ptr() as u64;
@@ -165,7 +162,6 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
         assert_eq!(block.pool, "cpu0.fine");
         assert_eq!(block.granted, ["gpu0", "gpu1"]);
         assert_eq!(block.ptr % 4096, 0);
-        assert_eq!(standin.blocks().len(), 1);
         // Its doorbell field holds the signal's handle; the signal is an amd_signal_t.
         let signal = backend.doorbell.handle();
         let doorbell_field = match protocol {
@@ -181,11 +177,16 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
             "kind, value, mailbox"
         );
         if protocol == Protocol::Phase {
-            // ROCm does allocate the phase protocol's `occupied` bitmap in the GPU's own memory
-            // (only the device touches it); today it sits inside the buffer, in the CPU's
-            // fine-grained pool. Issue 14 changes this.
-            assert_eq!(standin.block_holding(word(base, 16)).pool, "cpu0.fine");
+            // The `occupied` bitmap (one bit a packet: one u32 here) in the GPU's own memory,
+            // which only the device touches, zeroed by the runtime's fill; no grant needed.
+            let bitmap = standin.block_holding(word(base, 16));
+            assert_eq!((bitmap.pool.as_str(), bitmap.granted.len()), ("gpu0.coarse", 0));
+            let fills = standin.calls("hsa_amd_memory_fill");
+            assert_eq!(fills.len(), 1, "{fills:?}");
+            assert!(fills[0].contains("value=0x0 count=1 pool=gpu0.coarse -> SUCCESS"), "{fills:?}");
+            assert_eq!(word(base, 16) & 63, 0);
         }
+        assert_eq!(standin.blocks().len(), if protocol == Protocol::Phase { 2 } else { 1 });
 
         listener.add_buffer(buffer.clone()).unwrap();
         run_waves(&buffer, 4, 16, 25);
@@ -193,7 +194,10 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
         assert_eq!(stats.services[&ADD].1.packets, 100);
         assert_eq!(stats.services[&ADD].1.lane_calls, 100 * 16);
         assert_eq!(stats.total().errors, 0);
-        assert_eq!(standin.count("calls:hsa_signal_add_screlease"), 0, "only raw device rings");
+        // The device rang only raw; the one ring through the runtime is the listener waking
+        // itself to stop (it never stores DONE: another listener may share the signal).
+        assert_eq!(standin.count("calls:hsa_signal_add_screlease"), 1);
+        assert_eq!(standin.count("calls:hsa_signal_store_screlease"), 0);
         assert!(standin.count("calls:hsa_signal_wait_scacquire") > 0);
 
         drop((listener, buffer, backend));
@@ -240,7 +244,7 @@ fn a_raw_device_add_wakes_a_sleeping_listener() {
         }
         println!("slowest call woken by a raw add: {slowest:?}");
         assert_eq!(standin.count("calls:hsa_signal_add_screlease"), 0);
-        listener.shutdown(); // stores DONE through the runtime, which wakes the listener
+        listener.shutdown(); // rings through the runtime, which wakes the listener
         drop((wave, listener, buffer, backend));
         standin.assert_released();
     });
@@ -270,8 +274,6 @@ fn signal_waits_honour_timestamp_units_and_raw_adds() {
         assert_eq!(bell.wait(INIT + 1, Duration::from_secs(30)), INIT + 2);
         assert!(started.elapsed() < Duration::from_secs(2));
         ringer.join().unwrap();
-        bell.stop();
-        assert_eq!(bell.value(), DONE);
         drop(bell);
         standin.assert_released();
     });
@@ -307,17 +309,34 @@ fn runtimes_are_reference_counted_and_misuse_is_reported() {
 }
 
 #[test]
-fn one_signal_per_buffer_today() {
+fn one_signal_per_listener_shared_by_all_its_buffers() {
     with_watchdog(LIMIT, || {
-        let standin = StandIn::new("signal-per-buffer", "", "");
+        let standin = StandIn::new("signal-per-listener", "", "");
         let backend = hsa_backend(&standin);
-        let doorbells: Vec<_> = (0..2).map(|_| backend.new_doorbell().unwrap()).collect();
-        // ROCm does create one signal per listener (`hsa_signal_create(1, 0, NULL, &signal)`)
-        // and shares it among all the listener's buffers; `Backend::new_doorbell` makes one per
-        // buffer, and a listener sleeps on only one of them. Issue 14 changes this.
-        assert_eq!(standin.count("signals"), 3);
-        assert_eq!(standin.calls("hsa_signal_create").len(), 3);
-        drop((doorbells, backend));
+        let listener = listener_on(backend.doorbell.clone(), ListenerConfig::default());
+        let buffers: Vec<_> = [Protocol::Stack, Protocol::Phase, Protocol::Stack]
+            .into_iter()
+            .map(|protocol| Arc::new(backend.buffer(4, protocol, listener.doorbell().clone()).unwrap()))
+            .collect();
+        for buffer in &buffers {
+            listener.add_buffer(buffer.clone()).unwrap();
+        }
+        run_waves(&buffers[1], 2, 4, 10);
+        // As ROCm: one signal, `hsa_signal_create(1, 0, NULL, &signal)`, in every buffer.
+        assert_eq!(standin.count("signals_created"), 1);
+        let created = standin.calls("hsa_signal_create");
+        assert!(created[0].contains("initial=1 consumers=0 "), "{created:?}");
+        let handle = backend.doorbell.handle();
+        for buffer in &buffers {
+            let field = if buffer.protocol() == Protocol::Stack { 16 } else { 40 };
+            assert_eq!(word(buffer.as_ptr() as u64, field), handle);
+        }
+        // Another listener gets a signal of its own.
+        let other = listener_on(backend.new_doorbell().unwrap(), ListenerConfig::default());
+        assert_eq!(standin.count("signals"), 2);
+        drop((other, listener, buffers));
+        assert_eq!(standin.count("signals"), 1, "the other listener's signal is destroyed with it");
+        drop(backend);
         standin.assert_released();
     });
 }
@@ -359,45 +378,63 @@ fn the_lifecycle_runtime_serves_buffers_in_hsa_memory() {
         }
         // One signal serves the runtime's listener and all its buffers, as in ROCm.
         assert_eq!(standin.count("signals_created"), 1);
-        // ROCm does ring an HSA signal from the GPU; the default runtime (`HostcallRuntime::new`,
-        // and `hostcall::enable` through `HostcallRuntime::global`) writes a `ParkingDoorbell`'s
-        // handle into buffers, which no GPU can ring. Issue 14 changes this.
+        // The default runtime (`HostcallRuntime::new`, and `hostcall::enable` through
+        // `HostcallRuntime::global`) has a host doorbell: an amd_signal_t too (a device's add
+        // lands in it), but in ordinary host memory, not an HSA signal.
         let default = HostcallRuntime::new();
         assert!(!standin.signals().contains(&default.doorbell().handle()));
-        drop((runtime, blocks, backend));
+        assert_eq!((word(default.doorbell().handle(), 0), word(default.doorbell().handle(), 8)), (1, INIT));
+        drop((runtime, blocks));
+        assert_eq!(standin.count("allocations"), 0, "every buffer freed");
+        assert_eq!(standin.count("signals"), 1, "the backend still holds the signal");
+        drop(backend);
         standin.assert_released();
     });
 }
 
 #[test]
-fn devmem_blocks_come_from_the_cpu_pool_today() {
+fn devmem_blocks_come_from_the_gpu_pool() {
     with_watchdog(LIMIT, || {
         let standin = StandIn::new("devmem", "", "");
         let backend = hsa_backend(&standin);
+        assert_eq!(backend.device_memory.name(), "hsa-device-local");
         let listener = listener_on(backend.doorbell.clone(), ListenerConfig::default());
-        listener.services().enable_devmem(backend.memory.clone(), DevMemLimits::default()).unwrap();
+        listener.services().enable_devmem(backend.device_memory.clone(), DevMemLimits::default()).unwrap();
         let device: Arc<dyn Doorbell> = Arc::new(DeviceRing { signal: backend.doorbell.clone() });
         let buffer = Arc::new(HostcallBuffer::new(backend.memory.clone(), 4, device).unwrap());
         listener.add_buffer(buffer.clone()).unwrap();
         let wave = hostcall::device::Wave::new(buffer.clone(), 1).with_timeout(WAVE_TIMEOUT);
         let address = wave.call(DEVMEM, |_| [0, 1 << 20, 0, 0, 0, 0, 0, 0]).unwrap().lane(0)[0];
         assert_ne!(address, 0);
-        // ROCm does allocate DEVMEM blocks in the GPU's own memory (a device-local pool), 2 MiB
-        // blocks 2 MiB-aligned; today they come from the backend's memory, the CPU's
-        // fine-grained pool, and `HsaMemory::allocate` refuses alignments above the pool's 4 KiB.
-        // Issue 14 changes this.
-        assert_eq!(standin.block_holding(address).pool, "cpu0.fine");
-        let refused = backend.memory.allocate(2 << 20, 2 << 20).unwrap_err();
-        assert!(matches!(refused, MemoryError::BadRequest { .. }), "{refused:?}");
-        // DEVMEM aligns as ROCm's device allocator needs all the same: blocks on 4 KiB, a 2 MiB
-        // slab on 2 MiB (inside a larger block, since the pool aligns to 4 KiB only).
+        // ROCm's place for device memory: the GPU's own pool, zeroed there by the runtime.
+        let block = standin.block_holding(address);
+        assert_eq!(block.pool, "gpu0.coarse");
+        let fill = format!("ptr={address:#x} value=0x0 count={} pool=gpu0.coarse -> SUCCESS", (1 << 20) / 4);
+        assert!(
+            standin.calls("hsa_amd_memory_fill").iter().any(|line| line.contains(&fill)),
+            "{}",
+            standin.log()
+        );
+        // DEVMEM aligns as ROCm's device allocator needs: blocks on 4 KiB, a 2 MiB slab on 2 MiB
+        // (inside a larger block, since the pool aligns to 4 KiB only).
         assert_eq!(address % 4096, 0);
         let slab = wave.call(DEVMEM, |_| [0, 2 << 20, 0, 0, 0, 0, 0, 0]).unwrap().lane(0);
         assert_eq!((slab[0] % (2 << 20), slab[1]), (0, 0), "{slab:x?}");
-        assert_eq!(standin.block_holding(slab[0]).pool, "cpu0.fine");
+        assert_eq!(standin.block_holding(slab[0]).pool, "gpu0.coarse");
         assert_eq!(wave.call(DEVMEM, |_| [slab[0], 0, 0, 0, 0, 0, 0, 0]).unwrap().lane(0), [0, 0]);
         assert_eq!(wave.call(DEVMEM, |_| [address, 0, 0, 0, 0, 0, 0, 0]).unwrap().lane(0), [0, 0]);
         assert_eq!(standin.blocks().len(), 1, "only the buffer is left");
+
+        // Any alignment is honoured, above the pool's 4 KiB by over-allocating (and freeing the
+        // whole block).
+        for memory in [&backend.device_memory, &backend.memory] {
+            let two_mib = DeviceAllocation::new(memory.clone(), 2 << 20, 2 << 20).unwrap();
+            assert_eq!(two_mib.as_ptr() as usize % (2 << 20), 0);
+            let block = standin.block_holding(two_mib.as_ptr() as u64);
+            assert!(block.size >= (2 << 20) + (two_mib.as_ptr() as u64 - block.ptr), "{block:?}");
+            drop(two_mib);
+            assert_eq!(standin.blocks().len(), 1, "the over-aligned block is freed whole");
+        }
         listener.shutdown();
         drop((wave, listener, buffer, backend));
         standin.assert_released();
@@ -421,7 +458,7 @@ fn distance(runtime: &HsaRuntime, gpu: HsaAgent, pool: hsa_sys::AmdMemoryPool) -
 }
 
 #[test]
-fn the_cpu_agent_is_the_first_not_the_nearest_today() {
+fn the_buffer_goes_to_the_cpu_agent_nearest_the_gpu() {
     with_watchdog(LIMIT, || {
         // Two NUMA nodes; the only GPU sits on node 1.
         let standin = StandIn::new("nearest-cpu", "cpus=2;gpus=1;gpu_numa=1", "");
@@ -429,34 +466,53 @@ fn the_cpu_agent_is_the_first_not_the_nearest_today() {
         let runtime = backend.runtime.clone().unwrap();
         let (cpus, gpu) = (runtime.cpu_agents().unwrap(), runtime.gpu_agents().unwrap()[0].handle);
         let fine = |cpu: HsaAgent| runtime.memory_pools(cpu).unwrap()[0];
-        assert!(
-            distance(&runtime, gpu, fine(cpus[1].handle)) < distance(&runtime, gpu, fine(cpus[0].handle))
-        );
+        let (near, far) =
+            (distance(&runtime, gpu, fine(cpus[1].handle)), distance(&runtime, gpu, fine(cpus[0].handle)));
+        assert!(near < far);
         // SAFETY: HSA_AMD_AGENT_INFO_NEAREST_CPU (0xA113, ROCm 6) is an hsa_agent_t.
         let nearest = unsafe { runtime.agent_info(gpu, AgentInfo(0xA113), HsaAgent::default()) }.unwrap();
         assert_eq!(nearest, cpus[1].handle);
+        // ROCclr's choice (`Device::setupCpuAgent`): the least NUMA distance over the link hops.
+        let placement = backend.placement.clone().unwrap();
+        assert_eq!((placement.cpu.name.as_str(), placement.distance), ("cpu1", near));
         let block = DeviceAllocation::new(backend.memory.clone(), 64, 64).unwrap();
-        // ROCm does allocate a GPU's hostcall buffers from the fine-grained pool of the CPU agent
-        // nearest that GPU (ROCclr `Device::setupCpuAgent`: least NUMA distance over the link
-        // info), and checks atomics on that path; `HsaRuntime::fine_grained_pool` takes the first
-        // CPU agent's, here the far node's. Issue 14 changes this.
-        assert_eq!(standin.block_holding(block.as_ptr() as u64).pool, "cpu0.fine");
+        assert_eq!(standin.block_holding(block.as_ptr() as u64).pool, "cpu1.fine");
         drop((block, runtime, backend));
         standin.assert_released();
     });
 }
 
 #[test]
-fn the_first_fine_grained_pool_is_taken_even_the_kernarg_one_today() {
+fn each_gpu_gets_the_cpu_agent_nearest_it_and_every_gpu_access() {
+    with_watchdog(LIMIT, || {
+        // GPU 0 on node 1, GPU 1 on node 0.
+        let standin = StandIn::new("per-gpu", "cpus=2;gpus=2;gpu_numa=1,0", "");
+        for (gpu, cpu) in [(0, "cpu1"), (1, "cpu0")] {
+            let options =
+                hostcall::backend::DetectOptions { gpu, ..standin.options(AtomicsRequirement::Required) };
+            let backend = detect_with(&options);
+            assert_eq!(backend.kind, BackendKind::Hsa, "{}", backend.reason);
+            let buffer = backend.buffer(64, Protocol::Phase, backend.doorbell.clone()).unwrap();
+            let block = standin.block_holding(buffer.as_ptr() as u64);
+            assert_eq!(block.pool, format!("{cpu}.fine"));
+            assert_eq!(block.granted, ["gpu0", "gpu1"]);
+            let bitmap = buffer.device_occupied().unwrap();
+            assert_eq!(standin.block_holding(bitmap.device_address()).pool, format!("gpu{gpu}.coarse"));
+            assert!(backend.reason.contains(&format!("CPU agent {cpu}")), "{}", backend.reason);
+            drop((buffer, backend));
+            standin.assert_released();
+        }
+    });
+}
+
+#[test]
+fn the_kernel_argument_pool_is_passed_over() {
     with_watchdog(LIMIT, || {
         let standin = StandIn::new("kernarg-first", "kernarg_first=1", "");
         let backend = hsa_backend(&standin);
         let block = DeviceAllocation::new(backend.memory.clone(), 64, 64).unwrap();
-        // ROCm does prefer a CPU's fine-grained pool without KERNARG_INIT (ROCclr
-        // `iterateCpuMemoryPoolCallback` replaces a kernarg pool found first);
-        // `HsaRuntime::fine_grained_pool` takes the first fine-grained one in the runtime's order.
-        // Issue 14 changes this.
-        assert_eq!(standin.block_holding(block.as_ptr() as u64).pool, "cpu0.kernarg");
+        // ROCclr prefers a CPU's fine-grained pool without KERNARG_INIT, whatever the order.
+        assert_eq!(standin.block_holding(block.as_ptr() as u64).pool, "cpu0.fine");
         drop((block, backend));
         standin.assert_released();
     });
@@ -480,7 +536,11 @@ fn links_without_64_bit_atomics_refuse_the_stack_protocol() {
         let runtime = backend.runtime.clone().unwrap();
         let memory = HsaMemory::new(runtime, AtomicsRequirement::NotRequired).unwrap();
         assert!(matches!(memory.platform_atomics(), PlatformAtomics::Missing { hop: 0, .. }));
-        drop((memory, backend));
+        // Such a backend makes phase buffers only.
+        let refused = backend.buffer(4, Protocol::Stack, backend.doorbell.clone()).unwrap_err();
+        assert!(matches!(refused, Error::Unsupported(_)), "{refused:?}");
+        let phase = backend.buffer(4, Protocol::Phase, backend.doorbell.clone()).unwrap();
+        drop((phase, memory, backend));
         standin.assert_released();
     });
 }

@@ -149,6 +149,10 @@ hsa_functions! {
     /// `hsa_status_t hsa_amd_agents_allow_access(uint32_t num_agents, const hsa_agent_t* agents,
     /// const uint32_t* flags, const void* ptr)` (`flags` must be null).
     hsa_amd_agents_allow_access: fn(num_agents: u32, agents: *const HsaAgent, flags: *const u32, ptr: *const c_void) -> HsaStatus;
+    /// `hsa_status_t hsa_amd_memory_fill(void* ptr, uint32_t value, size_t count)`: sets `count`
+    /// `uint32_t`s from `ptr` (4-aligned) to `value`, from any agent's memory (device-local
+    /// memory included, which the CPU may not reach); returns when done.
+    hsa_amd_memory_fill: fn(ptr: *mut c_void, value: u32, count: usize) -> HsaStatus;
     /// `hsa_status_t hsa_signal_create(hsa_signal_value_t initial, uint32_t num_consumers,
     /// const hsa_agent_t* consumers, hsa_signal_t* signal)`.
     hsa_signal_create: fn(initial_value: SignalValue, num_consumers: u32, consumers: *const HsaAgent, signal: *mut HsaSignal) -> HsaStatus;

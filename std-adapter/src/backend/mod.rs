@@ -1,15 +1,21 @@
 //! Choosing the memory and doorbell backend at run time.
 //!
 //! [`detect`] uses HSA when the runtime library loads, `hsa_init` succeeds, a GPU agent is found
-//! and fine-grained memory for it is set up ([`HsaMemory`], [`HsaDoorbell`]); otherwise it falls
-//! back to host memory ([`HostMemory`], [`ParkingDoorbell`]), which emulated waves and embedded
-//! runtimes use. Either way [`Backend::reason`] says why, in words, and the choice is logged at
-//! `info` level through the `log` facade. Detection never panics and never aborts.
+//! and memory for it is set up where ROCm puts it ([`HsaMemory`] near the GPU for buffers,
+//! [`HsaDeviceMemory`] in the GPU for the phase bitmap and DEVMEM, an [`HsaDoorbell`]);
+//! otherwise it falls back to host memory ([`HostMemory`], [`ParkingDoorbell`]), which emulated
+//! waves and embedded runtimes use. Either way [`Backend::reason`] says why, in words, and the
+//! choice is logged at `info` level through the `log` facade. Detection never panics and never
+//! aborts.
+//!
+//! A [`Backend`] holds one doorbell, for one listener (or pool) and every buffer it serves, as
+//! ROCm has one signal per listener; [`Backend::new_doorbell`] makes another for another
+//! listener. [`Backend::buffer`] allocates a buffer as ROCm does on that backend.
 //!
 //! With the default options (the stack protocol), a GPU whose link to host memory reports no
-//! 64-bit atomics is not used: the fallback reason is [`HsaError::NoPlatformAtomics`], which
-//! points to the phase protocol; detect with [`AtomicsRequirement::NotRequired`] to use HSA
-//! memory for the phase protocol there.
+//! atomics is not used: the fallback reason is [`HsaError::NoPlatformAtomics`], which points to
+//! the phase protocol; detect with [`AtomicsRequirement::NotRequired`] to use HSA memory for the
+//! phase protocol there.
 //!
 //! ```
 //! let backend = hostcall::backend::detect_with(&hostcall::backend::DetectOptions {
@@ -28,9 +34,14 @@ use std::ffi::OsString;
 use std::fmt;
 use std::sync::Arc;
 
-use self::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime};
+use self::hsa::{
+    AtomicsRequirement, HsaDeviceMemory, HsaDoorbell, HsaError, HsaMemory, HsaRuntime, Placement,
+    PlatformAtomics,
+};
+use crate::buffer::{HostcallBuffer, Protocol};
 use crate::doorbell::{Doorbell, ParkingDoorbell};
-use crate::memory::{DeviceMemory, HostMemory};
+use crate::error::Error;
+use crate::memory::{DeviceAllocation, DeviceMemory, HostMemory};
 
 /// Which backend [`detect`] chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,14 +69,21 @@ pub struct DetectOptions {
     /// Whether CPU/GPU atomics must be mutually atomic ([`AtomicsRequirement::Required`] for the
     /// stack protocol, the default; `NotRequired` for the phase protocol).
     pub atomics: AtomicsRequirement,
+    /// Which GPU agent, counting from 0 in the runtime's order: its memory is placed near it.
+    pub gpu: usize,
 }
 
 /// The chosen memory and doorbell, and why.
 #[derive(Debug, Clone)]
 pub struct Backend {
-    /// Where buffers are allocated.
+    /// Where buffers are allocated (memory host and device reach: HSA fine-grained memory).
     pub memory: Arc<dyn DeviceMemory>,
-    /// A doorbell for a buffer (more from [`Backend::new_doorbell`]).
+    /// Where device-local memory is allocated: the phase protocol's `occupied` bitmap, DEVMEM
+    /// blocks (give it to [`Services::enable_devmem`](crate::Services::enable_devmem)). The GPU's
+    /// own memory on HSA, host memory otherwise.
+    pub device_memory: Arc<dyn DeviceMemory>,
+    /// The doorbell of one listener (or pool) and of every buffer it serves (another listener:
+    /// [`Backend::new_doorbell`]).
     pub doorbell: Arc<dyn Doorbell>,
     /// Which backend this is.
     pub kind: BackendKind,
@@ -75,6 +93,8 @@ pub struct Backend {
     pub fallback: Option<HsaError>,
     /// The HSA runtime, for [`BackendKind::Hsa`].
     pub runtime: Option<Arc<HsaRuntime>>,
+    /// Where the memory is, for [`BackendKind::Hsa`].
+    pub placement: Option<Placement>,
 }
 
 impl Backend {
@@ -82,46 +102,103 @@ impl Backend {
     pub fn host(reason: impl Into<String>, fallback: Option<HsaError>) -> Self {
         Self {
             memory: Arc::new(HostMemory),
+            device_memory: Arc::new(HostMemory),
             doorbell: Arc::new(ParkingDoorbell::new()),
             kind: BackendKind::Host,
             reason: reason.into(),
             fallback,
             runtime: None,
+            placement: None,
         }
     }
 
-    /// Sets up the HSA backend on an initialised runtime.
+    /// Sets up the HSA backend on an initialised runtime, for its first GPU agent.
     pub fn hsa(runtime: Arc<HsaRuntime>, atomics: AtomicsRequirement) -> Result<Self, HsaError> {
+        Self::hsa_for_gpu(runtime, 0, atomics)
+    }
+
+    /// Sets up the HSA backend for GPU agent `gpu` (counting from 0): buffers in the
+    /// fine-grained pool of the CPU agent nearest it, accessible to every GPU; device-local
+    /// memory from its own pool; one signal as the doorbell.
+    pub fn hsa_for_gpu(
+        runtime: Arc<HsaRuntime>,
+        gpu: usize,
+        atomics: AtomicsRequirement,
+    ) -> Result<Self, HsaError> {
         let gpus = runtime.gpu_agents()?;
-        if gpus.is_empty() {
-            return Err(HsaError::NoGpuAgent);
-        }
-        let memory = HsaMemory::new(runtime.clone(), atomics)?;
+        let agent = gpus.get(gpu).ok_or(HsaError::NoGpuAgent)?;
+        let placement = runtime.placement(agent)?;
+        let memory = HsaMemory::with_placement(runtime.clone(), placement.clone(), atomics)?;
+        let device_memory = HsaDeviceMemory::new(runtime.clone(), &placement);
         let doorbell = HsaDoorbell::new(runtime.clone())?;
         let names: Vec<&str> = gpus.iter().map(|gpu| gpu.name.as_str()).collect();
         let reason = format!(
-            "HSA runtime {:?}: {} GPU agent(s) ({}), CPU fine-grained pool, platform atomics: {:?}",
+            "HSA runtime {:?}: {} GPU agent(s) ({}); for GPU {gpu} ({}): buffers in the fine-grained pool of \
+             CPU agent {} (NUMA distance {}), device memory in its own pool, platform atomics: {:?}",
             runtime.library().path(),
             gpus.len(),
             names.join(", "),
-            memory.platform_atomics()
+            placement.gpu.name,
+            placement.cpu.name,
+            placement.distance,
+            placement.atomics,
         );
         Ok(Self {
             memory: Arc::new(memory),
+            device_memory: Arc::new(device_memory),
             doorbell: Arc::new(doorbell),
             kind: BackendKind::Hsa,
             reason,
             fallback: None,
             runtime: Some(runtime),
+            placement: Some(placement),
         })
     }
 
-    /// A new doorbell of this backend's kind (one per buffer).
+    /// A new doorbell of this backend's kind, for another listener (one per listener, shared by
+    /// all its buffers: a signal per buffer would leave the listener sleeping on the wrong one).
     pub fn new_doorbell(&self) -> Result<Arc<dyn Doorbell>, HsaError> {
         Ok(match &self.runtime {
             Some(runtime) => Arc::new(HsaDoorbell::new(runtime.clone())?),
             None => Arc::new(ParkingDoorbell::new()),
         })
+    }
+
+    /// A buffer of `num_packets` packets as ROCm allocates it on this backend, ringing
+    /// `doorbell` (the doorbell of the listener that will serve it): in [`Backend::memory`]; for
+    /// the phase protocol on HSA, its `occupied` bitmap in [`Backend::device_memory`] (zeroed,
+    /// owned by the buffer). A stack buffer where the platform has no atomics is refused
+    /// ([`Error::Unsupported`]).
+    ///
+    /// ```
+    /// use hostcall::backend::Backend;
+    /// use hostcall::buffer::Protocol;
+    /// let backend = Backend::host("an example", None);
+    /// let buffer = backend.buffer(64, Protocol::Phase, backend.doorbell.clone()).unwrap();
+    /// assert_eq!(buffer.doorbell().handle(), backend.doorbell.handle());
+    /// ```
+    pub fn buffer(
+        &self,
+        num_packets: u64,
+        protocol: Protocol,
+        doorbell: Arc<dyn Doorbell>,
+    ) -> Result<HostcallBuffer, Error> {
+        if let (Protocol::Stack, Some(Placement { atomics: PlatformAtomics::Missing { .. }, .. })) =
+            (protocol, &self.placement)
+        {
+            return Err(Error::Unsupported(format!(
+                "a stack-protocol buffer needs platform atomics, which this GPU lacks ({}); use the phase protocol",
+                self.reason
+            )));
+        }
+        let buffer = HostcallBuffer::with_protocol(self.memory.clone(), num_packets, doorbell, protocol)?;
+        if protocol != Protocol::Phase || self.kind != BackendKind::Hsa {
+            // Host memory: emulated waves claim through the bitmap inside the buffer.
+            return Ok(buffer);
+        }
+        let bytes = buffer.num_packets().div_ceil(32) as usize * 4;
+        let bitmap = DeviceAllocation::new(self.device_memory.clone(), bytes, 64)?;
+        buffer.with_device_occupied(bitmap)
     }
 }
 
@@ -146,5 +223,5 @@ fn try_hsa(options: &DetectOptions) -> Result<Backend, HsaError> {
         Some(path) => HsaRuntime::from_path(path)?,
         None => HsaRuntime::new()?,
     };
-    Backend::hsa(Arc::new(runtime), options.atomics)
+    Backend::hsa_for_gpu(Arc::new(runtime), options.gpu, options.atomics)
 }

@@ -7,10 +7,14 @@
 //! without ringing, or a lost signal) delays a wave by at most one timeout and never hangs it.
 //!
 //! [`Listener::shutdown`] (and `Drop`) stops the loop, goes on answering until no packet has
-//! arrived for [`ListenerConfig::shutdown_grace`], and joins the thread.
+//! arrived for [`ListenerConfig::shutdown_grace`], and joins the thread. It stops the loop by a
+//! flag of this listener's own and wakes the thread with a [`Doorbell::ring`]: other listeners
+//! sleeping on the same doorbell (a [`crate::ListenerPool`], or listeners given one doorbell)
+//! see one spurious ring, poll once, and sleep again. Nothing is stored into the doorbell that
+//! would keep them awake.
 
 use crate::buffer::HostcallBuffer;
-use crate::doorbell::{Doorbell, DONE};
+use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::serve::capacity::ServedPackets;
 use crate::serve::registry::{Services, Stats, ThreadDispatch};
@@ -241,9 +245,11 @@ impl Listener {
     /// Stops the thread after answering what is in flight, joins it, and returns the counters.
     /// Idempotent.
     pub fn shutdown(&self) -> Stats {
-        // Release: pairs with the Acquire load in `run`; the doorbell wakes a sleeping thread.
+        // Release: pairs with the Acquire load in `run`. Then a ring wakes this listener's thread
+        // if it sleeps on the doorbell; to any other listener on the doorbell it is a spurious
+        // ring (one poll), so they keep working.
         self.shared.stop.store(true, Ordering::Release);
-        self.shared.doorbell.stop();
+        self.shared.doorbell.ring();
         let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(thread) = thread {
             if thread.join().is_err() {
@@ -308,9 +314,7 @@ fn run(shared: &Shared) {
             wait = config.min_wait;
             idle_polls = 0;
         }
-        if now != DONE {
-            last_seen = now;
-        }
+        last_seen = now;
     }
     drain_until_quiet(shared, &dispatch);
 }

@@ -22,14 +22,21 @@ pub enum HsaError {
     },
     /// The runtime found no GPU agent.
     NoGpuAgent,
-    /// No CPU agent has a global, fine-grained pool the runtime may allocate from.
+    /// No CPU agent has a global, fine-grained pool the runtime may allocate from and the GPU
+    /// may reach.
     NoFineGrainedPool,
+    /// The GPU has no global, coarse-grained pool the runtime may allocate from.
+    NoDevicePool {
+        /// The GPU agent's name.
+        gpu: String,
+    },
     /// A GPU agent can never access the CPU's fine-grained pool.
     NoAccess {
         /// The GPU agent's name.
         gpu: String,
     },
-    /// A GPU reaches host memory over a link without 64-bit atomics, and the caller needs them.
+    /// A GPU reaches host memory over a link without atomics (hop 0 reports neither 32- nor
+    /// 64-bit atomics), and the caller needs them.
     NoPlatformAtomics {
         /// The GPU agent's name.
         gpu: String,
@@ -58,15 +65,18 @@ impl fmt::Display for HsaError {
                 write!(f, "{call} failed with {status:?} ({:#x}): {text}", status.0)
             }
             Self::NoGpuAgent => f.write_str("the HSA runtime found no GPU agent"),
-            Self::NoFineGrainedPool => {
-                f.write_str("no CPU agent has a global fine-grained memory pool that allows allocation")
+            Self::NoFineGrainedPool => f.write_str(
+                "no CPU agent has a global fine-grained memory pool that allows allocation and that the GPU may reach",
+            ),
+            Self::NoDevicePool { gpu } => {
+                write!(f, "GPU agent {gpu:?} has no global coarse-grained memory pool that allows allocation")
             }
             Self::NoAccess { gpu } => {
                 write!(f, "GPU agent {gpu:?} can never access the CPU's fine-grained memory pool")
             }
             Self::NoPlatformAtomics { gpu, hop, link } => write!(
                 f,
-                "GPU agent {gpu:?} reaches host memory over a {link:?} link (hop {hop}) without 64-bit \
+                "GPU agent {gpu:?} reaches host memory over a {link:?} link (hop {hop}) without \
                  atomics (PCIe AtomicOps): the stack protocol's host and device read-modify-writes of \
                  `ready_stack` would not be mutually atomic (packets served twice, hangs); use the \
                  phase protocol instead, which needs no host/device atomics \

@@ -4,13 +4,11 @@ use std::ffi::{c_void, OsStr};
 use std::fmt;
 
 use hsa_sys::{
-    AgentInfo, AmdAgentMemoryPoolInfo, AmdMemoryPool, AmdMemoryPoolAccess, AmdMemoryPoolGlobalFlag,
-    AmdMemoryPoolInfo, AmdMemoryPoolLinkInfo, AmdSegment, DeviceType, HsaAgent, HsaLib, HsaStatus,
-    SystemInfo,
+    AgentInfo, AmdAgentMemoryPoolInfo, AmdMemoryPool, AmdMemoryPoolAccess, AmdMemoryPoolInfo,
+    AmdMemoryPoolLinkInfo, DeviceType, HsaAgent, HsaLib, HsaStatus, SystemInfo,
 };
 
 use super::error::{check, status_text, HsaError};
-use super::memory::PlatformAtomics;
 
 /// One HSA agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,7 +162,7 @@ impl HsaRuntime {
     ///
     /// # Safety
     /// `T` must be the attribute's documented C type (`u32` for the global flags, `bool` for
-    /// RUNTIME_ALLOC_ALLOWED, `usize` for sizes, [`AmdSegment`] for the segment).
+    /// RUNTIME_ALLOC_ALLOWED, `usize` for sizes, [`AmdSegment`](hsa_sys::AmdSegment) for the segment).
     pub unsafe fn pool_info<T: Copy>(
         &self,
         pool: AmdMemoryPool,
@@ -180,54 +178,21 @@ impl HsaRuntime {
         self.check("hsa_amd_memory_pool_get_info", status).map(|()| value)
     }
 
-    /// The first pool of a CPU agent that is global, fine-grained and allows allocation, with
-    /// its allocation alignment.
-    pub fn fine_grained_pool(&self) -> Result<(AmdMemoryPool, usize), HsaError> {
-        for cpu in self.cpu_agents()? {
-            for pool in self.memory_pools(cpu.handle)? {
-                // SAFETY: the segment is an `hsa_amd_segment_t` (mirrored by `AmdSegment`), the
-                // flags a `uint32_t` (read only for global pools, where they are defined),
-                // RUNTIME_ALLOC_ALLOWED a `bool`, RUNTIME_ALLOC_ALIGNMENT a `size_t`.
-                unsafe {
-                    if self.pool_info(pool, AmdMemoryPoolInfo::SEGMENT, AmdSegment(u32::MAX))?
-                        != AmdSegment::GLOBAL
-                    {
-                        continue;
-                    }
-                    let flags = self.pool_info(pool, AmdMemoryPoolInfo::GLOBAL_FLAGS, 0u32)?;
-                    if !AmdMemoryPoolGlobalFlag::FINE_GRAINED.is_set_in(flags)
-                        || !self.pool_info(pool, AmdMemoryPoolInfo::RUNTIME_ALLOC_ALLOWED, false)?
-                    {
-                        continue;
-                    }
-                    let alignment =
-                        self.pool_info(pool, AmdMemoryPoolInfo::RUNTIME_ALLOC_ALIGNMENT, 0usize)?;
-                    return Ok((pool, alignment.max(1)));
-                }
-            }
-        }
-        Err(HsaError::NoFineGrainedPool)
-    }
-
-    /// Whether `gpu`'s atomics on `pool` are atomic with the host's, as far as the runtime tells
-    /// (see the module docs). Errors with [`HsaError::NoAccess`] if `gpu` can never reach `pool`.
-    pub fn platform_atomics(&self, gpu: &Agent, pool: AmdMemoryPool) -> Result<PlatformAtomics, HsaError> {
+    /// How `agent` may reach `pool`, and the link hops in between (none: the pool is the
+    /// agent's own, or on the same chip).
+    pub fn links(
+        &self,
+        agent: HsaAgent,
+        pool: AmdMemoryPool,
+    ) -> Result<(AmdMemoryPoolAccess, Vec<AmdMemoryPoolLinkInfo>), HsaError> {
         // SAFETY: ACCESS is an `hsa_amd_memory_pool_access_t` (a 32-bit enum, mirrored by
         // `AmdMemoryPoolAccess`) and NUM_LINK_HOPS a `uint32_t`.
         let (access, hops) = unsafe {
             (
-                self.agent_pool_info(
-                    gpu.handle,
-                    pool,
-                    AmdAgentMemoryPoolInfo::ACCESS,
-                    AmdMemoryPoolAccess(0),
-                )?,
-                self.agent_pool_info(gpu.handle, pool, AmdAgentMemoryPoolInfo::NUM_LINK_HOPS, 0u32)?,
+                self.agent_pool_info(agent, pool, AmdAgentMemoryPoolInfo::ACCESS, AmdMemoryPoolAccess(0))?,
+                self.agent_pool_info(agent, pool, AmdAgentMemoryPoolInfo::NUM_LINK_HOPS, 0u32)?,
             )
         };
-        if access == AmdMemoryPoolAccess::NEVER_ALLOWED {
-            return Err(HsaError::NoAccess { gpu: gpu.name.clone() });
-        }
         let mut links = vec![AmdMemoryPoolLinkInfo::default(); hops as usize];
         if !links.is_empty() {
             // SAFETY: LINK_INFO is an array of NUM_LINK_HOPS `hsa_amd_memory_pool_link_info_t`
@@ -235,7 +200,7 @@ impl HsaRuntime {
             // has exactly that many elements, initialised.
             let status = unsafe {
                 (self.lib.hsa_amd_agent_memory_pool_get_info)(
-                    gpu.handle,
+                    agent,
                     pool,
                     AmdAgentMemoryPoolInfo::LINK_INFO,
                     links.as_mut_ptr().cast(),
@@ -243,7 +208,7 @@ impl HsaRuntime {
             };
             self.check("hsa_amd_agent_memory_pool_get_info", status)?;
         }
-        Ok(PlatformAtomics::from_links(&gpu.name, &links))
+        Ok((access, links))
     }
 
     /// # Safety

@@ -8,7 +8,7 @@ use hsa_sys::{HsaSignal, SignalCondition, SignalValue, WaitState};
 
 use super::error::HsaError;
 use super::runtime::HsaRuntime;
-use crate::doorbell::{Doorbell, DONE, INIT};
+use crate::doorbell::{Doorbell, INIT};
 
 /// Converts a timeout to HSA timestamp units (`frequency` per second), saturating.
 pub(super) fn timeout_ticks(timeout: Duration, frequency: u64) -> u64 {
@@ -16,7 +16,13 @@ pub(super) fn timeout_ticks(timeout: Duration, frequency: u64) -> u64 {
     u64::try_from(ticks).unwrap_or(u64::MAX)
 }
 
-/// A doorbell that is an HSA signal: what a GPU kernel rings.
+/// A doorbell that is an HSA signal: what a GPU kernel rings. Create one per listener (or
+/// [`ListenerPool`](crate::ListenerPool)) and give it to all the buffers it serves, as ROCm does;
+/// the signal is destroyed when the last owner drops it.
+///
+/// Its handle is the address of ROCr's own `amd_signal_t`, which ROCm's device code rings by its
+/// atomic add at +8 (and, where ROCr made it an interrupt signal, the mailbox store and
+/// interrupt that wake a host blocked in `hsa_signal_wait_scacquire`).
 pub struct HsaDoorbell {
     runtime: Arc<HsaRuntime>,
     signal: HsaSignal,
@@ -30,7 +36,8 @@ impl fmt::Debug for HsaDoorbell {
 }
 
 impl HsaDoorbell {
-    /// Creates a signal at [`INIT`] with no specific consumers (so any agent may wait on it).
+    /// Creates a signal as ROCm's listener does, `hsa_signal_create(1, 0, NULL, &signal)`: at
+    /// [`INIT`], with no specific consumers (so any agent may wait on it).
     pub fn new(runtime: Arc<HsaRuntime>) -> Result<Self, HsaError> {
         let frequency = runtime.timestamp_frequency().unwrap_or(1_000_000_000).max(1);
         let mut signal = HsaSignal::default();
@@ -85,11 +92,6 @@ impl Doorbell for HsaDoorbell {
                 return value;
             }
         }
-    }
-
-    fn stop(&self) {
-        // SAFETY: the signal is live until drop.
-        unsafe { (self.runtime.lib.hsa_signal_store_screlease)(self.signal, DONE as SignalValue) }
     }
 }
 

@@ -9,33 +9,36 @@ fn link(atomic_64: bool, link_type: AmdLinkInfoType) -> AmdMemoryPoolLinkInfo {
     AmdMemoryPoolLinkInfo { atomic_support_64bit: atomic_64, link_type, ..Default::default() }
 }
 
-#[test]
-fn a_link_without_64_bit_atomics_is_missing() {
-    let verdict = PlatformAtomics::from_links(
-        "gfx90a",
-        &[link(true, AmdLinkInfoType::XGMI), link(false, AmdLinkInfoType::PCIE)],
-    );
-    assert_eq!(
-        verdict,
-        PlatformAtomics::Missing { gpu: "gfx90a".into(), hop: 1, link: AmdLinkInfoType::PCIE }
-    );
-    assert_eq!(
-        PlatformAtomics::from_links("gfx90a", &[link(true, AmdLinkInfoType::PCIE)]),
-        PlatformAtomics::Supported
-    );
-    assert!(matches!(PlatformAtomics::from_links("gfx90a", &[]), PlatformAtomics::Unknown(_)));
+fn link32(atomic_32: bool, atomic_64: bool, link_type: AmdLinkInfoType) -> AmdMemoryPoolLinkInfo {
+    AmdMemoryPoolLinkInfo { atomic_support_32bit: atomic_32, ..link(atomic_64, link_type) }
 }
 
 #[test]
-fn combine_prefers_missing_then_unknown() {
-    let missing = PlatformAtomics::Missing { gpu: "b".into(), hop: 0, link: AmdLinkInfoType::PCIE };
-    let unknown = PlatformAtomics::Unknown("a".into());
-    assert_eq!(
-        PlatformAtomics::combine([PlatformAtomics::Supported, unknown.clone(), missing.clone()]),
-        missing
+fn atomics_are_judged_on_hop_0_as_rocclr_does() {
+    // Hop 0 without 32- or 64-bit atomics: missing, whatever the later hops say.
+    let verdict = PlatformAtomics::from_links(
+        "gfx90a",
+        &[link32(false, false, AmdLinkInfoType::PCIE), link32(true, true, AmdLinkInfoType::HYPERTRANSPORT)],
     );
-    assert_eq!(PlatformAtomics::combine([PlatformAtomics::Supported, unknown.clone()]), unknown);
-    assert_eq!(PlatformAtomics::combine([]), PlatformAtomics::Supported);
+    assert_eq!(
+        verdict,
+        PlatformAtomics::Missing { gpu: "gfx90a".into(), hop: 0, link: AmdLinkInfoType::PCIE }
+    );
+    // 32-bit atomics alone count (ROCclr: "if either of the atomic is supported").
+    assert_eq!(
+        PlatformAtomics::from_links("gfx90a", &[link32(true, false, AmdLinkInfoType::PCIE)]),
+        PlatformAtomics::Supported
+    );
+    // A later hop without atomics is not looked at.
+    assert_eq!(
+        PlatformAtomics::from_links(
+            "gfx90a",
+            &[link(true, AmdLinkInfoType::XGMI), link32(false, false, AmdLinkInfoType::PCIE)]
+        ),
+        PlatformAtomics::Supported
+    );
+    // No hop: the pool is on the GPU's own chip.
+    assert_eq!(PlatformAtomics::from_links("gfx90a", &[]), PlatformAtomics::Supported);
 }
 
 #[test]
