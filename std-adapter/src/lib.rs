@@ -69,6 +69,12 @@ pub use serve::listener::{Listener, ListenerConfig};
 pub use serve::pool::ListenerPool;
 pub use serve::registry::{PacketService, Services, Stats};
 
+/// The repository's README, so that `cargo test --doc` compiles and runs its Rust snippets (only
+/// under rustdoc's test mode: the published crate neither needs nor has the file there).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+mod readme {}
+
 /// Byte offset of `hidden_hostcall_buffer` in a kernel's implicit arguments, code-object ABI < 500
 /// (8-byte slot 3).
 pub const IMPLICITARG_OFFSET_V4: usize = 24;
