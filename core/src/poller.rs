@@ -67,6 +67,8 @@ struct Registered {
     len: usize,
     num_packets: u64,
     protocol: Protocol,
+    /// The device ordinal its packets report ([`PacketRequest::device`]).
+    device: u32,
     /// What this poller serves of the buffer, with its host-private state.
     scope: DrainScope,
 }
@@ -123,10 +125,42 @@ impl<const N: usize> Poller<N> {
         len: usize,
         num_packets: u64,
     ) -> Result<(), PollerError> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.add_on_device(protocol, base, len, num_packets, 0) }
+    }
+
+    /// [`Poller::add`] for a buffer of device `device`: every packet served from it reports that
+    /// ordinal as [`PacketRequest::device`] (ROCm's sanitizer report names the device by it).
+    ///
+    /// ```
+    /// use hostcall_core::{stack, Poller, Protocol};
+    /// let len = stack::buffer_size(2).unwrap();
+    /// let mut memory = vec![0u64; len / 8];
+    /// let base = memory.as_mut_ptr().cast::<u8>();
+    /// // SAFETY: `memory` outlives the registration (removed below); only the poller touches it.
+    /// let view = unsafe { stack::View::from_raw(base, len, 2) }.unwrap();
+    /// view.init(base as u64, 0);
+    /// let poller = Poller::<1>::new();
+    /// // SAFETY: as above.
+    /// unsafe { poller.add_on_device(Protocol::Stack, base, len, 2, 3) }.unwrap();
+    /// assert_eq!(poller.device(base), Some(3));
+    /// poller.remove(base).unwrap();
+    /// ```
+    ///
+    /// # Safety
+    /// As for [`Poller::add`].
+    pub unsafe fn add_on_device(
+        &self,
+        protocol: Protocol,
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+        device: u32,
+    ) -> Result<(), PollerError> {
         // SAFETY: forwarded from this function's contract; the view is dropped at once.
         let view =
             unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
-        self.push(Registered { base, len, num_packets, protocol, scope: view.scope() })
+        self.push(Registered { base, len, num_packets, protocol, device, scope: view.scope() })
     }
 
     /// Registers an initialised phase-protocol buffer of which this poller serves only the
@@ -145,10 +179,27 @@ impl<const N: usize> Poller<N> {
         num_packets: u64,
         range: core::ops::Range<u32>,
     ) -> Result<(), PollerError> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.add_phase_range_on_device(base, len, num_packets, range, 0) }
+    }
+
+    /// [`Poller::add_phase_range`] for a buffer of device `device` (see
+    /// [`Poller::add_on_device`]).
+    ///
+    /// # Safety
+    /// As for [`Poller::add_phase_range`].
+    pub unsafe fn add_phase_range_on_device(
+        &self,
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+        range: core::ops::Range<u32>,
+        device: u32,
+    ) -> Result<(), PollerError> {
         let protocol = Protocol::Phase;
         // SAFETY: forwarded from this function's contract; the view is dropped at once.
         unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
-        self.push(Registered { base, len, num_packets, protocol, scope: DrainScope::range(range) })
+        self.push(Registered { base, len, num_packets, protocol, device, scope: DrainScope::range(range) })
     }
 
     fn push(&self, registered: Registered) -> Result<(), PollerError> {
@@ -162,6 +213,11 @@ impl<const N: usize> Poller<N> {
     /// The protocol of the buffer registered at `base`, if any.
     pub fn protocol(&self, base: *mut u8) -> Option<Protocol> {
         self.buffers.lock().iter().find(|b| b.base == base).map(|b| b.protocol)
+    }
+
+    /// The device ordinal of the buffer registered at `base`, if any.
+    pub fn device(&self, base: *mut u8) -> Option<u32> {
+        self.buffers.lock().iter().find(|b| b.base == base).map(|b| b.device)
     }
 
     /// Deregisters the buffer at `base`. When this returns no poll is using it.
@@ -197,7 +253,7 @@ impl<const N: usize> Poller<N> {
         let mut buffers = self.buffers.lock();
         let mut report = DrainReport::default();
         for b in buffers.iter_mut() {
-            let mut to = DispatchTo { dispatch, base: b.base as usize };
+            let mut to = DispatchTo { dispatch, base: b.base as usize, device: b.device };
             // SAFETY: `add`'s contract keeps the memory valid while registered, and we hold the
             // lock that `remove` needs. `add` checked the layout for this protocol, so `from_raw`
             // cannot fail. For a range, `add_phase_range`'s contract makes this poller the only
@@ -214,10 +270,12 @@ impl<const N: usize> Poller<N> {
 struct DispatchTo<'d, D: ?Sized> {
     dispatch: &'d D,
     base: usize,
+    device: u32,
 }
 
 impl<D: Dispatch + ?Sized> DrainHandler for DispatchTo<'_, D> {
     fn serve(&mut self, packet: &mut PacketRequest<'_>) {
+        packet.set_device(self.device);
         self.dispatch.dispatch(packet);
     }
     fn malformed(&mut self, error: DrainError) {
@@ -324,5 +382,49 @@ mod tests {
         poller.remove(phase_base).unwrap();
         poller.remove(stack_base).unwrap();
         assert!(poller.is_empty());
+    }
+
+    #[test]
+    fn packets_report_the_device_of_their_buffer() {
+        let n = 2usize;
+        let len = stack::buffer_size(n).unwrap();
+        let (mut a_mem, mut b_mem) = (raw(len), raw(len));
+        let (a_base, b_base) = (a_mem.as_mut_ptr() as *mut u8, b_mem.as_mut_ptr() as *mut u8);
+        // SAFETY: both allocations outlive the views and the poller and are only accessed through
+        // atomics.
+        let (a, b) = unsafe {
+            (
+                stack::View::from_raw(a_base, len, n as u64).unwrap(),
+                stack::View::from_raw(b_base, len, n as u64).unwrap(),
+            )
+        };
+        a.init(a_base as u64, 0);
+        b.init(b_base as u64, 0);
+        let poller = Poller::<2>::new();
+        // SAFETY: as above.
+        unsafe {
+            poller.add(Protocol::Stack, a_base, len, n as u64).unwrap();
+            poller.add_on_device(Protocol::Stack, b_base, len, n as u64, 7).unwrap();
+        }
+        assert_eq!((poller.device(a_base), poller.device(b_base)), (Some(0), Some(7)));
+        let (x, y) = (a.claim().unwrap().unwrap().submit(9, 1), b.claim().unwrap().unwrap().submit(9, 1));
+        let mut devices = Vec::new();
+        let mut record = |packet: &mut PacketRequest<'_>| {
+            devices.push(packet.device());
+            packet.reply(0, [u64::from(packet.device()), 0]);
+        };
+        struct Record<'a, F>(&'a core::cell::RefCell<F>);
+        impl<F: FnMut(&mut PacketRequest<'_>)> Dispatch for Record<'_, F> {
+            fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+                (self.0.borrow_mut())(packet)
+            }
+        }
+        let cell = core::cell::RefCell::new(&mut record);
+        assert_eq!(poller.poll_once(&Record(&cell)).packets, 2);
+        devices.sort();
+        assert_eq!(devices, [0, 7]);
+        assert_eq!((x.wait(|| {}).reply(0)[0], y.wait(|| {}).reply(0)[0]), (0, 7));
+        poller.remove(a_base).unwrap();
+        poller.remove(b_base).unwrap();
     }
 }

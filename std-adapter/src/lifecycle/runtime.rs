@@ -7,6 +7,7 @@ use crate::doorbell::{Doorbell, ParkingDoorbell};
 use crate::error::Error;
 use crate::serve::listener::{Listener, ListenerConfig};
 use crate::serve::registry::Services;
+use crate::services::sanitizer::SanitizerConfig;
 use hostcall_core::stack;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -21,6 +22,10 @@ use std::time::Duration;
 /// The services and the doorbell belong to the runtime and outlive its listener threads: a
 /// service registered once serves every later incarnation of the listener, and the doorbell handle
 /// written into a buffer stays valid as long as the runtime lives.
+///
+/// Built in from the start: SANITIZER (id 4, [`crate::services::sanitizer`]), as in ROCm's
+/// runtime. To serve it differently, unregister it first (`runtime.services().unregister(4)`) and
+/// register your own (e.g. [`Services::enable_sanitizer`] with another configuration).
 ///
 /// ```
 /// use hostcall::lifecycle::{buffer_size, EmulatedWave, HostcallRuntime, QueueId};
@@ -71,7 +76,7 @@ impl HostcallRuntime {
             // Relaxed: only uniqueness matters.
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
             doorbell,
-            services: Arc::new(Services::new()),
+            services: Arc::new(builtin_services()),
             config,
             listener: Mutex::new(None),
         }
@@ -226,6 +231,15 @@ impl HostcallRuntime {
         // A panic while held leaves `Option<Listener>` whole; go on.
         self.listener.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The services every runtime starts with: SANITIZER (id 4), reporting as
+/// [`SanitizerConfig::default`] says (through the process's ASan runtime where it has one, else to
+/// stderr; an aborting report stops the process).
+fn builtin_services() -> Services {
+    let services = Services::new();
+    services.enable_sanitizer(SanitizerConfig::default()).expect("a new registry has no SANITIZER");
+    services
 }
 
 /// Shuts a listener down and joins its thread.

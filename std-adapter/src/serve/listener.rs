@@ -142,7 +142,8 @@ impl Listener {
         &self.shared.doorbell
     }
 
-    /// Starts serving `buffer` (while running is fine).
+    /// Starts serving `buffer` (while running is fine). Its packets report the buffer's
+    /// [`device_ordinal`](HostcallBuffer::device_ordinal) to services.
     pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
         if self.is_shut_down() {
             return Err(Error::ShutDown);
@@ -152,7 +153,8 @@ impl Listener {
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically.
         unsafe {
-            self.shared.poller.add(buffer.protocol(), buffer.as_ptr(), buffer.len(), buffer.num_packets())
+            let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
+            self.shared.poller.add_on_device(buffer.protocol(), base, len, n, buffer.device_ordinal())
         }?;
         self.shared.note_served(buffer.as_ptr(), served);
         owned.insert(buffer.as_ptr() as usize, buffer);
@@ -184,7 +186,8 @@ impl Listener {
         // poller; a `HostcallBuffer` is accessed only atomically; the caller keeps the ranges of
         // the listeners serving this buffer disjoint (see above).
         unsafe {
-            self.shared.poller.add_phase_range(buffer.as_ptr(), buffer.len(), buffer.num_packets(), range)
+            let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
+            self.shared.poller.add_phase_range_on_device(base, len, n, range, buffer.device_ordinal())
         }?;
         self.shared.note_served(buffer.as_ptr(), served);
         owned.insert(buffer.as_ptr() as usize, buffer);
@@ -205,12 +208,28 @@ impl Listener {
     /// `base..base + len` must stay valid, and be accessed only atomically, until
     /// [`Listener::remove_raw`] for it returns or the listener is dropped.
     pub unsafe fn add_raw(&self, base: *mut u8, len: usize, num_packets: u64) -> Result<(), Error> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.add_raw_on_device(base, len, num_packets, 0) }
+    }
+
+    /// [`Listener::add_raw`] for a buffer of device `device` (the ordinal its packets report to
+    /// services, as [`HostcallBuffer::with_device_ordinal`]).
+    ///
+    /// # Safety
+    /// As for [`Listener::add_raw`].
+    pub unsafe fn add_raw_on_device(
+        &self,
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+        device: u32,
+    ) -> Result<(), Error> {
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
         let served = self.shared.services.lane_capacity().serve(num_packets);
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.shared.poller.add(Protocol::Stack, base, len, num_packets) }?;
+        unsafe { self.shared.poller.add_on_device(Protocol::Stack, base, len, num_packets, device) }?;
         self.shared.note_served(base, served);
         Ok(())
     }
