@@ -237,8 +237,10 @@ impl<'a> PacketRequest<'a> {
         self.device
     }
 
-    /// Sets [`PacketRequest::device`] (the poller does, from the buffer's registration).
+    /// Sets [`PacketRequest::device`] (the poller does, from the buffer's registration; the
+    /// poller is not built under loom).
     #[inline]
+    #[cfg(not(loom))]
     pub(crate) fn set_device(&mut self, device: u32) {
         self.device = device;
     }
