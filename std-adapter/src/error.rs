@@ -6,7 +6,14 @@ use hostcall_core::{LayoutError, PollerError};
 use std::fmt;
 
 /// Anything that can go wrong setting up or using hostcalls.
+///
+/// `#[non_exhaustive]`: later versions may add variants, so a `match` needs a `_` arm. The
+/// variants wrapping a lower layer's typed error ([`Memory`](Self::Memory),
+/// [`Layout`](Self::Layout), [`Poller`](Self::Poller), [`Corrupt`](Self::Corrupt)) return it from
+/// [`source`](std::error::Error::source); their `Display` also names it, so a plain
+/// `eprintln!("{e}")`, the message C callers get, says what happened in one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// Memory could not be allocated.
     Memory(MemoryError),
@@ -26,6 +33,14 @@ pub enum Error {
     Message(String),
     /// A service id is already registered.
     ServiceTaken(u32),
+    /// The buffer (or part of its memory) is already served by another listener: one buffer is
+    /// served by one listener at a time, whichever API added it (see `serve::claims`).
+    AlreadyServed {
+        /// The buffer's address.
+        buffer: usize,
+        /// The address of the buffer already served that it overlaps (the same one, if equal).
+        served: usize,
+    },
     // -- Buffer lifecycle (`crate::lifecycle`, ROCm's enable/disable). --
     /// The buffer is already enabled on this listener (possibly for another queue).
     AlreadyEnabled {
@@ -98,6 +113,12 @@ impl fmt::Display for Error {
             Self::TimedOut => f.write_str("timed out waiting for the host"),
             Self::Message(e) => write!(f, "message stream: {e}"),
             Self::ServiceTaken(id) => write!(f, "service id {id} is already registered"),
+            Self::AlreadyServed { buffer, served } if buffer == served => {
+                write!(f, "buffer {buffer:#x} is already served by another listener")
+            }
+            Self::AlreadyServed { buffer, served } => {
+                write!(f, "buffer {buffer:#x} overlaps buffer {served:#x}, which another listener serves")
+            }
             Self::AlreadyEnabled { buffer, queue } => {
                 write!(f, "buffer {buffer:#x} is already enabled (for queue {queue:#x})")
             }
@@ -127,7 +148,17 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Memory(e) => Some(e),
+            Self::Layout(e) => Some(e),
+            Self::Poller(e) => Some(e),
+            Self::Corrupt(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<MemoryError> for Error {
     fn from(e: MemoryError) -> Self {
@@ -147,5 +178,20 @@ impl From<PollerError> for Error {
 impl From<StackError> for Error {
     fn from(e: StackError) -> Self {
         Self::Corrupt(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn wrapped_errors_are_the_source() {
+        let e = Error::Layout(LayoutError::Null);
+        let source = e.source().expect("a source");
+        assert_eq!(source.downcast_ref::<LayoutError>(), Some(&LayoutError::Null));
+        assert!(e.to_string().contains(&LayoutError::Null.to_string()), "{e}");
+        assert!(Error::ShutDown.source().is_none());
     }
 }

@@ -57,16 +57,18 @@ extern "C" fn add_mul(out: *mut [u64; 2], input: *const [u64; 7]) {
 
 mod bench;
 mod check;
+#[path = "../cli/mod.rs"]
+mod cli;
 mod gpu;
 mod options;
 mod scaling;
 
 use check::run;
 use gpu::Gpu;
-use options::parse;
+use options::{parse, USAGE};
 
 fn main() -> ExitCode {
-    let options = parse();
+    let options = cli::run_or_exit(parse(std::env::args_os().skip(1)), USAGE);
     let gpus = match open(&options) {
         Ok(gpus) => gpus,
         Err(Error::Cuda(why)) if cuda::probe().is_err() => {

@@ -9,7 +9,7 @@ use crate::serve::listener::{Listener, ListenerConfig};
 use crate::serve::registry::Services;
 use crate::services::sanitizer::SanitizerConfig;
 use hostcall_core::stack;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -53,7 +53,11 @@ pub struct HostcallRuntime {
     config: ListenerConfig,
     /// The running listener, `Some` exactly while this runtime has enabled buffers. Also the
     /// lock that serialises this runtime's enables and disables (taken before the registry's).
+    /// The read-only methods never take it: a disable holds it while it waits for a poll, and
+    /// that poll's service may be asking how many buffers there are.
     listener: Mutex<Option<Listener>>,
+    /// Buffers enabled on this runtime, written under `listener`'s lock.
+    enabled: AtomicUsize,
 }
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
@@ -79,6 +83,7 @@ impl HostcallRuntime {
             services: Arc::new(builtin_services()),
             config,
             listener: Mutex::new(None),
+            enabled: AtomicUsize::new(0),
         }
     }
 
@@ -111,14 +116,18 @@ impl HostcallRuntime {
         &self.doorbell
     }
 
-    /// Whether a listener thread is running (this runtime has enabled buffers).
+    /// Whether a listener thread is running (this runtime has enabled buffers). Never waits for
+    /// an enable or disable in progress (a service may call it).
     pub fn is_running(&self) -> bool {
-        self.lock_listener().is_some()
+        self.buffer_count() > 0
     }
 
-    /// Number of buffers enabled on this runtime.
+    /// Number of buffers enabled on this runtime. Never waits for an enable or disable in
+    /// progress (a service may call it).
     pub fn buffer_count(&self) -> usize {
-        self.lock_listener().as_ref().map_or(0, Listener::buffer_count)
+        // Relaxed: a count, written under the `listener` lock; a caller that enabled or disabled
+        // on this thread sees its own write, others a value from some recent moment.
+        self.enabled.load(Ordering::Relaxed)
     }
 
     /// ROCm's `enableHostcalls`: initialises the buffer at `buffer` for `num_packets` packets
@@ -153,6 +162,8 @@ impl HostcallRuntime {
         match unsafe { self.serve(&mut listener, buffer, len, num_packets) } {
             Ok(()) => {
                 registry::lock().mark_ready(base);
+                // Relaxed: see `buffer_count`.
+                self.enabled.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
@@ -182,6 +193,8 @@ impl HostcallRuntime {
             running.remove_raw(buffer)?;
         }
         registry::lock().remove(base);
+        // Relaxed: see `buffer_count`.
+        self.enabled.fetch_sub(1, Ordering::Relaxed);
         self.stop_if_idle(&mut listener);
         Ok(())
     }
@@ -259,6 +272,8 @@ impl Drop for HostcallRuntime {
         if let Some(running) = self.lock_listener().take() {
             stop(running);
         }
+        // Relaxed: see `buffer_count`.
+        self.enabled.store(0, Ordering::Relaxed);
         registry::lock().remove_runtime(self.id);
     }
 }

@@ -10,8 +10,13 @@
 //! A runtime without threads (firmware, a bare-metal loop) calls `poll_once` from its main loop;
 //! the std crate's listener is a loop around it that waits on a doorbell in between.
 //!
-//! The lock is held for a whole poll, so once [`Poller::remove`] returns the poller will not touch
-//! that buffer again: the caller may free it.
+//! No lock is held while a service runs: a poll copies the registrations under the table lock,
+//! pins each one, and drains without the lock, so a service may call every other method of its
+//! poller (and of whatever wraps it) from inside a poll. [`Poller::remove`] waits until no poll
+//! uses the buffer, so once it returns the poller will not touch that buffer again and the caller
+//! may free it (the protocol and its ordering: `poller/table.rs`). Polls are serialised by a second lock,
+//! held only by [`Poller::poll_once`]: a poll asked while another is in progress (on another
+//! thread, or from a service of this poller) returns at once with nothing served.
 //!
 //! One phase buffer may be served by several pollers at once (one per host thread), each
 //! registered with [`Poller::add_phase_range`] for a disjoint range of packet indices: the host
@@ -23,6 +28,9 @@ use crate::any::{AnyView, DrainScope};
 use crate::dispatch::Dispatch;
 use crate::host::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest, Protocol};
 use core::fmt;
+use table::{Pins, Registered, Table};
+
+mod table;
 
 /// Why a buffer cannot be added or removed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,40 +67,62 @@ impl fmt::Display for PollerError {
     }
 }
 
-#[derive(Clone, Copy)]
-struct Registered {
-    base: *mut u8,
-    len: usize,
-    num_packets: u64,
-    protocol: Protocol,
-    /// The device ordinal its packets report ([`PacketRequest::device`]).
-    device: u32,
-    /// What this poller serves of the buffer, with its host-private state.
-    scope: DrainScope,
-}
+impl core::error::Error for PollerError {}
 
 /// A fixed-capacity set of up to `N` buffers and the loop body that serves them.
 pub struct Poller<const N: usize> {
-    buffers: spin::Mutex<heapless::Vec<Registered, N>>,
+    /// Which buffers are registered, in which slot. Taken briefly by every method, never held
+    /// while a service runs.
+    table: spin::Mutex<Table<N>>,
+    /// Which slots the poll in progress has still to drain (the removal protocol of `poller/table.rs`).
+    pins: Pins<N>,
+    /// The host-private drain state of each slot (the registration generation it belongs to, and
+    /// its scope). Held for a whole poll and taken only by `poll_once`: it serialises polls.
+    scopes: spin::Mutex<[(u64, DrainScope); N]>,
 }
 
 // SAFETY: the raw pointers are only dereferenced through `AnyView`, whose accesses are all
-// atomic, and `add`'s contract keeps the memory valid until `remove` returns; `remove` takes the
-// same lock as `poll_once`, so no poll can be using a buffer after it is removed.
+// atomic, and `add`'s contract keeps the memory valid until `remove` returns; `remove` waits
+// until no poll has the buffer pinned (see `table`), so no poll can be using a buffer after it is
+// removed.
 unsafe impl<const N: usize> Send for Poller<N> {}
-// SAFETY: as for `Send`: all shared state is behind the spin lock or accessed atomically.
+// SAFETY: as for `Send`: all shared state is behind the two spin locks or accessed atomically.
 unsafe impl<const N: usize> Sync for Poller<N> {}
+
+/// The capacity and the buffers served (base, packets, protocol, device, scope); `<locked>` while
+/// another thread holds the table lock, rather than waiting for it.
+impl<const N: usize> fmt::Debug for Poller<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Serving<'t, const N: usize>(&'t Table<N>);
+        impl<const N: usize> fmt::Debug for Serving<'_, N> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_list().entries(self.0.serving.iter().map(|(_, registered)| registered)).finish()
+            }
+        }
+        let mut s = f.debug_struct("Poller");
+        s.field("capacity", &N);
+        match self.table.try_lock() {
+            Some(table) => s.field("buffers", &Serving(&table)),
+            None => s.field("buffers", &format_args!("<locked>")),
+        };
+        s.finish()
+    }
+}
 
 impl<const N: usize> Default for Poller<N> {
     fn default() -> Self {
-        Self { buffers: spin::Mutex::new(heapless::Vec::new()) }
+        Self::new()
     }
 }
 
 impl<const N: usize> Poller<N> {
     /// An empty poller.
     pub const fn new() -> Self {
-        Self { buffers: spin::Mutex::new(heapless::Vec::new()) }
+        Self {
+            table: spin::Mutex::new(Table::new()),
+            pins: Pins::new(),
+            scopes: spin::Mutex::new([(0, DrainScope::Whole); N]),
+        }
     }
 
     /// Registers an initialised buffer of `protocol` of `num_packets` packets at `base` (of `len`
@@ -144,7 +174,7 @@ impl<const N: usize> Poller<N> {
         // SAFETY: forwarded from this function's contract; the view is dropped at once.
         let view =
             unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
-        self.push(Registered { base, len, num_packets, protocol, device, scope: view.scope() })
+        self.push(base, len, num_packets, protocol, device, view.scope())
     }
 
     /// Registers an initialised phase-protocol buffer of which this poller serves only the
@@ -183,46 +213,58 @@ impl<const N: usize> Poller<N> {
         let protocol = Protocol::Phase;
         // SAFETY: forwarded from this function's contract; the view is dropped at once.
         unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
-        self.push(Registered { base, len, num_packets, protocol, device, scope: DrainScope::range(range) })
+        self.push(base, len, num_packets, protocol, device, DrainScope::range(range))
     }
 
-    fn push(&self, registered: Registered) -> Result<(), PollerError> {
-        let mut buffers = self.buffers.lock();
-        if buffers.iter().any(|b| b.base == registered.base) {
-            return Err(PollerError::AlreadyRegistered { base: registered.base as usize });
+    fn push(
+        &self,
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+        protocol: Protocol,
+        device: u32,
+        scope: DrainScope,
+    ) -> Result<(), PollerError> {
+        let mut table = self.table.lock();
+        if table.get(base).is_some() {
+            return Err(PollerError::AlreadyRegistered { base: base as usize });
         }
-        buffers.push(registered).map_err(|_| PollerError::Full { capacity: N })
+        table
+            .insert(Registered { base, len, num_packets, protocol, device, scope, generation: 0 })
+            .ok_or(PollerError::Full { capacity: N })
     }
 
     /// The protocol of the buffer registered at `base`, if any.
     pub fn protocol(&self, base: *mut u8) -> Option<Protocol> {
-        self.buffers.lock().iter().find(|b| b.base == base).map(|b| b.protocol)
+        self.table.lock().get(base).map(|r| r.protocol)
     }
 
     /// The device ordinal of the buffer registered at `base`, if any.
     pub fn device(&self, base: *mut u8) -> Option<u32> {
-        self.buffers.lock().iter().find(|b| b.base == base).map(|b| b.device)
+        self.table.lock().get(base).map(|r| r.device)
     }
 
     /// Deregisters the buffer at `base`. When this returns no poll is using it.
+    ///
+    /// It waits for a poll that is draining the buffer: called from a service while that service
+    /// is serving a packet of this very buffer, it would wait for itself (the std crate's listener
+    /// refuses removals from its own thread).
     pub fn remove(&self, base: *mut u8) -> Result<(), PollerError> {
-        let mut buffers = self.buffers.lock();
-        let at = buffers
-            .iter()
-            .position(|b| b.base == base)
-            .ok_or(PollerError::NotRegistered { base: base as usize })?;
-        buffers.swap_remove(at);
+        let slot =
+            self.table.lock().retire(base).ok_or(PollerError::NotRegistered { base: base as usize })?;
+        self.pins.wait_unpinned(slot);
+        self.table.lock().free(slot);
         Ok(())
     }
 
     /// Whether a buffer is registered at `base`.
     pub fn contains(&self, base: *mut u8) -> bool {
-        self.buffers.lock().iter().any(|b| b.base == base)
+        self.table.lock().get(base).is_some()
     }
 
     /// Number of registered buffers.
     pub fn len(&self) -> usize {
-        self.buffers.lock().len()
+        self.table.lock().serving.len()
     }
 
     /// Whether no buffer is registered.
@@ -232,22 +274,65 @@ impl<const N: usize> Poller<N> {
 
     /// Drains every registered buffer once, each with its own protocol, dispatching each packet.
     /// Phase buffers are scanned through their [`ScanWindow`](crate::phase::ScanWindow)s (ranges
-    /// whole).
+    /// whole). Returns at once with nothing served if another poll is in progress.
     pub fn poll_once<D: Dispatch + ?Sized>(&self, dispatch: &D) -> DrainReport {
-        let mut buffers = self.buffers.lock();
+        let Some(mut scopes) = self.scopes.try_lock() else {
+            return DrainReport::default();
+        };
+        let mut pinned = self.pin_all();
         let mut report = DrainReport::default();
-        for b in buffers.iter_mut() {
-            let mut to = DispatchTo { dispatch, base: b.base as usize, device: b.device };
-            // SAFETY: `add`'s contract keeps the memory valid while registered, and we hold the
-            // lock that `remove` needs. `add` checked the layout for this protocol, so `from_raw`
-            // cannot fail. For a range, `add_phase_range`'s contract makes this poller the only
-            // host writer of the range's `host_phase` words and reply words.
-            match unsafe { AnyView::from_raw(b.protocol, b.base, b.len, b.num_packets) } {
-                Ok(view) => report += view.drain_scope(&mut b.scope, &mut to),
-                Err(_) => continue,
+        while let Some((slot, r)) = pinned.next() {
+            let (generation, scope) = &mut scopes[slot];
+            if *generation != r.generation {
+                (*generation, *scope) = (r.generation, r.scope);
             }
+            let mut to = DispatchTo { dispatch, base: r.base as usize, device: r.device };
+            // SAFETY: `add`'s contract keeps the memory valid while registered, and the slot is
+            // pinned: `remove` returns only after `unpin` below. `add` checked the layout for this
+            // protocol, so `from_raw` cannot fail. For a range, `add_phase_range`'s contract
+            // makes this poller the only host writer of the range's `host_phase` words and reply
+            // words; the `scopes` lock makes this poll the only one of this poller.
+            if let Ok(view) = unsafe { AnyView::from_raw(r.protocol, r.base, r.len, r.num_packets) } {
+                report += view.drain_scope(scope, &mut to);
+            }
+            self.pins.unpin(slot);
         }
         report
+    }
+
+    /// Copies every serving registration and pins its slot, under the table lock.
+    fn pin_all(&self) -> PinnedSlots<'_, N> {
+        let table = self.table.lock();
+        for &(slot, _) in &table.serving {
+            self.pins.pin(slot);
+        }
+        PinnedSlots { pins: &self.pins, slots: table.serving.clone(), next: 0 }
+    }
+}
+
+/// The registrations a poll pinned, handed out one at a time; whatever is still pinned when it is
+/// dropped (a service panicked through the poll) is unpinned, so no remover waits forever.
+struct PinnedSlots<'p, const N: usize> {
+    pins: &'p Pins<N>,
+    slots: heapless::Vec<(usize, Registered), N>,
+    next: usize,
+}
+
+impl<const N: usize> PinnedSlots<'_, N> {
+    fn next(&mut self) -> Option<(usize, Registered)> {
+        let next = self.slots.get(self.next).copied();
+        self.next += 1;
+        next
+    }
+}
+
+impl<const N: usize> Drop for PinnedSlots<'_, N> {
+    fn drop(&mut self) {
+        // The slot handed out last may not have been unpinned yet (a panic in its drain).
+        let from = self.next.saturating_sub(1);
+        for &(slot, _) in self.slots.iter().skip(from) {
+            self.pins.unpin(slot);
+        }
     }
 }
 
@@ -366,6 +451,107 @@ mod tests {
         poller.remove(phase_base).unwrap();
         poller.remove(stack_base).unwrap();
         assert!(poller.is_empty());
+    }
+
+    /// Runs `f` on a thread and fails if it does not return within 10 s (a deadlock fails the
+    /// test instead of hanging it).
+    fn within_10s(what: &str, f: impl FnOnce() + Send + 'static) {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            f();
+            let _ = done.send(());
+        });
+        let limit = std::time::Duration::from_secs(10);
+        assert!(finished.recv_timeout(limit).is_ok(), "{what} did not return within {limit:?}: a deadlock");
+    }
+
+    /// A service that asks the poller about itself from inside a poll, then a removal that waits
+    /// for a poll in progress (and only for it).
+    #[test]
+    fn a_service_may_ask_its_poller_and_removal_waits_for_the_poll() {
+        use std::sync::atomic::{AtomicBool, Ordering as StdOrdering};
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        struct Holder {
+            poller: Poller<4>,
+            memory: Vec<Line>,
+            base: usize,
+            len: usize,
+            in_service: AtomicBool,
+            release: AtomicBool,
+        }
+        struct Asks(Arc<Holder>);
+        impl Dispatch for Asks {
+            fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+                let h = &self.0;
+                // The old poller held its lock here: each of these deadlocked.
+                let base = h.base as *mut u8;
+                let answer = h.poller.len() as u64
+                    + u64::from(h.poller.contains(base))
+                    + u64::from(h.poller.protocol(base) == Some(Protocol::Stack))
+                    + u64::from(h.poller.poll_once(&ServiceTable::<1>::new()).packets); // nested: nothing
+                h.in_service.store(true, StdOrdering::SeqCst);
+                while !h.release.load(StdOrdering::SeqCst) {
+                    std::thread::yield_now();
+                }
+                for lane in packet.lanes() {
+                    packet.reply(lane, [answer, 0]);
+                }
+            }
+        }
+
+        let n = 2usize;
+        let len = stack::buffer_size(n).unwrap();
+        let mut memory = raw(len);
+        let base = memory.as_mut_ptr() as usize;
+        let holder = Arc::new(Holder {
+            poller: Poller::new(),
+            memory: core::mem::take(&mut memory),
+            base,
+            len,
+            in_service: AtomicBool::new(false),
+            release: AtomicBool::new(false),
+        });
+        assert_eq!(holder.memory.as_ptr() as usize, base);
+        // SAFETY: `holder` owns the memory for as long as the poller (also in it) lives.
+        let view = unsafe { stack::View::from_raw(base as *mut u8, len, n as u64) }.unwrap();
+        view.init(base as u64, 0);
+        // SAFETY: as above.
+        unsafe { holder.poller.add(Protocol::Stack, base as *mut u8, holder.len, n as u64) }.unwrap();
+
+        let mut claimed = view.claim().unwrap().unwrap();
+        claimed.write_lane(0, &[0; 8]);
+        let submitted = claimed.submit(1, 1);
+        let polling = holder.clone();
+        let poll = std::thread::spawn(move || polling.poller.poll_once(&Asks(polling.clone())).packets);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !holder.in_service.load(StdOrdering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "the service deadlocked asking its poller");
+            std::thread::yield_now();
+        }
+        // The service is running: the read-only methods answer at once from here too.
+        let asking = holder.clone();
+        within_10s("len/contains from another thread during a poll", move || {
+            assert_eq!(asking.poller.len(), 1);
+            assert!(asking.poller.contains(asking.base as *mut u8));
+        });
+        // A removal waits for the poll that is draining the buffer.
+        let removing = holder.clone();
+        let (removed_tx, removed) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            removing.poller.remove(removing.base as *mut u8).unwrap();
+            let _ = removed_tx.send(());
+        });
+        assert!(removed.recv_timeout(Duration::from_millis(100)).is_err(), "remove returned during the poll");
+        holder.release.store(true, StdOrdering::SeqCst);
+        assert!(
+            removed.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "remove did not return after the poll"
+        );
+        assert_eq!(poll.join().unwrap(), 1);
+        assert_eq!(submitted.wait(|| {}).reply(0), [1 + 1 + 1, 0], "len 1, contains, stack; nested poll 0");
+        assert!(holder.poller.is_empty());
     }
 
     #[test]
