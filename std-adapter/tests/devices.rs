@@ -12,10 +12,13 @@ use std::sync::{Arc, Mutex};
 
 const WHERE: u32 = 100;
 
+/// Per device: the name and CPUs of the thread that served each packet.
+type Seen = HashMap<u32, Vec<(String, Vec<usize>)>>;
+
 /// Answers `[device ordinal, 0]` and records, per device, the serving threads' names and CPUs.
 #[derive(Clone, Default)]
 struct Where {
-    seen: Arc<Mutex<HashMap<u32, Vec<(String, Vec<usize>)>>>>,
+    seen: Arc<Mutex<Seen>>,
 }
 
 impl PacketService for Where {
