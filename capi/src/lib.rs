@@ -23,6 +23,7 @@
 //! Everything runs on the process-wide default runtime, `hostcall::HostcallRuntime::global()`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 pub mod emulated;
 pub mod lifecycle;
