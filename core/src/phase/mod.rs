@@ -1,4 +1,5 @@
-//! The phase protocol (PROTOCOL.md section 2): ROCm's current hostcall ABI, in which host and
+//! The phase protocol (PROTOCOL.md section 2): ROCm's opt-in hostcall ABI (builds with
+//! `USE_NEW_HOSTCALL_IMPL`; the stack protocol is the default in every release), in which host and
 //! device never read-modify-write the same word, so it works without platform atomics.
 //!
 //! Each packet has two phase words. The device flips its `device_phase[i]` to submit; the host
