@@ -128,12 +128,15 @@ impl HostcallRuntime {
         }
     }
 
-    /// The process-wide default runtime, created on first use. It is never dropped: at exit its
-    /// listener thread (if buffers are still enabled) is simply ended with the process, and no
-    /// exit handler waits for it or frees anything it uses.
+    /// The process-wide default runtime (the one [`crate::enable`] and the C ABI use), created on
+    /// first use on the detected backend ([`crate::detect`]), as ROCm's runtime does: where HSA
+    /// has a GPU, one HSA signal for its listener and DEVMEM blocks and phase bitmaps in the GPU's
+    /// own memory; elsewhere host memory and a host doorbell (an `amd_signal_t` all the same).
+    /// It is never dropped: at exit its listener thread (if buffers are still enabled) is simply
+    /// ended with the process, and no exit handler waits for it or frees anything it uses.
     pub fn global() -> &'static HostcallRuntime {
         static GLOBAL: OnceLock<HostcallRuntime> = OnceLock::new();
-        GLOBAL.get_or_init(HostcallRuntime::new)
+        GLOBAL.get_or_init(|| HostcallRuntime::with_backend(&crate::detect(), Self::default_config()))
     }
 
     /// The services this runtime's listeners dispatch to.
