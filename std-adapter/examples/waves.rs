@@ -38,7 +38,7 @@ struct Options {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: waves [--waves W] [--lanes 1..=64] [--calls C] [--packets P (default W)] [--spin] [--host-memory] [--printf EVERY_NTH_CALL] [--protocol stack|phase]");
+    eprintln!("usage: waves [--waves W] [--lanes 1..=64] [--calls C] [--packets P (default W)] [--spin] [--host-memory] [--printf EVERY_NTH_CALL] [--protocol stack|phase|line]");
     std::process::exit(2)
 }
 
@@ -68,6 +68,7 @@ fn parse() -> Options {
                 o.protocol = match args.next().as_deref() {
                     Some("stack") => Protocol::Stack,
                     Some("phase") => Protocol::Phase,
+                    Some("line") => Protocol::Line,
                     _ => usage(),
                 }
             }
@@ -130,10 +131,10 @@ fn main() -> ExitCode {
     let backend = if o.host_only {
         hostcall::backend::Backend::host("--host-memory given", None)
     } else {
-        // The phase protocol needs no platform atomics, so HSA memory is usable without them.
+        // The phase and line protocols need no platform atomics, so HSA memory is usable without them.
         let atomics = match o.protocol {
             Protocol::Stack => hostcall::backend::hsa::AtomicsRequirement::Required,
-            Protocol::Phase => hostcall::backend::hsa::AtomicsRequirement::NotRequired,
+            Protocol::Phase | Protocol::Line => hostcall::backend::hsa::AtomicsRequirement::NotRequired,
         };
         hostcall::backend::detect_with(&hostcall::backend::DetectOptions { atomics, ..Default::default() })
     };
@@ -156,6 +157,7 @@ fn main() -> ExitCode {
         match o.protocol {
             Protocol::Stack => "stack",
             Protocol::Phase => "phase",
+            Protocol::Line => "line",
         },
         if o.spin { "spinning" } else { "blocking" },
         o.waves,
