@@ -18,7 +18,7 @@ pub const REPLY_LINE_WORDS: usize = 2 * REPLY_WORDS;
 pub const SEQ_MAX: u32 = u32::MAX;
 /// The largest sequence number, shrunk under loom so the models cross the wrap.
 #[cfg(loom)]
-pub const SEQ_MAX: u32 = 3;
+pub const SEQ_MAX: u32 = 2;
 
 /// The sequence after `seq`: `seq + 1`, and 1 after [`SEQ_MAX`] (0 is skipped).
 ///
