@@ -148,9 +148,9 @@ fn check(name: &str, max_bound: usize, model: impl Fn() + Sync + Send + 'static)
 /// Two waves on two packets, one call each on every lane.
 #[test]
 fn two_waves_two_packets() {
-    check("line: 2 waves, 2 packets", 2, || {
+    check("line: 2 waves, 2 packets", 1, || {
         let model = Model::new(2, 2);
-        let masks = [0b11];
+        let masks = [0b01];
         let w = (0..2)
             .map(|i| {
                 let model = model.clone();
