@@ -211,7 +211,7 @@ void disableHostcalls(void *buffer, const void *queue);
 #define HOSTCALL_ERR_MISALIGNED 2             /* buffer not aligned to hostcall_buffer_alignment() */
 #define HOSTCALL_ERR_PACKET_COUNT 3           /* fewer than 2 or more than 2^24 packets */
 #define HOSTCALL_ERR_ALREADY_ENABLED 4        /* buffer already enabled (for any queue) */
-#define HOSTCALL_ERR_OTHER_LISTENER 5         /* buffer enabled on another listener */
+#define HOSTCALL_ERR_OTHER_LISTENER 5         /* buffer enabled or served on another listener */
 #define HOSTCALL_ERR_OVERLAPS 6               /* buffer overlaps an enabled buffer */
 #define HOSTCALL_ERR_QUEUE_TAKEN 7            /* the queue already has a buffer */
 #define HOSTCALL_ERR_NOT_ENABLED 8            /* buffer not enabled */

@@ -16,7 +16,7 @@ pub const HOSTCALL_ERR_MISALIGNED: c_int = 2;
 pub const HOSTCALL_ERR_PACKET_COUNT: c_int = 3;
 /// The buffer is already enabled (for this or another queue).
 pub const HOSTCALL_ERR_ALREADY_ENABLED: c_int = 4;
-/// The buffer is enabled on another listener.
+/// The buffer is enabled (or otherwise served) on another listener.
 pub const HOSTCALL_ERR_OTHER_LISTENER: c_int = 5;
 /// The buffer overlaps an enabled buffer.
 pub const HOSTCALL_ERR_OVERLAPS: c_int = 6;
@@ -75,7 +75,7 @@ pub fn code_of(e: &Error) -> c_int {
         Error::Layout(LayoutError::Misaligned { .. }) => HOSTCALL_ERR_MISALIGNED,
         Error::Layout(LayoutError::Geometry(_)) => HOSTCALL_ERR_PACKET_COUNT,
         Error::AlreadyEnabled { .. } => HOSTCALL_ERR_ALREADY_ENABLED,
-        Error::EnabledOnOtherListener { .. } => HOSTCALL_ERR_OTHER_LISTENER,
+        Error::EnabledOnOtherListener { .. } | Error::AlreadyServed { .. } => HOSTCALL_ERR_OTHER_LISTENER,
         Error::Overlaps { .. } => HOSTCALL_ERR_OVERLAPS,
         Error::QueueTaken { .. } => HOSTCALL_ERR_QUEUE_TAKEN,
         Error::NotEnabled { .. } => HOSTCALL_ERR_NOT_ENABLED,

@@ -194,6 +194,9 @@ pub struct PacketRequest<'a> {
     activemask: u64,
     payload: &'a Payload,
     error: bool,
+    /// The ordinal of the device whose buffer carried the packet (0 unless the buffer was
+    /// registered with one: [`Poller::add_on_device`](crate::Poller::add_on_device)).
+    device: u32,
 }
 
 impl<'a> PacketRequest<'a> {
@@ -201,13 +204,27 @@ impl<'a> PacketRequest<'a> {
     /// masked to the lanes that exist.
     #[inline]
     pub(crate) fn new(index: u32, service: u32, activemask: u64, payload: &'a Payload) -> Self {
-        Self { index, service, activemask: activemask & LANE_MASK, payload, error: false }
+        Self { index, service, activemask: activemask & LANE_MASK, payload, error: false, device: 0 }
     }
 
     /// The packet's index in its buffer.
     #[inline]
     pub fn index(&self) -> u32 {
         self.index
+    }
+
+    /// The ordinal of the device whose buffer carried this packet, as the host registered the
+    /// buffer ([`Poller::add_on_device`](crate::Poller::add_on_device); 0 by default). ROCm's
+    /// sanitizer report names the device by it.
+    #[inline]
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// Sets [`PacketRequest::device`] (the poller does, from the buffer's registration).
+    #[inline]
+    pub(crate) fn set_device(&mut self, device: u32) {
+        self.device = device;
     }
 
     /// The service id the device asked for (not validated: any `u32`).

@@ -13,6 +13,8 @@ use hostcall_core::stack::{buffer_size, payloads_offset, CONTROL_READY, HEADERS_
 use hostcall_core::{LANES, SLOT_WORDS};
 use std::path::PathBuf;
 
+mod whole_host;
+
 fn seeds_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds").join(target)
 }
@@ -334,7 +336,8 @@ fn ops_seeds() -> Vec<(&'static str, Vec<u8>)> {
 fn all_seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let drain = drain_seeds().into_iter().map(|(name, bytes)| ("drain_buffer_image", name, bytes));
     let ops = ops_seeds().into_iter().map(|(name, bytes)| ("producer_consumer_ops", name, bytes));
-    drain.chain(ops).collect()
+    let whole = whole_host::seeds().into_iter().map(|(name, bytes)| ("whole_host", name, bytes));
+    drain.chain(ops).chain(whole).collect()
 }
 
 #[test]
@@ -343,6 +346,7 @@ fn seeds_pass() {
         println!("{target}/{name}");
         match target {
             "drain_buffer_image" => crate::drain_buffer_image(&bytes),
+            "whole_host" => crate::whole_host(&bytes),
             _ => crate::producer_consumer_ops(&bytes),
         }
     }

@@ -47,6 +47,11 @@ fn message_stream_seeds() {
     replay("message_stream", hostcall_fuzz_targets::message_stream);
 }
 
+#[test]
+fn whole_host_seeds() {
+    replay("whole_host", hostcall_fuzz_targets::whole_host);
+}
+
 /// Inputs no seed covers: empty, one byte, every opcode with no operands.
 #[test]
 fn degenerate_inputs() {
@@ -55,5 +60,6 @@ fn degenerate_inputs() {
         hostcall_fuzz_targets::producer_consumer_ops(data);
         hostcall_fuzz_targets::message_stream(data);
         hostcall_fuzz_targets::line_exchange(data);
+        hostcall_fuzz_targets::whole_host(data);
     }
 }

@@ -40,6 +40,8 @@ pub struct HostcallBuffer {
     /// The device-memory bitmap at `occupied`, where this buffer owns it
     /// ([`HostcallBuffer::with_device_occupied`]).
     device_occupied: Option<DeviceAllocation>,
+    /// The device ordinal its packets report to services ([`HostcallBuffer::with_device_ordinal`]).
+    device_ordinal: u32,
 }
 
 impl HostcallBuffer {
@@ -98,9 +100,31 @@ impl HostcallBuffer {
             protocol,
             occupied,
             device_occupied: None,
+            device_ordinal: 0,
         };
         buffer.reset();
         Ok(buffer)
+    }
+
+    /// The same buffer for device `ordinal`: a listener serving it hands every packet's service
+    /// that ordinal ([`PacketRequest::device`](hostcall_core::PacketRequest::device); the
+    /// SANITIZER report's device index). The default is 0.
+    ///
+    /// ```
+    /// use hostcall::{buffer::HostcallBuffer, doorbell::ParkingDoorbell, memory::HostMemory};
+    /// use std::sync::Arc;
+    /// let buffer = HostcallBuffer::new(Arc::new(HostMemory), 4, Arc::new(ParkingDoorbell::new())).unwrap();
+    /// assert_eq!(buffer.device_ordinal(), 0);
+    /// assert_eq!(buffer.with_device_ordinal(2).device_ordinal(), 2);
+    /// ```
+    pub fn with_device_ordinal(mut self, ordinal: u32) -> Self {
+        self.device_ordinal = ordinal;
+        self
+    }
+
+    /// The device ordinal its packets report (see [`HostcallBuffer::with_device_ordinal`]).
+    pub fn device_ordinal(&self) -> u32 {
+        self.device_ordinal
     }
 
     /// The buffer's protocol.

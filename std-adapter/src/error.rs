@@ -26,6 +26,14 @@ pub enum Error {
     Message(String),
     /// A service id is already registered.
     ServiceTaken(u32),
+    /// The buffer (or part of its memory) is already served by another listener: one buffer is
+    /// served by one listener at a time, whichever API added it (see `serve::claims`).
+    AlreadyServed {
+        /// The buffer's address.
+        buffer: usize,
+        /// The address of the buffer already served that it overlaps (the same one, if equal).
+        served: usize,
+    },
     // -- Buffer lifecycle (`crate::lifecycle`, ROCm's enable/disable). --
     /// The buffer is already enabled on this listener (possibly for another queue).
     AlreadyEnabled {
@@ -98,6 +106,12 @@ impl fmt::Display for Error {
             Self::TimedOut => f.write_str("timed out waiting for the host"),
             Self::Message(e) => write!(f, "message stream: {e}"),
             Self::ServiceTaken(id) => write!(f, "service id {id} is already registered"),
+            Self::AlreadyServed { buffer, served } if buffer == served => {
+                write!(f, "buffer {buffer:#x} is already served by another listener")
+            }
+            Self::AlreadyServed { buffer, served } => {
+                write!(f, "buffer {buffer:#x} overlaps buffer {served:#x}, which another listener serves")
+            }
             Self::AlreadyEnabled { buffer, queue } => {
                 write!(f, "buffer {buffer:#x} is already enabled (for queue {queue:#x})")
             }

@@ -90,17 +90,27 @@ fn printf_from_every_lane_of_a_wave(protocol: Protocol) {
     assert_eq!(s.listener.shutdown().services[&PRINTF].1.errors, 0);
 }
 
-fn a_bad_format_replies_minus_one_and_printing_goes_on(protocol: Protocol) {
+fn a_bad_format_prints_up_to_the_problem_and_printing_goes_on(protocol: Protocol) {
     let s = setup(MessageLimits::default(), protocol);
     let wave = Wave::new(s.buffer.clone(), 1);
+    // As ROCm: printed up to the conversion that cannot be printed, the count so far replied;
+    // then a marker naming the problem (not counted).
     let reply = wave.send_messages(PRINTF, |_| PrintfMessage::new(b"%d %d\n").int(1).into_words()).unwrap();
-    assert_eq!(reply.lane(0)[0] as i64, -1, "missing argument");
+    assert_eq!(reply.lane(0), [2, 0], "missing argument");
+    let reply = wave.send_messages(PRINTF, |_| PrintfMessage::new(b"|x=%y|").into_words()).unwrap();
+    assert_eq!(reply.lane(0), [3, 0], "bad conversion");
+    let reply = wave.send_messages(PRINTF, |_| PrintfMessage::new(b"|%1$d|").int(1).into_words()).unwrap();
+    assert_eq!(reply.lane(0), [1, 0], "positional argument");
+    // No format string at all: -1, nothing printed.
     let reply =
         wave.send_messages(PRINTF, |_| PrintfMessage::new(b"ok\n").control(0b10).into_words()).unwrap();
     assert_eq!(reply.lane(0)[0] as i64, -1, "unknown control bit");
     let reply = wave.send_messages(PRINTF, |_| PrintfMessage::new(b"ok %u\n").uint(7).into_words()).unwrap();
     assert_eq!(reply.lane(0), [5, 0]);
-    assert_eq!(s.stdout.text(), "ok 7\n");
+    assert_eq!(
+        s.stdout.text(),
+        "1 <hostcall: missing argument>|x=<hostcall: bad conversion %y>|<hostcall: bad conversion %$>ok 7\n"
+    );
 }
 
 /// One raw chunk from one lane.
@@ -189,7 +199,7 @@ fn devmem_allocates_frees_and_refuses(protocol: Protocol) {
 // Every test above, once per wire protocol.
 for_both_protocols!(
     printf_from_every_lane_of_a_wave,
-    a_bad_format_replies_minus_one_and_printing_goes_on,
+    a_bad_format_prints_up_to_the_problem_and_printing_goes_on,
     malformed_streams_get_error_replies_and_the_listener_goes_on,
     devmem_allocates_frees_and_refuses
 );

@@ -90,6 +90,11 @@ macro_rules! hsa_functions {
         /// `hsa_status_string`).
         pub struct HsaLib {
             $( $(#[$meta])* pub $name: unsafe extern "C" fn($($arg: $ty),*) $(-> $ret)?, )*
+            /// `hsa_status_t hsa_system_get_major_extension_table(uint16_t extension, uint16_t
+            /// version_major, size_t table_length, void* table)`, where the library has it (ROCr
+            /// does; loading does not fail without it): the loader extension's table
+            /// ([`crate::AmdLoaderTable`], [`crate::EXTENSION_AMD_LOADER`], version 1).
+            pub hsa_system_get_major_extension_table: Option<crate::loader::GetMajorExtensionTable>,
             path: OsString,
             _library: Library,
         }
@@ -116,7 +121,14 @@ macro_rules! hsa_functions {
                         message: error.to_string(),
                     })?;
                 )*
-                Ok(Self { $($name,)* path, _library: library })
+                // SAFETY: as above: the C prototype of `hsa_system_get_major_extension_table`
+                // (`hsa.h`), kept next to the `Library`.
+                let hsa_system_get_major_extension_table = unsafe {
+                    library.get::<crate::loader::GetMajorExtensionTable>(b"hsa_system_get_major_extension_table\0")
+                }
+                .ok()
+                .map(|symbol| *symbol);
+                Ok(Self { $($name,)* hsa_system_get_major_extension_table, path, _library: library })
             }
         }
     };

@@ -56,6 +56,8 @@ macro_rules! c_enum {
     };
 }
 
+pub(crate) use c_enum;
+
 c_enum! {
     /// A status code returned by most HSA functions (`hsa.h`, plus the AMD ones of `hsa_ext_amd.h`).
     HsaStatus(u32) = "hsa_status_t" {

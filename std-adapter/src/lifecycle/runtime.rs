@@ -7,8 +7,9 @@ use crate::doorbell::{Doorbell, ParkingDoorbell};
 use crate::error::Error;
 use crate::serve::listener::{Listener, ListenerConfig};
 use crate::serve::registry::Services;
+use crate::services::sanitizer::SanitizerConfig;
 use hostcall_core::stack;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -21,6 +22,10 @@ use std::time::Duration;
 /// The services and the doorbell belong to the runtime and outlive its listener threads: a
 /// service registered once serves every later incarnation of the listener, and the doorbell handle
 /// written into a buffer stays valid as long as the runtime lives.
+///
+/// Built in from the start: SANITIZER (id 4, [`crate::services::sanitizer`]), as in ROCm's
+/// runtime. To serve it differently, unregister it first (`runtime.services().unregister(4)`) and
+/// register your own (e.g. [`Services::enable_sanitizer`] with another configuration).
 ///
 /// ```
 /// use hostcall::lifecycle::{buffer_size, EmulatedWave, HostcallRuntime, QueueId};
@@ -48,7 +53,11 @@ pub struct HostcallRuntime {
     config: ListenerConfig,
     /// The running listener, `Some` exactly while this runtime has enabled buffers. Also the
     /// lock that serialises this runtime's enables and disables (taken before the registry's).
+    /// The read-only methods never take it: a disable holds it while it waits for a poll, and
+    /// that poll's service may be asking how many buffers there are.
     listener: Mutex<Option<Listener>>,
+    /// Buffers enabled on this runtime, written under `listener`'s lock.
+    enabled: AtomicUsize,
 }
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
@@ -71,9 +80,10 @@ impl HostcallRuntime {
             // Relaxed: only uniqueness matters.
             id: NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed),
             doorbell,
-            services: Arc::new(Services::new()),
+            services: Arc::new(builtin_services()),
             config,
             listener: Mutex::new(None),
+            enabled: AtomicUsize::new(0),
         }
     }
 
@@ -106,14 +116,18 @@ impl HostcallRuntime {
         &self.doorbell
     }
 
-    /// Whether a listener thread is running (this runtime has enabled buffers).
+    /// Whether a listener thread is running (this runtime has enabled buffers). Never waits for
+    /// an enable or disable in progress (a service may call it).
     pub fn is_running(&self) -> bool {
-        self.lock_listener().is_some()
+        self.buffer_count() > 0
     }
 
-    /// Number of buffers enabled on this runtime.
+    /// Number of buffers enabled on this runtime. Never waits for an enable or disable in
+    /// progress (a service may call it).
     pub fn buffer_count(&self) -> usize {
-        self.lock_listener().as_ref().map_or(0, Listener::buffer_count)
+        // Relaxed: a count, written under the `listener` lock; a caller that enabled or disabled
+        // on this thread sees its own write, others a value from some recent moment.
+        self.enabled.load(Ordering::Relaxed)
     }
 
     /// ROCm's `enableHostcalls`: initialises the buffer at `buffer` for `num_packets` packets
@@ -148,6 +162,8 @@ impl HostcallRuntime {
         match unsafe { self.serve(&mut listener, buffer, len, num_packets) } {
             Ok(()) => {
                 registry::lock().mark_ready(base);
+                // Relaxed: see `buffer_count`.
+                self.enabled.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
@@ -177,6 +193,8 @@ impl HostcallRuntime {
             running.remove_raw(buffer)?;
         }
         registry::lock().remove(base);
+        // Relaxed: see `buffer_count`.
+        self.enabled.fetch_sub(1, Ordering::Relaxed);
         self.stop_if_idle(&mut listener);
         Ok(())
     }
@@ -228,6 +246,15 @@ impl HostcallRuntime {
     }
 }
 
+/// The services every runtime starts with: SANITIZER (id 4), reporting as
+/// [`SanitizerConfig::default`] says (through the process's ASan runtime where it has one, else to
+/// stderr; an aborting report stops the process).
+fn builtin_services() -> Services {
+    let services = Services::new();
+    services.enable_sanitizer(SanitizerConfig::default()).expect("a new registry has no SANITIZER");
+    services
+}
+
 /// Shuts a listener down and joins its thread.
 fn stop(listener: Listener) {
     if let Some(id) = listener.thread_id() {
@@ -245,6 +272,8 @@ impl Drop for HostcallRuntime {
         if let Some(running) = self.lock_listener().take() {
             stop(running);
         }
+        // Relaxed: see `buffer_count`.
+        self.enabled.store(0, Ordering::Relaxed);
         registry::lock().remove_runtime(self.id);
     }
 }

@@ -6,27 +6,43 @@
 //! Every wake-up, a ring or a timeout, polls all buffers, so a missed ring (a device that pushed
 //! without ringing, or a lost signal) delays a wave by at most one timeout and never hangs it.
 //!
-//! [`Listener::shutdown`] (and `Drop`) stops the loop, goes on answering until no packet has
-//! arrived for [`ListenerConfig::shutdown_grace`], and joins the thread. It stops the loop by a
-//! flag of this listener's own and wakes the thread with a [`Doorbell::ring`]: other listeners
-//! sleeping on the same doorbell (a [`crate::ListenerPool`], or listeners given one doorbell)
-//! see one spurious ring, poll once, and sleep again. Nothing is stored into the doorbell that
-//! would keep them awake.
+//! Shutdown is bounded, whatever the device does: [`Listener::shutdown`] (and `Drop`) stops the
+//! loop, goes on serving for [`ListenerConfig::shutdown_grace`] ([`Listener::shutdown_timeout`]:
+//! for a grace of the caller's choosing), then answers every packet still submitted with the
+//! shutdown error ([`ErrorCode::ShuttingDown`], through [`reply_error_all`], so DEVMEM gets
+//! `[0, 5]`) and joins the thread. It returns after the grace plus at most one packet's service
+//! time (a service already running is not interrupted) plus one poll. A packet submitted after
+//! that last poll is not answered by this listener (it stays submitted, for the next listener of
+//! the buffer); a device that may still call should use a timeout. The thread is stopped by a
+//! flag of this listener's own and woken with a [`Doorbell::ring`]: other listeners sleeping on
+//! the same doorbell (a [`crate::ListenerPool`], or listeners given one doorbell) see one
+//! spurious ring, poll once, and sleep again. Nothing is stored into the doorbell that would keep
+//! them awake.
+//!
+//! No lock is held while a service runs (the core poller pins buffers instead, see
+//! [`Poller`]): a service may call this listener's read-only methods ([`Listener::buffer_count`],
+//! [`Listener::stats`], [`Listener::is_shut_down`], `Debug`) and add buffers. Removing a buffer
+//! from a service is refused ([`Error::CalledFromListener`]): it waits for the poll in progress.
+//!
+//! One buffer is served by one listener at a time, process-wide: every add takes a claim on the
+//! buffer's memory (see `serve::claims`), and a buffer another listener serves is refused with
+//! [`Error::AlreadyServed`].
 
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::serve::capacity::ServedPackets;
-use crate::serve::registry::{Services, Stats, ThreadDispatch};
-use hostcall_core::{DrainReport, Poller, Protocol};
+use crate::serve::claims::{self, Claim};
+use crate::serve::registry::{reply_error_all, Services, Stats, ThreadDispatch};
+use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, PacketRequest, Poller, Protocol};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 /// Most buffers one listener serves at once (the core poller's fixed capacity). Start more
-/// listeners for more; one buffer must never be registered with two.
+/// listeners for more; one buffer is never served by two (a second add is refused).
 pub const MAX_BUFFERS: usize = 256;
 
 /// How a listener waits.
@@ -39,7 +55,8 @@ pub struct ListenerConfig {
     pub min_wait: Duration,
     /// The longest doorbell timeout when idle: the bound on what a missed ring costs.
     pub max_wait: Duration,
-    /// After shutdown is asked, answering goes on until no packet arrived for this long.
+    /// After shutdown is asked, packets are served normally for this long; then whatever is
+    /// still submitted is answered with [`ErrorCode::ShuttingDown`] and the thread ends.
     pub shutdown_grace: Duration,
     /// The thread's name.
     pub thread_name: String,
@@ -71,12 +88,25 @@ struct Shared {
     /// Keeps each registered buffer alive while the poller may touch it (the contract of
     /// `Poller::add`). Keyed by base address.
     owned: Mutex<HashMap<usize, Arc<HostcallBuffer>>>,
-    /// The packets of each buffer served (owned or raw, keyed by base address), counted in the
-    /// registry's lane capacity while they are served (and until the listener is dropped).
-    served: Mutex<HashMap<usize, ServedPackets>>,
+    /// What each buffer served (owned or raw, keyed by base address) holds while it is served:
+    /// its process-wide claim and its packets in the registry's lane capacity. Released when the
+    /// buffer is removed or the thread has been joined.
+    served: Mutex<HashMap<usize, Served>>,
+    /// Names this listener in the process-wide claims.
+    id: u64,
     stop: AtomicBool,
+    /// The grace of the shutdown asked, in nanoseconds; written before `stop` is set.
+    grace_nanos: AtomicU64,
     config: ListenerConfig,
 }
+
+/// What a served buffer holds (dropped when it is no longer served).
+struct Served {
+    _claim: Claim,
+    _packets: ServedPackets,
+}
+
+static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A listener thread serving hostcall buffers.
 ///
@@ -98,6 +128,8 @@ struct Shared {
 pub struct Listener {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The listener thread's id (also after it has been joined).
+    thread_id: ThreadId,
 }
 
 impl Listener {
@@ -119,7 +151,10 @@ impl Listener {
             doorbell,
             owned: Mutex::new(HashMap::new()),
             served: Mutex::new(HashMap::new()),
+            // Relaxed: only uniqueness matters.
+            id: NEXT_LISTENER_ID.fetch_add(1, Ordering::Relaxed),
             stop: AtomicBool::new(false),
+            grace_nanos: AtomicU64::new(0),
             config,
         });
         let thread = {
@@ -129,7 +164,8 @@ impl Listener {
                 .spawn(move || run(&shared))
                 .map_err(|e| Error::Thread(e.to_string()))?
         };
-        Ok(Self { shared, thread: Mutex::new(Some(thread)) })
+        let thread_id = thread.thread().id();
+        Ok(Self { shared, thread: Mutex::new(Some(thread)), thread_id })
     }
 
     /// The service registry (register services before or while waves run).
@@ -142,17 +178,25 @@ impl Listener {
         &self.shared.doorbell
     }
 
-    /// Starts serving `buffer` (while running is fine).
+    /// Starts serving `buffer` (while running is fine). Its packets report the buffer's
+    /// [`device_ordinal`](HostcallBuffer::device_ordinal) to services. Refused with
+    /// [`Error::AlreadyServed`] if another listener serves it (or memory of it), whichever API
+    /// added it there.
     pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
+        let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
-        let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        let served = self.shared.services.lane_capacity().serve(buffer.num_packets());
+        let claim = claims::claim_whole(buffer.as_ptr() as usize, buffer.len(), self.shared.id)?;
+        let served = Served {
+            _claim: claim,
+            _packets: self.shared.services.lane_capacity().serve(buffer.num_packets()),
+        };
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically.
         unsafe {
-            self.shared.poller.add(buffer.protocol(), buffer.as_ptr(), buffer.len(), buffer.num_packets())
+            let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
+            self.shared.poller.add_on_device(buffer.protocol(), base, len, n, buffer.device_ordinal())
         }?;
         self.shared.note_served(buffer.as_ptr(), served);
         owned.insert(buffer.as_ptr() as usize, buffer);
@@ -163,36 +207,43 @@ impl Listener {
     /// several listeners (threads) can share one buffer, each serving its own disjoint range
     /// ([`crate::serve::pool::ListenerPool`] does the split). The caller makes sure no other listener
     /// serves an index of `range`, and that every packet of the buffer is served by some
-    /// listener. The stack protocol cannot be split ([`Error::Unsupported`]).
+    /// listener. The stack protocol cannot be split ([`Error::Unsupported`]). Refused with
+    /// [`Error::AlreadyServed`] if another listener serves the buffer whole, or a range of it
+    /// overlapping `range`.
     pub fn add_buffer_range(
         &self,
         buffer: Arc<HostcallBuffer>,
         range: std::ops::Range<u32>,
     ) -> Result<(), Error> {
-        if self.is_shut_down() {
-            return Err(Error::ShutDown);
-        }
         if buffer.protocol() != Protocol::Phase {
             return Err(Error::Unsupported(
                 "only a phase-protocol buffer can be split between listeners".into(),
             ));
         }
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        let served =
-            self.shared.services.lane_capacity().serve(u64::from(range.end.saturating_sub(range.start)));
+        if self.is_shut_down() {
+            return Err(Error::ShutDown);
+        }
+        let claim =
+            claims::claim_range(buffer.as_ptr() as usize, buffer.len(), range.clone(), self.shared.id)?;
+        let packets = u64::from(range.end.saturating_sub(range.start));
+        let served = Served { _claim: claim, _packets: self.shared.services.lane_capacity().serve(packets) };
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically; the caller keeps the ranges of
         // the listeners serving this buffer disjoint (see above).
         unsafe {
-            self.shared.poller.add_phase_range(buffer.as_ptr(), buffer.len(), buffer.num_packets(), range)
+            let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
+            self.shared.poller.add_phase_range_on_device(base, len, n, range, buffer.device_ordinal())
         }?;
         self.shared.note_served(buffer.as_ptr(), served);
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
 
-    /// Stops serving `buffer`. When this returns the listener no longer touches it.
+    /// Stops serving `buffer`. When this returns the listener no longer touches it. Refused from
+    /// the listener's own thread (a service), where it would wait for its own poll.
     pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<Arc<HostcallBuffer>, Error> {
+        self.refuse_own_thread()?;
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
         self.shared.poller.remove(buffer.as_ptr())?;
         self.shared.forget_served(buffer.as_ptr());
@@ -204,19 +255,42 @@ impl Listener {
     /// # Safety
     /// `base..base + len` must stay valid, and be accessed only atomically, until
     /// [`Listener::remove_raw`] for it returns or the listener is dropped.
+    ///
+    /// Refused with [`Error::AlreadyServed`] if another listener serves memory of it.
     pub unsafe fn add_raw(&self, base: *mut u8, len: usize, num_packets: u64) -> Result<(), Error> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.add_raw_on_device(base, len, num_packets, 0) }
+    }
+
+    /// [`Listener::add_raw`] for a buffer of device `device` (the ordinal its packets report to
+    /// services, as [`HostcallBuffer::with_device_ordinal`]).
+    ///
+    /// # Safety
+    /// As for [`Listener::add_raw`].
+    pub unsafe fn add_raw_on_device(
+        &self,
+        base: *mut u8,
+        len: usize,
+        num_packets: u64,
+        device: u32,
+    ) -> Result<(), Error> {
+        let _owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
-        let served = self.shared.services.lane_capacity().serve(num_packets);
+        let claim = claims::claim_whole(base as usize, len, self.shared.id)?;
+        let served =
+            Served { _claim: claim, _packets: self.shared.services.lane_capacity().serve(num_packets) };
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.shared.poller.add(Protocol::Stack, base, len, num_packets) }?;
+        unsafe { self.shared.poller.add_on_device(Protocol::Stack, base, len, num_packets, device) }?;
         self.shared.note_served(base, served);
         Ok(())
     }
 
-    /// Stops serving a buffer added with [`Listener::add_raw`].
+    /// Stops serving a buffer added with [`Listener::add_raw`]. Refused from the listener's own
+    /// thread, as [`Listener::remove_buffer`].
     pub fn remove_raw(&self, base: *mut u8) -> Result<(), Error> {
+        self.refuse_own_thread()?;
         self.shared.poller.remove(base)?;
         self.shared.forget_served(base);
         Ok(())
@@ -242,21 +316,47 @@ impl Listener {
         self.shared.stop.load(Ordering::Acquire)
     }
 
-    /// Stops the thread after answering what is in flight, joins it, and returns the counters.
-    /// Idempotent.
+    /// [`Listener::shutdown_timeout`] with [`ListenerConfig::shutdown_grace`].
     pub fn shutdown(&self) -> Stats {
+        self.shutdown_timeout(self.shared.config.shutdown_grace)
+    }
+
+    /// Stops the thread and returns the counters, whatever the device does: packets are served
+    /// normally for `grace`, then every packet still submitted is answered with
+    /// [`ErrorCode::ShuttingDown`] and the thread is joined. Returns after `grace`, plus at most
+    /// one packet's service time and one poll. The buffers' claims are released: other listeners
+    /// may serve them. Idempotent (a later call returns at once; the first call's grace holds).
+    ///
+    /// From the listener's own thread (a service) it only asks the thread to stop.
+    pub fn shutdown_timeout(&self, grace: Duration) -> Stats {
+        let nanos = u64::try_from(grace.as_nanos()).unwrap_or(u64::MAX);
+        // Relaxed: published by the Release store of `stop` just below.
+        self.shared.grace_nanos.store(nanos, Ordering::Relaxed);
         // Release: pairs with the Acquire load in `run`. Then a ring wakes this listener's thread
         // if it sleeps on the doorbell; to any other listener on the doorbell it is a spurious
         // ring (one poll), so they keep working.
         self.shared.stop.store(true, Ordering::Release);
         self.shared.doorbell.ring();
+        if std::thread::current().id() == self.thread_id {
+            return self.stats();
+        }
         let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(thread) = thread {
             if thread.join().is_err() {
                 log::error!("the listener thread panicked");
             }
+            // The thread is gone: nothing serves the buffers any more.
+            let _owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
+            self.shared.served.lock().unwrap_or_else(|p| p.into_inner()).clear();
         }
         self.stats()
+    }
+
+    fn refuse_own_thread(&self) -> Result<(), Error> {
+        if std::thread::current().id() == self.thread_id {
+            return Err(Error::CalledFromListener);
+        }
+        Ok(())
     }
 }
 
@@ -273,12 +373,14 @@ impl std::fmt::Debug for Listener {
 }
 
 impl Shared {
-    /// Keeps the buffer at `base` counted in the registry's lane capacity until it is removed.
-    fn note_served(&self, base: *const u8, served: ServedPackets) {
+    /// Keeps the buffer at `base` claimed and counted in the registry's lane capacity until it
+    /// is removed.
+    fn note_served(&self, base: *const u8, served: Served) {
         self.served.lock().unwrap_or_else(|p| p.into_inner()).insert(base as usize, served);
     }
 
-    /// The buffer at `base` is no longer served: its packets leave the lane capacity.
+    /// The buffer at `base` is no longer served: its claim is released, its packets leave the
+    /// lane capacity.
     fn forget_served(&self, base: *const u8) {
         self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&(base as usize));
     }
@@ -295,7 +397,7 @@ fn run(shared: &Shared) {
     let mut last_seen = shared.doorbell.value();
     let mut wait = config.min_wait;
     let mut idle_polls = 0u32;
-    // Acquire: pairs with the Release store in `shutdown`.
+    // Acquire: pairs with the Release store in `shutdown_timeout`.
     while !shared.stop.load(Ordering::Acquire) {
         if poll(shared).packets > 0 {
             idle_polls = 0;
@@ -316,17 +418,53 @@ fn run(shared: &Shared) {
         }
         last_seen = now;
     }
-    drain_until_quiet(shared, &dispatch);
+    finish(shared, &dispatch);
 }
 
-/// Answers in-flight packets until none arrived for the grace period.
-fn drain_until_quiet(shared: &Shared, dispatch: &ThreadDispatch<'_>) {
-    let mut quiet_since = Instant::now();
-    while quiet_since.elapsed() < shared.config.shutdown_grace {
-        if poll(shared, dispatch).packets > 0 {
-            quiet_since = Instant::now();
-        } else {
+/// After shutdown was asked: serves normally for the grace, then answers whatever is still
+/// submitted with the shutdown error (one last poll), and returns.
+fn finish(shared: &Shared, dispatch: &ThreadDispatch<'_>) {
+    // Relaxed: written before the Release store of `stop` that the caller's Acquire load saw.
+    let grace = Duration::from_nanos(shared.grace_nanos.load(Ordering::Relaxed));
+    let until =
+        Instant::now().checked_add(grace).unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+    let closing = Closing { dispatch, until, refused: std::cell::Cell::new(0) };
+    while Instant::now() < until {
+        if shared.poller.poll_once(&closing).packets == 0 {
             std::thread::sleep(Duration::from_micros(50));
         }
+    }
+    shared.poller.poll_once(&closing);
+    if closing.refused.get() > 0 {
+        log::warn!(
+            "listener shut down: {} packets still submitted after the grace of {grace:?} answered with \
+             the shutdown error",
+            closing.refused.get()
+        );
+    }
+}
+
+/// The dispatch of a listener shutting down: serves normally until `until`, then answers every
+/// packet with [`ErrorCode::ShuttingDown`] (checked per packet, so one poll over many packets
+/// does not stretch the grace).
+struct Closing<'d, 'a> {
+    dispatch: &'d ThreadDispatch<'a>,
+    until: Instant,
+    /// Packets answered with the shutdown error.
+    refused: std::cell::Cell<u64>,
+}
+
+impl Dispatch for Closing<'_, '_> {
+    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        if Instant::now() < self.until {
+            self.dispatch.dispatch(packet);
+        } else {
+            reply_error_all(packet, ErrorCode::ShuttingDown);
+            self.refused.set(self.refused.get() + 1);
+        }
+    }
+
+    fn malformed(&self, buffer: usize, error: DrainError) {
+        self.dispatch.malformed(buffer, error);
     }
 }

@@ -5,9 +5,11 @@
 //! - [`pool`]: [`ListenerPool`](pool::ListenerPool), several listeners splitting the same buffers;
 //! - [`capacity`]: [`LaneCapacity`](capacity::LaneCapacity), the lanes a registry's listeners
 //!   serve (the bound on open messages);
+//! - `claims`: the process-wide claims that keep one buffer on one listener at a time;
 //! - [`unknown_ids`]: the registry's bounded record of unknown service ids.
 
 pub mod capacity;
+mod claims;
 pub mod listener;
 pub mod pool;
 pub mod registry;

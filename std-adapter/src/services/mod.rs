@@ -5,6 +5,7 @@
 //!   sends (`unsafe` to enable);
 //! - PRINTF (id 2): [`printf`], formatting as glibc does, on top of [`message`] assembly;
 //! - DEVMEM (id 3): [`devmem`], device memory allocated by the host;
+//! - SANITIZER (id 4): [`sanitizer`], AddressSanitizer reports from device code;
 //! - [`message`]: host-side message assembly (chunks in, whole messages out), for any service
 //!   whose requests span several calls.
 
@@ -12,3 +13,4 @@ pub mod devmem;
 pub mod function_call;
 pub mod message;
 pub mod printf;
+pub mod sanitizer;

@@ -175,6 +175,17 @@ impl StandIn {
         }
     }
 
+    /// Replaces the code objects the loader extension lists: one per line,
+    /// `executable base size delta uri` (base and size hexadecimal, delta decimal).
+    pub fn set_code_objects(&self, spec: &str) {
+        // SAFETY: `int hsa_standin_set_code_objects(const char*)`.
+        let set: unsafe extern "C" fn(*const c_char) -> c_int =
+            unsafe { self.symbol("hsa_standin_set_code_objects") };
+        let spec_c = CString::new(spec).unwrap();
+        // SAFETY: a NUL-terminated string that outlives the call.
+        assert_eq!(unsafe { set(spec_c.as_ptr()) }, 0, "the stand-in refused code objects {spec:?}");
+    }
+
     /// The call log, a line per call: `<function> <arguments>-> <status>`.
     pub fn log(&self) -> String {
         self.text("hsa_standin_log")

@@ -16,3 +16,6 @@ macro_rules! for_both_protocols {
         }
     };
 }
+
+#[allow(dead_code)] // not every test binary uses it
+pub mod watchdog;

@@ -11,8 +11,11 @@
  * LINK_INFO), hsa_amd_memory_pool_allocate and _free, hsa_amd_agents_allow_access,
  * hsa_amd_memory_fill, hsa_signal_create and _destroy, hsa_signal_{load_scacquire, load_relaxed,
  * store_screlease, store_relaxed, add_screlease, add_relaxed, subtract_screlease,
- * subtract_relaxed, wait_scacquire, wait_relaxed}.
- * NOT IMPLEMENTED: queues, dispatch, code objects, async copies, IPC, SVM attributes, interrupt
+ * subtract_relaxed, wait_scacquire, wait_relaxed}; hsa_system_get_major_extension_table for
+ * HSA_EXTENSION_AMD_LOADER version 1 (the 1.03 table: iterate_executables,
+ * executable_iterate_loaded_code_objects, loaded_code_object_get_info of LOAD_DELTA, LOAD_BASE,
+ * LOAD_SIZE, URI_LENGTH, URI), over the code objects set with hsa_standin_set_code_objects.
+ * NOT IMPLEMENTED: queues, dispatch, loading code objects, async copies, IPC, SVM attributes, interrupt
  * signals (event_mailbox_ptr stays 0, so a device never raises an interrupt), NUMA placement and
  * memory isolation: every pool is host memory from aligned_alloc, so "device-local" memory is
  * CPU-reachable (emulated waves can use it) and access grants are recorded, not enforced.
@@ -66,6 +69,7 @@
 #ifdef HSA_STANDIN_SYSTEM_HEADERS /* checks the prototypes against ROCm's own headers */
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
+#include <hsa/hsa_ven_amd_loader.h>
 #else
 #include "hsa_types.h"
 #endif
@@ -706,6 +710,130 @@ hsa_signal_value_t hsa_signal_wait_relaxed(hsa_signal_t signal, hsa_signal_condi
 }
 
 /* ---- Observing ---- */
+
+/* ---- The loader extension: code objects set by hsa_standin_set_code_objects ---- */
+
+#define MAX_CODE_OBJECTS 16
+typedef struct {
+  int executable; /* executables are numbered from 0; handle = number + 1 */
+  uint64_t base, size;
+  int64_t delta;
+  char uri[512];
+} code_object_t;
+static code_object_t code_objects[MAX_CODE_OBJECTS];
+static int n_code_objects;
+
+/* Replaces the loaded code objects: one per line, "executable base size delta uri" (base and
+ * size hexadecimal, delta decimal, the URI the rest of the line). 0, or -1 for a bad line. */
+int hsa_standin_set_code_objects(const char *spec) {
+  pthread_mutex_lock(&mu);
+  int n = 0, result = 0;
+  for (const char *line = spec; line && *line && result == 0;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    code_object_t *object = &code_objects[n];
+    int uri_at = 0;
+    if (n == MAX_CODE_OBJECTS ||
+        sscanf(line, "%d %" SCNx64 " %" SCNx64 " %" SCNd64 " %n", &object->executable, &object->base,
+               &object->size, &object->delta, &uri_at) != 4 ||
+        uri_at == 0 || (size_t)uri_at >= len || len - uri_at >= sizeof object->uri || object->executable < 0) {
+      result = -1;
+      break;
+    }
+    memcpy(object->uri, line + uri_at, len - uri_at);
+    object->uri[len - uri_at] = '\0';
+    n++;
+    line = end ? end + 1 : line + len;
+  }
+  if (result == 0) n_code_objects = n;
+  log_line("hsa_standin_set_code_objects %d objects -> %d", n, result);
+  pthread_mutex_unlock(&mu);
+  return result;
+}
+
+static hsa_status_t loader_iterate_executables(hsa_status_t (*callback)(hsa_executable_t, void *), void *data) {
+  pthread_mutex_lock(&mu);
+  int count = n_code_objects, numbers[MAX_CODE_OBJECTS], n = 0;
+  for (int i = 0; i < count; i++) {
+    bool seen = false;
+    for (int j = 0; j < n; j++) seen = seen || numbers[j] == code_objects[i].executable;
+    if (!seen) numbers[n++] = code_objects[i].executable;
+  }
+  bool ready = refs > 0;
+  log_line("hsa_ven_amd_loader_iterate_executables %d executables -> %s", n, ready ? "0x0" : "0x100b");
+  pthread_mutex_unlock(&mu);
+  if (!ready) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (!callback) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  for (int j = 0; j < n; j++) { /* called without the lock, as ROCr does */
+    hsa_status_t status = callback((hsa_executable_t){(uint64_t)numbers[j] + 1}, data);
+    if (status != OK) return status;
+  }
+  return OK;
+}
+
+static hsa_status_t loader_iterate_code_objects(hsa_executable_t executable,
+                                                hsa_status_t (*callback)(hsa_executable_t, hsa_loaded_code_object_t,
+                                                                         void *),
+                                                void *data) {
+  if (!callback) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&mu);
+  int count = n_code_objects;
+  pthread_mutex_unlock(&mu);
+  for (int i = 0; i < count; i++) {
+    if ((uint64_t)code_objects[i].executable + 1 != executable.handle) continue;
+    hsa_status_t status = callback(executable, (hsa_loaded_code_object_t){(uint64_t)i + 1}, data);
+    if (status != OK) return status;
+  }
+  return OK;
+}
+
+static hsa_status_t loader_code_object_get_info(hsa_loaded_code_object_t code_object,
+                                                hsa_ven_amd_loader_loaded_code_object_info_t attribute, void *value) {
+  pthread_mutex_lock(&mu);
+  hsa_status_t status = OK;
+  uint64_t index = code_object.handle - 1;
+  if (index >= (uint64_t)n_code_objects || !value) {
+    status = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  } else {
+    const code_object_t *object = &code_objects[index];
+    switch ((int)attribute) {
+    case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_DELTA: *(int64_t *)value = object->delta; break;
+    case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE: *(uint64_t *)value = object->base; break;
+    case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE: *(uint64_t *)value = object->size; break;
+    case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI_LENGTH: *(uint32_t *)value = (uint32_t)strlen(object->uri); break;
+    case HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI: /* no NUL, as ROCr */
+      memcpy(value, object->uri, strlen(object->uri));
+      break;
+    default: status = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    }
+  }
+  log_line("hsa_ven_amd_loader_loaded_code_object_get_info object=%" PRIu64 " attribute=%d -> 0x%x", code_object.handle,
+           (int)attribute, (unsigned)status);
+  pthread_mutex_unlock(&mu);
+  return status;
+}
+
+hsa_status_t hsa_system_get_major_extension_table(uint16_t extension, uint16_t version_major, size_t table_length,
+                                                  void *table) {
+  hsa_ven_amd_loader_1_03_pfn_t loader;
+  memset(&loader, 0, sizeof loader);
+  loader.hsa_ven_amd_loader_iterate_executables = loader_iterate_executables;
+  loader.hsa_ven_amd_loader_executable_iterate_loaded_code_objects = loader_iterate_code_objects;
+  loader.hsa_ven_amd_loader_loaded_code_object_get_info = loader_code_object_get_info;
+  pthread_mutex_lock(&mu);
+  hsa_status_t status = OK;
+  if (refs == 0) {
+    status = HSA_STATUS_ERROR_NOT_INITIALIZED;
+  } else if (extension != HSA_EXTENSION_AMD_LOADER || version_major != 1 || !table) {
+    status = HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  } else {
+    memcpy(table, &loader, table_length < sizeof loader ? table_length : sizeof loader);
+  }
+  log_line("hsa_system_get_major_extension_table extension=0x%x version=%u length=%zu -> 0x%x", (unsigned)extension,
+           (unsigned)version_major, table_length, (unsigned)status);
+  pthread_mutex_unlock(&mu);
+  return status;
+}
 
 static size_t copy_out(char *buf, size_t len, const char *text, size_t n) {
   if (buf && len) memcpy(buf, text, n < len ? n : len - 1), buf[n < len ? n : len - 1] = '\0';

@@ -78,4 +78,31 @@ typedef struct hsa_amd_memory_pool_link_info_s {
   uint32_t numa_distance;
 } hsa_amd_memory_pool_link_info_t;
 
+/* The loader extension (hsa.h's hsa_extension_t, hsa_ven_amd_loader.h): what the code-object
+ * lookup of the SANITIZER service uses. Entries of the 1.03 table it does not use are untyped. */
+typedef enum { HSA_EXTENSION_AMD_LOADER = 0x201 } hsa_extension_t;
+typedef struct hsa_executable_s { uint64_t handle; } hsa_executable_t;
+typedef struct hsa_loaded_code_object_s { uint64_t handle; } hsa_loaded_code_object_t;
+typedef enum {
+  HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_DELTA = 8,
+  HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_BASE = 9,
+  HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_LOAD_SIZE = 10,
+  HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI_LENGTH = 11,
+  HSA_VEN_AMD_LOADER_LOADED_CODE_OBJECT_INFO_URI = 12,
+} hsa_ven_amd_loader_loaded_code_object_info_t;
+typedef struct hsa_ven_amd_loader_1_03_pfn_s {
+  void (*hsa_ven_amd_loader_query_host_address)(void);
+  void (*hsa_ven_amd_loader_query_segment_descriptors)(void);
+  void (*hsa_ven_amd_loader_query_executable)(void);
+  hsa_status_t (*hsa_ven_amd_loader_executable_iterate_loaded_code_objects)(
+      hsa_executable_t executable,
+      hsa_status_t (*callback)(hsa_executable_t executable, hsa_loaded_code_object_t loaded_code_object, void *data),
+      void *data);
+  hsa_status_t (*hsa_ven_amd_loader_loaded_code_object_get_info)(
+      hsa_loaded_code_object_t loaded_code_object, hsa_ven_amd_loader_loaded_code_object_info_t attribute, void *value);
+  void (*hsa_ven_amd_loader_code_object_reader_create_from_file_with_offset_size)(void);
+  hsa_status_t (*hsa_ven_amd_loader_iterate_executables)(
+      hsa_status_t (*callback)(hsa_executable_t executable, void *data), void *data);
+} hsa_ven_amd_loader_1_03_pfn_t;
+
 #endif

@@ -17,6 +17,9 @@
 //! - [`HsaDeviceMemory`] allocates from the GPU's own coarse-grained pool: the phase protocol's
 //!   `occupied` bitmap (only the device touches it, so its `fetch_or` never crosses PCIe) and
 //!   DEVMEM blocks. The CPU may not reach it, so it is zeroed with `hsa_amd_memory_fill`.
+//! - [`HsaRuntime::loaded_code_objects`] lists the code objects loaded in the process through the
+//!   loader extension ([`LoadedCodeObject`]: load base, size, delta, URI), for the SANITIZER
+//!   report's code-object lookup.
 //! - [`HsaDoorbell`] is an HSA signal created as ROCm's listener creates it,
 //!   `hsa_signal_create(1, 0, NULL, &signal)` ([`INIT`](crate::doorbell::INIT), no consumers):
 //!   one per listener (or pool), shared by all its buffers, destroyed when the last owner drops
@@ -60,6 +63,7 @@
 //! shut down. **Never run**: any of it on ROCr itself with a GPU, and a GPU kernel reaching the
 //! memory or ringing the signal.
 
+mod code_objects;
 mod error;
 mod memory;
 mod placement;
@@ -69,6 +73,7 @@ mod signal;
 #[cfg(test)]
 mod tests;
 
+pub use code_objects::{LoadedCodeObject, MAX_CODE_OBJECTS, MAX_URI_LEN};
 pub use error::HsaError;
 pub use memory::{AtomicsRequirement, HsaMemory};
 pub use placement::{Placement, PlatformAtomics, Pool};

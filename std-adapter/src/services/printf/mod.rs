@@ -20,9 +20,14 @@
 //!   with the sign bit, no zero padding for `inf`/`nan`, `%a` of a subnormal as `0x0.xxxp-1022`.
 //! - `%s` advances by the string's stored size, never by the printed length.
 //!
-//! Not supported, answered with an error (reply -1) rather than guessed: positional arguments
-//! (`%1$d`), `%m`, `%C`/`%S`/`%ls` (wide strings) and `%lc` outside ASCII, glibc's `'` and `I`
-//! flags, and any conversion character not listed. On any error nothing is printed.
+//! Not supported, never guessed: positional arguments (`%1$d`), `%m`, `%C`/`%S`/`%ls` (wide
+//! strings) and `%lc` outside ASCII, glibc's `'` and `I` flags, and any conversion character not
+//! listed. On such a conversion, or a missing argument, the service does what ROCm's host does:
+//! it prints the message up to that conversion and replies with the count printed so far; then it
+//! prints a short marker naming the problem (e.g. `<hostcall: bad conversion %y>`, not counted).
+//! Only a message with no format string at all (no control word, unknown control bits, no NUL)
+//! prints nothing and is answered with -1. [`format()`] itself stays strict (an error, nothing
+//! appended); [`format_partial`] is the service's way.
 //!
 //! # Budgets
 //!
@@ -30,7 +35,7 @@
 //!
 //! | bound | default | when exceeded |
 //! | --- | --- | --- |
-//! | a width or precision ([`PrintfLimits::max_field`]) | 4096 (the exact expansion of every f64: the longest, `%.1074f` of the smallest subnormal, needs 1074 decimals) | the message is refused: nothing printed, reply -1 |
+//! | a width or precision ([`PrintfLimits::max_field`]) | 4096 (the exact expansion of every f64: the longest, `%.1074f` of the smallest subnormal, needs 1074 decimals) | printing stops before that conversion, with a marker (as for a bad conversion) |
 //! | bytes printed per message ([`PrintfLimits::max_output`]) | 64 KiB | the output is cut there |
 //! | conversion work per message ([`PrintfLimits::max_work`]): each conversion costs 1 + its width + its precision | 65,536 | printing stops before the conversion that would pass it |
 //!
@@ -64,7 +69,8 @@ mod spec;
 
 pub use pack::{PrintfArg, PrintfMessage};
 pub use sink::{
-    printf_message, printf_reply, printf_reply_with, printf_service, PrintfSink, StdStreams, Stream, Streams,
+    printf_message, printf_partial, printf_reply, printf_reply_with, printf_service, PrintedMessage,
+    PrintfSink, StdStreams, Stream, Streams,
 };
 
 use crate::rate_limit::warn_limited;
@@ -172,6 +178,39 @@ impl fmt::Display for PrintfError {
 
 impl std::error::Error for PrintfError {}
 
+impl PrintfError {
+    /// Whether the message has no format string to print from (no control word, unknown control
+    /// bits, no NUL): such a message prints nothing and is answered with -1. Any other error
+    /// stops printing at the conversion it names ([`format_partial`]).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Self::EmptyMessage | Self::ControlBits { .. } | Self::UnterminatedFormat)
+    }
+
+    /// The short marker printed where a message stopped, naming the problem.
+    ///
+    /// ```
+    /// use hostcall::services::printf::PrintfError;
+    /// assert_eq!(PrintfError::BadConversion { offset: 3, byte: b'y' }.marker(), "<hostcall: bad conversion %y>");
+    /// assert_eq!(PrintfError::MissingArgument { offset: 0 }.marker(), "<hostcall: missing argument>");
+    /// ```
+    pub fn marker(&self) -> String {
+        let problem = match self {
+            Self::BadConversion { byte, .. } => {
+                format!("bad conversion %{}", char::from(*byte).escape_default())
+            }
+            Self::MissingArgument { .. } => "missing argument".into(),
+            Self::IncompleteSpec { .. } => "incomplete conversion".into(),
+            Self::UnterminatedString { .. } => "unterminated %s argument".into(),
+            Self::FieldTooLarge { limit, .. } => format!("width or precision above {limit}"),
+            Self::WideCharacter { .. } => "wide characters not supported".into(),
+            Self::EmptyMessage => "empty message".into(),
+            Self::ControlBits { .. } => "bad control word".into(),
+            Self::UnterminatedFormat => "unterminated format".into(),
+        };
+        format!("<hostcall: {problem}>")
+    }
+}
+
 /// Formats a printf message without its control word (`words` starts with the format string),
 /// appending the output to `out`; returns the number of bytes appended. On error `out` is left
 /// as it was. Uses the default [`PrintfLimits`]; a message past its output or work bound is cut
@@ -188,6 +227,35 @@ pub fn format_with(words: &[u64], limits: &PrintfLimits, out: &mut Vec<u8>) -> R
         out.truncate(start);
     }
     result
+}
+
+/// Formats as ROCm's host does on bad input: everything up to the first conversion that cannot
+/// be printed (a bad or unsupported conversion, a missing argument, a field past the limit) is
+/// appended to `out` and counted; the error says where it stopped. A message without a format
+/// string (no NUL) appends nothing and returns that error.
+///
+/// ```
+/// use hostcall::services::printf::{format_partial, PrintfError, PrintfLimits, PrintfMessage};
+/// let words = PrintfMessage::new(b"a=%d b=%y c=%d").int(1).int(2).into_words();
+/// let mut out = Vec::new();
+/// let (printed, stopped) = format_partial(&words[1..], &PrintfLimits::default(), &mut out);
+/// assert_eq!((printed, out.as_slice()), (6, &b"a=1 b="[..]));
+/// assert_eq!(stopped, Some(PrintfError::BadConversion { offset: 7, byte: b'y' }));
+/// ```
+pub fn format_partial(
+    words: &[u64],
+    limits: &PrintfLimits,
+    out: &mut Vec<u8>,
+) -> (usize, Option<PrintfError>) {
+    let start = out.len();
+    match format_into(words, limits, out, start) {
+        Ok(printed) => (printed, None),
+        Err(error) if error.is_fatal() => {
+            out.truncate(start);
+            (0, Some(error))
+        }
+        Err(error) => (cut(out, start, limits), Some(error)),
+    }
 }
 
 fn format_into(

@@ -1,7 +1,8 @@
 //! The PRINTF service: control word, output streams, reply.
 
-use super::{format_with, PrintfError, PrintfLimits};
+use super::{format_partial, format_with, PrintfError, PrintfLimits};
 use crate::error::Error;
+use crate::rate_limit::warn_limited;
 use crate::serve::registry::Services;
 use crate::services::message::{MessageLimits, MessageService, SharedMessageService};
 use hostcall_core::dispatch::PRINTF;
@@ -67,7 +68,8 @@ impl<O: Write, E: Write> PrintfSink for Streams<O, E> {
     }
 }
 
-/// Decodes a complete printf message (control word first) into its stream and output bytes.
+/// Decodes a complete printf message (control word first) into its stream and output bytes,
+/// strictly: any error prints nothing (the service itself uses [`printf_partial`]).
 pub fn printf_message(message: &[u64], limits: &PrintfLimits) -> Result<(Stream, Vec<u8>), PrintfError> {
     let (&control, rest) = message.split_first().ok_or(PrintfError::EmptyMessage)?;
     let stream = match control {
@@ -80,8 +82,54 @@ pub fn printf_message(message: &[u64], limits: &PrintfLimits) -> Result<(Stream,
     Ok((stream, out))
 }
 
+/// A printf message as the service prints it: everything up to where it stopped, and the marker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrintedMessage {
+    /// Where it goes.
+    pub stream: Stream,
+    /// The bytes to write: the message up to where it stopped, then the marker if it stopped.
+    pub bytes: Vec<u8>,
+    /// The message's bytes among them (the reply), the marker not counted.
+    pub printed: usize,
+    /// Why it stopped early, if it did.
+    pub stopped: Option<PrintfError>,
+}
+
+/// Decodes a complete printf message as the service prints it ([`super::format_partial`]): up to
+/// the first conversion it cannot print, then that problem's [marker](PrintfError::marker). `Err`
+/// only for a message without a format string ([`PrintfError::is_fatal`]).
+///
+/// ```
+/// use hostcall::services::printf::{printf_partial, PrintfLimits, PrintfMessage};
+/// let message = PrintfMessage::new(b"%d and %d\n").int(1).into_words();
+/// let printed = printf_partial(&message, &PrintfLimits::default()).unwrap();
+/// assert_eq!(printed.bytes, b"1 and <hostcall: missing argument>");
+/// assert_eq!(printed.printed, 6);
+/// ```
+pub fn printf_partial(message: &[u64], limits: &PrintfLimits) -> Result<PrintedMessage, PrintfError> {
+    let (&control, rest) = message.split_first().ok_or(PrintfError::EmptyMessage)?;
+    let stream = match control {
+        0 => Stream::Stdout,
+        1 => Stream::Stderr,
+        _ => return Err(PrintfError::ControlBits { control }),
+    };
+    let mut bytes = Vec::new();
+    match format_partial(rest, limits, &mut bytes) {
+        (_, Some(error)) if error.is_fatal() => Err(error),
+        (printed, stopped) => {
+            if let Some(error) = &stopped {
+                warn_limited!("printf: message stopped after {printed} bytes: {error}");
+                bytes.extend_from_slice(error.marker().as_bytes());
+            }
+            Ok(PrintedMessage { stream, bytes, printed, stopped })
+        }
+    }
+}
+
 /// The PRINTF service on one complete message, with default limits: prints it to `sink` and
-/// answers `[bytes printed, 0]`. A malformed message prints nothing and answers
+/// answers `[bytes printed, 0]`. A message that cannot be printed whole prints up to the
+/// conversion that stops it and a marker, and answers the count before the marker (as ROCm's host
+/// does, [`printf_partial`]). A message without a format string prints nothing and answers
 /// `ErrorCode::BadRequest.reply()`, a failed write `ErrorCode::Refused.reply()`; both have
 /// `u64::MAX` (-1, printf's error return) in word 0.
 ///
@@ -100,9 +148,9 @@ pub fn printf_reply(message: &[u64], sink: &mut dyn PrintfSink) -> [u64; 2] {
 
 /// [`printf_reply`] with explicit limits.
 pub fn printf_reply_with(message: &[u64], limits: &PrintfLimits, sink: &mut dyn PrintfSink) -> [u64; 2] {
-    match printf_message(message, limits) {
-        Ok((stream, bytes)) => match sink.write_stream(stream, &bytes) {
-            Ok(()) => [bytes.len() as u64, 0],
+    match printf_partial(message, limits) {
+        Ok(PrintedMessage { stream, bytes, printed, .. }) => match sink.write_stream(stream, &bytes) {
+            Ok(()) => [printed as u64, 0],
             Err(_) => ErrorCode::Refused.reply(),
         },
         Err(_) => ErrorCode::BadRequest.reply(),

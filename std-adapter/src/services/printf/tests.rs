@@ -256,3 +256,33 @@ fn reply_is_the_byte_count_or_minus_one() {
     let mut broken = Streams { stdout: Broken, stderr: Broken };
     assert_eq!(printf_reply(&message, &mut broken), ErrorCode::Refused.reply());
 }
+
+#[test]
+fn bad_input_prints_up_to_the_problem_then_a_marker() {
+    let limits = PrintfLimits::default();
+    let cases: [(&[u8], Vec<u64>, &str, usize); 6] = [
+        (b"a%", vec![], "a<hostcall: incomplete conversion>", 1),
+        (b"a%99999db", vec![1], "a<hostcall: width or precision above 4096>", 1),
+        (b"a%lcb", vec![0x263a], "a<hostcall: wide characters not supported>", 1),
+        (b"ab%lsc", vec![0], "ab<hostcall: wide characters not supported>", 2),
+        (b"%d-%d-%d", vec![1, 2], "1-2-<hostcall: missing argument>", 4),
+        (b"x%y", vec![], "x<hostcall: bad conversion %y>", 1),
+    ];
+    for (format, args, printed, count) in cases {
+        let mut message = PrintfMessage::new(format);
+        for arg in &args {
+            message = message.uint(*arg);
+        }
+        let result = printf_partial(&message.into_words(), &limits).unwrap();
+        assert_eq!(String::from_utf8_lossy(&result.bytes), printed, "{:?}", String::from_utf8_lossy(format));
+        assert_eq!(result.printed, count);
+        assert!(result.stopped.is_some());
+    }
+    // A string argument without a NUL: the string's bytes are not printed.
+    let mut words = PrintfMessage::new(b"s=%s").into_words();
+    words.push(u64::from_le_bytes(*b"abcdefgh"));
+    let result = printf_partial(&words, &limits).unwrap();
+    assert_eq!(result.bytes, b"s=<hostcall: unterminated %s argument>");
+    // No format string at all: an error, nothing printed.
+    assert_eq!(printf_partial(&[0, u64::MAX], &limits), Err(PrintfError::UnterminatedFormat));
+}

@@ -1,0 +1,178 @@
+//! The buffer as the device sees it: where each field of either protocol lives, and word access
+//! to the shared memory.
+
+use hostcall::buffer::{HostcallBuffer, Protocol};
+use hostcall_core::{phase, stack, LANES, SLOT_WORDS};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Byte offset of the stack protocol's `ready_stack` word.
+const READY_STACK: usize = 32;
+/// Bytes of one stack-protocol header: `next`, `activemask`, `service | control << 32`.
+const STACK_HEADER: usize = 24;
+/// Bytes of one phase-protocol header: `activemask`, `service`, padding.
+const PHASE_HEADER: usize = 16;
+/// Bytes of one payload.
+const PAYLOAD: usize = LANES * SLOT_WORDS * 8;
+
+/// Byte offsets of one buffer's fields.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Geometry {
+    pub(crate) protocol: Protocol,
+    pub(crate) n: usize,
+    headers: usize,
+    payloads: usize,
+    /// Phase protocol: `device_phase` and `host_phase`.
+    phases: (usize, usize),
+}
+
+impl Geometry {
+    pub(crate) fn new(protocol: Protocol, n: usize) -> Self {
+        match protocol {
+            Protocol::Stack => Self {
+                protocol,
+                n,
+                headers: stack::HEADERS_OFFSET,
+                payloads: stack::payloads_offset(n),
+                phases: (0, 0),
+            },
+            Protocol::Phase => {
+                let layout = phase::Layout::new(n).expect("small packet counts fit");
+                Self {
+                    protocol,
+                    n,
+                    headers: layout.headers,
+                    payloads: layout.payloads,
+                    phases: (layout.device_phase, layout.host_phase),
+                }
+            }
+            Protocol::Line => unreachable!("whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"),
+        }
+    }
+
+    /// Byte offset of the stack protocol's `ready_stack`.
+    pub(crate) fn ready_stack(&self) -> usize {
+        READY_STACK
+    }
+
+    /// Stack protocol: byte offset of header `i`'s `next` (then `activemask`, then
+    /// `service | control << 32`). Phase protocol: of its `activemask` (then `service`).
+    pub(crate) fn header(&self, i: usize) -> usize {
+        let size = if self.protocol == Protocol::Stack { STACK_HEADER } else { PHASE_HEADER };
+        self.headers + i * size
+    }
+
+    /// Byte offset of the word holding packet `i`'s activemask.
+    pub(crate) fn activemask(&self, i: usize) -> usize {
+        match self.protocol {
+            Protocol::Stack => self.header(i) + 8,
+            // `new` builds no line geometry.
+            Protocol::Phase | Protocol::Line => self.header(i),
+        }
+    }
+
+    /// Byte offset of packet `i`'s service id (a `u32`; the stack protocol's `control` follows).
+    pub(crate) fn service(&self, i: usize) -> usize {
+        match self.protocol {
+            Protocol::Stack => self.header(i) + 16,
+            Protocol::Phase | Protocol::Line => self.header(i) + 8,
+        }
+    }
+
+    /// Phase protocol: byte offsets of `device_phase[i]` and `host_phase[i]` (`u32`s).
+    pub(crate) fn phases(&self, i: usize) -> (usize, usize) {
+        (self.phases.0 + 4 * i, self.phases.1 + 4 * i)
+    }
+
+    /// Byte offset of lane `lane`'s slot of payload `i`.
+    pub(crate) fn slot(&self, i: usize, lane: usize) -> usize {
+        self.payloads + i * PAYLOAD + lane * SLOT_WORDS * 8
+    }
+
+    /// The stack protocol's tagged pointer to packet `i` with tag `tag`.
+    pub(crate) fn tagged(&self, i: usize, tag: u64) -> u64 {
+        let step = (self.n as u64).next_power_of_two();
+        (i as u64).wrapping_add(tag.wrapping_mul(step))
+    }
+}
+
+/// Word access to a buffer's memory, as device code has it (every access atomic).
+pub(crate) struct Words<'b> {
+    buffer: &'b HostcallBuffer,
+}
+
+impl<'b> Words<'b> {
+    pub(crate) fn new(buffer: &'b HostcallBuffer) -> Self {
+        Self { buffer }
+    }
+
+    /// Words in the buffer.
+    pub(crate) fn len(&self) -> usize {
+        self.buffer.len() / 8
+    }
+
+    fn word(&self, byte: usize) -> &AtomicU64 {
+        assert!(byte % 8 == 0 && byte + 8 <= self.buffer.len(), "word {byte:#x} outside the buffer");
+        // SAFETY: in bounds (checked) and 8-aligned (the buffer is); the buffer outlives the
+        // borrow, and all accesses to its memory, host and device, are atomic.
+        unsafe { AtomicU64::from_ptr(self.buffer.as_ptr().add(byte).cast()) }
+    }
+
+    fn word32(&self, byte: usize) -> &AtomicU32 {
+        assert!(byte % 4 == 0 && byte + 4 <= self.buffer.len(), "word {byte:#x} outside the buffer");
+        // SAFETY: as in `word`, with 4-byte alignment.
+        unsafe { AtomicU32::from_ptr(self.buffer.as_ptr().add(byte).cast()) }
+    }
+
+    // Relaxed throughout: the device writes before the host polls and reads after it, on one
+    // thread (the poller) or across the listener's registration (`add_buffer`/`remove_buffer`
+    // lock, which orders them).
+    pub(crate) fn load(&self, byte: usize) -> u64 {
+        self.word(byte).load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn store(&self, byte: usize, value: u64) {
+        self.word(byte).store(value, Ordering::Relaxed);
+    }
+
+    pub(crate) fn load32(&self, byte: usize) -> u32 {
+        self.word32(byte).load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn store32(&self, byte: usize, value: u32) {
+        self.word32(byte).store(value, Ordering::Relaxed);
+    }
+
+    /// Every word, in order, copied at once (fuzzing spends its time in the host's code, not in
+    /// a word-by-word loop instrumented for coverage).
+    ///
+    /// Only while no other thread touches the buffer: the poller runs on the calling thread, and
+    /// the listener serves the buffer only between `add_buffer` and `remove_buffer`, which the
+    /// target never spans with a snapshot.
+    pub(crate) fn snapshot(&self) -> Vec<u64> {
+        let mut out = vec![0; self.len()];
+        // SAFETY: `out` has as many words as the buffer, which is 8-aligned; `AtomicU64` has the
+        // size and bit validity of `u64`. The plain read races with nothing (see above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.buffer.as_ptr().cast::<u64>(), out.as_mut_ptr(), out.len())
+        };
+        out
+    }
+}
+
+/// Reads the `u32` at byte `byte` out of a snapshot.
+pub(crate) fn read32(words: &[u64], byte: usize) -> u32 {
+    (words[byte / 8] >> (8 * (byte % 8))) as u32
+}
+
+/// Writes the `u32` at byte `byte` into a snapshot.
+pub(crate) fn write32(words: &mut [u64], byte: usize, value: u32) {
+    let shift = 8 * (byte % 8);
+    let word = &mut words[byte / 8];
+    *word = *word & !(u64::from(u32::MAX) << shift) | u64::from(value) << shift;
+}
+
+/// Lane `lane`'s slot of payload `i` out of a snapshot.
+pub(crate) fn slot_of(words: &[u64], geometry: &Geometry, i: usize, lane: usize) -> [u64; SLOT_WORDS] {
+    let start = geometry.slot(i, lane) / 8;
+    words[start..start + SLOT_WORDS].try_into().expect("a slot is 8 words")
+}
