@@ -267,9 +267,7 @@ impl<'a> SubmittedPacket for AnySubmitted<'a> {
             Self::Phase(packet) => {
                 packet.wait_until(keep_waiting).map(AnyCompleted::Phase).map_err(Self::Phase)
             }
-            Self::Line(packet) => {
-                packet.wait_until(keep_waiting).map(AnyCompleted::Line).map_err(Self::Line)
-            }
+            Self::Line(packet) => packet.wait_until(keep_waiting).map(AnyCompleted::Line).map_err(Self::Line),
         }
     }
 }

@@ -52,7 +52,9 @@ pub fn line_exchange(data: &[u8]) {
     view.init(base as u64, 0);
     let words = || {
         // SAFETY: as above: the words are read only atomically.
-        let all = unsafe { core::slice::from_raw_parts(base as *const hostcall_core::sync::AtomicU64, layout.size / 8) };
+        let all = unsafe {
+            core::slice::from_raw_parts(base as *const hostcall_core::sync::AtomicU64, layout.size / 8)
+        };
         all
     };
     let relaxed = hostcall_core::sync::Ordering::Relaxed;

@@ -140,9 +140,16 @@ fn host(model: &Model, packets: u32, masks: &[u64]) {
 fn check(name: &str, max_bound: usize, model: impl Fn() + Sync + Send + 'static) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3).min(max_bound));
+    // A call writes 16 tagged words a lane and a refresh zeroes every word of the packet: every
+    // store is a branch, more than loom's default budget of 1000 for three calls.
+    builder.max_branches = 50_000;
     let start = std::time::Instant::now();
     builder.check(model);
-    println!("loom model {name}: bound {:?}, {:.2} s", builder.preemption_bound, start.elapsed().as_secs_f64());
+    println!(
+        "loom model {name}: bound {:?}, {:.2} s",
+        builder.preemption_bound,
+        start.elapsed().as_secs_f64()
+    );
 }
 
 /// Two waves on two packets, one call each on every lane.
@@ -188,7 +195,7 @@ fn the_wrap_never_lets_a_stale_word_through() {
 /// The device path by hand (what `claim`, `write_lane` and `submit` do), for the broken twins:
 /// `refresh` false skips the wrap refresh; `flag_first` stores each word's sequence before its
 /// data (as a flag-then-data protocol would).
-fn hand_call(view: &View<'_>, call: u64, mask: u64, refresh: bool, flag_first: bool) {
+fn hand_call(model: &Model, view: &View<'_>, call: u64, mask: u64, refresh: bool, flag_first: bool) {
     let (request_block, reply_block) = (view.request(0), view.reply(0));
     let previous = view.device_seq(0).load(Ordering::Relaxed);
     let seq = hostcall_core::line::next_seq(previous);
@@ -212,12 +219,12 @@ fn hand_call(view: &View<'_>, call: u64, mask: u64, refresh: bool, flag_first: b
     request_block.head.store(tag(SERVICE, seq), Ordering::Relaxed);
     view.device_seq(0).store(seq, Ordering::Relaxed);
     let answered = || {
-        (0..LANES)
-            .filter(|l| mask >> l & 1 == 1)
-            .all(|lane| reply_block.lanes[lane].iter().all(|w| w.load(Ordering::Acquire) >> 32 == u64::from(seq)))
+        (0..LANES).filter(|l| mask >> l & 1 == 1).all(|lane| {
+            reply_block.lanes[lane].iter().all(|w| w.load(Ordering::Acquire) >> 32 == u64::from(seq))
+        })
     };
     while !answered() {
-        thread::yield_now();
+        model.wake[0].wait();
     }
     for lane in (0..LANES).filter(|l| mask >> l & 1 == 1) {
         let half = |k: usize| reply_block.lanes[lane][k].load(Ordering::Relaxed) & 0xffff_ffff;
@@ -233,7 +240,7 @@ fn broken_twin(refresh: bool, flag_first: bool, masks: &'static [u64]) {
         thread::spawn(move || {
             let view = model.view();
             for (call, &mask) in masks.iter().enumerate() {
-                hand_call(&view, call as u64, mask, refresh, flag_first);
+                hand_call(&model, &view, call as u64, mask, refresh, flag_first);
             }
         })
     };

@@ -50,7 +50,12 @@ impl View<'_> {
     }
 
     /// Serves every complete pending packet in `range` once; returns the highest index served.
-    fn scan(&self, range: Range<usize>, handler: &mut impl DrainHandler, report: &mut DrainReport) -> Option<u32> {
+    fn scan(
+        &self,
+        range: Range<usize>,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) -> Option<u32> {
         // Built at the first pending packet only: an idle scan costs no 4 KB of zeroing.
         let mut scratch: Option<Payload> = None;
         let mut highest = None;

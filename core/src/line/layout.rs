@@ -28,10 +28,10 @@ pub const SEQ_MAX: u32 = 2;
 /// assert_eq!(next_seq(SEQ_MAX), 1);
 /// ```
 pub const fn next_seq(seq: u32) -> u32 {
-    if seq >= SEQ_MAX {
-        1
-    } else {
+    if seq < SEQ_MAX {
         seq + 1
+    } else {
+        1
     }
 }
 

@@ -117,8 +117,7 @@ impl<'a> Submitted<'a> {
     pub fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<'a>, Self> {
         match poll_until(|| self.answered().then_some(()), keep_waiting) {
             Some(()) => {
-                let (view, index, activemask) = (self.view, self.index, self.activemask);
-                core::mem::forget(self);
+                let Self { view, index, activemask, .. } = self;
                 Ok(Completed { view, index, activemask })
             }
             None => Err(self),

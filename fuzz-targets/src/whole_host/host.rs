@@ -209,7 +209,9 @@ impl Host {
                 let (device, host) = g.phases(i);
                 words.load32(device) == words.load32(host)
             }),
-            Protocol::Line => unreachable!("whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"),
+            Protocol::Line => unreachable!(
+                "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
+            ),
         }
     }
 
@@ -240,7 +242,9 @@ impl Host {
                     let (device, host) = g.phases(i);
                     write32(&mut expected, host, read32(before, device));
                 }
-                Protocol::Line => unreachable!("whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"),
+                Protocol::Line => unreachable!(
+                    "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
+                ),
             }
             if let Some(recorded) = &recorded {
                 assert_eq!(
@@ -336,7 +340,9 @@ fn plan(g: &Geometry, words: &[u64]) -> Plan {
                 }
             }
         }
-        Protocol::Line => unreachable!("whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"),
+        Protocol::Line => {
+            unreachable!("whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol")
+        }
         Protocol::Phase => {
             for i in 0..n {
                 let (device, host) = g.phases(i);

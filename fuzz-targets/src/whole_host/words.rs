@@ -45,7 +45,9 @@ impl Geometry {
                     phases: (layout.device_phase, layout.host_phase),
                 }
             }
-            Protocol::Line => unreachable!("whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"),
+            Protocol::Line => unreachable!(
+                "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
+            ),
         }
     }
 

@@ -38,7 +38,12 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
     };
     let mut rows = vec![
         row("floor_ping_pong".into(), Compare::None, None, Box::new(floor_ping_pong)),
-        row("core_1l_spinning".into(), Compare::Floor, None, Box::new(|o| core_round_trip(o, Protocol::Stack))),
+        row(
+            "core_1l_spinning".into(),
+            Compare::Floor,
+            None,
+            Box::new(|o| core_round_trip(o, Protocol::Stack)),
+        ),
         row("core_1l_phase".into(), Compare::Floor, None, Box::new(|o| core_round_trip(o, Protocol::Phase))),
         row("core_1l_line".into(), Compare::Floor, None, Box::new(|o| core_round_trip(o, Protocol::Line))),
         row(
