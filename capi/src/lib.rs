@@ -16,6 +16,7 @@
 //! `hostcall::HostcallRuntime::global()`.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 pub mod emulated;
 pub mod lifecycle;

@@ -83,12 +83,13 @@ enum Link {
     Static,
 }
 
-/// Compiles `source` (C or C++) and links it with the library; once per test process.
+/// Compiles `source` (C or C++; a name in `tests/c/`, or a path) and links it with the library;
+/// once per test process.
 fn build(source: &str, link: Link) -> PathBuf {
     let cpp = source.ends_with(".cpp");
     let name = format!(
         "{}-{}",
-        source.split('.').next().unwrap(),
+        Path::new(source).file_stem().unwrap().to_str().unwrap(),
         if let Link::Shared = link { "shared" } else { "static" }
     );
     let exe = out_dir().join(name);
@@ -330,4 +331,22 @@ fn entry_points_refuse_bad_arguments() {
     assert!(last_error().contains("null"), "{}", last_error());
     assert_eq!(hostcall_capi::hostcall_disable(std::ptr::null_mut(), std::ptr::null()), HOSTCALL_ERR_NULL);
     assert_eq!(hostcall_capi::hostcall_unregister_service(12345), HOSTCALL_ERR_OTHER);
+}
+
+/// The README's C snippet, taken from the README as it is, built against the shared library and
+/// run: it must print the sum its emulated call got back.
+#[test]
+fn the_readme_c_snippet_builds_and_runs() {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let Ok(readme) = std::fs::read_to_string(&readme) else {
+        eprintln!("SKIPPED: no {} (a packaged crate)", readme.display());
+        return;
+    };
+    let start = readme.find("```c\n").expect("a ```c block in the README") + "```c\n".len();
+    let snippet = &readme[start..start + readme[start..].find("```").expect("the block's end")];
+    let source = out_dir().join("readme_snippet.c");
+    std::fs::write(&source, snippet).unwrap();
+    let exe = build(source.to_str().unwrap(), Link::Shared);
+    let out = run_mode(&exe, "");
+    assert_eq!(out, "40 + 2 = 42\n");
 }

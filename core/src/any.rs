@@ -42,7 +42,7 @@ impl Protocol {
 }
 
 /// A checked view of a buffer of either protocol.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub enum AnyView<'a> {
     /// The stack protocol (PROTOCOL.md section 1).
     Stack(stack::View<'a>),
@@ -203,6 +203,7 @@ impl<'a> AnyView<'a> {
 
 /// A claimed packet of either protocol (from [`AnyView::claim`]). Dropping it returns the packet
 /// unsent, as the protocol's handle does.
+#[derive(Debug)]
 #[must_use = "dropping a claimed packet returns it unsent"]
 pub enum AnyClaimed<'a> {
     /// A stack-protocol packet.
@@ -215,6 +216,7 @@ pub enum AnyClaimed<'a> {
 
 /// A submitted packet of either protocol. Dropping it behaves as the protocol's handle does
 /// (a stack or line packet leaks, a phase packet is freed once the host has answered).
+#[derive(Debug)]
 #[must_use = "wait for the reply"]
 pub enum AnySubmitted<'a> {
     /// A stack-protocol packet.
@@ -226,6 +228,7 @@ pub enum AnySubmitted<'a> {
 }
 
 /// An answered packet of either protocol. Dropping it releases the packet.
+#[derive(Debug)]
 #[must_use = "read the reply before releasing the packet"]
 pub enum AnyCompleted<'a> {
     /// A stack-protocol packet.

@@ -157,6 +157,19 @@ pub struct ServiceTable<'a, const N: usize> {
     entries: heapless::Vec<(u32, &'a dyn LaneService), N>,
 }
 
+/// The registered ids and the capacity (services are closures, so only their ids are shown).
+impl<const N: usize> fmt::Debug for ServiceTable<'_, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Ids<'t, 'a, const N: usize>(&'t ServiceTable<'a, N>);
+        impl<const N: usize> fmt::Debug for Ids<'_, '_, N> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_list().entries(self.0.entries.iter().map(|(id, _)| id)).finish()
+            }
+        }
+        f.debug_struct("ServiceTable").field("ids", &Ids(self)).field("capacity", &N).finish()
+    }
+}
+
 impl<const N: usize> Default for ServiceTable<'_, N> {
     fn default() -> Self {
         Self { entries: heapless::Vec::new() }

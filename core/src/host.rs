@@ -49,6 +49,8 @@ impl fmt::Display for GeometryError {
     }
 }
 
+impl core::error::Error for GeometryError {}
+
 /// The packet count both protocols accept: 2 ..= [`MAX_PACKETS`], as a `u32`.
 ///
 /// ```
@@ -115,6 +117,8 @@ impl fmt::Display for LayoutError {
     }
 }
 
+impl core::error::Error for LayoutError {}
+
 impl From<GeometryError> for LayoutError {
     fn from(e: GeometryError) -> Self {
         Self::Geometry(e)
@@ -138,6 +142,8 @@ impl fmt::Display for DrainError {
         }
     }
 }
+
+impl core::error::Error for DrainError {}
 
 impl From<stack::Malformed> for DrainError {
     fn from(e: stack::Malformed) -> Self {
@@ -199,6 +205,18 @@ pub struct PacketRequest<'a> {
     device: u32,
 }
 
+/// The packet's header as the host took it (the payload is not read).
+impl fmt::Debug for PacketRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PacketRequest")
+            .field("index", &self.index)
+            .field("service", &self.service)
+            .field("activemask", &format_args!("{:#x}", self.activemask))
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
 impl<'a> PacketRequest<'a> {
     /// A request for packet `index` (shared by every protocol's host side). `activemask` is
     /// masked to the lanes that exist.
@@ -221,8 +239,10 @@ impl<'a> PacketRequest<'a> {
         self.device
     }
 
-    /// Sets [`PacketRequest::device`] (the poller does, from the buffer's registration).
+    /// Sets [`PacketRequest::device`] (the poller does, from the buffer's registration; the
+    /// poller is not built under loom).
     #[inline]
+    #[cfg(not(loom))]
     pub(crate) fn set_device(&mut self, device: u32) {
         self.device = device;
     }

@@ -36,6 +36,13 @@ pub struct Payload {
     pub slots: [[PayloadWord; SLOT_WORDS]; LANES],
 }
 
+/// The payload's size only: its 512 words are the owner's to read, and no one wants them printed.
+impl core::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Payload").field("lanes", &LANES).field("words_per_lane", &SLOT_WORDS).finish()
+    }
+}
+
 impl Default for Payload {
     fn default() -> Self {
         Self { slots: core::array::from_fn(|_| core::array::from_fn(|_| PayloadWord::default())) }
@@ -160,6 +167,8 @@ impl fmt::Display for InvalidTransition {
         write!(f, "{:?} is not allowed for a packet in state {:?}", self.event, self.from)
     }
 }
+
+impl core::error::Error for InvalidTransition {}
 
 impl PacketState {
     /// The state after `event`, or why it is refused.

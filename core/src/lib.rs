@@ -55,6 +55,30 @@
 //! # }
 //! ```
 //!
+//! # Features
+//!
+//! None: the crate is `no_std`, allocates nothing, and has no optional parts. Its one atomics
+//! dependency, [`portable_atomic`], is used for its `repr`-exact `AtomicU64`/`AtomicU32` only.
+//!
+//! # Target requirements
+//!
+//! The host and the device share the buffer's words, so the host's atomics must be atomic against
+//! the device: lock-free CPU instructions on memory both reach (fine-grained or pinned, mapped
+//! memory), never a lock the GPU does not know about. The crate therefore refuses to build where
+//! that cannot hold:
+//!
+//! - on a target without native 64-bit atomics (`cfg(not(target_has_atomic = "64"))`): a
+//!   `compile_error!`;
+//! - where [`sync::AtomicU64`] or [`sync::AtomicU32`] is not lock-free, e.g. when some crate in the
+//!   build turns on portable-atomic's `fallback` feature on such a target: a `const` assertion on
+//!   `is_always_lock_free()` fails the build, instead of a lock-based atomic with the same layout
+//!   silently not being atomic against the GPU.
+//!
+//! x86_64 and aarch64 (where GPU hosts are) meet both. The stack protocol additionally needs the
+//! platform to make CPU read-modify-writes atomic against the device's (PCIe atomics, or
+//! `hostNativeAtomicSupported`): a property of the machine, checked at run time by the backends
+//! of the `hostcall` crate, not of the target. Rust 1.81 or newer (`core::error::Error`).
+//!
 //! # Modules and what is public
 //!
 //! | module | what |
@@ -74,6 +98,7 @@
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 mod any;
 pub mod dispatch;

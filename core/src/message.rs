@@ -109,6 +109,8 @@ impl fmt::Display for DescriptorError {
     }
 }
 
+impl core::error::Error for DescriptorError {}
+
 impl Descriptor {
     /// A descriptor with these fields; `len <= 7` and `id <= MAX_ID`.
     pub const fn new(begin: bool, end: bool, len: usize, id: u64) -> Result<Self, DescriptorError> {
@@ -282,6 +284,8 @@ impl fmt::Display for WriterError {
         }
     }
 }
+
+impl core::error::Error for WriterError {}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WriterState {

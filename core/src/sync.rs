@@ -12,6 +12,23 @@ pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub use portable_atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
+// The target requirements (see the crate docs): the shared words must be atomic against the
+// device, which only the CPU's own lock-free instructions are. portable-atomic falls back to a
+// lock (its `fallback` feature, which any crate in the build may turn on) or to disabling
+// interrupts where the target has no such instructions; the layout stays the same, but a lock the
+// GPU never takes protects nothing. Refuse to build instead of breaking at run time.
+#[cfg(not(target_has_atomic = "64"))]
+compile_error!(
+    "hostcall-core needs native 64-bit atomics (target_has_atomic = \"64\"): the buffer's words \
+     are shared with a GPU, and only lock-free CPU atomics are atomic against it"
+);
+#[cfg(not(loom))]
+const _: () = assert!(
+    AtomicU64::is_always_lock_free() && AtomicU32::is_always_lock_free(),
+    "hostcall-core needs lock-free AtomicU64 and AtomicU32: portable-atomic's lock-based fallback \
+     is not atomic against the GPU"
+);
+
 /// One spin of a busy-wait loop: a CPU hint in production, a yield to the scheduler under loom
 /// (loom must see the spinning thread give way, or it reports a livelock).
 #[inline]
@@ -87,6 +104,17 @@ impl PayloadWord {
         #[cfg(loom)]
         // SAFETY: loom checks that no access to this cell races with this write.
         self.word.with_mut(|p| unsafe { *p = value });
+    }
+}
+
+/// The word's value, read like [`PayloadWord::read`] (Relaxed); under loom only the type's name,
+/// since a read from `Debug` would count as an access the protocol does not order.
+impl core::fmt::Debug for PayloadWord {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        #[cfg(not(loom))]
+        return f.debug_tuple("PayloadWord").field(&self.read()).finish();
+        #[cfg(loom)]
+        return f.debug_tuple("PayloadWord").finish_non_exhaustive();
     }
 }
 

@@ -36,10 +36,10 @@ fn a_main_loop_serves_its_own_hostcalls() {
         // Main loop: serve.
         let report = poller.poll_once(&services);
         assert_eq!((report.packets, report.lane_calls), (2, 3));
-        let a = a.wait_until(|_| false).ok().expect("served in this loop turn");
+        let a = a.wait_until(|_| false).expect("served in this loop turn");
         assert_eq!(a.reply(0), [round * 2, 0]);
         assert_eq!(a.reply(1), ErrorCode::Refused.reply());
-        let b = b.wait_until(|_| false).ok().expect("served");
+        let b = b.wait_until(|_| false).expect("served");
         assert_eq!(b.reply(0), ErrorCode::UnknownService.reply());
     }
     poller.remove(base).unwrap();

@@ -17,6 +17,7 @@
 //! string is a valid input.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 mod drain_image;
 pub mod input;

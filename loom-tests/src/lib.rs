@@ -31,6 +31,7 @@
 //! missing Release.
 #![cfg(loom)]
 #![warn(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 use hostcall_core::__internal::free_list;
 use hostcall_core::stack::{Claimed, Completed, Header, Prefix, Submitted, TaggedPtr, View};
@@ -75,6 +76,7 @@ pub fn check_bounded(name: &str, max_bound: usize, model: impl Fn() + Sync + Sen
 
 /// What the threads of one model share: a buffer of `n` packets allocated in parts (the core's
 /// own structs, initialised with [`View::init`]) and the model's doorbell.
+#[derive(Debug)]
 pub struct Shared {
     prefix: Prefix,
     headers: Vec<Header>,
@@ -141,6 +143,7 @@ pub fn reply_for(id: u64) -> [u64; 2] {
 
 /// The host's side of the models: serves every lane with [`reply_for`] its id, counts how often
 /// each id was served, and panics on any [`DrainError`] (a correct producer never causes one).
+#[derive(Debug)]
 pub struct Host {
     /// `served[id]`: how many times request `id` was answered.
     pub served: Vec<u32>,

@@ -14,7 +14,7 @@
 
 use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{FUNCTION_CALL, PRINTF};
-use hostcall::core::SLOT_WORDS;
+use hostcall::core::{LANES, MAX_PACKETS, SLOT_WORDS};
 use hostcall::prelude::*;
 use hostcall::serve::registry::PacketService;
 use std::io::IsTerminal;
@@ -26,6 +26,12 @@ use std::time::{Duration, Instant};
 const ADD: u32 = 100;
 const LANE_SUM: u32 = 101;
 
+#[path = "cli/mod.rs"]
+mod cli;
+
+use cli::{Arg, Command};
+
+#[derive(Debug, PartialEq)]
 struct Options {
     waves: u64,
     lanes: u32,
@@ -37,12 +43,27 @@ struct Options {
     protocol: Protocol,
 }
 
-fn usage() -> ! {
-    eprintln!("usage: waves [--waves W] [--lanes 1..=64] [--calls C] [--packets P (default W)] [--spin] [--host-memory] [--printf EVERY_NTH_CALL] [--protocol stack|phase|line]");
-    std::process::exit(2)
-}
+const USAGE: &str = "\
+usage: waves [OPTIONS]
 
-fn parse() -> Options {
+Emulated waves making hostcalls through a listener; every reply is checked.
+
+  --waves W            waves (threads), 1..=1024 [16]
+  --lanes L            active lanes per wave, 1..=64 [64]
+  --calls C            calls per wave, 0..=1000000000 [2000]
+  --packets P          packets in the buffer, 2..=16777216 [W, at least 2]; fewer packets than
+                       waves is allowed (waves wait for a free one); every protocol needs >= 2
+  --protocol NAME      stack (ROCm's default ABI), phase, or line (ours) [stack]
+  --printf N           every N-th call of each wave is a printf from all its lanes (0: none) [0]
+  --spin               a listener that never sleeps
+  --host-memory        host memory, without looking for HSA
+  -h, --help           this text";
+
+/// The most waves (threads) and calls per wave: a run of the largest is hours, not an overflow.
+const MAX_WAVES: u64 = 1024;
+const MAX_CALLS: u64 = 1_000_000_000;
+
+fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Command<Options>, String> {
     let mut o = Options {
         waves: 16,
         lanes: 64,
@@ -53,35 +74,33 @@ fn parse() -> Options {
         printf_every: 0,
         protocol: Protocol::Stack,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let mut value = || args.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage());
-        match flag.as_str() {
-            "--waves" => o.waves = value(),
-            "--lanes" => o.lanes = value() as u32,
-            "--calls" => o.calls = value(),
-            "--packets" => o.packets = value(),
-            "--spin" => o.spin = true,
-            "--host-memory" => o.host_only = true,
-            "--printf" => o.printf_every = value(),
-            "--protocol" => {
-                o.protocol = match args.next().as_deref() {
-                    Some("stack") => Protocol::Stack,
-                    Some("phase") => Protocol::Phase,
-                    Some("line") => Protocol::Line,
-                    _ => usage(),
-                }
+    let mut parser = cli::parser(args);
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Arg::Long("waves") => o.waves = cli::number(&mut parser, "--waves", 1..=MAX_WAVES)?,
+            Arg::Long("lanes") => o.lanes = cli::number(&mut parser, "--lanes", 1..=LANES as u32)?,
+            Arg::Long("calls") => o.calls = cli::number(&mut parser, "--calls", 0..=MAX_CALLS)?,
+            Arg::Long("packets") => {
+                o.packets = cli::number(&mut parser, "--packets", 2..=u64::from(MAX_PACKETS))?
             }
-            _ => usage(),
+            Arg::Long("spin") => o.spin = true,
+            Arg::Long("host-memory") => o.host_only = true,
+            Arg::Long("printf") => o.printf_every = cli::number(&mut parser, "--printf", 0..=u64::MAX)?,
+            Arg::Long("protocol") => {
+                o.protocol = cli::choice(
+                    &mut parser,
+                    "--protocol",
+                    &[("stack", Protocol::Stack), ("phase", Protocol::Phase), ("line", Protocol::Line)],
+                )?
+            }
+            Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
+            other => return Err(cli::unexpected(other)),
         }
-    }
-    if o.waves == 0 || !(1..=64).contains(&o.lanes) {
-        usage();
     }
     if o.packets == 0 {
         o.packets = o.waves.max(2);
     }
-    o
+    Ok(Command::Run(o))
 }
 
 /// The host function FUNCTION_CALL jumps to: out = [a * b + c, a ^ b].
@@ -125,13 +144,13 @@ fn expected(service: u32, seed: u64, lane: usize, mask: u64) -> [u64; 2] {
 }
 
 fn main() -> ExitCode {
-    let o = parse();
+    let o = cli::run_or_exit(parse(std::env::args_os().skip(1)), USAGE);
     // HSA fine-grained memory where ROCm and a GPU are present, else host memory (the reason is
     // printed); `--host-memory` skips the detection.
     let backend = if o.host_only {
         hostcall::backend::Backend::host("--host-memory given", None)
     } else {
-        // The phase and line protocols need no platform atomics, so HSA memory is usable without them.
+        // The phase protocol needs no platform atomics, so HSA memory is usable without them.
         let atomics = match o.protocol {
             Protocol::Stack => hostcall::backend::hsa::AtomicsRequirement::Required,
             Protocol::Phase | Protocol::Line => hostcall::backend::hsa::AtomicsRequirement::NotRequired,
@@ -148,7 +167,13 @@ fn main() -> ExitCode {
     unsafe { services.enable_function_calls() }.unwrap();
     services.enable_printf(hostcall::services::printf::StdStreams, Default::default()).unwrap();
     // One doorbell for the listener and its buffer; the buffer where ROCm puts it.
-    let buffer = Arc::new(backend.buffer(o.packets, o.protocol, doorbell).expect("buffer"));
+    let buffer = match backend.buffer(o.packets, o.protocol, doorbell) {
+        Ok(buffer) => Arc::new(buffer),
+        Err(e) => {
+            eprintln!("waves: a buffer of {} packets: {e}", o.packets);
+            return ExitCode::FAILURE;
+        }
+    };
     listener.add_buffer(buffer.clone()).unwrap();
     println!(
         "waves: backend={} ({}), protocol={}, listener={}, waves={} lanes={} calls={} packets={}",
@@ -176,7 +201,7 @@ fn main() -> ExitCode {
             let wave = Wave::new(buffer.clone(), o.lanes);
             let (done, errors, calls, printf_every) = (done.clone(), errors.clone(), o.calls, o.printf_every);
             std::thread::spawn(move || {
-                let mut latencies = Vec::with_capacity(calls as usize);
+                let mut latencies = Vec::with_capacity(calls.min(1 << 20) as usize);
                 for c in 0..calls {
                     let service = [ADD, LANE_SUM, FUNCTION_CALL][(c % 3) as usize];
                     let seed = w << 40 | c;
@@ -213,7 +238,11 @@ fn main() -> ExitCode {
     }
     let stats = listener.shutdown();
     latencies.sort_unstable();
-    let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
+    // Percentiles of the timed calls; "-" when there were none (`--calls 0`, or only printfs).
+    let pct = |p: f64| match latencies.len() {
+        0 => "-".to_string(),
+        n => latencies[((n - 1) as f64 * p) as usize].to_string(),
+    };
     let calls = o.waves * o.calls;
     let lane_calls = calls * u64::from(o.lanes);
     let errors = errors.load(Ordering::Relaxed) + stats.total().errors;
@@ -277,4 +306,91 @@ fn show_progress(
             eprintln!();
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command as Process;
+
+    fn parse_args(args: &[&str]) -> Result<Command<Options>, String> {
+        parse(args.iter().map(std::ffi::OsString::from))
+    }
+
+    fn options(args: &[&str]) -> Options {
+        match parse_args(args) {
+            Ok(Command::Run(o)) => o,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn error(args: &[&str]) -> String {
+        match parse_args(args) {
+            Err(e) => e,
+            other => panic!("{args:?} parsed: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        let o = options(&[]);
+        assert_eq!((o.waves, o.lanes, o.calls, o.packets, o.protocol), (16, 64, 2000, 16, Protocol::Stack));
+        assert_eq!(options(&["--waves", "1"]).packets, 2, "at least 2 packets by default");
+        let o = options(&["--waves=8", "--lanes", "3", "--packets", "2", "--protocol", "phase", "--spin"]);
+        assert_eq!((o.waves, o.lanes, o.packets, o.protocol, o.spin), (8, 3, 2, Protocol::Phase, true));
+        assert_eq!(options(&["--calls", "0"]).calls, 0);
+        assert!(matches!(parse_args(&["--waves", "3", "--help"]), Ok(Command::Help)));
+        assert!(matches!(parse_args(&["-h"]), Ok(Command::Help)));
+    }
+
+    #[test]
+    fn errors_name_the_flag_and_the_value() {
+        assert_eq!(error(&["--waves", "abc"]), "--waves: 'abc' is not a number in 1..=1024");
+        assert_eq!(error(&["--bogus"]), "unknown flag '--bogus'");
+        assert_eq!(error(&["stray"]), "unexpected argument 'stray'");
+        assert_eq!(error(&["--protocol", "tcp"]), "--protocol: 'tcp' is not one of stack, phase");
+        assert!(error(&["--lanes", "4294967297"]).starts_with("--lanes: '4294967297'"));
+        assert!(error(&["--lanes", "0"]).starts_with("--lanes: '0'"));
+        assert!(error(&["--lanes", "65"]).starts_with("--lanes: '65'"));
+        assert!(error(&["--packets", "1"]).contains("2..="));
+        assert!(error(&["--waves"]).starts_with("--waves: "), "a missing value");
+        assert!(error(&["--spin=yes"]).contains("--spin"), "a value for a switch");
+    }
+
+    /// The built example itself (`./run-tests` builds it before the tests; it lies beside this
+    /// test binary): `--help` on stdout with exit 0, a bad flag with exit 2, and the inputs that
+    /// used to panic. Skipped where it is missing or older than its sources.
+    #[test]
+    fn the_binary_exits_as_documented() {
+        let exe =
+            std::env::current_exe().unwrap().with_file_name(format!("waves{}", std::env::consts::EXE_SUFFIX));
+        let modified = |path: &std::path::Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        let sources = ["examples/waves.rs", "examples/cli/mod.rs"]
+            .map(|source| modified(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(source)));
+        match modified(&exe) {
+            Some(built) if sources.iter().all(|&source| source.is_some_and(|s| s <= built)) => {}
+            _ => {
+                eprintln!("SKIPPED: {} is missing or older than its sources", exe.display());
+                return;
+            }
+        }
+        let run = |args: &[&str]| Process::new(&exe).args(args).output().unwrap();
+        let help = run(&["--help"]);
+        assert_eq!(help.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&help.stdout).starts_with("usage: waves"));
+        let bad = run(&["--bogus"]);
+        assert_eq!(bad.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&bad.stderr).contains("'--bogus'"));
+        for args in [
+            &["--calls", "0"][..],
+            &["--waves", "2", "--lanes", "2", "--calls", "3", "--printf", "1"],
+            &["--waves", "6", "--lanes", "4", "--calls", "30", "--packets", "2", "--protocol", "phase"],
+            &["--waves", "6", "--lanes", "4", "--calls", "30", "--packets", "2"],
+        ] {
+            let out = run(&[args, &["--host-memory"][..]].concat());
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{args:?}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+            assert!(stdout.contains("summary:") && stdout.contains("errors=0"), "{args:?}: {stdout}");
+        }
+    }
 }

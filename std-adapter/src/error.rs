@@ -6,7 +6,14 @@ use hostcall_core::{LayoutError, PollerError};
 use std::fmt;
 
 /// Anything that can go wrong setting up or using hostcalls.
+///
+/// `#[non_exhaustive]`: later versions may add variants, so a `match` needs a `_` arm. The
+/// variants wrapping a lower layer's typed error ([`Memory`](Self::Memory),
+/// [`Layout`](Self::Layout), [`Poller`](Self::Poller), [`Corrupt`](Self::Corrupt)) return it from
+/// [`source`](std::error::Error::source); their `Display` also names it, so a plain
+/// `eprintln!("{e}")`, the message C callers get, says what happened in one line.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// Memory could not be allocated.
     Memory(MemoryError),
@@ -141,7 +148,17 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Memory(e) => Some(e),
+            Self::Layout(e) => Some(e),
+            Self::Poller(e) => Some(e),
+            Self::Corrupt(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<MemoryError> for Error {
     fn from(e: MemoryError) -> Self {
@@ -161,5 +178,20 @@ impl From<PollerError> for Error {
 impl From<StackError> for Error {
     fn from(e: StackError) -> Self {
         Self::Corrupt(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn wrapped_errors_are_the_source() {
+        let e = Error::Layout(LayoutError::Null);
+        let source = e.source().expect("a source");
+        assert_eq!(source.downcast_ref::<LayoutError>(), Some(&LayoutError::Null));
+        assert!(e.to_string().contains(&LayoutError::Null.to_string()), "{e}");
+        assert!(Error::ShutDown.source().is_none());
     }
 }

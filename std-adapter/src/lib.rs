@@ -21,7 +21,8 @@
 //! listener.shutdown();
 //! ```
 //!
-//! The modules, by role:
+//! # Modules, by role
+//!
 //!
 //! - [`memory`] and [`doorbell`]: the two traits a backend implements ([`DeviceMemory`],
 //!   [`Doorbell`]) and their host implementations ([`HostMemory`], [`ParkingDoorbell`]); every
@@ -38,10 +39,26 @@
 //! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener ([`enable`],
 //!   [`disable`]).
 //!
-//! Features: `cuda` adds `backend::cuda` (it builds without CUDA installed: the driver is loaded
-//! at run time).
+//! For a GPU runtime embedding it the way ROCm embeds `rochostcall.hpp` (size a buffer, enable it
+//! per hardware queue, disable it), start at [`lifecycle`]; for the C ABI, the `hostcall-capi`
+//! crate and `include/hostcall.h`; for the wire format, `PROTOCOL.md`.
+//!
+//! # Features
+//!
+//! - `cuda` (off by default): `backend::cuda`, CUDA kernels as devices (pinned, device-mapped
+//!   memory, kernel launches). It builds without CUDA installed: cudarc loads the driver at run
+//!   time. It needs Rust 1.88 (cudarc's dependency libloading), the crate itself 1.81.
+//!
+//! # Target requirements
+//!
+//! Those of [`hostcall_core`] (native, lock-free 64-bit atomics: the build fails without them), and
+//! `std` with threads. The HSA backend loads ROCm's `libhsa-runtime64.so` at run time and falls
+//! back to host memory (saying why) where it is missing, so the crate builds and its tests run on
+//! any Linux machine; the stack protocol on a real GPU also needs platform atomics between CPU and
+//! GPU, which [`detect`] checks.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 pub use hostcall_core as core;
 
@@ -67,6 +84,12 @@ pub use memory::{DeviceAllocation, DeviceMemory, HostMemory, MemoryError};
 pub use serve::listener::{Listener, ListenerConfig};
 pub use serve::pool::ListenerPool;
 pub use serve::registry::{PacketService, Services, Stats};
+
+/// The repository's README, so that `cargo test --doc` compiles and runs its Rust snippets (only
+/// under rustdoc's test mode: the published crate neither needs nor has the file there).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+mod readme {}
 
 /// Byte offset of `hidden_hostcall_buffer` in a kernel's implicit arguments, code-object ABI < 500
 /// (8-byte slot 3).

@@ -15,8 +15,10 @@ use hostcall::core::SLOT_WORDS;
 use hostcall::doorbell::signal::AMD_SIGNAL_KIND_USER;
 use hostcall::doorbell::{Doorbell, INIT};
 use hostcall::memory::{DeviceAllocation, DeviceMemory};
+use hostcall::serve::devices::DeviceListeners;
 use hostcall::serve::listener::ListenerConfig;
 use hostcall::serve::pool::ListenerPool;
+use hostcall::serve::registry::Services;
 use hostcall::Error;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -141,5 +143,70 @@ fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
     assert_eq!(bell.signal().event_mailbox_ptr.load(Ordering::Relaxed), 0);
     let stats = pool.shutdown();
     assert_eq!(stats.total().packets, warps * calls);
+    assert_eq!(stats.total().errors, 0);
+}
+
+#[test]
+#[ignore = "needs CUDA devices: run with --include-ignored on a GPU machine (two GPUs for the multi-GPU part)"]
+fn every_gpu_makes_verified_hostcalls_in_one_process() {
+    let test = "every_gpu_makes_verified_hostcalls_in_one_process";
+    let visible = cuda::probe().unwrap_or_else(|why| panic!("{test}: no CUDA device ({why})"));
+    if visible < 2 {
+        eprintln!("{test}: {visible} GPU visible: the multi-GPU part runs on that one only");
+    }
+    let path = std::env::var_os("HOSTCALL_CUDA_MODULE")
+        .unwrap_or_else(|| panic!("{test}: HOSTCALL_CUDA_MODULE is not set (the path of kernels.cubin)"));
+    let gpus = cuda::open_gpus(None).unwrap();
+    assert_eq!(gpus.len(), visible);
+    let groups: Vec<_> = gpus.iter().map(|gpu| gpu.group()).collect();
+    let listeners =
+        DeviceListeners::start(&groups, 2, ListenerConfig::spinning(), Arc::new(Services::new())).unwrap();
+    listeners.services().register_lane(100, "mix", |r| Ok([mix(r), r[0].wrapping_add(r[1])])).unwrap();
+    // Every GPU at once, each buffer routed by its ordinal to its GPU's own two threads.
+    let (warps, calls) = (64u64, 50u64);
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = gpus
+            .iter()
+            .map(|gpu| {
+                let (listeners, path) = (&listeners, &path);
+                scope.spawn(move || {
+                    let cuda = gpu.cuda.clone();
+                    let module = Module::load(cuda.clone(), std::path::Path::new(path)).unwrap();
+                    let kernel = module.kernel("hc_calls").unwrap();
+                    let (buffer, _state) = gpu.phase_buffer(warps).unwrap();
+                    assert_eq!(buffer.device_ordinal() as usize, cuda.ordinal());
+                    listeners.add_buffer(buffer.clone()).unwrap();
+                    let counters = DeviceBuffer::new(cuda.clone(), 16).unwrap();
+                    let scratch = DeviceBuffer::new(cuda.clone(), calls as usize * 8).unwrap();
+                    let clocks = DeviceBuffer::new(cuda.clone(), 32).unwrap();
+                    let stream = Stream::new(cuda.clone()).unwrap();
+                    let args = [
+                        buffer.device_address(),
+                        calls,
+                        20_000,
+                        256,
+                        8_192,
+                        500,
+                        counters.device_address(),
+                        0,
+                        scratch.device_address(),
+                        clocks.device_address(),
+                    ];
+                    // SAFETY: the arguments match `hc_calls` of kernels.cu in order and size;
+                    // everything they point to outlives the kernel, which is waited for below.
+                    unsafe { kernel.launch(&stream, 8, 256, &args) }.unwrap();
+                    stream.synchronize_for(Duration::from_secs(60)).unwrap();
+                    listeners.remove_buffer(&buffer).unwrap();
+                    (cuda.ordinal(), counters.read_u64(2).unwrap())
+                })
+            })
+            .collect();
+        for run in runs {
+            let (ordinal, c) = run.join().unwrap();
+            assert_eq!(c, vec![0, warps * 32 * calls], "GPU {ordinal}: [errors, lane replies checked]");
+        }
+    });
+    let stats = listeners.shutdown();
+    assert_eq!(stats.total().packets, warps * calls * gpus.len() as u64);
     assert_eq!(stats.total().errors, 0);
 }

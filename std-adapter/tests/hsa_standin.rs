@@ -190,6 +190,13 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
 
         listener.add_buffer(buffer.clone()).unwrap();
         run_waves(&buffer, 4, 16, 25);
+        // With the device quiet the listener goes idle and sleeps on its signal (while waves call,
+        // a loaded machine may keep it busy polling throughout).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while standin.count("calls:hsa_signal_wait_scacquire") == 0 {
+            assert!(Instant::now() < deadline, "the idle listener never waited on its signal");
+            thread::sleep(Duration::from_millis(1));
+        }
         let stats = listener.shutdown();
         assert_eq!(stats.services[&ADD].1.packets, 100);
         assert_eq!(stats.services[&ADD].1.lane_calls, 100 * 16);

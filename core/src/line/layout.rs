@@ -72,6 +72,7 @@ pub const fn seq_of(word: u64) -> u32 {
 
 /// The start of a line buffer: the fields device code reads. Written by the host in
 /// [`View::init`](super::View::init) before the hand-off and never read back by the host.
+#[derive(Debug)]
 #[repr(C)]
 pub struct Prefix {
     /// Device address of `Request[num_packets]`.
@@ -108,6 +109,7 @@ impl Default for Prefix {
 /// One packet's request block, written only by the wave holding the packet: a 64-byte header line
 /// (`head = tag(service, seq)`, `mask = [tag(activemask low), tag(activemask high)]`, 5 reserved
 /// words) followed by every lane's [`REQUEST_LINE_WORDS`] tagged words.
+#[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Request {
     /// `tag(service, seq)`: the word the host polls.
@@ -122,6 +124,7 @@ pub struct Request {
 
 /// One packet's reply block, written by the host (and zeroed by the wave at its refresh claims):
 /// every lane's [`REPLY_LINE_WORDS`] tagged words, 32 bytes, two lanes per line.
+#[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Reply {
     /// `lanes[lane][2 k]`, `lanes[lane][2 k + 1]`: the low and high halves of reply word `k`.

@@ -13,6 +13,7 @@ use crate::sync::Ordering;
 /// A packet whose `occupied` bit this wave set, with the sequence of its next call chosen: fill
 /// its lanes, then [`Claimed::submit`] it. Dropping it frees the packet unsent and uses up the
 /// sequence, so words it wrote can never be taken for a later call's.
+#[derive(Debug)]
 #[must_use = "dropping a claimed packet frees it unsent"]
 pub struct Claimed<'a> {
     view: View<'a>,
@@ -25,6 +26,7 @@ pub struct Claimed<'a> {
 /// Dropping it leaks the packet (its `occupied` bit stays set), as the stack protocol's handle
 /// does: the host owns it until it answers, and nothing on the device side could tell when that
 /// is without waiting.
+#[derive(Debug)]
 #[must_use = "wait for the reply; dropping a submitted packet leaks it"]
 pub struct Submitted<'a> {
     view: View<'a>,
@@ -34,6 +36,7 @@ pub struct Submitted<'a> {
 }
 
 /// An answered packet: read the replies, then drop or [`Completed::release`] it.
+#[derive(Debug)]
 #[must_use = "read the reply before releasing the packet"]
 pub struct Completed<'a> {
     view: View<'a>,

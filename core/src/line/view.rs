@@ -234,3 +234,30 @@ impl<'a> View<'a> {
 fn occupied_bit(index: usize) -> u32 {
     1 << (index % 32)
 }
+
+/// The buffer's address and packet count (the shared words are not read).
+impl core::fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("line::View")
+            .field("prefix", &(self.prefix as *const Prefix))
+            .field("num_packets", &self.requests.len())
+            .finish()
+    }
+}
+
+/// Where each part is and its length (the shared words are not read).
+impl core::fmt::Debug for Parts<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        fn part<T>(f: &mut core::fmt::DebugStruct<'_, '_>, name: &str, slice: &[T]) {
+            f.field(name, &format_args!("{:p} ({} entries)", slice.as_ptr(), slice.len()));
+        }
+        let mut s = f.debug_struct("line::Parts");
+        s.field("prefix", &(self.prefix as *const Prefix));
+        part(&mut s, "device_seq", self.device_seq);
+        part(&mut s, "occupied", self.occupied);
+        part(&mut s, "served", self.served);
+        part(&mut s, "requests", self.requests);
+        part(&mut s, "replies", self.replies);
+        s.finish()
+    }
+}

@@ -10,6 +10,7 @@ use crate::sync::{AtomicU32, AtomicU64};
 /// the buffer is handed to the device, and never read back by the host (it keeps its own
 /// copies of the addresses and of the packet count).
 #[repr(C)]
+#[derive(Debug)]
 pub struct Prefix {
     /// Device address of `device_phase: u32[num_packets]`.
     pub device_phase: AtomicU64,
@@ -30,6 +31,7 @@ pub struct Prefix {
 /// Per-packet header of the phase protocol (16 bytes): the stack header without `next` and
 /// `control`. Written by the claiming wave before it flips `device_phase`; read by the host.
 #[repr(C)]
+#[derive(Debug)]
 pub struct Header {
     /// Bit `i` set: lane `i`'s slot holds a request.
     pub activemask: AtomicU64,

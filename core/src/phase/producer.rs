@@ -13,6 +13,7 @@ use crate::sync::Ordering;
 
 /// A packet whose `occupied` bit this wave set, with the phases equal: fill its lanes, then
 /// [`Claimed::submit`] it. Dropping it clears the bit unsent.
+#[derive(Debug)]
 #[must_use = "dropping a claimed packet frees it unsent"]
 pub struct Claimed<'a> {
     view: View<'a>,
@@ -25,6 +26,7 @@ pub struct Claimed<'a> {
 ///
 /// Dropping it clears the `occupied` bit without waiting. The packet is not reused early: a
 /// claimer takes it only once the phases agree again, that is once the host has answered.
+#[derive(Debug)]
 #[must_use = "wait for the reply; dropping a submitted packet abandons it"]
 pub struct Submitted<'a> {
     view: View<'a>,
@@ -36,6 +38,7 @@ pub struct Submitted<'a> {
 }
 
 /// An answered packet: read the replies, then drop or [`Completed::release`] it.
+#[derive(Debug)]
 #[must_use = "read the reply before releasing the packet"]
 pub struct Completed<'a> {
     view: View<'a>,

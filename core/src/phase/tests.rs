@@ -226,7 +226,7 @@ fn wait_until_gives_the_packet_back() {
     let parts = Parts::new(2);
     let v = parts.view();
     let s = v.claim(0).unwrap().submit(1, 1);
-    let s = s.wait_until(|polls| polls < 3).err().expect("not answered");
+    let s = s.wait_until(|polls| polls < 3).expect_err("not answered");
     v.drain(&mut echo);
     assert!(s.wait_until(|_| false).is_ok());
 }

@@ -43,6 +43,33 @@ pub struct Parts<'a> {
     pub payloads: &'a [Payload],
 }
 
+/// The buffer's address and packet count (the shared words are not read).
+impl fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("phase::View")
+            .field("prefix", &(self.prefix as *const Prefix))
+            .field("num_packets", &self.headers.len())
+            .finish()
+    }
+}
+
+/// Where each part is and its length (the shared words are not read).
+impl fmt::Debug for Parts<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn part<T>(f: &mut fmt::DebugStruct<'_, '_>, name: &str, slice: &[T]) {
+            f.field(name, &format_args!("{:p} ({} entries)", slice.as_ptr(), slice.len()));
+        }
+        let mut s = f.debug_struct("phase::Parts");
+        s.field("prefix", &(self.prefix as *const Prefix));
+        part(&mut s, "device_phase", self.device_phase);
+        part(&mut s, "host_phase", self.host_phase);
+        part(&mut s, "occupied", self.occupied);
+        part(&mut s, "headers", self.headers);
+        part(&mut s, "payloads", self.payloads);
+        s.finish()
+    }
+}
+
 /// Something malformed a phase-protocol drain found in shared memory (reported as
 /// [`DrainError::Phase`](crate::DrainError::Phase)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +97,8 @@ impl fmt::Display for Malformed {
         }
     }
 }
+
+impl core::error::Error for Malformed {}
 
 /// Bit 0 of a phase word: the only bit either side compares.
 const PHASE_BIT: u32 = 1;

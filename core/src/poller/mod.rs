@@ -67,6 +67,8 @@ impl fmt::Display for PollerError {
     }
 }
 
+impl core::error::Error for PollerError {}
+
 /// A fixed-capacity set of up to `N` buffers and the loop body that serves them.
 pub struct Poller<const N: usize> {
     /// Which buffers are registered, in which slot. Taken briefly by every method, never held
@@ -86,6 +88,26 @@ pub struct Poller<const N: usize> {
 unsafe impl<const N: usize> Send for Poller<N> {}
 // SAFETY: as for `Send`: all shared state is behind the two spin locks or accessed atomically.
 unsafe impl<const N: usize> Sync for Poller<N> {}
+
+/// The capacity and the buffers served (base, packets, protocol, device, scope); `<locked>` while
+/// another thread holds the table lock, rather than waiting for it.
+impl<const N: usize> fmt::Debug for Poller<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Serving<'t, const N: usize>(&'t Table<N>);
+        impl<const N: usize> fmt::Debug for Serving<'_, N> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_list().entries(self.0.serving.iter().map(|(_, registered)| registered)).finish()
+            }
+        }
+        let mut s = f.debug_struct("Poller");
+        s.field("capacity", &N);
+        match self.table.try_lock() {
+            Some(table) => s.field("buffers", &Serving(&table)),
+            None => s.field("buffers", &format_args!("<locked>")),
+        };
+        s.finish()
+    }
+}
 
 impl<const N: usize> Default for Poller<N> {
     fn default() -> Self {

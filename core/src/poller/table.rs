@@ -32,7 +32,7 @@ use crate::host::Protocol;
 use crate::sync::{AtomicU32, Ordering};
 
 /// One registration: the buffer's geometry, checked once by `add`, and its initial drain scope.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Registered {
     pub(super) base: *mut u8,
     pub(super) len: usize,

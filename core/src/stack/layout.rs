@@ -22,6 +22,7 @@ pub const CONTROL_HOST_ERROR: u32 = 1 << 1;
 
 /// The start of the buffer: the fields device code reads (PROTOCOL.md section 1).
 #[repr(C)]
+#[derive(Debug)]
 pub struct Prefix {
     /// Device address of `Header[num_packets]`. Written by the host at init; the host
     /// itself never reads it back (it uses its own copy of the address).
@@ -40,6 +41,7 @@ pub struct Prefix {
 
 /// Per-packet header (24 bytes).
 #[repr(C)]
+#[derive(Debug)]
 pub struct Header {
     /// Tagged pointer to the next packet of whichever stack holds this one.
     pub next: AtomicU64,

@@ -19,6 +19,7 @@ use crate::lane::{
 use crate::sync::Ordering;
 
 /// A packet popped from the free-list: fill its lanes, then [`Claimed::submit`] it.
+#[derive(Debug)]
 #[must_use = "dropping a claimed packet returns it to the free-list unsent"]
 pub struct Claimed<'a> {
     buffer: View<'a>,
@@ -26,6 +27,7 @@ pub struct Claimed<'a> {
 }
 
 /// A packet on the ready-stack: wait for the host to serve it.
+#[derive(Debug)]
 #[must_use = "dropping a submitted packet leaks it: the host owns it until it answers"]
 pub struct Submitted<'a> {
     buffer: View<'a>,
@@ -33,6 +35,7 @@ pub struct Submitted<'a> {
 }
 
 /// A served packet: read the replies, then drop or [`Completed::release`] it.
+#[derive(Debug)]
 #[must_use = "read the reply before releasing the packet"]
 pub struct Completed<'a> {
     buffer: View<'a>,

@@ -48,8 +48,10 @@ impl fmt::Display for StackError {
     }
 }
 
+impl core::error::Error for StackError {}
+
 /// A view of one stack: its top word, the headers it links, and the viewer's private geometry.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct TaggedStack<'a> {
     top: &'a AtomicU64,
     headers: &'a [Header],
@@ -138,6 +140,7 @@ impl<'a> TaggedStack<'a> {
 /// after completion the producer owns the packet and may reuse its `next`. The walk ends after the
 /// buffer's packet count, so a cycle written by a hostile device cannot hang the host; an index out
 /// of range ends it too. Either is yielded once as an error.
+#[derive(Debug)]
 pub struct ChainWalk<'a> {
     next: u64,
     headers: &'a [Header],

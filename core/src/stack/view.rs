@@ -25,6 +25,16 @@ pub struct View<'a> {
     geometry: Geometry,
 }
 
+/// The buffer's address and geometry (the shared words are not read).
+impl fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("stack::View")
+            .field("base", &(self.prefix as *const Prefix))
+            .field("num_packets", &self.geometry.num_packets())
+            .finish()
+    }
+}
+
 /// Something malformed a stack-protocol drain found in shared memory (reported as
 /// [`DrainError::Stack`](crate::DrainError::Stack)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +60,8 @@ impl fmt::Display for Malformed {
         }
     }
 }
+
+impl core::error::Error for Malformed {}
 
 impl<'a> View<'a> {
     /// A view over separately held parts (loom models and tests allocate them normally). The

@@ -47,7 +47,7 @@ pub(crate) fn listener_loop(cost: &CostLoop, view: View<'_>, packets: u64, lanes
         let submitted = claimed.submit(ECHO, activemask);
         let report = cost.poller.poll_once(&services);
         debug_assert_eq!(report.packets, 1);
-        let done = submitted.wait_until(|_| false).ok().expect("served by the poll");
+        let done = submitted.wait_until(|_| false).expect("served by the poll");
         for lane in 0..lanes {
             checksum = checksum.wrapping_add(done.reply(lane)[0]);
         }

@@ -68,6 +68,8 @@ fn request(i: u64, lane: usize) -> [u64; SLOT_WORDS] {
     [i, lane as u64, 2, 3, 4, 5, 6, i ^ lane as u64]
 }
 
+#[path = "../cli/mod.rs"]
+mod cli;
 mod latency;
 mod listener_cost;
 mod measure;
@@ -79,12 +81,12 @@ mod throughput;
 
 use listener_cost::run_callgrind;
 use measure::unpin;
-use options::{parse, Mode};
+use options::{parse, Mode, USAGE};
 use report::{print_goals, print_lines, print_table, summarise};
 use rows::rows;
 
 fn main() {
-    let o = match parse() {
+    let o = match cli::run_or_exit(parse(std::env::args_os().skip(1)), USAGE) {
         Mode::Callgrind(n, lanes) => return run_callgrind(n, lanes),
         Mode::Bench(o) => o,
     };

@@ -1,6 +1,8 @@
 //! Command-line options: the full run, `--quick`, and the callgrind mode.
 
+use crate::cli::{self, Arg, Command};
 use hostcall::core::LANES;
+use std::ffi::OsString;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
@@ -52,39 +54,114 @@ impl Options {
     }
 }
 
+#[derive(Debug)]
 pub(crate) enum Mode {
     Bench(Options),
     /// Packets, lanes per packet.
     Callgrind(u64, u32),
 }
 
-pub(crate) fn usage() -> ! {
-    eprintln!(
-        "usage: bench [--quick] [--rounds N] [--no-pin] [--only NAME]... | bench --callgrind-listener N [--lanes 1..=64]"
-    );
-    std::process::exit(2)
-}
+pub(crate) const USAGE: &str = "\
+usage: bench [--quick] [--rounds N] [--no-pin] [--only NAME]...
+       bench --callgrind-listener N [--lanes L]
 
-pub(crate) fn parse() -> Mode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut options = if args.iter().any(|a| a == "--quick") { Options::quick() } else { Options::full() };
+Hostcall round trips and throughput beside a ping-pong floor and crossbeam-channel.
+
+  --quick                   short rounds and windows (the CI smoke run)
+  --rounds N                rounds, 1..=1000 [5; 2 with --quick]
+  --no-pin                  leave the latency pairs to the scheduler
+  --only NAME               only the rows whose name contains NAME (repeatable; the floor and the
+                            crossbeam rows compared to always run); NAME must match some row
+  --callgrind-listener N    only the listener-cost loop, N packets (1..=1000000000), for callgrind
+  --lanes L                 lanes per packet of that loop, 1..=64 [64]
+  -h, --help                this text";
+
+/// Parses the command line (without the program name).
+pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<Mode>, String> {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut options = if quick { Options::quick() } else { Options::full() };
     let mut callgrind = None;
-    let mut lanes = LANES as u32;
-    let mut args = args.into_iter();
-    while let Some(flag) = args.next() {
-        let mut value = || args.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or_else(|| usage());
-        match flag.as_str() {
-            "--quick" => {}
-            "--no-pin" => options.pin = false,
-            "--rounds" => options.rounds = value().max(1) as usize,
-            "--only" => options.only.push(args.next().unwrap_or_else(|| usage())),
-            "--callgrind-listener" => callgrind = Some(value()),
-            "--lanes" => lanes = value().clamp(1, LANES as u64) as u32,
-            _ => usage(),
+    let mut lanes = None;
+    let mut parser = cli::parser(args);
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Arg::Long("quick") => {}
+            Arg::Long("no-pin") => options.pin = false,
+            Arg::Long("rounds") => options.rounds = cli::number(&mut parser, "--rounds", 1..=1000)?,
+            Arg::Long("only") => options.only.push(cli::string(&mut parser, "--only")?),
+            Arg::Long("callgrind-listener") => {
+                callgrind = Some(cli::number(&mut parser, "--callgrind-listener", 1..=1_000_000_000)?)
+            }
+            Arg::Long("lanes") => lanes = Some(cli::number(&mut parser, "--lanes", 1..=LANES as u32)?),
+            Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
+            other => return Err(cli::unexpected(other)),
         }
     }
-    match callgrind {
-        Some(packets) => Mode::Callgrind(packets, lanes),
-        None => Mode::Bench(options),
+    let rows = row_names(&options);
+    if let Some(only) = options.only.iter().find(|only| !rows.iter().any(|row| row.contains(only.as_str()))) {
+        return Err(format!("--only: no row name contains '{only}'; the rows are: {}", rows.join(", ")));
+    }
+    Ok(Command::Run(match (callgrind, lanes) {
+        (Some(packets), lanes) => Mode::Callgrind(packets, lanes.unwrap_or(LANES as u32)),
+        (None, Some(_)) => return Err("--lanes: only with --callgrind-listener".into()),
+        (None, None) => Mode::Bench(options),
+    }))
+}
+
+/// The names of every row these options can run (`--only` left aside).
+fn row_names(options: &Options) -> Vec<String> {
+    let every = Options { only: Vec::new(), ..options.clone() };
+    crate::rows::rows(&every).into_iter().map(|row| row.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_args(args: &[&str]) -> Result<Command<Mode>, String> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    fn bench(args: &[&str]) -> Options {
+        match parse_args(args) {
+            Ok(Command::Run(Mode::Bench(o))) => o,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options() {
+        assert_eq!(bench(&[]).rounds, 5);
+        let o =
+            bench(&["--rounds", "3", "--quick", "--no-pin", "--only", "floor", "--only", "throughput_8w"]);
+        assert_eq!((o.rounds, o.pin, o.only.len(), o.samples), (3, false, 2, Options::quick().samples));
+        assert!(matches!(
+            parse_args(&["--callgrind-listener", "10"]),
+            Ok(Command::Run(Mode::Callgrind(10, 64)))
+        ));
+        assert!(matches!(
+            parse_args(&["--callgrind-listener", "10", "--lanes", "1"]),
+            Ok(Command::Run(Mode::Callgrind(10, 1)))
+        ));
+        assert!(matches!(parse_args(&["--help"]), Ok(Command::Help)));
+    }
+
+    #[test]
+    fn errors() {
+        let error = |args: &[&str]| match parse_args(args) {
+            Err(e) => e,
+            other => panic!("{args:?} parsed: {other:?}"),
+        };
+        let only = error(&["--only", "nosuchrow"]);
+        assert!(
+            only.starts_with("--only: no row name contains 'nosuchrow'; the rows are: floor_ping_pong, "),
+            "{only}"
+        );
+        assert!(only.contains("listener_cost_64l"), "{only}");
+        assert_eq!(error(&["--rounds", "0"]), "--rounds: '0' is not a number in 1..=1000");
+        assert_eq!(error(&["--bogus"]), "unknown flag '--bogus'");
+        assert!(error(&["--callgrind-listener", "1", "--lanes", "4294967297"]).starts_with("--lanes: "));
+        assert!(error(&["--lanes", "3"]).contains("only with --callgrind-listener"));
     }
 }

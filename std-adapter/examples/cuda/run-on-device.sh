@@ -6,7 +6,9 @@
 #   kernels.cubin  the kernels, used only if nvcc fails here
 #   src/           kernels.cu and include/ (hostcall.h, hostcall_cuda.cuh), compiled here
 # and this script. Run it as `bash FOLDER/run-on-device.sh`. Logs go to $OUT (default
-# /tmp/hostcall-cuda). BENCH_ARGS are passed to cuda_waves.
+# /tmp/hostcall-cuda). cuda_waves gets WAVES_ARGS (default `--bench`: GPU 0's benchmark) then
+# BENCH_ARGS; on a machine with several GPUs, `WAVES_ARGS="--scaling"` measures one GPU against
+# all of them (every visible GPU is served, and checked, either way).
 set -uo pipefail
 OUT=${OUT:-/tmp/hostcall-cuda}
 CARRY=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +18,10 @@ mkdir -p "$OUT"
     uname -m
     ldd --version | head -1
     nproc
-    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,pcie.link.gen.current,pcie.link.width.current --format=csv
+    nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,pcie.link.gen.current,pcie.link.width.current --format=csv
+    nvidia-smi topo -m 2>/dev/null || true
+    lscpu 2>/dev/null | grep -E '^(Model name|Socket|Core|Thread|NUMA node)' || true
+    echo "cpu0 siblings: $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list 2>/dev/null)"
     echo "== kernels"
     NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
     "$NVCC" --version | tail -2
@@ -31,8 +36,8 @@ mkdir -p "$OUT"
     fi
     echo "== tests/cuda.rs"
     HOSTCALL_CUDA_MODULE=$MODULE timeout 120 "$CARRY/cuda-tests" --include-ignored --test-threads=1
-    echo "== cuda_waves --bench ${BENCH_ARGS:-}"
+    echo "== cuda_waves ${WAVES_ARGS---bench} ${BENCH_ARGS:-}"
     # shellcheck disable=SC2086
-    timeout 400 "$CARRY/cuda_waves" --module "$MODULE" --bench ${BENCH_ARGS:-}
+    timeout 400 "$CARRY/cuda_waves" --module "$MODULE" ${WAVES_ARGS---bench} ${BENCH_ARGS:-}
     echo "cuda_waves exit=$?"
 } 2>&1 | tee "$OUT/run.log"

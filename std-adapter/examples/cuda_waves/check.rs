@@ -1,45 +1,107 @@
-//! The checks: every reply verified, printf, FUNCTION_CALL; then, with `--bench`, the benchmark.
+//! The checks on every GPU: every reply verified, printf, FUNCTION_CALL; before them, with
+//! `--bench`, the one-GPU benchmark, and with `--scaling`, the multi-GPU one.
 
 use crate::add_mul;
 use crate::bench::bench;
 use crate::gpu::Gpu;
 use crate::options::{Options, LATENCY, THROUGHPUT};
+use crate::scaling::scaling;
 use hostcall::backend::cuda::{self, DeviceBuffer};
+use hostcall::serve::devices::DeviceListeners;
+use hostcall::serve::listener::ListenerConfig;
 use hostcall::Error;
 use std::time::Duration;
 
-pub(crate) fn run(gpu: &Gpu, options: &Options) -> Result<bool, Error> {
-    let cuda = &gpu.cuda;
+pub(crate) fn run(gpus: &[Gpu], options: &Options) -> Result<bool, Error> {
     use cudarc::driver::sys::CUdevice_attribute as A;
-    println!(
-        "cuda: device {} sms={} clock_mhz={} host_native_atomics={} can_map_host_memory={} memory=cuda-pinned-mapped",
-        cuda.name(),
-        gpu.sms,
-        cuda.clock_khz()? / 1000,
-        cuda.attribute(A::CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED)?,
-        cuda.attribute(A::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)?,
-    );
     let mut ok = true;
-
-    // The stack protocol: refused without platform atomics (never launched then).
-    match cuda::stack_buffer(cuda, gpu.memory.clone(), 64, gpu.doorbell.clone()) {
-        Err(Error::Unsupported(why)) => println!("cuda: stack-protocol refused (as it must be here): {why}"),
-        Err(e) => return Err(e),
-        Ok(_) => {
-            println!("cuda: stack-protocol allowed: this device has host-native atomics (not exercised)")
+    for gpu in gpus {
+        let cuda = &gpu.cuda;
+        let t = &gpu.host.topology;
+        println!(
+            "cuda: device {} {} sms={} clock_mhz={} host_native_atomics={} can_map_host_memory={} memory=cuda-pinned-mapped pci={} numa_node={} local_cpus={} listener_cpus={}",
+            cuda.ordinal(),
+            cuda.name(),
+            gpu.sms,
+            cuda.clock_khz()? / 1000,
+            cuda.attribute(A::CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED)?,
+            cuda.attribute(A::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)?,
+            t.pci_bus_id,
+            t.numa_node.map_or("unknown".into(), |n| n.to_string()),
+            cpu_list(&t.local_cpus),
+            cpu_list(&gpu.host.cpus),
+        );
+        // The stack protocol: refused without platform atomics (never launched then).
+        match cuda::stack_buffer(cuda, gpu.memory.clone(), 64, gpu.doorbell.clone()) {
+            Err(Error::Unsupported(why)) => {
+                println!(
+                    "cuda: stack-protocol refused on device {} (as it must be here): {why}",
+                    cuda.ordinal()
+                )
+            }
+            Err(e) => return Err(e),
+            Ok(_) => println!(
+                "cuda: stack-protocol allowed on device {}: it has host-native atomics (not exercised)",
+                cuda.ordinal()
+            ),
         }
     }
 
-    // The benchmark first: a check that hangs (its kernel never ends) would block the stream.
-    let mut bench_summary = None;
+    // The benchmarks first: a check that hangs (its kernel never ends) would block the stream.
+    let mut summaries = Vec::new();
     if options.bench {
-        let (bench_ok, summary) = bench(gpu, options)?;
+        let (bench_ok, summary) = bench(&gpus[0], options)?;
         ok &= bench_ok;
-        bench_summary = Some(summary);
+        summaries.push(summary);
+    }
+    if options.scaling {
+        let (scaling_ok, summary) = scaling(gpus, options)?;
+        ok &= scaling_ok;
+        summaries.push(summary);
     }
 
-    let pool = gpu.pool(1)?;
+    // The checks, on every GPU, one process: a listener group of one thread per GPU.
+    let groups: Vec<_> = gpus.iter().map(|gpu| gpu.host.group()).collect();
+    let config = ListenerConfig { thread_name: "cuda-check".into(), ..ListenerConfig::spinning() };
+    let listeners = DeviceListeners::start(&groups, 1, config, gpus[0].services.clone())?;
+    for gpu in gpus {
+        ok &= check(gpu, &listeners, options)?;
+    }
+    listeners.shutdown();
 
+    if summaries.is_empty() {
+        println!("summary: mode=check gpus={} ok={ok}", gpus.len());
+    } else {
+        println!("summary: gpus={} {} ok={ok}", gpus.len(), summaries.join(" "));
+    }
+    Ok(ok)
+}
+
+/// `0-3,8` for a CPU list (`-` when empty).
+fn cpu_list(cpus: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(",")
+    }
+}
+
+/// Every reply verified on one GPU: FUNCTION_CALL, printf, and the calls kernel at each warp
+/// count, its buffers served by the GPU's own listener group.
+fn check(gpu: &Gpu, pool: &DeviceListeners, options: &Options) -> Result<bool, Error> {
+    let cuda = &gpu.cuda;
+    let device = cuda.ordinal();
+    let mut ok = true;
     // FUNCTION_CALL: 2 warps x 10 calls, every reply checked on the GPU.
     {
         let (buffer, _state) = gpu.buffer(32)?;
@@ -57,7 +119,7 @@ pub(crate) fn run(gpu: &Gpu, options: &Options) -> Result<bool, Error> {
         let good = c[0] == 0 && c[1] == 64 * calls;
         ok &= good;
         println!(
-            "cuda: function-call warps=2 calls={calls} lanes_checked={} errors={} ok={good}",
+            "cuda: function-call device={device} warps=2 calls={calls} lanes_checked={} errors={} ok={good}",
             c[1], c[0]
         );
         pool.remove_buffer(&buffer)?;
@@ -84,7 +146,7 @@ pub(crate) fn run(gpu: &Gpu, options: &Options) -> Result<bool, Error> {
         let good = lines == lanes && total == printed.len() as u64 && counts.iter().all(|&n| (n as i64) > 0);
         ok &= good;
         println!(
-            "cuda: printf lanes={lanes} lines={lines} bytes={} replies={counts:?} ok={good}",
+            "cuda: printf device={device} lanes={lanes} lines={lines} bytes={} replies={counts:?} ok={good}",
             printed.len()
         );
         pool.remove_buffer(&buffer)?;
@@ -95,10 +157,10 @@ pub(crate) fn run(gpu: &Gpu, options: &Options) -> Result<bool, Error> {
     for &warps in &options.warps {
         let calls = if warps >= 1056 { 20 } else { 200 };
         let policy = if warps >= 1056 { THROUGHPUT } else { LATENCY };
-        let r = gpu.calls(&pool, &default_kernel, warps, calls, policy, false)?;
+        let r = gpu.calls(pool, &default_kernel, warps, calls, policy, false)?;
         ok &= r.ok();
         println!(
-            "cuda: verify warps={} calls={} lane_replies_checked={} expected={} errors={} ok={}",
+            "cuda: verify device={device} warps={} calls={} lane_replies_checked={} expected={} errors={} ok={}",
             r.warps,
             r.calls,
             r.checked,
@@ -106,12 +168,6 @@ pub(crate) fn run(gpu: &Gpu, options: &Options) -> Result<bool, Error> {
             r.errors,
             r.ok()
         );
-    }
-    drop(pool);
-
-    match bench_summary {
-        Some(summary) => println!("summary: {summary} ok={ok}"),
-        None => println!("summary: mode=check ok={ok}"),
     }
     Ok(ok)
 }

@@ -1,12 +1,13 @@
-//! [`Gpu`]: the device, its module, memory, doorbell and services; launching the kernels and
+//! [`Gpu`]: one device, its module, memory, doorbell and (shared) services; launching the kernels and
 //! reading back what they measured ([`Run`]).
 
 use crate::options::Policy;
 use crate::{mix, MIX};
-use hostcall::backend::cuda::{self, Cuda, CudaMemory, DeviceBuffer, Kernel, MappedDoorbell, Module, Stream};
+use hostcall::backend::cuda::{Cuda, CudaGpu, CudaMemory, DeviceBuffer, Kernel, Module, Stream};
 use hostcall::buffer::HostcallBuffer;
 use hostcall::doorbell::Doorbell;
 use hostcall::memory::{DeviceAllocation, DeviceMemory};
+use hostcall::serve::devices::DeviceListeners;
 use hostcall::serve::listener::ListenerConfig;
 use hostcall::serve::pool::ListenerPool;
 use hostcall::serve::registry::Services;
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Everything a run needs.
+/// Everything a run on one GPU needs.
 pub(crate) struct Gpu {
     pub(crate) cuda: Arc<Cuda>,
     pub(crate) module: Arc<Module>,
@@ -25,8 +26,50 @@ pub(crate) struct Gpu {
     pub(crate) doorbell: Arc<dyn Doorbell>,
     pub(crate) stream: Stream,
     pub(crate) sms: u32,
+    /// Shared by every GPU: one registry for the process.
     pub(crate) services: Arc<Services>,
     pub(crate) printed: Arc<Mutex<Vec<u8>>>,
+    /// Its context, memory, doorbell, topology and CPUs ([`cuda::open_gpus`]).
+    pub(crate) host: CudaGpu,
+}
+
+/// What serves the buffers of a run: one pool (one GPU), or a group per GPU.
+pub(crate) trait Serve: Sync {
+    fn add(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error>;
+    fn remove(&self, buffer: &HostcallBuffer) -> Result<(), Error>;
+}
+
+impl Serve for ListenerPool {
+    fn add(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
+        self.add_buffer(buffer)
+    }
+    fn remove(&self, buffer: &HostcallBuffer) -> Result<(), Error> {
+        self.remove_buffer(buffer)
+    }
+}
+
+impl Serve for DeviceListeners {
+    fn add(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
+        self.add_buffer(buffer)
+    }
+    fn remove(&self, buffer: &HostcallBuffer) -> Result<(), Error> {
+        self.remove_buffer(buffer)
+    }
+}
+
+/// What printf printed, kept for checking.
+pub(crate) type Printed = Arc<Mutex<Vec<u8>>>;
+
+/// The registry every GPU's listeners share: the lane service `mix`, printf, FUNCTION_CALL.
+pub(crate) fn services() -> Result<(Arc<Services>, Printed), Error> {
+    let services = Arc::new(Services::new());
+    services.register_lane(MIX, "mix", |r| Ok([mix(r), r[0].wrapping_add(r[1])]))?;
+    let printed = Arc::new(Mutex::new(Vec::new()));
+    services.enable_printf(Capture(printed.clone()), MessageLimits::default())?;
+    // SAFETY: only our own kernels reach these buffers, and they send the address of
+    // `add_mul`, a function of exactly the FUNCTION_CALL signature, alive for the whole run.
+    unsafe { services.enable_function_calls()? };
+    Ok((services, printed))
 }
 
 /// Printf output goes to stdout and is kept for checking.
@@ -55,6 +98,8 @@ pub(crate) struct Run {
     pub(crate) per_call: Vec<u64>,
     /// Per-step cycles of every warp's leader, summed: claim, fill, release, wait, reply, calls.
     pub(crate) steps: [u64; 6],
+    /// When the launch was made and when the kernel was seen done (host clock).
+    pub(crate) window: (Instant, Instant),
 }
 
 impl Run {
@@ -89,31 +134,33 @@ impl Run {
 }
 
 impl Gpu {
-    pub(crate) fn new(module: &std::path::Path) -> Result<Self, Error> {
-        let cuda = Cuda::new(0)?;
+    pub(crate) fn new(
+        host: CudaGpu,
+        module: &std::path::Path,
+        services: Arc<Services>,
+        printed: Printed,
+    ) -> Result<Self, Error> {
+        let cuda = host.cuda.clone();
         let module = Module::load(cuda.clone(), module)?;
-        let memory = Arc::new(CudaMemory::new(cuda.clone()));
-        let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone())?);
+        let memory = host.memory.clone();
+        let doorbell: Arc<dyn Doorbell> = host.doorbell.clone();
         let stream = Stream::new(cuda.clone())?;
         let sms = cuda.multiprocessors()?;
-        let services = Arc::new(Services::new());
-        services.register_lane(MIX, "mix", |r| Ok([mix(r), r[0].wrapping_add(r[1])]))?;
-        let printed = Arc::new(Mutex::new(Vec::new()));
-        services.enable_printf(Capture(printed.clone()), MessageLimits::default())?;
-        // SAFETY: only our own kernels reach these buffers, and they send the address of
-        // `add_mul`, a function of exactly the FUNCTION_CALL signature, alive for the whole run.
-        unsafe { services.enable_function_calls()? };
-        Ok(Self { cuda, module, memory, doorbell, stream, sms, services, printed })
+        Ok(Self { cuda, module, memory, doorbell, stream, sms, services, printed, host })
     }
 
+    /// A pool of `threads` spinning listener threads for this GPU alone, on its CPUs.
     pub(crate) fn pool(&self, threads: usize) -> Result<ListenerPool, Error> {
-        let config =
-            ListenerConfig { thread_name: format!("cuda-listener-{threads}t"), ..ListenerConfig::spinning() };
+        let config = ListenerConfig {
+            thread_name: format!("cuda-listener-{threads}t"),
+            cpus: self.host.cpus.clone(),
+            ..ListenerConfig::spinning()
+        };
         ListenerPool::start_with_services(threads, self.doorbell.clone(), config, self.services.clone())
     }
 
     pub(crate) fn buffer(&self, packets: u32) -> Result<(Arc<HostcallBuffer>, DeviceBuffer), Error> {
-        cuda::phase_buffer(&self.cuda, self.memory.clone(), u64::from(packets.max(2)), self.doorbell.clone())
+        self.host.phase_buffer(u64::from(packets.max(2)))
     }
 
     /// 1-D launch shape for `warps` warps of 32 lanes, spread over the SMs.
@@ -128,7 +175,7 @@ impl Gpu {
     /// Runs `kernel` (one of the `hc_calls*` kernels): `warps` warps, `calls` calls each.
     pub(crate) fn calls(
         &self,
-        pool: &ListenerPool,
+        pool: &dyn Serve,
         kernel: &Kernel,
         warps: u32,
         calls: u32,
@@ -136,9 +183,9 @@ impl Gpu {
         timed: bool,
     ) -> Result<Run, Error> {
         let (buffer, _state) = self.buffer(warps.max(32))?;
-        pool.add_buffer(buffer.clone())?;
+        pool.add(buffer.clone())?;
         let result = self.calls_on(&buffer, kernel, warps, calls, policy, timed);
-        pool.remove_buffer(&buffer)?;
+        pool.remove(&buffer)?;
         result
     }
 
@@ -175,7 +222,8 @@ impl Gpu {
         // buffer and the device buffers outlive the kernel, which we wait for below.
         unsafe { kernel.launch(&self.stream, grid, block, &args)? };
         self.stream.synchronize_for(Duration::from_secs(120))?;
-        let seconds = started.elapsed().as_secs_f64();
+        let ended = Instant::now();
+        let seconds = (ended - started).as_secs_f64();
         let c = counters.read_u64(2)?;
         let mut steps = [0u64; 6];
         if timed {
@@ -196,6 +244,7 @@ impl Gpu {
             clocks: [clocks[0], clocks[1], clocks[2], clocks[3]],
             per_call: per_call.read_u64(calls as usize)?,
             steps,
+            window: (started, ended),
         })
     }
 

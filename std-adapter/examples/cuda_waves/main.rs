@@ -8,7 +8,15 @@
 //! # on the GPU machine
 //! cuda_waves --module kernels.cubin            # checks: every reply verified, printf, FUNCTION_CALL
 //! cuda_waves --module kernels.cubin --bench    # and the floor, latency variants, throughput table
+//! cuda_waves --module kernels.cubin --gpus 2 --scaling   # one GPU against two, latency idle/loaded
 //! ```
+//!
+//! Every visible GPU is served by this one process (`--gpus N`: the first N): each has its own
+//! context, buffers in pinned memory allocated on its NUMA node, its own doorbell, and its own
+//! group of listener threads on the CPUs near it ([`hostcall::serve::devices::DeviceListeners`]);
+//! the checks run on every GPU. `--bench` measures GPU 0. `--scaling` runs 1,056 and 4,224 warps
+//! per GPU on GPU 0 alone and on all GPUs at once, for each count of listener threads per GPU,
+//! then one warp's latency on each GPU with the others idle and with them loaded.
 //!
 //! Each warp of 32 lanes is a wave of the phase protocol; buffers live in pinned, device-mapped
 //! host memory ([`hostcall::backend::cuda::CudaMemory`]), their `occupied` bitmaps in device memory. The
@@ -49,17 +57,20 @@ extern "C" fn add_mul(out: *mut [u64; 2], input: *const [u64; 7]) {
 
 mod bench;
 mod check;
+#[path = "../cli/mod.rs"]
+mod cli;
 mod gpu;
 mod options;
+mod scaling;
 
 use check::run;
 use gpu::Gpu;
-use options::parse;
+use options::{parse, USAGE};
 
 fn main() -> ExitCode {
-    let options = parse();
-    let gpu = match Gpu::new(&options.module) {
-        Ok(gpu) => gpu,
+    let options = cli::run_or_exit(parse(std::env::args_os().skip(1)), USAGE);
+    let gpus = match open(&options) {
+        Ok(gpus) => gpus,
         Err(Error::Cuda(why)) if cuda::probe().is_err() => {
             println!("SKIPPED: no CUDA device ({why})");
             return ExitCode::SUCCESS;
@@ -69,7 +80,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match run(&gpu, &options) {
+    match run(&gpus, &options) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
@@ -77,4 +88,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Every GPU asked for, each with its module, sharing one registry.
+fn open(options: &options::Options) -> Result<Vec<Gpu>, Error> {
+    let (services, printed) = gpu::services()?;
+    cuda::open_gpus(options.gpus)?
+        .into_iter()
+        .map(|host| Gpu::new(host, &options.module, services.clone(), printed.clone()))
+        .collect()
 }

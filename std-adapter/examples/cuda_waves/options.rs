@@ -1,5 +1,7 @@
 //! Command-line options, and the wait policies the kernels poll with.
 
+use crate::cli::{self, Arg, Command};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// How waiting warps poll (the kernels' wait-policy arguments).
@@ -25,46 +27,109 @@ pub(crate) const THROUGHPUT: Policy = Policy {
     poll_stagger_ns: 500,
 };
 
+#[derive(Debug)]
 pub(crate) struct Options {
     pub(crate) module: PathBuf,
     pub(crate) bench: bool,
     pub(crate) threads: Vec<usize>,
     pub(crate) warps: Vec<u32>,
     pub(crate) repeat: usize,
+    /// How many GPUs (`None`: every visible one).
+    pub(crate) gpus: Option<usize>,
+    /// `--scaling`: the multi-GPU table (one GPU against all) and latency idle vs loaded.
+    pub(crate) scaling: bool,
+    /// Listener threads per GPU for `--scaling`.
+    pub(crate) scaling_threads: Vec<usize>,
+    /// Warps per GPU for `--scaling`.
+    pub(crate) scaling_warps: Vec<u32>,
 }
 
-pub(crate) fn usage() -> ! {
-    eprintln!(
-        "usage: cuda_waves [--module kernels.cubin] [--bench] [--threads 1,2,4,8] [--warps 1,32,1056,4224]"
-    );
-    std::process::exit(2)
-}
+pub(crate) const USAGE: &str = "\
+usage: cuda_waves [--module FILE] [--gpus N] [--bench] [--threads LIST] [--warps LIST] [--repeat N]
+                  [--scaling] [--scaling-threads LIST] [--scaling-warps LIST]
 
-pub(crate) fn list<T: std::str::FromStr>(v: Option<String>) -> Vec<T> {
-    v.unwrap_or_else(|| usage()).split(',').map(|x| x.parse().unwrap_or_else(|_| usage())).collect()
-}
+Real GPU warps making hostcalls against this crate's listener (CUDA, phase protocol).
 
-pub(crate) fn parse() -> Options {
+  --module FILE     the kernels' cubin [kernels.cubin]
+  --bench           also the floor, latency variants and throughput table
+  --threads LIST    listener threads of the throughput table, each 1..=64 [1,2,4,8]
+  --warps LIST      warp counts, each 1..=1048576 [1,32,1056,4224]
+  --repeat N        runs per throughput cell, 1..=100 [3]
+  --gpus N          serve (and check) the first N GPUs, 1..=64 [every visible one]
+  --scaling         GPU 0 alone against all GPUs at once, and latency idle vs loaded
+  --scaling-threads LIST  listener threads per GPU for --scaling, each 1..=64 [1,2,4,8,16]
+  --scaling-warps LIST    warps per GPU for --scaling, each 1..=1048576 [1056,4224]
+  -h, --help        this text";
+
+/// Parses the command line (without the program name).
+pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<Options>, String> {
     let mut o = Options {
         module: PathBuf::from("kernels.cubin"),
         bench: false,
         threads: vec![1, 2, 4, 8],
         warps: vec![1, 32, 1056, 4224],
         repeat: 3,
+        gpus: None,
+        scaling: false,
+        scaling_threads: vec![1, 2, 4, 8, 16],
+        scaling_warps: vec![1056, 4224],
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        match flag.as_str() {
-            "--module" => o.module = PathBuf::from(args.next().unwrap_or_else(|| usage())),
-            "--bench" => o.bench = true,
-            "--threads" => o.threads = list(args.next()),
-            "--warps" => o.warps = list(args.next()),
-            "--repeat" => {
-                o.repeat =
-                    args.next().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or_else(|| usage())
+    let mut parser = cli::parser(args);
+    while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
+        match arg {
+            Arg::Long("module") => o.module = parser.value().map_err(|e| format!("--module: {e}"))?.into(),
+            Arg::Long("bench") => o.bench = true,
+            Arg::Long("threads") => o.threads = cli::list(&mut parser, "--threads", 1..=64)?,
+            Arg::Long("warps") => o.warps = cli::list(&mut parser, "--warps", 1..=1 << 20)?,
+            Arg::Long("repeat") => o.repeat = cli::number(&mut parser, "--repeat", 1..=100)?,
+            Arg::Long("gpus") => o.gpus = Some(cli::number(&mut parser, "--gpus", 1..=64)?),
+            Arg::Long("scaling") => o.scaling = true,
+            Arg::Long("scaling-threads") => {
+                o.scaling_threads = cli::list(&mut parser, "--scaling-threads", 1..=64)?
             }
-            _ => usage(),
+            Arg::Long("scaling-warps") => {
+                o.scaling_warps = cli::list(&mut parser, "--scaling-warps", 1..=1 << 20)?
+            }
+            Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
+            other => return Err(cli::unexpected(other)),
         }
     }
-    o
+    Ok(Command::Run(o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_args(args: &[&str]) -> Result<Command<Options>, String> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn options_and_errors() {
+        let Ok(Command::Run(o)) =
+            parse_args(&["--module", "k.cubin", "--bench", "--threads", "1,3", "--warps=7"])
+        else {
+            panic!("not parsed")
+        };
+        assert_eq!(
+            (o.module, o.bench, o.threads, o.warps, o.repeat),
+            ("k.cubin".into(), true, vec![1, 3], vec![7], 3)
+        );
+        let Ok(Command::Run(o)) = parse_args(&["--gpus", "2", "--scaling", "--scaling-threads", "1,16"])
+        else {
+            panic!("not parsed")
+        };
+        assert_eq!(
+            (o.gpus, o.scaling, o.scaling_threads, o.scaling_warps),
+            (Some(2), true, vec![1, 16], vec![1056, 4224])
+        );
+        assert!(matches!(parse_args(&["-h"]), Ok(Command::Help)));
+        let error = |args: &[&str]| parse_args(args).map(|_| ()).unwrap_err();
+        assert_eq!(error(&["--gpus", "0"]), "--gpus: '0' is not a number in 1..=64");
+        assert_eq!(error(&["--warps", "1,0"]), "--warps: '0' is not a number in 1..=1048576");
+        assert_eq!(error(&["--threads", "2,,4"]), "--threads: '' is not a number in 1..=64");
+        assert_eq!(error(&["--repeat", "x"]), "--repeat: 'x' is not a number in 1..=100");
+        assert_eq!(error(&["--bogus"]), "unknown flag '--bogus'");
+    }
 }

@@ -31,6 +31,7 @@
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
+use crate::serve::affinity;
 use crate::serve::capacity::ServedPackets;
 use crate::serve::claims::{self, Claim};
 use crate::serve::registry::{reply_error_all, Services, Stats, ThreadDispatch};
@@ -60,6 +61,10 @@ pub struct ListenerConfig {
     pub shutdown_grace: Duration,
     /// The thread's name.
     pub thread_name: String,
+    /// The CPUs the thread runs on (empty: wherever the scheduler puts it). Best effort: see
+    /// [`crate::serve::affinity`]. A [`crate::ListenerPool`] gives each of its threads one of
+    /// them while there are enough.
+    pub cpus: Vec<usize>,
 }
 
 impl Default for ListenerConfig {
@@ -70,6 +75,7 @@ impl Default for ListenerConfig {
             max_wait: Duration::from_millis(10),
             shutdown_grace: Duration::from_millis(20),
             thread_name: "hostcall-listener".into(),
+            cpus: Vec::new(),
         }
     }
 }
@@ -392,6 +398,9 @@ fn poll(shared: &Shared, dispatch: &ThreadDispatch<'_>) -> DrainReport {
 
 fn run(shared: &Shared) {
     let config = &shared.config;
+    if !config.cpus.is_empty() && !affinity::pin_current_thread(&config.cpus) {
+        log::warn!("{}: could not pin to CPUs {:?}; running unpinned", config.thread_name, config.cpus);
+    }
     let dispatch = shared.services.dispatcher();
     let poll = |shared: &Shared| poll(shared, &dispatch);
     let mut last_seen = shared.doorbell.value();

@@ -16,6 +16,7 @@
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
+use crate::serve::affinity;
 use crate::serve::listener::{Listener, ListenerConfig};
 use crate::serve::registry::{Services, Stats};
 use hostcall_core::{PollerError, Protocol};
@@ -75,7 +76,8 @@ pub struct ListenerPool {
 
 impl ListenerPool {
     /// Starts `threads` (at least 1) listener threads sleeping on `doorbell`, named
-    /// `config.thread_name` with `-0`, `-1`, ... appended.
+    /// `config.thread_name` with `-0`, `-1`, ... appended, placed on `config.cpus`
+    /// ([`affinity::thread_cpus`]: one CPU each while there are enough).
     pub fn start(threads: usize, doorbell: Arc<dyn Doorbell>, config: ListenerConfig) -> Result<Self, Error> {
         Self::start_with_services(threads, doorbell, config, Arc::new(Services::new()))
     }
@@ -89,8 +91,11 @@ impl ListenerPool {
     ) -> Result<Self, Error> {
         let listeners = (0..threads.max(1))
             .map(|k| {
-                let config =
-                    ListenerConfig { thread_name: format!("{}-{k}", config.thread_name), ..config.clone() };
+                let config = ListenerConfig {
+                    thread_name: format!("{}-{k}", config.thread_name),
+                    cpus: affinity::thread_cpus(&config.cpus, threads.max(1), k),
+                    ..config.clone()
+                };
                 Listener::start_with_services(doorbell.clone(), config, services.clone())
             })
             .collect::<Result<Vec<_>, _>>()?;

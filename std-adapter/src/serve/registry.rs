@@ -186,6 +186,15 @@ pub struct Services {
     capacity: LaneCapacity,
 }
 
+/// The registered services, by id with their names, in id order.
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        let names: BTreeMap<u32, &str> = entries.iter().map(|(&id, e)| (id, e.name.as_str())).collect();
+        f.debug_struct("Services").field("services", &names).finish_non_exhaustive()
+    }
+}
+
 impl Services {
     /// An empty registry.
     pub fn new() -> Self {

@@ -48,6 +48,7 @@ pub struct Cuda {
     pub(super) device: sys::CUdevice,
     pub(super) context: sys::CUcontext,
     pub(super) name: String,
+    pub(super) ordinal: usize,
 }
 
 // SAFETY: a CUcontext is a handle the driver lets any thread make current; we only pass it to
@@ -78,7 +79,7 @@ impl Cuda {
         )?;
         // SAFETY: NUL-terminated by the driver within the array.
         let name = unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
-        let cuda = Arc::new(Self { device, context, name });
+        let cuda = Arc::new(Self { device, context, name, ordinal });
         cuda.make_current()?;
         Ok(cuda)
     }
@@ -92,6 +93,21 @@ impl Cuda {
     /// The device's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The device's ordinal (as given to [`Cuda::new`]; what its buffers report to services).
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// The device's PCI address as sysfs names it, `dddd:bb:dd.0` (domain, bus, device; lower
+    /// case hex), from the driver's `PCI_DOMAIN_ID`, `PCI_BUS_ID` and `PCI_DEVICE_ID` attributes.
+    pub fn pci_bus_id(&self) -> Result<String, Error> {
+        use sys::CUdevice_attribute as A;
+        let domain = self.attribute(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
+        let bus = self.attribute(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
+        let device = self.attribute(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
+        Ok(format!("{domain:04x}:{bus:02x}:{device:02x}.0"))
     }
 
     /// A device attribute.
@@ -148,6 +164,6 @@ impl Drop for Cuda {
 
 impl fmt::Debug for Cuda {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cuda").field("name", &self.name).finish()
+        f.debug_struct("Cuda").field("ordinal", &self.ordinal).field("name", &self.name).finish()
     }
 }

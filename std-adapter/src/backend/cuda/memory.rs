@@ -6,6 +6,7 @@ use crate::buffer::{HostcallBuffer, Protocol};
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::memory::{DeviceMemory, MemoryError};
+use crate::serve::affinity;
 use cudarc::driver::sys;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -15,16 +16,44 @@ use std::sync::{Arc, Mutex};
 
 /// Pinned, device-mapped host memory: allocations both the CPU and the GPU reach, the GPU over
 /// PCIe. The memory is ordinary write-back cacheable host memory to the CPU.
+///
+/// The pages are `PORTABLE` (mapped in every context, so another GPU of the process can reach
+/// them too) and allocated under the device's primary context. Made with [`CudaMemory::near`],
+/// each allocation is made from the calling thread moved for the call onto the CPUs near the
+/// device: the driver pins (and so first touches) the pages in `cuMemHostAlloc`, and Linux's
+/// default policy takes them from the NUMA node of the CPU that touches them, the GPU's node.
 pub struct CudaMemory {
     cuda: Arc<Cuda>,
     /// Host address -> (size, device address) of every live allocation.
     allocations: Mutex<BTreeMap<usize, (usize, u64)>>,
+    /// The CPUs near the device, where allocations are made (empty: wherever the caller runs).
+    near: Vec<usize>,
 }
 
 impl CudaMemory {
-    /// Memory of `cuda`'s device.
+    /// Memory of `cuda`'s device, its pages from wherever the allocating thread runs.
     pub fn new(cuda: Arc<Cuda>) -> Self {
-        Self { cuda, allocations: Mutex::new(BTreeMap::new()) }
+        Self::near(cuda, Vec::new())
+    }
+
+    /// Memory of `cuda`'s device, its pages from the NUMA node of `cpus` (the CPUs near the
+    /// device: [`super::Topology::local_cpus`]). Empty `cpus`: as [`CudaMemory::new`].
+    pub fn near(cuda: Arc<Cuda>, cpus: Vec<usize>) -> Self {
+        Self { cuda, allocations: Mutex::new(BTreeMap::new()), near: cpus }
+    }
+
+    /// `cuMemHostAlloc` from a thread on the CPUs near the device, where they are known (the
+    /// calling thread's affinity is put back afterwards).
+    fn host_alloc(&self, size: usize, flags: u32) -> Result<*mut c_void, Error> {
+        let before = if self.near.is_empty() { Vec::new() } else { affinity::allowed_cpus() };
+        let moved = !before.is_empty() && affinity::pin_current_thread(&self.near);
+        let mut host: *mut c_void = std::ptr::null_mut();
+        // SAFETY: writes the allocation's address into `host`.
+        let status = check(unsafe { sys::cuMemHostAlloc(&mut host, size, flags) }, "cuMemHostAlloc");
+        if moved {
+            affinity::pin_current_thread(&before);
+        }
+        status.map(|()| host)
     }
 }
 
@@ -41,11 +70,8 @@ impl DeviceMemory for CudaMemory {
             return Err(MemoryError::BadRequest { size, align });
         }
         self.cuda.make_current().map_err(|e| MemoryError::Backend(e.to_string()))?;
-        let mut host: *mut c_void = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
-        // SAFETY: writes the allocation's address into `host`.
-        check(unsafe { sys::cuMemHostAlloc(&mut host, size, flags) }, "cuMemHostAlloc")
-            .map_err(|e| MemoryError::Backend(e.to_string()))?;
+        let host = self.host_alloc(size, flags).map_err(|e| MemoryError::Backend(e.to_string()))?;
         let Some(ptr) = NonNull::new(host.cast::<u8>()) else {
             return Err(MemoryError::OutOfMemory { size });
         };
@@ -89,7 +115,7 @@ impl DeviceMemory for CudaMemory {
 
 impl fmt::Debug for CudaMemory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CudaMemory").field("device", &self.cuda.name).finish()
+        f.debug_struct("CudaMemory").field("device", &self.cuda.name).field("near", &self.near).finish()
     }
 }
 
@@ -205,7 +231,8 @@ impl DeviceStateLayout {
     }
 }
 
-/// A phase buffer for CUDA kernels: the buffer in pinned, mapped host memory ([`CudaMemory`]),
+/// A phase buffer for CUDA kernels, reporting `cuda`'s ordinal as its device
+/// ([`HostcallBuffer::with_device_ordinal`]): the buffer in pinned, mapped host memory ([`CudaMemory`]),
 /// its `occupied` bitmap and the device state of `include/hostcall_cuda.cuh` in device memory
 /// (returned; keep it alive as long as the buffer is used).
 pub fn phase_buffer(
@@ -215,7 +242,8 @@ pub fn phase_buffer(
     doorbell: Arc<dyn Doorbell>,
 ) -> Result<(Arc<HostcallBuffer>, DeviceBuffer), Error> {
     let state = DeviceBuffer::new(cuda.clone(), DeviceStateLayout::new(num_packets as usize).size)?;
-    let buffer = HostcallBuffer::with_protocol(memory, num_packets, doorbell, Protocol::Phase)?;
+    let buffer = HostcallBuffer::with_protocol(memory, num_packets, doorbell, Protocol::Phase)?
+        .with_device_ordinal(cuda.ordinal() as u32);
     buffer.set_device_occupied(state.device_address())?;
     Ok((Arc::new(buffer), state))
 }
@@ -229,5 +257,6 @@ pub fn stack_buffer(
     doorbell: Arc<dyn Doorbell>,
 ) -> Result<Arc<HostcallBuffer>, Error> {
     cuda.check_protocol(Protocol::Stack)?;
-    Ok(Arc::new(HostcallBuffer::with_protocol(memory, num_packets, doorbell, Protocol::Stack)?))
+    let buffer = HostcallBuffer::with_protocol(memory, num_packets, doorbell, Protocol::Stack)?;
+    Ok(Arc::new(buffer.with_device_ordinal(cuda.ordinal() as u32)))
 }

@@ -15,18 +15,26 @@
 //! - [`MappedDoorbell`]: a `u64` in mapped host memory the device stores to; the listener may
 //!   poll it (a spinning listener ignores it).
 //! - [`Module`], [`Kernel`], [`Stream`]: load a PTX or cubin file, launch a kernel.
+//! - Several GPUs, one process: [`open_gpus`] gives a [`CudaGpu`] per device (a context each,
+//!   memory on its NUMA node, a doorbell each, a share of the CPUs near it from its
+//!   [`Topology`]); [`DeviceListeners`](crate::serve::devices::DeviceListeners) starts a listener
+//!   group per GPU, pinned to those CPUs, and routes each buffer by its device ordinal.
 //!
 //! Every driver call runs with the device's primary context current on the calling thread
 //! ([`Cuda::make_current`] is done by each method), so any thread may use these types.
 
 mod doorbell;
 mod driver;
+mod gpus;
 mod launch;
 mod memory;
 #[cfg(test)]
 mod tests;
+mod topology;
 
 pub use doorbell::MappedDoorbell;
 pub use driver::{probe, Cuda};
+pub use gpus::{open_gpus, CudaGpu};
 pub use launch::{Kernel, Module, Stream};
 pub use memory::{phase_buffer, stack_buffer, CudaMemory, DeviceBuffer, DeviceStateLayout};
+pub use topology::Topology;

@@ -138,6 +138,7 @@ impl std::fmt::Debug for SanitizerConfig {
 }
 
 /// The SANITIZER packet service (see the [module docs](self)).
+#[derive(Debug)]
 pub struct SanitizerService {
     config: SanitizerConfig,
     limits: PcLimits,
