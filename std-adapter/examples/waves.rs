@@ -339,6 +339,7 @@ mod tests {
         let o = options(&["--waves=8", "--lanes", "3", "--packets", "2", "--protocol", "phase", "--spin"]);
         assert_eq!((o.waves, o.lanes, o.packets, o.protocol, o.spin), (8, 3, 2, Protocol::Phase, true));
         assert_eq!(options(&["--calls", "0"]).calls, 0);
+        assert_eq!(options(&["--protocol", "line"]).protocol, Protocol::Line);
         assert!(matches!(parse_args(&["--waves", "3", "--help"]), Ok(Command::Help)));
         assert!(matches!(parse_args(&["-h"]), Ok(Command::Help)));
     }
@@ -348,7 +349,7 @@ mod tests {
         assert_eq!(error(&["--waves", "abc"]), "--waves: 'abc' is not a number in 1..=1024");
         assert_eq!(error(&["--bogus"]), "unknown flag '--bogus'");
         assert_eq!(error(&["stray"]), "unexpected argument 'stray'");
-        assert_eq!(error(&["--protocol", "tcp"]), "--protocol: 'tcp' is not one of stack, phase");
+        assert_eq!(error(&["--protocol", "tcp"]), "--protocol: 'tcp' is not one of stack, phase, line");
         assert!(error(&["--lanes", "4294967297"]).starts_with("--lanes: '4294967297'"));
         assert!(error(&["--lanes", "0"]).starts_with("--lanes: '0'"));
         assert!(error(&["--lanes", "65"]).starts_with("--lanes: '65'"));
