@@ -8,6 +8,7 @@
 use crate::host::LayoutError;
 use crate::host::{DrainHandler, DrainReport, Protocol};
 use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
+use crate::line;
 use crate::phase::{self, ScanWindow};
 use crate::stack::{self, StackError};
 use core::ops::Range;
@@ -25,6 +26,7 @@ impl Protocol {
         match self {
             Self::Stack => stack::buffer_size(num_packets),
             Self::Phase => phase::buffer_size(num_packets),
+            Self::Line => line::buffer_size(num_packets),
         }
     }
 
@@ -34,6 +36,7 @@ impl Protocol {
         match self {
             Self::Stack => stack::buffer_align(),
             Self::Phase => phase::buffer_align(),
+            Self::Line => line::buffer_align(),
         }
     }
 }
@@ -45,6 +48,8 @@ pub enum AnyView<'a> {
     Stack(stack::View<'a>),
     /// The phase protocol (PROTOCOL.md section 2).
     Phase(phase::View<'a>),
+    /// The line protocol (PROTOCOL.md section 9).
+    Line(line::View<'a>),
 }
 
 /// How much of a buffer one host drains, with the host-private state that needs. Start with
@@ -92,6 +97,7 @@ impl<'a> AnyView<'a> {
         match protocol {
             Protocol::Stack => unsafe { stack::View::from_raw(base, len, num_packets) }.map(Self::Stack),
             Protocol::Phase => unsafe { phase::View::from_raw(base, len, num_packets) }.map(Self::Phase),
+            Protocol::Line => unsafe { line::View::from_raw(base, len, num_packets) }.map(Self::Line),
         }
     }
 
@@ -100,6 +106,7 @@ impl<'a> AnyView<'a> {
         match self {
             Self::Stack(_) => Protocol::Stack,
             Self::Phase(_) => Protocol::Phase,
+            Self::Line(_) => Protocol::Line,
         }
     }
 
@@ -108,6 +115,7 @@ impl<'a> AnyView<'a> {
         match self {
             Self::Stack(view) => view.geometry().num_packets(),
             Self::Phase(view) => view.num_packets(),
+            Self::Line(view) => view.num_packets(),
         }
     }
 
@@ -115,7 +123,7 @@ impl<'a> AnyView<'a> {
     pub fn stack(self) -> Option<stack::View<'a>> {
         match self {
             Self::Stack(view) => Some(view),
-            Self::Phase(_) => None,
+            _ => None,
         }
     }
 
@@ -123,7 +131,15 @@ impl<'a> AnyView<'a> {
     pub fn phase(self) -> Option<phase::View<'a>> {
         match self {
             Self::Phase(view) => Some(view),
-            Self::Stack(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The line-protocol view, if this is a line buffer.
+    pub fn line(self) -> Option<line::View<'a>> {
+        match self {
+            Self::Line(view) => Some(view),
+            _ => None,
         }
     }
 
@@ -132,6 +148,7 @@ impl<'a> AnyView<'a> {
         match self {
             Self::Stack(view) => view.init(device_base, doorbell),
             Self::Phase(view) => view.init(device_base, doorbell),
+            Self::Line(view) => view.init(device_base, doorbell),
         }
     }
 
@@ -140,6 +157,7 @@ impl<'a> AnyView<'a> {
         match self {
             Self::Stack(view) => view.drain(handler),
             Self::Phase(view) => view.drain(handler),
+            Self::Line(view) => view.drain(handler),
         }
     }
 
@@ -149,6 +167,7 @@ impl<'a> AnyView<'a> {
         match self {
             Self::Stack(_) => DrainScope::Whole,
             Self::Phase(view) => DrainScope::Window(view.scan_window()),
+            Self::Line(view) => DrainScope::Window(view.scan_window()),
         }
     }
 
@@ -162,6 +181,11 @@ impl<'a> AnyView<'a> {
             (Self::Phase(view), DrainScope::Range { start, end }) => {
                 view.drain_range(*start as usize..*end as usize, handler)
             }
+            (Self::Line(view), DrainScope::Whole) => view.drain(handler),
+            (Self::Line(view), DrainScope::Window(window)) => view.drain_window(window, handler),
+            (Self::Line(view), DrainScope::Range { start, end }) => {
+                view.drain_range(*start as usize..*end as usize, handler)
+            }
         }
     }
 
@@ -172,6 +196,7 @@ impl<'a> AnyView<'a> {
         Ok(match self {
             Self::Stack(view) => view.claim()?.map(AnyClaimed::Stack),
             Self::Phase(view) => view.claim(start).map(AnyClaimed::Phase),
+            Self::Line(view) => view.claim(start).map(AnyClaimed::Line),
         })
     }
 }
@@ -185,10 +210,12 @@ pub enum AnyClaimed<'a> {
     Stack(stack::Claimed<'a>),
     /// A phase-protocol packet.
     Phase(phase::Claimed<'a>),
+    /// A line-protocol packet.
+    Line(line::Claimed<'a>),
 }
 
 /// A submitted packet of either protocol. Dropping it behaves as the protocol's handle does
-/// (a stack packet leaks, a phase packet is freed once the host has answered).
+/// (a stack or line packet leaks, a phase packet is freed once the host has answered).
 #[derive(Debug)]
 #[must_use = "wait for the reply"]
 pub enum AnySubmitted<'a> {
@@ -196,6 +223,8 @@ pub enum AnySubmitted<'a> {
     Stack(stack::Submitted<'a>),
     /// A phase-protocol packet.
     Phase(phase::Submitted<'a>),
+    /// A line-protocol packet.
+    Line(line::Submitted<'a>),
 }
 
 /// An answered packet of either protocol. Dropping it releases the packet.
@@ -206,6 +235,8 @@ pub enum AnyCompleted<'a> {
     Stack(stack::Completed<'a>),
     /// A phase-protocol packet.
     Phase(phase::Completed<'a>),
+    /// A line-protocol packet.
+    Line(line::Completed<'a>),
 }
 
 impl<'a> ClaimedPacket for AnyClaimed<'a> {
@@ -215,6 +246,7 @@ impl<'a> ClaimedPacket for AnyClaimed<'a> {
         match self {
             Self::Stack(packet) => packet.write_lane(lane, words),
             Self::Phase(packet) => packet.write_lane(lane, words),
+            Self::Line(packet) => packet.write_lane(lane, words),
         }
     }
 
@@ -222,6 +254,7 @@ impl<'a> ClaimedPacket for AnyClaimed<'a> {
         match self {
             Self::Stack(packet) => AnySubmitted::Stack(packet.submit(service, activemask)),
             Self::Phase(packet) => AnySubmitted::Phase(packet.submit(service, activemask)),
+            Self::Line(packet) => AnySubmitted::Line(packet.submit(service, activemask)),
         }
     }
 }
@@ -237,6 +270,7 @@ impl<'a> SubmittedPacket for AnySubmitted<'a> {
             Self::Phase(packet) => {
                 packet.wait_until(keep_waiting).map(AnyCompleted::Phase).map_err(Self::Phase)
             }
+            Self::Line(packet) => packet.wait_until(keep_waiting).map(AnyCompleted::Line).map_err(Self::Line),
         }
     }
 }
@@ -246,6 +280,7 @@ impl CompletedPacket for AnyCompleted<'_> {
         match self {
             Self::Stack(packet) => packet.reply(lane),
             Self::Phase(packet) => packet.reply(lane),
+            Self::Line(packet) => packet.reply(lane),
         }
     }
 
@@ -253,6 +288,7 @@ impl CompletedPacket for AnyCompleted<'_> {
         match self {
             Self::Stack(packet) => packet.host_error(),
             Self::Phase(packet) => packet.host_error(),
+            Self::Line(packet) => packet.host_error(),
         }
     }
 }
@@ -296,9 +332,10 @@ mod tests {
     }
 
     #[test]
-    fn both_protocols_through_one_switch() {
+    fn every_protocol_through_one_switch() {
         round_trip(Protocol::Stack);
         round_trip(Protocol::Phase);
+        round_trip(Protocol::Line);
         assert!(matches!(
             // SAFETY: a null base is refused before any access.
             unsafe { AnyView::from_raw(Protocol::Phase, core::ptr::null_mut(), 1 << 20, 2) },

@@ -18,6 +18,8 @@ pub enum Protocol {
     Stack,
     /// The phase protocol (PROTOCOL.md section 2, [`crate::phase`]).
     Phase,
+    /// The line protocol (PROTOCOL.md section 9, [`crate::line`]): this project's own.
+    Line,
 }
 
 /// The largest packet count either protocol accepts (2^24 packets is 64 GiB of payloads).

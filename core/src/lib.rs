@@ -9,6 +9,11 @@
 //!   platform atomics between CPU and GPU);
 //! - [`phase`]: ROCm's opt-in ABI: per-packet phase words, no shared read-modify-write.
 //!
+//! and a third, this project's own, for runtimes that build both sides:
+//!
+//! - [`line`]: every 8-byte store carries data and the call's sequence together, so each side
+//!   polls the data itself (no fence before a flag, no second read after it).
+//!
 //! Both have the same shape (`layout`, `View`, `Claimed`/`Submitted`/`Completed`, `buffer_size`)
 //! and give the host the same things: every submitted packet reaches a [`DrainHandler`] as a
 //! [`PacketRequest`], answered lane by lane ([`dispatch`]). [`AnyView`] is the one switch over
@@ -78,7 +83,7 @@
 //!
 //! | module | what |
 //! | --- | --- |
-//! | [`stack`], [`phase`] | one folder per protocol, the same files in each |
+//! | [`stack`], [`phase`], [`line`] | one folder per protocol, the same files in each |
 //! | [`lane`] | lanes, the shared [`Payload`], the lane-mask walk, the producer traits |
 //! | [`dispatch`] | service ids, [`ErrorCode`], [`LaneService`], [`ServiceTable`], [`serve_lanes`](dispatch::serve_lanes) |
 //! | [`message`] | message streams: descriptors and chunking |
@@ -99,6 +104,7 @@ mod any;
 pub mod dispatch;
 mod host;
 pub mod lane;
+pub mod line;
 pub mod message;
 pub mod phase;
 #[cfg(not(loom))]

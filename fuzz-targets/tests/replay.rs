@@ -38,6 +38,11 @@ fn producer_consumer_ops_seeds() {
 }
 
 #[test]
+fn line_exchange_seeds() {
+    replay("line_exchange", hostcall_fuzz_targets::line_exchange);
+}
+
+#[test]
 fn message_stream_seeds() {
     replay("message_stream", hostcall_fuzz_targets::message_stream);
 }
@@ -54,6 +59,7 @@ fn degenerate_inputs() {
         hostcall_fuzz_targets::drain_buffer_image(data);
         hostcall_fuzz_targets::producer_consumer_ops(data);
         hostcall_fuzz_targets::message_stream(data);
+        hostcall_fuzz_targets::line_exchange(data);
         hostcall_fuzz_targets::whole_host(data);
     }
 }

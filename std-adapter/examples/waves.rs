@@ -52,8 +52,8 @@ Emulated waves making hostcalls through a listener; every reply is checked.
   --lanes L            active lanes per wave, 1..=64 [64]
   --calls C            calls per wave, 0..=1000000000 [2000]
   --packets P          packets in the buffer, 2..=16777216 [W, at least 2]; fewer packets than
-                       waves is allowed (waves wait for a free one); both protocols need >= 2
-  --protocol NAME      stack (ROCm's default ABI) or phase [stack]
+                       waves is allowed (waves wait for a free one); every protocol needs >= 2
+  --protocol NAME      stack (ROCm's default ABI), phase, or line (ours) [stack]
   --printf N           every N-th call of each wave is a printf from all its lanes (0: none) [0]
   --spin               a listener that never sleeps
   --host-memory        host memory, without looking for HSA
@@ -90,7 +90,7 @@ fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Command<O
                 o.protocol = cli::choice(
                     &mut parser,
                     "--protocol",
-                    &[("stack", Protocol::Stack), ("phase", Protocol::Phase)],
+                    &[("stack", Protocol::Stack), ("phase", Protocol::Phase), ("line", Protocol::Line)],
                 )?
             }
             Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
@@ -153,7 +153,7 @@ fn main() -> ExitCode {
         // The phase protocol needs no platform atomics, so HSA memory is usable without them.
         let atomics = match o.protocol {
             Protocol::Stack => hostcall::backend::hsa::AtomicsRequirement::Required,
-            Protocol::Phase => hostcall::backend::hsa::AtomicsRequirement::NotRequired,
+            Protocol::Phase | Protocol::Line => hostcall::backend::hsa::AtomicsRequirement::NotRequired,
         };
         hostcall::backend::detect_with(&hostcall::backend::DetectOptions { atomics, ..Default::default() })
     };
@@ -182,6 +182,7 @@ fn main() -> ExitCode {
         match o.protocol {
             Protocol::Stack => "stack",
             Protocol::Phase => "phase",
+            Protocol::Line => "line",
         },
         if o.spin { "spinning" } else { "blocking" },
         o.waves,
@@ -338,6 +339,7 @@ mod tests {
         let o = options(&["--waves=8", "--lanes", "3", "--packets", "2", "--protocol", "phase", "--spin"]);
         assert_eq!((o.waves, o.lanes, o.packets, o.protocol, o.spin), (8, 3, 2, Protocol::Phase, true));
         assert_eq!(options(&["--calls", "0"]).calls, 0);
+        assert_eq!(options(&["--protocol", "line"]).protocol, Protocol::Line);
         assert!(matches!(parse_args(&["--waves", "3", "--help"]), Ok(Command::Help)));
         assert!(matches!(parse_args(&["-h"]), Ok(Command::Help)));
     }
@@ -347,7 +349,7 @@ mod tests {
         assert_eq!(error(&["--waves", "abc"]), "--waves: 'abc' is not a number in 1..=1024");
         assert_eq!(error(&["--bogus"]), "unknown flag '--bogus'");
         assert_eq!(error(&["stray"]), "unexpected argument 'stray'");
-        assert_eq!(error(&["--protocol", "tcp"]), "--protocol: 'tcp' is not one of stack, phase");
+        assert_eq!(error(&["--protocol", "tcp"]), "--protocol: 'tcp' is not one of stack, phase, line");
         assert!(error(&["--lanes", "4294967297"]).starts_with("--lanes: '4294967297'"));
         assert!(error(&["--lanes", "0"]).starts_with("--lanes: '0'"));
         assert!(error(&["--lanes", "65"]).starts_with("--lanes: '65'"));

@@ -1,4 +1,4 @@
-//! An owned, initialised hostcall buffer in device-visible memory, of either wire protocol.
+//! An owned, initialised hostcall buffer in device-visible memory, of any wire protocol.
 
 use crate::doorbell::Doorbell;
 use crate::error::Error;
@@ -17,8 +17,8 @@ const CACHE_LINE: usize = 64;
 /// (free-list) never touch the line the host polls and swaps (ready-stack), which saves a line
 /// transfer between the two sides per hostcall. With 2 packets it also puts both headers in the
 /// ready-stack's line and each payload slot on a line of its own. Any offset that is a multiple of
-/// the stack protocol's alignment is valid for it; this one is only faster. (A phase buffer starts at
-/// the line boundary: its own layout already separates the words each side writes.)
+/// the stack protocol's alignment is valid for it; this one is only faster. (Phase and line buffers
+/// start at the line boundary: their own layouts already separate the words each side writes.)
 const STACK_BASE_OFFSET: usize = 32;
 
 /// A buffer of `num_packets` packets speaking one [`Protocol`], allocated from a
@@ -83,6 +83,7 @@ impl HostcallBuffer {
         const STACK_ALIGN: usize = Protocol::Stack.buffer_align();
         const _: () = assert!(STACK_BASE_OFFSET % STACK_ALIGN == 0 && CACHE_LINE % STACK_ALIGN == 0);
         const _: () = assert!(CACHE_LINE % Protocol::Phase.buffer_align() == 0);
+        const _: () = assert!(CACHE_LINE % Protocol::Line.buffer_align() == 0);
         // Placement only (see `STACK_BASE_OFFSET`); every protocol rule comes from the core.
         let offset = if protocol == Protocol::Stack { STACK_BASE_OFFSET } else { 0 };
         // `packet_count` bounds the count, so the size exists on 64-bit targets.

@@ -1,5 +1,5 @@
 //! A hostile device: while emulated waves call and the listener serves, another thread writes
-//! random values all over the shared buffer (stack tops or phase words, prefix words, headers,
+//! random values all over the shared buffer (stack tops, phase words or tagged line words, prefix words, headers,
 //! payloads). Run once per wire protocol.
 //!
 //! The listener must not crash, hang or touch memory outside the buffer (the buffer sits between
@@ -8,7 +8,7 @@
 //! buffer is re-initialised, new waves get correct replies.
 
 use hostcall::buffer::Protocol;
-use hostcall::core::{phase, stack, AnyView, LANES, SLOT_WORDS};
+use hostcall::core::{line, phase, stack, AnyView, LANES, SLOT_WORDS};
 use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
 use std::alloc::Layout;
@@ -127,6 +127,30 @@ fn scribble(view: AnyView<'_>, rng: &mut Rng) {
     match view {
         AnyView::Stack(view) => scribble_stack(&view, rng),
         AnyView::Phase(view) => scribble_phase(&view, rng),
+        AnyView::Line(view) => scribble_line(&view, rng),
+    }
+}
+
+fn scribble_line(view: &line::View<'_>, rng: &mut Rng) {
+    let packet = rng.below(PACKETS) as usize;
+    let v = rng.value();
+    let (request, reply) = (view.request(packet), view.reply(packet));
+    // Half the time tagged with the packet's current head sequence, so that some scribbled
+    // packets are consistent and get served (with garbage services and lanes).
+    let seq = line::seq_of(request.head.load(Ordering::Relaxed));
+    let v = if rng.below(2) == 0 { line::tag(v as u32, seq.wrapping_add(rng.below(2) as u32)) } else { v };
+    let (lane, word) = (rng.below(LANES as u64) as usize, rng.below(16) as usize);
+    // Relaxed everywhere: a hostile device promises no ordering at all.
+    match rng.below(10) {
+        0 => request.head.store(v, Ordering::Relaxed),
+        1 => request.mask[rng.below(2) as usize].store(v, Ordering::Relaxed),
+        2 => view.device_seq(packet).store(v as u32, Ordering::Relaxed),
+        3 => view.served(packet).store(v as u32, Ordering::Relaxed),
+        4 => view.occupied_word(packet).store(v as u32, Ordering::Relaxed),
+        5 => [&view.prefix().requests, &view.prefix().replies, &view.prefix().served][rng.below(3) as usize]
+            .store(v, Ordering::Relaxed),
+        6 => reply.lanes[lane][word % 4].store(v, Ordering::Relaxed),
+        _ => request.lanes[lane][word].store(v, Ordering::Relaxed),
     }
 }
 

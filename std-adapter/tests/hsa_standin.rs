@@ -166,7 +166,7 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
         let signal = backend.doorbell.handle();
         let doorbell_field = match protocol {
             Protocol::Stack => 16,
-            Protocol::Phase => 40,
+            Protocol::Phase | Protocol::Line => 40,
         };
         assert_eq!(word(base, doorbell_field), signal);
         assert_eq!(standin.signals(), [signal]);

@@ -51,7 +51,7 @@ impl ScanWindow {
     }
 
     /// Records one call: whether it scanned all `num_packets`, and the highest index it served.
-    pub(super) fn record(&mut self, full: bool, highest: Option<u32>, num_packets: u32) {
+    pub(crate) fn record(&mut self, full: bool, highest: Option<u32>, num_packets: u32) {
         self.highest_since_full = self.highest_since_full.max(highest);
         if full {
             let in_use = self.highest_since_full.map_or(0, |h| h.saturating_add(1));

@@ -114,6 +114,9 @@ pub(super) fn run(host: &mut Host, input: &mut Input<'_>, listener_allowed: bool
                 match g.protocol {
                     Protocol::Stack => host.words().store(g.service(i), input.u64()),
                     Protocol::Phase => host.words().store32(g.service(i), input.u32()),
+                    Protocol::Line => unreachable!(
+                        "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
+                    ),
                 }
             }
             op::SIGNAL => {
@@ -125,6 +128,9 @@ pub(super) fn run(host: &mut Host, input: &mut Input<'_>, listener_allowed: bool
                     (Protocol::Stack, false) => host.words().store32(g.service(i) + 4, input.u32()),
                     (Protocol::Phase, true) => host.words().store32(device_word, input.u32()),
                     (Protocol::Phase, false) => host.words().store32(host_word, input.u32()),
+                    (Protocol::Line, _) => unreachable!(
+                        "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
+                    ),
                 }
             }
             code => {
@@ -183,6 +189,9 @@ impl Device {
                 let (device_word, _) = g.phases(i);
                 words.store32(device_word, words.load32(device_word) ^ 1);
             }
+            Protocol::Line => unreachable!(
+                "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
+            ),
         }
     }
 

@@ -209,6 +209,9 @@ impl Host {
                 let (device, host) = g.phases(i);
                 words.load32(device) == words.load32(host)
             }),
+            Protocol::Line => unreachable!(
+                "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
+            ),
         }
     }
 
@@ -239,6 +242,9 @@ impl Host {
                     let (device, host) = g.phases(i);
                     write32(&mut expected, host, read32(before, device));
                 }
+                Protocol::Line => unreachable!(
+                    "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
+                ),
             }
             if let Some(recorded) = &recorded {
                 assert_eq!(
@@ -333,6 +339,9 @@ fn plan(g: &Geometry, words: &[u64]) -> Plan {
                     served.push(index);
                 }
             }
+        }
+        Protocol::Line => {
+            unreachable!("whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol")
         }
         Protocol::Phase => {
             for i in 0..n {

@@ -45,6 +45,9 @@ impl Geometry {
                     phases: (layout.device_phase, layout.host_phase),
                 }
             }
+            Protocol::Line => unreachable!(
+                "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
+            ),
         }
     }
 
@@ -64,7 +67,8 @@ impl Geometry {
     pub(crate) fn activemask(&self, i: usize) -> usize {
         match self.protocol {
             Protocol::Stack => self.header(i) + 8,
-            Protocol::Phase => self.header(i),
+            // `new` builds no line geometry.
+            Protocol::Phase | Protocol::Line => self.header(i),
         }
     }
 
@@ -72,7 +76,7 @@ impl Geometry {
     pub(crate) fn service(&self, i: usize) -> usize {
         match self.protocol {
             Protocol::Stack => self.header(i) + 16,
-            Protocol::Phase => self.header(i) + 8,
+            Protocol::Phase | Protocol::Line => self.header(i) + 8,
         }
     }
 

@@ -5,7 +5,8 @@ use crate::measure::{no_backoff, pinned_pair, round_trips, Sample};
 use crate::options::Options;
 use crate::{echo, request, ECHO};
 use crossbeam_channel as channel;
-use hostcall::core::{PacketRequest, SLOT_WORDS};
+use hostcall::buffer::Protocol;
+use hostcall::core::{ClaimedPacket, CompletedPacket, PacketRequest, SubmittedPacket, SLOT_WORDS};
 use hostcall::prelude::*;
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -54,10 +55,20 @@ pub(crate) fn floor_ping_pong(o: &Options) -> Sample {
 }
 
 pub(crate) fn start_listener(config: ListenerConfig, packets: u64) -> (Listener, Arc<HostcallBuffer>) {
+    start_listener_with(config, packets, Protocol::Stack)
+}
+
+pub(crate) fn start_listener_with(
+    config: ListenerConfig,
+    packets: u64,
+    protocol: Protocol,
+) -> (Listener, Arc<HostcallBuffer>) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let listener = Listener::start(doorbell.clone(), config).expect("start a listener");
     listener.services().register_lane(ECHO, "echo", |r| Ok(echo(r))).unwrap();
-    let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), packets, doorbell).expect("buffer"));
+    let memory = Arc::new(HostMemory);
+    let buffer =
+        Arc::new(HostcallBuffer::with_protocol(memory, packets, doorbell, protocol).expect("buffer"));
     listener.add_buffer(buffer.clone()).unwrap();
     (listener, buffer)
 }
@@ -65,13 +76,13 @@ pub(crate) fn start_listener(config: ListenerConfig, packets: u64) -> (Listener,
 /// One lane's round trip through the real listener (its poller, registry and doorbell). The
 /// device side is the core's producer path, as a GPU wave runs it: claim, fill, submit, ring the
 /// doorbell, spin on READY, read the reply, release.
-pub(crate) fn hostcall_round_trip(o: &Options, config: ListenerConfig) -> Sample {
-    let (listener, buffer) = pinned_pair(o, || start_listener(config, 2));
-    let view = buffer.view().stack().expect("a stack-protocol buffer");
+pub(crate) fn hostcall_round_trip(o: &Options, config: ListenerConfig, protocol: Protocol) -> Sample {
+    let (listener, buffer) = pinned_pair(o, || start_listener_with(config, 2, protocol));
+    let view = buffer.view();
     let mut i = 0u64;
     let sample = round_trips(o, || {
         i += 1;
-        let mut claimed = view.claim().expect("a sound buffer").expect("a free packet");
+        let mut claimed = view.claim(0).expect("a sound buffer").expect("a free packet");
         claimed.write_lane(0, &request(i, 0));
         let submitted = claimed.submit(ECHO, 1);
         buffer.doorbell().ring();
@@ -97,19 +108,19 @@ pub(crate) fn wave_round_trip(o: &Options) -> Sample {
     sample
 }
 
-/// The protocol alone: the core producer path (claim, fill, submit, spin on READY, release)
-/// against a thread that spins on `stack::View::drain` with an inline lane service. No listener,
-/// poller, registry, doorbell or `Wave`: what the stack protocol's shared-memory traffic costs
-/// by itself, the bound under the full `hostcall_1l_spinning` row.
-pub(crate) fn core_round_trip(o: &Options) -> Sample {
-    let buffer = Arc::new(
-        HostcallBuffer::new(Arc::new(HostMemory), 2, Arc::new(ParkingDoorbell::new())).expect("buffer"),
-    );
+/// The protocol alone: the core producer path (claim, fill, submit, spin on the answer, release)
+/// against a thread that spins on the protocol's `View::drain` with an inline lane service. No
+/// listener, poller, registry, doorbell or `Wave`: what the protocol's shared-memory traffic
+/// costs by itself, the bound under the full `hostcall_1l_spinning` rows.
+pub(crate) fn core_round_trip(o: &Options, protocol: Protocol) -> Sample {
+    let doorbell = Arc::new(ParkingDoorbell::new());
+    let buffer =
+        Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 2, doorbell, protocol).expect("buffer"));
     let stop = Arc::new(AtomicBool::new(false));
     let host = pinned_pair(o, || {
         let (buffer, stop) = (buffer.clone(), stop.clone());
         thread::spawn(move || {
-            let view = buffer.view().stack().expect("a stack-protocol buffer");
+            let view = buffer.view();
             // Relaxed: the flag carries no data.
             while !stop.load(Ordering::Relaxed) {
                 view.drain(&mut |packet: &mut PacketRequest<'_>| {
@@ -122,11 +133,11 @@ pub(crate) fn core_round_trip(o: &Options) -> Sample {
             }
         })
     });
-    let view = buffer.view().stack().expect("a stack-protocol buffer");
+    let view = buffer.view();
     let mut i = 0u64;
     let sample = round_trips(o, || {
         i += 1;
-        let mut claimed = view.claim().expect("a sound buffer").expect("a free packet");
+        let mut claimed = view.claim(0).expect("a sound buffer").expect("a free packet");
         claimed.write_lane(0, &request(i, 0));
         let done = claimed.submit(ECHO, 1).wait(no_backoff);
         assert_eq!(done.reply(0), echo(&request(i, 0)));

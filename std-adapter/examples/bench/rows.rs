@@ -7,6 +7,7 @@ use crate::listener_cost::listener_cost;
 use crate::measure::Sample;
 use crate::options::Options;
 use crate::throughput::{crossbeam_throughput, hostcall_throughput};
+use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -37,18 +38,37 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
     };
     let mut rows = vec![
         row("floor_ping_pong".into(), Compare::None, None, Box::new(floor_ping_pong)),
-        row("core_1l_spinning".into(), Compare::Floor, None, Box::new(core_round_trip)),
+        row(
+            "core_1l_spinning".into(),
+            Compare::Floor,
+            None,
+            Box::new(|o| core_round_trip(o, Protocol::Stack)),
+        ),
+        row("core_1l_phase".into(), Compare::Floor, None, Box::new(|o| core_round_trip(o, Protocol::Phase))),
+        row("core_1l_line".into(), Compare::Floor, None, Box::new(|o| core_round_trip(o, Protocol::Line))),
         row(
             "hostcall_1l_spinning".into(),
             Compare::Floor,
             None,
-            Box::new(|o| hostcall_round_trip(o, ListenerConfig::spinning())),
+            Box::new(|o| hostcall_round_trip(o, ListenerConfig::spinning(), Protocol::Stack)),
+        ),
+        row(
+            "hostcall_1l_phase".into(),
+            Compare::Floor,
+            None,
+            Box::new(|o| hostcall_round_trip(o, ListenerConfig::spinning(), Protocol::Phase)),
+        ),
+        row(
+            "hostcall_1l_line".into(),
+            Compare::Floor,
+            None,
+            Box::new(|o| hostcall_round_trip(o, ListenerConfig::spinning(), Protocol::Line)),
         ),
         row(
             "hostcall_1l_blocking".into(),
             Compare::Floor,
             None,
-            Box::new(|o| hostcall_round_trip(o, ListenerConfig::default())),
+            Box::new(|o| hostcall_round_trip(o, ListenerConfig::default(), Protocol::Stack)),
         ),
         row("wave_1l_spinning".into(), Compare::Floor, None, Box::new(wave_round_trip)),
         row("crossbeam_spinning".into(), Compare::Floor, None, Box::new(|o| crossbeam_round_trip(o, true))),

@@ -1,0 +1,126 @@
+//! The host's side of the line protocol: the scan that polls each packet's head, takes a request
+//! only when every word of it carries the head's sequence, serves it, and answers in tagged words.
+
+use super::layout::{seq_of, tag, untag};
+use super::view::View;
+use crate::host::{DrainHandler, DrainReport, PacketRequest};
+use crate::lane::{lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
+use crate::phase::ScanWindow;
+use crate::sync::{fence, Ordering};
+use core::ops::Range;
+
+impl View<'_> {
+    /// Host: scans every packet once and serves those whose request is complete.
+    ///
+    /// For each index: read the head; if its sequence is neither 0 nor `served[i]`, read the mask
+    /// words and every active lane's words, and take the request only if every one of them carries
+    /// that sequence (a packet still arriving is left for a later scan). Serve it, write each
+    /// active lane's reply as tagged words, and record the sequence in `served[i]`. No
+    /// read-modify-write on shared words; `occupied` and `device_seq` are never read.
+    pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
+        let mut report = DrainReport::default();
+        self.scan(0..self.requests.len(), handler, &mut report);
+        report
+    }
+
+    /// Host: like [`View::drain`] over the packets of `range` only (clamped). Hosts that split one
+    /// buffer between threads give each a disjoint range: a host writes only `served[i]` and
+    /// packet `i`'s reply words.
+    pub fn drain_range(&self, range: Range<usize>, handler: &mut impl DrainHandler) -> DrainReport {
+        let n = self.requests.len();
+        let mut report = DrainReport::default();
+        self.scan(range.start.min(n)..range.end.min(n), handler, &mut report);
+        report
+    }
+
+    /// Host: like [`View::drain`] through a [`ScanWindow`] (the phase protocol's: narrow scans
+    /// above the highest packet served, and a full scan at least every
+    /// [`ScanWindow::FULL_SCAN_PERIOD`] calls).
+    pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
+        let n = self.requests.len();
+        let mut report = DrainReport::default();
+        let narrow = if window.full_scan_due() { n } else { (window.limit() as usize).min(n) };
+        let mut highest = self.scan(0..narrow, handler, &mut report);
+        let full = narrow == n || report.packets == 0;
+        if narrow < n && report.packets == 0 {
+            highest = self.scan(narrow..n, handler, &mut report).or(highest);
+        }
+        window.record(full, highest, n as u32);
+        report
+    }
+
+    /// Serves every complete pending packet in `range` once; returns the highest index served.
+    fn scan(
+        &self,
+        range: Range<usize>,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) -> Option<u32> {
+        // Built at the first pending packet only: an idle scan costs no 4 KB of zeroing.
+        let mut scratch: Option<Payload> = None;
+        let mut highest = None;
+        for index in range {
+            // Relaxed: a poll; the data comes in the same word as its sequence.
+            let head = self.requests[index].head.load(Ordering::Relaxed);
+            let seq = seq_of(head);
+            // Relaxed: host-only word, our own last store.
+            if seq == 0 || seq == self.served[index].load(Ordering::Relaxed) {
+                continue;
+            }
+            // Acquire: pairs with the Release fence of the wave's wrap refresh
+            // (`View::refresh`), stored before this head: the refresh's zeroes are visible, so no
+            // word older than them is read below.
+            fence(Ordering::Acquire);
+            let scratch = scratch.get_or_insert_with(Payload::default);
+            let Some(activemask) = self.take(index, seq, scratch) else {
+                continue; // still arriving, or never complete: not served, looked at again next scan
+            };
+            let mut request = PacketRequest::new(index as u32, head as u32, activemask, scratch);
+            handler.serve(&mut request);
+            self.answer(index, seq, activemask, scratch);
+            // Relaxed: host-only word (several hosts of one buffer serve disjoint ranges).
+            self.served[index].store(seq, Ordering::Relaxed);
+            report.packets += 1;
+            report.lane_calls += activemask.count_ones();
+            highest = Some(index as u32);
+        }
+        highest
+    }
+
+    /// Reads packet `index`'s mask and active lanes into `scratch` if every word carries `seq`;
+    /// returns the activemask (cut to the lanes that exist), or `None` at the first word that
+    /// does not.
+    fn take(&self, index: usize, seq: u32, scratch: &Payload) -> Option<u64> {
+        let request = &self.requests[index];
+        // Relaxed (every load below): a tagged word is read in one access, so its data is the
+        // data its sequence was stored with; nothing else needs ordering.
+        let word = |w: &crate::sync::AtomicU64| untag(w.load(Ordering::Relaxed), seq);
+        let low = word(&request.mask[0])?;
+        let high = word(&request.mask[1])?;
+        let activemask = (u64::from(high) << 32 | u64::from(low)) & LANE_MASK;
+        for lane in lanes(activemask) {
+            let words = &request.lanes[lane];
+            for k in 0..SLOT_WORDS {
+                let (low, high) = (word(&words[2 * k])?, word(&words[2 * k + 1])?);
+                scratch.slots[lane][k].write(u64::from(high) << 32 | u64::from(low));
+            }
+        }
+        Some(activemask)
+    }
+
+    /// Writes the reply of every lane of `activemask` from `scratch` into packet `index`'s reply
+    /// block as words tagged `seq`.
+    fn answer(&self, index: usize, seq: u32, activemask: u64, scratch: &Payload) {
+        let reply = &self.replies[index];
+        for lane in lanes(activemask) {
+            let words: [u64; REPLY_WORDS] = scratch.read_lane(lane);
+            for (k, value) in words.into_iter().enumerate() {
+                // Release: orders our reads of the request before the wave's next call (with the
+                // wave's Acquire poll in `Submitted::wait_until`); the reply data needs no
+                // ordering, it is in the word.
+                reply.lanes[lane][2 * k].store(tag(value as u32, seq), Ordering::Release);
+                reply.lanes[lane][2 * k + 1].store(tag((value >> 32) as u32, seq), Ordering::Release);
+            }
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The line-protocol buffer as device code sees it (PROTOCOL.md section 9): the prefix, the
+//! per-packet request and reply blocks, the tagged words they are made of, and where this project
+//! puts the arrays the prefix points to (the picture is in the [`crate::line`] docs).
+
+use crate::host::MIN_ALIGN as SHARED_MIN_ALIGN;
+use crate::lane::{LANES, REPLY_WORDS, SLOT_WORDS};
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// Tagged words per lane request: each request `u64` travels as two tagged words (low half, then
+/// high half).
+pub const REQUEST_LINE_WORDS: usize = 2 * SLOT_WORDS;
+/// Tagged words per lane reply (each reply `u64` as two tagged words).
+pub const REPLY_LINE_WORDS: usize = 2 * REPLY_WORDS;
+
+/// The largest sequence number; the one after it is 1 (0 is never a sequence: it means "never
+/// written"). Shrunk under loom so the models cross the wrap.
+#[cfg(not(loom))]
+pub const SEQ_MAX: u32 = u32::MAX;
+/// The largest sequence number, shrunk under loom so the models cross the wrap.
+#[cfg(loom)]
+pub const SEQ_MAX: u32 = 2;
+
+/// The sequence after `seq`: `seq + 1`, and 1 after [`SEQ_MAX`] (0 is skipped).
+///
+/// ```
+/// use hostcall_core::line::{next_seq, SEQ_MAX};
+/// assert_eq!(next_seq(0), 1);
+/// assert_eq!(next_seq(SEQ_MAX), 1);
+/// ```
+pub const fn next_seq(seq: u32) -> u32 {
+    if seq < SEQ_MAX {
+        seq + 1
+    } else {
+        1
+    }
+}
+
+/// Whether the call with sequence `next`, following `previous` on the same packet, is one of the
+/// two calls per cycle that refresh the packet's words (the wrap rule in [`crate::line`]):
+/// `SEQ_MAX`, and 1 after a wrap (not the first call after `init`, which zeroed everything).
+pub const fn refreshes(previous: u32, next: u32) -> bool {
+    next == SEQ_MAX || (next == 1 && previous != 0)
+}
+
+/// A tagged word: 32 data bits (low half) and the 32-bit sequence of the call that wrote it
+/// (high half), written and read as one 8-byte atomic access.
+///
+/// ```
+/// use hostcall_core::line::{tag, untag};
+/// assert_eq!(untag(tag(0xdead_beef, 7), 7), Some(0xdead_beef));
+/// assert_eq!(untag(tag(0xdead_beef, 7), 8), None);
+/// ```
+pub const fn tag(data: u32, seq: u32) -> u64 {
+    (seq as u64) << 32 | data as u64
+}
+
+/// The data of a tagged word if its sequence is `seq`.
+#[inline]
+pub const fn untag(word: u64, seq: u32) -> Option<u32> {
+    if (word >> 32) as u32 == seq {
+        Some(word as u32)
+    } else {
+        None
+    }
+}
+
+/// The sequence half of a tagged word.
+#[inline]
+pub const fn seq_of(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+/// The start of a line buffer: the fields device code reads. Written by the host in
+/// [`View::init`](super::View::init) before the hand-off and never read back by the host.
+#[derive(Debug)]
+#[repr(C)]
+pub struct Prefix {
+    /// Device address of `Request[num_packets]`.
+    pub requests: AtomicU64,
+    /// Device address of `Reply[num_packets]`.
+    pub replies: AtomicU64,
+    /// Device address of `device_seq: u32[num_packets]` (device only).
+    pub device_seq: AtomicU64,
+    /// Device address of the `occupied` bitmap, `u32[ceil(num_packets / 32)]` (device only).
+    pub occupied: AtomicU64,
+    /// Device address of `served: u32[num_packets]` (host only; device code never needs it).
+    pub served: AtomicU64,
+    /// Doorbell handle (section 5) the device may signal after a submit.
+    pub doorbell: AtomicU64,
+    /// Number of packets.
+    pub num_packets: AtomicU32,
+}
+
+impl Default for Prefix {
+    fn default() -> Self {
+        let zero = || AtomicU64::new(0);
+        Self {
+            requests: zero(),
+            replies: zero(),
+            device_seq: zero(),
+            occupied: zero(),
+            served: zero(),
+            doorbell: zero(),
+            num_packets: AtomicU32::new(0),
+        }
+    }
+}
+
+/// One packet's request block, written only by the wave holding the packet: a 64-byte header line
+/// (`head = tag(service, seq)`, `mask = [tag(activemask low), tag(activemask high)]`, 5 reserved
+/// words) followed by every lane's [`REQUEST_LINE_WORDS`] tagged words.
+#[derive(Debug)]
+#[repr(C, align(64))]
+pub struct Request {
+    /// `tag(service, seq)`: the word the host polls.
+    pub head: AtomicU64,
+    /// `[tag(activemask as u32, seq), tag((activemask >> 32) as u32, seq)]`.
+    pub mask: [AtomicU64; 2],
+    /// Reserved, zero; never read by the host.
+    pub reserved: [AtomicU64; 5],
+    /// `lanes[lane][2 k]`, `lanes[lane][2 k + 1]`: the low and high halves of request word `k`.
+    pub lanes: [[AtomicU64; REQUEST_LINE_WORDS]; LANES],
+}
+
+/// One packet's reply block, written by the host (and zeroed by the wave at its refresh claims):
+/// every lane's [`REPLY_LINE_WORDS`] tagged words, 32 bytes, two lanes per line.
+#[derive(Debug)]
+#[repr(C, align(64))]
+pub struct Reply {
+    /// `lanes[lane][2 k]`, `lanes[lane][2 k + 1]`: the low and high halves of reply word `k`.
+    pub lanes: [[AtomicU64; REPLY_LINE_WORDS]; LANES],
+}
+
+impl Default for Request {
+    fn default() -> Self {
+        let zero = || AtomicU64::new(0);
+        Self {
+            head: zero(),
+            mask: [zero(), zero()],
+            reserved: core::array::from_fn(|_| zero()),
+            lanes: core::array::from_fn(|_| core::array::from_fn(|_| zero())),
+        }
+    }
+}
+
+impl Default for Reply {
+    fn default() -> Self {
+        Self { lanes: core::array::from_fn(|_| core::array::from_fn(|_| AtomicU64::new(0))) }
+    }
+}
+
+/// Bytes of the cache line each array starts on.
+pub const CACHE_LINE: usize = 64;
+
+/// Where each array of a line buffer starts (byte offsets from the base), and the total size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Offset of `device_seq: u32[n]` (device only).
+    pub device_seq: usize,
+    /// Offset of `occupied: u32[ceil(n / 32)]` (device only).
+    pub occupied: usize,
+    /// Offset of `served: u32[n]` (host only).
+    pub served: usize,
+    /// Offset of `Request[n]`.
+    pub requests: usize,
+    /// Offset of `Reply[n]`.
+    pub replies: usize,
+    /// Bytes the whole buffer needs.
+    pub size: usize,
+}
+
+impl Layout {
+    /// The layout for `num_packets` packets, or `None` when the size overflows `usize`.
+    ///
+    /// ```
+    /// use hostcall_core::line::Layout;
+    /// let l = Layout::new(3).unwrap();
+    /// assert_eq!((l.device_seq, l.occupied, l.served, l.requests), (64, 128, 192, 256));
+    /// assert_eq!((l.replies, l.size), (256 + 3 * 8256, 256 + 3 * 8256 + 3 * 2048));
+    /// ```
+    pub const fn new(num_packets: usize) -> Option<Self> {
+        let n = num_packets;
+        let Some(device_seq) = after(0, Some(PREFIX_SIZE)) else { return None };
+        let Some(occupied) = after(device_seq, n.checked_mul(4)) else { return None };
+        let Some(served) = after(occupied, n.div_ceil(32).checked_mul(4)) else { return None };
+        let Some(requests) = after(served, n.checked_mul(4)) else { return None };
+        let Some(replies) = after(requests, n.checked_mul(REQUEST_SIZE)) else { return None };
+        let Some(reply_bytes) = n.checked_mul(REPLY_SIZE) else { return None };
+        let Some(size) = replies.checked_add(reply_bytes) else { return None };
+        Some(Self { device_seq, occupied, served, requests, replies, size })
+    }
+}
+
+/// Bytes a line buffer of `num_packets` packets needs, or `None` on overflow.
+pub const fn buffer_size(num_packets: usize) -> Option<usize> {
+    match Layout::new(num_packets) {
+        Some(layout) => Some(layout.size),
+        None => None,
+    }
+}
+
+/// The alignment a line buffer needs: a cache line (the request and reply blocks are
+/// line-aligned types, and words with different writers must not share a line).
+pub const fn buffer_align() -> usize {
+    CACHE_LINE
+}
+
+/// The alignment [`View::from_raw`](super::View::from_raw) requires: the blocks' own alignment.
+pub const MIN_ALIGN: usize = CACHE_LINE;
+
+const _: () = assert!(MIN_ALIGN % SHARED_MIN_ALIGN == 0);
+
+// The ABI sizes, written out so the layout arithmetic also holds under loom (whose atomics are
+// larger than the integers they model; the `abi` asserts tie them to the real types).
+const PREFIX_SIZE: usize = 56;
+/// Bytes of one [`Request`] block: a header line and 128 bytes per lane.
+pub const REQUEST_SIZE: usize = CACHE_LINE + 64 * REQUEST_LINE_WORDS * 8;
+/// Bytes of one [`Reply`] block: 32 bytes per lane.
+pub const REPLY_SIZE: usize = 64 * REPLY_LINE_WORDS * 8;
+
+/// The first line-aligned offset after `bytes` bytes starting at `start`.
+const fn after(start: usize, bytes: Option<usize>) -> Option<usize> {
+    let Some(bytes) = bytes else { return None };
+    let Some(end) = start.checked_add(bytes) else { return None };
+    match end.checked_add(CACHE_LINE - 1) {
+        Some(end) => Some(end & !(CACHE_LINE - 1)),
+        None => None,
+    }
+}
+
+#[cfg(not(loom))]
+mod abi {
+    use super::*;
+    use core::mem::{align_of, offset_of, size_of};
+
+    const _: () = assert!(size_of::<Prefix>() == PREFIX_SIZE && align_of::<Prefix>() == 8);
+    const _: () = assert!(offset_of!(Prefix, requests) == 0);
+    const _: () = assert!(offset_of!(Prefix, replies) == 8);
+    const _: () = assert!(offset_of!(Prefix, device_seq) == 16);
+    const _: () = assert!(offset_of!(Prefix, occupied) == 24);
+    const _: () = assert!(offset_of!(Prefix, served) == 32);
+    const _: () = assert!(offset_of!(Prefix, doorbell) == 40);
+    const _: () = assert!(offset_of!(Prefix, num_packets) == 48);
+
+    const _: () = assert!(size_of::<Request>() == REQUEST_SIZE && REQUEST_SIZE == 8256);
+    const _: () = assert!(align_of::<Request>() == CACHE_LINE);
+    const _: () = assert!(offset_of!(Request, head) == 0);
+    const _: () = assert!(offset_of!(Request, mask) == 8);
+    const _: () = assert!(offset_of!(Request, lanes) == CACHE_LINE);
+    const _: () = assert!(size_of::<Reply>() == REPLY_SIZE && REPLY_SIZE == 2048);
+    const _: () = assert!(align_of::<Reply>() == CACHE_LINE);
+    const _: () = assert!(size_of::<AtomicU64>() == 8 && size_of::<AtomicU32>() == 4);
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_are_line_aligned_disjoint_and_in_bounds() {
+        for n in [2usize, 3, 31, 32, 33, 100, 1 << 16] {
+            let l = Layout::new(n).unwrap();
+            let spans = [
+                (0, PREFIX_SIZE),
+                (l.device_seq, 4 * n),
+                (l.occupied, 4 * n.div_ceil(32)),
+                (l.served, 4 * n),
+                (l.requests, REQUEST_SIZE * n),
+                (l.replies, REPLY_SIZE * n),
+            ];
+            for pair in spans.windows(2) {
+                let ((a, a_len), (b, _)) = (pair[0], pair[1]);
+                assert!((a + a_len).div_ceil(CACHE_LINE) * CACHE_LINE <= b, "n = {n}");
+                assert_eq!(b % CACHE_LINE, 0);
+            }
+            assert_eq!(l.size, l.replies + n * REPLY_SIZE);
+        }
+        assert_eq!(Layout::new(usize::MAX / 8), None);
+    }
+
+    #[test]
+    fn sequences_wrap_past_zero() {
+        assert_eq!(next_seq(SEQ_MAX - 1), SEQ_MAX);
+        assert_eq!(next_seq(SEQ_MAX), 1);
+        assert!(refreshes(SEQ_MAX - 1, SEQ_MAX) && refreshes(SEQ_MAX, 1));
+        assert!(!refreshes(0, 1) && !refreshes(1, 2));
+        assert_eq!(seq_of(tag(5, 9)), 9);
+    }
+}

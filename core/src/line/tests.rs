@@ -1,0 +1,245 @@
+//! Sequential behaviour of the line protocol: round trips, the wrap, torn and stale words,
+//! abandoned claims, raw memory, hostile bytes.
+
+use super::*;
+use crate::dispatch::ErrorCode;
+use crate::host::{DrainReport, PacketRequest};
+use crate::lane::{LANES, SLOT_WORDS};
+use crate::sync::{AtomicU32, Ordering};
+use proptest::prelude::*;
+
+extern crate std;
+use std::{boxed::Box, vec::Vec};
+
+/// A line buffer allocated in parts.
+struct Buffer {
+    prefix: Prefix,
+    device_seq: Box<[AtomicU32]>,
+    occupied: Box<[AtomicU32]>,
+    served: Box<[AtomicU32]>,
+    requests: Box<[Request]>,
+    replies: Box<[Reply]>,
+}
+
+fn words(n: usize) -> Box<[AtomicU32]> {
+    (0..n).map(|_| AtomicU32::new(0)).collect()
+}
+
+impl Buffer {
+    fn new(n: usize) -> Box<Self> {
+        let buffer = Box::new(Self {
+            prefix: Prefix::default(),
+            device_seq: words(n),
+            occupied: words(n.div_ceil(32)),
+            served: words(n),
+            requests: (0..n).map(|_| Request::default()).collect(),
+            replies: (0..n).map(|_| Reply::default()).collect(),
+        });
+        buffer.view().init(0, 0);
+        buffer
+    }
+    fn view(&self) -> View<'_> {
+        View::from_parts(Parts {
+            prefix: &self.prefix,
+            device_seq: &self.device_seq,
+            occupied: &self.occupied,
+            served: &self.served,
+            requests: &self.requests,
+            replies: &self.replies,
+        })
+        .unwrap()
+    }
+}
+
+fn request(call: u64, lane: usize) -> [u64; SLOT_WORDS] {
+    core::array::from_fn(|k| call << 40 | (lane as u64) << 8 | k as u64 | 0xffff_0000_0000_0000)
+}
+
+/// Echoes word 0 and the complement of word 7 of every lane.
+fn echo(p: &mut PacketRequest<'_>) {
+    for lane in p.lanes().collect::<Vec<_>>() {
+        let r = p.request(lane);
+        p.reply(lane, [r[0], !r[7]]);
+    }
+}
+
+/// One call of packet-claiming wave `start` with `mask`, checked.
+fn call(view: &View<'_>, start: usize, number: u64, mask: u64) {
+    let mut packet = view.claim(start).expect("a free packet");
+    for lane in crate::lane::lanes(mask) {
+        packet.write_lane(lane, &request(number, lane));
+    }
+    let submitted = packet.submit(9, mask);
+    assert_eq!(submitted.is_served(), mask == 0, "an empty call needs no answer");
+    let report = view.drain(&mut echo);
+    assert_eq!(report, DrainReport { packets: 1, lane_calls: mask.count_ones(), malformed: 0 });
+    assert_eq!(view.drain(&mut echo).packets, 0, "served once");
+    let done = submitted.wait(|| panic!("answered by the drain"));
+    for lane in crate::lane::lanes(mask) {
+        let r = request(number, lane);
+        assert_eq!(done.reply(lane), [r[0], !r[7]], "call {number} lane {lane}");
+    }
+    assert!(!done.host_error());
+}
+
+#[test]
+fn round_trips_in_every_shape() {
+    let b = Buffer::new(3);
+    let view = b.view();
+    for (number, mask) in [1u64, 1 << 63, u64::MAX, 0x8000_0001_0000_0001, 0].into_iter().enumerate() {
+        call(&view, number, number as u64, mask);
+    }
+    assert_eq!(view.device_seq(0).load(Ordering::Relaxed), 2);
+    assert_eq!(view.served(1).load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn the_wrap_refreshes_and_no_stale_word_matches() {
+    let b = Buffer::new(2);
+    let view = b.view();
+    // Lane 5 writes in the call with sequence 1; then the packet goes round the whole cycle.
+    call(&view, 0, 0, 1 << 5);
+    view.device_seq(0).store(SEQ_MAX - 2, Ordering::Relaxed);
+    view.served(0).store(SEQ_MAX - 2, Ordering::Relaxed);
+    // Planted stale words with the sequences the next calls use: the refreshes must clear them.
+    let plant = |seq: u32| {
+        view.request(0).lanes[7].iter().for_each(|w| w.store(tag(0xbad, seq), Ordering::Relaxed));
+        view.reply(0).lanes[7].iter().for_each(|w| w.store(tag(0xbad, seq), Ordering::Relaxed));
+    };
+    plant(1);
+    call(&view, 0, 1, 1); // SEQ_MAX - 1: no refresh
+    assert_eq!(view.request(0).lanes[7][0].load(Ordering::Relaxed), tag(0xbad, 1));
+    let packet = view.claim(0).unwrap(); // SEQ_MAX: refresh at the claim
+    assert_eq!(packet.seq(), SEQ_MAX);
+    assert_eq!(view.request(0).lanes[7][0].load(Ordering::Relaxed), 0, "refreshed");
+    assert_eq!(view.reply(0).lanes[7][0].load(Ordering::Relaxed), 0, "refreshed");
+    drop(packet); // uses SEQ_MAX up
+    plant(2);
+    let packet = view.claim(0).unwrap();
+    assert_eq!(packet.seq(), 1, "wrapped past 0");
+    assert_eq!(view.reply(0).lanes[7][3].load(Ordering::Relaxed), 0, "refreshed again");
+    drop(packet);
+    for number in 2..6 {
+        call(&view, 0, number, 1 << 7 | 1 << 5);
+    }
+}
+
+#[test]
+fn a_torn_or_stale_request_is_not_served_until_complete() {
+    let b = Buffer::new(2);
+    let view = b.view();
+    call(&view, 1, 0, 0b11);
+    let mut packet = view.claim(1).unwrap();
+    let seq = packet.seq();
+    packet.write_lane(0, &request(1, 0));
+    packet.write_lane(1, &request(1, 1));
+    let submitted = packet.submit(9, 0b11);
+    let lanes = &view.request(1).lanes;
+    // The last word of lane 1 has not arrived: it still holds the previous call's value.
+    let fresh = lanes[1][15].load(Ordering::Relaxed);
+    lanes[1][15].store(tag(fresh as u32, seq - 1), Ordering::Relaxed);
+    assert_eq!(view.drain(&mut echo).packets, 0);
+    // A word torn between calls (a foreign sequence) is refused too.
+    lanes[1][15].store(tag(fresh as u32, seq + 1), Ordering::Relaxed);
+    assert_eq!(view.drain(&mut echo).packets, 0);
+    // The mask word is checked as well.
+    lanes[1][15].store(fresh, Ordering::Relaxed);
+    let mask = view.request(1).mask[1].load(Ordering::Relaxed);
+    view.request(1).mask[1].store(tag(mask as u32, 0), Ordering::Relaxed);
+    assert_eq!(view.drain(&mut echo).packets, 0);
+    view.request(1).mask[1].store(mask, Ordering::Relaxed);
+    assert_eq!(view.drain(&mut echo).packets, 1);
+    // A reply word still carrying an old sequence keeps the wave waiting.
+    let reply = &view.reply(1).lanes[0][2];
+    let answered = reply.load(Ordering::Relaxed);
+    reply.store(tag(answered as u32, seq - 1), Ordering::Relaxed);
+    let Err(submitted) = submitted.wait_until(|polls| polls < 3) else { panic!("a torn reply was taken") };
+    reply.store(answered, Ordering::Relaxed);
+    assert_eq!(submitted.wait(|| {}).reply(1)[0], request(1, 1)[0]);
+}
+
+#[test]
+fn an_abandoned_claim_never_matches_the_next_call() {
+    let b = Buffer::new(2);
+    let view = b.view();
+    let mut packet = view.claim(0).unwrap();
+    packet.write_lane(0, &[0xbad; SLOT_WORDS]);
+    let abandoned = packet.seq();
+    drop(packet);
+    let packet = view.claim(0).unwrap();
+    assert_eq!(packet.seq(), abandoned + 1);
+    // The next call writes only the mask and head, not lane 0: the host must wait for lane 0.
+    let submitted = packet.submit(9, 1);
+    assert_eq!(view.drain(&mut echo).packets, 0, "lane 0 holds the abandoned sequence");
+    drop(submitted); // leaks packet 0
+    assert_eq!(view.claim(0).unwrap().index(), 1);
+}
+
+#[test]
+fn errors_reach_the_wave_and_raw_memory_works() {
+    #[repr(C, align(64))]
+    struct Line([u64; 8]);
+    let n = 4usize;
+    let len = buffer_size(n).unwrap();
+    let mut memory: Vec<Line> = (0..len.div_ceil(64)).map(|_| Line([0; 8])).collect();
+    let base = memory.as_mut_ptr().cast::<u8>();
+    // SAFETY: `memory` outlives the view and is only accessed through it.
+    let view = unsafe { View::from_raw(base, len, n as u64) }.unwrap();
+    view.init(0x1000, 5);
+    let layout = Layout::new(n).unwrap();
+    assert_eq!(view.prefix().replies.load(Ordering::Relaxed), 0x1000 + layout.replies as u64);
+    // SAFETY: refused before any access.
+    let misaligned = unsafe { View::from_raw(base.add(8), len, n as u64) };
+    assert!(matches!(misaligned, Err(crate::LayoutError::Misaligned { .. })));
+    let mut packet = view.claim(2).unwrap();
+    packet.write_lane(1, &[1; SLOT_WORDS]);
+    let submitted = packet.submit(3, 0b10);
+    view.drain(&mut |p: &mut PacketRequest<'_>| p.reply_error(1, ErrorCode::Refused));
+    let done = submitted.wait(|| {});
+    assert!(done.host_error());
+    assert_eq!(done.error(1), Some(ErrorCode::Refused));
+}
+
+proptest! {
+    /// Whatever the device writes into the request blocks, a scan stays bounded, serves a packet
+    /// at most once, and every packet it serves had every active word tagged with the head's
+    /// sequence.
+    #[test]
+    fn hostile_bytes_are_served_only_when_consistent(
+        heads in proptest::collection::vec(any::<u64>(), 2),
+        masks in proptest::collection::vec(any::<u64>(), 4),
+        fill in proptest::collection::vec(any::<u64>(), 64),
+        agree in any::<bool>(),
+    ) {
+        let b = Buffer::new(2);
+        let view = b.view();
+        for index in 0..2 {
+            let r = view.request(index);
+            r.head.store(heads[index], Ordering::Relaxed);
+            let seq = seq_of(heads[index]);
+            for (k, word) in r.mask.iter().enumerate() {
+                let m = masks[2 * index + k];
+                word.store(if agree { tag(m as u32, seq) } else { m }, Ordering::Relaxed);
+            }
+            for (w, word) in r.lanes.iter().flatten().enumerate() {
+                let v = fill[w % fill.len()];
+                word.store(if agree { tag(v as u32, seq) } else { v }, Ordering::Relaxed);
+            }
+        }
+        let mut seen = Vec::new();
+        let report = view.drain(&mut |p: &mut PacketRequest<'_>| {
+            seen.push(p.index());
+            echo(p);
+        });
+        prop_assert_eq!(report.packets as usize, seen.len());
+        seen.dedup();
+        prop_assert_eq!(report.packets as usize, seen.len());
+        for &index in &seen {
+            let seq = seq_of(heads[index as usize]);
+            prop_assert!(seq != 0);
+            prop_assert_eq!(view.served(index as usize).load(Ordering::Relaxed), seq);
+        }
+        prop_assert_eq!(view.drain(&mut echo).packets, 0, "nothing served twice");
+        let _ = LANES;
+    }
+}

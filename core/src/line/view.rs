@@ -1,0 +1,263 @@
+//! [`View`]: a checked view of one line buffer, its initialisation and the device's claim. The
+//! host's scan is in `drain.rs`.
+
+use super::layout::{next_seq, refreshes, Layout, Prefix, Reply, Request};
+use super::producer::Claimed;
+use crate::host::{packet_count, LayoutError};
+use crate::phase::ScanWindow;
+use crate::sync::{fence, AtomicU32, Ordering};
+
+/// A view of a line buffer: the prefix and the five per-packet arrays.
+///
+/// The view holds its own packet count and its own references to the arrays; it never reads the
+/// shared prefix back. The host's scan accepts a packet only when every word it reads carries the
+/// packet's sequence, so whatever bytes the device writes, [`View::drain`] does no undefined
+/// behaviour, stays in bounds, serves each packet at most once per scan and returns after one
+/// pass.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    prefix: &'a Prefix,
+    pub(super) device_seq: &'a [AtomicU32],
+    occupied: &'a [AtomicU32],
+    pub(super) served: &'a [AtomicU32],
+    pub(super) requests: &'a [Request],
+    pub(super) replies: &'a [Reply],
+}
+
+/// The parts of a line buffer held separately (loom models and tests allocate them normally).
+#[derive(Clone, Copy)]
+pub struct Parts<'a> {
+    /// The prefix.
+    pub prefix: &'a Prefix,
+    /// `device_seq[num_packets]` (device only).
+    pub device_seq: &'a [AtomicU32],
+    /// The claim bitmap, `ceil(num_packets / 32)` words (device only).
+    pub occupied: &'a [AtomicU32],
+    /// `served[num_packets]` (host only).
+    pub served: &'a [AtomicU32],
+    /// `requests[num_packets]`.
+    pub requests: &'a [Request],
+    /// `replies[num_packets]`.
+    pub replies: &'a [Reply],
+}
+
+impl<'a> View<'a> {
+    /// A view over separately held parts. The packet count is `requests.len()`; every other array
+    /// must match it.
+    pub fn from_parts(parts: Parts<'a>) -> Result<Self, LayoutError> {
+        let n = packet_count(parts.requests.len() as u64)? as usize;
+        let lengths = [
+            ("device_seq", n, parts.device_seq.len()),
+            ("occupied", n.div_ceil(32), parts.occupied.len()),
+            ("served", n, parts.served.len()),
+            ("replies", n, parts.replies.len()),
+        ];
+        for (array, expected, given) in lengths {
+            if expected != given {
+                return Err(LayoutError::ArrayLength { array, expected, given });
+            }
+        }
+        let Parts { prefix, device_seq, occupied, served, requests, replies } = parts;
+        Ok(Self { prefix, device_seq, occupied, served, requests, replies })
+    }
+
+    /// A view over raw memory laid out as [`Layout`] describes.
+    ///
+    /// Checks the address (not null, aligned to [`MIN_ALIGN`](super::MIN_ALIGN), a cache line),
+    /// the packet count (2 ..= [`MAX_PACKETS`](crate::MAX_PACKETS)) and that `len` covers the
+    /// layout.
+    ///
+    /// # Safety
+    /// - `base..base + len` must be valid for reads and writes for `'a`, and only accessed
+    ///   through atomics (views like this one, or device code) while the view lives.
+    #[cfg(not(loom))]
+    pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
+        let n = packet_count(num_packets)? as usize;
+        if base.is_null() {
+            return Err(LayoutError::Null);
+        }
+        if base as usize % super::layout::MIN_ALIGN != 0 {
+            return Err(LayoutError::Misaligned { address: base as usize });
+        }
+        let Some(layout) = Layout::new(n) else {
+            return Err(LayoutError::TooSmall { needed: usize::MAX, given: len });
+        };
+        if len < layout.size {
+            return Err(LayoutError::TooSmall { needed: layout.size, given: len });
+        }
+        // SAFETY: the memory is valid for 'a (caller) and large enough for every array of the
+        // layout (checked above; `Layout` keeps them disjoint and inside `size`). Every offset is
+        // a multiple of 64 and the base is 64-aligned (checked), so each array is aligned for its
+        // element type (the `abi` asserts in `layout` pin the alignments). The element types are
+        // made only of atomics with the representation of plain integers, for which every bit
+        // pattern is valid, and the caller promises every access is atomic, so shared references
+        // to them are sound.
+        unsafe {
+            let at = |offset: usize| base.add(offset);
+            Ok(Self {
+                prefix: &*(base as *const Prefix),
+                device_seq: core::slice::from_raw_parts(at(layout.device_seq).cast(), n),
+                occupied: core::slice::from_raw_parts(at(layout.occupied).cast(), n.div_ceil(32)),
+                served: core::slice::from_raw_parts(at(layout.served).cast(), n),
+                requests: core::slice::from_raw_parts(at(layout.requests).cast(), n),
+                replies: core::slice::from_raw_parts(at(layout.replies).cast(), n),
+            })
+        }
+    }
+
+    /// The view's private packet count.
+    pub fn num_packets(&self) -> u32 {
+        self.requests.len() as u32
+    }
+
+    /// The shared prefix (for the doorbell word and for tests).
+    pub fn prefix(&self) -> &'a Prefix {
+        self.prefix
+    }
+
+    /// Packet `index`'s request block.
+    ///
+    /// # Panics
+    /// If `index >= num_packets` (as do the other per-packet accessors).
+    pub fn request(&self, index: usize) -> &'a Request {
+        &self.requests[index]
+    }
+
+    /// Packet `index`'s reply block.
+    pub fn reply(&self, index: usize) -> &'a Reply {
+        &self.replies[index]
+    }
+
+    /// `device_seq[index]`: the sequence of the packet's last call (device only).
+    pub fn device_seq(&self, index: usize) -> &'a AtomicU32 {
+        &self.device_seq[index]
+    }
+
+    /// `served[index]`: the sequence of the packet's last call the host answered (host only).
+    pub fn served(&self, index: usize) -> &'a AtomicU32 {
+        &self.served[index]
+    }
+
+    /// The `occupied` word holding packet `index`'s bit (device only).
+    pub fn occupied_word(&self, index: usize) -> &'a AtomicU32 {
+        &self.occupied[index / 32]
+    }
+
+    /// A host-side scan window sized for this buffer (see [`View::drain_window`]).
+    pub fn scan_window(&self) -> ScanWindow {
+        ScanWindow::new(self.num_packets())
+    }
+
+    /// Initialises the buffer: every word zeroed (sequence 0 is never a call's, so nothing is
+    /// pending and every packet is free), the prefix written with the device addresses of the
+    /// arrays ([`Layout`] offsets from `device_base`). Call it before the hand-off, which
+    /// publishes it.
+    pub fn init(&self, device_base: u64, doorbell: u64) {
+        let n = self.requests.len();
+        let relaxed = Ordering::Relaxed; // published by the hand-off, see above
+        let layout = Layout::new(n).expect("packet count bounded by packet_count");
+        let address = |offset: usize| device_base.wrapping_add(offset as u64);
+        let p = self.prefix;
+        p.requests.store(address(layout.requests), relaxed);
+        p.replies.store(address(layout.replies), relaxed);
+        p.device_seq.store(address(layout.device_seq), relaxed);
+        p.occupied.store(address(layout.occupied), relaxed);
+        p.served.store(address(layout.served), relaxed);
+        p.doorbell.store(doorbell, relaxed);
+        p.num_packets.store(n as u32, relaxed);
+        for word in self.device_seq.iter().chain(self.occupied).chain(self.served) {
+            word.store(0, relaxed);
+        }
+        for index in 0..n {
+            self.requests[index].head.store(0, relaxed);
+            self.requests[index].reserved.iter().for_each(|w| w.store(0, relaxed));
+            self.zero_words(index, relaxed);
+        }
+    }
+
+    /// Zeroes packet `index`'s mask words, every lane's request words and every lane's reply
+    /// words (not the head).
+    fn zero_words(&self, index: usize, order: Ordering) {
+        let (request, reply) = (&self.requests[index], &self.replies[index]);
+        let lanes = request.lanes.iter().flatten().chain(reply.lanes.iter().flatten());
+        request.mask.iter().chain(lanes).for_each(|word| word.store(0, order));
+    }
+
+    /// Device: claims a free packet, trying each index once from `start % num_packets` upwards.
+    /// `None`: every packet is occupied (retry later). Waves that start at different indices (their
+    /// wave id, say) collide less on the bitmap.
+    pub fn claim(&self, start: usize) -> Option<Claimed<'a>> {
+        let n = self.requests.len();
+        (0..n).map(|k| (start % n + k) % n).find_map(|index| self.try_claim(index))
+    }
+
+    /// Device: claims packet `index` if its bit is clear; does the wrap refresh when due.
+    fn try_claim(&self, index: usize) -> Option<Claimed<'a>> {
+        let (word, bit) = (self.occupied_word(index), occupied_bit(index));
+        // Acquire: pairs with the Release `fetch_and` in `release_occupied` of the packet's
+        // previous owner: its `device_seq` store and its last reads of the replies happen before
+        // our accesses.
+        if word.fetch_or(bit, Ordering::Acquire) & bit != 0 {
+            return None;
+        }
+        // Relaxed: device-only word, ordered by the Acquire above.
+        let previous = self.device_seq[index].load(Ordering::Relaxed);
+        let seq = next_seq(previous);
+        if refreshes(previous, seq) {
+            self.refresh(index);
+        }
+        Some(Claimed::new(*self, index, seq))
+    }
+
+    /// The wrap refresh (the [`crate::line`] docs say why): zero every request and reply word of
+    /// the packet, then a Release fence.
+    pub(super) fn refresh(&self, index: usize) {
+        // Relaxed stores: published by the fence below. The reply words are ours to zero: the host
+        // answered our packet's last call (we saw every reply word of it) and writes them again
+        // only after it takes a complete request of a newer sequence; and we read our own zero or
+        // something newer (coherence), never a reply older than it.
+        self.zero_words(index, Ordering::Relaxed);
+        // Release: pairs with the host's Acquire fence in `drain` after it reads a pending head:
+        // any head this wave (or a later owner) stores after this fence carries the zeroes with
+        // it, so no request word older than them can be read for a later call of this cycle.
+        fence(Ordering::Release);
+    }
+
+    /// Device: clears packet `index`'s bit in `occupied`, handing the packet to the next claimer.
+    pub(super) fn release_occupied(&self, index: usize) {
+        // Release: pairs with the Acquire `fetch_or` in `try_claim`.
+        self.occupied_word(index).fetch_and(!occupied_bit(index), Ordering::Release);
+    }
+}
+
+/// Packet `index`'s bit in its `occupied` word.
+fn occupied_bit(index: usize) -> u32 {
+    1 << (index % 32)
+}
+
+/// The buffer's address and packet count (the shared words are not read).
+impl core::fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("line::View")
+            .field("prefix", &(self.prefix as *const Prefix))
+            .field("num_packets", &self.requests.len())
+            .finish()
+    }
+}
+
+/// Where each part is and its length (the shared words are not read).
+impl core::fmt::Debug for Parts<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        fn part<T>(f: &mut core::fmt::DebugStruct<'_, '_>, name: &str, slice: &[T]) {
+            f.field(name, &format_args!("{:p} ({} entries)", slice.as_ptr(), slice.len()));
+        }
+        let mut s = f.debug_struct("line::Parts");
+        s.field("prefix", &(self.prefix as *const Prefix));
+        part(&mut s, "device_seq", self.device_seq);
+        part(&mut s, "occupied", self.occupied);
+        part(&mut s, "served", self.served);
+        part(&mut s, "requests", self.requests);
+        part(&mut s, "replies", self.replies);
+        s.finish()
+    }
+}

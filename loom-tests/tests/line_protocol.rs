@@ -1,0 +1,281 @@
+//! loom models of the line protocol (PROTOCOL.md section 9, `hostcall_core::line`).
+//!
+//! Waves are threads on the real device path (`View::claim`, `write_lane`, `Claimed::submit`,
+//! `Submitted::wait_until`, `reply`, `release`); the host is the main thread on the real scan
+//! (`View::drain_window`). Under loom `SEQ_MAX` is 2, so every call after a packet's first is a
+//! refresh claim and a model of three calls crosses the wrap. Every tagged word is a loom atomic,
+//! so loom lets each relaxed load return any store that coherence and happens-before allow: stale
+//! and in-flight words are explored, not assumed away. The models prove:
+//!
+//! - every call is served exactly once, with the request as its wave wrote it for that call (never
+//!   an older call's word with the same sequence, never a half-written one);
+//! - each wave reads back its own reply for that call;
+//! - every packet ends up released.
+//!
+//! A wave polls once, then blocks on its `Notify` until the host has served something (spinning
+//! on both sides would blow loom's branch budget; see the phase models). The notification
+//! synchronises, which could hide a missing Acquire on the wave's side; it cannot hide a torn or
+//! stale word, which is a question of which store a load returns (the broken twins below show the
+//! model catches both).
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p loom-tests --release --test line_protocol`
+#![cfg(loom)]
+
+use hostcall_core::line::{tag, Parts, Prefix, Reply, Request, View, SEQ_MAX};
+use hostcall_core::sync::{AtomicU32, Ordering};
+use hostcall_core::{PacketRequest, LANES};
+use loom::sync::{Arc, Notify};
+use loom::thread;
+
+const SERVICE: u32 = 7;
+
+/// A line buffer allocated normally, and one wake-up per wave.
+struct Model {
+    prefix: Prefix,
+    device_seq: Vec<AtomicU32>,
+    occupied: Vec<AtomicU32>,
+    served: Vec<AtomicU32>,
+    requests: Vec<Request>,
+    replies: Vec<Reply>,
+    wake: Vec<Notify>,
+}
+
+impl Model {
+    fn new(packets: usize, waves: usize) -> Arc<Self> {
+        let words = |k: usize| (0..k).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
+        let model = Self {
+            prefix: Prefix::default(),
+            device_seq: words(packets),
+            occupied: words(packets.div_ceil(32)),
+            served: words(packets),
+            requests: (0..packets).map(|_| Request::default()).collect(),
+            replies: (0..packets).map(|_| Reply::default()).collect(),
+            wake: (0..waves).map(|_| Notify::new()).collect(),
+        };
+        model.view().init(0, 0);
+        Arc::new(model)
+    }
+
+    fn view(&self) -> View<'_> {
+        View::from_parts(Parts {
+            prefix: &self.prefix,
+            device_seq: &self.device_seq,
+            occupied: &self.occupied,
+            served: &self.served,
+            requests: &self.requests,
+            replies: &self.replies,
+        })
+        .expect("a valid buffer")
+    }
+}
+
+/// Lane `lane` of wave `wave` asks this in its call `call`; word 0 names all three.
+fn request(wave: u64, call: u64, lane: usize) -> [u64; 8] {
+    core::array::from_fn(|word| (wave * 100 + call * 10 + lane as u64) << 8 | word as u64)
+}
+
+/// ...and must read back this.
+fn reply_for(word0: u64) -> [u64; 2] {
+    [word0 ^ 0x5555_0000_5555_0000, !word0]
+}
+
+/// One wave's `calls`: call `c` uses the lanes of `masks[c]`; every reply checked.
+fn wave(model: &Model, wave: usize, masks: &[u64]) {
+    let view = model.view();
+    for (call, &mask) in masks.iter().enumerate() {
+        let mut claimed = view.claim(wave).expect("a packet per wave");
+        for lane in (0..LANES).filter(|l| mask >> l & 1 == 1) {
+            claimed.write_lane(lane, &request(wave as u64, call as u64, lane));
+        }
+        let mut submitted = claimed.submit(SERVICE, mask);
+        let done = loop {
+            match submitted.wait_until(|_| false) {
+                Ok(done) => break done,
+                Err(again) => {
+                    submitted = again;
+                    model.wake[wave].wait();
+                }
+            }
+        };
+        for lane in (0..LANES).filter(|l| mask >> l & 1 == 1) {
+            let word0 = request(wave as u64, call as u64, lane)[0];
+            assert_eq!(done.reply(lane), reply_for(word0), "wave {wave} call {call} lane {lane}");
+        }
+        done.release();
+    }
+}
+
+/// The host: scans until it has served `packets` packets; checks each request against what the
+/// wave wrote for the call its word 0 names, and that calls of a wave come in order.
+fn host(model: &Model, packets: u32, masks: &[u64]) {
+    let view = model.view();
+    let mut window = view.scan_window();
+    let mut next_call = vec![0u64; model.wake.len()];
+    let mut total = 0;
+    while total < packets {
+        let mut served = Vec::new();
+        let report = view.drain_window(&mut window, &mut |p: &mut PacketRequest<'_>| {
+            assert_eq!(p.service(), SERVICE);
+            let lane = p.lanes().next().expect("an active lane");
+            let wave = (p.request(lane)[0] >> 8) / 100;
+            let call = next_call[wave as usize];
+            assert_eq!(p.activemask(), masks[call as usize], "wave {wave} call {call}: the mask");
+            for lane in p.lanes().collect::<Vec<_>>() {
+                let asked = request(wave, call, lane);
+                assert_eq!(p.request(lane), asked, "wave {wave} call {call} lane {lane}: not this call's");
+                p.reply(lane, reply_for(asked[0]));
+            }
+            next_call[wave as usize] += 1;
+            served.push(wave as usize);
+        });
+        total += report.packets;
+        if report.packets == 0 {
+            thread::yield_now();
+        }
+        served.into_iter().for_each(|w| model.wake[w].notify());
+    }
+}
+
+fn check(name: &str, max_bound: usize, model: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3).min(max_bound));
+    // A call writes 16 tagged words a lane and a refresh zeroes every word of the packet: every
+    // store is a branch, more than loom's default budget of 1000 for three calls.
+    builder.max_branches = 50_000;
+    let start = std::time::Instant::now();
+    builder.check(model);
+    println!(
+        "loom model {name}: bound {:?}, {:.2} s",
+        builder.preemption_bound,
+        start.elapsed().as_secs_f64()
+    );
+}
+
+/// Two waves on two packets, one call each on every lane.
+#[test]
+fn two_waves_two_packets() {
+    check("line: 2 waves, 2 packets", 1, || {
+        let model = Model::new(2, 2);
+        let masks = [0b01];
+        let w = (0..2)
+            .map(|i| {
+                let model = model.clone();
+                thread::spawn(move || wave(&model, i, &masks))
+            })
+            .collect::<Vec<_>>();
+        host(&model, 2, &masks);
+        w.into_iter().for_each(|t| t.join().unwrap());
+        let view = model.view();
+        assert_eq!(view.occupied_word(0).load(Ordering::Relaxed), 0, "released");
+    });
+}
+
+/// One wave, three calls on one packet: sequences 1, 2 (= SEQ_MAX, a refresh) and 1 again (a
+/// refresh). Lane 1 calls in the first and the third, both with sequence 1: its words from the
+/// first call carry the third's sequence, and only the refreshes keep them from being taken.
+const WRAP_MASKS: [u64; 3] = [0b10, 0b01, 0b10];
+
+/// Ignored by default: with 16 tagged words a lane, every relaxed load has several stores to
+/// choose from, and even with no preemptions the model did not finish in 400 s on the 2-core
+/// development machine. Run it with `-- --ignored` where there is time; the sequential unit test
+/// `line::tests::the_wrap_refreshes_and_no_stale_word_matches` covers the refresh meanwhile.
+#[ignore = "too large for CI; run with --ignored"]
+#[test]
+fn the_wrap_never_lets_a_stale_word_through() {
+    assert_eq!(SEQ_MAX, 2);
+    check("line: one wave across the wrap", 0, || {
+        let model = Model::new(2, 1);
+        let held = model.view().claim(1).expect("packet 1, held so the wave uses packet 0");
+        let w = {
+            let model = model.clone();
+            thread::spawn(move || wave(&model, 0, &WRAP_MASKS))
+        };
+        host(&model, 3, &WRAP_MASKS);
+        w.join().unwrap();
+        drop(held);
+    });
+}
+
+/// The device path by hand (what `claim`, `write_lane` and `submit` do), for the broken twins:
+/// `refresh` false skips the wrap refresh; `flag_first` stores each word's sequence before its
+/// data (as a flag-then-data protocol would).
+fn hand_call(model: &Model, view: &View<'_>, call: u64, mask: u64, refresh: bool, flag_first: bool) {
+    let (request_block, reply_block) = (view.request(0), view.reply(0));
+    let previous = view.device_seq(0).load(Ordering::Relaxed);
+    let seq = hostcall_core::line::next_seq(previous);
+    if refresh && hostcall_core::line::refreshes(previous, seq) {
+        let words = request_block.lanes.iter().flatten().chain(reply_block.lanes.iter().flatten());
+        request_block.mask.iter().chain(words).for_each(|w| w.store(0, Ordering::Relaxed));
+        hostcall_core::sync::fence(Ordering::Release);
+    }
+    for lane in (0..LANES).filter(|l| mask >> l & 1 == 1) {
+        for (k, value) in request(0, call, lane).into_iter().enumerate() {
+            let (low, high) = (&request_block.lanes[lane][2 * k], &request_block.lanes[lane][2 * k + 1]);
+            if flag_first {
+                low.store(tag(0, seq), Ordering::Relaxed); // BUG: the sequence before the data
+            }
+            low.store(tag(value as u32, seq), Ordering::Relaxed);
+            high.store(tag((value >> 32) as u32, seq), Ordering::Relaxed);
+        }
+    }
+    request_block.mask[0].store(tag(mask as u32, seq), Ordering::Relaxed);
+    request_block.mask[1].store(tag((mask >> 32) as u32, seq), Ordering::Relaxed);
+    request_block.head.store(tag(SERVICE, seq), Ordering::Relaxed);
+    view.device_seq(0).store(seq, Ordering::Relaxed);
+    let answered = || {
+        (0..LANES).filter(|l| mask >> l & 1 == 1).all(|lane| {
+            reply_block.lanes[lane].iter().all(|w| w.load(Ordering::Acquire) >> 32 == u64::from(seq))
+        })
+    };
+    while !answered() {
+        model.wake[0].wait();
+    }
+    for lane in (0..LANES).filter(|l| mask >> l & 1 == 1) {
+        let half = |k: usize| reply_block.lanes[lane][k].load(Ordering::Relaxed) & 0xffff_ffff;
+        let reply = [half(1) << 32 | half(0), half(3) << 32 | half(2)];
+        assert_eq!(reply, reply_for(request(0, call, lane)[0]), "call {call} lane {lane}: not its reply");
+    }
+}
+
+fn broken_twin(refresh: bool, flag_first: bool, masks: &'static [u64]) {
+    let model = Model::new(2, 1);
+    let device = {
+        let model = model.clone();
+        thread::spawn(move || {
+            let view = model.view();
+            for (call, &mask) in masks.iter().enumerate() {
+                hand_call(&model, &view, call as u64, mask, refresh, flag_first);
+            }
+        })
+    };
+    host(&model, masks.len() as u32, masks);
+    device.join().unwrap();
+}
+
+/// The hand path is faithful: with the refresh and the data in the flag's store it passes.
+/// Ignored by default: with 16 tagged words a lane, every relaxed load has several stores to
+/// choose from, and even with no preemptions the model did not finish in 400 s on the 2-core
+/// development machine. Run it with `-- --ignored` where there is time; the sequential unit test
+/// `line::tests::the_wrap_refreshes_and_no_stale_word_matches` covers the refresh meanwhile.
+#[ignore = "too large for CI; run with --ignored"]
+#[test]
+fn the_hand_path_with_the_refresh_passes() {
+    check("line: hand path across the wrap", 0, || broken_twin(true, false, &WRAP_MASKS));
+}
+
+/// Broken twin: no wrap refresh. Lane 1's words from the first call carry the third call's
+/// sequence, and loom finds the host (or the wave) reading them as the third call's.
+#[test]
+#[should_panic]
+fn without_the_wrap_refresh_a_stale_word_is_taken() {
+    check("line: no refresh (must fail)", 1, || broken_twin(false, false, &WRAP_MASKS));
+}
+
+/// Broken twin: the sequence published before the data (two stores). The host takes the
+/// flag-only word as the request.
+#[test]
+#[should_panic]
+fn a_sequence_stored_before_its_data_is_caught() {
+    check("line: flag before data (must fail)", 1, || broken_twin(true, true, &[0b01]));
+}
