@@ -247,6 +247,7 @@ impl EmulatedWave {
             Protocol::Phase => unsafe {
                 RawWave::new_phase(base, len, n, self.occupied, doorbell, self.activemask)
             },
+            Protocol::Line => Err(options::line_unsupported()),
         }?
         .with_start(self.start);
         match self.timeout {

@@ -413,7 +413,7 @@ fn listeners_count_the_lanes_they_serve() {
 }
 
 // Every test above, once per wire protocol.
-for_both_protocols!(
+for_every_protocol!(
     more_lanes_than_4096_printing_at_once_lose_nothing,
     begins_past_the_lanes_served_are_refused_and_others_complete,
     begins_past_the_held_bytes_are_refused_and_others_complete,

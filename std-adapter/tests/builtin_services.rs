@@ -197,7 +197,7 @@ fn devmem_allocates_frees_and_refuses(protocol: Protocol) {
 }
 
 // Every test above, once per wire protocol.
-for_both_protocols!(
+for_every_protocol!(
     printf_from_every_lane_of_a_wave,
     a_bad_format_prints_up_to_the_problem_and_printing_goes_on,
     malformed_streams_get_error_replies_and_the_listener_goes_on,

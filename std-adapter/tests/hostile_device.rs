@@ -214,7 +214,7 @@ fn correct_calls(buffer: &Arc<HostcallBuffer>, id: u64, lanes: u32, calls: u64) 
 #[macro_use]
 mod common;
 
-for_both_protocols!(a_hostile_device_cannot_break_the_listener);
+for_every_protocol!(a_hostile_device_cannot_break_the_listener);
 
 fn a_hostile_device_cannot_break_the_listener(protocol: Protocol) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());

@@ -219,7 +219,7 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
     });
 }
 
-for_both_protocols!(waves_through_hsa_memory_and_signals);
+for_every_protocol!(waves_through_hsa_memory_and_signals);
 
 #[test]
 fn a_raw_device_add_wakes_a_sleeping_listener() {

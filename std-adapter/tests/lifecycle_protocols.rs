@@ -191,7 +191,7 @@ fn devmem_failures_reply_a_null_address(protocol: Protocol) {
     runtime.disable(buffer.ptr, queue).unwrap();
 }
 
-for_both_protocols!(
+for_rocm_protocols!(
     builtin_services_are_there_from_the_start,
     function_calls_only_after_the_opt_in,
     devmem_failures_reply_a_null_address

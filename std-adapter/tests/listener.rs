@@ -228,7 +228,7 @@ fn a_dropped_listener_joins_its_thread(protocol: Protocol) {
 }
 
 // Every test above, once per wire protocol.
-for_both_protocols!(
+for_every_protocol!(
     sixty_four_waves_on_sixty_four_packets,
     sixty_four_waves_on_two_packets,
     several_buffers_on_one_listener,

@@ -112,4 +112,4 @@ fn a_service_may_ask_its_runtime() {
     });
 }
 
-for_both_protocols!(a_service_may_ask_its_listener);
+for_every_protocol!(a_service_may_ask_its_listener);

@@ -182,7 +182,7 @@ fn packets_after_the_grace_get_the_shutdown_error(protocol: Protocol) {
     }
 }
 
-for_both_protocols!(
+for_every_protocol!(
     a_device_that_calls_forever_does_not_hold_up_shutdown,
     a_thousand_start_shutdown_cycles_with_a_busy_device,
     packets_after_the_grace_get_the_shutdown_error

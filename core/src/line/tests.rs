@@ -193,7 +193,7 @@ fn errors_reach_the_wave_and_raw_memory_works() {
     assert!(matches!(misaligned, Err(crate::LayoutError::Misaligned { .. })));
     let mut packet = view.claim(2).unwrap();
     packet.write_lane(1, &[1; SLOT_WORDS]);
-    let submitted = packet.submit(3, 0b10);
+    let submitted = packet.submit(7, 0b10);
     view.drain(&mut |p: &mut PacketRequest<'_>| p.reply_error(1, ErrorCode::Refused));
     let done = submitted.wait(|| {});
     assert!(done.host_error());

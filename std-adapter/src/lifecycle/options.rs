@@ -4,7 +4,7 @@
 use crate::buffer::Protocol;
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
-use hostcall_core::{packet_count, phase, stack, GeometryError, LayoutError};
+use hostcall_core::{packet_count, phase, GeometryError, LayoutError};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -60,21 +60,16 @@ impl Default for EnableOptions {
 /// ```
 pub fn buffer_size_for(protocol: Protocol, num_packets: u32) -> Result<usize, Error> {
     let n = packet_count(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))? as usize;
-    let size = match protocol {
-        Protocol::Stack => stack::buffer_size(n),
-        Protocol::Phase => phase::buffer_size(n),
-    };
-    size.ok_or(Error::Layout(LayoutError::Geometry(GeometryError::TooManyPackets(u64::from(num_packets)))))
+    protocol
+        .buffer_size(n)
+        .ok_or(Error::Layout(LayoutError::Geometry(GeometryError::TooManyPackets(u64::from(num_packets)))))
 }
 
 /// The alignment a buffer of `protocol` needs (and `enable_with` checks): 8 for the stack
-/// protocol (ROCm's `getHostcallBufferAlignment`); 64, a cache line, for the phase protocol, so
-/// that the arrays the device writes and the array the host writes never share a line.
+/// protocol (ROCm's `getHostcallBufferAlignment`); 64, a cache line, for the phase and line
+/// protocols, so that the arrays the device writes and those the host writes never share a line.
 pub const fn buffer_align_for(protocol: Protocol) -> usize {
-    match protocol {
-        Protocol::Stack => stack::buffer_align(),
-        Protocol::Phase => phase::buffer_align(),
-    }
+    protocol.buffer_align()
 }
 
 /// Bytes of the phase protocol's `occupied` bitmap for `num_packets` packets:
@@ -121,6 +116,7 @@ impl Bitmap {
                 }
                 Ok(Self::Given(address))
             }
+            (Protocol::Line, _) => Err(line_unsupported()),
             (Protocol::Phase, None) => {
                 let size = occupied_size(num_packets);
                 // A line of its own: the device's atomics on it share no line with anything.
@@ -147,4 +143,10 @@ impl Bitmap {
             Self::Owned(allocation) => NonNull::new(allocation.as_ptr().cast()),
         }
     }
+}
+
+/// The lifecycle API serves ROCm's two ABIs; the line protocol (this project's own, whose device
+/// side is not ROCm's code) is served through [`crate::Listener`] and [`crate::HostcallBuffer`].
+pub(super) fn line_unsupported() -> Error {
+    Error::Unsupported("the lifecycle API serves the stack and phase protocols; the line protocol is served through Listener and HostcallBuffer".into())
 }

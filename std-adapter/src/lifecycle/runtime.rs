@@ -344,6 +344,7 @@ impl HostcallRuntime {
                 view.init(buffer as u64, self.doorbell.handle());
                 view.set_occupied_address(occupied);
             }
+            Protocol::Line => return Err(super::options::line_unsupported()),
         }
         // SAFETY: the caller's contract keeps the memory valid until `disable` removes it.
         unsafe { running.add_raw_protocol(protocol, buffer, len, n, device) }
