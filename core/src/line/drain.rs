@@ -7,6 +7,7 @@ use crate::host::{DrainHandler, DrainReport, PacketRequest};
 use crate::lane::{lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
 use crate::phase::ScanWindow;
 use crate::sync::{fence, Ordering};
+use core::mem::MaybeUninit;
 use core::ops::Range;
 
 impl View<'_> {
@@ -56,8 +57,10 @@ impl View<'_> {
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
     ) -> Option<u32> {
-        // Built at the first pending packet only: an idle scan costs no 4 KB of zeroing.
-        let mut scratch: Option<Payload> = None;
+        // Zeroed in place at the first pending packet only: an idle scan costs no 4 KB of
+        // zeroing, and a busy one no 4 KB copy of a payload built elsewhere.
+        let mut scratch_memory = MaybeUninit::<Payload>::uninit();
+        let mut scratch: Option<&Payload> = None;
         let mut highest = None;
         for index in range {
             // Relaxed: a poll; the data comes in the same word as its sequence.
@@ -71,7 +74,15 @@ impl View<'_> {
             // (`View::refresh`), stored before this head: the refresh's zeroes are visible, so no
             // word older than them is read below.
             fence(Ordering::Acquire);
-            let scratch = scratch.get_or_insert_with(Payload::default);
+            let scratch = *scratch.get_or_insert_with(|| {
+                // SAFETY: `Payload` is made only of atomic words with the representation of
+                // plain integers, for which all-zero bytes are a valid value (what
+                // `Payload::default` builds); the memory is ours and lives for the whole scan.
+                unsafe {
+                    scratch_memory.as_mut_ptr().write_bytes(0, 1);
+                    &*scratch_memory.as_ptr()
+                }
+            });
             let Some(activemask) = self.take(index, seq, scratch) else {
                 continue; // still arriving, or never complete: not served, looked at again next scan
             };
