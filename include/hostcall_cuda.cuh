@@ -381,19 +381,21 @@ __device__ inline unsigned phase_claim(const phase_client &c) {
  * of device memory between the phase store and the first poll: the host cannot answer within
  * that time anyway, so it only shifts when the polls happen. The ring itself (a reduction and a
  * store) waits for nothing. Warps that read the same old time may all ring: harmless. */
-__device__ inline void ring(const phase_client &c) {
-    if (c.doorbell == nullptr)
+__device__ inline void ring_at(uint64_t *doorbell, uint64_t *last_ring) {
+    if (doorbell == nullptr)
         return;
     const uint64_t now = global_timer_ns();
     /* Relaxed: a throttle; a stale value only repeats a ring. */
-    const uint64_t last = ld_relaxed_gpu64(c.last_ring);
+    const uint64_t last = ld_relaxed_gpu64(last_ring);
     if (now - last < HOSTCALL_CUDA_RING_INTERVAL_NS)
         return;
     /* Relaxed: a throttle, ordered with nothing. */
-    asm volatile("red.relaxed.gpu.global.max.u64 [%0], %1;" ::"l"(c.last_ring), "l"(now) : "memory");
-    /* Relaxed: the doorbell only says "look"; the packet is published by the phase store. */
-    st_relaxed_sys64(c.doorbell, now | 1u);
+    asm volatile("red.relaxed.gpu.global.max.u64 [%0], %1;" ::"l"(last_ring), "l"(now) : "memory");
+    /* Relaxed: the doorbell only says "look"; the packet is published by its own stores. */
+    st_relaxed_sys64(doorbell, now | 1u);
 }
+
+__device__ inline void ring(const phase_client &c) { ring_at(c.doorbell, c.last_ring); }
 
 /* Step 6 (leader): waits until host_phase[index] == phase, with acquire semantics. */
 template <unsigned FLAGS>
@@ -557,6 +559,246 @@ __device__ inline void phase_release_held(phase_client &c) {
     if (detail::lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
         /* Relaxed: published by the release below (see phase_call). */
         detail::st_relaxed_gpu(&c.shadow[index], c.held_phase);
+        /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
+        detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
+    }
+    c.held = detail::NOT_HELD;
+}
+
+/* ---- THE LINE PROTOCOL (PROTOCOL.md section 9; this project's own, no platform atomics) ----
+ *
+ * Every 8-byte store carries 32 bits of data (low half) and the call's 32-bit sequence (high
+ * half), so the host polls the request words themselves and the warp polls its reply words
+ * themselves: no fence before the request's flag, no second read after the reply's.
+ *
+ *   hostcall::line_client c = hostcall::line_open(buffer);    // once per warp
+ *   hostcall::line_call(c, 100, request, reply);              // every active lane
+ *
+ * Memory: the request and reply blocks in pinned, mapped host memory; `occupied` and
+ * `device_seq` in device memory (hostcall::backend::cuda::line_buffer puts them, and the doorbell
+ * throttle, in one allocation laid out as the phase client's device state: occupied at 0,
+ * device_seq where the phase shadow is, the last ring time at HOSTCALL_CUDA_RING_OFFSET).
+ *
+ * One call:
+ *   1. claim (leader): atom.acquire.gpu.or on occupied, as phase_claim (no phase check); read
+ *      device_seq[i] (ld.relaxed.gpu, ordered by the acquire) = p; the sequence s = p + 1, 1
+ *      after 0xffffffff. A keep_packet client skips this and the release (step 6).
+ *   2. refresh, only when s == 0xffffffff, or s == 1 after a wrap: the active lanes zero the
+ *      mask words, every lane's request words and every reply word of the packet
+ *      (st.relaxed.sys), __syncwarp, fence.acq_rel.sys (the Release fence the host pairs with
+ *      its Acquire fence after reading a pending head), __syncwarp. Twice per 2^32 - 1 calls.
+ *   3. fill: each lane stores its 16 tagged words, 8 st.relaxed.sys.v2.u64 (each 8-byte element
+ *      is single-copy atomic; no fence: the host checks every word's sequence);
+ *   4. submit (leader, after __syncwarp): the two mask words and the head, st.relaxed.sys;
+ *      device_seq[i] = s (st.relaxed.gpu); ring the doorbell (throttled, as phase_call);
+ *   5. wait: each lane polls its 4 reply words, two ld.relaxed.sys.v2.u64, until all carry s
+ *      (a lane that saw them stops loading; __all_sync decides); spin for wait_policy::spin_ns,
+ *      then __nanosleep backoff. The data halves are the reply: no second read;
+ *   6. release (leader, after __syncwarp): red.release.gpu.and clears the occupied bit.
+ */
+#define HOSTCALL_LINE_SEQ_MAX 0xffffffffu
+#define HOSTCALL_LINE_REQUEST_WORDS (8256u / 8u) /* Request: header line + 64 lanes x 16 words */
+#define HOSTCALL_LINE_REPLY_WORDS (2048u / 8u)   /* Reply: 64 lanes x 4 words */
+
+/* The line buffer's prefix (56 bytes; core/src/line/layout.rs `Prefix`). */
+struct line_prefix {
+    uint64_t requests, replies, device_seq, occupied, served, doorbell;
+    uint32_t num_packets;
+};
+
+/* A warp's handle on one line buffer: the prefix, read once. */
+struct line_client {
+    uint64_t *requests;  /* host memory: Request[n] */
+    uint64_t *replies;   /* host memory: Reply[n] */
+    unsigned *device_seq; /* device memory */
+    unsigned *occupied;   /* device memory */
+    uint64_t *last_ring;  /* device memory */
+    uint64_t *doorbell;   /* host memory, or null */
+    unsigned num_packets;
+    unsigned start;
+    wait_policy wait;
+    /* keep_packet: as phase_client's; `held_seq` is the held packet's last sequence, stored to
+     * device_seq by line_release_held. */
+    bool keep_packet;
+    unsigned held;
+    unsigned held_seq;
+};
+
+__device__ inline line_client line_open(const void *buffer, wait_policy wait = default_wait_policy(),
+                                        unsigned start = global_warp_id(), bool keep_packet = false) {
+    const line_prefix *prefix = static_cast<const line_prefix *>(buffer);
+    line_client c;
+    /* Relaxed system-scope loads: the host wrote the prefix before the launch. */
+    c.requests = reinterpret_cast<uint64_t *>(detail::ld_relaxed_sys64(&prefix->requests));
+    c.replies = reinterpret_cast<uint64_t *>(detail::ld_relaxed_sys64(&prefix->replies));
+    c.device_seq = reinterpret_cast<unsigned *>(detail::ld_relaxed_sys64(&prefix->device_seq));
+    const uint64_t occupied = detail::ld_relaxed_sys64(&prefix->occupied);
+    c.doorbell = detail::signal_value(detail::ld_relaxed_sys64(&prefix->doorbell));
+    c.num_packets = detail::ld_relaxed_sys(reinterpret_cast<const unsigned *>(&prefix->num_packets));
+    c.occupied = reinterpret_cast<unsigned *>(occupied);
+    c.last_ring = reinterpret_cast<uint64_t *>(occupied + HOSTCALL_CUDA_RING_OFFSET(c.num_packets));
+    c.start = start;
+    c.wait = wait;
+    c.keep_packet = keep_packet;
+    c.held = detail::NOT_HELD;
+    c.held_seq = 0;
+    return c;
+}
+
+namespace detail {
+
+/* Step 1 (leader): as phase_claim without the phase check. */
+__device__ inline unsigned line_claim(const line_client &c) {
+    const unsigned n = c.num_packets;
+    unsigned index = c.start % n;
+    unsigned sleep = 64;
+    for (;;) {
+        for (unsigned k = 0; k < n; ++k) {
+            const unsigned bit = 1u << (index % 32u);
+            /* Acquire: pairs with the release `red.and` of the previous holder (step 6): its
+             * device_seq store and its reply reads happen before our use. */
+            const unsigned old = atom_or_acquire_gpu(&c.occupied[index / 32u], bit);
+            if ((old & bit) == 0)
+                return index;
+            index = index + 1 == n ? 0 : index + 1;
+        }
+        __nanosleep(sleep);
+        sleep = sleep < 4096u ? sleep * 2u : sleep;
+    }
+}
+
+/* Step 2: the wrap refresh, by the active lanes together. */
+__device__ inline void line_refresh(uint64_t *request, uint64_t *reply, unsigned mask, unsigned lane) {
+    const unsigned rank = __popc(mask & ((1u << lane) - 1u));
+    const unsigned count = __popc(mask);
+    const unsigned lane_words = 64u * 16u, reply_words = 64u * 4u;
+    for (unsigned w = rank; w < 2u + lane_words + reply_words; w += count) {
+        uint64_t *word = w < 2u ? request + 1u + w
+                         : w < 2u + lane_words ? request + 8u + (w - 2u)
+                                               : reply + (w - 2u - lane_words);
+        /* Relaxed: published by the fence below. */
+        st_relaxed_sys64(word, 0);
+    }
+    /* Every lane's zeroes happen before the fences (barrier), and each lane's fence is a Release
+     * fence at system scope, cumulative over them: any head stored after it carries them. */
+    __syncwarp(mask);
+    fence_acq_rel_sys();
+    __syncwarp(mask);
+}
+
+__device__ __forceinline__ uint64_t line_tag(uint32_t data, unsigned seq) {
+    return (static_cast<uint64_t>(seq) << 32) | data;
+}
+
+} // namespace detail
+
+/* One hostcall by the calling warp's active lanes on a line buffer (as phase_call). */
+template <unsigned FLAGS = 0>
+__device__ inline void line_call(line_client &c, unsigned service, const uint64_t (&request)[8],
+                                 uint64_t (&reply)[2], phase_timing *timing = nullptr) {
+    const unsigned mask = __activemask();
+    const unsigned lane = detail::lane_id();
+    const unsigned leader = __ffs(mask) - 1;
+    const bool is_leader = lane == leader;
+    const bool timed = timing != nullptr && is_leader;
+    const unsigned long long t0 = detail::clock_if(timed);
+
+    const bool keep = c.keep_packet && mask == 0xffffffffu;
+    const bool held = keep && c.held != detail::NOT_HELD;
+    unsigned index = c.held, previous = c.held_seq;
+    if (!held) {
+        if (is_leader) {
+            index = detail::line_claim(c);
+            /* Relaxed: device-only word, ordered by the claim's acquire. */
+            previous = detail::ld_relaxed_gpu(&c.device_seq[index]);
+        }
+        index = __shfl_sync(mask, index, leader);
+        previous = __shfl_sync(mask, previous, leader);
+    }
+    const unsigned seq = previous < HOSTCALL_LINE_SEQ_MAX ? previous + 1u : 1u;
+    uint64_t *req = c.requests + static_cast<size_t>(index) * HOSTCALL_LINE_REQUEST_WORDS;
+    uint64_t *rep = c.replies + static_cast<size_t>(index) * HOSTCALL_LINE_REPLY_WORDS;
+    const unsigned long long t1 = detail::clock_if(timed);
+
+    if (seq == HOSTCALL_LINE_SEQ_MAX || (seq == 1u && previous != 0u))
+        detail::line_refresh(req, rep, mask, lane);
+
+    /* Step 3. Relaxed: each word carries its sequence; the host checks every one. */
+    uint64_t *slot = req + 8u + lane * 16u;
+#pragma unroll
+    for (unsigned k = 0; k < 8; ++k)
+        detail::st_v2<true>(slot + 2u * k, detail::line_tag(static_cast<uint32_t>(request[k]), seq),
+                            detail::line_tag(static_cast<uint32_t>(request[k] >> 32), seq));
+    /* Not needed for correctness (the host checks every word): makes the lanes' stores issue
+     * before the head, so the host usually finds the request whole at its first look. */
+    __syncwarp(mask);
+    const unsigned long long t2 = detail::clock_if(timed);
+    if (is_leader) {
+        /* Step 4. Relaxed, as the lanes' words. */
+        detail::st_relaxed_sys64(req + 1, detail::line_tag(mask, seq));
+        detail::st_relaxed_sys64(req + 2, detail::line_tag(0u, seq));
+        detail::st_relaxed_sys64(req + 0, detail::line_tag(service, seq));
+        if (!keep)
+            /* Relaxed: published to the next claimer by the release of step 6. */
+            detail::st_relaxed_gpu(&c.device_seq[index], seq);
+        if (!(FLAGS & HOSTCALL_CUDA_NO_RING))
+            detail::ring_at(c.doorbell, c.last_ring);
+    }
+    const unsigned long long t3 = detail::clock_if(timed);
+
+    /* Step 5: the reply is in the words polled. */
+    const uint64_t *mine = rep + lane * 4u;
+    uint64_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+    bool seen = false;
+    const uint64_t started = detail::global_timer_ns();
+    unsigned sleep = c.wait.min_sleep_ns;
+    for (;;) {
+        if (!seen) {
+            detail::ld_v2_sys(mine, w0, w1);
+            detail::ld_v2_sys(mine + 2, w2, w3);
+            seen = (w0 >> 32) == seq && (w1 >> 32) == seq && (w2 >> 32) == seq && (w3 >> 32) == seq;
+        }
+        if (__all_sync(mask, seen))
+            break;
+        if (detail::global_timer_ns() - started > c.wait.spin_ns) {
+            __nanosleep(sleep);
+            sleep = sleep < c.wait.max_sleep_ns ? sleep * 2u : c.wait.max_sleep_ns;
+        }
+    }
+    const unsigned long long t4 = detail::clock_if(timed);
+    reply[0] = (w1 << 32) | (w0 & 0xffffffffull);
+    reply[1] = (w3 << 32) | (w2 & 0xffffffffull);
+    if (keep) {
+        c.held = index;
+        c.held_seq = seq;
+    } else {
+        /* Orders every lane's reply loads before the release of the packet. */
+        __syncwarp(mask);
+        if (is_leader)
+            /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
+            detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
+    }
+    if (timed) {
+        const unsigned long long t5 = clock64();
+        timing->claim += t1 - t0;
+        timing->fill += t2 - t1;
+        timing->release += t3 - t2; /* submit: mask words, head, device_seq, ring */
+        timing->wait += t4 - t3;
+        timing->reply += t5 - t4;
+        timing->calls += 1;
+    }
+}
+
+/* Gives back the packet a keep_packet line client holds. Call it from the whole warp. */
+__device__ inline void line_release_held(line_client &c) {
+    if (c.held == detail::NOT_HELD)
+        return;
+    const unsigned index = c.held;
+    const unsigned mask = __activemask();
+    __syncwarp(mask);
+    if (detail::lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
+        /* Relaxed: published by the release below. */
+        detail::st_relaxed_gpu(&c.device_seq[index], c.held_seq);
         /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
         detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
     }

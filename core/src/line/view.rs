@@ -175,6 +175,15 @@ impl<'a> View<'a> {
         }
     }
 
+    /// Points device code at `device_seq` and `occupied` arrays kept outside the buffer (a GPU
+    /// runtime keeps them in the GPU's own memory: only device code touches them after `init`,
+    /// which must have zeroed them). Call it after `init`, before the hand-off, which publishes it.
+    pub fn set_device_addresses(&self, device_seq: u64, occupied: u64) {
+        // Relaxed: published by the hand-off, like every store of `init`.
+        self.prefix.device_seq.store(device_seq, Ordering::Relaxed);
+        self.prefix.occupied.store(occupied, Ordering::Relaxed);
+    }
+
     /// Zeroes packet `index`'s mask words, every lane's request words and every lane's reply
     /// words (not the head).
     fn zero_words(&self, index: usize, order: Ordering) {

@@ -106,6 +106,66 @@ CALLS_KERNEL(hc_calls_lane_fill, HOSTCALL_CUDA_LANE_FILL)
 CALLS_KERNEL(hc_calls_transposed_fill, HOSTCALL_CUDA_TRANSPOSED_FILL)
 CALLS_KERNEL(hc_calls_keep_packet, KEEP_PACKET)
 
+// The same calls on a line buffer (PROTOCOL.md section 9): hostcall::line_call instead of
+// phase_call; the same arguments, checks and timing (claim, fill, submit, wait, reply).
+template <unsigned FLAGS>
+__device__ __forceinline__ void line_calls_impl(const void *buffer, unsigned calls, WAIT_ARGS,
+                                                unsigned long long *counters, hostcall::phase_timing *timing,
+                                                unsigned long long *per_call, unsigned long long *clocks) {
+    const hostcall::wait_policy policy = {spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns};
+    const unsigned warp = hostcall::global_warp_id();
+    const unsigned lane = hostcall::detail::lane_id();
+    constexpr bool keep = (FLAGS & KEEP_PACKET) != 0;
+    hostcall::line_client c = hostcall::line_open(buffer, policy, warp, keep);
+    hostcall::phase_timing local = {0, 0, 0, 0, 0, 0};
+    unsigned long long errors = 0, checked = 0;
+    const bool first = warp == 0 && lane == 0;
+    unsigned long long c0 = 0, g0 = 0;
+    if (first && clocks) {
+        c0 = clock64();
+        g0 = hostcall::detail::global_timer_ns();
+    }
+    for (unsigned call = 0; call < calls; ++call) {
+        uint64_t request[8], reply[2];
+        make_request(request, warp, lane, call);
+        const unsigned long long start = clock64();
+        hostcall::line_call<FLAGS & ~KEEP_PACKET>(c, MIX_SERVICE, request, reply, timing ? &local : nullptr);
+        if (first && per_call)
+            per_call[call] = clock64() - start;
+        errors += (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
+        checked += 1;
+    }
+    hostcall::line_release_held(c);
+    if (first && clocks) {
+        clocks[0] = c0;
+        clocks[1] = clock64();
+        clocks[2] = g0;
+        clocks[3] = hostcall::detail::global_timer_ns();
+    }
+    for (int d = 16; d > 0; d /= 2) {
+        errors += __shfl_down_sync(0xffffffffu, errors, d);
+        checked += __shfl_down_sync(0xffffffffu, checked, d);
+    }
+    if (lane == 0) {
+        atomicAdd(&counters[0], errors);
+        atomicAdd(&counters[1], checked);
+        if (timing)
+            timing[warp] = local;
+    }
+}
+
+#define LINE_CALLS_KERNEL(name, flags)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(1024)                                                                 \
+        name(const void *buffer, unsigned calls, WAIT_ARGS, unsigned long long *counters,                              \
+             hostcall::phase_timing *timing, unsigned long long *per_call, unsigned long long *clocks) {               \
+        line_calls_impl<flags>(buffer, calls, spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns, counters, timing, \
+                               per_call, clocks);                                                                      \
+    }
+
+LINE_CALLS_KERNEL(hc_line_calls, 0)
+LINE_CALLS_KERNEL(hc_line_calls_no_ring, HOSTCALL_CUDA_NO_RING)
+LINE_CALLS_KERNEL(hc_line_calls_keep_packet, KEEP_PACKET)
+
 // The ping-pong floor: one thread stores round r+1 to `to_host` (system scope, relaxed: one word
 // needs no fence) and spins until the host thread echoes it into `from_host`. With `fence`, a
 // fence.sc.sys comes before each store (what a release store of the phase costs on top).

@@ -5,6 +5,13 @@ use crate::options::{Options, LATENCY, THROUGHPUT};
 use hostcall::backend::cuda::Kernel;
 use hostcall::Error;
 
+/// The line protocol's kernels (kernels.cu `LINE_CALLS_KERNEL`).
+const LINE_VARIANTS: [(&str, &str); 3] = [
+    ("default", "hc_line_calls"),
+    ("no-ring", "hc_line_calls_no_ring"),
+    ("keep-packet", "hc_line_calls_keep_packet"),
+];
+
 /// The floor, the one-warp variants and the throughput table; whether every reply verified, and
 /// the summary's figures.
 pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Error> {
@@ -69,7 +76,51 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
             per(t.steps[..5].iter().sum())
         );
     }
+    // The line protocol beside it: the same warp, service and checks on a line buffer.
+    let mut line_best = (f64::MAX, "");
+    for (name, symbol) in LINE_VARIANTS {
+        let Ok(kernel) = gpu.module.kernel(symbol) else {
+            println!("cuda: line variant={name}: kernel {symbol} not in the module");
+            ok = false;
+            continue;
+        };
+        let _warm = gpu.line_calls(&pool, &kernel, 1, 200, LATENCY, false)?;
+        let r = gpu.line_calls(&pool, &kernel, 1, 3000, LATENCY, false)?;
+        ok &= r.ok();
+        let mean = r.mean_us();
+        if mean < line_best.0 {
+            line_best = (mean, name);
+        }
+        println!(
+            "cuda: one-warp protocol=line variant={name} mean_us={mean:.3} p50_us={:.3} p99_us={:.3} ratio_to_floor={:.2} errors={} checked={}/{}",
+            r.percentile_us(0.5),
+            r.percentile_us(0.99),
+            mean * 1e3 / floor_ns,
+            r.errors,
+            r.checked,
+            r.expected
+        );
+        let t = gpu.line_calls(&pool, &kernel, 1, 3000, LATENCY, true)?;
+        ok &= t.ok();
+        let per = |cycles: u64| cycles as f64 / t.steps[5].max(1) as f64 * t.ns_per_cycle() / 1e3;
+        println!(
+            "cuda: breakdown protocol=line variant={name} claim_us={:.3} fill_us={:.3} submit_us={:.3} wait_us={:.3} reply_us={:.3} total_us={:.3}",
+            per(t.steps[0]),
+            per(t.steps[1]),
+            per(t.steps[2]),
+            per(t.steps[3]),
+            per(t.steps[4]),
+            per(t.steps[..5].iter().sum())
+        );
+    }
     drop(pool);
+    println!(
+        "cuda: one-warp line best variant={} mean_us={:.3} floor_us={:.3} ratio={:.2} (goal <= 1.40)",
+        line_best.1,
+        line_best.0,
+        floor_ns / 1e3,
+        line_best.0 * 1e3 / floor_ns
+    );
     println!(
         "cuda: one-warp best variant={} mean_us={:.3} floor_us={:.3} ratio={:.2} (goal <= 2.50)",
         best.1,
@@ -85,6 +136,7 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
     let lane_fill = gpu.module.kernel("hc_calls_lane_fill")?;
     let keep_packet = gpu.module.kernel("hc_calls_keep_packet")?;
     let mut table = Vec::new();
+    let mut line_1056 = 0.0f64;
     for &threads in &options.threads {
         let pool = gpu.pool(threads)?;
         for &warps in &options.warps {
@@ -112,6 +164,37 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
                     r.expected
                 );
                     table.push((threads, r.warps, variant, r.warp_calls_per_s(), r.errors));
+                }
+            }
+            // The line protocol: one listener thread serves the whole buffer (the pool splits
+            // only phase buffers), so it runs once, in the first pool.
+            if threads != options.threads[0] {
+                continue;
+            }
+            for (variant, symbol) in LINE_VARIANTS {
+                let Ok(kernel) = gpu.module.kernel(symbol) else { continue };
+                if variant == "no-ring" {
+                    continue;
+                }
+                for _ in 0..options.repeat {
+                    let r = gpu.line_calls(&pool, &kernel, warps, calls, policy, false)?;
+                    ok &= r.ok();
+                    println!(
+                        "cuda: throughput protocol=line serving_threads=1 warps={} variant={variant} policy={} calls_per_warp={} warp_calls_per_s={:.0} lane_calls_per_s={:.0} seconds={:.3} errors={} checked={}/{}",
+                        r.warps,
+                        policy.name,
+                        r.calls,
+                        r.warp_calls_per_s(),
+                        r.warp_calls_per_s() * 32.0,
+                        r.seconds,
+                        r.errors,
+                        r.checked,
+                        r.expected
+                    );
+                    if r.warps == 1056 {
+                        line_1056 = line_1056.max(r.warp_calls_per_s());
+                    }
+                    table.push((0, r.warps, "line", r.warp_calls_per_s(), r.errors));
                 }
             }
         }
@@ -152,6 +235,12 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
         best.0,
         best.0 * 1e3 / floor_ns,
         best_1056 / 1e6
+    );
+    let summary = format!(
+        "{summary} line_one_warp_best_us={:.3} line_best_ratio={:.2} line_best_1056_warps_M_per_s={:.3}",
+        line_best.0,
+        line_best.0 * 1e3 / floor_ns,
+        line_1056 / 1e6
     );
     Ok((ok, summary))
 }

@@ -189,6 +189,25 @@ impl Gpu {
         result
     }
 
+    /// As [`Gpu::calls`] on a line buffer (PROTOCOL.md section 9), served whole by the pool's
+    /// first listener thread (a pool splits only phase buffers between its threads).
+    pub(crate) fn line_calls(
+        &self,
+        pool: &ListenerPool,
+        kernel: &Kernel,
+        warps: u32,
+        calls: u32,
+        policy: Policy,
+        timed: bool,
+    ) -> Result<Run, Error> {
+        let (buffer, _state) = self.host.line_buffer(u64::from(warps.max(32)))?;
+        let listener = &pool.listeners()[0];
+        listener.add_buffer(buffer.clone())?;
+        let result = self.calls_on(&buffer, kernel, warps, calls, policy, timed);
+        listener.remove_buffer(&buffer)?;
+        result
+    }
+
     pub(crate) fn calls_on(
         &self,
         buffer: &HostcallBuffer,

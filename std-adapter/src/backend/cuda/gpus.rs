@@ -13,7 +13,7 @@
 
 use super::doorbell::MappedDoorbell;
 use super::driver::{probe, Cuda};
-use super::memory::{phase_buffer, CudaMemory, DeviceBuffer};
+use super::memory::{line_buffer, phase_buffer, CudaMemory, DeviceBuffer};
 use super::topology::Topology;
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
@@ -53,6 +53,13 @@ impl CudaGpu {
     pub fn phase_buffer(&self, num_packets: u64) -> Result<(Arc<HostcallBuffer>, DeviceBuffer), Error> {
         let doorbell: Arc<dyn Doorbell> = self.doorbell.clone();
         phase_buffer(&self.cuda, self.memory.clone(), num_packets, doorbell)
+    }
+
+    /// A line buffer of `num_packets` packets for this GPU's kernels ([`line_buffer`]); keep the
+    /// returned device state alive as long as the buffer is used.
+    pub fn line_buffer(&self, num_packets: u64) -> Result<(Arc<HostcallBuffer>, DeviceBuffer), Error> {
+        let doorbell: Arc<dyn Doorbell> = self.doorbell.clone();
+        line_buffer(&self.cuda, self.memory.clone(), num_packets, doorbell)
     }
 }
 

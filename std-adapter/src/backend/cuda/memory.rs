@@ -248,6 +248,28 @@ pub fn phase_buffer(
     Ok((Arc::new(buffer), state))
 }
 
+/// A line-protocol buffer for CUDA kernels (`hostcall::line_call` in `include/hostcall_cuda.cuh`):
+/// the request and reply blocks in pinned, mapped host memory, the device-only words in device
+/// memory (returned zeroed; keep it alive as long as the buffer is used), laid out as
+/// [`DeviceStateLayout`] with `device_seq` where a phase buffer keeps its shadow phases:
+/// `occupied` at 0, `device_seq` at `shadow`, the doorbell throttle at `last_ring`. The host
+/// never reads them.
+pub fn line_buffer(
+    cuda: &Arc<Cuda>,
+    memory: Arc<CudaMemory>,
+    num_packets: u64,
+    doorbell: Arc<dyn Doorbell>,
+) -> Result<(Arc<HostcallBuffer>, DeviceBuffer), Error> {
+    let layout = DeviceStateLayout::new(num_packets as usize);
+    let state = DeviceBuffer::new(cuda.clone(), layout.size)?;
+    let buffer = HostcallBuffer::with_protocol(memory, num_packets, doorbell, Protocol::Line)?
+        .with_device_ordinal(cuda.ordinal() as u32);
+    let view = buffer.view().line().expect("a line-protocol buffer");
+    let base = state.device_address();
+    view.set_device_addresses(base + layout.shadow as u64, base);
+    Ok((Arc::new(buffer), state))
+}
+
 /// A stack-protocol buffer in pinned, mapped host memory, where the device allows it
 /// ([`Cuda::check_protocol`]): an [`Error::Unsupported`] without platform atomics.
 pub fn stack_buffer(

@@ -36,5 +36,5 @@ pub use doorbell::MappedDoorbell;
 pub use driver::{probe, Cuda};
 pub use gpus::{open_gpus, CudaGpu};
 pub use launch::{Kernel, Module, Stream};
-pub use memory::{phase_buffer, stack_buffer, CudaMemory, DeviceBuffer, DeviceStateLayout};
+pub use memory::{line_buffer, phase_buffer, stack_buffer, CudaMemory, DeviceBuffer, DeviceStateLayout};
 pub use topology::Topology;
