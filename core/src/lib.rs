@@ -11,7 +11,7 @@
 //!
 //! and a third, this project's own, for runtimes that build both sides:
 //!
-//! - [`line`]: every 8-byte store carries data and the call's sequence together, so each side
+//! - [`line`](mod@line): every 8-byte store carries data and the call's sequence together, so each side
 //!   polls the data itself (no fence before a flag, no second read after it).
 //!
 //! All three have the same shape (`layout`, `View`, `Claimed`/`Submitted`/`Completed`, `buffer_size`)
@@ -83,7 +83,7 @@
 //!
 //! | module | what |
 //! | --- | --- |
-//! | [`stack`], [`phase`], [`line`] | one folder per protocol, the same files in each |
+//! | [`stack`], [`phase`], [`line`](mod@line) | one folder per protocol, the same files in each |
 //! | [`lane`] | lanes, the shared [`Payload`], the lane-mask walk, the producer traits |
 //! | [`dispatch`] | service ids, [`ErrorCode`], [`LaneService`], [`ServiceTable`], [`serve_lanes`](dispatch::serve_lanes) |
 //! | [`message`] | message streams: descriptors and chunking |
