@@ -14,10 +14,10 @@
 //! - [`line`](mod@line): every 8-byte store carries data and the call's sequence together, so each side
 //!   polls the data itself (no fence before a flag, no second read after it).
 //!
-//! Both have the same shape (`layout`, `View`, `Claimed`/`Submitted`/`Completed`, `buffer_size`)
+//! All three have the same shape (`layout`, `View`, `Claimed`/`Submitted`/`Completed`, `buffer_size`)
 //! and give the host the same things: every submitted packet reaches a [`DrainHandler`] as a
 //! [`PacketRequest`], answered lane by lane ([`dispatch`]). [`AnyView`] is the one switch over
-//! the two; [`Poller`] is the listener without a thread, serving buffers of both side by side.
+//! the three; [`Poller`] is the listener without a thread, serving buffers of all three side by side.
 //!
 //! ```
 //! use hostcall_core::{AnyView, ClaimedPacket, CompletedPacket, ErrorCode, Protocol};

@@ -23,7 +23,6 @@
 //!
 //! # Modules, by role
 //!
-//!
 //! - [`memory`] and [`doorbell`]: the two traits a backend implements ([`DeviceMemory`],
 //!   [`Doorbell`]) and their host implementations ([`HostMemory`], [`ParkingDoorbell`]); every
 //!   doorbell is an object of ROCm's `amd_signal_t` layout ([`doorbell::AmdSignal`]);
@@ -31,13 +30,17 @@
 //!   where ROCm puts it, one HSA signal per listener) and, with the feature `cuda`, `backend::cuda` (pinned,
 //!   mapped memory and kernel launches through the CUDA driver API, loaded at run time, for CUDA
 //!   kernels using `include/hostcall_cuda.cuh`);
-//! - [`buffer`]: an owned, initialised buffer, either protocol; [`error`]: [`Error`];
-//! - [`serve`]: the service registry, the listener thread and a pool of listeners;
-//! - [`services`]: the built-in services (FUNCTION_CALL, PRINTF, DEVMEM) and message assembly;
+//! - [`buffer`]: an owned, initialised buffer of any protocol (ROCm's stack and phase ABIs, or
+//!   this project's line protocol); [`error`]: [`Error`];
+//! - [`serve`]: the service registry, the listener thread, a pool of listeners, and
+//!   [`serve::devices`]: a pinned listener group per device (several GPUs, one process);
+//! - [`services`]: the built-in services (FUNCTION_CALL, PRINTF, DEVMEM, SANITIZER) and message
+//!   assembly;
 //! - [`device`]: emulated waves on CPU threads;
 //! - [`rate_limit`]: the rate limit on every warning a device can trigger;
 //! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener ([`enable`],
-//!   [`enable_with`] for either protocol, [`disable`]), with PRINTF and DEVMEM built in.
+//!   [`enable_with`] for either of ROCm's protocols, [`disable`]; the line protocol is refused
+//!   there), with PRINTF, DEVMEM and SANITIZER built in.
 //!
 //! For a GPU runtime embedding it the way ROCm embeds `rochostcall.hpp` (size a buffer, enable it
 //! per hardware queue, disable it), start at [`lifecycle`]; for the C ABI, the `hostcall-capi`

@@ -118,6 +118,7 @@
 //! # }
 //! ```
 
+mod drain;
 mod layout;
 mod producer;
 mod scan;

@@ -27,20 +27,25 @@
 //! One buffer is served by one listener at a time, process-wide: every add takes a claim on the
 //! buffer's memory (see `serve::claims`), and a buffer another listener serves is refused with
 //! [`Error::AlreadyServed`].
+//!
+//! [`ErrorCode::ShuttingDown`]: hostcall_core::ErrorCode::ShuttingDown
+//! [`reply_error_all`]: crate::serve::registry::reply_error_all
 
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
-use crate::serve::affinity;
 use crate::serve::capacity::ServedPackets;
-use crate::serve::claims::{self, Claim};
-use crate::serve::registry::{reply_error_all, Services, Stats, ThreadDispatch};
-use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, PacketRequest, Poller, Protocol};
+use crate::serve::claims::Claim;
+use crate::serve::registry::{Services, Stats};
+use hostcall_core::Poller;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, ThreadId};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod buffers;
+mod thread;
 
 /// Most buffers one listener serves at once (the core poller's fixed capacity). Start more
 /// listeners for more; one buffer is never served by two (a second add is refused).
@@ -58,6 +63,8 @@ pub struct ListenerConfig {
     pub max_wait: Duration,
     /// After shutdown is asked, packets are served normally for this long; then whatever is
     /// still submitted is answered with [`ErrorCode::ShuttingDown`] and the thread ends.
+    ///
+    /// [`ErrorCode::ShuttingDown`]: hostcall_core::ErrorCode::ShuttingDown
     pub shutdown_grace: Duration,
     /// The thread's name.
     pub thread_name: String,
@@ -167,7 +174,7 @@ impl Listener {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name(shared.config.thread_name.clone())
-                .spawn(move || run(&shared))
+                .spawn(move || thread::run(&shared))
                 .map_err(|e| Error::Thread(e.to_string()))?
         };
         let thread_id = thread.thread().id();
@@ -182,140 +189,6 @@ impl Listener {
     /// The doorbell this listener sleeps on; buffers it serves should ring it.
     pub fn doorbell(&self) -> &Arc<dyn Doorbell> {
         &self.shared.doorbell
-    }
-
-    /// Starts serving `buffer` (while running is fine). Its packets report the buffer's
-    /// [`device_ordinal`](HostcallBuffer::device_ordinal) to services. Refused with
-    /// [`Error::AlreadyServed`] if another listener serves it (or memory of it), whichever API
-    /// added it there.
-    pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
-        let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        if self.is_shut_down() {
-            return Err(Error::ShutDown);
-        }
-        let claim = claims::claim_whole(buffer.as_ptr() as usize, buffer.len(), self.shared.id)?;
-        let served = Served {
-            _claim: claim,
-            _packets: self.shared.services.lane_capacity().serve(buffer.num_packets()),
-        };
-        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
-        // poller; a `HostcallBuffer` is accessed only atomically.
-        unsafe {
-            let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
-            self.shared.poller.add_on_device(buffer.protocol(), base, len, n, buffer.device_ordinal())
-        }?;
-        self.shared.note_served(buffer.as_ptr(), served);
-        owned.insert(buffer.as_ptr() as usize, buffer);
-        Ok(())
-    }
-
-    /// Starts serving only the packets `range` of the phase-protocol buffer `buffer`, so that
-    /// several listeners (threads) can share one buffer, each serving its own disjoint range
-    /// ([`crate::serve::pool::ListenerPool`] does the split). The caller makes sure no other listener
-    /// serves an index of `range`, and that every packet of the buffer is served by some
-    /// listener. The stack protocol cannot be split ([`Error::Unsupported`]). Refused with
-    /// [`Error::AlreadyServed`] if another listener serves the buffer whole, or a range of it
-    /// overlapping `range`.
-    pub fn add_buffer_range(
-        &self,
-        buffer: Arc<HostcallBuffer>,
-        range: std::ops::Range<u32>,
-    ) -> Result<(), Error> {
-        if buffer.protocol() != Protocol::Phase {
-            return Err(Error::Unsupported(
-                "only a phase-protocol buffer can be split between listeners".into(),
-            ));
-        }
-        let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        if self.is_shut_down() {
-            return Err(Error::ShutDown);
-        }
-        let claim =
-            claims::claim_range(buffer.as_ptr() as usize, buffer.len(), range.clone(), self.shared.id)?;
-        let packets = u64::from(range.end.saturating_sub(range.start));
-        let served = Served { _claim: claim, _packets: self.shared.services.lane_capacity().serve(packets) };
-        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
-        // poller; a `HostcallBuffer` is accessed only atomically; the caller keeps the ranges of
-        // the listeners serving this buffer disjoint (see above).
-        unsafe {
-            let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
-            self.shared.poller.add_phase_range_on_device(base, len, n, range, buffer.device_ordinal())
-        }?;
-        self.shared.note_served(buffer.as_ptr(), served);
-        owned.insert(buffer.as_ptr() as usize, buffer);
-        Ok(())
-    }
-
-    /// Stops serving `buffer`. When this returns the listener no longer touches it. Refused from
-    /// the listener's own thread (a service), where it would wait for its own poll.
-    pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<Arc<HostcallBuffer>, Error> {
-        self.refuse_own_thread()?;
-        let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        self.shared.poller.remove(buffer.as_ptr())?;
-        self.shared.forget_served(buffer.as_ptr());
-        Ok(owned.remove(&(buffer.as_ptr() as usize)).expect("registered buffers are owned"))
-    }
-
-    /// Starts serving a stack-protocol buffer in memory the caller manages (the C ABI's path).
-    ///
-    /// # Safety
-    /// `base..base + len` must stay valid, and be accessed only atomically, until
-    /// [`Listener::remove_raw`] for it returns or the listener is dropped.
-    ///
-    /// Refused with [`Error::AlreadyServed`] if another listener serves memory of it.
-    pub unsafe fn add_raw(&self, base: *mut u8, len: usize, num_packets: u64) -> Result<(), Error> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.add_raw_on_device(base, len, num_packets, 0) }
-    }
-
-    /// [`Listener::add_raw`] for a buffer of device `device` (the ordinal its packets report to
-    /// services, as [`HostcallBuffer::with_device_ordinal`]).
-    ///
-    /// # Safety
-    /// As for [`Listener::add_raw`].
-    pub unsafe fn add_raw_on_device(
-        &self,
-        base: *mut u8,
-        len: usize,
-        num_packets: u64,
-        device: u32,
-    ) -> Result<(), Error> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.add_raw_protocol(Protocol::Stack, base, len, num_packets, device) }
-    }
-
-    /// [`Listener::add_raw_on_device`] for a buffer of either protocol, initialised for it.
-    ///
-    /// # Safety
-    /// As for [`Listener::add_raw`].
-    pub unsafe fn add_raw_protocol(
-        &self,
-        protocol: Protocol,
-        base: *mut u8,
-        len: usize,
-        num_packets: u64,
-        device: u32,
-    ) -> Result<(), Error> {
-        let _owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        if self.is_shut_down() {
-            return Err(Error::ShutDown);
-        }
-        let claim = claims::claim_whole(base as usize, len, self.shared.id)?;
-        let served =
-            Served { _claim: claim, _packets: self.shared.services.lane_capacity().serve(num_packets) };
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.shared.poller.add_on_device(protocol, base, len, num_packets, device) }?;
-        self.shared.note_served(base, served);
-        Ok(())
-    }
-
-    /// Stops serving a buffer added with [`Listener::add_raw`]. Refused from the listener's own
-    /// thread, as [`Listener::remove_buffer`].
-    pub fn remove_raw(&self, base: *mut u8) -> Result<(), Error> {
-        self.refuse_own_thread()?;
-        self.shared.poller.remove(base)?;
-        self.shared.forget_served(base);
-        Ok(())
     }
 
     /// The id of the listener thread, `None` once it has been joined.
@@ -350,6 +223,8 @@ impl Listener {
     /// may serve them. Idempotent (a later call returns at once; the first call's grace holds).
     ///
     /// From the listener's own thread (a service) it only asks the thread to stop.
+    ///
+    /// [`ErrorCode::ShuttingDown`]: hostcall_core::ErrorCode::ShuttingDown
     pub fn shutdown_timeout(&self, grace: Duration) -> Stats {
         let nanos = u64::try_from(grace.as_nanos()).unwrap_or(u64::MAX);
         // Relaxed: published by the Release store of `stop` just below.
@@ -405,91 +280,5 @@ impl Shared {
     /// lane capacity.
     fn forget_served(&self, base: *const u8) {
         self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&(base as usize));
-    }
-}
-
-fn poll(shared: &Shared, dispatch: &ThreadDispatch<'_>) -> DrainReport {
-    shared.poller.poll_once(dispatch)
-}
-
-fn run(shared: &Shared) {
-    let config = &shared.config;
-    if !config.cpus.is_empty() && !affinity::pin_current_thread(&config.cpus) {
-        log::warn!("{}: could not pin to CPUs {:?}; running unpinned", config.thread_name, config.cpus);
-    }
-    let dispatch = shared.services.dispatcher();
-    let poll = |shared: &Shared| poll(shared, &dispatch);
-    let mut last_seen = shared.doorbell.value();
-    let mut wait = config.min_wait;
-    let mut idle_polls = 0u32;
-    // Acquire: pairs with the Release store in `shutdown_timeout`.
-    while !shared.stop.load(Ordering::Acquire) {
-        if poll(shared).packets > 0 {
-            idle_polls = 0;
-            wait = config.min_wait;
-            continue;
-        }
-        if idle_polls < config.spin_polls {
-            idle_polls += 1;
-            std::hint::spin_loop();
-            continue;
-        }
-        let now = shared.doorbell.wait(last_seen, wait);
-        if now == last_seen {
-            wait = (wait * 2).min(config.max_wait); // idle: back off; the next poll happens anyway
-        } else {
-            wait = config.min_wait;
-            idle_polls = 0;
-        }
-        last_seen = now;
-    }
-    finish(shared, &dispatch);
-}
-
-/// After shutdown was asked: serves normally for the grace, then answers whatever is still
-/// submitted with the shutdown error (one last poll), and returns.
-fn finish(shared: &Shared, dispatch: &ThreadDispatch<'_>) {
-    // Relaxed: written before the Release store of `stop` that the caller's Acquire load saw.
-    let grace = Duration::from_nanos(shared.grace_nanos.load(Ordering::Relaxed));
-    let until =
-        Instant::now().checked_add(grace).unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-    let closing = Closing { dispatch, until, refused: std::cell::Cell::new(0) };
-    while Instant::now() < until {
-        if shared.poller.poll_once(&closing).packets == 0 {
-            std::thread::sleep(Duration::from_micros(50));
-        }
-    }
-    shared.poller.poll_once(&closing);
-    if closing.refused.get() > 0 {
-        log::warn!(
-            "listener shut down: {} packets still submitted after the grace of {grace:?} answered with \
-             the shutdown error",
-            closing.refused.get()
-        );
-    }
-}
-
-/// The dispatch of a listener shutting down: serves normally until `until`, then answers every
-/// packet with [`ErrorCode::ShuttingDown`] (checked per packet, so one poll over many packets
-/// does not stretch the grace).
-struct Closing<'d, 'a> {
-    dispatch: &'d ThreadDispatch<'a>,
-    until: Instant,
-    /// Packets answered with the shutdown error.
-    refused: std::cell::Cell<u64>,
-}
-
-impl Dispatch for Closing<'_, '_> {
-    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        if Instant::now() < self.until {
-            self.dispatch.dispatch(packet);
-        } else {
-            reply_error_all(packet, ErrorCode::ShuttingDown);
-            self.refused.set(self.refused.get() + 1);
-        }
-    }
-
-    fn malformed(&self, buffer: usize, error: DrainError) {
-        self.dispatch.malformed(buffer, error);
     }
 }

@@ -1,0 +1,140 @@
+//! The host's side of the phase protocol: the scan that serves every packet whose phase words
+//! differ and answers by copying `device_phase[i]` into `host_phase[i]`.
+
+use super::view::{Malformed, View, PHASE_BIT};
+use super::ScanWindow;
+use crate::host::{DrainHandler, DrainReport, PacketRequest};
+use crate::lane::Payload;
+use crate::sync::{fence, Ordering};
+use core::ops::Range;
+
+impl View<'_> {
+    /// Host: scans every packet once and serves those the device has submitted.
+    ///
+    /// For each index `i` whose phase words differ in bit 0: an Acquire fence, `handler.serve`
+    /// reads the requests and writes the replies, then `host_phase[i]` is stored (Release) with
+    /// the value read from `device_phase[i]`, which hands the packet back. The host does no
+    /// read-modify-write on shared words and never reads `occupied`.
+    pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
+        let mut report = DrainReport::default();
+        self.scan(0..self.headers.len(), handler, &mut report);
+        report
+    }
+
+    /// Host: like [`View::drain`], but scans only the packets of `range` (clamped to the
+    /// buffer; an empty or out-of-bounds range scans nothing).
+    ///
+    /// For hosts that split one buffer between several threads: each serves a disjoint range,
+    /// and since the host writes only `host_phase[i]` and packet `i`'s reply words, threads with
+    /// disjoint ranges never write the same word (and none reads what another writes).
+    pub fn drain_range(&self, range: Range<usize>, handler: &mut impl DrainHandler) -> DrainReport {
+        let n = self.headers.len();
+        let mut report = DrainReport::default();
+        // Clamped: the range comes from the caller, never trust it for bounds.
+        self.scan(range.start.min(n)..range.end.min(n), handler, &mut report);
+        report
+    }
+
+    /// Host: like [`View::drain`], but scans only the part of the buffer `window` says is in
+    /// use (see [`ScanWindow`]): the prefix `0..window.limit()`, then the rest of the buffer too
+    /// unless the prefix served a packet, and the whole buffer every
+    /// [`ScanWindow::FULL_SCAN_PERIOD`]th call. No packet is missed: every index is scanned at
+    /// least once per `FULL_SCAN_PERIOD` calls.
+    pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
+        let n = self.headers.len();
+        let mut report = DrainReport::default();
+        // Clamped: the window may come from a view of another size; never trust it for bounds.
+        let narrow = if window.full_scan_due() { n } else { (window.limit() as usize).min(n) };
+        let mut highest = self.scan(0..narrow, handler, &mut report);
+        let full = narrow == n || report.packets == 0;
+        if narrow < n && report.packets == 0 {
+            highest = self.scan(narrow..n, handler, &mut report).or(highest);
+        }
+        window.record(full, highest, n as u32);
+        report
+    }
+
+    /// Serves every pending packet in `range` once; returns the highest index served.
+    fn scan(
+        &self,
+        range: Range<usize>,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) -> Option<u32> {
+        let mut highest = None;
+        for index in range {
+            // Relaxed: a poll. If it shows a submit, the Acquire fence in `serve_packet` makes it
+            // synchronise with the device's Release store of this value.
+            let device = self.device_phase[index].load(Ordering::Relaxed);
+            // Relaxed: the host is the only (correct) writer of `host_phase`; this reads back its
+            // own last store.
+            let host = self.host_phase[index].load(Ordering::Relaxed);
+            if (device ^ host) & PHASE_BIT == 0 {
+                continue;
+            }
+            if (device | host) & !PHASE_BIT != 0 {
+                report.malformed += 1;
+                let found =
+                    Malformed::PhaseBits { index: index as u32, device_phase: device, host_phase: host };
+                handler.malformed(found.into());
+            }
+            self.serve_packet(index, device, handler, report);
+            highest = Some(index as u32);
+        }
+        highest
+    }
+
+    /// Serves packet `index`, whose `device_phase` was read as `device` and differs from
+    /// `host_phase` in bit 0.
+    fn serve_packet(
+        &self,
+        index: usize,
+        device: u32,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) {
+        // Acquire: pairs with the Release store of `device_phase` in `Claimed::submit`, whose
+        // value the caller read: the wave's header and payload writes happen before our reads.
+        fence(Ordering::Acquire);
+        let header = &self.headers[index];
+        // Relaxed: ordered by the fence above.
+        let (service, activemask) =
+            (header.service.load(Ordering::Relaxed), header.activemask.load(Ordering::Relaxed));
+        prefetch_lanes(&self.payloads[index], activemask);
+        let mut request = PacketRequest::new(index as u32, service, activemask, &self.payloads[index]);
+        handler.serve(&mut request);
+        // Release: publishes the reply words and orders our reads of the request before the
+        // device's next writes; pairs with the Acquire load of `host_phase` in
+        // `Submitted::wait_until` (and in `try_claim`). Storing the value read from `device_phase`
+        // is `host_phase ^= 1` for a correct device (its phases are 0 or 1 and differed), done
+        // without a read-modify-write; for a device with garbage in the upper bits it is the value
+        // most likely to satisfy whatever comparison it spins on. From here on the device owns
+        // the packet.
+        self.host_phase[index].store(device, Ordering::Release);
+        report.packets += 1;
+        report.lane_calls += request.activemask().count_ones();
+    }
+}
+
+/// Hints the CPU to fetch the request slot of every lane in `activemask` (only the lanes that
+/// exist), so a packet's cache misses overlap instead of coming one lane at a time. A device
+/// that just wrote the slots owns their lines, so each would otherwise be a miss in series.
+/// Not an access in Rust's memory model: a prefetch reads nothing the program sees.
+fn prefetch_lanes(payload: &Payload, activemask: u64) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        for lane in crate::lane::lanes(activemask) {
+            let slot = payload.slots[lane].as_ptr().cast::<i8>();
+            // SAFETY: `_mm_prefetch` is a hint with no memory-safety requirement (it never
+            // faults and changes no value); `slot` is in bounds (lane < LANES) anyway. SSE, which
+            // it needs, is part of the x86_64 baseline.
+            #[allow(unused_unsafe)]
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(slot)
+            };
+        }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = (payload, activemask);
+}

@@ -1,0 +1,240 @@
+use super::*;
+use crate::dispatch::{ErrorCode, ServiceTable, ERROR_REPLY};
+use crate::lane::SLOT_WORDS;
+use crate::{phase, stack};
+
+extern crate std;
+use std::vec::Vec;
+
+/// Raw, line-aligned memory for `bytes` bytes.
+#[repr(C, align(64))]
+struct Line([u64; 8]);
+fn raw(bytes: usize) -> Vec<Line> {
+    (0..bytes.div_ceil(64)).map(|_| Line([0; 8])).collect()
+}
+
+fn add_one(request: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
+    Ok([request[0] + 1, 0])
+}
+
+#[test]
+fn one_poll_serves_both_protocols_side_by_side() {
+    let (n_stack, n_phase) = (3usize, 5usize);
+    let stack_len = stack::buffer_size(n_stack).unwrap();
+    let phase_len = phase::buffer_size(n_phase).unwrap();
+    let (mut stack_mem, mut phase_mem) = (raw(stack_len), raw(phase_len));
+    let (stack_base, phase_base) = (stack_mem.as_mut_ptr() as *mut u8, phase_mem.as_mut_ptr() as *mut u8);
+    // SAFETY: both allocations outlive the views and the poller (removed below) and are only
+    // accessed through atomics.
+    let (stack, phase) = unsafe {
+        (
+            stack::View::from_raw(stack_base, stack_len, n_stack as u64).unwrap(),
+            phase::View::from_raw(phase_base, phase_len, n_phase as u64).unwrap(),
+        )
+    };
+    stack.init(stack_base as u64, 0);
+    phase.init(phase_base as u64, 0);
+
+    let poller = Poller::<4>::new();
+    let mut services = ServiceTable::<2>::new();
+    services.register(1, &add_one).ok().unwrap();
+    // SAFETY: as above.
+    unsafe {
+        poller.add(Protocol::Stack, stack_base, stack_len, n_stack as u64).unwrap();
+        poller.add(Protocol::Phase, phase_base, phase_len, n_phase as u64).unwrap();
+        assert_eq!(
+            poller.add(Protocol::Phase, phase_base, phase_len, n_phase as u64),
+            Err(PollerError::AlreadyRegistered { base: phase_base as usize })
+        );
+        assert!(matches!(
+            poller.add(Protocol::Phase, stack_base, stack_len, n_phase as u64),
+            Err(PollerError::Layout(LayoutError::TooSmall { .. }))
+        ));
+    }
+    assert_eq!(poller.protocol(stack_base), Some(Protocol::Stack));
+    assert_eq!(poller.protocol(phase_base), Some(Protocol::Phase));
+    assert_eq!(poller.len(), 2);
+
+    for round in 0..40u64 {
+        let mut s = stack.claim().unwrap().unwrap();
+        s.write_lane(0, &[round, 0, 0, 0, 0, 0, 0, 0]);
+        let s = s.submit(1, 1);
+        let mut p = phase.claim(round as usize).unwrap();
+        p.write_lane(1, &[round + 100, 0, 0, 0, 0, 0, 0, 0]);
+        let p = p.submit(1, 0b10);
+        let mut q = phase.claim(round as usize).unwrap();
+        q.write_lane(0, &[round, 0, 0, 0, 0, 0, 0, 0]);
+        let q = q.submit(77, 1); // no such service
+        assert_eq!(poller.poll_once(&services), DrainReport { packets: 3, lane_calls: 3, malformed: 0 });
+        assert_eq!(s.wait(|| {}).reply(0), [round + 1, 0]);
+        assert_eq!(p.wait(|| {}).reply(1), [round + 101, 0]);
+        assert_eq!(q.wait(|| {}).reply(0), [ERROR_REPLY, ErrorCode::UnknownService as u64]);
+    }
+    poller.remove(phase_base).unwrap();
+    assert_eq!(poller.protocol(phase_base), None);
+
+    // Two pollers split the phase buffer: each serves its own range and nothing else.
+    let low = Poller::<4>::new();
+    // SAFETY: as above; the ranges are disjoint.
+    unsafe {
+        low.add_phase_range(phase_base, phase_len, n_phase as u64, 0..2).unwrap();
+        poller.add_phase_range(phase_base, phase_len, n_phase as u64, 2..99).unwrap();
+    }
+    assert_eq!(low.protocol(phase_base), Some(Protocol::Phase));
+    for index in 0..n_phase {
+        let mut p = phase.claim(index).unwrap();
+        assert_eq!(p.index(), index);
+        p.write_lane(0, &[index as u64, 0, 0, 0, 0, 0, 0, 0]);
+        let p = p.submit(1, 1);
+        let (mine, other) = if index < 2 { (&low, &poller) } else { (&poller, &low) };
+        assert_eq!(other.poll_once(&services).packets, 0, "packet {index} served by the wrong poller");
+        assert_eq!(mine.poll_once(&services), DrainReport { packets: 1, lane_calls: 1, malformed: 0 });
+        assert_eq!(p.wait(|| {}).reply(0), [index as u64 + 1, 0]);
+    }
+    low.remove(phase_base).unwrap();
+    poller.remove(phase_base).unwrap();
+    poller.remove(stack_base).unwrap();
+    assert!(poller.is_empty());
+}
+
+/// Runs `f` on a thread and fails if it does not return within 10 s (a deadlock fails the
+/// test instead of hanging it).
+fn within_10s(what: &str, f: impl FnOnce() + Send + 'static) {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        f();
+        let _ = done.send(());
+    });
+    let limit = std::time::Duration::from_secs(10);
+    assert!(finished.recv_timeout(limit).is_ok(), "{what} did not return within {limit:?}: a deadlock");
+}
+
+/// A service that asks the poller about itself from inside a poll, then a removal that waits
+/// for a poll in progress (and only for it).
+#[test]
+fn a_service_may_ask_its_poller_and_removal_waits_for_the_poll() {
+    use std::sync::atomic::{AtomicBool, Ordering as StdOrdering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    struct Holder {
+        poller: Poller<4>,
+        memory: Vec<Line>,
+        base: usize,
+        len: usize,
+        in_service: AtomicBool,
+        release: AtomicBool,
+    }
+    struct Asks(Arc<Holder>);
+    impl Dispatch for Asks {
+        fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+            let h = &self.0;
+            // The old poller held its lock here: each of these deadlocked.
+            let base = h.base as *mut u8;
+            let answer = h.poller.len() as u64
+                + u64::from(h.poller.contains(base))
+                + u64::from(h.poller.protocol(base) == Some(Protocol::Stack))
+                + u64::from(h.poller.poll_once(&ServiceTable::<1>::new()).packets); // nested: nothing
+            h.in_service.store(true, StdOrdering::SeqCst);
+            while !h.release.load(StdOrdering::SeqCst) {
+                std::thread::yield_now();
+            }
+            for lane in packet.lanes() {
+                packet.reply(lane, [answer, 0]);
+            }
+        }
+    }
+
+    let n = 2usize;
+    let len = stack::buffer_size(n).unwrap();
+    let mut memory = raw(len);
+    let base = memory.as_mut_ptr() as usize;
+    let holder = Arc::new(Holder {
+        poller: Poller::new(),
+        memory: core::mem::take(&mut memory),
+        base,
+        len,
+        in_service: AtomicBool::new(false),
+        release: AtomicBool::new(false),
+    });
+    assert_eq!(holder.memory.as_ptr() as usize, base);
+    // SAFETY: `holder` owns the memory for as long as the poller (also in it) lives.
+    let view = unsafe { stack::View::from_raw(base as *mut u8, len, n as u64) }.unwrap();
+    view.init(base as u64, 0);
+    // SAFETY: as above.
+    unsafe { holder.poller.add(Protocol::Stack, base as *mut u8, holder.len, n as u64) }.unwrap();
+
+    let mut claimed = view.claim().unwrap().unwrap();
+    claimed.write_lane(0, &[0; 8]);
+    let submitted = claimed.submit(1, 1);
+    let polling = holder.clone();
+    let poll = std::thread::spawn(move || polling.poller.poll_once(&Asks(polling.clone())).packets);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !holder.in_service.load(StdOrdering::SeqCst) {
+        assert!(std::time::Instant::now() < deadline, "the service deadlocked asking its poller");
+        std::thread::yield_now();
+    }
+    // The service is running: the read-only methods answer at once from here too.
+    let asking = holder.clone();
+    within_10s("len/contains from another thread during a poll", move || {
+        assert_eq!(asking.poller.len(), 1);
+        assert!(asking.poller.contains(asking.base as *mut u8));
+    });
+    // A removal waits for the poll that is draining the buffer.
+    let removing = holder.clone();
+    let (removed_tx, removed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        removing.poller.remove(removing.base as *mut u8).unwrap();
+        let _ = removed_tx.send(());
+    });
+    assert!(removed.recv_timeout(Duration::from_millis(100)).is_err(), "remove returned during the poll");
+    holder.release.store(true, StdOrdering::SeqCst);
+    assert!(removed.recv_timeout(Duration::from_secs(10)).is_ok(), "remove did not return after the poll");
+    assert_eq!(poll.join().unwrap(), 1);
+    assert_eq!(submitted.wait(|| {}).reply(0), [1 + 1 + 1, 0], "len 1, contains, stack; nested poll 0");
+    assert!(holder.poller.is_empty());
+}
+
+#[test]
+fn packets_report_the_device_of_their_buffer() {
+    let n = 2usize;
+    let len = stack::buffer_size(n).unwrap();
+    let (mut a_mem, mut b_mem) = (raw(len), raw(len));
+    let (a_base, b_base) = (a_mem.as_mut_ptr() as *mut u8, b_mem.as_mut_ptr() as *mut u8);
+    // SAFETY: both allocations outlive the views and the poller and are only accessed through
+    // atomics.
+    let (a, b) = unsafe {
+        (
+            stack::View::from_raw(a_base, len, n as u64).unwrap(),
+            stack::View::from_raw(b_base, len, n as u64).unwrap(),
+        )
+    };
+    a.init(a_base as u64, 0);
+    b.init(b_base as u64, 0);
+    let poller = Poller::<2>::new();
+    // SAFETY: as above.
+    unsafe {
+        poller.add(Protocol::Stack, a_base, len, n as u64).unwrap();
+        poller.add_on_device(Protocol::Stack, b_base, len, n as u64, 7).unwrap();
+    }
+    assert_eq!((poller.device(a_base), poller.device(b_base)), (Some(0), Some(7)));
+    let (x, y) = (a.claim().unwrap().unwrap().submit(9, 1), b.claim().unwrap().unwrap().submit(9, 1));
+    let mut devices = Vec::new();
+    let mut record = |packet: &mut PacketRequest<'_>| {
+        devices.push(packet.device());
+        packet.reply(0, [u64::from(packet.device()), 0]);
+    };
+    struct Record<'a, F>(&'a core::cell::RefCell<F>);
+    impl<F: FnMut(&mut PacketRequest<'_>)> Dispatch for Record<'_, F> {
+        fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+            (self.0.borrow_mut())(packet)
+        }
+    }
+    let cell = core::cell::RefCell::new(&mut record);
+    assert_eq!(poller.poll_once(&Record(&cell)).packets, 2);
+    devices.sort();
+    assert_eq!(devices, [0, 7]);
+    assert_eq!((x.wait(|| {}).reply(0)[0], y.wait(|| {}).reply(0)[0]), (0, 7));
+    poller.remove(a_base).unwrap();
+    poller.remove(b_base).unwrap();
+}
