@@ -10,8 +10,9 @@
 //! A runtime without threads (firmware, a bare-metal loop) calls `poll_once` from its main loop;
 //! the std crate's listener is a loop around it that waits on a doorbell in between.
 //!
-//! No lock is held while a service runs: a poll copies the registrations under the table lock,
-//! pins each one, and drains without the lock, so a service may call every other method of its
+//! No lock is held while a service runs: a poll pins the registrations under the table lock
+//! (refreshing its own copy of them first if the table changed since its last poll) and drains
+//! without the lock, so a service may call every other method of its
 //! poller (and of whatever wraps it) from inside a poll. [`Poller::remove`] waits until no poll
 //! uses the buffer, so once it returns the poller will not touch that buffer again and the caller
 //! may free it (the protocol and its ordering: `poller/table.rs`). Polls are serialised by a second lock,
@@ -76,13 +77,24 @@ pub struct Poller<const N: usize> {
     table: spin::Mutex<Table<N>>,
     /// Which slots the poll in progress has still to drain (the removal protocol of `poller/table.rs`).
     pins: Pins<N>,
-    /// The host-private drain state of each slot (the registration generation it belongs to, and
-    /// its scope). Held for a whole poll and taken only by `poll_once`: it serialises polls.
-    scopes: spin::Mutex<[(u64, DrainScope); N]>,
+    /// The host-private state of the polls. Held for a whole poll and taken only by `poll_once`:
+    /// it serialises polls.
+    polling: spin::Mutex<PollState<N>>,
 }
 
-// SAFETY: the raw pointers are only dereferenced through `AnyView`, whose accesses are all
-// atomic, and `add`'s contract keeps the memory valid until `remove` returns; `remove` waits
+/// What polls keep from one to the next, behind the poll lock.
+struct PollState<const N: usize> {
+    /// The table's `version` that `serving` was copied at (0: never; the table's starts at 1).
+    version: u64,
+    /// The poll's copy of the table's serving registrations, refreshed under the table lock when
+    /// the table's version changed.
+    serving: heapless::Vec<(usize, Registered), N>,
+    /// The drain state of each slot (the registration generation it belongs to, and its scope).
+    scopes: [(u64, DrainScope); N],
+}
+
+// SAFETY: the buffers are only accessed through the `AnyView`s built by `add`, whose accesses are
+// all atomic, and `add`'s contract keeps the memory valid until `remove` returns; `remove` waits
 // until no poll has the buffer pinned (see `table`), so no poll can be using a buffer after it is
 // removed.
 unsafe impl<const N: usize> Send for Poller<N> {}
@@ -121,7 +133,11 @@ impl<const N: usize> Poller<N> {
         Self {
             table: spin::Mutex::new(Table::new()),
             pins: Pins::new(),
-            scopes: spin::Mutex::new([(0, DrainScope::Whole); N]),
+            polling: spin::Mutex::new(PollState {
+                version: 0,
+                serving: heapless::Vec::new(),
+                scopes: [(0, DrainScope::Whole); N],
+            }),
         }
     }
 
@@ -171,10 +187,11 @@ impl<const N: usize> Poller<N> {
         num_packets: u64,
         device: u32,
     ) -> Result<(), PollerError> {
-        // SAFETY: forwarded from this function's contract; the view is dropped at once.
+        // SAFETY: forwarded from this function's contract; the registration keeps the view, which
+        // polls use only while the buffer is registered (see `Registered::view`).
         let view =
             unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
-        self.push(base, len, num_packets, protocol, device, view.scope())
+        self.push(base, len, num_packets, view, device, view.scope())
     }
 
     /// Registers an initialised phase-protocol buffer of which this poller serves only the
@@ -211,9 +228,11 @@ impl<const N: usize> Poller<N> {
         device: u32,
     ) -> Result<(), PollerError> {
         let protocol = Protocol::Phase;
-        // SAFETY: forwarded from this function's contract; the view is dropped at once.
-        unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
-        self.push(base, len, num_packets, protocol, device, DrainScope::range(range))
+        // SAFETY: forwarded from this function's contract; the registration keeps the view, which
+        // polls use only while the buffer is registered (see `Registered::view`).
+        let view =
+            unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
+        self.push(base, len, num_packets, view, device, DrainScope::range(range))
     }
 
     fn push(
@@ -221,7 +240,7 @@ impl<const N: usize> Poller<N> {
         base: *mut u8,
         len: usize,
         num_packets: u64,
-        protocol: Protocol,
+        view: AnyView<'static>,
         device: u32,
         scope: DrainScope,
     ) -> Result<(), PollerError> {
@@ -230,7 +249,16 @@ impl<const N: usize> Poller<N> {
             return Err(PollerError::AlreadyRegistered { base: base as usize });
         }
         table
-            .insert(Registered { base, len, num_packets, protocol, device, scope, generation: 0 })
+            .insert(Registered {
+                base,
+                len,
+                num_packets,
+                protocol: view.protocol(),
+                view,
+                device,
+                scope,
+                generation: 0,
+            })
             .ok_or(PollerError::Full { capacity: N })
     }
 
@@ -276,37 +304,47 @@ impl<const N: usize> Poller<N> {
     /// Phase buffers are scanned through their [`ScanWindow`](crate::phase::ScanWindow)s (ranges
     /// whole). Returns at once with nothing served if another poll is in progress.
     pub fn poll_once<D: Dispatch + ?Sized>(&self, dispatch: &D) -> DrainReport {
-        let Some(mut scopes) = self.scopes.try_lock() else {
+        let Some(mut polling) = self.polling.try_lock() else {
             return DrainReport::default();
         };
-        let mut pinned = self.pin_all();
+        let PollState { version, serving, scopes } = &mut *polling;
+        let mut pinned = self.pin_all(version, serving);
         let mut report = DrainReport::default();
-        while let Some((slot, r)) = pinned.next() {
+        while let Some(&(slot, ref r)) = pinned.next() {
             let (generation, scope) = &mut scopes[slot];
             if *generation != r.generation {
                 (*generation, *scope) = (r.generation, r.scope);
             }
             let mut to = DispatchTo { dispatch, base: r.base as usize, device: r.device };
-            // SAFETY: `add`'s contract keeps the memory valid while registered, and the slot is
-            // pinned: `remove` returns only after `unpin` below. `add` checked the layout for this
-            // protocol, so `from_raw` cannot fail. For a range, `add_phase_range`'s contract
-            // makes this poller the only host writer of the range's `host_phase` words and reply
-            // words; the `scopes` lock makes this poll the only one of this poller.
-            if let Ok(view) = unsafe { AnyView::from_raw(r.protocol, r.base, r.len, r.num_packets) } {
-                report += view.drain_scope(scope, &mut to);
-            }
+            // The view was built and checked by `add`. Its memory is valid: `add`'s contract keeps
+            // it valid while registered, and the slot is pinned (`remove` returns only after
+            // `unpin` below). For a range, `add_phase_range`'s contract makes this poller the only
+            // host writer of the range's `host_phase` words and reply words; the poll lock makes
+            // this poll the only one of this poller.
+            report += r.view.drain_scope(scope, &mut to);
             self.pins.unpin(slot);
         }
         report
     }
 
-    /// Copies every serving registration and pins its slot, under the table lock.
-    fn pin_all(&self) -> PinnedSlots<'_, N> {
+    /// Pins the slot of every serving registration, under the table lock, first refreshing the
+    /// poll's copy `serving` of them if the table changed since it was copied (at `version`).
+    fn pin_all<'s>(
+        &'s self,
+        version: &mut u64,
+        serving: &'s mut heapless::Vec<(usize, Registered), N>,
+    ) -> PinnedSlots<'s, N> {
         let table = self.table.lock();
-        for &(slot, _) in &table.serving {
+        if *version != table.version {
+            serving.clear();
+            // Cannot fail: both hold at most `N`.
+            let _ = serving.extend_from_slice(&table.serving);
+            *version = table.version;
+        }
+        for &(slot, _) in serving.iter() {
             self.pins.pin(slot);
         }
-        PinnedSlots { pins: &self.pins, slots: table.serving.clone(), next: 0 }
+        PinnedSlots { pins: &self.pins, slots: serving, next: 0 }
     }
 }
 
@@ -314,13 +352,13 @@ impl<const N: usize> Poller<N> {
 /// dropped (a service panicked through the poll) is unpinned, so no remover waits forever.
 struct PinnedSlots<'p, const N: usize> {
     pins: &'p Pins<N>,
-    slots: heapless::Vec<(usize, Registered), N>,
+    slots: &'p [(usize, Registered)],
     next: usize,
 }
 
-impl<const N: usize> PinnedSlots<'_, N> {
-    fn next(&mut self) -> Option<(usize, Registered)> {
-        let next = self.slots.get(self.next).copied();
+impl<'p, const N: usize> PinnedSlots<'p, N> {
+    fn next(&mut self) -> Option<&'p (usize, Registered)> {
+        let next = self.slots.get(self.next);
         self.next += 1;
         next
     }
