@@ -30,6 +30,22 @@ impl Protocol {
         }
     }
 
+    /// Whether several hosts may serve one buffer of this protocol, each a disjoint range of
+    /// packet indices ([`DrainScope::Range`]): the phase and line protocols, whose host writes only
+    /// per-packet words. A stack buffer's host takes the whole ready-stack in one swap.
+    ///
+    /// ```
+    /// use hostcall_core::Protocol;
+    /// assert!(Protocol::Phase.range_capable() && Protocol::Line.range_capable());
+    /// assert!(!Protocol::Stack.range_capable());
+    /// ```
+    pub const fn range_capable(self) -> bool {
+        match self {
+            Self::Stack => false,
+            Self::Phase | Self::Line => true,
+        }
+    }
+
     /// The alignment to allocate a buffer with ([`stack::buffer_align`] or
     /// [`phase::buffer_align`]).
     pub const fn buffer_align(self) -> usize {
@@ -62,8 +78,9 @@ pub enum DrainScope {
     Whole,
     /// The whole phase buffer, scanned through this window (see [`ScanWindow`]).
     Window(ScanWindow),
-    /// Only packets `start..end` of a phase buffer, scanned whole on every drain, for hosts that
-    /// split one buffer between threads (see [`phase::View::drain_range`]).
+    /// Only packets `start..end` of a phase or line buffer, scanned whole on every drain, for
+    /// hosts that split one buffer between threads (see [`phase::View::drain_range`],
+    /// [`line::View::drain_range`]).
     Range {
         /// The first packet served.
         start: u32,

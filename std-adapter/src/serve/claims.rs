@@ -6,14 +6,15 @@
 //! [`Listener::add_raw`](crate::serve::listener::Listener::add_raw) (and through it
 //! [`HostcallRuntime::enable`](crate::lifecycle::HostcallRuntime::enable)) claim the whole range;
 //! [`Listener::add_buffer_range`](crate::serve::listener::Listener::add_buffer_range) claims a range
-//! of packets of a phase buffer, which other listeners may share with claims on disjoint packet
+//! of packets of a phase or line buffer, which other listeners may share with claims on disjoint packet
 //! ranges of the same buffer (how [`ListenerPool`](crate::serve::pool::ListenerPool) splits one).
 //! A claim that overlaps another listener's is refused with [`Error::AlreadyServed`]. The claim is
 //! released when the buffer is removed, or when its listener has shut down (its thread joined) or
 //! is dropped.
 //!
-//! Two listeners draining one buffer each serve every packet they see: in the phase protocol both
-//! write `host_phase` and the reply words, and waves get replies meant for others.
+//! Two listeners draining one buffer each serve every packet they see: in the phase and line
+//! protocols both write the per-packet host word and the reply words, and waves get replies meant
+//! for others.
 
 use crate::error::Error;
 use std::collections::BTreeMap;
@@ -24,7 +25,7 @@ use std::sync::{Mutex, MutexGuard};
 enum Claimed {
     /// The whole buffer, by one listener.
     Whole { owner: u64 },
-    /// Disjoint packet ranges of one phase buffer, each by its listener.
+    /// Disjoint packet ranges of one phase or line buffer, each by its listener.
     Ranges(Vec<(u64, Range<u32>)>),
 }
 
@@ -68,7 +69,7 @@ pub(crate) fn claim_whole(base: usize, len: usize, owner: u64) -> Result<Claim, 
     Ok(Claim { base, owner })
 }
 
-/// Claims packets `range` of the phase buffer at `base..base + len` for listener `owner`: refused
+/// Claims packets `range` of the phase or line buffer at `base..base + len` for listener `owner`: refused
 /// if any other claim overlaps the buffer, unless it is a range claim on the same buffer with a
 /// disjoint range.
 pub(crate) fn claim_range(base: usize, len: usize, range: Range<u32>, owner: u64) -> Result<Claim, Error> {

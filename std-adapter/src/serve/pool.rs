@@ -1,13 +1,15 @@
 //! [`ListenerPool`]: several listener threads sharing one service registry, splitting each
-//! phase-protocol buffer's packets between them.
+//! phase- or line-protocol buffer's packets between them.
 //!
 //! One listener thread serves a few million warp-calls a second; a GPU with thousands of waves
-//! wants more. The phase protocol lets several host threads serve one buffer without talking to
-//! each other: the host writes only `host_phase[i]` and packet `i`'s reply words, so threads that
-//! serve disjoint ranges of packet indices never write the same word. The pool gives each of its
-//! `N` listeners one contiguous stripe of every phase buffer ([`stripes`]), its boundaries on
+//! wants more. The phase and line protocols
+//! ([`Protocol::range_capable`](hostcall_core::Protocol::range_capable)) let several host threads
+//! serve one buffer without talking to each other: the host writes only its per-packet word
+//! (`host_phase[i]`, `served[i]`) and packet `i`'s reply words, so threads that serve disjoint
+//! ranges of packet indices never write the same word. The pool gives each of its `N`
+//! listeners one contiguous stripe of every such buffer ([`stripes`]), its boundaries on
 //! multiples of [`STRIPE_ALIGN`] packets so that no two threads scan or write the same cache line
-//! of the phase arrays. Waves that claim from an index of their own (a GPU warp from its warp id)
+//! of the per-packet `u32` arrays. Waves that claim from an index of their own (a GPU warp from its warp id)
 //! then spread over the threads.
 //!
 //! A stack-protocol buffer cannot be split (its host side swaps the whole ready-stack): the pool
@@ -19,13 +21,13 @@ use crate::error::Error;
 use crate::serve::affinity;
 use crate::serve::listener::{Listener, ListenerConfig};
 use crate::serve::registry::{Services, Stats};
-use hostcall_core::{PollerError, Protocol};
+use hostcall_core::PollerError;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Stripe boundaries fall on multiples of this many packets: 16 `u32` phase words are one
-/// 64-byte cache line.
+/// Stripe boundaries fall on multiples of this many packets: 16 `u32` per-packet words (phase or
+/// line) are one 64-byte cache line.
 pub const STRIPE_ALIGN: u32 = 16;
 
 /// The stripes of a buffer of `num_packets` packets over `threads` threads: contiguous, disjoint,
@@ -117,10 +119,10 @@ impl ListenerPool {
         &self.listeners
     }
 
-    /// Starts serving `buffer`: a phase buffer split into [`stripes`] over the threads (threads
-    /// whose stripe is empty do not get it), a stack buffer whole to one thread.
+    /// Starts serving `buffer`: a phase or line buffer split into [`stripes`] over the threads
+    /// (threads whose stripe is empty do not get it), a stack buffer whole to one thread.
     pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
-        if buffer.protocol() == Protocol::Stack {
+        if !buffer.protocol().range_capable() {
             // Relaxed: only spreads buffers over threads; any value is correct.
             let k = self.next_whole.fetch_add(1, Ordering::Relaxed) % self.listeners.len();
             return self.listeners[k].add_buffer(buffer);

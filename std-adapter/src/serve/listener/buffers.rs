@@ -34,7 +34,8 @@ impl Listener {
         Ok(())
     }
 
-    /// Starts serving only the packets `range` of the phase-protocol buffer `buffer`, so that
+    /// Starts serving only the packets `range` of the phase- or line-protocol buffer `buffer`
+    /// ([`Protocol::range_capable`]), so that
     /// several listeners (threads) can share one buffer, each serving its own disjoint range
     /// ([`crate::serve::pool::ListenerPool`] does the split). The caller makes sure no other listener
     /// serves an index of `range`, and that every packet of the buffer is served by some
@@ -46,9 +47,9 @@ impl Listener {
         buffer: Arc<HostcallBuffer>,
         range: std::ops::Range<u32>,
     ) -> Result<(), Error> {
-        if buffer.protocol() != Protocol::Phase {
+        if !buffer.protocol().range_capable() {
             return Err(Error::Unsupported(
-                "only a phase-protocol buffer can be split between listeners".into(),
+                "only a phase- or line-protocol buffer can be split between listeners".into(),
             ));
         }
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
@@ -64,7 +65,8 @@ impl Listener {
         // the listeners serving this buffer disjoint (see above).
         unsafe {
             let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
-            self.shared.poller.add_phase_range_on_device(base, len, n, range, buffer.device_ordinal())
+            let (protocol, device) = (buffer.protocol(), buffer.device_ordinal());
+            self.shared.poller.add_range_on_device(protocol, base, len, n, range, device)
         }?;
         self.shared.note_served(buffer.as_ptr(), served);
         owned.insert(buffer.as_ptr() as usize, buffer);
