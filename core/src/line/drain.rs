@@ -7,6 +7,7 @@ use crate::host::{DrainHandler, DrainReport, PacketRequest};
 use crate::lane::{lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
 use crate::phase::ScanWindow;
 use crate::sync::{fence, Ordering};
+#[cfg(not(loom))]
 use core::mem::MaybeUninit;
 use core::ops::Range;
 
@@ -59,7 +60,10 @@ impl View<'_> {
     ) -> Option<u32> {
         // Zeroed in place at the first pending packet only: an idle scan costs no 4 KB of
         // zeroing, and a busy one no 4 KB copy of a payload built elsewhere.
-        let mut scratch_memory = MaybeUninit::<Payload>::uninit();
+        #[cfg(not(loom))]
+        let scratch_memory: ScratchMemory = core::cell::UnsafeCell::new(MaybeUninit::uninit());
+        #[cfg(loom)]
+        let scratch_memory: ScratchMemory = core::cell::OnceCell::new();
         let mut scratch: Option<&Payload> = None;
         let mut highest = None;
         for index in range {
@@ -74,15 +78,7 @@ impl View<'_> {
             // (`View::refresh`), stored before this head: the refresh's zeroes are visible, so no
             // word older than them is read below.
             fence(Ordering::Acquire);
-            let scratch = *scratch.get_or_insert_with(|| {
-                // SAFETY: `Payload` is made only of atomic words with the representation of
-                // plain integers, for which all-zero bytes are a valid value (what
-                // `Payload::default` builds); the memory is ours and lives for the whole scan.
-                unsafe {
-                    scratch_memory.as_mut_ptr().write_bytes(0, 1);
-                    &*scratch_memory.as_ptr()
-                }
-            });
+            let scratch = *scratch.get_or_insert_with(|| zeroed_scratch(&scratch_memory));
             let Some(activemask) = self.take(index, seq, scratch) else {
                 continue; // still arriving, or never complete: not served, looked at again next scan
             };
@@ -134,4 +130,32 @@ impl View<'_> {
             }
         }
     }
+}
+
+/// Where a scan's scratch payload lives: uninitialised stack memory, zeroed in place at the first
+/// pending packet (no 4 KB copy of a payload built elsewhere). Under loom a payload's words are
+/// loom cells, for which all-zero bytes are no valid value, so there it is built normally.
+#[cfg(not(loom))]
+type ScratchMemory = core::cell::UnsafeCell<MaybeUninit<Payload>>;
+#[cfg(loom)]
+type ScratchMemory = core::cell::OnceCell<Payload>;
+
+/// The scratch payload in `memory`, zeroed. Called at most once per `memory` (the scan keeps the
+/// reference it returns).
+#[cfg(not(loom))]
+fn zeroed_scratch(memory: &ScratchMemory) -> &Payload {
+    // SAFETY: outside loom, `Payload` is made only of atomic words with the representation of
+    // plain integers (`sync::PayloadWord`), for which all-zero bytes are a valid value (what
+    // `Payload::default` builds). The scan calls this once per `memory`, before any reference
+    // to its contents exists, so the write aliases nothing.
+    unsafe {
+        let memory = &mut *memory.get();
+        memory.as_mut_ptr().write_bytes(0, 1);
+        memory.assume_init_ref()
+    }
+}
+
+#[cfg(loom)]
+fn zeroed_scratch(memory: &ScratchMemory) -> &Payload {
+    memory.get_or_init(Payload::default)
 }
