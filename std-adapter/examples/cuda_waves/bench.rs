@@ -166,11 +166,8 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
                     table.push((threads, r.warps, variant, r.warp_calls_per_s(), r.errors));
                 }
             }
-            // The line protocol: one listener thread serves the whole buffer (the pool splits
-            // only phase buffers), so it runs once, in the first pool.
-            if threads != options.threads[0] {
-                continue;
-            }
+            // The line protocol beside it, on the same pool: its threads split the line buffer
+            // in disjoint packet ranges, as they split a phase buffer.
             for (variant, symbol) in LINE_VARIANTS {
                 let Ok(kernel) = gpu.module.kernel(symbol) else { continue };
                 if variant == "no-ring" {
@@ -180,7 +177,7 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
                     let r = gpu.line_calls(&pool, &kernel, warps, calls, policy, false)?;
                     ok &= r.ok();
                     println!(
-                        "cuda: throughput protocol=line serving_threads=1 warps={} variant={variant} policy={} calls_per_warp={} warp_calls_per_s={:.0} lane_calls_per_s={:.0} seconds={:.3} errors={} checked={}/{}",
+                        "cuda: throughput protocol=line threads={threads} warps={} variant={variant} policy={} calls_per_warp={} warp_calls_per_s={:.0} lane_calls_per_s={:.0} seconds={:.3} errors={} checked={}/{}",
                         r.warps,
                         policy.name,
                         r.calls,
@@ -194,38 +191,22 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
                     if r.warps == 1056 {
                         line_1056 = line_1056.max(r.warp_calls_per_s());
                     }
-                    table.push((0, r.warps, "line", r.warp_calls_per_s(), r.errors));
+                    let label = if variant == "default" { "line" } else { "line-keep-packet" };
+                    table.push((threads, r.warps, label, r.warp_calls_per_s(), r.errors));
                 }
             }
         }
     }
-    println!(
-        "cuda: table (M warp-calls/s, default device code, median of {} runs [min-max])",
-        options.repeat
-    );
-    print!("cuda: {:>8}", "warps");
-    for &threads in &options.threads {
-        print!(" {:>19}", format!("{threads} thr"));
-    }
-    println!();
     let mut best_1056 = 0.0f64;
-    for &warps in &options.warps {
-        print!("cuda: {warps:>8}");
-        for &threads in &options.threads {
-            let mut rates: Vec<f64> = table
-                .iter()
-                .filter(|(t, w, v, ..)| *t == threads && *w == warps && *v == "default")
-                .map(|(.., rate, _)| *rate)
-                .collect();
-            rates.sort_by(f64::total_cmp);
-            let median = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
-            if warps == 1056 {
-                best_1056 = best_1056.max(median);
-            }
-            let (low, high) = (rates.first().copied().unwrap_or(0.0), rates.last().copied().unwrap_or(0.0));
-            print!(" {:>19}", format!("{:.2} [{:.2}-{:.2}]", median / 1e6, low / 1e6, high / 1e6));
+    for (label, title) in [
+        ("default", "phase, default device code"),
+        ("line", "line, default device code"),
+        ("line-keep-packet", "line, keep-packet device code"),
+    ] {
+        let best = print_table(&table, label, title, options);
+        if label == "default" {
+            best_1056 = best;
         }
-        println!();
     }
     let errors: u64 = table.iter().map(|(.., e)| e).sum();
     let summary = format!(
@@ -243,4 +224,35 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
         line_1056 / 1e6
     );
     Ok((ok, summary))
+}
+
+/// Prints the throughput table of the runs labelled `label`; returns the best median at 1,056
+/// warps.
+fn print_table(table: &[(usize, u32, &str, f64, u64)], label: &str, title: &str, options: &Options) -> f64 {
+    println!("cuda: table (M warp-calls/s, {title}, median of {} runs [min-max])", options.repeat);
+    print!("cuda: {:>8}", "warps");
+    for &threads in &options.threads {
+        print!(" {:>19}", format!("{threads} thr"));
+    }
+    println!();
+    let mut best_1056 = 0.0f64;
+    for &warps in &options.warps {
+        print!("cuda: {warps:>8}");
+        for &threads in &options.threads {
+            let mut rates: Vec<f64> = table
+                .iter()
+                .filter(|(t, w, v, ..)| *t == threads && *w == warps && *v == label)
+                .map(|(.., rate, _)| *rate)
+                .collect();
+            rates.sort_by(f64::total_cmp);
+            let median = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
+            if warps == 1056 {
+                best_1056 = best_1056.max(median);
+            }
+            let (low, high) = (rates.first().copied().unwrap_or(0.0), rates.last().copied().unwrap_or(0.0));
+            print!(" {:>19}", format!("{:.2} [{:.2}-{:.2}]", median / 1e6, low / 1e6, high / 1e6));
+        }
+        println!();
+    }
+    best_1056
 }

@@ -189,8 +189,8 @@ impl Gpu {
         result
     }
 
-    /// As [`Gpu::calls`] on a line buffer (PROTOCOL.md section 9), served whole by the pool's
-    /// first listener thread (a pool splits only phase buffers between its threads).
+    /// As [`Gpu::calls`] on a line buffer (PROTOCOL.md section 9), split between the pool's
+    /// threads in disjoint packet ranges, as a phase buffer is.
     pub(crate) fn line_calls(
         &self,
         pool: &ListenerPool,
@@ -201,10 +201,9 @@ impl Gpu {
         timed: bool,
     ) -> Result<Run, Error> {
         let (buffer, _state) = self.host.line_buffer(u64::from(warps.max(32)))?;
-        let listener = &pool.listeners()[0];
-        listener.add_buffer(buffer.clone())?;
+        pool.add_buffer(buffer.clone())?;
         let result = self.calls_on(&buffer, kernel, warps, calls, policy, timed);
-        listener.remove_buffer(&buffer)?;
+        pool.remove_buffer(&buffer)?;
         result
     }
 
