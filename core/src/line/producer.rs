@@ -5,9 +5,7 @@
 use super::layout::{seq_of, tag, REPLY_LINE_WORDS};
 use super::view::View;
 use crate::dispatch::ErrorCode;
-use crate::lane::{
-    lanes, poll_until, ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS,
-};
+use crate::lane::{lanes, poll_until, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
 use crate::sync::Ordering;
 
 /// A packet whose `occupied` bit this wave set, with the sequence of its next call chosen: fill
@@ -178,32 +176,4 @@ impl Drop for Completed<'_> {
     }
 }
 
-impl<'a> ClaimedPacket for Claimed<'a> {
-    type Submitted = Submitted<'a>;
-
-    fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
-        Claimed::write_lane(self, lane, words);
-    }
-
-    fn submit(self, service: u32, activemask: u64) -> Submitted<'a> {
-        Claimed::submit(self, service, activemask)
-    }
-}
-
-impl<'a> SubmittedPacket for Submitted<'a> {
-    type Completed = Completed<'a>;
-
-    fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<'a>, Self> {
-        Submitted::wait_until(self, keep_waiting)
-    }
-}
-
-impl CompletedPacket for Completed<'_> {
-    fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
-        Completed::reply(self, lane)
-    }
-
-    fn host_error(&self) -> bool {
-        Completed::host_error(self)
-    }
-}
+crate::lane::forward_producer_traits!(Claimed, Submitted, Completed);

@@ -13,9 +13,7 @@
 use super::layout::{CONTROL_HOST_ERROR, CONTROL_READY};
 use super::tagged::TaggedPtr;
 use super::view::View;
-use crate::lane::{
-    poll_until, ClaimedPacket, CompletedPacket, Payload, SubmittedPacket, REPLY_WORDS, SLOT_WORDS,
-};
+use crate::lane::{poll_until, Payload, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
 use crate::sync::Ordering;
 
 /// A packet popped from the free-list: fill its lanes, then [`Claimed::submit`] it.
@@ -171,32 +169,4 @@ impl Drop for Completed<'_> {
     }
 }
 
-impl<'a> ClaimedPacket for Claimed<'a> {
-    type Submitted = Submitted<'a>;
-
-    fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
-        Claimed::write_lane(self, lane, words);
-    }
-
-    fn submit(self, service: u32, activemask: u64) -> Submitted<'a> {
-        Claimed::submit(self, service, activemask)
-    }
-}
-
-impl<'a> SubmittedPacket for Submitted<'a> {
-    type Completed = Completed<'a>;
-
-    fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<'a>, Self> {
-        Submitted::wait_until(self, keep_waiting)
-    }
-}
-
-impl CompletedPacket for Completed<'_> {
-    fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
-        Completed::reply(self, lane)
-    }
-
-    fn host_error(&self) -> bool {
-        Completed::host_error(self)
-    }
-}
+crate::lane::forward_producer_traits!(Claimed, Submitted, Completed);
