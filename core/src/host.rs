@@ -68,6 +68,36 @@ pub fn packet_count(num_packets: u64) -> Result<u32, GeometryError> {
     Ok(num_packets as u32)
 }
 
+/// The checks of raw memory every protocol's `View::from_raw` makes before it builds its
+/// references, in this order: `base` is not null, `base` is aligned to `align`, and `len` covers
+/// the layout's `size`. `layout` is `None` where the layout's size would overflow `usize` (the
+/// packet count bounds it, so only on 32-bit targets); that is reported as too small. Returns the
+/// layout. Only the checks are shared: the references, and the SAFETY reasoning for them, stay
+/// with each protocol.
+#[cfg(not(loom))]
+pub(crate) fn check_raw<L>(
+    base: *mut u8,
+    len: usize,
+    align: usize,
+    layout: Option<L>,
+    size: impl FnOnce(&L) -> usize,
+) -> Result<L, LayoutError> {
+    if base.is_null() {
+        return Err(LayoutError::Null);
+    }
+    if base as usize % align != 0 {
+        return Err(LayoutError::Misaligned { address: base as usize });
+    }
+    let Some(layout) = layout else {
+        return Err(LayoutError::TooSmall { needed: usize::MAX, given: len });
+    };
+    let needed = size(&layout);
+    if len < needed {
+        return Err(LayoutError::TooSmall { needed, given: len });
+    }
+    Ok(layout)
+}
+
 /// Why memory cannot be viewed as a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayoutError {

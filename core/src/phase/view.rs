@@ -134,20 +134,7 @@ impl<'a> View<'a> {
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
         let n = packet_count(num_packets)? as usize;
-        if base.is_null() {
-            return Err(LayoutError::Null);
-        }
-        if base as usize % super::layout::MIN_ALIGN != 0 {
-            return Err(LayoutError::Misaligned { address: base as usize });
-        }
-        // `packet_count` bounds n, so the layout cannot overflow on 64-bit targets; treat it as too
-        // small where it would.
-        let Some(layout) = Layout::new(n) else {
-            return Err(LayoutError::TooSmall { needed: usize::MAX, given: len });
-        };
-        if len < layout.size {
-            return Err(LayoutError::TooSmall { needed: layout.size, given: len });
-        }
+        let layout = crate::host::check_raw(base, len, super::layout::MIN_ALIGN, Layout::new(n), |l| l.size)?;
         // SAFETY: the memory is valid for 'a (caller) and large enough for every array of the
         // layout (checked above; `Layout` keeps them disjoint and inside `size`). Every
         // offset is a multiple of 64 and the base is 8-aligned (checked), so each array is aligned

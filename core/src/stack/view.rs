@@ -90,18 +90,7 @@ impl<'a> View<'a> {
     pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
         let geometry = Geometry::new(num_packets)?;
         let n = geometry.num_packets() as usize;
-        if base.is_null() {
-            return Err(LayoutError::Null);
-        }
-        if base as usize % layout::buffer_align() != 0 {
-            return Err(LayoutError::Misaligned { address: base as usize });
-        }
-        // `Geometry` bounds n, so the size cannot overflow on 64-bit targets; treat it as too
-        // small where it would.
-        let needed = layout::buffer_size(n).unwrap_or(usize::MAX);
-        if len < needed {
-            return Err(LayoutError::TooSmall { needed, given: len });
-        }
+        crate::host::check_raw(base, len, layout::buffer_align(), layout::buffer_size(n), |&size| size)?;
         // SAFETY: the memory is valid for 'a (caller), aligned to 8 (checked above, and every
         // offset below is a multiple of 8), and large enough for the prefix, `n` headers and `n`
         // payloads (checked above). The layout types are made only of atomics with the
