@@ -3,39 +3,15 @@
 //! thread whose stripe holds it, and every thread must have served.
 
 use hostcall::buffer::Protocol;
-use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
 use hostcall::serve::pool::{stripes, ListenerPool, STRIPE_ALIGN};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 
-const ECHO: u32 = 100;
-
-/// Answers `request[0] + lane` and records which thread served which packet index.
-#[derive(Clone, Default)]
-struct Recorder {
-    served_by: Arc<Mutex<HashMap<u32, HashMap<String, u64>>>>,
-}
-
-impl PacketService for Recorder {
-    fn serve(&self, packet: &mut PacketRequest<'_>) {
-        let name = thread::current().name().unwrap_or("?").to_owned();
-        *self.served_by.lock().unwrap().entry(packet.index()).or_default().entry(name).or_default() += 1;
-        let lanes: Vec<usize> = packet.lanes().collect();
-        for lane in lanes {
-            let r = packet.request(lane);
-            packet.reply(lane, [r[0] + lane as u64, r[1]]);
-        }
-    }
-}
-
-fn phase_buffer(doorbell: &Arc<dyn Doorbell>, packets: u64) -> Arc<HostcallBuffer> {
-    Arc::new(
-        HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell.clone(), Protocol::Phase)
-            .unwrap(),
-    )
-}
+#[path = "common/pool.rs"]
+mod pool_common;
+use pool_common::{buffer, Recorder, ECHO};
 
 #[test]
 fn stripes_are_disjoint_aligned_and_cover_the_buffer() {
@@ -61,7 +37,7 @@ fn three_threads_split_one_buffer_and_each_serves_only_its_stripe() {
     let recorder = Recorder::default();
     pool.services().register_packet(ECHO, "echo", recorder.clone()).unwrap();
     let packets = 48;
-    let buffer = phase_buffer(&doorbell, packets);
+    let buffer = buffer(&doorbell, packets, Protocol::Phase);
     pool.add_buffer(buffer.clone()).unwrap();
 
     // As many waves as packets: consecutive waves start their claims at consecutive indices, so
@@ -109,11 +85,9 @@ fn several_buffers_and_removal() {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
     pool.services().register_packet(ECHO, "echo", Recorder::default()).unwrap();
-    let a = phase_buffer(&doorbell, 40);
-    let b = phase_buffer(&doorbell, 5); // one stripe only: the second thread does not get it
-    let stack = Arc::new(
-        HostcallBuffer::with_protocol(Arc::new(HostMemory), 8, doorbell.clone(), Protocol::Stack).unwrap(),
-    );
+    let a = buffer(&doorbell, 40, Protocol::Phase);
+    let b = buffer(&doorbell, 5, Protocol::Phase); // one stripe only: the second thread does not get it
+    let stack = buffer(&doorbell, 8, Protocol::Stack);
     for buffer in [&a, &b, &stack] {
         pool.add_buffer(buffer.clone()).unwrap();
     }

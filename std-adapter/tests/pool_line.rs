@@ -4,39 +4,15 @@
 //! served.
 
 use hostcall::buffer::Protocol;
-use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
 use hostcall::serve::pool::{stripes, ListenerPool};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 
-const ECHO: u32 = 100;
-
-/// Answers `request[0] + lane` and records which thread served which packet index.
-#[derive(Clone, Default)]
-struct Recorder {
-    served_by: Arc<Mutex<HashMap<u32, HashMap<String, u64>>>>,
-}
-
-impl PacketService for Recorder {
-    fn serve(&self, packet: &mut PacketRequest<'_>) {
-        let name = thread::current().name().unwrap_or("?").to_owned();
-        *self.served_by.lock().unwrap().entry(packet.index()).or_default().entry(name).or_default() += 1;
-        let lanes: Vec<usize> = packet.lanes().collect();
-        for lane in lanes {
-            let r = packet.request(lane);
-            packet.reply(lane, [r[0] + lane as u64, r[1]]);
-        }
-    }
-}
-
-fn line_buffer(doorbell: &Arc<dyn Doorbell>, packets: u64) -> Arc<HostcallBuffer> {
-    Arc::new(
-        HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell.clone(), Protocol::Line)
-            .unwrap(),
-    )
-}
+#[path = "common/pool.rs"]
+mod pool_common;
+use pool_common::{buffer, Recorder, ECHO};
 
 #[test]
 fn three_threads_split_one_line_buffer_and_each_serves_only_its_stripe() {
@@ -46,7 +22,7 @@ fn three_threads_split_one_line_buffer_and_each_serves_only_its_stripe() {
     let recorder = Recorder::default();
     pool.services().register_packet(ECHO, "echo", recorder.clone()).unwrap();
     let packets = 48;
-    let buffer = line_buffer(&doorbell, packets);
+    let buffer = buffer(&doorbell, packets, Protocol::Line);
     pool.add_buffer(buffer.clone()).unwrap();
     assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).sum::<usize>(), 3, "one stripe per thread");
 
@@ -97,7 +73,7 @@ fn line_ranges_are_claimed_like_phase_ones() {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
     pool.services().register_packet(ECHO, "echo", Recorder::default()).unwrap();
-    let buffer = line_buffer(&doorbell, 32);
+    let buffer = buffer(&doorbell, 32, Protocol::Line);
     let [a, b] = pool.listeners() else { panic!("two listeners") };
     a.add_buffer_range(buffer.clone(), 0..16).unwrap();
     // Overlapping a claimed range, or the whole buffer, is refused; a disjoint range is not.
