@@ -5,7 +5,7 @@ use super::layout::{seq_of, tag, untag};
 use super::view::View;
 use crate::host::{DrainHandler, DrainReport, PacketRequest};
 use crate::lane::{lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
-use crate::phase::ScanWindow;
+use crate::phase::{clamped, ScanWindow};
 use crate::sync::{fence, Ordering};
 #[cfg(not(loom))]
 use core::mem::MaybeUninit;
@@ -29,9 +29,8 @@ impl View<'_> {
     /// buffer between threads give each a disjoint range: a host writes only `served[i]` and
     /// packet `i`'s reply words.
     pub fn drain_range(&self, range: Range<usize>, handler: &mut impl DrainHandler) -> DrainReport {
-        let n = self.requests.len();
         let mut report = DrainReport::default();
-        self.scan(range.start.min(n)..range.end.min(n), handler, &mut report);
+        self.scan(clamped(range, self.requests.len()), handler, &mut report);
         report
     }
 
@@ -39,16 +38,7 @@ impl View<'_> {
     /// above the highest packet served, and a full scan at least every
     /// [`ScanWindow::FULL_SCAN_PERIOD`] calls).
     pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
-        let n = self.requests.len();
-        let mut report = DrainReport::default();
-        let narrow = if window.full_scan_due() { n } else { (window.limit() as usize).min(n) };
-        let mut highest = self.scan(0..narrow, handler, &mut report);
-        let full = narrow == n || report.packets == 0;
-        if narrow < n && report.packets == 0 {
-            highest = self.scan(narrow..n, handler, &mut report).or(highest);
-        }
-        window.record(full, highest, n as u32);
-        report
+        window.drain(self.requests.len(), |range, report| self.scan(range, handler, report))
     }
 
     /// Serves every complete pending packet in `range` once; returns the highest index served.

@@ -2,7 +2,7 @@
 //! differ and answers by copying `device_phase[i]` into `host_phase[i]`.
 
 use super::view::{Malformed, View, PHASE_BIT};
-use super::ScanWindow;
+use super::{clamped, ScanWindow};
 use crate::host::{DrainHandler, DrainReport, PacketRequest};
 use crate::lane::Payload;
 use crate::sync::{fence, Ordering};
@@ -28,10 +28,8 @@ impl View<'_> {
     /// and since the host writes only `host_phase[i]` and packet `i`'s reply words, threads with
     /// disjoint ranges never write the same word (and none reads what another writes).
     pub fn drain_range(&self, range: Range<usize>, handler: &mut impl DrainHandler) -> DrainReport {
-        let n = self.headers.len();
         let mut report = DrainReport::default();
-        // Clamped: the range comes from the caller, never trust it for bounds.
-        self.scan(range.start.min(n)..range.end.min(n), handler, &mut report);
+        self.scan(clamped(range, self.headers.len()), handler, &mut report);
         report
     }
 
@@ -41,17 +39,7 @@ impl View<'_> {
     /// [`ScanWindow::FULL_SCAN_PERIOD`]th call. No packet is missed: every index is scanned at
     /// least once per `FULL_SCAN_PERIOD` calls.
     pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
-        let n = self.headers.len();
-        let mut report = DrainReport::default();
-        // Clamped: the window may come from a view of another size; never trust it for bounds.
-        let narrow = if window.full_scan_due() { n } else { (window.limit() as usize).min(n) };
-        let mut highest = self.scan(0..narrow, handler, &mut report);
-        let full = narrow == n || report.packets == 0;
-        if narrow < n && report.packets == 0 {
-            highest = self.scan(narrow..n, handler, &mut report).or(highest);
-        }
-        window.record(full, highest, n as u32);
-        report
+        window.drain(self.headers.len(), |range, report| self.scan(range, handler, report))
     }
 
     /// Serves every pending packet in `range` once; returns the highest index served.

@@ -126,6 +126,7 @@ mod view;
 
 pub use layout::{buffer_align, buffer_size, occupied_words, Header, Layout, Prefix, CACHE_LINE, MIN_ALIGN};
 pub use producer::{Claimed, Completed, Submitted};
+pub(crate) use scan::clamped;
 pub use scan::ScanWindow;
 pub use view::{Malformed, Parts, View};
 

@@ -16,6 +16,9 @@
 //! calling (the listener also polls on doorbell timeouts). A full scan that found higher packets
 //! in use widens the limit at once.
 
+use crate::host::DrainReport;
+use core::ops::Range;
+
 /// The host's private memory of how much of a phase buffer is in use. One per buffer; start it
 /// with [`super::View::scan_window`] and pass it to every
 /// [`super::View::drain_window`] of that buffer.
@@ -50,8 +53,31 @@ impl ScanWindow {
         self.narrow_left == 0
     }
 
+    /// One windowed drain of a buffer of `num_packets` packets: the narrow part, then the rest if
+    /// the narrow part served nothing, then the record of what was served. `scan(range, report)`
+    /// serves the pending packets of `range` and returns the highest index it served. Both
+    /// protocols that scan (phase, line) drive their scans through this, so the narrowing rule is
+    /// written once.
+    pub(crate) fn drain(
+        &mut self,
+        num_packets: usize,
+        mut scan: impl FnMut(Range<usize>, &mut DrainReport) -> Option<u32>,
+    ) -> DrainReport {
+        let n = num_packets;
+        let mut report = DrainReport::default();
+        // Clamped: the window may come from a view of another size; never trust it for bounds.
+        let narrow = if self.full_scan_due() { n } else { (self.limit as usize).min(n) };
+        let mut highest = scan(0..narrow, &mut report);
+        let full = narrow == n || report.packets == 0;
+        if narrow < n && report.packets == 0 {
+            highest = scan(narrow..n, &mut report).or(highest);
+        }
+        self.record(full, highest, n as u32);
+        report
+    }
+
     /// Records one call: whether it scanned all `num_packets`, and the highest index it served.
-    pub(crate) fn record(&mut self, full: bool, highest: Option<u32>, num_packets: u32) {
+    fn record(&mut self, full: bool, highest: Option<u32>, num_packets: u32) {
         self.highest_since_full = self.highest_since_full.max(highest);
         if full {
             let in_use = self.highest_since_full.map_or(0, |h| h.saturating_add(1));
@@ -62,4 +88,10 @@ impl ScanWindow {
             self.narrow_left = self.narrow_left.saturating_sub(1);
         }
     }
+}
+
+/// `range` clamped to a buffer of `num_packets` packets: a range comes from the caller, never
+/// trusted for bounds (an empty or out-of-bounds range scans nothing).
+pub(crate) fn clamped(range: Range<usize>, num_packets: usize) -> Range<usize> {
+    range.start.min(num_packets)..range.end.min(num_packets)
 }
