@@ -106,6 +106,7 @@ mod host;
 pub mod lane;
 pub mod line;
 pub mod message;
+mod occupied;
 pub mod phase;
 #[cfg(not(loom))]
 mod poller;

@@ -185,17 +185,14 @@ impl<'a> View<'a> {
     /// `None`: every packet is occupied (retry later). Waves that start at different indices (their
     /// wave id, say) collide less on the bitmap.
     pub fn claim(&self, start: usize) -> Option<Claimed<'a>> {
-        let n = self.requests.len();
-        (0..n).map(|k| (start % n + k) % n).find_map(|index| self.try_claim(index))
+        crate::occupied::claim_from(self.requests.len(), start, |index| self.try_claim(index))
     }
 
     /// Device: claims packet `index` if its bit is clear; does the wrap refresh when due.
     fn try_claim(&self, index: usize) -> Option<Claimed<'a>> {
-        let (word, bit) = (self.occupied_word(index), occupied_bit(index));
-        // Acquire: pairs with the Release `fetch_and` in `release_occupied` of the packet's
-        // previous owner: its `device_seq` store and its last reads of the replies happen before
-        // our accesses.
-        if word.fetch_or(bit, Ordering::Acquire) & bit != 0 {
+        // The hand-off (Acquire, pairing with `release_occupied` of the packet's previous owner):
+        // its `device_seq` store and its last reads of the replies happen before our accesses.
+        if !crate::occupied::try_take(self.occupied_word(index), index) {
             return None;
         }
         // Relaxed: device-only word, ordered by the Acquire above.
@@ -223,14 +220,9 @@ impl<'a> View<'a> {
 
     /// Device: clears packet `index`'s bit in `occupied`, handing the packet to the next claimer.
     pub(super) fn release_occupied(&self, index: usize) {
-        // Release: pairs with the Acquire `fetch_or` in `try_claim`.
-        self.occupied_word(index).fetch_and(!occupied_bit(index), Ordering::Release);
+        // The hand-off (Release, pairing with `try_claim` of the next claimer).
+        crate::occupied::release(self.occupied_word(index), index);
     }
-}
-
-/// Packet `index`'s bit in its `occupied` word.
-fn occupied_bit(index: usize) -> u32 {
-    1 << (index % 32)
 }
 
 /// The buffer's address and packet count (the shared words are not read).

@@ -261,17 +261,16 @@ impl<'a> View<'a> {
     ///
     /// Waves that start at different indices (their wave id, say) collide less on the bitmap.
     pub fn claim(&self, start: usize) -> Option<Claimed<'a>> {
-        let n = self.headers.len();
-        (0..n).map(|k| (start % n + k) % n).find_map(|index| self.try_claim(index))
+        crate::occupied::claim_from(self.headers.len(), start, |index| self.try_claim(index))
     }
 
     /// Device: claims packet `index` if it is free and answered.
     fn try_claim(&self, index: usize) -> Option<Claimed<'a>> {
-        let (word, bit) = (self.occupied_word(index), occupied_bit(index));
-        // Acquire: pairs with the Release `fetch_and` in `release_occupied` of the packet's
-        // previous owner, so its last reads of the reply (and, for an unsent claim, its writes)
-        // happen before our writes to the payload.
-        if word.fetch_or(bit, Ordering::Acquire) & bit != 0 {
+        let word = self.occupied_word(index);
+        // The hand-off (Acquire, pairing with `release_occupied` of the packet's previous owner):
+        // its last reads of the reply (and, for an unsent claim, its writes) happen before our
+        // writes to the payload.
+        if !crate::occupied::try_take(word, index) {
             return None; // another wave holds it
         }
         // Relaxed: only device code writes `device_phase[index]`, each time as the packet's
@@ -286,7 +285,7 @@ impl<'a> View<'a> {
             // Relaxed: we touched nothing of the packet but these two atomic loads; the
             // read-modify-write keeps the previous owner's release sequence intact for the next
             // claimer.
-            word.fetch_and(!bit, Ordering::Relaxed);
+            word.fetch_and(!crate::occupied::bit(index), Ordering::Relaxed);
             return None;
         }
         Some(Claimed::new(*self, index, device & PHASE_BIT))
@@ -294,14 +293,9 @@ impl<'a> View<'a> {
 
     /// Device: clears packet `index`'s bit in `occupied`, handing the packet to the next claimer.
     pub(super) fn release_occupied(&self, index: usize) {
-        // Release: pairs with the Acquire `fetch_or` in `try_claim`; our accesses to the payload
-        // (request writes of an unsent claim, reply reads of a completed one) happen before the
-        // next owner's.
-        self.occupied_word(index).fetch_and(!occupied_bit(index), Ordering::Release);
+        // The hand-off (Release, pairing with `try_claim` of the next claimer): our accesses to
+        // the payload (request writes of an unsent claim, reply reads of a completed one) happen
+        // before the next owner's.
+        crate::occupied::release(self.occupied_word(index), index);
     }
-}
-
-/// Packet `index`'s bit in its `occupied` word.
-fn occupied_bit(index: usize) -> u32 {
-    1 << (index % 32)
 }

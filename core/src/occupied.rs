@@ -1,0 +1,39 @@
+//! The device-only claim bitmap of the phase and line protocols: one bit per packet in `u32`
+//! words, set by the wave that owns the packet. Only waves touch it (ROCm keeps it in the GPU's
+//! own memory), so claiming needs no read-modify-write across devices.
+//!
+//! Ownership hand-off: a wave clears its bit with a Release `fetch_and` ([`release`]) and the next
+//! claimer sets it with an Acquire `fetch_or` ([`try_take`]), so everything the previous owner did
+//! with the packet happens before everything the next one does. What each protocol publishes
+//! through that hand-off (a phase word, a sequence) its own view says.
+
+use crate::sync::{AtomicU32, Ordering};
+
+/// Packet `index`'s bit in its `occupied` word (word `index / 32`).
+pub(crate) fn bit(index: usize) -> u32 {
+    1 << (index % 32)
+}
+
+/// Sets packet `index`'s bit in `word`; true if it was clear, i.e. the packet is now ours.
+pub(crate) fn try_take(word: &AtomicU32, index: usize) -> bool {
+    let bit = bit(index);
+    // Acquire: pairs with the Release `fetch_and` in `release` of the packet's previous owner.
+    word.fetch_or(bit, Ordering::Acquire) & bit == 0
+}
+
+/// Clears packet `index`'s bit in `word`, handing the packet to the next claimer.
+pub(crate) fn release(word: &AtomicU32, index: usize) {
+    // Release: pairs with the Acquire `fetch_or` in `try_take` of the next claimer.
+    word.fetch_and(!bit(index), Ordering::Release);
+}
+
+/// Tries each of `num_packets` indices once, from `start % num_packets` upwards and wrapping, and
+/// returns the first claim `try_claim` makes. Waves that start at different indices (their wave
+/// id, say) collide less on the bitmap.
+pub(crate) fn claim_from<T>(
+    num_packets: usize,
+    start: usize,
+    try_claim: impl FnMut(usize) -> Option<T>,
+) -> Option<T> {
+    (0..num_packets).map(|k| (start % num_packets + k) % num_packets).find_map(try_claim)
+}
