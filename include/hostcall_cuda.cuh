@@ -377,22 +377,33 @@ __device__ inline unsigned phase_claim(const phase_client &c) {
     }
 }
 
-/* Step 5 (leader): rings when the last ring is older than the interval. Costs the call one load
- * of device memory between the phase store and the first poll: the host cannot answer within
- * that time anyway, so it only shifts when the polls happen. The ring itself (a reduction and a
- * store) waits for nothing. Warps that read the same old time may all ring: harmless. */
-__device__ inline void ring_at(uint64_t *doorbell, uint64_t *last_ring) {
+/* Step 5 (leader): rings when the last ring (`last`, read by ring_last) is older than the
+ * interval. Through ring_at this costs the call one load of device memory between the phase
+ * store and the first poll: the host cannot answer within that time anyway, so it only shifts
+ * when the polls happen (line_call reads it before its fill instead). The ring itself (a
+ * reduction and a store) waits for nothing. Warps that read the same old time may all ring:
+ * harmless. */
+__device__ inline void ring_after(uint64_t *doorbell, uint64_t *last_ring, uint64_t last) {
     if (doorbell == nullptr)
         return;
     const uint64_t now = global_timer_ns();
-    /* Relaxed: a throttle; a stale value only repeats a ring. */
-    const uint64_t last = ld_relaxed_gpu64(last_ring);
     if (now - last < HOSTCALL_CUDA_RING_INTERVAL_NS)
         return;
     /* Relaxed: a throttle, ordered with nothing. */
     asm volatile("red.relaxed.gpu.global.max.u64 [%0], %1;" ::"l"(last_ring), "l"(now) : "memory");
     /* Relaxed: the doorbell only says "look"; the packet is published by its own stores. */
     st_relaxed_sys64(doorbell, now | 1u);
+}
+
+/* The throttle's read of the last ring time, which ring_after decides with. Relaxed: a
+ * throttle; a stale value only repeats a ring. Issued early (line_call: before the fill), the
+ * device-memory load overlaps the work before the ring instead of delaying the ring. */
+__device__ __forceinline__ uint64_t ring_last(const uint64_t *doorbell, uint64_t *last_ring) {
+    return doorbell == nullptr ? 0 : ld_relaxed_gpu64(last_ring);
+}
+
+__device__ inline void ring_at(uint64_t *doorbell, uint64_t *last_ring) {
+    ring_after(doorbell, last_ring, ring_last(doorbell, last_ring));
 }
 
 __device__ inline void ring(const phase_client &c) { ring_at(c.doorbell, c.last_ring); }
@@ -587,13 +598,17 @@ __device__ inline void phase_release_held(phase_client &c) {
  *      mask words, every lane's request words and every reply word of the packet
  *      (st.relaxed.sys), __syncwarp, fence.acq_rel.sys (the Release fence the host pairs with
  *      its Acquire fence after reading a pending head), __syncwarp. Twice per 2^32 - 1 calls.
- *   3. fill: each lane stores its 16 tagged words, 8 st.relaxed.sys.v2.u64 (each 8-byte element
- *      is single-copy atomic; no fence: the host checks every word's sequence);
+ *   3. fill: each lane's 16 tagged words, 8 st.relaxed.sys.v2.u64 (each 8-byte element is
+ *      single-copy atomic; no fence: the host checks every word's sequence); a full warp stores
+ *      them transposed, 512 contiguous bytes per store instruction (line_fill_transposed), else
+ *      each lane its own 128-byte slot;
  *   4. submit (leader, after __syncwarp): the two mask words and the head, st.relaxed.sys;
  *      device_seq[i] = s (st.relaxed.gpu); ring the doorbell (throttled, as phase_call);
- *   5. wait: each lane polls its 4 reply words, two ld.relaxed.sys.v2.u64, until all carry s
- *      (a lane that saw them stops loading; __all_sync decides); spin for wait_policy::spin_ns,
- *      then __nanosleep backoff. The data halves are the reply: no second read;
+ *   5. wait: each lane polls two 16-byte pieces (ld.relaxed.sys.v2.u64) until both carry s (a
+ *      piece seen is not loaded again; __all_sync decides): its own 4 reply words, or for a full
+ *      warp 512 contiguous bytes per load instruction, then 8 shuffles hand each lane its own;
+ *      spin for wait_policy::spin_ns, then __nanosleep backoff. The data halves are the reply:
+ *      no second read. HOSTCALL_CUDA_LANE_FILL keeps a full warp on the per-lane fill and poll;
  *   6. release (leader, after __syncwarp): red.release.gpu.and clears the occupied bit.
  */
 #define HOSTCALL_LINE_SEQ_MAX 0xffffffffu
@@ -690,6 +705,51 @@ __device__ __forceinline__ uint64_t line_tag(uint32_t data, unsigned seq) {
     return (static_cast<uint64_t>(seq) << 32) | data;
 }
 
+/* v[i] = v[(i + r) % 8] for every i, with r (0..7) differing between lanes: three conditional
+ * stages of selects, so the array stays in registers (no local memory). */
+__device__ __forceinline__ void rotate8(uint64_t (&v)[8], unsigned r) {
+#pragma unroll
+    for (unsigned b = 1; b < 8; b <<= 1) {
+        uint64_t t[8];
+#pragma unroll
+        for (unsigned i = 0; i < 8; ++i)
+            t[i] = (r & b) ? v[(i + b) & 7u] : v[i];
+#pragma unroll
+        for (unsigned i = 0; i < 8; ++i)
+            v[i] = t[i];
+    }
+}
+
+/* Step 3, transposed (a full warp). The 32 lanes' slots are 4 KB in a row (`lanes`, 128 bytes a
+ * lane). Store k (0..7) covers bytes 512 k .. 512 k + 512, the slots of lanes 4 k .. 4 k + 3:
+ * lane L writes pair (k + L) % 8 (request word (k + L) % 8 as its two tagged halves) of the slot
+ * of lane 4 k + L / 8, so each eighth of the warp fills one whole 128-byte line and each store
+ * instruction covers 4 whole lines, where a lane storing its own slot writes 16 bytes of each of
+ * 32 lines. The words travel in 8 shuffle rounds: in round t every lane offers its word t and
+ * lane L takes the offer of lane 4 ((t - L) % 8) + L / 8, the word it stores at store
+ * k = (t - L) % 8. A per-lane rotation (rotate8) puts round (k + L) % 8 at store k: 16 shuffles
+ * and 48 selects against 8 stores. */
+__device__ __forceinline__ void line_fill_transposed(uint64_t *lanes, unsigned lane, unsigned seq,
+                                                     const uint64_t (&request)[8]) {
+    uint64_t word[8];
+#pragma unroll
+    for (unsigned t = 0; t < 8; ++t)
+        word[t] = shfl64(request[t], 4u * ((t - lane) & 7u) + (lane >> 3));
+    rotate8(word, lane & 7u); /* word[k] = round (k + L) % 8's */
+#pragma unroll
+    for (unsigned k = 0; k < 8; ++k) {
+        const unsigned pair = (k + lane) & 7u;
+        st_v2<true>(lanes + k * 64u + (lane >> 3) * 16u + pair * 2u,
+                    line_tag(static_cast<uint32_t>(word[k]), seq), line_tag(static_cast<uint32_t>(word[k] >> 32), seq));
+    }
+}
+
+/* Whether both tagged words of a 16-byte reply piece carry `seq`; its data halves as one word. */
+__device__ __forceinline__ bool line_piece(uint64_t a, uint64_t b, unsigned seq, uint64_t &data) {
+    data = (b << 32) | (a & 0xffffffffull);
+    return (a >> 32) == seq && (b >> 32) == seq;
+}
+
 } // namespace detail
 
 /* One hostcall by the calling warp's active lanes on a line buffer (as phase_call). */
@@ -715,6 +775,9 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
         index = __shfl_sync(mask, index, leader);
         previous = __shfl_sync(mask, previous, leader);
     }
+    /* The doorbell throttle's device-memory read, issued now so that it overlaps the fill. */
+    const uint64_t last_ring =
+        is_leader && !(FLAGS & HOSTCALL_CUDA_NO_RING) ? detail::ring_last(c.doorbell, c.last_ring) : 0;
     const unsigned seq = previous < HOSTCALL_LINE_SEQ_MAX ? previous + 1u : 1u;
     uint64_t *req = c.requests + static_cast<size_t>(index) * HOSTCALL_LINE_REQUEST_WORDS;
     uint64_t *rep = c.replies + static_cast<size_t>(index) * HOSTCALL_LINE_REPLY_WORDS;
@@ -723,12 +786,18 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
     if (seq == HOSTCALL_LINE_SEQ_MAX || (seq == 1u && previous != 0u))
         detail::line_refresh(req, rep, mask, lane);
 
-    /* Step 3. Relaxed: each word carries its sequence; the host checks every one. */
-    uint64_t *slot = req + 8u + lane * 16u;
+    /* Step 3. Relaxed: each word carries its sequence; the host checks every one. A full warp
+     * stores whole lines (line_fill_transposed); otherwise each lane stores its own slot. */
+    const bool transposed = mask == 0xffffffffu && !(FLAGS & HOSTCALL_CUDA_LANE_FILL);
+    if (transposed) {
+        detail::line_fill_transposed(req + 8u, lane, seq, request);
+    } else {
+        uint64_t *slot = req + 8u + lane * 16u;
 #pragma unroll
-    for (unsigned k = 0; k < 8; ++k)
-        detail::st_v2<true>(slot + 2u * k, detail::line_tag(static_cast<uint32_t>(request[k]), seq),
-                            detail::line_tag(static_cast<uint32_t>(request[k] >> 32), seq));
+        for (unsigned k = 0; k < 8; ++k)
+            detail::st_v2<true>(slot + 2u * k, detail::line_tag(static_cast<uint32_t>(request[k]), seq),
+                                detail::line_tag(static_cast<uint32_t>(request[k] >> 32), seq));
+    }
     /* Not needed for correctness (the host checks every word): makes the lanes' stores issue
      * before the head, so the host usually finds the request whole at its first look. */
     __syncwarp(mask);
@@ -742,23 +811,32 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
             /* Relaxed: published to the next claimer by the release of step 6. */
             detail::st_relaxed_gpu(&c.device_seq[index], seq);
         if (!(FLAGS & HOSTCALL_CUDA_NO_RING))
-            detail::ring_at(c.doorbell, c.last_ring);
+            detail::ring_after(c.doorbell, c.last_ring, last_ring);
     }
     const unsigned long long t3 = detail::clock_if(timed);
 
-    /* Step 5: the reply is in the words polled. */
-    const uint64_t *mine = rep + lane * 4u;
-    uint64_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
-    bool seen = false;
+    /* Step 5: the reply is in the words polled. Each lane polls two 16-byte pieces until both
+     * carry the sequence (a piece seen is not loaded again; __all_sync decides). A full warp
+     * polls transposed: load k (0, 1) of lane L reads the 16 bytes at 512 k + 16 L, piece L % 2
+     * of lane 16 k + L / 2's reply, so each load instruction covers 512 contiguous bytes; the
+     * lanes then trade pieces. Otherwise each lane polls its own 32 bytes. */
+    const uint64_t *first = transposed ? rep + lane * 2u : rep + lane * 4u;
+    const uint64_t *second = transposed ? first + 64u : first + 2u;
+    uint64_t d0 = 0, d1 = 0;
+    bool seen0 = false, seen1 = false;
     const uint64_t started = detail::global_timer_ns();
     unsigned sleep = c.wait.min_sleep_ns;
     for (;;) {
-        if (!seen) {
-            detail::ld_v2_sys(mine, w0, w1);
-            detail::ld_v2_sys(mine + 2, w2, w3);
-            seen = (w0 >> 32) == seq && (w1 >> 32) == seq && (w2 >> 32) == seq && (w3 >> 32) == seq;
+        uint64_t a, b;
+        if (!seen0) {
+            detail::ld_v2_sys(first, a, b);
+            seen0 = detail::line_piece(a, b, seq, d0);
         }
-        if (__all_sync(mask, seen))
+        if (!seen1) {
+            detail::ld_v2_sys(second, a, b);
+            seen1 = detail::line_piece(a, b, seq, d1);
+        }
+        if (__all_sync(mask, seen0 && seen1))
             break;
         if (detail::global_timer_ns() - started > c.wait.spin_ns) {
             __nanosleep(sleep);
@@ -766,8 +844,17 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
         }
     }
     const unsigned long long t4 = detail::clock_if(timed);
-    reply[0] = (w1 << 32) | (w0 & 0xffffffffull);
-    reply[1] = (w3 << 32) | (w2 & 0xffffffffull);
+    if (transposed) {
+        /* Piece q of lane X was loaded by lane 2 (X % 16) + q, by its load X / 16. */
+        const unsigned from = 2u * (lane & 15u);
+        const uint64_t p00 = detail::shfl64(d0, from), p01 = detail::shfl64(d1, from);
+        const uint64_t p10 = detail::shfl64(d0, from + 1u), p11 = detail::shfl64(d1, from + 1u);
+        reply[0] = lane < 16u ? p00 : p01;
+        reply[1] = lane < 16u ? p10 : p11;
+    } else {
+        reply[0] = d0;
+        reply[1] = d1;
+    }
     if (keep) {
         c.held = index;
         c.held_seq = seq;

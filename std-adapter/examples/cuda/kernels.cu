@@ -25,8 +25,10 @@ __device__ __forceinline__ void make_request(uint64_t (&r)[8], unsigned warp, un
         r[k] = r[0] * (k + 1) ^ (static_cast<uint64_t>(lane) << (k * 4));
 }
 
-// Kernel-only flag (not a phase_call flag): open the client with keep_packet.
+// Kernel-only flags (not phase_call flags): open the client with keep_packet; only lane 0 of
+// each warp calls (and checks: the host expects warps x calls replies).
 #define KEEP_PACKET (1u << 16)
+#define ONE_LANE (1u << 17)
 
 #define WAIT_ARGS unsigned spin_ns, unsigned min_sleep_ns, unsigned max_sleep_ns, unsigned poll_stagger_ns
 
@@ -126,10 +128,13 @@ __device__ __forceinline__ void line_calls_impl(const void *buffer, unsigned cal
         g0 = hostcall::detail::global_timer_ns();
     }
     for (unsigned call = 0; call < calls; ++call) {
+        if ((FLAGS & ONE_LANE) && lane != 0)
+            continue;
         uint64_t request[8], reply[2];
         make_request(request, warp, lane, call);
         const unsigned long long start = clock64();
-        hostcall::line_call<FLAGS & ~KEEP_PACKET>(c, MIX_SERVICE, request, reply, timing ? &local : nullptr);
+        hostcall::line_call<FLAGS & ~(KEEP_PACKET | ONE_LANE)>(c, MIX_SERVICE, request, reply,
+                                                               timing ? &local : nullptr);
         if (first && per_call)
             per_call[call] = clock64() - start;
         errors += (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
@@ -165,6 +170,9 @@ __device__ __forceinline__ void line_calls_impl(const void *buffer, unsigned cal
 LINE_CALLS_KERNEL(hc_line_calls, 0)
 LINE_CALLS_KERNEL(hc_line_calls_no_ring, HOSTCALL_CUDA_NO_RING)
 LINE_CALLS_KERNEL(hc_line_calls_keep_packet, KEEP_PACKET)
+LINE_CALLS_KERNEL(hc_line_calls_lane_fill, HOSTCALL_CUDA_LANE_FILL)
+LINE_CALLS_KERNEL(hc_line_calls_keep_packet_lane_fill, KEEP_PACKET | HOSTCALL_CUDA_LANE_FILL)
+LINE_CALLS_KERNEL(hc_line_calls_one_lane, ONE_LANE)
 
 // The ping-pong floor: one thread stores round r+1 to `to_host` (system scope, relaxed: one word
 // needs no fence) and spins until the host thread echoes it into `from_host`. With `fence`, a

@@ -5,11 +5,18 @@ use crate::options::{Options, LATENCY, THROUGHPUT};
 use hostcall::backend::cuda::Kernel;
 use hostcall::Error;
 
-/// The line protocol's kernels (kernels.cu `LINE_CALLS_KERNEL`).
-const LINE_VARIANTS: [(&str, &str); 3] = [
-    ("default", "hc_line_calls"),
-    ("no-ring", "hc_line_calls_no_ring"),
-    ("keep-packet", "hc_line_calls_keep_packet"),
+/// The line protocol's kernels (kernels.cu `LINE_CALLS_KERNEL`): variant name, kernel, and the
+/// label of its throughput table (`None`: one-warp rows only). The `lane-fill` variants keep a
+/// full warp on the per-lane fill and poll (16-byte pieces of 32 lines per instruction), the
+/// others store and poll whole lines. `one-lane`: only lane 0 of the warp calls (128 bytes of
+/// request words and 32 of reply words against the warp's 4 KB and 1 KB).
+const LINE_VARIANTS: [(&str, &str, Option<&str>); 6] = [
+    ("default", "hc_line_calls", Some("line")),
+    ("no-ring", "hc_line_calls_no_ring", None),
+    ("keep-packet", "hc_line_calls_keep_packet", Some("line-keep-packet")),
+    ("lane-fill", "hc_line_calls_lane_fill", Some("line-lane-fill")),
+    ("keep-packet-lane-fill", "hc_line_calls_keep_packet_lane_fill", Some("line-keep-packet-lane-fill")),
+    ("one-lane", "hc_line_calls_one_lane", None),
 ];
 
 /// The floor, the one-warp variants and the throughput table; whether every reply verified, and
@@ -78,17 +85,24 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
     }
     // The line protocol beside it: the same warp, service and checks on a line buffer.
     let mut line_best = (f64::MAX, "");
-    for (name, symbol) in LINE_VARIANTS {
+    for (name, symbol, _) in LINE_VARIANTS {
         let Ok(kernel) = gpu.module.kernel(symbol) else {
             println!("cuda: line variant={name}: kernel {symbol} not in the module");
             ok = false;
             continue;
         };
+        // One lane calls and checks per warp-call in `one-lane`.
+        let lanes_checked = |mut r: crate::gpu::Run| {
+            if name == "one-lane" {
+                r.expected /= 32;
+            }
+            r
+        };
         let _warm = gpu.line_calls(&pool, &kernel, 1, 200, LATENCY, false)?;
-        let r = gpu.line_calls(&pool, &kernel, 1, 3000, LATENCY, false)?;
+        let r = lanes_checked(gpu.line_calls(&pool, &kernel, 1, 3000, LATENCY, false)?);
         ok &= r.ok();
         let mean = r.mean_us();
-        if mean < line_best.0 {
+        if mean < line_best.0 && name != "one-lane" {
             line_best = (mean, name);
         }
         println!(
@@ -100,7 +114,7 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
             r.checked,
             r.expected
         );
-        let t = gpu.line_calls(&pool, &kernel, 1, 3000, LATENCY, true)?;
+        let t = lanes_checked(gpu.line_calls(&pool, &kernel, 1, 3000, LATENCY, true)?);
         ok &= t.ok();
         let per = |cycles: u64| cycles as f64 / t.steps[5].max(1) as f64 * t.ns_per_cycle() / 1e3;
         println!(
@@ -168,11 +182,13 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
             }
             // The line protocol beside it, on the same pool: its threads split the line buffer
             // in disjoint packet ranges, as they split a phase buffer.
-            for (variant, symbol) in LINE_VARIANTS {
-                let Ok(kernel) = gpu.module.kernel(symbol) else { continue };
-                if variant == "no-ring" {
+            for (variant, symbol, label) in LINE_VARIANTS {
+                let Some(label) = label else { continue };
+                // The per-lane variants only where the link is loaded.
+                if variant.ends_with("lane-fill") && warps < 1056 {
                     continue;
                 }
+                let Ok(kernel) = gpu.module.kernel(symbol) else { continue };
                 for _ in 0..options.repeat {
                     let r = gpu.line_calls(&pool, &kernel, warps, calls, policy, false)?;
                     ok &= r.ok();
@@ -191,7 +207,6 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
                     if r.warps == 1056 {
                         line_1056 = line_1056.max(r.warp_calls_per_s());
                     }
-                    let label = if variant == "default" { "line" } else { "line-keep-packet" };
                     table.push((threads, r.warps, label, r.warp_calls_per_s(), r.errors));
                 }
             }
@@ -202,6 +217,8 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
         ("default", "phase, default device code"),
         ("line", "line, default device code"),
         ("line-keep-packet", "line, keep-packet device code"),
+        ("line-lane-fill", "line, per-lane fill and poll"),
+        ("line-keep-packet-lane-fill", "line, keep-packet, per-lane fill and poll"),
     ] {
         let best = print_table(&table, label, title, options);
         if label == "default" {
