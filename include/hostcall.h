@@ -3,8 +3,9 @@
  * protocol. The section numbers below are those of PROTOCOL.md, at the root of the project, which
  * describes the wire format in full.
  *
- * Part 1, the wire layout (buffers, packets, services, message descriptors, error replies), is
- * plain types, macros and static asserts: usable from C11, C++11, CUDA and HIP, host or device.
+ * Part 1, the wire layout (the buffers and packets of the stack, phase and line protocols,
+ * services, message descriptors, error replies), is plain types, macros and static asserts:
+ * usable from C11, C++11, CUDA and HIP, host or device (and from C99 with GCC or Clang).
  * Part 2 declares the host library (libhostcall_capi.so / libhostcall_capi.a): ROCm's
  * `rochostcall.hpp` functions (getHostcallBufferSize, getHostcallBufferAlignment,
  * enableHostcalls, disableHostcalls) and this project's `hostcall_*` API. Define
@@ -41,6 +42,19 @@ extern "C" {
 #define HOSTCALL_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 #else
 #define HOSTCALL_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+/* A member's alignment (written before its type) and a type's alignment: C++11's and C11's
+ * keywords, GCC's and Clang's spellings in C before C11 (-std=c99 -pedantic stays quiet). */
+#if defined(__cplusplus)
+#define HOSTCALL_ALIGNAS(n) alignas(n)
+#define HOSTCALL_ALIGNOF(type) alignof(type)
+#elif (defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L) || !defined(__GNUC__)
+#define HOSTCALL_ALIGNAS(n) _Alignas(n)
+#define HOSTCALL_ALIGNOF(type) _Alignof(type)
+#else
+#define HOSTCALL_ALIGNAS(n) __attribute__((aligned(n)))
+#define HOSTCALL_ALIGNOF(type) __alignof__(type)
 #endif
 
 /* ============================================================================================ */
@@ -205,6 +219,107 @@ HOSTCALL_STATIC_ASSERT(HOSTCALL_PHASE_BUFFER_SIZE(3) == 320 + 3 * 4096, "phase b
 /* Byte offset of `hidden_hostcall_buffer` in a kernel's implicit arguments. */
 #define HOSTCALL_IMPLICITARG_OFFSET_V4 24 /* code-object ABI < 500 (8-byte slot 3) */
 #define HOSTCALL_IMPLICITARG_OFFSET_V5 80 /* code-object ABI >= 500 (8-byte slot 10) */
+
+/* ---- Section 9: the line protocol (this project's own; needs no platform atomics) ---- */
+
+/* Every shared word of a line buffer's request and reply blocks is a tagged word: 32 data bits
+ * (low half) and the 32-bit sequence of the call that wrote it (high half), stored and loaded as
+ * one aligned 8-byte access, so a reader that sees the sequence it expects has the data stored
+ * with it. A 64-bit value v travels as two tagged words, HOSTCALL_LINE_TAG(v, seq) (the low half)
+ * then HOSTCALL_LINE_TAG(v >> 32, seq). Each packet counts its calls: the first after the host's
+ * init has sequence 1, then +1, and after HOSTCALL_LINE_SEQ_MAX comes 1 again; 0 is never a
+ * sequence (the zeroed buffer holds no call). The buffer is served by the Rust crates
+ * (hostcall_core::line); this library's hostcall_enable_ex serves only ROCm's two protocols. */
+#define HOSTCALL_LINE_SEQ_MAX 0xffffffffu
+#define HOSTCALL_LINE_TAG(data, seq) (((uint64_t)(uint32_t)(seq) << 32) | (uint64_t)(uint32_t)(data))
+#define HOSTCALL_LINE_SEQ_OF(word) ((uint32_t)((uint64_t)(word) >> 32))
+#define HOSTCALL_LINE_DATA_OF(word) ((uint32_t)(uint64_t)(word))
+/* Tagged words per lane: a request (HOSTCALL_SLOT_WORDS words, two halves each) and a reply
+ * (HOSTCALL_REPLY_WORDS words). */
+#define HOSTCALL_LINE_REQUEST_LANE_WORDS 16
+#define HOSTCALL_LINE_REPLY_LANE_WORDS 4
+
+/* The start of a line-protocol buffer, written by the host once, before the hand-off (device code
+ * finds every array through it). */
+typedef struct hostcall_line_prefix {
+    uint64_t requests;   /* address of hostcall_line_request_t[num_packets] */
+    uint64_t replies;    /* address of hostcall_line_reply_t[num_packets] */
+    uint64_t device_seq; /* address of uint32_t[num_packets]: each packet's last sequence, written by
+                          * the wave holding it (device only) */
+    uint64_t occupied;   /* address of the uint32_t bitmap of claimed packets, as in the phase
+                          * protocol (device only) */
+    uint64_t served;     /* address of uint32_t[num_packets]: each packet's last sequence answered,
+                          * written by the host (host only) */
+    uint64_t doorbell;   /* signal handle the device may increment after a submit */
+    uint32_t num_packets;
+} hostcall_line_prefix_t;
+
+/* One packet's request block, written only by the wave holding the packet (between its claim and
+ * its submit; zeroed by it at the two refresh claims per sequence cycle): a 64-byte header line,
+ * then every lane's tagged words. seq is the call's sequence. */
+typedef struct hostcall_line_request {
+    HOSTCALL_ALIGNAS(64) uint64_t head; /* HOSTCALL_LINE_TAG(service, seq): the word the host polls */
+    uint64_t mask[2];     /* HOSTCALL_LINE_TAG of the activemask's low, then high, 32 bits */
+    uint64_t reserved[5]; /* zero; never read by the host */
+    /* lanes[i][2 k], lanes[i][2 k + 1]: the low and high halves of lane i's request word k */
+    uint64_t lanes[HOSTCALL_LANES][HOSTCALL_LINE_REQUEST_LANE_WORDS];
+} hostcall_line_request_t;
+
+/* One packet's reply block, written by the host (and zeroed by the wave at its refresh claims);
+ * lane i polls lanes[i] until all 4 words carry its call's sequence. */
+typedef struct hostcall_line_reply {
+    /* lanes[i][2 k], lanes[i][2 k + 1]: the low and high halves of lane i's reply word k */
+    HOSTCALL_ALIGNAS(64) uint64_t lanes[HOSTCALL_LANES][HOSTCALL_LINE_REPLY_LANE_WORDS];
+} hostcall_line_reply_t;
+
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REQUEST_LANE_WORDS == 2 * HOSTCALL_SLOT_WORDS, "line request words");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REPLY_LANE_WORDS == 2 * HOSTCALL_REPLY_WORDS, "line reply words");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_TAG(0xdeadbeefu, 7u) == 0x7deadbeefull, "line tag");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_SEQ_OF(HOSTCALL_LINE_TAG(5u, 0xffffffffu)) == 0xffffffffu, "line seq");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_DATA_OF(HOSTCALL_LINE_TAG(5u, 0xffffffffu)) == 5u, "line data");
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_line_prefix_t) == 56, "line prefix size");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, requests) == 0, "line.requests");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, replies) == 8, "line.replies");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, device_seq) == 16, "line.device_seq");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, occupied) == 24, "line.occupied");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, served) == 32, "line.served");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, doorbell) == 40, "line.doorbell");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, num_packets) == 48, "line.num_packets");
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_line_request_t) == 8256, "line request size");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_ALIGNOF(hostcall_line_request_t) == 64, "line request alignment");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, head) == 0, "line request.head");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, mask) == 8, "line request.mask");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, reserved) == 24, "line request.reserved");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, lanes) == 64, "line request.lanes");
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_line_reply_t) == 2048, "line reply size");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_ALIGNOF(hostcall_line_reply_t) == 64, "line reply alignment");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_reply_t, lanes) == 0, "line reply.lanes");
+
+/* Where this project puts a line buffer's arrays (hostcall_core::line::Layout, in the Rust
+ * crates): each on a 64-byte line of its own, at these offsets from the buffer's start (device
+ * code finds them through the prefix, so only the host side relies on them): device_seq,
+ * occupied, served, requests, replies. Size = HOSTCALL_LINE_BUFFER_SIZE(n) for 2 ..=
+ * HOSTCALL_MAX_PACKETS packets, alignment HOSTCALL_LINE_BUFFER_ALIGN (line::buffer_size and
+ * line::buffer_align compute the same). A runtime may keep device_seq and occupied in device
+ * memory instead: the host never touches them after init. */
+#define HOSTCALL_LINE_BUFFER_ALIGN 64
+#define HOSTCALL_LINE_ALIGN_UP(x) ((((size_t)(x)) + 63u) & ~(size_t)63u)
+/* Words (uint32_t) of the occupied bitmap for n packets: ceil(n / 32). */
+#define HOSTCALL_LINE_OCCUPIED_WORDS(n) (((size_t)(n) + 31u) / 32u)
+#define HOSTCALL_LINE_DEVICE_SEQ_OFFSET 64
+#define HOSTCALL_LINE_OCCUPIED_OFFSET(n) HOSTCALL_LINE_ALIGN_UP(HOSTCALL_LINE_DEVICE_SEQ_OFFSET + 4u * (size_t)(n))
+#define HOSTCALL_LINE_SERVED_OFFSET(n)                                                                \
+    HOSTCALL_LINE_ALIGN_UP(HOSTCALL_LINE_OCCUPIED_OFFSET(n) + 4u * HOSTCALL_LINE_OCCUPIED_WORDS(n))
+#define HOSTCALL_LINE_REQUESTS_OFFSET(n) HOSTCALL_LINE_ALIGN_UP(HOSTCALL_LINE_SERVED_OFFSET(n) + 4u * (size_t)(n))
+#define HOSTCALL_LINE_REPLIES_OFFSET(n) HOSTCALL_LINE_ALIGN_UP(HOSTCALL_LINE_REQUESTS_OFFSET(n) + 8256u * (size_t)(n))
+#define HOSTCALL_LINE_BUFFER_SIZE(n) (HOSTCALL_LINE_REPLIES_OFFSET(n) + (size_t)(n) * 2048u)
+
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_DEVICE_SEQ_OFFSET >= sizeof(hostcall_line_prefix_t), "line device_seq offset");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_OCCUPIED_OFFSET(3) == 128, "line occupied offset formula");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_SERVED_OFFSET(3) == 192, "line served offset formula");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REQUESTS_OFFSET(3) == 256, "line requests offset formula");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REPLIES_OFFSET(3) == 256 + 3 * 8256, "line replies offset formula");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_BUFFER_SIZE(3) == 256 + 3 * 8256 + 3 * 2048, "line buffer size formula");
 
 /* ============================================================================================ */
 /* Part 2: the host library                                                                     */

@@ -83,9 +83,14 @@ enum Link {
     Static,
 }
 
-/// Compiles `source` (C or C++; a name in `tests/c/`, or a path) and links it with the library;
-/// once per test process.
+/// Compiles `source` (C11 or C++11; a name in `tests/c/`, or a path) and links it with the
+/// library; once per test process.
 fn build(source: &str, link: Link) -> PathBuf {
+    build_as(source, link, if source.ends_with(".cpp") { "-std=c++11" } else { "-std=c11" })
+}
+
+/// [`build`] with the language standard given (`-std=...`).
+fn build_as(source: &str, link: Link, std: &str) -> PathBuf {
     let cpp = source.ends_with(".cpp");
     let name = format!(
         "{}-{}",
@@ -95,7 +100,7 @@ fn build(source: &str, link: Link) -> PathBuf {
     let exe = out_dir().join(name);
     let mut command = Command::new(if cpp { compiler("CXX", "c++") } else { compiler("CC", "cc") });
     command
-        .arg(if cpp { "-std=c++11" } else { "-std=c11" })
+        .arg(std)
         .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"])
         .arg("-I")
         .arg(include_dir())
@@ -214,18 +219,26 @@ fn the_header_compiles_as_cpp_and_links_with_c_linkage() {
     assert!(out.contains("header_check: ok"), "{out}");
 }
 
+/// The header from C99 (`-std=c99 -pedantic -Werror`): the line protocol's 64-byte alignments hold
+/// without C11's `_Alignas`, and a struct laid out by hand matches the placement macros.
+#[test]
+fn the_header_compiles_as_c99() {
+    let out = run_mode(&build_as("header_c99.c", Link::Shared, "-std=c99"), "");
+    assert!(out.contains("header_c99: ok"), "{out}");
+}
+
 /// Every offset, size and constant the header defines, printed by the C program, equals the
 /// Rust definition (or PROTOCOL.md's number where Rust has none in this crate).
 #[test]
 fn the_header_layout_matches_rust() {
     use hostcall_capi::options::{self, HostcallEnableOptions};
     use hostcall_rs::core::dispatch::{self as service, ErrorCode};
-    use hostcall_rs::core::phase;
     use hostcall_rs::core::stack::{self as layout, Header, Prefix};
+    use hostcall_rs::core::{line, phase};
     use hostcall_rs::core::{Payload, LANES, REPLY_WORDS, SLOT_WORDS};
     use hostcall_rs::lifecycle::{buffer_align_for, buffer_size_for};
     use hostcall_rs::Protocol;
-    use std::mem::{offset_of, size_of};
+    use std::mem::{align_of, offset_of, size_of};
 
     let out = run_mode(c_test(Link::Shared), "layout");
     let c: std::collections::HashMap<&str, u64> = out
@@ -302,6 +315,31 @@ fn the_header_layout_matches_rust() {
         ("lib.phase.buffer_align", buffer_align_for(Protocol::Phase) as u64),
         ("lib.stack.buffer_align", buffer_align_for(Protocol::Stack) as u64),
         ("phase.occupied_words.33", phase::occupied_words(33) as u64),
+        ("line.prefix.size", size_of::<line::Prefix>() as u64),
+        ("line.prefix.requests", offset_of!(line::Prefix, requests) as u64),
+        ("line.prefix.replies", offset_of!(line::Prefix, replies) as u64),
+        ("line.prefix.device_seq", offset_of!(line::Prefix, device_seq) as u64),
+        ("line.prefix.occupied", offset_of!(line::Prefix, occupied) as u64),
+        ("line.prefix.served", offset_of!(line::Prefix, served) as u64),
+        ("line.prefix.doorbell", offset_of!(line::Prefix, doorbell) as u64),
+        ("line.prefix.num_packets", offset_of!(line::Prefix, num_packets) as u64),
+        ("line.request.size", size_of::<line::Request>() as u64),
+        ("line.request.align", align_of::<line::Request>() as u64),
+        ("line.request.head", offset_of!(line::Request, head) as u64),
+        ("line.request.mask", offset_of!(line::Request, mask) as u64),
+        ("line.request.reserved", offset_of!(line::Request, reserved) as u64),
+        ("line.request.lanes", offset_of!(line::Request, lanes) as u64),
+        ("line.request.lane_words", line::REQUEST_LINE_WORDS as u64),
+        ("line.reply.size", size_of::<line::Reply>() as u64),
+        ("line.reply.align", align_of::<line::Reply>() as u64),
+        ("line.reply.lanes", offset_of!(line::Reply, lanes) as u64),
+        ("line.reply.lane_words", line::REPLY_LINE_WORDS as u64),
+        ("line.seq_max", u64::from(line::SEQ_MAX)),
+        ("line.tag", line::tag(0xdead_beef, 7)),
+        ("line.tag.max", line::tag(u32::MAX, line::SEQ_MAX)),
+        ("line.seq_of", u64::from(line::seq_of(0x1234_5678_9abc_def0))),
+        ("line.data_of", u64::from(line::untag(0x1234_5678_9abc_def0, 0x1234_5678).unwrap())),
+        ("line.buffer_align", line::buffer_align() as u64),
         ("protocol.stack", u64::from(options::HOSTCALL_PROTOCOL_STACK)),
         ("protocol.phase", u64::from(options::HOSTCALL_PROTOCOL_PHASE)),
         ("options.size", size_of::<HostcallEnableOptions>() as u64),
@@ -331,6 +369,25 @@ fn the_header_layout_matches_rust() {
         }
         let lib = buffer_size_for(Protocol::Phase, n as u32).unwrap();
         expected.push((format!("lib.phase.buffer_size.{n}"), lib as u64));
+    }
+    // The line protocol's placement for the packet counts `hostcall_test.c` prints (its `counts`).
+    assert_eq!(line::buffer_align(), line::MIN_ALIGN);
+    assert_eq!(buffer_align_for(Protocol::Line), line::buffer_align());
+    for n in [2usize, 3, 31, 32, 33, 64, 1000, 1 << 24] {
+        let l = line::Layout::new(n).unwrap();
+        for (name, value) in [
+            ("occupied_words", n.div_ceil(32)),
+            ("device_seq_offset", l.device_seq),
+            ("occupied_offset", l.occupied),
+            ("served_offset", l.served),
+            ("requests_offset", l.requests),
+            ("replies_offset", l.replies),
+            ("buffer_size", l.size),
+        ] {
+            expected.push((format!("line.{name}.{n}"), value as u64));
+        }
+        assert_eq!(line::buffer_size(n), Some(l.size));
+        assert_eq!(buffer_size_for(Protocol::Line, n as u32).unwrap(), l.size, "n = {n}");
     }
     use hostcall_capi::status::*;
     let statuses = [

@@ -12,6 +12,30 @@ static_assert(std::is_standard_layout<hostcall_packet_header_t>::value, "header 
 static_assert(std::is_trivially_copyable<hostcall_payload_t>::value, "payload is plain words");
 static_assert(std::is_standard_layout<hostcall_phase_prefix_t>::value, "phase prefix is standard layout");
 static_assert(std::is_trivially_copyable<hostcall_enable_options_t>::value, "options are plain data");
+static_assert(std::is_standard_layout<hostcall_line_prefix_t>::value, "line prefix is standard layout");
+static_assert(std::is_standard_layout<hostcall_line_request_t>::value, "line request is standard layout");
+static_assert(std::is_trivially_copyable<hostcall_line_reply_t>::value, "line reply is plain words");
+static_assert(alignof(hostcall_line_request_t) == HOSTCALL_LINE_BUFFER_ALIGN, "line request alignment");
+// The line macros are constant expressions in C++11 too.
+static_assert(HOSTCALL_LINE_TAG(HOSTCALL_SERVICE_PRINTF, 9u) == (9ull << 32 | 2u), "line tag");
+static_assert(HOSTCALL_LINE_SEQ_OF(HOSTCALL_LINE_TAG(1u, HOSTCALL_LINE_SEQ_MAX)) == UINT32_MAX, "line seq");
+static_assert(HOSTCALL_LINE_BUFFER_SIZE(3) == 31168 && HOSTCALL_LINE_REPLIES_OFFSET(3) == 25024, "line size");
+// A line buffer laid out by hand, as a runtime with its own allocator would: the arrays land on
+// the offsets the macros give, each 64-aligned.
+struct line_buffer_4 {
+    hostcall_line_prefix_t prefix;
+    alignas(64) uint32_t device_seq[4];
+    alignas(64) uint32_t occupied[HOSTCALL_LINE_OCCUPIED_WORDS(4)];
+    alignas(64) uint32_t served[4];
+    hostcall_line_request_t requests[4];
+    hostcall_line_reply_t replies[4];
+};
+static_assert(offsetof(line_buffer_4, device_seq) == HOSTCALL_LINE_DEVICE_SEQ_OFFSET, "line device_seq");
+static_assert(offsetof(line_buffer_4, occupied) == HOSTCALL_LINE_OCCUPIED_OFFSET(4), "line occupied");
+static_assert(offsetof(line_buffer_4, served) == HOSTCALL_LINE_SERVED_OFFSET(4), "line served");
+static_assert(offsetof(line_buffer_4, requests) == HOSTCALL_LINE_REQUESTS_OFFSET(4), "line requests");
+static_assert(offsetof(line_buffer_4, replies) == HOSTCALL_LINE_REPLIES_OFFSET(4), "line replies");
+static_assert(sizeof(line_buffer_4) == HOSTCALL_LINE_BUFFER_SIZE(4), "line buffer size");
 
 int main() {
     const uint32_t packets = 4;

@@ -2,8 +2,9 @@
  * The C side of the C ABI test (capi/tests/c_program.rs builds and runs it).
  *
  *   hostcall_test layout  prints "layout NAME VALUE" lines: the header's offsets, sizes and
- *                         constants, which the Rust test compares with the Rust definitions,
- *                         and a "version STRING" line (HOSTCALL_VERSION);
+ *                         constants (the three protocols' layouts, the line protocol's for
+ *                         several packet counts), which the Rust test compares with the Rust
+ *                         definitions, and a "version STRING" line (HOSTCALL_VERSION);
  *   hostcall_test run     the lifecycle: sizes, two buffers enabled for two queues, every misuse
  *                         refused, a C service and emulated waves on two threads, disable, reuse;
  *   hostcall_test exit    enables two buffers, makes calls, and returns from main without
@@ -211,6 +212,45 @@ static int print_layout(void) {
         printf("layout phase.buffer_size.%u %llu\n", n, (unsigned long long)HOSTCALL_PHASE_BUFFER_SIZE(n));
         printf("layout lib.phase.buffer_size.%u %llu\n", n,
                (unsigned long long)hostcall_buffer_size_for(HOSTCALL_PROTOCOL_PHASE, n));
+    }
+    P("line.prefix.size", sizeof(hostcall_line_prefix_t));
+    P("line.prefix.requests", offsetof(hostcall_line_prefix_t, requests));
+    P("line.prefix.replies", offsetof(hostcall_line_prefix_t, replies));
+    P("line.prefix.device_seq", offsetof(hostcall_line_prefix_t, device_seq));
+    P("line.prefix.occupied", offsetof(hostcall_line_prefix_t, occupied));
+    P("line.prefix.served", offsetof(hostcall_line_prefix_t, served));
+    P("line.prefix.doorbell", offsetof(hostcall_line_prefix_t, doorbell));
+    P("line.prefix.num_packets", offsetof(hostcall_line_prefix_t, num_packets));
+    P("line.request.size", sizeof(hostcall_line_request_t));
+    P("line.request.align", HOSTCALL_ALIGNOF(hostcall_line_request_t));
+    P("line.request.head", offsetof(hostcall_line_request_t, head));
+    P("line.request.mask", offsetof(hostcall_line_request_t, mask));
+    P("line.request.reserved", offsetof(hostcall_line_request_t, reserved));
+    P("line.request.lanes", offsetof(hostcall_line_request_t, lanes));
+    P("line.request.lane_words", HOSTCALL_LINE_REQUEST_LANE_WORDS);
+    P("line.reply.size", sizeof(hostcall_line_reply_t));
+    P("line.reply.align", HOSTCALL_ALIGNOF(hostcall_line_reply_t));
+    P("line.reply.lanes", offsetof(hostcall_line_reply_t, lanes));
+    P("line.reply.lane_words", HOSTCALL_LINE_REPLY_LANE_WORDS);
+    P("line.seq_max", HOSTCALL_LINE_SEQ_MAX);
+    P("line.tag", HOSTCALL_LINE_TAG(0xdeadbeefu, 7u));
+    P("line.tag.max", HOSTCALL_LINE_TAG(UINT32_MAX, HOSTCALL_LINE_SEQ_MAX));
+    P("line.seq_of", HOSTCALL_LINE_SEQ_OF(0x123456789abcdef0ull));
+    P("line.data_of", HOSTCALL_LINE_DATA_OF(0x123456789abcdef0ull));
+    P("line.buffer_align", HOSTCALL_LINE_BUFFER_ALIGN);
+    {
+        /* The packet counts c_program.rs lists (the_header_layout_matches_rust): the same. */
+        static const unsigned counts[] = {2, 3, 31, 32, 33, 64, 1000, 1u << 24};
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+            const unsigned n = counts[i];
+            printf("layout line.occupied_words.%u %llu\n", n, (unsigned long long)HOSTCALL_LINE_OCCUPIED_WORDS(n));
+            printf("layout line.device_seq_offset.%u %llu\n", n, (unsigned long long)HOSTCALL_LINE_DEVICE_SEQ_OFFSET);
+            printf("layout line.occupied_offset.%u %llu\n", n, (unsigned long long)HOSTCALL_LINE_OCCUPIED_OFFSET(n));
+            printf("layout line.served_offset.%u %llu\n", n, (unsigned long long)HOSTCALL_LINE_SERVED_OFFSET(n));
+            printf("layout line.requests_offset.%u %llu\n", n, (unsigned long long)HOSTCALL_LINE_REQUESTS_OFFSET(n));
+            printf("layout line.replies_offset.%u %llu\n", n, (unsigned long long)HOSTCALL_LINE_REPLIES_OFFSET(n));
+            printf("layout line.buffer_size.%u %llu\n", n, (unsigned long long)HOSTCALL_LINE_BUFFER_SIZE(n));
+        }
     }
     P("protocol.stack", HOSTCALL_PROTOCOL_STACK);
     P("protocol.phase", HOSTCALL_PROTOCOL_PHASE);
