@@ -611,15 +611,10 @@ __device__ inline void phase_release_held(phase_client &c) {
  *      no second read. HOSTCALL_CUDA_LANE_FILL keeps a full warp on the per-lane fill and poll;
  *   6. release (leader, after __syncwarp): red.release.gpu.and clears the occupied bit.
  */
-#define HOSTCALL_LINE_SEQ_MAX 0xffffffffu
-#define HOSTCALL_LINE_REQUEST_WORDS (8256u / 8u) /* Request: header line + 64 lanes x 16 words */
-#define HOSTCALL_LINE_REPLY_WORDS (2048u / 8u)   /* Reply: 64 lanes x 4 words */
-
-/* The line buffer's prefix (56 bytes; core/src/line/layout.rs `Prefix`). */
-struct line_prefix {
-    uint64_t requests, replies, device_seq, occupied, served, doorbell;
-    uint32_t num_packets;
-};
+/* The layout (hostcall_line_prefix_t, hostcall_line_request_t, hostcall_line_reply_t,
+ * HOSTCALL_LINE_SEQ_MAX) is declared in hostcall.h, section 9. */
+#define HOSTCALL_LINE_REQUEST_WORDS (sizeof(hostcall_line_request_t) / 8u)
+#define HOSTCALL_LINE_REPLY_WORDS (sizeof(hostcall_line_reply_t) / 8u)
 
 /* A warp's handle on one line buffer: the prefix, read once. */
 struct line_client {
@@ -641,7 +636,7 @@ struct line_client {
 
 __device__ inline line_client line_open(const void *buffer, wait_policy wait = default_wait_policy(),
                                         unsigned start = global_warp_id(), bool keep_packet = false) {
-    const line_prefix *prefix = static_cast<const line_prefix *>(buffer);
+    const hostcall_line_prefix_t *prefix = static_cast<const hostcall_line_prefix_t *>(buffer);
     line_client c;
     /* Relaxed system-scope loads: the host wrote the prefix before the launch. */
     c.requests = reinterpret_cast<uint64_t *>(detail::ld_relaxed_sys64(&prefix->requests));

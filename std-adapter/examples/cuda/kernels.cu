@@ -190,6 +190,35 @@ extern "C" __global__ void hc_floor(unsigned *to_host, const unsigned *from_host
     out_ns[0] = hostcall::detail::global_timer_ns() - start;
 }
 
+// The link's bandwidth between the GPU and mapped host memory, by whole warps: `groups` blocks
+// of 4 KB (256 pieces of 16 bytes) at `host`, one warp per block at a time. mode 0: load whole
+// lines (load k of lane L reads piece 32 k + L: 512 contiguous bytes per instruction, as a
+// transposed reply poll), summed into `sink`; mode 1: store whole lines the same way (a
+// transposed line request); mode 2: store piece 8 L + k (16 bytes of each of 32 lines per
+// instruction, as a lane that stores its own 128-byte slot).
+extern "C" __global__ void hc_link(uint64_t *host, unsigned long long groups, unsigned mode,
+                                   unsigned long long *sink) {
+    const unsigned lane = hostcall::detail::lane_id();
+    const unsigned long long warps = (static_cast<unsigned long long>(gridDim.x) * blockDim.x) / 32u;
+    uint64_t acc = 0;
+    for (unsigned long long g = (static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32u;
+         g < groups; g += warps) {
+#pragma unroll
+        for (unsigned k = 0; k < 8; ++k) {
+            const unsigned long long piece = g * 256u + (mode == 2 ? lane * 8u + k : k * 32u + lane);
+            if (mode == 0) {
+                uint64_t a, b;
+                hostcall::detail::ld_v2_sys(host + 2u * piece, a, b);
+                acc += a ^ b;
+            } else {
+                hostcall::detail::st_v2<true>(host + 2u * piece, piece, g);
+            }
+        }
+    }
+    if (mode == 0 && acc == 0x5eed)
+        atomicAdd(sink, 1ull); // keeps the loads
+}
+
 // printf through the message stream: lanes 0..lanes-1 of warp 0 print one line each, of
 // different lengths (a divergent stream); `results[lane]` = the host's count, or -1.
 extern "C" __global__ void hc_printf(const void *buffer, unsigned lanes, long long *results) {

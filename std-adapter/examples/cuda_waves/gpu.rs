@@ -267,6 +267,28 @@ impl Gpu {
     }
 
     /// The ping-pong floor: mean round trip in ns, one word each way.
+    /// The link's bandwidth in GB/s between this GPU and mapped host memory (kernels.cu
+    /// `hc_link`; `mode` as there), moving 256 MiB after one warm-up pass.
+    pub(crate) fn link_gb_per_s(&self, mode: u32) -> Result<f64, Error> {
+        const BYTES: usize = 256 << 20;
+        let host = DeviceAllocation::new(self.memory.clone(), BYTES, 4096)?;
+        let sink = DeviceBuffer::new(self.cuda.clone(), 8)?;
+        let kernel = self.module.kernel("hc_link")?;
+        let groups = (BYTES / 4096) as u64;
+        let args = [self.memory.device_address(host.as_ptr().cast_const()), groups, u64::from(mode), sink.device_address()];
+        let mut seconds = 0.0;
+        for _ in 0..2 {
+            let t = Instant::now();
+            // SAFETY: matches `hc_link(uint64_t*, unsigned long long, unsigned, unsigned long long*)`;
+            // the kernel touches `groups` x 4 KB of `host` (exactly its size) and 8 bytes of `sink`,
+            // both of which outlive it (synchronized below).
+            unsafe { kernel.launch(&self.stream, self.sms * 8, 256, &args) }?;
+            self.stream.synchronize_for(Duration::from_secs(60))?;
+            seconds = t.elapsed().as_secs_f64();
+        }
+        Ok(BYTES as f64 / seconds / 1e9)
+    }
+
     pub(crate) fn floor(&self, rounds: u32, fence: bool) -> Result<f64, Error> {
         let words = DeviceAllocation::new(self.memory.clone(), 256, 128)?;
         // SAFETY: the allocation is 256 bytes, 128-aligned, outlives both views (the kernel and
