@@ -146,6 +146,53 @@ fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
     assert_eq!(stats.total().errors, 0);
 }
 
+/// The line protocol's device side (`line_call`) on whole and partial warps, with and without
+/// keep-packet, across the sequence wrap: every packet's `device_seq` starts 5 calls short of
+/// `SEQ_MAX`, so each packet's sequences run through `SEQ_MAX` and 1, where the wave refreshes
+/// (zeroes) the packet's words on the GPU. Every lane's reply is checked on the GPU.
+#[test]
+#[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
+fn gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap() {
+    let test = "gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap";
+    let cuda = cuda_device(test);
+    let path = std::env::var_os("HOSTCALL_CUDA_MODULE")
+        .unwrap_or_else(|| panic!("{test}: HOSTCALL_CUDA_MODULE is not set (the path of kernels.cubin)"));
+    let module = Module::load(cuda.clone(), std::path::Path::new(&path)).unwrap();
+    let (mixed, set_seq) =
+        (module.kernel("hc_line_mixed").unwrap(), module.kernel("hc_line_set_seq").unwrap());
+    let memory = Arc::new(CudaMemory::new(cuda.clone()));
+    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
+    pool.services().register_lane(100, "mix", |r| Ok([mix(r), r[0].wrapping_add(r[1])])).unwrap();
+    let (warps, calls) = (64u64, 12u64);
+    // Lanes calling per warp: all 32 on even calls, the 21 or 22 with (lane + call) % 3 != 0 on odd.
+    let per_warp: u64 = (0..calls)
+        .map(|call| (0..32).filter(|lane| call % 2 == 0 || (lane + call) % 3 != 0).count() as u64)
+        .sum();
+    let stream = Stream::new(cuda.clone()).unwrap();
+    let mut packets = 0;
+    for keep in [0u64, 1] {
+        let (buffer, _state) = cuda::line_buffer(&cuda, memory.clone(), 2 * warps, doorbell.clone()).unwrap();
+        pool.add_buffer(buffer.clone()).unwrap();
+        let start = u64::from(hostcall::core::line::SEQ_MAX - 5);
+        // SAFETY: matches `hc_line_set_seq(const void*, unsigned)`; the buffer outlives it.
+        unsafe { set_seq.launch(&stream, 1, 1, &[buffer.device_address(), start]) }.unwrap();
+        let counters = DeviceBuffer::new(cuda.clone(), 16).unwrap();
+        let args = [buffer.device_address(), calls, keep, counters.device_address()];
+        // SAFETY: matches `hc_line_mixed(const void*, unsigned, unsigned, unsigned long long*)`;
+        // everything it points to outlives the kernel, which is waited for below.
+        unsafe { mixed.launch(&stream, 8, 256, &args) }.unwrap();
+        stream.synchronize_for(Duration::from_secs(60)).unwrap();
+        let c = counters.read_u64(2).unwrap();
+        assert_eq!(c, vec![0, warps * per_warp], "keep={keep}: [errors, lane replies checked]");
+        pool.remove_buffer(&buffer).unwrap();
+        packets += warps * calls;
+    }
+    let stats = pool.shutdown();
+    assert_eq!(stats.total().packets, packets);
+    assert_eq!(stats.total().errors, 0);
+}
+
 #[test]
 #[ignore = "needs CUDA devices: run with --include-ignored on a GPU machine (two GPUs for the multi-GPU part)"]
 fn every_gpu_makes_verified_hostcalls_in_one_process() {

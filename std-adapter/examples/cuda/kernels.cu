@@ -190,6 +190,47 @@ extern "C" __global__ void hc_floor(unsigned *to_host, const unsigned *from_host
     out_ns[0] = hostcall::detail::global_timer_ns() - start;
 }
 
+// The line protocol's edge cases on the device (tests/cuda.rs): each warp alternates whole-warp
+// calls (the transposed fill and poll) with calls from the lanes where (lane + call) % 3 != 0
+// (the per-lane path; a keep_packet client claims a second packet for them), on a keep_packet
+// client when `keep`. counters as hc_calls: [0] += errors, [1] += lane replies checked.
+extern "C" __global__ void hc_line_mixed(const void *buffer, unsigned calls, unsigned keep,
+                                         unsigned long long *counters) {
+    const unsigned warp = hostcall::global_warp_id();
+    const unsigned lane = hostcall::detail::lane_id();
+    hostcall::line_client c = hostcall::line_open(buffer, hostcall::default_wait_policy(), warp, keep != 0);
+    unsigned long long errors = 0, checked = 0;
+    for (unsigned call = 0; call < calls; ++call) {
+        if (call % 2 == 0 || (lane + call) % 3 != 0) {
+            uint64_t request[8], reply[2];
+            make_request(request, warp, lane, call);
+            hostcall::line_call(c, MIX_SERVICE, request, reply);
+            errors += (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
+            checked += 1;
+        }
+        __syncwarp(); // the next call starts with the whole warp again
+    }
+    hostcall::line_release_held(c);
+    for (int d = 16; d > 0; d /= 2) {
+        errors += __shfl_down_sync(0xffffffffu, errors, d);
+        checked += __shfl_down_sync(0xffffffffu, checked, d);
+    }
+    if (lane == 0) {
+        atomicAdd(&counters[0], errors);
+        atomicAdd(&counters[1], checked);
+    }
+}
+
+// Sets every packet's device_seq of a line buffer to `seq` (one thread; launched alone, before
+// the calls): a test starts the sequences just short of 0xffffffff so its calls cross the wrap,
+// and the refresh runs on the GPU.
+extern "C" __global__ void hc_line_set_seq(const void *buffer, unsigned seq) {
+    const hostcall_line_prefix_t *prefix = static_cast<const hostcall_line_prefix_t *>(buffer);
+    unsigned *device_seq = reinterpret_cast<unsigned *>(prefix->device_seq);
+    for (unsigned i = 0; i < prefix->num_packets; ++i)
+        device_seq[i] = seq;
+}
+
 // The link's bandwidth between the GPU and mapped host memory, by whole warps: `groups` blocks
 // of 4 KB (256 pieces of 16 bytes) at `host`, one warp per block at a time. mode 0: load whole
 // lines (load k of lane L reads piece 32 k + L: 512 contiguous bytes per instruction, as a

@@ -275,7 +275,12 @@ impl Gpu {
         let sink = DeviceBuffer::new(self.cuda.clone(), 8)?;
         let kernel = self.module.kernel("hc_link")?;
         let groups = (BYTES / 4096) as u64;
-        let args = [self.memory.device_address(host.as_ptr().cast_const()), groups, u64::from(mode), sink.device_address()];
+        let args = [
+            self.memory.device_address(host.as_ptr().cast_const()),
+            groups,
+            u64::from(mode),
+            sink.device_address(),
+        ];
         let mut seconds = 0.0;
         for _ in 0..2 {
             let t = Instant::now();
