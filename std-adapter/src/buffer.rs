@@ -34,9 +34,13 @@ pub struct HostcallBuffer {
     num_packets: u32,
     doorbell: Arc<dyn Doorbell>,
     protocol: Protocol,
-    /// Device address of a phase buffer's `occupied` bitmap kept outside the buffer (0: the
-    /// bitmap inside it). See [`HostcallBuffer::set_device_occupied`].
+    /// Device address of a phase or line buffer's `occupied` bitmap kept outside the buffer (0:
+    /// the bitmap inside it). See [`HostcallBuffer::set_device_occupied`] and
+    /// [`HostcallBuffer::set_line_device_state`].
     occupied: AtomicU64,
+    /// Device address of a line buffer's `device_seq` array kept outside the buffer (0: the
+    /// array inside it). See [`HostcallBuffer::set_line_device_state`].
+    device_seq: AtomicU64,
     /// The device-memory bitmap at `occupied`, where this buffer owns it
     /// ([`HostcallBuffer::with_device_occupied`]).
     device_occupied: Option<DeviceAllocation>,
@@ -99,6 +103,7 @@ impl HostcallBuffer {
             doorbell,
             protocol,
             occupied,
+            device_seq: AtomicU64::new(0),
             device_occupied: None,
             device_ordinal: 0,
         };
@@ -154,6 +159,33 @@ impl HostcallBuffer {
         if let (Some(phase), true) = (view.phase(), occupied != 0) {
             phase.set_occupied_address(occupied);
         }
+        // Relaxed: as `occupied` above.
+        let device_seq = self.device_seq.load(Ordering::Relaxed);
+        if let (Some(line), true) = (view.line(), device_seq != 0) {
+            line.set_device_addresses(device_seq, occupied);
+        }
+    }
+
+    /// Makes the line buffer's prefix point device code at a `device_seq` array
+    /// (`u32[num_packets]`) and an `occupied` bitmap (`u32[ceil(num_packets / 32)]`) outside the
+    /// buffer, at device addresses (device-local memory: only the device touches them, PROTOCOL.md
+    /// section 9.2), now and on every [`HostcallBuffer::reset`]. The caller keeps the bitmap
+    /// zeroed while no wave runs (`device_seq` may keep its values: a reset zeroes every request
+    /// and reply word and `served`, so any next sequence is a new call), and both alive while the
+    /// buffer is used. Call before handing the buffer to any device. [`Error::Unsupported`] for
+    /// a stack or phase buffer.
+    pub fn set_line_device_state(&self, device_seq: u64, occupied: u64) -> Result<(), Error> {
+        let Some(view) = self.view().line() else {
+            return Err(Error::Unsupported(format!(
+                "a {:?}-protocol buffer has no device_seq array",
+                self.protocol
+            )));
+        };
+        // Relaxed: read back only by `reset`, on threads the caller orders after this one.
+        self.device_seq.store(device_seq, Ordering::Relaxed);
+        self.occupied.store(occupied, Ordering::Relaxed);
+        view.set_device_addresses(device_seq, occupied);
+        Ok(())
     }
 
     /// Makes the phase buffer's prefix point device code at an `occupied` bitmap outside the
@@ -165,7 +197,8 @@ impl HostcallBuffer {
     /// device. [`Error::Unsupported`] for a stack buffer, which has no bitmap.
     pub fn set_device_occupied(&self, address: u64) -> Result<(), Error> {
         let Some(view) = self.view().phase() else {
-            return Err(Error::Unsupported("a stack-protocol buffer has no occupied bitmap".into()));
+            let what = format!("a {:?}-protocol buffer has no phase occupied bitmap", self.protocol);
+            return Err(Error::Unsupported(what));
         };
         // Relaxed: read back only by `reset`, on threads the caller orders after this one.
         self.occupied.store(address, Ordering::Relaxed);
@@ -236,5 +269,39 @@ impl std::fmt::Debug for HostcallBuffer {
             .field("num_packets", &self.num_packets())
             .field("protocol", &self.protocol)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doorbell::ParkingDoorbell;
+    use crate::memory::HostMemory;
+
+    fn buffer(protocol: Protocol) -> HostcallBuffer {
+        HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, Arc::new(ParkingDoorbell::new()), protocol)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_line_buffer_keeps_its_device_state_addresses_across_a_reset() {
+        let buffer = buffer(Protocol::Line);
+        let view = buffer.view().line().unwrap();
+        let (device_seq, occupied) = (0x7000_0000_0040, 0x7000_0000_0000);
+        buffer.set_line_device_state(device_seq, occupied).unwrap();
+        buffer.reset();
+        let prefix = view.prefix();
+        // Relaxed: read on the thread that stored them.
+        assert_eq!(prefix.device_seq.load(Ordering::Relaxed), device_seq);
+        assert_eq!(prefix.occupied.load(Ordering::Relaxed), occupied);
+        assert_eq!(prefix.num_packets.load(Ordering::Relaxed), 4, "the rest re-initialised");
+    }
+
+    #[test]
+    fn device_state_setters_refuse_the_other_protocols() {
+        assert!(matches!(buffer(Protocol::Stack).set_line_device_state(64, 128), Err(Error::Unsupported(_))));
+        assert!(matches!(buffer(Protocol::Phase).set_line_device_state(64, 128), Err(Error::Unsupported(_))));
+        let refused = buffer(Protocol::Line).set_device_occupied(64);
+        assert!(matches!(&refused, Err(Error::Unsupported(why)) if why.contains("Line")), "{refused:?}");
     }
 }

@@ -264,9 +264,8 @@ pub fn line_buffer(
     let state = DeviceBuffer::new(cuda.clone(), layout.size)?;
     let buffer = HostcallBuffer::with_protocol(memory, num_packets, doorbell, Protocol::Line)?
         .with_device_ordinal(cuda.ordinal() as u32);
-    let view = buffer.view().line().expect("a line-protocol buffer");
     let base = state.device_address();
-    view.set_device_addresses(base + layout.shadow as u64, base);
+    buffer.set_line_device_state(base + layout.shadow as u64, base)?;
     Ok((Arc::new(buffer), state))
 }
 
