@@ -54,9 +54,12 @@ fn library_dir() -> PathBuf {
     panic!("libhostcall_capi.a / libhostcall_capi.so not found next to {}", exe.display());
 }
 
-/// Where compiled C programs go (inside the target directory).
+/// Where compiled C programs go (inside the target directory): one directory per test process.
+/// nextest runs each test in a process of its own, so a shared path would let one process's
+/// linker rewrite a program (or the SONAME copy of the library) while another runs it ("Text
+/// file busy", or a torn file).
 fn out_dir() -> PathBuf {
-    let dir = library_dir().join("hostcall-capi-c-tests");
+    let dir = library_dir().join("hostcall-capi-c-tests").join(std::process::id().to_string());
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
