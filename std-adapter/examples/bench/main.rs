@@ -45,7 +45,8 @@
 //! - `listener_cold_32l_<protocol>`: a producer thread on another CPU fills and submits all 256
 //!   packets of a buffer while the measuring thread waits on a channel, then one `poll_once`
 //!   serves them all; its time per packet, median over repetitions (cold: the request lines were
-//!   last written by another core, as a GPU's DMA writes look to the host).
+//!   last written by another core, as a GPU's DMA writes look to the host). The stack and line
+//!   rows of both kinds show their ratio to the phase row of the same kind, within each round.
 //!
 //! Instructions per packet under callgrind (`--callgrind-listener N` runs only that loop):
 //!

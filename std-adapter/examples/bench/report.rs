@@ -1,7 +1,7 @@
 //! The report: spreads over rounds, ratios, the summary lines, the table and the goals.
 
 use crate::measure::{Sample, Timed};
-use crate::rows::{Compare, Row};
+use crate::rows::{phase_row, Compare, Row};
 
 /// Median and range of some values.
 #[derive(Clone, Copy)]
@@ -118,7 +118,14 @@ pub(crate) fn summarise(rows: &[Row]) -> Vec<Summary> {
                         _ => f64::NAN,
                     };
                     let whole = matches!(timed, Timed::Poll { .. }).then(|| per_round(&loop_ns)).flatten();
-                    (per_round(&ns).unwrap(), whole, None, None)
+                    let ratio = match row.compare {
+                        Compare::Phase => {
+                            let phase = phase_row(&row.name);
+                            rows.iter().find(|r| r.name == phase).and_then(|r| ratio_to(&r.samples, &ns))
+                        }
+                        _ => None,
+                    };
+                    (per_round(&ns).unwrap(), whole, ratio, None)
                 }
             };
             Summary {
@@ -185,6 +192,9 @@ pub(crate) fn print_lines(summaries: &[Summary]) {
                 if let Some(whole) = s.second {
                     line += &format!(" loop_ns_per_packet={:.0}", whole.median);
                 }
+                if let Some(r) = s.ratio {
+                    line += &format!(" ratio_to_phase={:.2}", r.median);
+                }
             }
         }
         println!("{line}");
@@ -227,8 +237,8 @@ pub(crate) fn print_table(summaries: &[Summary], rounds: usize) {
     }
     println!("(crossbeam rows compare at the same client count: W waves against W clients)");
     println!();
-    println!("| row | ns per packet | ns per lane | timed |");
-    println!("| --- | ---: | ---: | --- |");
+    println!("| row | ns per packet | ns per lane | / phase row | timed |");
+    println!("| --- | ---: | ---: | ---: | --- |");
     for s in summaries.iter().filter(|s| matches!(s.sample, Sample::Cost { .. })) {
         let (lanes, timed) = match s.sample {
             Sample::Cost { lanes, timed, .. } => (f64::from(lanes), timed),
@@ -243,12 +253,13 @@ pub(crate) fn print_table(summaries: &[Summary], rounds: usize) {
             Timed::Cold { packets } => format!("poll_once of {packets} packets, cold"),
         };
         println!(
-            "| {} | {} | {:.1} ({:.1}..{:.1}) | {timed} |",
+            "| {} | {} | {:.1} ({:.1}..{:.1}) | {} | {timed} |",
             s.name,
             s.first.show(0),
             per_lane(s.first.median),
             per_lane(s.first.min),
-            per_lane(s.first.max)
+            per_lane(s.first.max),
+            s.ratio.map_or("-".into(), |r| r.show(2)),
         );
     }
 }

@@ -20,7 +20,15 @@ pub(crate) enum Compare {
     Floor,
     /// Throughput row: ratio to crossbeam at this many clients.
     Crossbeam(usize),
+    /// Per-protocol listener-cost row: ratio to the phase protocol's row of the same kind (see
+    /// [`phase_row`]).
+    Phase,
     None,
+}
+
+/// The phase protocol's row a per-protocol row `name` (`..._<protocol>`) compares to.
+pub(crate) fn phase_row(name: &str) -> String {
+    format!("{}_phase", name.rsplit_once('_').map_or(name, |(kind, _)| kind))
 }
 
 pub(crate) struct Row {
@@ -101,15 +109,16 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
     for (name, protocol) in [("stack", Protocol::Stack), ("phase", Protocol::Phase), ("line", Protocol::Line)]
     {
         let lanes = COST_LANES;
+        let compare = if protocol == Protocol::Phase { Compare::None } else { Compare::Phase };
         rows.push(row(
             format!("listener_cost_{lanes}l_{name}"),
-            Compare::None,
+            compare,
             None,
             Box::new(move |o| listener_cost_hot(o, lanes, protocol)),
         ));
         rows.push(row(
             format!("listener_cold_{lanes}l_{name}"),
-            Compare::None,
+            compare,
             None,
             Box::new(move |o| listener_cold(o, lanes, protocol)),
         ));
@@ -124,8 +133,16 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
                 _ => None,
             })
             .collect();
+        let phase_rows: Vec<String> = rows
+            .iter()
+            .filter(|r| chosen(&r.name) && r.compare == Compare::Phase)
+            .map(|r| phase_row(&r.name))
+            .collect();
         rows.retain(|r| {
-            r.name == "floor_ping_pong" || chosen(&r.name) || r.clients.is_some_and(|c| compared.contains(&c))
+            r.name == "floor_ping_pong"
+                || chosen(&r.name)
+                || r.clients.is_some_and(|c| compared.contains(&c))
+                || phase_rows.contains(&r.name)
         });
     }
     rows
