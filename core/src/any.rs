@@ -259,6 +259,7 @@ pub enum AnyCompleted<'a> {
 impl<'a> ClaimedPacket for AnyClaimed<'a> {
     type Submitted = AnySubmitted<'a>;
 
+    #[inline]
     fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
         match self {
             Self::Stack(packet) => packet.write_lane(lane, words),
@@ -267,6 +268,7 @@ impl<'a> ClaimedPacket for AnyClaimed<'a> {
         }
     }
 
+    #[inline]
     fn submit(self, service: u32, activemask: u64) -> AnySubmitted<'a> {
         match self {
             Self::Stack(packet) => AnySubmitted::Stack(packet.submit(service, activemask)),
@@ -279,6 +281,7 @@ impl<'a> ClaimedPacket for AnyClaimed<'a> {
 impl<'a> SubmittedPacket for AnySubmitted<'a> {
     type Completed = AnyCompleted<'a>;
 
+    #[inline]
     fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<AnyCompleted<'a>, Self> {
         match self {
             Self::Stack(packet) => {
@@ -293,6 +296,7 @@ impl<'a> SubmittedPacket for AnySubmitted<'a> {
 }
 
 impl CompletedPacket for AnyCompleted<'_> {
+    #[inline]
     fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
         match self {
             Self::Stack(packet) => packet.reply(lane),
@@ -301,6 +305,7 @@ impl CompletedPacket for AnyCompleted<'_> {
         }
     }
 
+    #[inline]
     fn host_error(&self) -> bool {
         match self {
             Self::Stack(packet) => packet.host_error(),

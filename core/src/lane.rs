@@ -289,10 +289,12 @@ macro_rules! forward_producer_traits {
         impl<'a> $crate::lane::ClaimedPacket for $claimed<'a> {
             type Submitted = $submitted<'a>;
 
+            #[inline]
             fn write_lane(&mut self, lane: usize, words: &[u64; $crate::lane::SLOT_WORDS]) {
                 $claimed::write_lane(self, lane, words);
             }
 
+            #[inline]
             fn submit(self, service: u32, activemask: u64) -> $submitted<'a> {
                 $claimed::submit(self, service, activemask)
             }
@@ -301,16 +303,19 @@ macro_rules! forward_producer_traits {
         impl<'a> $crate::lane::SubmittedPacket for $submitted<'a> {
             type Completed = $completed<'a>;
 
+            #[inline]
             fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<$completed<'a>, Self> {
                 $submitted::wait_until(self, keep_waiting)
             }
         }
 
         impl $crate::lane::CompletedPacket for $completed<'_> {
+            #[inline]
             fn reply(&self, lane: usize) -> [u64; $crate::lane::REPLY_WORDS] {
                 $completed::reply(self, lane)
             }
 
+            #[inline]
             fn host_error(&self) -> bool {
                 $completed::host_error(self)
             }

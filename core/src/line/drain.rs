@@ -2,13 +2,12 @@
 //! only when every word of it carries the head's sequence, serves it, and answers in tagged words.
 
 use super::layout::{seq_of, tag, untag};
+use super::scratch::{self, Scratch};
 use super::view::View;
 use crate::host::{DrainHandler, DrainReport, PacketRequest};
 use crate::lane::{lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
 use crate::phase::{clamped, ScanWindow};
 use crate::sync::{fence, Ordering};
-#[cfg(not(loom))]
-use core::mem::MaybeUninit;
 use core::ops::Range;
 
 impl View<'_> {
@@ -48,13 +47,10 @@ impl View<'_> {
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
     ) -> Option<u32> {
-        // Zeroed in place at the first pending packet only: an idle scan costs no 4 KB of
-        // zeroing, and a busy one no 4 KB copy of a payload built elsewhere.
-        #[cfg(not(loom))]
-        let scratch_memory: ScratchMemory = core::cell::UnsafeCell::new(MaybeUninit::uninit());
-        #[cfg(loom)]
-        let scratch_memory: ScratchMemory = core::cell::OnceCell::new();
-        let mut scratch: Option<&Payload> = None;
+        // The scratch payload, on the stack and uninitialised: an idle scan costs nothing, and a
+        // busy one zeroes only the slots no request of it filled (see `Scratch`).
+        let mut memory = scratch::memory();
+        let mut scratch = Scratch::new(&mut memory);
         let mut highest = None;
         for index in range {
             // Relaxed: a poll; the data comes in the same word as its sequence.
@@ -68,13 +64,13 @@ impl View<'_> {
             // (`View::refresh`), stored before this head: the refresh's zeroes are visible, so no
             // word older than them is read below.
             fence(Ordering::Acquire);
-            let scratch = *scratch.get_or_insert_with(|| zeroed_scratch(&scratch_memory));
-            let Some(activemask) = self.take(index, seq, scratch) else {
+            let Some(activemask) = self.take(index, seq, &mut scratch) else {
                 continue; // still arriving, or never complete: not served, looked at again next scan
             };
-            let mut request = PacketRequest::new(index as u32, head as u32, activemask, scratch);
+            let payload = scratch.payload();
+            let mut request = PacketRequest::new(index as u32, head as u32, activemask, payload);
             handler.serve(&mut request);
-            self.answer(index, seq, activemask, scratch);
+            self.answer(index, seq, activemask, payload);
             // Relaxed: host-only word (several hosts of one buffer serve disjoint ranges).
             self.served[index].store(seq, Ordering::Relaxed);
             report.packets += 1;
@@ -87,7 +83,7 @@ impl View<'_> {
     /// Reads packet `index`'s mask and active lanes into `scratch` if every word carries `seq`;
     /// returns the activemask (cut to the lanes that exist), or `None` at the first word that
     /// does not.
-    fn take(&self, index: usize, seq: u32, scratch: &Payload) -> Option<u64> {
+    fn take(&self, index: usize, seq: u32, scratch: &mut Scratch<'_>) -> Option<u64> {
         let request = &self.requests[index];
         // Relaxed (every load below): a tagged word is read in one access, so its data is the
         // data its sequence was stored with; nothing else needs ordering.
@@ -99,8 +95,9 @@ impl View<'_> {
             let words = &request.lanes[lane];
             for k in 0..SLOT_WORDS {
                 let (low, high) = (word(&words[2 * k])?, word(&words[2 * k + 1])?);
-                scratch.slots[lane][k].write(u64::from(high) << 32 | u64::from(low));
+                scratch.write(lane, k, u64::from(high) << 32 | u64::from(low));
             }
+            scratch.written_whole(lane);
         }
         Some(activemask)
     }
@@ -120,32 +117,4 @@ impl View<'_> {
             }
         }
     }
-}
-
-/// Where a scan's scratch payload lives: uninitialised stack memory, zeroed in place at the first
-/// pending packet (no 4 KB copy of a payload built elsewhere). Under loom a payload's words are
-/// loom cells, for which all-zero bytes are no valid value, so there it is built normally.
-#[cfg(not(loom))]
-type ScratchMemory = core::cell::UnsafeCell<MaybeUninit<Payload>>;
-#[cfg(loom)]
-type ScratchMemory = core::cell::OnceCell<Payload>;
-
-/// The scratch payload in `memory`, zeroed. Called at most once per `memory` (the scan keeps the
-/// reference it returns).
-#[cfg(not(loom))]
-fn zeroed_scratch(memory: &ScratchMemory) -> &Payload {
-    // SAFETY: outside loom, `Payload` is made only of atomic words with the representation of
-    // plain integers (`sync::PayloadWord`), for which all-zero bytes are a valid value (what
-    // `Payload::default` builds). The scan calls this once per `memory`, before any reference
-    // to its contents exists, so the write aliases nothing.
-    unsafe {
-        let memory = &mut *memory.get();
-        memory.as_mut_ptr().write_bytes(0, 1);
-        memory.assume_init_ref()
-    }
-}
-
-#[cfg(loom)]
-fn zeroed_scratch(memory: &ScratchMemory) -> &Payload {
-    memory.get_or_init(Payload::default)
 }

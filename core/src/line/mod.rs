@@ -119,6 +119,7 @@
 mod drain;
 mod layout;
 mod producer;
+mod scratch;
 mod view;
 
 pub use layout::{

@@ -61,6 +61,7 @@ impl<'a> Claimed<'a> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
+    #[inline]
     pub fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
         let slot = &self.view.request(self.index).lanes[lane];
         for (k, &value) in words.iter().enumerate() {
@@ -146,6 +147,7 @@ impl Completed<'_> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
+    #[inline]
     pub fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
         let words = &self.view.reply(self.index).lanes[lane];
         // Relaxed: the wait saw these very words carry our sequence; the host writes them again

@@ -159,6 +159,53 @@ fn a_torn_or_stale_request_is_not_served_until_complete() {
 }
 
 #[test]
+fn a_service_sees_its_requests_and_zeroes_in_the_other_lanes() {
+    let b = Buffer::new(3);
+    let view = b.view();
+    // Two packets in one scan: lanes 0, 2..=33 and 63, then lane 1 only.
+    let masks = [0x3_ffff_fffd | 1 << 63, 1 << 1];
+    let submitted: Vec<_> = masks
+        .iter()
+        .enumerate()
+        .map(|(number, &mask)| {
+            let mut packet = view.claim(number).expect("a free packet");
+            for lane in crate::lane::lanes(mask) {
+                packet.write_lane(lane, &request(number as u64, lane));
+            }
+            packet.submit(9, mask)
+        })
+        .collect();
+    let mut served = 0;
+    let report = view.drain(&mut |p: &mut PacketRequest<'_>| {
+        let number = p.index() as u64;
+        for lane in 0..LANES {
+            let slot: [u64; SLOT_WORDS] = p.payload().read_lane(lane);
+            if p.activemask() & 1 << lane != 0 {
+                assert_eq!(slot, request(number, lane), "packet {number} lane {lane}");
+            } else if number == 0 {
+                assert_eq!(slot, [0; SLOT_WORDS], "lane {lane} is zero in the scan's first packet");
+            } else {
+                // A later packet of the scan: the first one's words or zeroes, nothing else.
+                let first = if masks[0] & 1 << lane != 0 { request(0, lane) } else { [0; SLOT_WORDS] };
+                let mut replied = first; // what `echo` wrote over it
+                replied[1] = !first[7];
+                assert!(slot == first || slot == replied, "packet {number} lane {lane}: {slot:x?}");
+            }
+        }
+        served += 1;
+        echo(p);
+    });
+    assert_eq!((report.packets, served), (2, 2));
+    for (number, submitted) in submitted.into_iter().enumerate() {
+        let done = submitted.wait(|| panic!("answered by the drain"));
+        for lane in crate::lane::lanes(masks[number]) {
+            let r = request(number as u64, lane);
+            assert_eq!(done.reply(lane), [r[0], !r[7]]);
+        }
+    }
+}
+
+#[test]
 fn an_abandoned_claim_never_matches_the_next_call() {
     let b = Buffer::new(2);
     let view = b.view();

@@ -59,6 +59,7 @@ impl<'a> Claimed<'a> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
+    #[inline]
     pub fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
         self.payload().write_lane(lane, words);
     }
@@ -143,6 +144,7 @@ impl Completed<'_> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
+    #[inline]
     pub fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
         self.view.payload(self.index).read_lane(lane)
     }

@@ -1,14 +1,15 @@
 //! The listener's own cost per packet, producer and listener on one thread (also the callgrind
-//! mode).
+//! mode). The cold variant, whose requests another core wrote, is in `listener_cold.rs`.
 
-use crate::measure::Sample;
+use crate::measure::{Sample, Timed};
 use crate::options::Options;
 use crate::{echo, request, ECHO};
-use hostcall::core::stack::View;
-use hostcall::core::{Poller, Protocol, LANES};
+use hostcall::buffer::Protocol;
+use hostcall::core::{ClaimedPacket, CompletedPacket, Poller, SubmittedPacket, LANES};
 use hostcall::prelude::*;
+use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Producer and listener on one thread: the listener's own work per packet, no cross-core traffic.
 pub(crate) struct CostLoop {
@@ -18,66 +19,136 @@ pub(crate) struct CostLoop {
 }
 
 impl CostLoop {
+    /// A stack buffer of 2 packets (the `listener_cost_<L>l` rows and the callgrind mode).
     pub(crate) fn new() -> Self {
+        Self::with(Protocol::Stack, 2)
+    }
+
+    /// A buffer of `protocol` with `packets` packets, registered with the poller, and the echo
+    /// service.
+    pub(crate) fn with(protocol: Protocol, packets: u64) -> Self {
+        let doorbell = Arc::new(ParkingDoorbell::new());
         let buffer =
-            HostcallBuffer::new(Arc::new(HostMemory), 2, Arc::new(ParkingDoorbell::new())).expect("buffer");
+            HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell, protocol).expect("buffer");
         let poller = Poller::new();
         // SAFETY: `buffer` lives in the same struct as `poller` and is dropped after it (field
         // order), and is accessed only through views.
-        unsafe { poller.add(Protocol::Stack, buffer.as_ptr(), buffer.len(), buffer.num_packets()) }.unwrap();
+        unsafe { poller.add(protocol, buffer.as_ptr(), buffer.len(), buffer.num_packets()) }.unwrap();
         let services = Services::new();
         services.register_lane(ECHO, "echo", |r| Ok(echo(r))).unwrap();
         Self { buffer, poller, services }
     }
 }
 
-/// `packets` times: claim, fill `lanes` lanes, submit, poll once (drain + dispatch), read the
-/// replies, release. Returns a checksum of the replies. Not inlined: callgrind's
+/// The activemask of the `lanes` low lanes.
+pub(crate) fn low_lanes(lanes: usize) -> u64 {
+    if lanes == LANES {
+        u64::MAX
+    } else {
+        (1u64 << lanes) - 1
+    }
+}
+
+/// `packets` times: claim (through `claim`), fill `lanes` lanes, submit, poll once (drain +
+/// dispatch), read the replies, release. Returns a checksum of the replies and, when `TIMED`, the
+/// time spent inside `Poller::poll_once` (else zero). Not inlined: callgrind's
 /// `--toggle-collect` names it.
 #[inline(never)]
-pub(crate) fn listener_loop(cost: &CostLoop, view: View<'_>, packets: u64, lanes: usize) -> u64 {
-    let activemask = if lanes == LANES { u64::MAX } else { (1u64 << lanes) - 1 };
+pub(crate) fn listener_loop<C: ClaimedPacket, const TIMED: bool>(
+    cost: &CostLoop,
+    claim: impl Fn() -> C,
+    packets: u64,
+    lanes: usize,
+) -> (u64, Duration) {
+    let activemask = low_lanes(lanes);
     let services = cost.services.dispatcher(); // what the listener thread dispatches through
     let mut checksum = 0u64;
+    let mut polling = Duration::ZERO;
     for i in 0..packets {
-        let mut claimed = view.claim().expect("a sound buffer").expect("a free packet");
+        let mut claimed = claim();
         for lane in 0..lanes {
             claimed.write_lane(lane, &request(i, lane));
         }
         let submitted = claimed.submit(ECHO, activemask);
-        let report = cost.poller.poll_once(&services);
+        let report = if TIMED {
+            let t = Instant::now();
+            let report = cost.poller.poll_once(&services);
+            polling += t.elapsed();
+            report
+        } else {
+            cost.poller.poll_once(&services)
+        };
         debug_assert_eq!(report.packets, 1);
-        let done = submitted.wait_until(|_| false).expect("served by the poll");
+        let Ok(done) = submitted.wait_until(|_| false) else { panic!("not served by the poll") };
         for lane in 0..lanes {
             checksum = checksum.wrapping_add(done.reply(lane)[0]);
         }
-        done.release();
+        drop(done); // releases the packet
     }
-    checksum
+    (checksum, polling)
 }
 
+/// The checksum [`listener_loop`] returns for `packets` packets of `lanes` lanes.
+fn expected_checksum(packets: u64, lanes: u32) -> u64 {
+    (0..packets).map(|i| (i + 1) * u64::from(lanes)).sum()
+}
+
+/// Packets per measurement of a `lanes`-lane row: about as long for 1 lane as for 64.
+fn cost_packets(o: &Options, lanes: u32) -> u64 {
+    o.cost_packets * 64 / u64::from(lanes).max(8)
+}
+
+/// `listener_cost_<L>l`: the whole loop of a stack buffer, per packet.
 pub(crate) fn listener_cost(o: &Options, lanes: u32) -> Sample {
     let cost = CostLoop::new();
     let view = cost.buffer.view().stack().expect("a stack-protocol buffer");
-    let packets = o.cost_packets * 64 / u64::from(lanes).max(8); // about as long for 1 lane
-    std::hint::black_box(listener_loop(&cost, view, packets / 10, lanes as usize));
+    let claim = || view.claim().expect("a sound buffer").expect("a free packet");
+    let packets = cost_packets(o, lanes);
+    black_box(listener_loop::<_, false>(&cost, claim, packets / 10, lanes as usize));
     let t = Instant::now();
-    let checksum = listener_loop(&cost, view, packets, lanes as usize);
+    let (checksum, _) = listener_loop::<_, false>(&cost, claim, packets, lanes as usize);
     let elapsed = t.elapsed();
-    let expected: u64 = (0..packets).map(|i| (i + 1) * u64::from(lanes)).sum();
-    assert_eq!(checksum, expected, "every lane answered");
-    Sample::Cost { ns_per_packet: elapsed.as_nanos() as f64 / packets as f64, lanes }
+    assert_eq!(checksum, expected_checksum(packets, lanes), "every lane answered");
+    Sample::Cost { ns_per_packet: elapsed.as_nanos() as f64 / packets as f64, lanes, timed: Timed::Loop }
+}
+
+/// `listener_cost_<L>l_<protocol>`: the same loop on a buffer of `protocol`, through the core's
+/// protocol switch; the figure is the time inside `Poller::poll_once` per packet, less what an
+/// empty pair of clock reads costs, with the whole (untimed) loop per packet beside it.
+pub(crate) fn listener_cost_hot(o: &Options, lanes: u32, protocol: Protocol) -> Sample {
+    let cost = CostLoop::with(protocol, 2);
+    let view = cost.buffer.view();
+    let claim = || view.claim(0).expect("a sound buffer").expect("a free packet");
+    let packets = cost_packets(o, lanes);
+    black_box(listener_loop::<_, false>(&cost, claim, packets / 10, lanes as usize));
+    let t = Instant::now();
+    let (checksum, _) = listener_loop::<_, false>(&cost, claim, packets, lanes as usize);
+    let whole = t.elapsed();
+    let (timed_checksum, polling) = listener_loop::<_, true>(&cost, claim, packets, lanes as usize);
+    let expected = expected_checksum(packets, lanes);
+    assert_eq!((checksum, timed_checksum), (expected, expected), "every lane answered");
+    let per_packet = |d: Duration| d.as_nanos() as f64 / packets as f64;
+    let poll = per_packet(polling) - clock_pair_ns(packets);
+    Sample::Cost { ns_per_packet: poll, lanes, timed: Timed::Poll { loop_ns: per_packet(whole) } }
+}
+
+/// What timing an empty stretch costs, ns (the mean over `n` stretches timed as the poll is).
+fn clock_pair_ns(n: u64) -> f64 {
+    let mut total = Duration::ZERO;
+    for i in 0..n {
+        let t = Instant::now();
+        black_box(i);
+        total += t.elapsed();
+    }
+    total.as_nanos() as f64 / n.max(1) as f64
 }
 
 pub(crate) fn run_callgrind(packets: u64, lanes: u32) {
     let cost = CostLoop::new();
+    let view = cost.buffer.view().stack().expect("a stack-protocol buffer");
+    let claim = || view.claim().expect("a sound buffer").expect("a free packet");
     let t = Instant::now();
-    let checksum = listener_loop(
-        &cost,
-        cost.buffer.view().stack().expect("a stack-protocol buffer"),
-        packets,
-        lanes as usize,
-    );
+    let (checksum, _) = listener_loop::<_, false>(&cost, claim, packets, lanes as usize);
     let ns = t.elapsed().as_nanos() as f64 / packets.max(1) as f64;
     println!("callgrind-listener: packets={packets} lanes={lanes} checksum={checksum} ns_per_packet={ns:.0}");
 }

@@ -37,7 +37,16 @@
 //! - `listener_cost_64l`: producer and listener on one thread, no cross-core traffic: claim, fill
 //!   64 lanes, submit, `Poller::poll_once` with the std `Services` registry through
 //!   `Services::dispatcher` (what the listener thread runs per wake-up), read 64 replies, release.
-//!   ns per 64-lane packet.
+//!   ns per 64-lane packet. `listener_cost_1l` is the same with one lane.
+//! - `listener_cost_32l_<protocol>` (`stack`, `phase`, `line`): that loop with 32 lanes on a
+//!   buffer of each protocol, through the core's protocol switch and the producer traits (hot: the
+//!   listener's own thread just wrote the request); the figure is the time inside `poll_once` per
+//!   packet (less an empty pair of clock reads), the whole loop beside it.
+//! - `listener_cold_32l_<protocol>`: a producer thread on another CPU fills and submits all 256
+//!   packets of a buffer while the measuring thread waits on a channel, then one `poll_once`
+//!   serves them all; its time per packet, median over repetitions (cold: the request lines were
+//!   last written by another core, as a GPU's DMA writes look to the host). The stack and line
+//!   rows of both kinds show their ratio to the phase row of the same kind, within each round.
 //!
 //! Instructions per packet under callgrind (`--callgrind-listener N` runs only that loop):
 //!
@@ -71,6 +80,7 @@ fn request(i: u64, lane: usize) -> [u64; SLOT_WORDS] {
 #[path = "../cli/mod.rs"]
 mod cli;
 mod latency;
+mod listener_cold;
 mod listener_cost;
 mod measure;
 mod options;

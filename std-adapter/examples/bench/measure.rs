@@ -13,8 +13,22 @@ pub(crate) enum Sample {
     /// Wave calls (or channel requests) per second, lane calls per second, and the process's CPU
     /// time (all threads, user + system) per wave call in ns.
     Throughput { calls: f64, lanes: f64, cpu_ns: f64 },
-    /// ns per packet of `lanes` lanes, producer and listener on one thread.
-    Cost { ns_per_packet: f64, lanes: u32 },
+    /// ns per packet of `lanes` lanes, of what `timed` says.
+    Cost { ns_per_packet: f64, lanes: u32, timed: Timed },
+}
+
+/// What a listener-cost row times.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Timed {
+    /// The whole loop on one thread: claim, fill, submit, `Poller::poll_once`, read the replies,
+    /// release.
+    Loop,
+    /// `Poller::poll_once` alone, in that loop (one packet per poll, requests the listener's own
+    /// thread just wrote: hot); `loop_ns` is the whole loop per packet, timed without the clock
+    /// reads around the poll.
+    Poll { loop_ns: f64 },
+    /// One `Poller::poll_once` serving `packets` packets that another thread filled (cold).
+    Cold { packets: u32 },
 }
 
 /// Round trips per window of a latency measurement, and the longest a window lasts.

@@ -22,8 +22,9 @@ pub(crate) struct Options {
     pub(crate) crossbeam_clients: Vec<usize>,
     /// Pin each latency pair to two CPUs (the peer on one, the caller on the other).
     pub(crate) pin: bool,
-    /// Run only the rows whose name contains one of these (and the floor, and the crossbeam rows
-    /// the chosen throughput rows compare to). Empty: every row.
+    /// Run only the rows whose name contains one of these (and the floor, the crossbeam rows the
+    /// chosen throughput rows compare to, and the phase rows the chosen listener-cost rows
+    /// compare to). Empty: every row.
     pub(crate) only: Vec<String>,
 }
 
@@ -71,7 +72,8 @@ Hostcall round trips and throughput beside a ping-pong floor and crossbeam-chann
   --rounds N                rounds, 1..=1000 [5; 2 with --quick]
   --no-pin                  leave the latency pairs to the scheduler
   --only NAME               only the rows whose name contains NAME (repeatable; the floor and the
-                            crossbeam rows compared to always run); NAME must match some row
+                            rows compared to, crossbeam or phase, always run); NAME must match
+                            some row
   --callgrind-listener N    only the listener-cost loop, N packets (1..=1000000000), for callgrind
   --lanes L                 lanes per packet of that loop, 1..=64 [64]
   -h, --help                this text";

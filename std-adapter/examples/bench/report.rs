@@ -1,7 +1,7 @@
 //! The report: spreads over rounds, ratios, the summary lines, the table and the goals.
 
-use crate::measure::Sample;
-use crate::rows::{Compare, Row};
+use crate::measure::{Sample, Timed};
+use crate::rows::{phase_row, Compare, Row};
 
 /// Median and range of some values.
 #[derive(Clone, Copy)]
@@ -108,12 +108,24 @@ pub(crate) fn summarise(rows: &[Row]) -> Vec<Summary> {
                     };
                     (per_round(&calls).unwrap(), per_round(&lanes), ratio, None)
                 }
-                Sample::Cost { .. } => {
+                Sample::Cost { timed, .. } => {
                     let ns = |s: &Sample| match *s {
                         Sample::Cost { ns_per_packet, .. } => ns_per_packet,
                         _ => f64::NAN,
                     };
-                    (per_round(&ns).unwrap(), None, None, None)
+                    let loop_ns = |s: &Sample| match *s {
+                        Sample::Cost { timed: Timed::Poll { loop_ns }, .. } => loop_ns,
+                        _ => f64::NAN,
+                    };
+                    let whole = matches!(timed, Timed::Poll { .. }).then(|| per_round(&loop_ns)).flatten();
+                    let ratio = match row.compare {
+                        Compare::Phase => {
+                            let phase = phase_row(&row.name);
+                            rows.iter().find(|r| r.name == phase).and_then(|r| ratio_to(&r.samples, &ns))
+                        }
+                        _ => None,
+                    };
+                    (per_round(&ns).unwrap(), whole, ratio, None)
                 }
             };
             Summary {
@@ -164,12 +176,25 @@ pub(crate) fn print_lines(summaries: &[Summary]) {
                     line += &format!(" cpu_ratio_to_crossbeam={:.2}", r.median);
                 }
             }
-            Sample::Cost { lanes, .. } => {
+            Sample::Cost { lanes, timed, .. } => {
                 line += &format!(
                     " ns_per_packet={:.0} ns_per_lane={:.1}",
                     s.first.median,
                     s.first.median / f64::from(lanes)
                 );
+                match timed {
+                    Timed::Loop => {}
+                    Timed::Poll { .. } => line += " timed=poll_once_hot",
+                    Timed::Cold { packets } => {
+                        line += &format!(" timed=poll_once_cold packets_per_poll={packets}")
+                    }
+                }
+                if let Some(whole) = s.second {
+                    line += &format!(" loop_ns_per_packet={:.0}", whole.median);
+                }
+                if let Some(r) = s.ratio {
+                    line += &format!(" ratio_to_phase={:.2}", r.median);
+                }
             }
         }
         println!("{line}");
@@ -212,21 +237,29 @@ pub(crate) fn print_table(summaries: &[Summary], rounds: usize) {
     }
     println!("(crossbeam rows compare at the same client count: W waves against W clients)");
     println!();
-    println!("| row | ns per packet | ns per lane |");
-    println!("| --- | ---: | ---: |");
+    println!("| row | ns per packet | ns per lane | / phase row | timed |");
+    println!("| --- | ---: | ---: | ---: | --- |");
     for s in summaries.iter().filter(|s| matches!(s.sample, Sample::Cost { .. })) {
-        let lanes = match s.sample {
-            Sample::Cost { lanes, .. } => f64::from(lanes),
-            _ => 1.0,
+        let (lanes, timed) = match s.sample {
+            Sample::Cost { lanes, timed, .. } => (f64::from(lanes), timed),
+            _ => (1.0, Timed::Loop),
         };
         let per_lane = |v: f64| v / lanes;
+        let timed = match timed {
+            Timed::Loop => "whole loop".to_string(),
+            Timed::Poll { .. } => {
+                format!("poll_once, hot; whole loop {}", s.second.map_or("-".into(), |w| w.show(0)))
+            }
+            Timed::Cold { packets } => format!("poll_once of {packets} packets, cold"),
+        };
         println!(
-            "| {} | {} | {:.1} ({:.1}..{:.1}) |",
+            "| {} | {} | {:.1} ({:.1}..{:.1}) | {} | {timed} |",
             s.name,
             s.first.show(0),
             per_lane(s.first.median),
             per_lane(s.first.min),
-            per_lane(s.first.max)
+            per_lane(s.first.max),
+            s.ratio.map_or("-".into(), |r| r.show(2)),
         );
     }
 }

@@ -3,12 +3,16 @@
 use crate::latency::{
     core_round_trip, crossbeam_round_trip, floor_ping_pong, hostcall_round_trip, wave_round_trip,
 };
-use crate::listener_cost::listener_cost;
+use crate::listener_cold::listener_cold;
+use crate::listener_cost::{listener_cost, listener_cost_hot};
 use crate::measure::Sample;
 use crate::options::Options;
 use crate::throughput::{crossbeam_throughput, hostcall_throughput};
 use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
+
+/// Lanes per packet of the per-protocol listener-cost rows: a CUDA warp.
+const COST_LANES: u32 = 32;
 
 #[derive(Clone, Copy, PartialEq)]
 pub(crate) enum Compare {
@@ -16,7 +20,15 @@ pub(crate) enum Compare {
     Floor,
     /// Throughput row: ratio to crossbeam at this many clients.
     Crossbeam(usize),
+    /// Per-protocol listener-cost row: ratio to the phase protocol's row of the same kind (see
+    /// [`phase_row`]).
+    Phase,
     None,
+}
+
+/// The phase protocol's row a per-protocol row `name` (`..._<protocol>`) compares to.
+pub(crate) fn phase_row(name: &str) -> String {
+    format!("{}_phase", name.rsplit_once('_').map_or(name, |(kind, _)| kind))
 }
 
 pub(crate) struct Row {
@@ -94,6 +106,23 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
     }
     rows.push(row("listener_cost_1l".into(), Compare::None, None, Box::new(|o| listener_cost(o, 1))));
     rows.push(row("listener_cost_64l".into(), Compare::None, None, Box::new(|o| listener_cost(o, 64))));
+    for (name, protocol) in [("stack", Protocol::Stack), ("phase", Protocol::Phase), ("line", Protocol::Line)]
+    {
+        let lanes = COST_LANES;
+        let compare = if protocol == Protocol::Phase { Compare::None } else { Compare::Phase };
+        rows.push(row(
+            format!("listener_cost_{lanes}l_{name}"),
+            compare,
+            None,
+            Box::new(move |o| listener_cost_hot(o, lanes, protocol)),
+        ));
+        rows.push(row(
+            format!("listener_cold_{lanes}l_{name}"),
+            compare,
+            None,
+            Box::new(move |o| listener_cold(o, lanes, protocol)),
+        ));
+    }
     if !o.only.is_empty() {
         let chosen = |name: &str| o.only.iter().any(|only| name.contains(only.as_str()));
         let compared: Vec<usize> = rows
@@ -104,8 +133,16 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
                 _ => None,
             })
             .collect();
+        let phase_rows: Vec<String> = rows
+            .iter()
+            .filter(|r| chosen(&r.name) && r.compare == Compare::Phase)
+            .map(|r| phase_row(&r.name))
+            .collect();
         rows.retain(|r| {
-            r.name == "floor_ping_pong" || chosen(&r.name) || r.clients.is_some_and(|c| compared.contains(&c))
+            r.name == "floor_ping_pong"
+                || chosen(&r.name)
+                || r.clients.is_some_and(|c| compared.contains(&c))
+                || phase_rows.contains(&r.name)
         });
     }
     rows
