@@ -101,7 +101,7 @@
  * default. They change how, never whether, the protocol's orderings are kept. */
 #define HOSTCALL_CUDA_STORE_SYS 1u      /* request stores st.relaxed.sys (else weak st.global) */
 #define HOSTCALL_CUDA_FENCE_SC 2u       /* release as fence.sc.sys + st.relaxed.sys */
-#define HOSTCALL_CUDA_POLL_PIPELINED 4u /* two relaxed polls in flight, then fence.acq_rel.sys */
+#define HOSTCALL_CUDA_POLL_PIPELINED 4u /* two relaxed polls in flight (phase: then fence.acq_rel.sys) */
 #define HOSTCALL_CUDA_NO_RING 8u        /* do not ring the doorbell */
 #define HOSTCALL_CUDA_CHECK_CLAIM 16u   /* read host_phase at claim and require it to agree */
 #define HOSTCALL_CUDA_LANE_FILL 32u       /* each lane always stores its own slot */
@@ -745,6 +745,31 @@ __device__ __forceinline__ bool line_piece(uint64_t a, uint64_t b, unsigned seq,
     return (a >> 32) == seq && (b >> 32) == seq;
 }
 
+/* One look at a lane's two reply pieces (step 5): loads issued by line_look_issue stay in flight
+ * until line_look_take reads their registers, so two looks can be in flight at once. */
+struct line_look {
+    uint64_t a0, b0, a1, b1;
+};
+
+/* Loads the pieces not seen yet. */
+__device__ __forceinline__ void line_look_issue(line_look &look, const uint64_t *first, const uint64_t *second,
+                                                bool seen0, bool seen1) {
+    if (!seen0)
+        ld_v2_sys(first, look.a0, look.b0);
+    if (!seen1)
+        ld_v2_sys(second, look.a1, look.b1);
+}
+
+/* Takes the pieces of `look` that carry `seq`, for those not seen yet (a piece seen by another
+ * look meanwhile is skipped: every piece is checked on its own, whichever look carried it). */
+__device__ __forceinline__ void line_look_take(const line_look &look, unsigned seq, bool &seen0, bool &seen1,
+                                               uint64_t &d0, uint64_t &d1) {
+    if (!seen0)
+        seen0 = line_piece(look.a0, look.b0, seq, d0);
+    if (!seen1)
+        seen1 = line_piece(look.a1, look.b1, seq, d1);
+}
+
 } // namespace detail
 
 /* One hostcall by the calling warp's active lanes on a line buffer (as phase_call). */
@@ -814,28 +839,36 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
      * carry the sequence (a piece seen is not loaded again; __all_sync decides). A full warp
      * polls transposed: load k (0, 1) of lane L reads the 16 bytes at 512 k + 16 L, piece L % 2
      * of lane 16 k + L / 2's reply, so each load instruction covers 512 contiguous bytes; the
-     * lanes then trade pieces. Otherwise each lane polls its own 32 bytes. */
+     * lanes then trade pieces. Otherwise each lane polls its own 32 bytes.
+     * HOSTCALL_CUDA_POLL_PIPELINED keeps two looks in flight, issued wait_policy::poll_stagger_ns
+     * apart (no fence needed: the data is in the words), so a reply is seen about half a round
+     * trip sooner. */
     const uint64_t *first = transposed ? rep + lane * 2u : rep + lane * 4u;
     const uint64_t *second = transposed ? first + 64u : first + 2u;
     uint64_t d0 = 0, d1 = 0;
     bool seen0 = false, seen1 = false;
     const uint64_t started = detail::global_timer_ns();
     unsigned sleep = c.wait.min_sleep_ns;
+    detail::line_look x = {0, 0, 0, 0}, y = {0, 0, 0, 0};
+    detail::line_look_issue(x, first, second, seen0, seen1);
+    if (FLAGS & HOSTCALL_CUDA_POLL_PIPELINED) {
+        detail::spin_ns(c.wait.poll_stagger_ns);
+        detail::line_look_issue(y, first, second, seen0, seen1);
+    }
     for (;;) {
-        uint64_t a, b;
-        if (!seen0) {
-            detail::ld_v2_sys(first, a, b);
-            seen0 = detail::line_piece(a, b, seq, d0);
-        }
-        if (!seen1) {
-            detail::ld_v2_sys(second, a, b);
-            seen1 = detail::line_piece(a, b, seq, d1);
-        }
+        detail::line_look_take(x, seq, seen0, seen1, d0, d1);
         if (__all_sync(mask, seen0 && seen1))
             break;
         if (detail::global_timer_ns() - started > c.wait.spin_ns) {
             __nanosleep(sleep);
             sleep = sleep < c.wait.max_sleep_ns ? sleep * 2u : c.wait.max_sleep_ns;
+        }
+        detail::line_look_issue(x, first, second, seen0, seen1);
+        if (FLAGS & HOSTCALL_CUDA_POLL_PIPELINED) {
+            detail::line_look_take(y, seq, seen0, seen1, d0, d1);
+            if (__all_sync(mask, seen0 && seen1))
+                break;
+            detail::line_look_issue(y, first, second, seen0, seen1);
         }
     }
     const unsigned long long t4 = detail::clock_if(timed);

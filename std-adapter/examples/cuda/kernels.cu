@@ -173,6 +173,7 @@ LINE_CALLS_KERNEL(hc_line_calls_keep_packet, KEEP_PACKET)
 LINE_CALLS_KERNEL(hc_line_calls_lane_fill, HOSTCALL_CUDA_LANE_FILL)
 LINE_CALLS_KERNEL(hc_line_calls_keep_packet_lane_fill, KEEP_PACKET | HOSTCALL_CUDA_LANE_FILL)
 LINE_CALLS_KERNEL(hc_line_calls_one_lane, ONE_LANE)
+LINE_CALLS_KERNEL(hc_line_calls_keep_packet_pipelined, KEEP_PACKET | HOSTCALL_CUDA_POLL_PIPELINED)
 
 // The ping-pong floor: one thread stores round r+1 to `to_host` (system scope, relaxed: one word
 // needs no fence) and spins until the host thread echoes it into `from_host`. With `fence`, a

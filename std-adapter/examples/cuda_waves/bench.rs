@@ -9,14 +9,20 @@ use hostcall::Error;
 /// label of its throughput table (`None`: one-warp rows only). The `lane-fill` variants keep a
 /// full warp on the per-lane fill and poll (16-byte pieces of 32 lines per instruction), the
 /// others store and poll whole lines. `one-lane`: only lane 0 of the warp calls (128 bytes of
-/// request words and 32 of reply words against the warp's 4 KB and 1 KB).
-const LINE_VARIANTS: [(&str, &str, Option<&str>); 6] = [
+/// request words and 32 of reply words against the warp's 4 KB and 1 KB). `pipelined-poll`: two
+/// looks at the replies in flight (`HOSTCALL_CUDA_POLL_PIPELINED`).
+const LINE_VARIANTS: [(&str, &str, Option<&str>); 7] = [
     ("default", "hc_line_calls", Some("line")),
     ("no-ring", "hc_line_calls_no_ring", None),
     ("keep-packet", "hc_line_calls_keep_packet", Some("line-keep-packet")),
     ("lane-fill", "hc_line_calls_lane_fill", Some("line-lane-fill")),
     ("keep-packet-lane-fill", "hc_line_calls_keep_packet_lane_fill", Some("line-keep-packet-lane-fill")),
     ("one-lane", "hc_line_calls_one_lane", None),
+    (
+        "keep-packet-pipelined-poll",
+        "hc_line_calls_keep_packet_pipelined",
+        Some("line-keep-packet-pipelined-poll"),
+    ),
 ];
 
 /// The floor, the one-warp variants and the throughput table; whether every reply verified, and
@@ -145,14 +151,17 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
     // The goal's ratio with less noise: the floor and the best line and phase variants measured
     // in turn, 7 rounds; medians of the per-round ratios.
     let line_keep = gpu.module.kernel("hc_line_calls_keep_packet")?;
+    let line_pipelined = gpu.module.kernel("hc_line_calls_keep_packet_pipelined")?;
     let phase_keep = gpu.module.kernel("hc_calls_keep_packet")?;
-    let (mut line_ratios, mut phase_ratios) = (Vec::new(), Vec::new());
+    let (mut line_ratios, mut pipelined_ratios, mut phase_ratios) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..7 {
         let floor = gpu.floor(5_000, false)?;
         let line = gpu.line_calls(&pool, &line_keep, 1, 2000, LATENCY, false)?;
+        let pipelined = gpu.line_calls(&pool, &line_pipelined, 1, 2000, LATENCY, false)?;
         let phase = gpu.calls(&pool, &phase_keep, 1, 2000, LATENCY, false)?;
-        ok &= line.ok() && phase.ok();
+        ok &= line.ok() && pipelined.ok() && phase.ok();
         line_ratios.push(line.mean_us() * 1e3 / floor);
+        pipelined_ratios.push(pipelined.mean_us() * 1e3 / floor);
         phase_ratios.push(phase.mean_us() * 1e3 / floor);
     }
     let median = |v: &mut Vec<f64>| {
@@ -160,9 +169,10 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
         (v[v.len() / 2], v[0], v[v.len() - 1])
     };
     let (line_median, line_low, line_high) = median(&mut line_ratios);
+    let (pipelined_median, pipelined_low, pipelined_high) = median(&mut pipelined_ratios);
     let (phase_median, phase_low, phase_high) = median(&mut phase_ratios);
     println!(
-        "cuda: one-warp keep-packet / floor, 7 interleaved rounds: line median={line_median:.2} [{line_low:.2}-{line_high:.2}] phase median={phase_median:.2} [{phase_low:.2}-{phase_high:.2}] (goal: line <= 1.40)"
+        "cuda: one-warp keep-packet / floor, 7 interleaved rounds: line median={line_median:.2} [{line_low:.2}-{line_high:.2}] line-pipelined-poll median={pipelined_median:.2} [{pipelined_low:.2}-{pipelined_high:.2}] phase median={phase_median:.2} [{phase_low:.2}-{phase_high:.2}] (goal: line <= 1.40)"
     );
     drop(pool);
     println!(
@@ -256,6 +266,7 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
         ("line-keep-packet", "line, keep-packet device code"),
         ("line-lane-fill", "line, per-lane fill and poll"),
         ("line-keep-packet-lane-fill", "line, keep-packet, per-lane fill and poll"),
+        ("line-keep-packet-pipelined-poll", "line, keep-packet, two polls in flight"),
     ] {
         let best = print_table(&table, label, title, options);
         if label == "default" {
