@@ -88,6 +88,20 @@ fn a_phase_buffer_keeps_its_bitmap_in_device_memory() {
     assert_eq!(state.read_u64(4).unwrap(), vec![0; 4]);
 }
 
+/// The example's kernels (`HOSTCALL_CUDA_MODULE`); a test that runs without them fails.
+fn kernels(test: &str, cuda: &Arc<Cuda>) -> Arc<Module> {
+    let path = std::env::var_os("HOSTCALL_CUDA_MODULE")
+        .unwrap_or_else(|| panic!("{test}: HOSTCALL_CUDA_MODULE is not set (the path of kernels.cubin)"));
+    Module::load(cuda.clone(), std::path::Path::new(&path)).unwrap()
+}
+
+/// A pool of `threads` listener threads serving the example's lane service (id 100, `mix`).
+fn mix_pool(threads: usize, doorbell: Arc<dyn Doorbell>) -> ListenerPool {
+    let pool = ListenerPool::start(threads, doorbell, ListenerConfig::default()).unwrap();
+    pool.services().register_lane(100, "mix", |r| Ok([mix(r), r[0].wrapping_add(r[1])])).unwrap();
+    pool
+}
+
 fn mix(r: &[u64; SLOT_WORDS]) -> u64 {
     let mut h = 0x9E37_79B9_7F4A_7C15u64;
     for &w in r {
@@ -101,15 +115,12 @@ fn mix(r: &[u64; SLOT_WORDS]) -> u64 {
 fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
     let test = "gpu_warps_make_verified_hostcalls_through_two_listener_threads";
     let cuda = cuda_device(test);
-    let path = std::env::var_os("HOSTCALL_CUDA_MODULE")
-        .unwrap_or_else(|| panic!("{test}: HOSTCALL_CUDA_MODULE is not set (the path of kernels.cubin)"));
-    let module = Module::load(cuda.clone(), std::path::Path::new(&path)).unwrap();
+    let module = kernels(test, &cuda);
     let kernel = module.kernel("hc_calls").unwrap();
     let memory = Arc::new(CudaMemory::new(cuda.clone()));
     let bell = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
     let doorbell: Arc<dyn Doorbell> = bell.clone();
-    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
-    pool.services().register_lane(100, "mix", |r| Ok([mix(r), r[0].wrapping_add(r[1])])).unwrap();
+    let pool = mix_pool(2, doorbell.clone());
     let (warps, calls) = (64u64, 50u64);
     let (buffer, _state) = cuda::phase_buffer(&cuda, memory, warps, doorbell).unwrap();
     pool.add_buffer(buffer.clone()).unwrap();
@@ -155,15 +166,12 @@ fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
 fn gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap() {
     let test = "gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap";
     let cuda = cuda_device(test);
-    let path = std::env::var_os("HOSTCALL_CUDA_MODULE")
-        .unwrap_or_else(|| panic!("{test}: HOSTCALL_CUDA_MODULE is not set (the path of kernels.cubin)"));
-    let module = Module::load(cuda.clone(), std::path::Path::new(&path)).unwrap();
+    let module = kernels(test, &cuda);
     let (mixed, set_seq) =
         (module.kernel("hc_line_mixed").unwrap(), module.kernel("hc_line_set_seq").unwrap());
     let memory = Arc::new(CudaMemory::new(cuda.clone()));
     let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
-    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
-    pool.services().register_lane(100, "mix", |r| Ok([mix(r), r[0].wrapping_add(r[1])])).unwrap();
+    let pool = mix_pool(2, doorbell.clone());
     let (warps, calls) = (64u64, 12u64);
     // Lanes calling per warp: all 32 on even calls, the 21 or 22 with (lane + call) % 3 != 0 on odd.
     let per_warp: u64 = (0..calls)

@@ -32,12 +32,55 @@ __device__ __forceinline__ void make_request(uint64_t (&r)[8], unsigned warp, un
 
 #define WAIT_ARGS unsigned spin_ns, unsigned min_sleep_ns, unsigned max_sleep_ns, unsigned poll_stagger_ns
 
-// Every warp makes `calls` calls; every lane checks its reply. `counters[0]` += errors,
-// `counters[1]` += replies checked. With `timing` (device memory, one phase_timing per warp),
-// the leader's per-step cycles; with `per_call` (device memory, `calls` entries, warp 0 only),
-// the cycles of each of warp 0's calls. `clocks[0..4]`: warp 0's leader's clock64 and global
-// timer at its start and end (to convert cycles to ns).
-template <unsigned FLAGS>
+// Adds a warp's counts to `counters` ([0] errors, [1] lane replies checked): a warp reduction,
+// then one atomic per warp. Call it from the whole warp.
+__device__ __forceinline__ void add_counts(unsigned long long *counters, unsigned long long errors,
+                                           unsigned long long checked) {
+    for (int d = 16; d > 0; d /= 2) {
+        errors += __shfl_down_sync(0xffffffffu, errors, d);
+        checked += __shfl_down_sync(0xffffffffu, checked, d);
+    }
+    if (hostcall::detail::lane_id() == 0) {
+        atomicAdd(&counters[0], errors);
+        atomicAdd(&counters[1], checked);
+    }
+}
+
+// The two protocols' device calls behind one face, for the benchmark kernels.
+struct phase_protocol {
+    using client = hostcall::phase_client;
+    static __device__ client open(const void *buffer, hostcall::wait_policy policy, unsigned start, bool keep) {
+        return hostcall::phase_open(buffer, policy, start, keep);
+    }
+    template <unsigned FLAGS>
+    static __device__ void call(client &c, const uint64_t (&request)[8], uint64_t (&reply)[2],
+                                hostcall::phase_timing *timing) {
+        hostcall::phase_call<FLAGS>(c, MIX_SERVICE, request, reply, timing);
+    }
+    static __device__ void release_held(client &c) { hostcall::phase_release_held(c); }
+};
+
+// The line protocol (PROTOCOL.md section 9): the same steps are timed (claim, fill, submit for
+// release, wait, reply).
+struct line_protocol {
+    using client = hostcall::line_client;
+    static __device__ client open(const void *buffer, hostcall::wait_policy policy, unsigned start, bool keep) {
+        return hostcall::line_open(buffer, policy, start, keep);
+    }
+    template <unsigned FLAGS>
+    static __device__ void call(client &c, const uint64_t (&request)[8], uint64_t (&reply)[2],
+                                hostcall::phase_timing *timing) {
+        hostcall::line_call<FLAGS>(c, MIX_SERVICE, request, reply, timing);
+    }
+    static __device__ void release_held(client &c) { hostcall::line_release_held(c); }
+};
+
+// Every warp makes `calls` calls; every lane (only lane 0 with ONE_LANE) checks its reply.
+// `counters[0]` += errors, `counters[1]` += replies checked. With `timing` (device memory, one
+// phase_timing per warp), the leader's per-step cycles; with `per_call` (device memory, `calls`
+// entries, warp 0 only), the cycles of each of warp 0's calls. `clocks[0..4]`: warp 0's leader's
+// clock64 and global timer at its start and end (to convert cycles to ns).
+template <typename P, unsigned FLAGS>
 __device__ __forceinline__ void calls_impl(const void *buffer, unsigned calls, WAIT_ARGS, unsigned long long *counters,
                                            hostcall::phase_timing *timing, unsigned long long *per_call,
                                            unsigned long long *clocks) {
@@ -45,80 +88,7 @@ __device__ __forceinline__ void calls_impl(const void *buffer, unsigned calls, W
     const unsigned warp = hostcall::global_warp_id();
     const unsigned lane = hostcall::detail::lane_id();
     constexpr bool keep = (FLAGS & KEEP_PACKET) != 0;
-    hostcall::phase_client c = hostcall::phase_open(buffer, policy, hostcall::global_warp_id(), keep);
-    hostcall::phase_timing local = {0, 0, 0, 0, 0, 0};
-    unsigned long long errors = 0, checked = 0;
-    const bool first = warp == 0 && lane == 0;
-    unsigned long long c0 = 0, g0 = 0;
-    if (first && clocks) {
-        c0 = clock64();
-        g0 = hostcall::detail::global_timer_ns();
-    }
-    for (unsigned call = 0; call < calls; ++call) {
-        uint64_t request[8], reply[2];
-        make_request(request, warp, lane, call);
-        const unsigned long long start = clock64();
-        hostcall::phase_call<FLAGS & ~KEEP_PACKET>(c, MIX_SERVICE, request, reply, timing ? &local : nullptr);
-        if (first && per_call) {
-            // A call may return before its reply loads complete: time until the reply is usable
-            // (branch on it; a 2^-64 chance of one cycle too many).
-            const unsigned long long extra = (reply[0] ^ reply[1]) == 0x0123456789abcdefull ? 1 : 0;
-            if (extra)
-                per_call[call] = 0;
-            per_call[call] = clock64() - start + extra;
-        }
-        errors += (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
-        checked += 1;
-    }
-    hostcall::phase_release_held(c);
-    if (first && clocks) {
-        clocks[0] = c0;
-        clocks[1] = clock64();
-        clocks[2] = g0;
-        clocks[3] = hostcall::detail::global_timer_ns();
-    }
-    // Warp-reduce, one atomic per warp.
-    for (int d = 16; d > 0; d /= 2) {
-        errors += __shfl_down_sync(0xffffffffu, errors, d);
-        checked += __shfl_down_sync(0xffffffffu, checked, d);
-    }
-    if (lane == 0) {
-        atomicAdd(&counters[0], errors);
-        atomicAdd(&counters[1], checked);
-        if (timing)
-            timing[warp] = local;
-    }
-}
-
-#define CALLS_KERNEL(name, flags)                                                                                      \
-    extern "C" __global__ void __launch_bounds__(1024)                                                                 \
-        name(const void *buffer, unsigned calls, WAIT_ARGS, unsigned long long *counters,                              \
-             hostcall::phase_timing *timing, unsigned long long *per_call, unsigned long long *clocks) {               \
-        calls_impl<flags>(buffer, calls, spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns, counters, timing,     \
-                          per_call, clocks);                                                                           \
-    }
-
-CALLS_KERNEL(hc_calls, 0)
-CALLS_KERNEL(hc_calls_store_sys, HOSTCALL_CUDA_STORE_SYS)
-CALLS_KERNEL(hc_calls_fence_sc, HOSTCALL_CUDA_FENCE_SC)
-CALLS_KERNEL(hc_calls_pipelined, HOSTCALL_CUDA_POLL_PIPELINED)
-CALLS_KERNEL(hc_calls_no_ring, HOSTCALL_CUDA_NO_RING)
-CALLS_KERNEL(hc_calls_check_claim, HOSTCALL_CUDA_CHECK_CLAIM)
-CALLS_KERNEL(hc_calls_lane_fill, HOSTCALL_CUDA_LANE_FILL)
-CALLS_KERNEL(hc_calls_transposed_fill, HOSTCALL_CUDA_TRANSPOSED_FILL)
-CALLS_KERNEL(hc_calls_keep_packet, KEEP_PACKET)
-
-// The same calls on a line buffer (PROTOCOL.md section 9): hostcall::line_call instead of
-// phase_call; the same arguments, checks and timing (claim, fill, submit, wait, reply).
-template <unsigned FLAGS>
-__device__ __forceinline__ void line_calls_impl(const void *buffer, unsigned calls, WAIT_ARGS,
-                                                unsigned long long *counters, hostcall::phase_timing *timing,
-                                                unsigned long long *per_call, unsigned long long *clocks) {
-    const hostcall::wait_policy policy = {spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns};
-    const unsigned warp = hostcall::global_warp_id();
-    const unsigned lane = hostcall::detail::lane_id();
-    constexpr bool keep = (FLAGS & KEEP_PACKET) != 0;
-    hostcall::line_client c = hostcall::line_open(buffer, policy, warp, keep);
+    typename P::client c = P::open(buffer, policy, warp, keep);
     hostcall::phase_timing local = {0, 0, 0, 0, 0, 0};
     unsigned long long errors = 0, checked = 0;
     const bool first = warp == 0 && lane == 0;
@@ -133,39 +103,50 @@ __device__ __forceinline__ void line_calls_impl(const void *buffer, unsigned cal
         uint64_t request[8], reply[2];
         make_request(request, warp, lane, call);
         const unsigned long long start = clock64();
-        hostcall::line_call<FLAGS & ~(KEEP_PACKET | ONE_LANE)>(c, MIX_SERVICE, request, reply,
-                                                               timing ? &local : nullptr);
-        if (first && per_call)
-            per_call[call] = clock64() - start;
+        P::template call<FLAGS & ~(KEEP_PACKET | ONE_LANE)>(c, request, reply, timing ? &local : nullptr);
+        if (first && per_call) {
+            // A call may return before its reply loads complete: time until the reply is usable
+            // (branch on it; a 2^-64 chance of one cycle too many).
+            const unsigned long long extra = (reply[0] ^ reply[1]) == 0x0123456789abcdefull ? 1 : 0;
+            if (extra)
+                per_call[call] = 0;
+            per_call[call] = clock64() - start + extra;
+        }
         errors += (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
         checked += 1;
     }
-    hostcall::line_release_held(c);
+    __syncwarp();
+    P::release_held(c);
     if (first && clocks) {
         clocks[0] = c0;
         clocks[1] = clock64();
         clocks[2] = g0;
         clocks[3] = hostcall::detail::global_timer_ns();
     }
-    for (int d = 16; d > 0; d /= 2) {
-        errors += __shfl_down_sync(0xffffffffu, errors, d);
-        checked += __shfl_down_sync(0xffffffffu, checked, d);
-    }
-    if (lane == 0) {
-        atomicAdd(&counters[0], errors);
-        atomicAdd(&counters[1], checked);
-        if (timing)
-            timing[warp] = local;
-    }
+    add_counts(counters, errors, checked);
+    if (lane == 0 && timing)
+        timing[warp] = local;
 }
 
-#define LINE_CALLS_KERNEL(name, flags)                                                                                 \
+#define PROTOCOL_CALLS_KERNEL(name, protocol, flags)                                                                   \
     extern "C" __global__ void __launch_bounds__(1024)                                                                 \
         name(const void *buffer, unsigned calls, WAIT_ARGS, unsigned long long *counters,                              \
              hostcall::phase_timing *timing, unsigned long long *per_call, unsigned long long *clocks) {               \
-        line_calls_impl<flags>(buffer, calls, spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns, counters, timing, \
-                               per_call, clocks);                                                                      \
+        calls_impl<protocol, flags>(buffer, calls, spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns, counters,   \
+                                    timing, per_call, clocks);                                                         \
     }
+#define CALLS_KERNEL(name, flags) PROTOCOL_CALLS_KERNEL(name, phase_protocol, flags)
+#define LINE_CALLS_KERNEL(name, flags) PROTOCOL_CALLS_KERNEL(name, line_protocol, flags)
+
+CALLS_KERNEL(hc_calls, 0)
+CALLS_KERNEL(hc_calls_store_sys, HOSTCALL_CUDA_STORE_SYS)
+CALLS_KERNEL(hc_calls_fence_sc, HOSTCALL_CUDA_FENCE_SC)
+CALLS_KERNEL(hc_calls_pipelined, HOSTCALL_CUDA_POLL_PIPELINED)
+CALLS_KERNEL(hc_calls_no_ring, HOSTCALL_CUDA_NO_RING)
+CALLS_KERNEL(hc_calls_check_claim, HOSTCALL_CUDA_CHECK_CLAIM)
+CALLS_KERNEL(hc_calls_lane_fill, HOSTCALL_CUDA_LANE_FILL)
+CALLS_KERNEL(hc_calls_transposed_fill, HOSTCALL_CUDA_TRANSPOSED_FILL)
+CALLS_KERNEL(hc_calls_keep_packet, KEEP_PACKET)
 
 LINE_CALLS_KERNEL(hc_line_calls, 0)
 LINE_CALLS_KERNEL(hc_line_calls_no_ring, HOSTCALL_CUDA_NO_RING)
@@ -212,14 +193,7 @@ extern "C" __global__ void hc_line_mixed(const void *buffer, unsigned calls, uns
         __syncwarp(); // the next call starts with the whole warp again
     }
     hostcall::line_release_held(c);
-    for (int d = 16; d > 0; d /= 2) {
-        errors += __shfl_down_sync(0xffffffffu, errors, d);
-        checked += __shfl_down_sync(0xffffffffu, checked, d);
-    }
-    if (lane == 0) {
-        atomicAdd(&counters[0], errors);
-        atomicAdd(&counters[1], checked);
-    }
+    add_counts(counters, errors, checked);
 }
 
 // Sets every packet's device_seq of a line buffer to `seq` (one thread; launched alone, before
