@@ -1,7 +1,7 @@
 //! The host's side of the line protocol: the scan that polls each packet's head, takes a request
 //! only when every word of it carries the head's sequence, serves it, and answers in tagged words.
 
-use super::layout::{seq_of, tag, untag};
+use super::layout::{seq_of, tag, untag, CARRIED_REQUEST_WORDS};
 use super::scratch::{self, Scratch};
 use super::view::View;
 use crate::host::{DrainHandler, DrainReport, PacketRequest};
@@ -93,9 +93,16 @@ impl View<'_> {
         let activemask = (u64::from(high) << 32 | u64::from(low)) & LANE_MASK;
         for lane in lanes(activemask) {
             let words = &request.lanes[lane];
-            for k in 0..SLOT_WORDS {
+            for k in 0..CARRIED_REQUEST_WORDS {
                 let (low, high) = (word(&words[2 * k])?, word(&words[2 * k + 1])?);
                 scratch.write(lane, k, u64::from(high) << 32 | u64::from(low));
+            }
+            // The words the transport does not carry (none in production; all but the first
+            // under loom, see `CARRIED_REQUEST_WORDS`) are zero, as the wave's `write_lane`
+            // requires of them.
+            #[allow(clippy::reversed_empty_ranges)] // empty outside loom, on purpose
+            for k in CARRIED_REQUEST_WORDS..SLOT_WORDS {
+                scratch.write(lane, k, 0);
             }
             scratch.written_whole(lane);
         }

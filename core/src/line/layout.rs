@@ -6,9 +6,26 @@ use crate::host::MIN_ALIGN as SHARED_MIN_ALIGN;
 use crate::lane::{LANES, REPLY_WORDS, SLOT_WORDS};
 use crate::sync::{AtomicU32, AtomicU64};
 
-/// Tagged words per lane request: each request `u64` travels as two tagged words (low half, then
-/// high half).
-pub const REQUEST_LINE_WORDS: usize = 2 * SLOT_WORDS;
+/// Request words per lane the line transport carries: all [`SLOT_WORDS`] of a lane's slot.
+///
+/// Under loom only the first: each carried word is two tagged words that the host loads one by
+/// one, and every such relaxed load with several stores to choose from branches loom's
+/// exploration, so 8 words a lane kept the models across the wrap from finishing. The algorithm
+/// is the same code in both builds (every loop of the line module runs to this constant); under
+/// loom [`Claimed::write_lane`](super::Claimed::write_lane) refuses (panics on) a non-zero word
+/// it would not carry, and the host's payload holds zeroes in the words not carried.
+#[cfg(not(loom))]
+pub const CARRIED_REQUEST_WORDS: usize = SLOT_WORDS;
+/// Request words per lane the line transport carries: under loom only the first (see the
+/// production docs).
+#[cfg(loom)]
+pub const CARRIED_REQUEST_WORDS: usize = 1;
+
+const _: () = assert!(CARRIED_REQUEST_WORDS >= 1 && CARRIED_REQUEST_WORDS <= SLOT_WORDS);
+
+/// Tagged words per lane request: each carried request `u64` travels as two tagged words (low
+/// half, then high half); 16 in production.
+pub const REQUEST_LINE_WORDS: usize = 2 * CARRIED_REQUEST_WORDS;
 /// Tagged words per lane reply (each reply `u64` as two tagged words).
 pub const REPLY_LINE_WORDS: usize = 2 * REPLY_WORDS;
 
@@ -242,6 +259,7 @@ mod abi {
     const _: () = assert!(offset_of!(Prefix, doorbell) == 40);
     const _: () = assert!(offset_of!(Prefix, num_packets) == 48);
 
+    const _: () = assert!(CARRIED_REQUEST_WORDS == SLOT_WORDS && REQUEST_LINE_WORDS == 16);
     const _: () = assert!(size_of::<Request>() == REQUEST_SIZE && REQUEST_SIZE == 8256);
     const _: () = assert!(align_of::<Request>() == CACHE_LINE);
     const _: () = assert!(offset_of!(Request, head) == 0);

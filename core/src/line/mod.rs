@@ -25,6 +25,12 @@
 //! A call's sequence is the packet's previous one plus 1, wrapping from [`SEQ_MAX`] to 1: 0 is never
 //! a sequence, so the zeroed buffer of [`View::init`] holds no call.
 //!
+//! Under loom the geometry shrinks so that the models finish, and nothing else changes (the same
+//! code runs, each loop to these constants): [`SEQ_MAX`] is 2, a wave has 2 lanes
+//! ([`LANES`](crate::LANES)), and a lane's request carries only its first word
+//! ([`CARRIED_REQUEST_WORDS`]: 2 tagged words instead of 16; the others must be zero). The
+//! production layout above is pinned by `const` asserts that hold outside loom only.
+//!
 //! # Who writes what
 //!
 //! | word | written by | when |
@@ -124,7 +130,8 @@ mod view;
 
 pub use layout::{
     buffer_align, buffer_size, next_seq, refreshes, seq_of, tag, untag, Layout, Prefix, Reply, Request,
-    CACHE_LINE, MIN_ALIGN, REPLY_LINE_WORDS, REPLY_SIZE, REQUEST_LINE_WORDS, REQUEST_SIZE, SEQ_MAX,
+    CACHE_LINE, CARRIED_REQUEST_WORDS, MIN_ALIGN, REPLY_LINE_WORDS, REPLY_SIZE, REQUEST_LINE_WORDS,
+    REQUEST_SIZE, SEQ_MAX,
 };
 pub use producer::{Claimed, Completed, Submitted};
 pub use view::{Parts, View};

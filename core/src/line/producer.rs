@@ -2,7 +2,7 @@
 //! [`Claimed`] packet can be filled and submitted, only a [`Submitted`] one waited on, only a
 //! [`Completed`] one read and released.
 
-use super::layout::{seq_of, tag, REPLY_LINE_WORDS};
+use super::layout::{seq_of, tag, CARRIED_REQUEST_WORDS, REPLY_LINE_WORDS};
 use super::view::View;
 use crate::dispatch::ErrorCode;
 use crate::lane::{lanes, poll_until, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
@@ -59,12 +59,22 @@ impl<'a> Claimed<'a> {
 
     /// Writes lane `lane`'s request words, each as two tagged words.
     ///
+    /// Under loom only the first [`CARRIED_REQUEST_WORDS`] travel (the models' geometry, see
+    /// there); in production that is every word.
+    ///
     /// # Panics
-    /// If `lane >= LANES`.
+    /// If `lane >= LANES`; under loom also if a word past [`CARRIED_REQUEST_WORDS`] is not zero
+    /// (it would be lost).
     #[inline]
     pub fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
+        let (carried, not_carried) = words.split_at(CARRIED_REQUEST_WORDS);
+        // Empty in production (every word is carried); a loom model must not lose data silently.
+        assert!(
+            not_carried.iter().all(|&w| w == 0),
+            "request words past CARRIED_REQUEST_WORDS are not carried"
+        );
         let slot = &self.view.request(self.index).lanes[lane];
-        for (k, &value) in words.iter().enumerate() {
+        for (k, &value) in carried.iter().enumerate() {
             // Relaxed: the data travels with its sequence in one store; the host checks the
             // sequence of every word it takes.
             slot[2 * k].store(tag(value as u32, self.seq), Ordering::Relaxed);
