@@ -451,6 +451,25 @@ __device__ inline void wait_for_host(const phase_client &c, unsigned index, unsi
 
 __device__ __forceinline__ unsigned long long clock_if(bool timed) { return timed ? clock64() : 0ull; }
 
+/* Who is calling, as phase_call and line_call both start: the active lanes, this lane, the leader
+ * (lowest active lane), whether this lane times the steps, and the first clock read. */
+struct warp_call {
+    unsigned mask, lane, leader;
+    bool is_leader, timed;
+    unsigned long long t0;
+};
+
+__device__ __forceinline__ warp_call begin_call(const void *timing) {
+    warp_call w;
+    w.mask = __activemask();
+    w.lane = lane_id();
+    w.leader = __ffs(w.mask) - 1;
+    w.is_leader = w.lane == w.leader;
+    w.timed = timing != nullptr && w.is_leader;
+    w.t0 = clock_if(w.timed);
+    return w;
+}
+
 } // namespace detail
 
 /* One hostcall by the calling warp's active lanes: each sends its 8 request words to `service`
@@ -460,12 +479,10 @@ __device__ __forceinline__ unsigned long long clock_if(bool timed) { return time
 template <unsigned FLAGS = 0>
 __device__ inline void phase_call(phase_client &c, unsigned service, const uint64_t (&request)[8],
                                   uint64_t (&reply)[2], phase_timing *timing = nullptr) {
-    const unsigned mask = __activemask();
-    const unsigned lane = detail::lane_id();
-    const unsigned leader = __ffs(mask) - 1;
-    const bool is_leader = lane == leader;
-    const bool timed = timing != nullptr && is_leader;
-    const unsigned long long t0 = detail::clock_if(timed);
+    const detail::warp_call w = detail::begin_call(timing);
+    const unsigned mask = w.mask, lane = w.lane, leader = w.leader;
+    const bool is_leader = w.is_leader, timed = w.timed;
+    const unsigned long long t0 = w.t0;
 
     /* Only a whole warp may keep a packet: two divergent parts of one warp may be in phase_call
      * at once, and must not share it. */
@@ -776,12 +793,10 @@ __device__ __forceinline__ void line_look_take(const line_look &look, unsigned s
 template <unsigned FLAGS = 0>
 __device__ inline void line_call(line_client &c, unsigned service, const uint64_t (&request)[8],
                                  uint64_t (&reply)[2], phase_timing *timing = nullptr) {
-    const unsigned mask = __activemask();
-    const unsigned lane = detail::lane_id();
-    const unsigned leader = __ffs(mask) - 1;
-    const bool is_leader = lane == leader;
-    const bool timed = timing != nullptr && is_leader;
-    const unsigned long long t0 = detail::clock_if(timed);
+    const detail::warp_call w = detail::begin_call(timing);
+    const unsigned mask = w.mask, lane = w.lane, leader = w.leader;
+    const bool is_leader = w.is_leader, timed = w.timed;
+    const unsigned long long t0 = w.t0;
 
     const bool keep = c.keep_packet && mask == 0xffffffffu;
     const bool held = keep && c.held != detail::NOT_HELD;

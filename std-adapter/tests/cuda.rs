@@ -8,8 +8,9 @@
 #![cfg(feature = "cuda")]
 
 use hostcall::backend::cuda::{
-    self, Cuda, CudaMemory, DeviceBuffer, DeviceStateLayout, MappedDoorbell, Module, Stream,
+    self, Cuda, CudaMemory, DeviceBuffer, DeviceStateLayout, Kernel, MappedDoorbell, Module, Stream,
 };
+use hostcall::buffer::HostcallBuffer;
 use hostcall::buffer::Protocol;
 use hostcall::core::SLOT_WORDS;
 use hostcall::doorbell::signal::AMD_SIGNAL_KIND_USER;
@@ -102,6 +103,33 @@ fn mix_pool(threads: usize, doorbell: Arc<dyn Doorbell>) -> ListenerPool {
     pool
 }
 
+/// Runs `hc_calls` of kernels.cu on `buffer` (8 blocks of 256 threads: 64 warps, `calls` calls
+/// each, the default wait policy) and waits for it; returns its counters `[errors, lane replies
+/// checked]`.
+fn run_hc_calls(cuda: &Arc<Cuda>, kernel: &Kernel, buffer: &HostcallBuffer, calls: u64) -> Vec<u64> {
+    let counters = DeviceBuffer::new(cuda.clone(), 16).unwrap();
+    let per_call = DeviceBuffer::new(cuda.clone(), calls as usize * 8).unwrap();
+    let clocks = DeviceBuffer::new(cuda.clone(), 32).unwrap();
+    let stream = Stream::new(cuda.clone()).unwrap();
+    let args = [
+        buffer.device_address(),
+        calls,
+        20_000,
+        256,
+        8_192,
+        500,
+        counters.device_address(),
+        0,
+        per_call.device_address(),
+        clocks.device_address(),
+    ];
+    // SAFETY: the arguments match `hc_calls` of kernels.cu in order and size; everything they
+    // point to outlives the kernel, which is waited for below.
+    unsafe { kernel.launch(&stream, 8, 256, &args) }.unwrap();
+    stream.synchronize_for(Duration::from_secs(60)).unwrap();
+    counters.read_u64(2).unwrap()
+}
+
 fn mix(r: &[u64; SLOT_WORDS]) -> u64 {
     let mut h = 0x9E37_79B9_7F4A_7C15u64;
     for &w in r {
@@ -124,27 +152,7 @@ fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
     let (warps, calls) = (64u64, 50u64);
     let (buffer, _state) = cuda::phase_buffer(&cuda, memory, warps, doorbell).unwrap();
     pool.add_buffer(buffer.clone()).unwrap();
-    let counters = DeviceBuffer::new(cuda.clone(), 16).unwrap();
-    let scratch = DeviceBuffer::new(cuda.clone(), calls as usize * 8).unwrap();
-    let clocks = DeviceBuffer::new(cuda.clone(), 32).unwrap();
-    let stream = Stream::new(cuda.clone()).unwrap();
-    let args = [
-        buffer.device_address(),
-        calls,
-        20_000,
-        256,
-        8_192,
-        500,
-        counters.device_address(),
-        0,
-        scratch.device_address(),
-        clocks.device_address(),
-    ];
-    // SAFETY: the arguments match `hc_calls` of kernels.cu in order and size; everything they
-    // point to outlives the kernel, which is waited for below.
-    unsafe { kernel.launch(&stream, 8, 256, &args) }.unwrap();
-    stream.synchronize_for(Duration::from_secs(60)).unwrap();
-    let c = counters.read_u64(2).unwrap();
+    let c = run_hc_calls(&cuda, &kernel, &buffer, calls);
     assert_eq!(c, vec![0, warps * 32 * calls], "[errors, lane replies checked]");
     // The warps rang the doorbell's value word at +8 (the global timer, odd) and left the rest of
     // the amd_signal_t alone.
@@ -231,28 +239,9 @@ fn every_gpu_makes_verified_hostcalls_in_one_process() {
                     let (buffer, _state) = gpu.phase_buffer(warps).unwrap();
                     assert_eq!(buffer.device_ordinal() as usize, cuda.ordinal());
                     listeners.add_buffer(buffer.clone()).unwrap();
-                    let counters = DeviceBuffer::new(cuda.clone(), 16).unwrap();
-                    let scratch = DeviceBuffer::new(cuda.clone(), calls as usize * 8).unwrap();
-                    let clocks = DeviceBuffer::new(cuda.clone(), 32).unwrap();
-                    let stream = Stream::new(cuda.clone()).unwrap();
-                    let args = [
-                        buffer.device_address(),
-                        calls,
-                        20_000,
-                        256,
-                        8_192,
-                        500,
-                        counters.device_address(),
-                        0,
-                        scratch.device_address(),
-                        clocks.device_address(),
-                    ];
-                    // SAFETY: the arguments match `hc_calls` of kernels.cu in order and size;
-                    // everything they point to outlives the kernel, which is waited for below.
-                    unsafe { kernel.launch(&stream, 8, 256, &args) }.unwrap();
-                    stream.synchronize_for(Duration::from_secs(60)).unwrap();
+                    let counts = run_hc_calls(&cuda, &kernel, &buffer, calls);
                     listeners.remove_buffer(&buffer).unwrap();
-                    (cuda.ordinal(), counters.read_u64(2).unwrap())
+                    (cuda.ordinal(), counts)
                 })
             })
             .collect();
