@@ -189,8 +189,14 @@ impl<'a> AnyView<'a> {
     }
 
     /// Host: serves the submitted packets of `scope` once, updating its private state. A stack
-    /// buffer is drained whole whatever the scope.
-    pub fn drain_scope(&self, scope: &mut DrainScope, handler: &mut impl DrainHandler) -> DrainReport {
+    /// buffer is drained whole whatever the scope. A line buffer's requests are copied into
+    /// `scratch` (see [`line::View::drain_scope`]): keep one per host thread for every drain.
+    pub fn drain_scope(
+        &self,
+        scope: &mut DrainScope,
+        scratch: &mut line::ScratchPayload,
+        handler: &mut impl DrainHandler,
+    ) -> DrainReport {
         match (self, scope) {
             (Self::Stack(view), _) => view.drain(handler),
             (Self::Phase(view), DrainScope::Whole) => view.drain(handler),
@@ -198,11 +204,7 @@ impl<'a> AnyView<'a> {
             (Self::Phase(view), DrainScope::Range { start, end }) => {
                 view.drain_range(*start as usize..*end as usize, handler)
             }
-            (Self::Line(view), DrainScope::Whole) => view.drain(handler),
-            (Self::Line(view), DrainScope::Window(window)) => view.drain_window(window, handler),
-            (Self::Line(view), DrainScope::Range { start, end }) => {
-                view.drain_range(*start as usize..*end as usize, handler)
-            }
+            (Self::Line(view), scope) => view.drain_scope(scope, scratch, handler),
         }
     }
 
@@ -342,10 +344,13 @@ mod tests {
         packet.write_lane(1, &[0; SLOT_WORDS]);
         let submitted = packet.submit(5, 0b11);
         let mut scope = view.scope();
-        let report = view.drain_scope(&mut scope, &mut |p: &mut PacketRequest<'_>| {
-            p.reply(0, [p.request(0)[0] + 1, 0]);
-            p.reply_error(1, ErrorCode::Refused);
-        });
+        let report =
+            view.drain_scope(&mut scope, &mut line::ScratchPayload::new(), &mut |p: &mut PacketRequest<
+                '_,
+            >| {
+                p.reply(0, [p.request(0)[0] + 1, 0]);
+                p.reply_error(1, ErrorCode::Refused);
+            });
         assert_eq!(report, DrainReport { packets: 1, lane_calls: 2, malformed: 0 });
         let done = submitted.wait(|| {});
         assert_eq!(done.reply(0), [42, 0]);

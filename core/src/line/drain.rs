@@ -2,8 +2,9 @@
 //! only when every word of it carries the head's sequence, serves it, and answers in tagged words.
 
 use super::layout::{seq_of, tag, untag, CARRIED_REQUEST_WORDS};
-use super::scratch::{self, Scratch};
+use super::scratch::{own_memory, Place, Scratch, ScratchPayload};
 use super::view::View;
+use crate::any::DrainScope;
 use crate::host::{DrainHandler, DrainReport, PacketRequest};
 use crate::lane::{lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
 use crate::phase::{clamped, ScanWindow};
@@ -20,7 +21,9 @@ impl View<'_> {
     /// read-modify-write on shared words; `occupied` and `device_seq` are never read.
     pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
         let mut report = DrainReport::default();
-        self.scan(0..self.requests.len(), handler, &mut report);
+        let (mut memory, mut initialised) = (own_memory(), false);
+        let mut place = Place::Own(&mut memory, &mut initialised);
+        self.scan(0..self.requests.len(), &mut place, handler, &mut report);
         report
     }
 
@@ -29,7 +32,9 @@ impl View<'_> {
     /// packet `i`'s reply words.
     pub fn drain_range(&self, range: Range<usize>, handler: &mut impl DrainHandler) -> DrainReport {
         let mut report = DrainReport::default();
-        self.scan(clamped(range, self.requests.len()), handler, &mut report);
+        let (mut memory, mut initialised) = (own_memory(), false);
+        let mut place = Place::Own(&mut memory, &mut initialised);
+        self.scan(clamped(range, self.requests.len()), &mut place, handler, &mut report);
         report
     }
 
@@ -37,20 +42,49 @@ impl View<'_> {
     /// above the highest packet served, and a full scan at least every
     /// [`ScanWindow::FULL_SCAN_PERIOD`] calls).
     pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
-        window.drain(self.requests.len(), |range, report| self.scan(range, handler, report))
+        let (mut memory, mut initialised) = (own_memory(), false);
+        let mut place = Place::Own(&mut memory, &mut initialised);
+        window.drain(self.requests.len(), |range, report| self.scan(range, &mut place, handler, report))
+    }
+
+    /// Host: serves the packets of `scope` once (as [`View::drain`], [`View::drain_window`] or
+    /// [`View::drain_range`]), copying requests into `scratch`. The other drains use a scratch of
+    /// their own, zeroed in part whenever a scan serves something (4,032 bytes for a 1-lane
+    /// packet); a host that keeps one `scratch` for every drain zeroes it once.
+    pub fn drain_scope(
+        &self,
+        scope: &mut DrainScope,
+        scratch: &mut ScratchPayload,
+        handler: &mut impl DrainHandler,
+    ) -> DrainReport {
+        let n = self.requests.len();
+        let mut report = DrainReport::default();
+        let scratch = &mut Place::Kept(scratch);
+        match scope {
+            DrainScope::Whole => {
+                self.scan(0..n, scratch, handler, &mut report);
+            }
+            DrainScope::Window(window) => {
+                report = window.drain(n, |range, report| self.scan(range, scratch, handler, report));
+            }
+            DrainScope::Range { start, end } => {
+                self.scan(clamped(*start as usize..*end as usize, n), scratch, handler, &mut report);
+            }
+        }
+        report
     }
 
     /// Serves every complete pending packet in `range` once; returns the highest index served.
     fn scan(
         &self,
         range: Range<usize>,
+        place: &mut Place<'_>,
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
     ) -> Option<u32> {
-        // The scratch payload, on the stack and uninitialised: an idle scan costs nothing, and a
-        // busy one zeroes only the slots no request of it filled (see `Scratch`).
-        let mut memory = scratch::memory();
-        let mut scratch = Scratch::new(&mut memory);
+        // An idle scan costs nothing; the first to serve a packet zeroes what of the scratch is
+        // not initialised yet (see `Scratch`).
+        let mut scratch = place.scratch();
         let mut highest = None;
         for index in range {
             // Relaxed: a poll; the data comes in the same word as its sequence.
@@ -85,7 +119,7 @@ impl View<'_> {
     /// does not.
     fn take(&self, index: usize, seq: u32, scratch: &mut Scratch<'_>) -> Option<u64> {
         let request = &self.requests[index];
-        // Relaxed (every load below): a tagged word is read in one access, so its data is the
+        // Relaxed (every load here): a tagged word is read in one access, so its data is the
         // data its sequence was stored with; nothing else needs ordering.
         let word = |w: &crate::sync::AtomicU64| untag(w.load(Ordering::Relaxed), seq);
         let low = word(&request.mask[0])?;
@@ -93,18 +127,15 @@ impl View<'_> {
         let activemask = (u64::from(high) << 32 | u64::from(low)) & LANE_MASK;
         for lane in lanes(activemask) {
             let words = &request.lanes[lane];
-            for k in 0..CARRIED_REQUEST_WORDS {
-                let (low, high) = (word(&words[2 * k])?, word(&words[2 * k + 1])?);
-                scratch.write(lane, k, u64::from(high) << 32 | u64::from(low));
-            }
             // The words the transport does not carry (none in production; all but the first
             // under loom, see `CARRIED_REQUEST_WORDS`) are zero, as the wave's `write_lane`
             // requires of them.
-            #[allow(clippy::reversed_empty_ranges)] // empty outside loom, on purpose
-            for k in CARRIED_REQUEST_WORDS..SLOT_WORDS {
-                scratch.write(lane, k, 0);
+            let mut slot = [0u64; SLOT_WORDS];
+            for (k, value) in slot.iter_mut().take(CARRIED_REQUEST_WORDS).enumerate() {
+                let (low, high) = (word(&words[2 * k])?, word(&words[2 * k + 1])?);
+                *value = u64::from(high) << 32 | u64::from(low);
             }
-            scratch.written_whole(lane);
+            scratch.write_slot(lane, &slot);
         }
         Some(activemask)
     }

@@ -134,6 +134,7 @@ pub use layout::{
     REQUEST_SIZE, SEQ_MAX,
 };
 pub use producer::{Claimed, Completed, Submitted};
+pub use scratch::ScratchPayload;
 pub use view::{Parts, View};
 
 #[cfg(all(test, not(loom)))]

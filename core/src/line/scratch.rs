@@ -1,81 +1,131 @@
 //! The scan's scratch payload: where the host copies a line request it took, so that services
 //! read it and write their replies through a [`Payload`], as in the other protocols.
 //!
-//! It lives on the scan's stack and starts uninitialised: an idle scan costs nothing, and no
-//! payload is built elsewhere and copied in. The scan's `take` writes the words of each active
+//! Its memory is a [`ScratchPayload`], which starts uninitialised: an idle scan costs nothing, and
+//! no payload is built elsewhere and copied in. The scan's `take` writes the words of each active
 //! lane's slot; the first time a packet is handed to a service, the slots of the lanes not written
-//! whole are zeroed (only those: a 64-lane packet needs no zeroing, a 32-lane one 2 KB, where the
-//! scan used to zero all 4 KB first). So every payload a service sees is initialised, and what
-//! its inactive lanes hold is what the whole zeroing gave: zeroes, or the words of an earlier
-//! packet of the same scan (requests taken or refused, replies), never memory the scan did not
-//! write.
+//! whole are zeroed (only those: a 64-lane packet needs no zeroing, a 32-lane one 2 KB). From then
+//! on every slot of that memory is initialised, for good: a host that keeps one
+//! [`ScratchPayload`] across scans (the [`Poller`](crate::Poller) keeps one per poller, passed to
+//! [`View::drain_scope`](super::View::drain_scope)) zeroes it once, not on every scan that finds
+//! a packet (a 1-lane packet would zero 4,032 bytes, about half of what the host spends on it).
+//! So every payload a service sees is initialised, and what its inactive lanes hold is zeroes, or
+//! the words of an earlier packet this host took (requests or replies, of any buffer it serves),
+//! never memory the host did not write. Services read only their active lanes; nothing of an
+//! inactive slot goes back to a device.
 //!
 //! Under loom a payload's words are loom cells, for which all-zero bytes are no valid value, so
 //! there the payload is built normally ([`Payload::default`]) at the first write.
 
 use crate::lane::Payload;
+use crate::lane::SLOT_WORDS;
 #[cfg(not(loom))]
-use crate::lane::{LANES, LANE_MASK, SLOT_WORDS};
+use crate::lane::{LANES, LANE_MASK};
 #[cfg(not(loom))]
 use core::mem::MaybeUninit;
 
-/// Where a scan's scratch payload lives: a local of the scan, apart from [`Scratch`]'s own state
-/// (in one struct with it, LLVM zeroes the uninitialised memory with the state's zeroes, 4 KB
-/// per scan).
+/// Where a scan's scratch payload lives.
 #[cfg(not(loom))]
-pub(super) type Memory = MaybeUninit<Payload>;
+type Memory = MaybeUninit<Payload>;
 /// Where a scan's scratch payload lives: built at its first write under loom.
 #[cfg(loom)]
-pub(super) type Memory = Option<Payload>;
+type Memory = Option<Payload>;
 
-/// A scan's scratch payload (see the module docs).
+/// Memory for the line protocol's host to copy requests into (a [`Payload`], 4 KB), kept by a
+/// host across scans: zeroed once at its first use, never again (see [`View::drain_scope`]).
+///
+/// [`View::drain_scope`]: super::View::drain_scope
+pub struct ScratchPayload {
+    memory: Memory,
+    /// Whether every slot of `memory` is initialised (set by the first scan that served a packet).
+    initialised: bool,
+}
+
+impl ScratchPayload {
+    /// Scratch memory, nothing of it initialised yet (no work: it is zeroed at its first use).
+    pub const fn new() -> Self {
+        #[cfg(not(loom))]
+        return Self { memory: MaybeUninit::uninit(), initialised: false };
+        #[cfg(loom)]
+        return Self { memory: None, initialised: false };
+    }
+}
+
+impl Default for ScratchPayload {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Its size and state only: the words are the host's scratch.
+impl core::fmt::Debug for ScratchPayload {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ScratchPayload").field("initialised", &self.initialised).finish_non_exhaustive()
+    }
+}
+
+/// One scan's use of a [`ScratchPayload`] (see the module docs).
 pub(super) struct Scratch<'m> {
     memory: &'m mut Memory,
+    /// The payload's `initialised` flag, set once [`Scratch::payload`] has zeroed what was not.
+    initialised: &'m mut bool,
     /// The lanes whose slot has been written whole at least once (outside loom: is initialised).
     whole: u64,
-    /// Whether every slot is initialised, which the first [`Scratch::payload`] makes so.
+    /// Whether every slot is initialised: the scratch was, or [`Scratch::payload`] made it so.
     ready: bool,
 }
 
-/// Memory for a scratch payload, nothing initialised.
+/// Where a scan keeps its scratch: a host's [`ScratchPayload`], or memory of the scan's own,
+/// which it leaves uninitialised until it serves a packet.
+pub(super) enum Place<'m> {
+    /// A host's scratch, kept across scans.
+    Kept(&'m mut ScratchPayload),
+    /// Scratch of this drain only (separate locals: in one struct with the flag, LLVM zeroes the
+    /// uninitialised memory along with the flag, 4 KB per drain even when idle).
+    Own(&'m mut Memory, &'m mut bool),
+}
+
+impl Place<'_> {
+    /// A scan's use of this place: ready at once if an earlier scan initialised it.
+    #[inline]
+    pub(super) fn scratch(&mut self) -> Scratch<'_> {
+        let (memory, initialised) = match self {
+            Place::Kept(kept) => (&mut kept.memory, &mut kept.initialised),
+            Place::Own(memory, initialised) => (&mut **memory, &mut **initialised),
+        };
+        let ready = *initialised;
+        Scratch { memory, initialised, whole: 0, ready }
+    }
+}
+
+/// Memory for a drain's own scratch, nothing initialised (pass it to [`Place::Own`]).
 #[inline]
-pub(super) fn memory() -> Memory {
+pub(super) fn own_memory() -> Memory {
     #[cfg(not(loom))]
     return MaybeUninit::uninit();
     #[cfg(loom)]
     return None;
 }
 
-impl<'m> Scratch<'m> {
-    /// A scratch payload in `memory`, nothing of it initialised yet.
-    #[inline]
-    pub(super) fn new(memory: &'m mut Memory) -> Self {
-        Self { memory, whole: 0, ready: false }
-    }
-
-    /// Writes word `k` of lane `lane`'s slot.
+impl Scratch<'_> {
+    /// Writes lane `lane`'s whole slot.
     ///
     /// # Panics
-    /// If `lane >= LANES` or `k >= SLOT_WORDS`.
+    /// If `lane >= LANES`.
     #[inline]
-    pub(super) fn write(&mut self, lane: usize, k: usize, value: u64) {
+    pub(super) fn write_slot(&mut self, lane: usize, slot: &[u64; SLOT_WORDS]) {
         #[cfg(not(loom))]
         {
-            assert!(lane < LANES && k < SLOT_WORDS, "word {k} of lane {lane} is outside the payload");
-            let words = self.memory.as_mut_ptr().cast::<u64>();
-            // SAFETY: in bounds (checked above): `Payload` is `LANES * SLOT_WORDS` words, slot by
-            // slot (`repr(C)`, each word a `repr(transparent)` atomic with the representation of
-            // a `u64`, see `sync::PayloadWord`). `&mut self` makes this the only access to the
+            assert!(lane < LANES, "lane {lane} is outside the payload");
+            let words = self.memory.as_mut_ptr().cast::<[u64; SLOT_WORDS]>();
+            // SAFETY: in bounds (checked above): `Payload` is `LANES` slots of `SLOT_WORDS` words
+            // (`repr(C)`, each word a `repr(transparent)` atomic with the representation of a
+            // `u64`, see `sync::PayloadWord`). `&mut self` makes this the only access to the
             // memory: any `&Payload` handed out earlier is no longer borrowed.
-            unsafe { words.add(lane * SLOT_WORDS + k).write(value) };
+            unsafe { words.add(lane).write(*slot) };
         }
         #[cfg(loom)]
-        self.memory.get_or_insert_with(Payload::default).slots[lane][k].write(value);
-    }
-
-    /// Records that every word of lane `lane`'s slot has been written.
-    #[inline]
-    pub(super) fn written_whole(&mut self, lane: usize) {
+        self.memory.get_or_insert_with(Payload::default).write_lane(lane, slot);
         self.whole |= 1 << lane;
     }
 
@@ -86,11 +136,13 @@ impl<'m> Scratch<'m> {
         if !self.ready {
             self.zero_unwritten();
             self.ready = true;
+            *self.initialised = true;
         }
         #[cfg(not(loom))]
         // SAFETY: every slot is initialised: `zero_unwritten` zeroed those no lane was written
-        // into whole, and all-zero bytes are a valid `Payload` (atomic words with the
-        // representation of plain integers: what `Payload::default` builds).
+        // into whole, now or at an earlier scan of this scratch (`initialised`: writes since
+        // then store only initialised words), and all-zero bytes are a valid `Payload` (atomic
+        // words with the representation of plain integers: what `Payload::default` builds).
         return unsafe { self.memory.assume_init_ref() };
         #[cfg(loom)]
         return self.memory.get_or_insert_with(Payload::default);

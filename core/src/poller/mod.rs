@@ -28,6 +28,7 @@
 use crate::any::{AnyView, DrainScope};
 use crate::dispatch::Dispatch;
 use crate::host::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest, Protocol};
+use crate::line::ScratchPayload;
 use core::fmt;
 use table::{Pins, Registered, Table};
 
@@ -101,6 +102,8 @@ struct PollState<const N: usize> {
     serving: heapless::Vec<(usize, Registered), N>,
     /// The drain state of each slot (the registration generation it belongs to, and its scope).
     scopes: [(u64, DrainScope); N],
+    /// Where line requests are copied for the services (one per poller: polls take turns).
+    scratch: ScratchPayload,
 }
 
 // SAFETY: the buffers are only accessed through the `AnyView`s built by `add`, whose accesses are
@@ -147,6 +150,7 @@ impl<const N: usize> Poller<N> {
                 version: 0,
                 serving: heapless::Vec::new(),
                 scopes: [(0, DrainScope::Whole); N],
+                scratch: ScratchPayload::new(),
             }),
         }
     }
@@ -276,7 +280,7 @@ impl<const N: usize> Poller<N> {
         let Some(mut polling) = self.polling.try_lock() else {
             return DrainReport::default();
         };
-        let PollState { version, serving, scopes } = &mut *polling;
+        let PollState { version, serving, scopes, scratch } = &mut *polling;
         let mut pinned = self.pin_all(version, serving);
         let mut report = DrainReport::default();
         while let Some(&(slot, ref r)) = pinned.next() {
@@ -290,7 +294,7 @@ impl<const N: usize> Poller<N> {
             // `unpin` below). For a range, `add_phase_range`'s contract makes this poller the only
             // host writer of the range's `host_phase` words and reply words; the poll lock makes
             // this poll the only one of this poller.
-            report += r.view.drain_scope(scope, &mut to);
+            report += r.view.drain_scope(scope, scratch, &mut to);
             self.pins.unpin(slot);
         }
         report

@@ -6,6 +6,7 @@ use crate::options::Options;
 use crate::{echo, request, ECHO};
 use crossbeam_channel as channel;
 use hostcall::buffer::Protocol;
+use hostcall::core::line::ScratchPayload;
 use hostcall::core::{ClaimedPacket, CompletedPacket, PacketRequest, SubmittedPacket, SLOT_WORDS};
 use hostcall::prelude::*;
 use std::hint::spin_loop;
@@ -109,7 +110,8 @@ pub(crate) fn wave_round_trip(o: &Options) -> Sample {
 }
 
 /// The protocol alone: the core producer path (claim, fill, submit, spin on the answer, release)
-/// against a thread that spins on the protocol's `View::drain` with an inline lane service. No
+/// against a thread that spins on the protocol's drain (`AnyView::drain_scope`, its scope and
+/// scratch kept as a poller keeps them) with an inline lane service. No
 /// listener, poller, registry, doorbell or `Wave`: what the protocol's shared-memory traffic
 /// costs by itself, the bound under the full `hostcall_1l_spinning` rows.
 pub(crate) fn core_round_trip(o: &Options, protocol: Protocol) -> Sample {
@@ -121,9 +123,12 @@ pub(crate) fn core_round_trip(o: &Options, protocol: Protocol) -> Sample {
         let (buffer, stop) = (buffer.clone(), stop.clone());
         thread::spawn(move || {
             let view = buffer.view();
+            // The host's state, kept across drains as a poller keeps it (the line protocol's
+            // scratch payload is zeroed once, not per drain).
+            let (mut scope, mut scratch) = (view.scope(), ScratchPayload::new());
             // Relaxed: the flag carries no data.
             while !stop.load(Ordering::Relaxed) {
-                view.drain(&mut |packet: &mut PacketRequest<'_>| {
+                view.drain_scope(&mut scope, &mut scratch, &mut |packet: &mut PacketRequest<'_>| {
                     for lane in packet.lanes() {
                         let reply = echo(&packet.request(lane));
                         packet.reply(lane, reply);

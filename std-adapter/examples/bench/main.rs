@@ -26,6 +26,9 @@
 //!   spinning (`ListenerConfig::spinning()`) or blocking on its doorbell (the default config).
 //!   The device side is the core producer path as a GPU wave runs it: claim, fill, submit, ring,
 //!   spin on READY (`Submitted::wait`, one CPU pause per poll like the floor), read, release.
+//! - `wire_1l_line` / `llvm_rpc_1l`: the shared-memory traffic alone of one lane's round trip in
+//!   the line protocol's layout and in LLVM libc's GPU RPC's one-port layout, no project code on
+//!   either side (see `wire.rs`): what a layout costs before any instruction of ours.
 //! - `wave_1l_spinning`: the same with the emulated `Wave` (`with_spin_wait`) as the device side:
 //!   what the emulation adds.
 //! - `crossbeam_blocking` / `crossbeam_spinning`: the same payload (8 u64 request, 2 u64 reply)
@@ -88,6 +91,7 @@ mod pin;
 mod report;
 mod rows;
 mod throughput;
+mod wire;
 
 use listener_cost::run_callgrind;
 use measure::unpin;

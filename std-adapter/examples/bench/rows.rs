@@ -8,6 +8,7 @@ use crate::listener_cost::{listener_cost, listener_cost_hot};
 use crate::measure::Sample;
 use crate::options::Options;
 use crate::throughput::{crossbeam_throughput, hostcall_throughput};
+use crate::wire::{llvm_rpc, wire_line};
 use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
 
@@ -58,6 +59,8 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
         ),
         row("core_1l_phase".into(), Compare::Floor, None, Box::new(|o| core_round_trip(o, Protocol::Phase))),
         row("core_1l_line".into(), Compare::Floor, None, Box::new(|o| core_round_trip(o, Protocol::Line))),
+        row("wire_1l_line".into(), Compare::Floor, None, Box::new(wire_line)),
+        row("llvm_rpc_1l".into(), Compare::Floor, None, Box::new(llvm_rpc)),
         row(
             "hostcall_1l_spinning".into(),
             Compare::Floor,

@@ -1,0 +1,194 @@
+//! Wire-shape rows: the shared-memory traffic of one lane's round trip, with none of this
+//! project's code, to tell what a protocol's layout costs from what its instructions cost.
+//!
+//! - `wire_1l_line`: the line protocol's words for one lane of one packet, where its layout puts
+//!   them (PROTOCOL.md section 9): the wave stores the lane's 16 tagged request words (two lines),
+//!   then the two mask words and the head (the header line); the host polls the head, loads the
+//!   mask and the 16 words, checking each sequence, and stores 4 tagged reply words (one line),
+//!   which the wave polls. Three lines to the host, one back.
+//! - `llvm_rpc_1l`: LLVM libc's GPU RPC (`rpc.h`) for one port, as its allocation lays it out
+//!   when there is one port: the two `u32` mailboxes at offsets 0 and 4, the packet header
+//!   (`mask: u64`, `opcode: u32`) at 8 and the lane's 64-byte buffer at 24, so the mailboxes, the
+//!   header and 40 bytes of the request share the first line. The client fills, then flips its
+//!   outbox (Release); the server polls it (Acquire), reads, writes 2 reply words into the buffer
+//!   and flips its own; the client polls that and reads the reply. Our model of the shape, not
+//!   LLVM's code (its port lock and lane-mask handling are left out: neither crosses cores here).
+
+use crate::measure::{pinned_pair, round_trips, Sample};
+use crate::options::Options;
+use crate::{echo, request};
+use hostcall::core::SLOT_WORDS;
+use std::hint::spin_loop;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+/// A tagged word as the line protocol writes it: data low, sequence high.
+fn tag(data: u32, seq: u32) -> u64 {
+    (seq as u64) << 32 | data as u64
+}
+
+/// The line protocol's request block for one packet, cut to one lane: the 64-byte header line
+/// (head, two mask words) and the lane's 128 bytes of tagged words right after it, as in
+/// `line::Request`.
+#[repr(C, align(128))]
+struct LineRequest {
+    head: AtomicU64,
+    mask: [AtomicU64; 2],
+    _header_rest: [u64; 5],
+    lane: [AtomicU64; 2 * SLOT_WORDS],
+}
+
+/// One lane's reply: 4 tagged words, in a line of its own.
+#[repr(C, align(128))]
+struct LineReply {
+    words: [AtomicU64; 4],
+}
+
+fn zeroed<const N: usize>() -> [AtomicU64; N] {
+    std::array::from_fn(|_| AtomicU64::new(0))
+}
+
+pub(crate) fn wire_line(o: &Options) -> Sample {
+    let request_block = Arc::new(LineRequest {
+        head: AtomicU64::new(0),
+        mask: zeroed(),
+        _header_rest: [0; 5],
+        lane: zeroed(),
+    });
+    let reply_block = Arc::new(LineReply { words: zeroed() });
+    let stop = Arc::new(AtomicBool::new(false));
+    let host = pinned_pair(o, || {
+        let (rq, rp, stop) = (request_block.clone(), reply_block.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut served = 0u32;
+            // Relaxed: the flag carries no data.
+            while !stop.load(Ordering::Relaxed) {
+                // Relaxed everywhere: each word carries its own sequence (on x86 every load is
+                // an acquire anyway, as in the real host's scan).
+                let seq = (rq.head.load(Ordering::Relaxed) >> 32) as u32;
+                if seq == 0 || seq == served {
+                    spin_loop();
+                    continue;
+                }
+                let complete = rq.mask.iter().all(|w| (w.load(Ordering::Relaxed) >> 32) as u32 == seq);
+                let mut words = [0u64; SLOT_WORDS];
+                let mut whole = complete;
+                for (i, word) in words.iter_mut().enumerate() {
+                    let lo = rq.lane[2 * i].load(Ordering::Relaxed);
+                    let hi = rq.lane[2 * i + 1].load(Ordering::Relaxed);
+                    whole &= (lo >> 32) as u32 == seq && (hi >> 32) as u32 == seq;
+                    *word = (hi << 32) | (lo & 0xffff_ffff);
+                }
+                if !whole {
+                    continue;
+                }
+                let reply = echo(&words);
+                for (i, r) in reply.iter().enumerate() {
+                    rp.words[2 * i].store(tag(*r as u32, seq), Ordering::Relaxed);
+                    rp.words[2 * i + 1].store(tag((*r >> 32) as u32, seq), Ordering::Relaxed);
+                }
+                served = seq;
+            }
+        })
+    });
+    let mut seq = 0u32;
+    let sample = round_trips(o, || {
+        seq += 1;
+        let words = request(seq as u64, 0);
+        for (i, w) in words.iter().enumerate() {
+            request_block.lane[2 * i].store(tag(*w as u32, seq), Ordering::Relaxed);
+            request_block.lane[2 * i + 1].store(tag((*w >> 32) as u32, seq), Ordering::Relaxed);
+        }
+        request_block.mask[0].store(tag(1, seq), Ordering::Relaxed);
+        request_block.mask[1].store(tag(0, seq), Ordering::Relaxed);
+        request_block.head.store(tag(crate::ECHO, seq), Ordering::Relaxed);
+        let reply = loop {
+            let w: [u64; 4] = std::array::from_fn(|i| reply_block.words[i].load(Ordering::Relaxed));
+            if w.iter().all(|w| (w >> 32) as u32 == seq) {
+                break [(w[1] << 32) | (w[0] & 0xffff_ffff), (w[3] << 32) | (w[2] & 0xffff_ffff)];
+            }
+            spin_loop();
+        };
+        assert_eq!(reply, echo(&words));
+    });
+    stop.store(true, Ordering::Relaxed);
+    host.join().unwrap();
+    sample
+}
+
+/// LLVM libc's one-port RPC memory: mailboxes, header and buffer from offset 0.
+#[repr(C, align(128))]
+struct RpcPort {
+    /// The client's inbox, the server's outbox.
+    client_inbox: AtomicU32,
+    /// The client's outbox, the server's inbox.
+    client_outbox: AtomicU32,
+    mask: AtomicU64,
+    opcode: AtomicU32,
+    _pad: u32,
+    buffer: [AtomicU64; SLOT_WORDS],
+}
+
+pub(crate) fn llvm_rpc(o: &Options) -> Sample {
+    let port = Arc::new(RpcPort {
+        client_inbox: AtomicU32::new(0),
+        client_outbox: AtomicU32::new(0),
+        mask: AtomicU64::new(0),
+        opcode: AtomicU32::new(0),
+        _pad: 0,
+        buffer: zeroed(),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = pinned_pair(o, || {
+        let (port, stop) = (port.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut out = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                // Acquire: pairs with the client's Release flip; the buffer it filled is visible.
+                if port.client_outbox.load(Ordering::Acquire) == out {
+                    spin_loop();
+                    continue;
+                }
+                let _ = (port.mask.load(Ordering::Relaxed), port.opcode.load(Ordering::Relaxed));
+                let words: [u64; SLOT_WORDS] =
+                    std::array::from_fn(|i| port.buffer[i].load(Ordering::Relaxed));
+                let reply = echo(&words);
+                port.buffer[0].store(reply[0], Ordering::Relaxed);
+                port.buffer[1].store(reply[1], Ordering::Relaxed);
+                out ^= 1;
+                // Release: pairs with the client's Acquire poll; the reply words are visible.
+                port.client_inbox.store(out, Ordering::Release);
+            }
+        })
+    });
+    let mut out = 0u32;
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        let words = request(i, 0);
+        port.mask.store(1, Ordering::Relaxed);
+        port.opcode.store(crate::ECHO, Ordering::Relaxed);
+        for (slot, w) in port.buffer.iter().zip(words) {
+            slot.store(w, Ordering::Relaxed);
+        }
+        out ^= 1;
+        // Release: pairs with the server's Acquire poll.
+        port.client_outbox.store(out, Ordering::Release);
+        // Acquire: pairs with the server's Release flip.
+        while port.client_inbox.load(Ordering::Acquire) != out {
+            spin_loop();
+        }
+        let reply = [port.buffer[0].load(Ordering::Relaxed), port.buffer[1].load(Ordering::Relaxed)];
+        assert_eq!(reply, echo(&words));
+    });
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+    sample
+}
+
+// Where the words sit: as `line::Request` (lanes after a 64-byte header line) and as LLVM
+// libc's one-port allocation (header at 8, buffer at 24).
+const _: () = assert!(std::mem::offset_of!(LineRequest, lane) == 64);
+const _: () =
+    assert!(std::mem::offset_of!(RpcPort, mask) == 8 && std::mem::offset_of!(RpcPort, buffer) == 24);
