@@ -94,6 +94,45 @@ fn round_trips_in_every_shape() {
 }
 
 #[test]
+fn a_kept_scratch_serves_every_shape_and_is_zeroed_once() {
+    use crate::any::DrainScope;
+    let b = Buffer::new(3);
+    let view = b.view();
+    let mut scratch = ScratchPayload::new();
+    let mut scope = DrainScope::Window(view.scan_window());
+    // Idle drains leave it untouched.
+    assert_eq!(view.drain_scope(&mut scope, &mut scratch, &mut echo).packets, 0);
+    assert!(std::format!("{scratch:?}").contains("initialised: false"));
+    // Whole, one-lane and split masks one after the other through the same scratch: each lane
+    // reads its own request, whatever an earlier packet left in the slots of inactive lanes, and
+    // those hold initialised words (what an earlier request or reply wrote, or the first zeroes).
+    for (number, mask) in [1, u64::MAX, 1 << 63, 0x00ff_0000_ff00_0000, 1, u64::MAX].into_iter().enumerate() {
+        let mut packet = view.claim(number).expect("a free packet");
+        for lane in crate::lane::lanes(mask) {
+            packet.write_lane(lane, &request(number as u64, lane));
+        }
+        let submitted = packet.submit(9, mask);
+        let mut inactive = 0u64;
+        let report = view.drain_scope(&mut scope, &mut scratch, &mut |p: &mut PacketRequest<'_>| {
+            for lane in 0..LANES {
+                if p.activemask() & 1 << lane == 0 {
+                    inactive = inactive.wrapping_add(p.request(lane)[0]); // initialised: readable
+                }
+            }
+            echo(p)
+        });
+        assert_eq!(report, DrainReport { packets: 1, lane_calls: mask.count_ones(), malformed: 0 });
+        let done = submitted.wait(|| panic!("answered by the drain"));
+        for lane in crate::lane::lanes(mask) {
+            let r = request(number as u64, lane);
+            assert_eq!(done.reply(lane), [r[0], !r[7]], "call {number} lane {lane}");
+        }
+        let _ = inactive;
+        assert!(std::format!("{scratch:?}").contains("initialised: true"));
+    }
+}
+
+#[test]
 fn the_wrap_refreshes_and_no_stale_word_matches() {
     let b = Buffer::new(2);
     let view = b.view();
