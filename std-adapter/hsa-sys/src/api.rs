@@ -6,10 +6,10 @@ use std::fmt;
 
 use libloading::Library;
 
-use crate::types::{
-    AgentInfo, AmdAgentMemoryPoolInfo, AmdMemoryPool, AmdMemoryPoolInfo, HsaAgent, HsaSignal, HsaStatus,
-    SignalCondition, SignalValue, SystemInfo, WaitState,
+use crate::enums::{
+    AgentInfo, AmdAgentMemoryPoolInfo, AmdMemoryPoolInfo, HsaStatus, SignalCondition, SystemInfo, WaitState,
 };
+use crate::types::{AmdMemoryPool, HsaAgent, HsaSignal, SignalValue};
 
 /// The environment variable that overrides the library [`HsaLib::load`] opens.
 pub const LIBRARY_ENV: &str = "HOSTCALL_HSA_LIB";

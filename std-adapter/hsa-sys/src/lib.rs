@@ -26,6 +26,7 @@
 #![warn(missing_debug_implementations)]
 
 mod api;
+mod enums;
 mod loader;
 mod types;
 
@@ -33,6 +34,7 @@ pub use api::{
     library_path, library_path_from, AgentCallback, HsaLib, LoadError, MemoryPoolCallback, DEFAULT_LIBRARY,
     LIBRARY_ENV, ROCM_LIBRARY,
 };
+pub use enums::*;
 pub use loader::*;
 pub use types::*;
 

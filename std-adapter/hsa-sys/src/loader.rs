@@ -14,7 +14,7 @@
 use core::ffi::c_void;
 use core::fmt;
 
-use crate::types::{c_enum, HsaStatus};
+use crate::enums::{c_enum, HsaStatus};
 
 /// `HSA_EXTENSION_AMD_LOADER` (of `hsa_extension_t`, passed as the `uint16_t extension` of
 /// `hsa_system_get_major_extension_table`).
