@@ -323,7 +323,7 @@ c_enum! {
         ACCESS = HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS = 0;
         /// Number of link hops from the agent to the pool (`u32`).
         NUM_LINK_HOPS = HSA_AMD_AGENT_MEMORY_POOL_INFO_NUM_LINK_HOPS = 1;
-        /// One [`AmdMemoryPoolLinkInfo`] per hop (an array of `NUM_LINK_HOPS` elements).
+        /// One [`AmdMemoryPoolLinkInfo`](crate::AmdMemoryPoolLinkInfo) per hop (an array of `NUM_LINK_HOPS` elements).
         LINK_INFO = HSA_AMD_AGENT_MEMORY_POOL_INFO_LINK_INFO = 2;
     }
 }
