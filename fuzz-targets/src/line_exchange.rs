@@ -3,13 +3,18 @@
 //! Input: byte 0 picks the packet count (`2 + (b & 7)`); then operations, one byte each plus
 //! operands, until the input ends:
 //!
-//! - `0`: a correct call: claim from a start byte, fill the lanes of a mask (8 bytes) with words
-//!   derived from a seed (8 bytes), submit, drain, poll once;
+//! - `0`: a correct call: claim from a start byte (or take the packet a previous call kept), fill
+//!   the lanes of a mask (8 bytes) with words derived from a seed (8 bytes), submit, drain, poll
+//!   once; when bit 7 of the start byte is set, keep the answered packet for the next call
+//!   (`Completed::keep`);
 //! - `1`: a scribble: one 8-byte word anywhere in the buffer (2-byte index) gets a value (8 bytes),
 //!   tagged with the sequence of some packet's head when bit 0 of a mode byte says so (so
 //!   scribbled packets can look consistent), or its high half bumped (a torn word);
 //! - `2`: a drain alone;
-//! - `3`: `init` again (recovery).
+//! - `3`: `init` again (recovery), after dropping a kept packet.
+//!
+//! Every drain goes through one scratch payload kept for the whole input (`View::drain_scope`, as
+//! a poller drains), so what an earlier packet left in it is there for the next.
 //!
 //! Checked:
 //! - no panic, no hang; a drain serves each packet at most once and at most `n` packets;
@@ -20,7 +25,8 @@
 //!   request it wrote (no torn, stale or foreign word is ever taken).
 
 use crate::input::Input;
-use hostcall_core::line::{self, seq_of, tag, View};
+use hostcall_core::line::{self, seq_of, tag, ScratchPayload, View};
+use hostcall_core::DrainScope;
 use hostcall_core::{PacketRequest, LANE_MASK, SLOT_WORDS};
 
 #[repr(C, align(64))]
@@ -60,12 +66,16 @@ pub fn line_exchange(data: &[u8]) {
     let relaxed = hostcall_core::sync::Ordering::Relaxed;
     let mut clean = true;
     let mut ops = 0;
+    let mut scratch = ScratchPayload::new();
+    let mut kept: Option<line::Claimed<'_>> = None;
     while !input.is_empty() && ops < 256 {
         ops += 1;
         match input.u8() % 4 {
             0 => {
                 let (start, mask, seed) = (input.u8(), input.u64() & LANE_MASK, input.u64());
-                let Some(mut packet) = view.claim(usize::from(start)) else { continue };
+                let Some(mut packet) = kept.take().or_else(|| view.claim(usize::from(start))) else {
+                    continue;
+                };
                 let request = |lane: usize| -> [u64; SLOT_WORDS] {
                     core::array::from_fn(|k| seed.rotate_left(lane as u32 * 8 + k as u32) ^ k as u64)
                 };
@@ -73,13 +83,16 @@ pub fn line_exchange(data: &[u8]) {
                     packet.write_lane(lane, &request(lane));
                 }
                 let submitted = packet.submit(1, mask);
-                let report = drain_checked(&view, &words, n);
+                let report = drain_checked(&view, &words, n, &mut scratch);
                 match submitted.wait_until(|polls| polls < 1) {
                     Ok(done) => {
                         for lane in hostcall_core::lane::lanes(mask) {
                             if clean {
                                 assert_eq!(done.reply(lane), answer(&request(lane)), "lane {lane}");
                             }
+                        }
+                        if start & 0x80 != 0 {
+                            kept = Some(done.keep());
                         }
                     }
                     Err(_leaked) => assert!(!clean, "a clean call went unanswered ({report:?})"),
@@ -98,14 +111,16 @@ pub fn line_exchange(data: &[u8]) {
                 clean = false;
             }
             2 => {
-                drain_checked(&view, &words, n);
+                drain_checked(&view, &words, n, &mut scratch);
             }
             _ => {
+                drop(kept.take());
                 view.init(base as u64, 0);
                 clean = true;
             }
         }
     }
+    drop(kept);
     drop(memory);
 }
 
@@ -115,6 +130,7 @@ fn drain_checked<'w>(
     view: &View<'_>,
     words: &impl Fn() -> &'w [hostcall_core::sync::AtomicU64],
     n: usize,
+    scratch: &mut ScratchPayload,
 ) -> hostcall_core::DrainReport {
     let layout = line::Layout::new(n).expect("a small buffer");
     let relaxed = hostcall_core::sync::Ordering::Relaxed;
@@ -124,7 +140,7 @@ fn drain_checked<'w>(
     };
     let before: Vec<u64> = words().iter().map(|w| w.load(relaxed)).collect();
     let mut seen = Vec::new();
-    let report = view.drain(&mut |p: &mut PacketRequest<'_>| {
+    let report = view.drain_scope(&mut DrainScope::Whole, scratch, &mut |p: &mut PacketRequest<'_>| {
         seen.push(p.index());
         serve(p);
     });

@@ -1,7 +1,7 @@
 //! loom models of the line protocol (PROTOCOL.md section 9, `hostcall_core::line`).
 //!
 //! Waves are threads on the real device path (`View::claim`, `write_lane`, `Claimed::submit`,
-//! `Submitted::wait_until`, `reply`, `release`); the host is the main thread on the real scan
+//! `Submitted::wait_until`, `reply`, `release` or `keep`); the host is the main thread on the real scan
 //! (`View::drain_window`). Under loom `SEQ_MAX` is 2, so every call after a packet's first is a
 //! refresh claim and a model of three calls crosses the wrap. Every tagged word is a loom atomic,
 //! so loom lets each relaxed load return any store that coherence and happens-before allow: stale
@@ -27,8 +27,8 @@
 //! model catches both).
 //!
 //! Each model caps the preemption bound (`check`): the wrap model runs at 3 (about 1.5 M
-//! executions, 100-120 s on the 2-core development machine), the hand path at 2 (277 k
-//! executions, 20-40 s), the others at 1 (with `LOOM_MAX_PREEMPTIONS` lower, that). The broken twins must panic with the model's own assertion ("not this
+//! executions, 100-120 s on the 2-core development machine), the hand path and the kept packet
+//! at 2 (277 k executions, 20-40 s, each), the others at 1 (with `LOOM_MAX_PREEMPTIONS` lower, that). The broken twins must panic with the model's own assertion ("not this
 //! call's"), not with a loom budget error. Run with
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 cargo test -p loom-tests --release --test line_protocol`
 #![cfg(loom)]
@@ -102,11 +102,13 @@ fn reply_for(word0: u64) -> [u64; 2] {
     [word0 ^ 0x5555_0000_5555_0000, !word0]
 }
 
-/// One wave's `calls`: call `c` uses the lanes of `masks[c]`; every reply checked.
-fn wave(model: &Model, wave: usize, masks: &[u64]) {
+/// One wave's `calls`: call `c` uses the lanes of `masks[c]`; every reply checked. With `keep`
+/// the wave claims once and keeps its packet for every later call (`Completed::keep`).
+fn wave(model: &Model, wave: usize, masks: &[u64], keep: bool) {
     let view = model.view();
+    let mut kept = None;
     for (call, &mask) in masks.iter().enumerate() {
-        let mut claimed = view.claim(wave).expect("a packet per wave");
+        let mut claimed = kept.take().unwrap_or_else(|| view.claim(wave).expect("a packet per wave"));
         for lane in (0..LANES).filter(|l| mask >> l & 1 == 1) {
             claimed.write_lane(lane, &request(wave as u64, call as u64, lane));
         }
@@ -128,7 +130,11 @@ fn wave(model: &Model, wave: usize, masks: &[u64]) {
                 "wave {wave} call {call} lane {lane}: not this call's reply"
             );
         }
-        done.release();
+        if keep && call + 1 < masks.len() {
+            kept = Some(done.keep());
+        } else {
+            done.release();
+        }
     }
 }
 
@@ -194,7 +200,7 @@ fn two_waves_two_packets() {
         let w = (0..2)
             .map(|i| {
                 let model = model.clone();
-                thread::spawn(move || wave(&model, i, &masks))
+                thread::spawn(move || wave(&model, i, &masks, false))
             })
             .collect::<Vec<_>>();
         host(&model, 2, &masks);
@@ -218,11 +224,30 @@ fn the_wrap_never_lets_a_stale_word_through() {
         let held = model.view().claim(1).expect("packet 1, held so the wave uses packet 0");
         let w = {
             let model = model.clone();
-            thread::spawn(move || wave(&model, 0, &WRAP_MASKS))
+            thread::spawn(move || wave(&model, 0, &WRAP_MASKS, false))
         };
         host(&model, 3, &WRAP_MASKS);
         w.join().unwrap();
         drop(held);
+    });
+}
+
+/// The same wave keeping its packet (`Completed::keep`: no `occupied` read-modify-write after
+/// the first claim) across the wrap, at preemption bound 2 (what it explores beside the hand
+/// path below is the real `keep`).
+#[test]
+fn a_kept_packet_crosses_the_wrap() {
+    check("line: one wave keeping its packet across the wrap", 2, || {
+        let model = Model::new(2, 1);
+        let held = model.view().claim(1).expect("packet 1, held so the wave uses packet 0");
+        let w = {
+            let model = model.clone();
+            thread::spawn(move || wave(&model, 0, &WRAP_MASKS, true))
+        };
+        host(&model, 3, &WRAP_MASKS);
+        w.join().unwrap();
+        drop(held);
+        assert_eq!(model.view().occupied_word(0).load(Ordering::Relaxed), 0, "every packet released");
     });
 }
 

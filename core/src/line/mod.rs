@@ -46,7 +46,8 @@
 //! the moment it takes a complete request of a sequence it has not served to its last reply store;
 //! the wave owns everything else of the packet from its claim until it has seen every active
 //! lane's reply carry its sequence. Waves hand a packet on through `occupied` (Release `fetch_and`,
-//! Acquire `fetch_or`), which also carries `device_seq`.
+//! Acquire `fetch_or`), which also carries `device_seq`; a wave may instead keep it for its next
+//! call ([`Completed::keep`]: no read-modify-write at all, the owner stays the same).
 //!
 //! # Why a torn or stale view is never taken for a call
 //!

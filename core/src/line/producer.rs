@@ -1,6 +1,6 @@
 //! The device's typestate handles for the line protocol, as the other protocols have them: only a
 //! [`Claimed`] packet can be filled and submitted, only a [`Submitted`] one waited on, only a
-//! [`Completed`] one read and released.
+//! [`Completed`] one read and released, or kept for the wave's next call ([`Completed::keep`]).
 
 use super::layout::{seq_of, tag, CARRIED_REQUEST_WORDS, REPLY_LINE_WORDS};
 use super::view::View;
@@ -33,12 +33,14 @@ pub struct Submitted<'a> {
     activemask: u64,
 }
 
-/// An answered packet: read the replies, then drop or [`Completed::release`] it.
+/// An answered packet: read the replies, then drop or [`Completed::release`] it, or
+/// [`Completed::keep`] it for the wave's next call.
 #[derive(Debug)]
 #[must_use = "read the reply before releasing the packet"]
 pub struct Completed<'a> {
     view: View<'a>,
     index: usize,
+    seq: u32,
     activemask: u64,
 }
 
@@ -129,8 +131,8 @@ impl<'a> Submitted<'a> {
     pub fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<'a>, Self> {
         match poll_until(|| self.answered().then_some(()), keep_waiting) {
             Some(()) => {
-                let Self { view, index, activemask, .. } = self;
-                Ok(Completed { view, index, activemask })
+                let Self { view, index, seq, activemask } = self;
+                Ok(Completed { view, index, seq, activemask })
             }
             None => Err(self),
         }
@@ -180,6 +182,23 @@ impl Completed<'_> {
 
     /// Clears the packet's `occupied` bit (dropping does the same).
     pub fn release(self) {}
+}
+
+impl<'a> Completed<'a> {
+    /// Keeps the packet for this wave's next call, as a GPU wave with `keep_packet` does: the
+    /// next sequence (with the wrap refresh when due), and no read-modify-write on `occupied`,
+    /// neither the release nor the next claim's. The wave still holds the packet's bit; it hands
+    /// the packet on when it drops or releases a later [`Completed`] (or drops the [`Claimed`]).
+    ///
+    /// No ordering is lost: the `occupied` hand-off orders one wave's accesses before the next
+    /// owner's, and here the owner stays the same; the host's reads of this call's request are
+    /// ordered before the next call's writes by the reply words' Release stores, which this
+    /// call's wait read with Acquire, as after a claim.
+    pub fn keep(self) -> Claimed<'a> {
+        let (view, index, seq) = (self.view, self.index, self.seq);
+        core::mem::forget(self);
+        view.begin_call(index, seq)
+    }
 }
 
 impl Drop for Completed<'_> {

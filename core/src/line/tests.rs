@@ -163,6 +163,58 @@ fn the_wrap_refreshes_and_no_stale_word_matches() {
     }
 }
 
+/// Call `number` on a claimed packet with `mask`, served by one drain and checked.
+fn serve_kept<'a>(view: &View<'a>, mut packet: Claimed<'a>, number: u64, mask: u64) -> Completed<'a> {
+    for lane in crate::lane::lanes(mask) {
+        packet.write_lane(lane, &request(number, lane));
+    }
+    let submitted = packet.submit(9, mask);
+    assert_eq!(view.drain(&mut echo).packets, 1, "call {number} served once");
+    let done = submitted.wait(|| panic!("answered by the drain"));
+    for lane in crate::lane::lanes(mask) {
+        assert_eq!(done.reply(lane), [request(number, lane)[0], !request(number, lane)[7]]);
+    }
+    done
+}
+
+#[test]
+fn a_kept_packet_crosses_the_wrap_without_touching_occupied() {
+    let b = Buffer::new(2);
+    let view = b.view();
+    let held = |view: &View<'_>| view.occupied_word(0).load(Ordering::Relaxed) == 1;
+    let done = serve_kept(&view, view.claim(0).expect("a free packet"), 0, 1 << 5);
+    // `keep` continues from the call it completes: sequence 2 after 1.
+    let mut packet = done.keep();
+    assert!(held(&view));
+    assert_eq!(packet.seq(), 2);
+    packet.write_lane(0, &request(99, 0));
+    drop(packet); // an unsent kept claim uses its sequence up and frees the packet
+    assert!(!held(&view), "freed");
+    assert_eq!(view.device_seq(0).load(Ordering::Relaxed), 2);
+    // Close to the wrap, with stale words planted under the sequences the kept calls will use.
+    view.device_seq(0).store(SEQ_MAX - 2, Ordering::Relaxed);
+    let lane7 = &view.request(0).lanes[7];
+    let plant = |seq: u32| lane7.iter().for_each(|w| w.store(tag(0xbad, seq), Ordering::Relaxed));
+    plant(SEQ_MAX);
+    let mut packet = view.claim(0).expect("free again");
+    for (number, expected) in [SEQ_MAX - 1, SEQ_MAX, 1, 2].into_iter().enumerate() {
+        assert_eq!(packet.seq(), expected);
+        if expected == SEQ_MAX || expected == 1 {
+            assert_eq!(lane7[0].load(Ordering::Relaxed), 0, "refreshed at {expected}");
+        }
+        if expected == SEQ_MAX {
+            plant(1);
+        }
+        let done = serve_kept(&view, packet, number as u64 + 1, 1 << 3);
+        assert!(held(&view), "held throughout");
+        packet = done.keep();
+    }
+    drop(packet);
+    assert!(!held(&view));
+    // Lane 7 never called: its stale words were never taken.
+    assert_eq!(view.drain(&mut echo).packets, 0);
+}
+
 #[test]
 fn a_torn_or_stale_request_is_not_served_until_complete() {
     let b = Buffer::new(2);

@@ -197,11 +197,18 @@ impl<'a> View<'a> {
         }
         // Relaxed: device-only word, ordered by the Acquire above.
         let previous = self.device_seq[index].load(Ordering::Relaxed);
+        Some(self.begin_call(index, previous))
+    }
+
+    /// Device: the next call on packet `index`, which this wave holds, after the call with
+    /// sequence `previous` (0: none since `init`): its sequence, and the wrap refresh when due.
+    /// Shared by a claim and by [`Completed::keep`](super::Completed::keep).
+    pub(super) fn begin_call(&self, index: usize, previous: u32) -> Claimed<'a> {
         let seq = next_seq(previous);
         if refreshes(previous, seq) {
             self.refresh(index);
         }
-        Some(Claimed::new(*self, index, seq))
+        Claimed::new(*self, index, seq)
     }
 
     /// The wrap refresh (the [`crate::line`] docs say why): zero every request and reply word of

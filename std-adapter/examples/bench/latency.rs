@@ -111,15 +111,65 @@ pub(crate) fn wave_round_trip(o: &Options) -> Sample {
 
 /// The protocol alone: the core producer path (claim, fill, submit, spin on the answer, release)
 /// against a thread that spins on the protocol's drain (`AnyView::drain_scope`, its scope and
-/// scratch kept as a poller keeps them) with an inline lane service. No
-/// listener, poller, registry, doorbell or `Wave`: what the protocol's shared-memory traffic
-/// costs by itself, the bound under the full `hostcall_1l_spinning` rows.
+/// scratch kept as a poller keeps them) with an inline lane service. No listener, poller,
+/// registry, doorbell or `Wave`: what the protocol's shared-memory traffic costs by itself, the
+/// bound under the full `hostcall_1l_spinning` rows.
 pub(crate) fn core_round_trip(o: &Options, protocol: Protocol) -> Sample {
+    let (buffer, host) = core_host(o, protocol);
+    let view = buffer.view();
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        let mut claimed = view.claim(0).expect("a sound buffer").expect("a free packet");
+        claimed.write_lane(0, &request(i, 0));
+        let done = claimed.submit(ECHO, 1).wait(no_backoff);
+        assert_eq!(done.reply(0), echo(&request(i, 0)));
+    });
+    host.stop();
+    sample
+}
+
+/// As [`core_round_trip`] on a line buffer, the producer keeping its packet from call to call
+/// (`line::Completed::keep`, what `keep_packet` does on a GPU): no `occupied` read-modify-write.
+pub(crate) fn core_round_trip_line_kept(o: &Options) -> Sample {
+    let (buffer, host) = core_host(o, Protocol::Line);
+    let view = buffer.view().line().expect("a line buffer");
+    let mut kept = None;
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        let mut claimed = kept.take().unwrap_or_else(|| view.claim(0).expect("a free packet"));
+        claimed.write_lane(0, &request(i, 0));
+        let done = claimed.submit(ECHO, 1).wait(no_backoff);
+        assert_eq!(done.reply(0), echo(&request(i, 0)));
+        kept = Some(done.keep());
+    });
+    drop(kept);
+    host.stop();
+    sample
+}
+
+/// A thread spinning on a buffer's drain, for the `core_*` rows.
+struct CoreHost {
+    stop: Arc<AtomicBool>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl CoreHost {
+    fn stop(self) {
+        // Relaxed: the flag carries no data.
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap();
+    }
+}
+
+/// A 2-packet buffer of `protocol` and a host thread (pinned as the pair's peer) serving it.
+fn core_host(o: &Options, protocol: Protocol) -> (Arc<HostcallBuffer>, CoreHost) {
     let doorbell = Arc::new(ParkingDoorbell::new());
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 2, doorbell, protocol).expect("buffer"));
     let stop = Arc::new(AtomicBool::new(false));
-    let host = pinned_pair(o, || {
+    let thread = pinned_pair(o, || {
         let (buffer, stop) = (buffer.clone(), stop.clone());
         thread::spawn(move || {
             let view = buffer.view();
@@ -138,18 +188,7 @@ pub(crate) fn core_round_trip(o: &Options, protocol: Protocol) -> Sample {
             }
         })
     });
-    let view = buffer.view();
-    let mut i = 0u64;
-    let sample = round_trips(o, || {
-        i += 1;
-        let mut claimed = view.claim(0).expect("a sound buffer").expect("a free packet");
-        claimed.write_lane(0, &request(i, 0));
-        let done = claimed.submit(ECHO, 1).wait(no_backoff);
-        assert_eq!(done.reply(0), echo(&request(i, 0)));
-    });
-    stop.store(true, Ordering::Relaxed);
-    host.join().unwrap();
-    sample
+    (buffer, CoreHost { stop, thread })
 }
 
 pub(crate) fn crossbeam_round_trip(o: &Options, spin: bool) -> Sample {

@@ -26,6 +26,8 @@
 //!   spinning (`ListenerConfig::spinning()`) or blocking on its doorbell (the default config).
 //!   The device side is the core producer path as a GPU wave runs it: claim, fill, submit, ring,
 //!   spin on READY (`Submitted::wait`, one CPU pause per poll like the floor), read, release.
+//! - `core_1l_line_kept`: `core_1l_line` with the producer keeping its packet from call to call
+//!   (`line::Completed::keep`, what `keep_packet` does on a GPU).
 //! - `wire_1l_line` / `llvm_rpc_1l`: the shared-memory traffic alone of one lane's round trip in
 //!   the line protocol's layout and in LLVM libc's GPU RPC's one-port layout, no project code on
 //!   either side (see `wire.rs`): what a layout costs before any instruction of ours.

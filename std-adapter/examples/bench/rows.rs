@@ -1,7 +1,8 @@
 //! The rows of the benchmark: what each measures and what it compares to.
 
 use crate::latency::{
-    core_round_trip, crossbeam_round_trip, floor_ping_pong, hostcall_round_trip, wave_round_trip,
+    core_round_trip, core_round_trip_line_kept, crossbeam_round_trip, floor_ping_pong, hostcall_round_trip,
+    wave_round_trip,
 };
 use crate::listener_cold::listener_cold;
 use crate::listener_cost::{listener_cost, listener_cost_hot};
@@ -59,6 +60,7 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
         ),
         row("core_1l_phase".into(), Compare::Floor, None, Box::new(|o| core_round_trip(o, Protocol::Phase))),
         row("core_1l_line".into(), Compare::Floor, None, Box::new(|o| core_round_trip(o, Protocol::Line))),
+        row("core_1l_line_kept".into(), Compare::Floor, None, Box::new(core_round_trip_line_kept)),
         row("wire_1l_line".into(), Compare::Floor, None, Box::new(wire_line)),
         row("llvm_rpc_1l".into(), Compare::Floor, None, Box::new(llvm_rpc)),
         row(
