@@ -108,24 +108,29 @@ pub(super) fn own_memory() -> Memory {
 }
 
 impl Scratch<'_> {
-    /// Writes lane `lane`'s whole slot.
+    /// Writes word `k` of lane `lane`'s slot.
     ///
     /// # Panics
-    /// If `lane >= LANES`.
+    /// If `lane >= LANES` or `k >= SLOT_WORDS`.
     #[inline]
-    pub(super) fn write_slot(&mut self, lane: usize, slot: &[u64; SLOT_WORDS]) {
+    pub(super) fn write(&mut self, lane: usize, k: usize, value: u64) {
         #[cfg(not(loom))]
         {
-            assert!(lane < LANES, "lane {lane} is outside the payload");
-            let words = self.memory.as_mut_ptr().cast::<[u64; SLOT_WORDS]>();
-            // SAFETY: in bounds (checked above): `Payload` is `LANES` slots of `SLOT_WORDS` words
-            // (`repr(C)`, each word a `repr(transparent)` atomic with the representation of a
-            // `u64`, see `sync::PayloadWord`). `&mut self` makes this the only access to the
+            assert!(lane < LANES && k < SLOT_WORDS, "word {k} of lane {lane} is outside the payload");
+            let words = self.memory.as_mut_ptr().cast::<u64>();
+            // SAFETY: in bounds (checked above): `Payload` is `LANES * SLOT_WORDS` words, slot by
+            // slot (`repr(C)`, each word a `repr(transparent)` atomic with the representation of
+            // a `u64`, see `sync::PayloadWord`). `&mut self` makes this the only access to the
             // memory: any `&Payload` handed out earlier is no longer borrowed.
-            unsafe { words.add(lane).write(*slot) };
+            unsafe { words.add(lane * SLOT_WORDS + k).write(value) };
         }
         #[cfg(loom)]
-        self.memory.get_or_insert_with(Payload::default).write_lane(lane, slot);
+        self.memory.get_or_insert_with(Payload::default).slots[lane][k].write(value);
+    }
+
+    /// Records that every word of lane `lane`'s slot has been written.
+    #[inline]
+    pub(super) fn written_whole(&mut self, lane: usize) {
         self.whole |= 1 << lane;
     }
 
