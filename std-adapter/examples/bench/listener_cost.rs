@@ -143,12 +143,12 @@ fn clock_pair_ns(n: u64) -> f64 {
     total.as_nanos() as f64 / n.max(1) as f64
 }
 
-pub(crate) fn run_callgrind(packets: u64, lanes: u32) {
-    let cost = CostLoop::new();
-    let view = cost.buffer.view().stack().expect("a stack-protocol buffer");
-    let claim = || view.claim().expect("a sound buffer").expect("a free packet");
+pub(crate) fn run_callgrind(packets: u64, lanes: u32, protocol: Protocol) {
+    let cost = CostLoop::with(protocol, 2);
+    let view = cost.buffer.view();
+    let claim = || view.claim(0).expect("a sound buffer").expect("a free packet");
     let t = Instant::now();
     let (checksum, _) = listener_loop::<_, false>(&cost, claim, packets, lanes as usize);
     let ns = t.elapsed().as_nanos() as f64 / packets.max(1) as f64;
-    println!("callgrind-listener: packets={packets} lanes={lanes} checksum={checksum} ns_per_packet={ns:.0}");
+    println!("callgrind-listener: protocol={protocol:?} packets={packets} lanes={lanes} checksum={checksum} ns_per_packet={ns:.0}");
 }

@@ -103,7 +103,7 @@ use rows::rows;
 
 fn main() {
     let o = match cli::run_or_exit(parse(std::env::args_os().skip(1)), USAGE) {
-        Mode::Callgrind(n, lanes) => return run_callgrind(n, lanes),
+        Mode::Callgrind(n, lanes, protocol) => return run_callgrind(n, lanes, protocol),
         Mode::Bench(o) => o,
     };
     pin::allowed_at_start(); // before any pinning

@@ -1,6 +1,7 @@
 //! Command-line options: the full run, `--quick`, and the callgrind mode.
 
 use crate::cli::{self, Arg, Command};
+use hostcall::buffer::Protocol;
 use hostcall::core::LANES;
 use std::ffi::OsString;
 use std::time::Duration;
@@ -58,13 +59,13 @@ impl Options {
 #[derive(Debug)]
 pub(crate) enum Mode {
     Bench(Options),
-    /// Packets, lanes per packet.
-    Callgrind(u64, u32),
+    /// Packets, lanes per packet, the buffer's protocol.
+    Callgrind(u64, u32, Protocol),
 }
 
 pub(crate) const USAGE: &str = "\
 usage: bench [--quick] [--rounds N] [--no-pin] [--only NAME]...
-       bench --callgrind-listener N [--lanes L]
+       bench --callgrind-listener N [--lanes L] [--protocol stack|phase|line]
 
 Hostcall round trips and throughput beside a ping-pong floor and crossbeam-channel.
 
@@ -76,6 +77,7 @@ Hostcall round trips and throughput beside a ping-pong floor and crossbeam-chann
                             some row
   --callgrind-listener N    only the listener-cost loop, N packets (1..=1000000000), for callgrind
   --lanes L                 lanes per packet of that loop, 1..=64 [64]
+  --protocol P              that loop's buffer: stack, phase or line [stack]
   -h, --help                this text";
 
 /// Parses the command line (without the program name).
@@ -85,6 +87,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
     let mut options = if quick { Options::quick() } else { Options::full() };
     let mut callgrind = None;
     let mut lanes = None;
+    let mut protocol = None;
     let mut parser = cli::parser(args);
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         match arg {
@@ -96,6 +99,13 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
                 callgrind = Some(cli::number(&mut parser, "--callgrind-listener", 1..=1_000_000_000)?)
             }
             Arg::Long("lanes") => lanes = Some(cli::number(&mut parser, "--lanes", 1..=LANES as u32)?),
+            Arg::Long("protocol") => {
+                protocol = Some(cli::choice(
+                    &mut parser,
+                    "--protocol",
+                    &[("stack", Protocol::Stack), ("phase", Protocol::Phase), ("line", Protocol::Line)],
+                )?)
+            }
             Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
             other => return Err(cli::unexpected(other)),
         }
@@ -104,10 +114,13 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
     if let Some(only) = options.only.iter().find(|only| !rows.iter().any(|row| row.contains(only.as_str()))) {
         return Err(format!("--only: no row name contains '{only}'; the rows are: {}", rows.join(", ")));
     }
-    Ok(Command::Run(match (callgrind, lanes) {
-        (Some(packets), lanes) => Mode::Callgrind(packets, lanes.unwrap_or(LANES as u32)),
-        (None, Some(_)) => return Err("--lanes: only with --callgrind-listener".into()),
-        (None, None) => Mode::Bench(options),
+    Ok(Command::Run(match (callgrind, lanes, protocol) {
+        (Some(packets), lanes, protocol) => {
+            Mode::Callgrind(packets, lanes.unwrap_or(LANES as u32), protocol.unwrap_or(Protocol::Stack))
+        }
+        (None, Some(_), _) => return Err("--lanes: only with --callgrind-listener".into()),
+        (None, _, Some(_)) => return Err("--protocol: only with --callgrind-listener".into()),
+        (None, None, None) => Mode::Bench(options),
     }))
 }
 
@@ -140,11 +153,15 @@ mod tests {
         assert_eq!((o.rounds, o.pin, o.only.len(), o.samples), (3, false, 2, Options::quick().samples));
         assert!(matches!(
             parse_args(&["--callgrind-listener", "10"]),
-            Ok(Command::Run(Mode::Callgrind(10, 64)))
+            Ok(Command::Run(Mode::Callgrind(10, 64, Protocol::Stack)))
         ));
         assert!(matches!(
             parse_args(&["--callgrind-listener", "10", "--lanes", "1"]),
-            Ok(Command::Run(Mode::Callgrind(10, 1)))
+            Ok(Command::Run(Mode::Callgrind(10, 1, Protocol::Stack)))
+        ));
+        assert!(matches!(
+            parse_args(&["--callgrind-listener", "10", "--protocol", "line"]),
+            Ok(Command::Run(Mode::Callgrind(10, 64, Protocol::Line)))
         ));
         assert!(matches!(parse_args(&["--help"]), Ok(Command::Help)));
     }
@@ -165,5 +182,7 @@ mod tests {
         assert_eq!(error(&["--bogus"]), "unknown flag '--bogus'");
         assert!(error(&["--callgrind-listener", "1", "--lanes", "4294967297"]).starts_with("--lanes: "));
         assert!(error(&["--lanes", "3"]).contains("only with --callgrind-listener"));
+        assert!(error(&["--protocol", "line"]).contains("only with --callgrind-listener"));
+        assert!(error(&["--callgrind-listener", "1", "--protocol", "tcp"]).starts_with("--protocol: "));
     }
 }
