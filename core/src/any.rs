@@ -344,13 +344,11 @@ mod tests {
         packet.write_lane(1, &[0; SLOT_WORDS]);
         let submitted = packet.submit(5, 0b11);
         let mut scope = view.scope();
-        let report =
-            view.drain_scope(&mut scope, &mut line::ScratchPayload::new(), &mut |p: &mut PacketRequest<
-                '_,
-            >| {
-                p.reply(0, [p.request(0)[0] + 1, 0]);
-                p.reply_error(1, ErrorCode::Refused);
-            });
+        let mut scratch = line::ScratchPayload::new();
+        let report = view.drain_scope(&mut scope, &mut scratch, &mut |p: &mut PacketRequest<'_>| {
+            p.reply(0, [p.request(0)[0] + 1, 0]);
+            p.reply_error(1, ErrorCode::Refused);
+        });
         assert_eq!(report, DrainReport { packets: 1, lane_calls: 2, malformed: 0 });
         let done = submitted.wait(|| {});
         assert_eq!(done.reply(0), [42, 0]);

@@ -8,7 +8,7 @@
 //! on every slot of that memory is initialised, for good: a host that keeps one
 //! [`ScratchPayload`] across scans (the [`Poller`](crate::Poller) keeps one per poller, passed to
 //! [`View::drain_scope`](super::View::drain_scope)) zeroes it once, not on every scan that finds
-//! a packet (a 1-lane packet would zero 4,032 bytes, about half of what the host spends on it).
+//! a packet (for a 1-lane packet that was 4,032 bytes, most of the host's instructions for it).
 //! So every payload a service sees is initialised, and what its inactive lanes hold is zeroes, or
 //! the words of an earlier packet this host took (requests or replies, of any buffer it serves),
 //! never memory the host did not write. Services read only their active lanes; nothing of an
@@ -18,9 +18,8 @@
 //! there the payload is built normally ([`Payload::default`]) at the first write.
 
 use crate::lane::Payload;
-use crate::lane::SLOT_WORDS;
 #[cfg(not(loom))]
-use crate::lane::{LANES, LANE_MASK};
+use crate::lane::{LANES, LANE_MASK, SLOT_WORDS};
 #[cfg(not(loom))]
 use core::mem::MaybeUninit;
 
