@@ -219,17 +219,22 @@ const WRAP_MASKS: [u64; 3] = [0b10, 0b01, 0b10];
 #[test]
 fn the_wrap_never_lets_a_stale_word_through() {
     assert_eq!(SEQ_MAX, 2);
-    check("line: one wave across the wrap", 3, || {
-        let model = Model::new(2, 1);
-        let held = model.view().claim(1).expect("packet 1, held so the wave uses packet 0");
-        let w = {
-            let model = model.clone();
-            thread::spawn(move || wave(&model, 0, &WRAP_MASKS, false))
-        };
-        host(&model, 3, &WRAP_MASKS);
-        w.join().unwrap();
-        drop(held);
-    });
+    check("line: one wave across the wrap", 3, || one_wave_across_the_wrap(false));
+}
+
+/// One wave making the `WRAP_MASKS` calls on packet 0 (packet 1 held, so the wave uses packet 0),
+/// keeping its packet between calls or not, against the host.
+fn one_wave_across_the_wrap(keep: bool) {
+    let model = Model::new(2, 1);
+    let held = model.view().claim(1).expect("packet 1, held so the wave uses packet 0");
+    let w = {
+        let model = model.clone();
+        thread::spawn(move || wave(&model, 0, &WRAP_MASKS, keep))
+    };
+    host(&model, 3, &WRAP_MASKS);
+    w.join().unwrap();
+    drop(held);
+    assert_eq!(model.view().occupied_word(0).load(Ordering::Relaxed), 0, "every packet released");
 }
 
 /// The same wave keeping its packet (`Completed::keep`: no `occupied` read-modify-write after
@@ -237,18 +242,7 @@ fn the_wrap_never_lets_a_stale_word_through() {
 /// path below is the real `keep`).
 #[test]
 fn a_kept_packet_crosses_the_wrap() {
-    check("line: one wave keeping its packet across the wrap", 2, || {
-        let model = Model::new(2, 1);
-        let held = model.view().claim(1).expect("packet 1, held so the wave uses packet 0");
-        let w = {
-            let model = model.clone();
-            thread::spawn(move || wave(&model, 0, &WRAP_MASKS, true))
-        };
-        host(&model, 3, &WRAP_MASKS);
-        w.join().unwrap();
-        drop(held);
-        assert_eq!(model.view().occupied_word(0).load(Ordering::Relaxed), 0, "every packet released");
-    });
+    check("line: one wave keeping its packet across the wrap", 2, || one_wave_across_the_wrap(true));
 }
 
 /// The device path by hand (what `claim`, `write_lane` and `submit` do), for the broken twins:

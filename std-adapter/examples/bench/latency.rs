@@ -7,7 +7,7 @@ use crate::{echo, request, ECHO};
 use crossbeam_channel as channel;
 use hostcall::buffer::Protocol;
 use hostcall::core::line::ScratchPayload;
-use hostcall::core::{ClaimedPacket, CompletedPacket, PacketRequest, SubmittedPacket, SLOT_WORDS};
+use hostcall::core::{AnyView, ClaimedPacket, CompletedPacket, PacketRequest, SubmittedPacket, SLOT_WORDS};
 use hostcall::prelude::*;
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -83,15 +83,21 @@ pub(crate) fn hostcall_round_trip(o: &Options, config: ListenerConfig, protocol:
     let mut i = 0u64;
     let sample = round_trips(o, || {
         i += 1;
-        let mut claimed = view.claim(0).expect("a sound buffer").expect("a free packet");
-        claimed.write_lane(0, &request(i, 0));
-        let submitted = claimed.submit(ECHO, 1);
-        buffer.doorbell().ring();
-        let done = submitted.wait(no_backoff);
-        assert_eq!(done.reply(0), echo(&request(i, 0)));
+        one_lane_call(&view, i, || buffer.doorbell().ring());
     });
     listener.shutdown();
     sample
+}
+
+/// Call `i` of the core's producer path on lane 0 of any buffer: claim, fill, submit,
+/// `after_submit` (a doorbell ring, or nothing), spin on the answer, check it, release.
+fn one_lane_call(view: &AnyView<'_>, i: u64, after_submit: impl FnOnce()) {
+    let mut claimed = view.claim(0).expect("a sound buffer").expect("a free packet");
+    claimed.write_lane(0, &request(i, 0));
+    let submitted = claimed.submit(ECHO, 1);
+    after_submit();
+    let done = submitted.wait(no_backoff);
+    assert_eq!(done.reply(0), echo(&request(i, 0)));
 }
 
 /// As [`hostcall_round_trip`] with a spinning listener, the device side being the emulated
@@ -120,10 +126,7 @@ pub(crate) fn core_round_trip(o: &Options, protocol: Protocol) -> Sample {
     let mut i = 0u64;
     let sample = round_trips(o, || {
         i += 1;
-        let mut claimed = view.claim(0).expect("a sound buffer").expect("a free packet");
-        claimed.write_lane(0, &request(i, 0));
-        let done = claimed.submit(ECHO, 1).wait(no_backoff);
-        assert_eq!(done.reply(0), echo(&request(i, 0)));
+        one_lane_call(&view, i, || {});
     });
     host.stop();
     sample
