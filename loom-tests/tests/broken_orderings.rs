@@ -11,6 +11,9 @@
 //!
 //! The free-list's tag rule has its broken twin in `free_list_aba.rs`.
 #![cfg(loom)]
+// The model's payload words are loom cells (`loom::cell::UnsafeCell`), which are not `Sync`:
+// loom runs the model's threads itself and checks every access to them.
+#![allow(clippy::arc_with_non_send_sync)]
 
 use hostcall_core::__internal::free_list;
 use hostcall_core::stack::{TaggedPtr, View, CONTROL_READY};

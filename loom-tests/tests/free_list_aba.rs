@@ -21,6 +21,9 @@
 //! (B pops P and Q, pushes P back; A's stale CAS of P -> Q succeeds, putting Q, which B holds,
 //! on top; B's push of Q then links Q to itself).
 #![cfg(loom)]
+// The model's payload words are loom cells (`loom::cell::UnsafeCell`), which are not `Sync`:
+// loom runs the model's threads itself and checks every access to them.
+#![allow(clippy::arc_with_non_send_sync)]
 
 use hostcall_core::__internal::free_list;
 use hostcall_core::stack::{Claimed, TaggedPtr, View};

@@ -21,6 +21,9 @@
 //! takes well over a million executions). The free-list with more waves than packets is also
 //! explored at the full bound, without a host, in `free_list_aba.rs`.
 #![cfg(loom)]
+// The model's payload words are loom cells (`loom::cell::UnsafeCell`), which are not `Sync`:
+// loom runs the model's threads itself and checks every access to them.
+#![allow(clippy::arc_with_non_send_sync)]
 
 use loom::thread;
 use loom_tests::{assert_free_list_advanced, check_bounded, wave, Host, Shared, LANES};
