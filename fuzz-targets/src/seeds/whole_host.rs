@@ -1,6 +1,6 @@
 //! Seeds of `whole_host`: a script of device operations and host rounds each.
 
-use crate::whole_host::{op, LISTENER_ALLOWED};
+use crate::whole_host::{op, LINE, LISTENER_ALLOWED};
 
 /// Message limits (byte 1): 4 open messages, default held bytes, 1 KiB messages.
 const MESSAGES: u8 = 3 | 3 << 3 | 7 << 5;
@@ -29,6 +29,12 @@ impl Script {
     fn new(phase: bool, packets: u8, listener: bool, messages: u8, devmem: u8) -> Self {
         let shape = u8::from(phase) | (packets - 2) << 1 | if listener { LISTENER_ALLOWED } else { 0 };
         Self(vec![shape, messages, devmem])
+    }
+    /// A line-protocol buffer.
+    fn line(packets: u8, listener: bool, messages: u8, devmem: u8) -> Self {
+        let mut script = Self::new(false, packets, listener, messages, devmem);
+        script.0[0] |= LINE;
+        script
     }
     fn bytes(mut self, bytes: &[u8]) -> Self {
         self.0.extend_from_slice(bytes);
@@ -236,6 +242,59 @@ pub(super) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 .submit(4, DEVMEM_ID, lane(0), &[alloc(2)])
                 .poll()
                 .submit(4, DEVMEM_ID, lane(0), &[free_live(0)])
+                .poll(),
+        ),
+        (
+            "line_printf_and_devmem",
+            Script::line(3, false, MESSAGES, DEVMEM)
+                .submit(0, PRINTF, lanes(0b11), &[printf(true, long, &[]), printf(false, 4, &[-7, 3, 9])])
+                .submit(2, DEVMEM_ID, lanes(0b11), &[alloc(3), alloc(1)])
+                .poll()
+                .submit(0, PRINTF, lane(0), &[next_chunk(0)])
+                .submit(2, DEVMEM_ID, lane(1), &[free_live(0)])
+                .submit(1, SANITIZER, lane(63), &[words(1, 2)])
+                .poll(),
+        ),
+        (
+            // Near the wrap: `device_seq` set to 2^32 - 3, then calls with sequences 2^32 - 2,
+            // 2^32 - 1 (a refresh) and 1 (a refresh); a stale word planted in between.
+            "line_across_the_wrap",
+            Script::line(2, false, MESSAGES, DEVMEM)
+                .bytes(&[op::SIGNAL | 1 << 3, 1])
+                .bytes(&(u32::MAX - 2).to_le_bytes())
+                .bytes(&[op::SIGNAL, 1])
+                .bytes(&(u32::MAX - 2).to_le_bytes())
+                .submit(1, PRINTF, lane(5), &[printf(false, 0, &[1])])
+                .poll()
+                .submit(1, PRINTF, lanes(0b11), &[printf(false, 0, &[2]), printf(false, 0, &[3])])
+                .poll()
+                .submit(1, PRINTF, lane(2), &[printf(false, 0, &[4])])
+                .poll(),
+        ),
+        (
+            // A head rewritten, a torn lane word, `served` scribbled, a lane slot overwritten.
+            "line_hostile_words",
+            Script::line(3, false, MESSAGES, DEVMEM)
+                .submit(0, DEVMEM_ID, lane(1), &[alloc(3)])
+                .submit(1, PRINTF, lane(0), &[printf(false, 0, &[5])])
+                .bytes(&[op::HEADER, 1])
+                .bytes(&u64s(&[u64::MAX, 7 << 32 | 1]))
+                .bytes(&[op::SIGNAL, 0])
+                .bytes(&1u32.to_le_bytes())
+                .bytes(&[op::WRITE_SLOT, 2, 3])
+                .bytes(&u64s(&[1 << 32; 16]))
+                .poll()
+                .submit(2, RESERVED, lane(3), &[words(1, 2)])
+                .poll(),
+        ),
+        (
+            "listener_line",
+            Script::line(4, true, MESSAGES, DEVMEM)
+                .listener()
+                .submit(3, PRINTF, lanes(0b10), &[printf(false, 3, &[1, 2, 3])])
+                .submit(1, DEVMEM_ID, lane(0), &[alloc(2)])
+                .poll()
+                .submit(1, DEVMEM_ID, lane(0), &[free_live(0)])
                 .poll(),
         ),
     ]

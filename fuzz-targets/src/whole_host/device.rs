@@ -4,12 +4,12 @@
 //!
 //! | op | operands | what the device does |
 //! | --- | --- | --- |
-//! | `SUBMIT`, `SUBMIT_TOO` | packet, service, lanes, a recipe per lane (up to 8 lanes) | writes a valid-looking request and submits it as the protocol says (push on the ready-stack with READY; flip `device_phase`) |
+//! | `SUBMIT`, `SUBMIT_TOO` | packet, service, lanes, a recipe per lane (up to 8 lanes) | writes a valid-looking request and submits it as the protocol says (push on the ready-stack with READY; flip `device_phase`; line: every word tagged with the next sequence, after the wrap refresh when due) |
 //! | `POLL` | | a host round (poller or listener), checked |
 //! | `WRITE_WORD` | word index, value | stores (flag bit 4: XORs) any word of the buffer |
-//! | `WRITE_SLOT` | packet, lane, 8 words | overwrites a payload slot |
-//! | `HEADER` | packet, activemask, service word | rewrites a header without submitting |
-//! | `SIGNAL` | packet, value | stack: the ready-stack top (flag bit 3) or a `control` word; phase: `device_phase` (flag bit 3) or `host_phase` |
+//! | `WRITE_SLOT` | packet, lane, 8 words (line: 16) | overwrites a payload slot (line: a lane's request words) |
+//! | `HEADER` | packet, activemask, service word | rewrites a header without submitting (line: the first mask word and the head, raw) |
+//! | `SIGNAL` | packet, value | stack: the ready-stack top (flag bit 3) or a `control` word; phase: `device_phase` (flag bit 3) or `host_phase`; line: `device_seq` (flag bit 3) or `served` |
 //! | `LISTENER` | | the remaining rounds are served by a listener thread (if byte 0 allows it) |
 //!
 //! Lane recipes: PRINTF sends a whole message in one chunk, begins a longer one (continued by
@@ -18,7 +18,7 @@
 //! address; other ids get two words.
 
 use super::host::Host;
-use super::words::Geometry;
+use super::words::{join, Geometry};
 use crate::input::Input;
 use hostcall::buffer::Protocol;
 use hostcall::services::devmem::SLAB_BYTES;
@@ -27,7 +27,7 @@ use hostcall_core::dispatch::{DEVMEM, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER
 use hostcall_core::lane::lanes;
 use hostcall_core::message::{Descriptor, DATA_WORDS};
 use hostcall_core::stack::CONTROL_READY;
-use hostcall_core::{LANES, SLOT_WORDS};
+use hostcall_core::{line, LANES, SLOT_WORDS};
 
 /// Operation codes (the low 3 bits of an operation byte).
 pub(crate) mod op {
@@ -103,7 +103,7 @@ pub(super) fn run(host: &mut Host, input: &mut Input<'_>, listener_allowed: bool
             op::WRITE_SLOT => {
                 let (i, lane) = (host.packet(input.u8()), usize::from(input.u8()) % LANES);
                 let start = host.geometry.slot(i, lane);
-                for k in 0..SLOT_WORDS {
+                for k in 0..host.geometry.slot_words() {
                     host.words().store(start + 8 * k, input.u64());
                 }
             }
@@ -112,11 +112,8 @@ pub(super) fn run(host: &mut Host, input: &mut Input<'_>, listener_allowed: bool
                 let g = host.geometry;
                 host.words().store(g.activemask(i), input.u64());
                 match g.protocol {
-                    Protocol::Stack => host.words().store(g.service(i), input.u64()),
+                    Protocol::Stack | Protocol::Line => host.words().store(g.service(i), input.u64()),
                     Protocol::Phase => host.words().store32(g.service(i), input.u32()),
-                    Protocol::Line => unreachable!(
-                        "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
-                    ),
                 }
             }
             op::SIGNAL => {
@@ -126,11 +123,10 @@ pub(super) fn run(host: &mut Host, input: &mut Input<'_>, listener_allowed: bool
                 match (g.protocol, flags & 1 != 0) {
                     (Protocol::Stack, true) => host.words().store(g.ready_stack(), input.u64()),
                     (Protocol::Stack, false) => host.words().store32(g.service(i) + 4, input.u32()),
-                    (Protocol::Phase, true) => host.words().store32(device_word, input.u32()),
-                    (Protocol::Phase, false) => host.words().store32(host_word, input.u32()),
-                    (Protocol::Line, _) => unreachable!(
-                        "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
-                    ),
+                    (Protocol::Phase | Protocol::Line, true) => {
+                        host.words().store32(device_word, input.u32())
+                    }
+                    (Protocol::Phase | Protocol::Line, false) => host.words().store32(host_word, input.u32()),
                 }
             }
             code => {
@@ -163,18 +159,17 @@ impl Device {
             2 => input.u64(),
             _ => u64::MAX >> (lanes_byte >> 2),
         };
+        let g: Geometry = host.geometry;
+        if g.protocol == Protocol::Line {
+            return self.submit_line(host, input, i, service, activemask);
+        }
         for lane in lanes(activemask).take(MAX_RECIPES) {
-            let request = match service {
-                PRINTF => self.printf_chunk(host, input, i, lane),
-                DEVMEM => devmem_request(host, input),
-                _ => [input.u64(), input.u64(), 0, 0, 0, 0, 0, 0],
-            };
-            let start = host.geometry.slot(i, lane);
+            let request = self.request(host, input, service, i, lane);
+            let start = g.slot(i, lane);
             for (k, word) in request.into_iter().enumerate() {
                 host.words().store(start + 8 * k, word);
             }
         }
-        let g: Geometry = host.geometry;
         let words = host.words();
         words.store(g.activemask(i), activemask);
         match g.protocol {
@@ -189,10 +184,63 @@ impl Device {
                 let (device_word, _) = g.phases(i);
                 words.store32(device_word, words.load32(device_word) ^ 1);
             }
-            Protocol::Line => unreachable!(
-                "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
-            ),
+            Protocol::Line => unreachable!("submitted above"),
         }
+    }
+
+    /// One lane's request for `service`, from its recipe.
+    fn request(
+        &mut self,
+        host: &Host,
+        input: &mut Input<'_>,
+        service: u32,
+        i: usize,
+        lane: usize,
+    ) -> [u64; SLOT_WORDS] {
+        match service {
+            PRINTF => self.printf_chunk(host, input, i, lane),
+            DEVMEM => devmem_request(host, input),
+            _ => [input.u64(), input.u64(), 0, 0, 0, 0, 0, 0],
+        }
+    }
+
+    /// The line protocol's submit, as `line::Claimed` does it (the packet is not claimed through
+    /// `occupied`: the device here may submit any packet, pending or not): the next sequence
+    /// after `device_seq[i]`, the wrap refresh when due (every request and reply word of the
+    /// packet but the head zeroed), each active lane's request as tagged words (lanes past
+    /// [`MAX_RECIPES`] keep the data their words hold, tagged anew), the mask words, the head.
+    fn submit_line(&mut self, host: &Host, input: &mut Input<'_>, i: usize, service: u32, activemask: u64) {
+        let g = host.geometry;
+        let (device_seq, _) = g.phases(i);
+        let previous = host.words().load32(device_seq);
+        let seq = line::next_seq(previous);
+        if line::refreshes(previous, seq) {
+            let words = host.words();
+            let zero = |start: usize, count: usize| (0..count).for_each(|k| words.store(start + 8 * k, 0));
+            zero(g.activemask(i), 2);
+            for lane in 0..LANES {
+                zero(g.slot(i, lane), g.slot_words());
+                zero(g.reply(i, lane), line::REPLY_LINE_WORDS);
+            }
+        }
+        for (n, lane) in lanes(activemask).enumerate() {
+            let start = g.slot(i, lane);
+            let request = if n < MAX_RECIPES {
+                self.request(host, input, service, i, lane)
+            } else {
+                let words = host.words();
+                core::array::from_fn(|k| join(words.load(start + 16 * k), words.load(start + 16 * k + 8)))
+            };
+            for (k, word) in request.into_iter().enumerate() {
+                host.words().store(start + 16 * k, line::tag(word as u32, seq));
+                host.words().store(start + 16 * k + 8, line::tag((word >> 32) as u32, seq));
+            }
+        }
+        let words = host.words();
+        words.store(g.activemask(i), line::tag(activemask as u32, seq));
+        words.store(g.activemask(i) + 8, line::tag((activemask >> 32) as u32, seq));
+        words.store(g.service(i), line::tag(service, seq));
+        words.store32(device_seq, seq);
     }
 
     /// One lane's PRINTF chunk.
@@ -250,7 +298,7 @@ impl Device {
     /// After a round: the BEGINs the host answered with an id become streams.
     fn learn_ids(&mut self, host: &Host) {
         for (i, lane, rest) in std::mem::take(&mut self.begun) {
-            let reply = host.words().load(host.geometry.slot(i, lane));
+            let reply = host.reply_word0(i, lane);
             match Descriptor::decode(reply) {
                 Ok(d) if !d.begin() && host.model.printf.open.contains_key(&d.id()) => {
                     self.streams.push((d.id(), rest));

@@ -2,7 +2,7 @@
 
 use super::guarded::GuardedMemory;
 use super::model::{DevMemModel, Model, Output, PrintfModel};
-use super::words::{read32, slot_of, write32, Geometry, Words};
+use super::words::{activemask_of, line_pending, read32, service_of, slot_of, write32, Geometry, Words};
 use super::Budgets;
 use hostcall::buffer::{HostcallBuffer, Protocol};
 use hostcall::doorbell::{Doorbell, ParkingDoorbell};
@@ -64,9 +64,14 @@ pub(crate) struct Host {
 }
 
 impl Host {
-    /// Byte 0 of the input: bit 0 the protocol, bits 1..=3 the packet count less 2.
+    /// Byte 0 of the input: bit 0 the protocol (stack or phase; bit 5 set: line), bits 1..=3 the
+    /// packet count less 2.
     pub(crate) fn new(shape: u8, budgets: Budgets) -> Self {
-        let protocol = if shape & 1 == 0 { Protocol::Stack } else { Protocol::Phase };
+        let protocol = match (shape & super::LINE != 0, shape & 1) {
+            (true, _) => Protocol::Line,
+            (false, 0) => Protocol::Stack,
+            (false, _) => Protocol::Phase,
+        };
         let n = 2 + usize::from(shape >> 1 & 7);
         let buffer_memory = Arc::new(GuardedMemory::default());
         let devmem_memory = Arc::new(GuardedMemory::default());
@@ -177,7 +182,7 @@ impl Host {
         let recorder = Recorder { inner: self.services.dispatcher(), served: RefCell::default() };
         let report = self.poller.poll_once(&recorder);
         let lane_calls =
-            plan.served.iter().map(|&i| before[self.geometry.activemask(i) / 8].count_ones()).sum();
+            plan.served.iter().map(|&i| activemask_of(before, &self.geometry, i).count_ones()).sum();
         let expected =
             DrainReport { packets: plan.served.len() as u32, lane_calls, malformed: plan.malformed as u32 };
         assert_eq!(report, expected, "the drain report");
@@ -209,9 +214,18 @@ impl Host {
                 let (device, host) = g.phases(i);
                 words.load32(device) == words.load32(host)
             }),
-            Protocol::Line => unreachable!(
-                "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
-            ),
+            Protocol::Line => plan.served.iter().all(|&i| {
+                words.load32(g.phases(i).1) == hostcall_core::line::seq_of(words.load(g.header(i)))
+            }),
+        }
+    }
+
+    /// The first reply word of lane `lane` of packet `i`, as the device reads it now.
+    pub(crate) fn reply_word0(&self, i: usize, lane: usize) -> u64 {
+        let (at, words) = (self.geometry.reply(i, lane), self.words());
+        match self.geometry.protocol {
+            Protocol::Line => super::words::join(words.load(at), words.load(at + 8)),
+            _ => words.load(at),
         }
     }
 
@@ -223,16 +237,37 @@ impl Host {
             expected[g.ready_stack() / 8] = 0;
         }
         for (k, &i) in plan.served.iter().enumerate() {
-            let service = read32(before, g.service(i));
-            if service == SANITIZER && before[g.activemask(i) / 8] != 0 {
+            let service = service_of(before, &g, i);
+            let activemask = activemask_of(before, &g, i);
+            if service == SANITIZER && activemask != 0 {
                 self.model.sanitizer_packets += 1;
             }
+            // Line protocol: the sequence of the call the round served.
+            let seq = (g.protocol == Protocol::Line)
+                .then(|| line_pending(before, &g, i).expect("a line packet in the plan is pending"));
             let mut host_error = false;
-            for lane in lanes(before[g.activemask(i) / 8]) {
-                let at = g.slot(i, lane) / 8;
-                let reply = [after[at], after[at + 1]];
+            for lane in lanes(activemask) {
+                let at = g.reply(i, lane) / 8;
+                let reply = match seq {
+                    // Line protocol: 4 reply words, each tagged with the call's sequence.
+                    Some(seq) => {
+                        let tagged = &after[at..at + 4];
+                        assert!(
+                            tagged.iter().all(|&w| hostcall_core::line::seq_of(w) == seq),
+                            "packet {i} lane {lane}: a reply word not tagged {seq}: {tagged:x?}"
+                        );
+                        expected[at..at + 4].copy_from_slice(tagged);
+                        [
+                            super::words::join(after[at], after[at + 1]),
+                            super::words::join(after[at + 2], after[at + 3]),
+                        ]
+                    }
+                    None => {
+                        expected[at..at + 2].copy_from_slice(&after[at..at + 2]);
+                        [after[at], after[at + 1]]
+                    }
+                };
                 host_error |= self.model.lane(service, &slot_of(before, &g, i, lane), reply);
-                expected[at..at + 2].copy_from_slice(&reply);
             }
             match g.protocol {
                 Protocol::Stack => {
@@ -242,9 +277,7 @@ impl Host {
                     let (device, host) = g.phases(i);
                     write32(&mut expected, host, read32(before, device));
                 }
-                Protocol::Line => unreachable!(
-                    "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
-                ),
+                Protocol::Line => write32(&mut expected, g.phases(i).1, seq.expect("set for line packets")),
             }
             if let Some(recorded) = &recorded {
                 assert_eq!(
@@ -314,8 +347,9 @@ impl Host {
 
 /// Which packets a host round serves: the stack protocol's walk of the ready-stack (the host's
 /// index mask, at most `n` links, stopping at an index out of range; packets without READY, or
-/// served already in this walk, skipped), or every packet whose phases differ in bit 0, in index
-/// order (the buffers here are small enough that every scan is a full one).
+/// served already in this walk, skipped), or every packet whose phases differ in bit 0, or every
+/// line packet whose whole request carries a sequence it has not served, in index order (the
+/// buffers here are small enough that every scan is a full one).
 fn plan(g: &Geometry, words: &[u64]) -> Plan {
     let n = g.n;
     let (mut served, mut malformed) = (Vec::new(), 0);
@@ -340,9 +374,7 @@ fn plan(g: &Geometry, words: &[u64]) -> Plan {
                 }
             }
         }
-        Protocol::Line => {
-            unreachable!("whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol")
-        }
+        Protocol::Line => served.extend((0..n).filter(|&i| line_pending(words, g, i).is_some())),
         Protocol::Phase => {
             for i in 0..n {
                 let (device, host) = g.phases(i);

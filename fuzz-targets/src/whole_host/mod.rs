@@ -1,21 +1,23 @@
 //! Target 4: the whole host, driven by device bytes.
 //!
-//! A buffer of either protocol (2..=9 packets, in guarded host memory) is served by the core's
+//! A buffer of any of the three protocols (2..=9 packets, in guarded host memory) is served by the core's
 //! [`Poller`] through the std crate's [`Services`] registry holding the built-in services: PRINTF
 //! writing into an in-memory sink and DEVMEM over guarded host memory, both with small budgets,
 //! and (if the input says so) SANITIZER reporting into a counter; FUNCTION_CALL is not enabled. The fuzz bytes play the device:
 //! valid-looking requests (printf message streams, in one chunk or several, continued with the
 //! ids the host answered; DEVMEM allocations and frees of live, nearly live and bogus addresses;
 //! unknown ids) and arbitrary writes anywhere in the buffer (headers, prefix, phase words,
-//! payload slots, the ready-stack), interleaved with host rounds. On request the remaining
+//! payload slots, the ready-stack; line: heads, mask and lane words, `device_seq`, `served`),
+//! interleaved with host rounds. On request the remaining
 //! rounds are served by a [`Listener`] thread instead, one registration per round.
 //!
-//! Input: byte 0 the shape (bit 0 the protocol, bits 1..=3 the packet count less 2, bit 4
-//! whether the listener may take over), byte 1 the message limits, byte 2 the DEVMEM limits
+//! Input: byte 0 the shape (bit 0 the protocol, stack or phase, unless bit 5 asks for a line
+//! buffer; bits 1..=3 the packet count less 2; bit 4 whether the listener may take over), byte 1 the message limits, byte 2 the DEVMEM limits
 //! (see [`Budgets`]), then operations ([`device`]).
 //!
 //! Checked after every host round, against a prediction of which packets the round serves (the
-//! stack protocol's chain walk, or every packet whose phases differ, in index order) and a model
+//! stack protocol's chain walk, every packet whose phases differ, or every line packet whose
+//! whole request carries a sequence not served yet, in index order) and a model
 //! of every built-in service ([`model`]):
 //! - no panic, no hang (the listener must serve within a deadline);
 //! - the served packets are the predicted ones, in order, each at most once; the drain report's
@@ -30,8 +32,9 @@
 //!   equal to what its memory holds; PRINTF's open messages within the bound; unknown ids
 //!   remembered within their table;
 //! - nothing written but the ready-stack top (stack protocol), the served packets' `control`
-//!   (READY cleared, the host-error flag exactly when a lane failed) or `host_phase` (the device's
-//!   value), and the served lanes' reply words; nothing outside the buffer (guard bytes);
+//!   (READY cleared, the host-error flag exactly when a lane failed), `host_phase` (the device's
+//!   value) or `served` (the call's sequence), and the served lanes' reply words (line: each
+//!   tagged with the call's sequence); nothing outside the buffer (guard bytes);
 //! - after the last round, one more drains everything (no packet left pending), and dropping
 //!   the registry frees every DEVMEM block.
 
@@ -50,6 +53,8 @@ pub(crate) use device::op;
 
 /// Bit of byte 0: the listener may take over (operation [`op::LISTENER`]).
 pub(crate) const LISTENER_ALLOWED: u8 = 0x10;
+/// Bit of byte 0: a line-protocol buffer (else bit 0 picks stack or phase).
+pub(crate) const LINE: u8 = 0x20;
 
 /// The budgets of one run.
 pub(crate) struct Budgets {

@@ -1,8 +1,9 @@
-//! The buffer as the device sees it: where each field of either protocol lives, and word access
+//! The buffer as the device sees it: where each field of each protocol lives, and word access
 //! to the shared memory.
 
 use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall_core::{phase, stack, LANES, SLOT_WORDS};
+use hostcall_core::line::{self, seq_of, untag};
+use hostcall_core::{phase, stack, LANES, LANE_MASK, SLOT_WORDS};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Byte offset of the stack protocol's `ready_stack` word.
@@ -19,9 +20,11 @@ const PAYLOAD: usize = LANES * SLOT_WORDS * 8;
 pub(crate) struct Geometry {
     pub(crate) protocol: Protocol,
     pub(crate) n: usize,
+    /// The headers (line protocol: the request blocks).
     headers: usize,
+    /// The payloads (line protocol: the reply blocks).
     payloads: usize,
-    /// Phase protocol: `device_phase` and `host_phase`.
+    /// Phase protocol: `device_phase` and `host_phase`; line protocol: `device_seq` and `served`.
     phases: (usize, usize),
 }
 
@@ -45,9 +48,16 @@ impl Geometry {
                     phases: (layout.device_phase, layout.host_phase),
                 }
             }
-            Protocol::Line => unreachable!(
-                "whole_host builds stack and phase buffers; line_exchange fuzzes the line protocol"
-            ),
+            Protocol::Line => {
+                let layout = line::Layout::new(n).expect("small packet counts fit");
+                Self {
+                    protocol,
+                    n,
+                    headers: layout.requests,
+                    payloads: layout.replies,
+                    phases: (layout.device_seq, layout.served),
+                }
+            }
         }
     }
 
@@ -57,37 +67,66 @@ impl Geometry {
     }
 
     /// Stack protocol: byte offset of header `i`'s `next` (then `activemask`, then
-    /// `service | control << 32`). Phase protocol: of its `activemask` (then `service`).
+    /// `service | control << 32`). Phase protocol: of its `activemask` (then `service`). Line
+    /// protocol: of request block `i`'s head (then the two mask words).
     pub(crate) fn header(&self, i: usize) -> usize {
-        let size = if self.protocol == Protocol::Stack { STACK_HEADER } else { PHASE_HEADER };
+        let size = match self.protocol {
+            Protocol::Stack => STACK_HEADER,
+            Protocol::Phase => PHASE_HEADER,
+            Protocol::Line => line::REQUEST_SIZE,
+        };
         self.headers + i * size
     }
 
-    /// Byte offset of the word holding packet `i`'s activemask.
+    /// Byte offset of the word holding packet `i`'s activemask (line protocol: its low half,
+    /// tagged; the high half is the next word).
     pub(crate) fn activemask(&self, i: usize) -> usize {
         match self.protocol {
-            Protocol::Stack => self.header(i) + 8,
-            // `new` builds no line geometry.
-            Protocol::Phase | Protocol::Line => self.header(i),
+            Protocol::Stack | Protocol::Line => self.header(i) + 8,
+            Protocol::Phase => self.header(i),
         }
     }
 
-    /// Byte offset of packet `i`'s service id (a `u32`; the stack protocol's `control` follows).
+    /// Byte offset of packet `i`'s service id (a `u32`; the stack protocol's `control` follows;
+    /// the line protocol's is the head, tagged).
     pub(crate) fn service(&self, i: usize) -> usize {
         match self.protocol {
             Protocol::Stack => self.header(i) + 16,
-            Protocol::Phase | Protocol::Line => self.header(i) + 8,
+            Protocol::Phase => self.header(i) + 8,
+            Protocol::Line => self.header(i),
         }
     }
 
-    /// Phase protocol: byte offsets of `device_phase[i]` and `host_phase[i]` (`u32`s).
+    /// Phase protocol: byte offsets of `device_phase[i]` and `host_phase[i]`; line protocol: of
+    /// `device_seq[i]` and `served[i]` (`u32`s).
     pub(crate) fn phases(&self, i: usize) -> (usize, usize) {
         (self.phases.0 + 4 * i, self.phases.1 + 4 * i)
     }
 
-    /// Byte offset of lane `lane`'s slot of payload `i`.
+    /// Byte offset of lane `lane`'s request words of packet `i`: its payload slot (line
+    /// protocol: its [`Geometry::slot_words`] tagged words).
     pub(crate) fn slot(&self, i: usize, lane: usize) -> usize {
-        self.payloads + i * PAYLOAD + lane * SLOT_WORDS * 8
+        match self.protocol {
+            Protocol::Line => self.header(i) + line::CACHE_LINE + lane * line::REQUEST_LINE_WORDS * 8,
+            _ => self.payloads + i * PAYLOAD + lane * SLOT_WORDS * 8,
+        }
+    }
+
+    /// Words of one lane's request at [`Geometry::slot`]: 8, or the line protocol's 16 tagged.
+    pub(crate) fn slot_words(&self) -> usize {
+        match self.protocol {
+            Protocol::Line => line::REQUEST_LINE_WORDS,
+            _ => SLOT_WORDS,
+        }
+    }
+
+    /// Byte offset of lane `lane`'s reply words of packet `i`: the first 2 of its slot, or the
+    /// line protocol's 4 tagged reply words.
+    pub(crate) fn reply(&self, i: usize, lane: usize) -> usize {
+        match self.protocol {
+            Protocol::Line => self.payloads + i * line::REPLY_SIZE + lane * line::REPLY_LINE_WORDS * 8,
+            _ => self.slot(i, lane),
+        }
     }
 
     /// The stack protocol's tagged pointer to packet `i` with tag `tag`.
@@ -173,8 +212,52 @@ pub(crate) fn write32(words: &mut [u64], byte: usize, value: u32) {
     *word = *word & !(u64::from(u32::MAX) << shift) | u64::from(value) << shift;
 }
 
-/// Lane `lane`'s slot of payload `i` out of a snapshot.
+/// Lane `lane`'s request of packet `i` out of a snapshot (line protocol: the data halves of its
+/// tagged words, whatever their sequences).
 pub(crate) fn slot_of(words: &[u64], geometry: &Geometry, i: usize, lane: usize) -> [u64; SLOT_WORDS] {
     let start = geometry.slot(i, lane) / 8;
-    words[start..start + SLOT_WORDS].try_into().expect("a slot is 8 words")
+    match geometry.protocol {
+        Protocol::Line => core::array::from_fn(|k| join(words[start + 2 * k], words[start + 2 * k + 1])),
+        _ => words[start..start + SLOT_WORDS].try_into().expect("a slot is 8 words"),
+    }
+}
+
+/// A `u64` from the data halves of two tagged words (low half first).
+pub(crate) fn join(low: u64, high: u64) -> u64 {
+    high << 32 | (low & 0xffff_ffff)
+}
+
+/// Packet `i`'s activemask out of a snapshot (line protocol: from its mask words' data halves).
+pub(crate) fn activemask_of(words: &[u64], geometry: &Geometry, i: usize) -> u64 {
+    let at = geometry.activemask(i) / 8;
+    match geometry.protocol {
+        Protocol::Line => join(words[at], words[at + 1]) & LANE_MASK,
+        _ => words[at],
+    }
+}
+
+/// Packet `i`'s service id out of a snapshot.
+pub(crate) fn service_of(words: &[u64], geometry: &Geometry, i: usize) -> u32 {
+    read32(words, geometry.service(i))
+}
+
+/// Line protocol: the sequence packet `i`'s head carries, if the host would take the request it
+/// heads now (neither 0 nor `served[i]`, and every mask word and active lane's word carrying it,
+/// as `line::View`'s scan checks).
+pub(crate) fn line_pending(words: &[u64], geometry: &Geometry, i: usize) -> Option<u32> {
+    let seq = seq_of(words[geometry.header(i) / 8]);
+    let served = read32(words, geometry.phases(i).1);
+    if seq == 0 || seq == served {
+        return None;
+    }
+    let carries = |at: usize| untag(words[at / 8], seq).is_some();
+    let mask = geometry.activemask(i);
+    if !(carries(mask) && carries(mask + 8)) {
+        return None;
+    }
+    let complete = hostcall_core::lane::lanes(activemask_of(words, geometry, i)).all(|lane| {
+        let start = geometry.slot(i, lane);
+        (0..line::REQUEST_LINE_WORDS).all(|k| carries(start + 8 * k))
+    });
+    complete.then_some(seq)
 }
