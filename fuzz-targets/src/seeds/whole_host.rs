@@ -288,6 +288,18 @@ pub(super) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 .poll(),
         ),
         (
+            // Every lane word of a submitted call overwritten with the next call's sequence (one
+            // torn lane): the call is not served; the next submit is.
+            "line_torn_lane",
+            Script::line(2, false, MESSAGES, DEVMEM)
+                .submit(0, PRINTF, lanes(0b11), &[printf(false, 0, &[1]), printf(false, 0, &[2])])
+                .bytes(&[op::WRITE_SLOT, 0, 1])
+                .bytes(&u64s(&[2 << 32 | 0x25; 16]))
+                .poll()
+                .submit(0, PRINTF, lane(1), &[printf(false, 0, &[3])])
+                .poll(),
+        ),
+        (
             "listener_line",
             Script::line(4, true, MESSAGES, DEVMEM)
                 .listener()
