@@ -104,26 +104,28 @@ mod any;
 pub mod dispatch;
 mod host;
 pub mod lane;
+mod layout;
 pub mod line;
 pub mod message;
 mod occupied;
 pub mod phase;
 #[cfg(not(loom))]
 mod poller;
+mod scan;
 pub mod stack;
 pub mod sync;
+mod view;
 
-pub use any::{AnyClaimed, AnyCompleted, AnySubmitted, AnyView, DrainScope};
-pub use dispatch::{Dispatch, ErrorCode, LaneService, ServiceTable, ERROR_REPLY};
-pub use host::{
-    packet_count, DrainError, DrainHandler, DrainReport, GeometryError, LayoutError, PacketRequest, Protocol,
-    MAX_PACKETS,
-};
+pub use any::{AnyClaimed, AnyCompleted, AnySubmitted, AnyView, HostScratch, Protocol};
+pub use dispatch::{Dispatch, LaneService, ServiceTable};
+pub use host::{ChainError, DrainError, DrainHandler, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
 pub use lane::{
     ClaimedPacket, CompletedPacket, Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
 };
 #[cfg(not(loom))]
 pub use poller::{Poller, PollerError};
+pub use scan::{DrainScope, ScanWindow};
+pub use view::{packet_count, GeometryError, LayoutError, MAX_PACKETS};
 
 /// Unstable internals for the workspace's loom models; not API (see the crate docs).
 #[cfg(loom)]

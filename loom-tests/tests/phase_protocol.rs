@@ -167,7 +167,7 @@ fn host(model: &Model, packets: u32) -> Vec<u32> {
     let mut total = 0;
     while total < packets {
         let mut served = Vec::new();
-        let report = view.drain_window(&mut window, &mut |p: &mut PacketRequest<'_>| {
+        let report = view.host().drain_window(&mut window, &mut |p: &mut PacketRequest<'_>| {
             assert_eq!(p.service(), SERVICE);
             assert_eq!(p.activemask(), LANE_MASK, "every lane was submitted");
             let wave = p.request(0)[0] / 1000;
@@ -286,6 +286,7 @@ fn a_relaxed_phase_flip_is_caught() {
         };
         let view = model.view();
         while view
+            .host()
             .drain(&mut |p: &mut PacketRequest<'_>| {
                 let wave = p.request(0)[0] / 1000;
                 p.reply(0, reply_for(wave, 0));

@@ -1,11 +1,10 @@
 //! The listener's logic without a thread: a fixed-capacity set of registered buffers behind a
 //! spin lock, and [`Poller::poll_once`], which drains every buffer and dispatches each packet.
 //!
-//! Buffers of both protocols are served side by side: [`Poller::add`] registers a buffer of either
+//! Buffers of every protocol are served side by side: [`Poller::add`] registers a buffer of any
 //! [`Protocol`]; each is drained through the one protocol switch ([`AnyView`]) and every packet
-//! reaches the same [`Dispatch`]. A phase buffer keeps its host-private
-//! [`ScanWindow`](crate::phase::ScanWindow) in its
-//! registration (its [`DrainScope`]).
+//! reaches the same [`Dispatch`]. A buffer whose host scans keeps its host-private
+//! [`ScanWindow`](crate::ScanWindow) in its registration (its [`DrainScope`]).
 //!
 //! A runtime without threads (firmware, a bare-metal loop) calls `poll_once` from its main loop;
 //! the std crate's listener is a loop around it that waits on a doorbell in between.
@@ -25,10 +24,11 @@
 //! packets it serves, so pollers with disjoint ranges never write the same word. A stack buffer
 //! is served by one poller only (its host side swaps the whole ready-stack).
 
-use crate::any::{AnyView, DrainScope};
+use crate::any::{AnyView, HostScratch, Protocol};
 use crate::dispatch::Dispatch;
-use crate::host::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest, Protocol};
-use crate::line::ScratchPayload;
+use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::scan::DrainScope;
+use crate::view::LayoutError;
 use core::fmt;
 use table::{Pins, Registered, Table};
 
@@ -102,8 +102,9 @@ struct PollState<const N: usize> {
     serving: heapless::Vec<(usize, Registered), N>,
     /// The drain state of each slot (the registration generation it belongs to, and its scope).
     scopes: [(u64, DrainScope); N],
-    /// Where line requests are copied for the services (one per poller: polls take turns).
-    scratch: ScratchPayload,
+    /// Where requests are copied for the services, for the protocols that copy them (one per
+    /// poller: polls take turns).
+    scratch: HostScratch,
 }
 
 // SAFETY: the buffers are only accessed through the `AnyView`s built by `add`, whose accesses are
@@ -150,14 +151,14 @@ impl<const N: usize> Poller<N> {
                 version: 0,
                 serving: heapless::Vec::new(),
                 scopes: [(0, DrainScope::Whole); N],
-                scratch: ScratchPayload::new(),
+                scratch: HostScratch::new(),
             }),
         }
     }
 
     /// Registers an initialised buffer of `protocol` of `num_packets` packets at `base` (of `len`
-    /// bytes). The layout is checked as the protocol's `from_raw` checks it. A phase buffer is
-    /// scanned through a [`ScanWindow`](crate::phase::ScanWindow) of its own.
+    /// bytes). The layout is checked as the protocol's `from_raw` checks it. A buffer whose host
+    /// scans (phase, line) is scanned through a [`ScanWindow`](crate::ScanWindow) of its own.
     ///
     /// # Safety
     /// `base..base + len` must stay valid for reads and writes, and be accessed only atomically,
@@ -274,8 +275,7 @@ impl<const N: usize> Poller<N> {
     }
 
     /// Drains every registered buffer once, each with its own protocol, dispatching each packet.
-    /// Phase buffers are scanned through their [`ScanWindow`](crate::phase::ScanWindow)s (ranges
-    /// whole). Returns at once with nothing served if another poll is in progress.
+    /// Scanned buffers go through their [`ScanWindow`](crate::ScanWindow)s (ranges whole). Returns at once with nothing served if another poll is in progress.
     pub fn poll_once<D: Dispatch + ?Sized>(&self, dispatch: &D) -> DrainReport {
         let Some(mut polling) = self.polling.try_lock() else {
             return DrainReport::default();

@@ -34,8 +34,8 @@
 //! | | load pin 3: clear; lock; slot 3 `Free`; unlock; return | buffer may be freed |
 //! | lock; version changed: refresh the copy (slot 3 gone); pin the rest; unlock | | |
 
-use crate::any::{AnyView, DrainScope};
-use crate::host::Protocol;
+use crate::any::{AnyView, Protocol};
+use crate::scan::DrainScope;
 use crate::sync::{AtomicU32, Ordering};
 use core::fmt;
 

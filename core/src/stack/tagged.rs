@@ -14,7 +14,7 @@
 //! after `2^64 / step` returns of one packet; the rule for index 0 keeps a wrapped pointer from
 //! becoming the null pointer 0 (it takes tag 1 instead).
 
-use crate::host::{packet_count, GeometryError, MAX_PACKETS};
+use crate::view::{packet_count, GeometryError, MAX_PACKETS};
 
 /// The shape of one buffer's index space, held privately by whoever views the buffer.
 ///
