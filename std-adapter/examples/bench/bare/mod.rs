@@ -13,12 +13,15 @@
 //! ratio of a full path to its bare row (printed by [`print_ratios`]) is what the project's code
 //! adds. The service is the bench's `echo`, called inline by the host.
 
-use crate::measure::{pinned_pair, Sample};
+use crate::latency::Line;
+use crate::measure::{pinned_pair, round_trips, Sample};
 use crate::options::Options;
 use crate::report::Spread;
 use crate::rows::Row;
+use crate::{echo, request};
+use hostcall::core::{LANES, SLOT_WORDS};
 use std::hint::spin_loop;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
@@ -41,15 +44,75 @@ pub(crate) fn bare_row_of(name: &str) -> Option<&'static str> {
     PAIRS.iter().find(|(full, _)| *full == name).map(|&(_, bare)| bare)
 }
 
+/// One packet's payload, as both ABIs lay it out: 64 slots of 8 words, the reply over words 0
+/// and 1 of the slot.
+pub(crate) type Payload = [[AtomicU64; SLOT_WORDS]; LANES];
+
+/// A zeroed payload.
+pub(crate) fn payload() -> Payload {
+    std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+}
+
+/// Host: serves every lane of `activemask` in place (its reply over the first words of its slot).
+/// Relaxed, all: the protocol's flag orders them.
+pub(crate) fn serve_in_place(payload: &Payload, activemask: u64) {
+    let mut lanes = activemask;
+    while lanes != 0 {
+        let slot = &payload[lanes.trailing_zeros() as usize];
+        lanes &= lanes - 1;
+        let words = std::array::from_fn(|w| slot[w].load(Ordering::Relaxed));
+        for (word, value) in slot.iter().zip(echo(&words)) {
+            word.store(value, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One bare row: `host` serves `buffer` on the pinned peer thread while the caller times
+/// `call(buffer, request, doorbell)` round trips, each checking its reply; `call` fills lane 0
+/// with the request, rings `doorbell` after the submit (ROCm's signal add; the spinning host never
+/// reads it) and returns lane 0's reply.
+pub(crate) fn run<B: Send + Sync + 'static>(
+    o: &Options,
+    buffer: Arc<B>,
+    host: fn(&B) -> bool,
+    mut call: impl FnMut(&B, &[u64; SLOT_WORDS], &Line) -> [u64; 2],
+) -> Sample {
+    let doorbell = Line::default();
+    let peer = {
+        let buffer = buffer.clone();
+        Peer::start(o, move || host(&buffer))
+    };
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        let words = request(i, 0);
+        assert_eq!(call(&buffer, &words, &doorbell), echo(&words));
+    });
+    peer.stop();
+    sample
+}
+
+/// Device: stores `words` into `slot` (Relaxed: the submit publishes them).
+pub(crate) fn fill(slot: &[AtomicU64; SLOT_WORDS], words: &[u64; SLOT_WORDS]) {
+    for (word, &value) in slot.iter().zip(words) {
+        word.store(value, Ordering::Relaxed);
+    }
+}
+
+/// Device: the reply words of `slot` (Relaxed: the wait's Acquire ordered them).
+pub(crate) fn reply(slot: &[AtomicU64; SLOT_WORDS]) -> [u64; 2] {
+    [slot[0].load(Ordering::Relaxed), slot[1].load(Ordering::Relaxed)]
+}
+
 /// The host thread of a bare row, pinned as the pair's peer: calls `serve_once` until stopped,
 /// with one CPU pause after each call that found nothing (as the listener's idle spin does).
-pub(crate) struct Peer {
+struct Peer {
     stop: Arc<AtomicBool>,
     thread: thread::JoinHandle<()>,
 }
 
 impl Peer {
-    pub(crate) fn start(o: &Options, mut serve_once: impl FnMut() -> bool + Send + 'static) -> Self {
+    fn start(o: &Options, mut serve_once: impl FnMut() -> bool + Send + 'static) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = pinned_pair(o, || {
             let stop = stop.clone();
@@ -65,7 +128,7 @@ impl Peer {
         Self { stop, thread }
     }
 
-    pub(crate) fn stop(self) {
+    fn stop(self) {
         // Relaxed: the flag carries no data.
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap();

@@ -5,12 +5,11 @@
 //! out: the host's phase-bit check and report, the scan window, the lane prefetch, the registry,
 //! poller and counters.
 
-use super::Peer;
-use crate::latency::Line;
-use crate::measure::{round_trips, Sample};
+use super::{fill, payload, reply, run, serve_in_place, Payload};
+use crate::measure::Sample;
 use crate::options::Options;
-use crate::{echo, request, ECHO};
-use hostcall::core::{phase, SLOT_WORDS};
+use crate::ECHO;
+use hostcall::core::phase;
 use std::hint::spin_loop;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -37,7 +36,7 @@ struct Buffer {
     occupied: Words,
     host_phase: Words,
     headers: Headers,
-    payloads: [[[AtomicU64; SLOT_WORDS]; 64]; PACKETS],
+    payloads: [Payload; PACKETS],
 }
 
 const LAYOUT: phase::Layout = match phase::Layout::new(PACKETS) {
@@ -60,9 +59,7 @@ impl Buffer {
             occupied: words(),
             host_phase: words(),
             headers: Headers(std::array::from_fn(|_| header())),
-            payloads: std::array::from_fn(|_| {
-                std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0)))
-            }),
+            payloads: std::array::from_fn(|_| payload()),
         })
     }
 
@@ -103,16 +100,7 @@ impl Buffer {
             let header = &self.headers.0[index];
             let (_service, mask) =
                 (header.service.load(Ordering::Relaxed), header.activemask.load(Ordering::Relaxed));
-            let mut lanes = mask;
-            while lanes != 0 {
-                let lane = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
-                let slot = &self.payloads[index][lane];
-                let words = std::array::from_fn(|w| slot[w].load(Ordering::Relaxed));
-                for (word, value) in slot.iter().zip(echo(&words)) {
-                    word.store(value, Ordering::Relaxed);
-                }
-            }
+            serve_in_place(&self.payloads[index], mask);
             // Release: publishes the replies; pairs with the device's Acquire poll.
             self.host_phase.0[index].store(device, Ordering::Release);
             served = true;
@@ -122,20 +110,9 @@ impl Buffer {
 }
 
 pub(crate) fn bare_phase(o: &Options) -> Sample {
-    let buffer = Buffer::new();
-    let doorbell = Arc::new(Line::default());
-    let host = {
-        let buffer = buffer.clone();
-        Peer::start(o, move || buffer.scan())
-    };
-    let mut i = 0u64;
-    let sample = round_trips(o, || {
-        i += 1;
+    run(o, Buffer::new(), Buffer::scan, |buffer, words, doorbell| {
         let index = buffer.claim();
-        let words = request(i, 0);
-        for (word, value) in buffer.payloads[index][0].iter().zip(words) {
-            word.store(value, Ordering::Relaxed);
-        }
+        fill(&buffer.payloads[index][0], words);
         let header = &buffer.headers.0[index];
         // Relaxed: published by the Release store of `device_phase`.
         header.activemask.store(1, Ordering::Relaxed);
@@ -144,18 +121,14 @@ pub(crate) fn bare_phase(o: &Options) -> Sample {
         let phase = buffer.device_phase.0[index].load(Ordering::Relaxed) ^ 1;
         // Release: publishes the header and the request; pairs with the host's fence.
         buffer.device_phase.0[index].store(phase, Ordering::Release);
-        // The ring: ROCm's signal add (Release); the spinning host never reads it.
         doorbell.0.fetch_add(1, Ordering::Release);
         // Acquire: pairs with the host's Release store of `host_phase`.
         while buffer.host_phase.0[index].load(Ordering::Acquire) & 1 != phase {
             spin_loop();
         }
-        let slot = &buffer.payloads[index][0];
-        let reply = [slot[0].load(Ordering::Relaxed), slot[1].load(Ordering::Relaxed)];
-        assert_eq!(reply, echo(&words));
+        let reply = reply(&buffer.payloads[index][0]);
         // Release: pairs with the next claimer's Acquire `fetch_or`.
         buffer.occupied.0[0].fetch_and(!(1 << index), Ordering::Release);
-    });
-    host.stop();
-    sample
+        reply
+    })
 }

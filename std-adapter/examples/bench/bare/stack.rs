@@ -7,11 +7,10 @@
 //! checks (an index is masked to the two packets, which is in range), no chain bound, no READY
 //! check of a taken packet, no registry, poller, counters or error bit.
 
-use super::Peer;
-use crate::latency::Line;
-use crate::measure::{round_trips, Sample};
+use super::{fill, payload, reply, run, serve_in_place, Payload};
+use crate::measure::Sample;
 use crate::options::Options;
-use crate::{echo, request, ECHO};
+use crate::ECHO;
 use hostcall::core::{stack, SLOT_WORDS};
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -40,7 +39,7 @@ struct Buffer {
     ready_stack: AtomicU64,
     _index_mask: u64,
     headers: [Header; PACKETS],
-    payloads: [[[AtomicU64; SLOT_WORDS]; 64]; PACKETS],
+    payloads: [Payload; PACKETS],
 }
 
 // The ABI's offsets, from the buffer's start (32 bytes in).
@@ -69,7 +68,7 @@ impl Buffer {
             _index_mask: INDEX_MASK,
             // Packet 0 carries tag 1 so that its pointer is not null.
             headers: [header(0), header(INDEX_MASK + 1)],
-            payloads: std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| zero()))),
+            payloads: std::array::from_fn(|_| payload()),
         })
     }
 
@@ -127,16 +126,7 @@ impl Buffer {
             let next = header.next.load(Ordering::Relaxed);
             let (_service, mask) =
                 (header.service.load(Ordering::Relaxed), header.activemask.load(Ordering::Relaxed));
-            let mut lanes = mask;
-            while lanes != 0 {
-                let lane = lanes.trailing_zeros() as usize;
-                lanes &= lanes - 1;
-                let slot = self.lane(ptr, lane);
-                let words = std::array::from_fn(|w| slot[w].load(Ordering::Relaxed));
-                for (word, value) in slot.iter().zip(echo(&words)) {
-                    word.store(value, Ordering::Relaxed);
-                }
-            }
+            serve_in_place(&self.payloads[(ptr & INDEX_MASK) as usize], mask);
             // Release: publishes the replies; pairs with the device's Acquire poll of `control`.
             header.control.store(0, Ordering::Release);
             ptr = next;
@@ -146,38 +136,23 @@ impl Buffer {
 }
 
 pub(crate) fn bare_stack(o: &Options) -> Sample {
-    let buffer = Buffer::new();
-    let doorbell = Arc::new(Line::default());
-    let host = {
-        let buffer = buffer.clone();
-        Peer::start(o, move || buffer.serve_ready())
-    };
-    let mut i = 0u64;
-    let sample = round_trips(o, || {
-        i += 1;
+    run(o, Buffer::new(), Buffer::serve_ready, |buffer, words, doorbell| {
         let ptr = buffer.pop_free();
-        let words = request(i, 0);
-        for (word, value) in buffer.lane(ptr, 0).iter().zip(words) {
-            word.store(value, Ordering::Relaxed);
-        }
+        fill(buffer.lane(ptr, 0), words);
         let header = buffer.header(ptr);
         // Relaxed: published by the push's Release CAS.
         header.activemask.store(1, Ordering::Relaxed);
         header.service.store(ECHO, Ordering::Relaxed);
         header.control.store(READY, Ordering::Relaxed);
         buffer.push(&buffer.ready_stack, ptr);
-        // The ring: ROCm's signal add (Release); the spinning host never reads it.
         doorbell.0.fetch_add(1, Ordering::Release);
         // Acquire: pairs with the host's Release store of `control`.
         while header.control.load(Ordering::Acquire) & READY != 0 {
             spin_loop();
         }
-        let slot = buffer.lane(ptr, 0);
-        let reply = [slot[0].load(Ordering::Relaxed), slot[1].load(Ordering::Relaxed)];
-        assert_eq!(reply, echo(&words));
+        let reply = reply(buffer.lane(ptr, 0));
         // The tag bumped by one step (no wrap rule: the bench's calls never reach 2^63 returns).
         buffer.push(&buffer.free_stack, ptr.wrapping_add(INDEX_MASK + 1));
-    });
-    host.stop();
-    sample
+        reply
+    })
 }
