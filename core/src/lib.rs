@@ -111,6 +111,7 @@ mod occupied;
 pub mod phase;
 #[cfg(not(loom))]
 mod poller;
+pub mod rpc;
 mod scan;
 pub mod stack;
 pub mod sync;

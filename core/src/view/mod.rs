@@ -27,6 +27,11 @@ pub enum GeometryError {
     TooFewPackets(u64),
     /// More packets than [`MAX_PACKETS`].
     TooManyPackets(u64),
+    /// A port count outside what the protocol supports (an LLVM-RPC buffer: 1 ..= its
+    /// `MAX_PORT_COUNT`).
+    PortCount(u64),
+    /// A lane count outside 1 ..= [`LANES`](crate::LANES) (an LLVM-RPC buffer's `lane_size`).
+    LaneCount(u64),
 }
 
 impl fmt::Display for GeometryError {
@@ -35,6 +40,10 @@ impl fmt::Display for GeometryError {
             Self::TooFewPackets(n) => write!(f, "num_packets = {n}: at least 2 packets are needed"),
             Self::TooManyPackets(n) => {
                 write!(f, "num_packets = {n}: at most {MAX_PACKETS} packets are supported")
+            }
+            Self::PortCount(n) => write!(f, "port_count = {n}: outside the port counts the protocol supports"),
+            Self::LaneCount(n) => {
+                write!(f, "lane_size = {n}: 1 ..= {} lanes are supported", crate::lane::LANES)
             }
         }
     }
