@@ -4,9 +4,9 @@
 use super::layout::{check_geometry, Header, LaneBuffer};
 #[cfg(not(loom))]
 use super::layout::{Layout, MIN_ALIGN};
-use crate::view::LayoutError;
 use crate::lane::LANE_MASK;
 use crate::sync::{AtomicU32, Ordering};
+use crate::view::LayoutError;
 
 /// A view of an LLVM-RPC buffer: both mailboxes, the headers and the lane buffers, with the
 /// host's own copy of the geometry (it never reads a port count or lane count from shared

@@ -41,7 +41,9 @@ impl fmt::Display for GeometryError {
             Self::TooManyPackets(n) => {
                 write!(f, "num_packets = {n}: at most {MAX_PACKETS} packets are supported")
             }
-            Self::PortCount(n) => write!(f, "port_count = {n}: outside the port counts the protocol supports"),
+            Self::PortCount(n) => {
+                write!(f, "port_count = {n}: outside the port counts the protocol supports")
+            }
             Self::LaneCount(n) => {
                 write!(f, "lane_size = {n}: 1 ..= {} lanes are supported", crate::lane::LANES)
             }
