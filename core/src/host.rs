@@ -177,10 +177,8 @@ impl<'a> PacketRequest<'a> {
         self.device
     }
 
-    /// Sets [`PacketRequest::device`] (the poller does, from the buffer's registration; the
-    /// poller is not built under loom).
+    /// Sets [`PacketRequest::device`] (the poller does, from the buffer's registration).
     #[inline]
-    #[cfg(not(loom))]
     pub(crate) fn set_device(&mut self, device: u32) {
         self.device = device;
     }

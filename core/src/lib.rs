@@ -109,7 +109,6 @@ pub mod line;
 pub mod message;
 mod occupied;
 pub mod phase;
-#[cfg(not(loom))]
 mod poller;
 pub mod rpc;
 mod scan;
@@ -123,7 +122,6 @@ pub use host::{ChainError, DrainError, DrainHandler, DrainReport, ErrorCode, Pac
 pub use lane::{
     ClaimedPacket, CompletedPacket, Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
 };
-#[cfg(not(loom))]
 pub use poller::{Poller, PollerError};
 pub use scan::{DrainScope, ScanWindow};
 pub use view::{packet_count, GeometryError, LayoutError, MAX_PACKETS};
@@ -143,4 +141,6 @@ pub mod __internal {
     pub fn ready_stack<'a>(view: &crate::stack::View<'a>) -> TaggedStack<'a> {
         view.ready_stack()
     }
+
+    pub use crate::poller::model::{add_view, remove_without_waiting};
 }

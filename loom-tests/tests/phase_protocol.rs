@@ -263,7 +263,7 @@ fn an_abandoned_packet_is_reused_only_after_the_host_answers() {
 /// The models can fail: a device that flips `device_phase` with a Relaxed store publishes nothing,
 /// and loom reports the host's read of the request racing the wave's write.
 #[test]
-#[should_panic]
+#[should_panic(expected = "Causality violation")]
 fn a_relaxed_phase_flip_is_caught() {
     check("phase: relaxed flip (must fail)", usize::MAX, || {
         let model = Model::new(2, 1);

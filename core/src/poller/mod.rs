@@ -28,10 +28,14 @@ use crate::any::{AnyView, HostScratch, Protocol};
 use crate::dispatch::Dispatch;
 use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
 use crate::scan::DrainScope;
+use crate::sync::Lock;
 use crate::view::LayoutError;
 use core::fmt;
 use table::{Pins, Registered, Table};
 
+#[cfg(loom)]
+pub(crate) mod model;
+#[cfg(not(loom))]
 mod range;
 mod table;
 
@@ -85,12 +89,12 @@ impl core::error::Error for PollerError {}
 pub struct Poller<const N: usize> {
     /// Which buffers are registered, in which slot. Taken briefly by every method, never held
     /// while a service runs.
-    table: spin::Mutex<Table<N>>,
+    table: Lock<Table<N>>,
     /// Which slots the poll in progress has still to drain (the removal protocol of `poller/table.rs`).
     pins: Pins<N>,
     /// The host-private state of the polls. Held for a whole poll and taken only by `poll_once`:
     /// it serialises polls.
-    polling: spin::Mutex<PollState<N>>,
+    polling: Lock<PollState<N>>,
 }
 
 /// What polls keep from one to the next, behind the poll lock.
@@ -141,19 +145,33 @@ impl<const N: usize> Default for Poller<N> {
     }
 }
 
-impl<const N: usize> Poller<N> {
-    /// An empty poller.
-    pub const fn new() -> Self {
+/// The fields of an empty poller, for both builds of [`Poller::new`].
+macro_rules! empty_poller {
+    () => {
         Self {
-            table: spin::Mutex::new(Table::new()),
+            table: Lock::new(Table::new()),
             pins: Pins::new(),
-            polling: spin::Mutex::new(PollState {
+            polling: Lock::new(PollState {
                 version: 0,
                 serving: heapless::Vec::new(),
                 scopes: [(0, DrainScope::Whole); N],
                 scratch: HostScratch::new(),
             }),
         }
+    };
+}
+
+impl<const N: usize> Poller<N> {
+    /// An empty poller.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        empty_poller!()
+    }
+
+    /// An empty poller (not `const` under loom, whose locks and atomics are not).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        empty_poller!()
     }
 
     /// Registers an initialised buffer of `protocol` of `num_packets` packets at `base` (of `len`
@@ -163,6 +181,7 @@ impl<const N: usize> Poller<N> {
     /// # Safety
     /// `base..base + len` must stay valid for reads and writes, and be accessed only atomically,
     /// until [`Poller::remove`] for it returns (or the poller is dropped).
+    #[cfg(not(loom))]
     pub unsafe fn add(
         &self,
         protocol: Protocol,
@@ -194,6 +213,7 @@ impl<const N: usize> Poller<N> {
     ///
     /// # Safety
     /// As for [`Poller::add`].
+    #[cfg(not(loom))]
     pub unsafe fn add_on_device(
         &self,
         protocol: Protocol,

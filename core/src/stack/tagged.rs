@@ -29,7 +29,7 @@ pub struct Geometry {
 
 impl Geometry {
     /// The largest packet count accepted: [`MAX_PACKETS`](crate::MAX_PACKETS), the same for
-    /// both protocols.
+    /// every protocol.
     pub const MAX_PACKETS: u32 = MAX_PACKETS;
 
     /// The geometry of a buffer of `num_packets` packets.
