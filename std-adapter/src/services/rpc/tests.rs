@@ -237,7 +237,7 @@ fn a_client_that_stops_mid_stream_blocks_only_its_port() {
         // Claims 1 GiB, sends one packet, and never another.
         stuck.send(|_| [1 << 30, 0, 0, 0, 0, 0, 0, 0], &mut patience()).unwrap();
         let sizes = write(&client, libc::WRITE_TO_STDERR, 1, None, &|_| b"still served".to_vec());
-        std::mem::forget(stuck);
+        let _never_closed = stuck; // stays locked: the port is this wave's until it ends
         sizes[0]
     });
     assert_eq!(written, 12);
