@@ -7,7 +7,7 @@
 //! never waits on a device, so a client that stops mid-call holds only its own port's few
 //! words of state (and at most [`RpcLimits::stream_bytes`] a lane).
 //!
-//! Served now: `NOOP`, the console writes, and the `'r'` opcodes (through the buffer's
+//! Served now: `NOOP`, the console writes, the printf family (to stdout and stderr), and the `'r'` opcodes (through the buffer's
 //! [`Dispatch`]). Every other opcode, known or not, is answered as LLVM's server answers an
 //! opcode it has no handler for (the port is handed back untouched, `RPC_UNHANDLED_OPCODE`),
 //! counted in [`RpcCounters::unhandled`] and logged (rate-limited).
@@ -45,8 +45,10 @@
 //! assert_eq!(sink.stdout, b"hello from the device\n");
 //! ```
 
+pub mod client;
 mod console;
 mod policy;
+mod printf;
 mod stream_file;
 #[cfg(test)]
 mod tests;
@@ -59,6 +61,7 @@ use console::Write;
 use hostcall_core::rpc::opcode::{libc, status};
 use hostcall_core::rpc::{serve_as_packet, service_of, Turn, View};
 use hostcall_core::{Dispatch, PacketRequest, Payload};
+use printf::Printf;
 
 /// Budgets of one buffer's RPC host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +108,7 @@ pub(crate) struct Context<'a> {
 #[derive(Debug)]
 enum Call {
     Write(Write),
+    Printf(Box<Printf>),
 }
 
 /// The host of one LLVM-RPC buffer: the call in progress on each port, the policy and budgets,
@@ -181,6 +185,7 @@ impl RpcHost {
             let mut cx = Context { sink, counters: &mut self.counters };
             let done = match &mut call {
                 Call::Write(write) => write.turn(&mut turn, &mut cx),
+                Call::Printf(printf) => printf.turn(&mut turn, &mut cx),
             };
             if done {
                 self.counters.calls_done += 1;
@@ -212,6 +217,15 @@ impl RpcHost {
             libc::WRITE_TO_STDERR => write(Some(Stream::Stderr), false),
             libc::WRITE_TO_STDOUT_NEWLINE => write(Some(Stream::Stdout), true),
             libc::WRITE_TO_STREAM => write(None, false),
+            libc::PRINTF_TO_STDOUT..=libc::PRINTF_TO_STREAM_PACKED => {
+                let packed = opcode >= libc::PRINTF_TO_STDOUT_PACKED;
+                let target = match (opcode - libc::PRINTF_TO_STDOUT) % 3 {
+                    0 => Some(Stream::Stdout),
+                    1 => Some(Stream::Stderr),
+                    _ => None,
+                };
+                Some(Call::Printf(Box::new(Printf::new(mask, target, packed, allowed, limit))))
+            }
             _ => {
                 match service_of(opcode) {
                     Some(service) if allowed => {
