@@ -107,7 +107,7 @@ pub(crate) struct Context<'a> {
 /// A call in progress on one port.
 #[derive(Debug)]
 enum Call {
-    Write(Write),
+    Write(Box<Write>),
     Printf(Box<Printf>),
 }
 
@@ -210,7 +210,8 @@ impl RpcHost {
         let group = OpcodeGroup::of(opcode);
         let allowed = group.is_some_and(|g| self.policy.allows(g));
         let limit = self.limits.stream_bytes;
-        let write = |target, newline| Some(Call::Write(Write::new(mask, target, newline, allowed, limit)));
+        let write =
+            |target, newline| Some(Call::Write(Box::new(Write::new(mask, target, newline, allowed, limit))));
         match opcode {
             libc::NOOP => None,
             libc::WRITE_TO_STDOUT => write(Some(Stream::Stdout), false),
