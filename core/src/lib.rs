@@ -110,6 +110,7 @@ mod occupied;
 pub mod phase;
 #[cfg(not(loom))]
 mod poller;
+pub mod rpc;
 pub mod stack;
 pub mod sync;
 
