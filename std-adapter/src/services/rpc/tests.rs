@@ -315,7 +315,7 @@ mod printf {
             ("[%llx]", CArg::Long(-1)),
             ("[%hhd]", CArg::Int(300)),
             ("[%c]", CArg::Int(b'Z' as i32)),
-            ("[%.3f]", CArg::Double(2.71828)),
+            ("[%.3f]", CArg::Double(1234.56789)),
             ("[%12.4e]", CArg::Double(-6.02e23)),
             ("[%g]", CArg::Double(1e-5)),
             ("[%a]", CArg::Double(1.0)),
