@@ -26,7 +26,7 @@
 //! more open messages than that is a device that begins messages and never ends them, and only
 //! its own later BEGINs are refused (they work again as soon as messages end or are dropped).
 //! A message whose device went away mid-way (a killed kernel) stays open until
-//! [`Assembler::clear`]. [`Services::enable_printf`](crate::serve::registry::Services) attaches the
+//! [`Assembler::clear`]. [`Services::enable_printf`](crate::dispatch::registry::Services) attaches the
 //! registry's [`LaneCapacity`]; a standalone assembler (or one whose registry serves no packets)
 //! is bounded by `max_open` and the bytes alone. BEGIN | END needs no slot at all.
 //!
@@ -54,7 +54,7 @@ mod assembler;
 
 pub use assembler::{Assembler, MAX_OPEN_LIMIT, OPEN_MESSAGE_OVERHEAD};
 
-use crate::serve::capacity::LaneCapacity;
+use crate::dispatch::capacity::LaneCapacity;
 use hostcall_core::message::DescriptorError;
 use hostcall_core::{ErrorCode, LaneService};
 use std::fmt;

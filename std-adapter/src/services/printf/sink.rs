@@ -1,12 +1,9 @@
 //! The PRINTF service: control word, output streams, reply.
 
 use super::{format_partial, format_with, PrintfError, PrintfLimits};
-use crate::error::Error;
 use crate::rate_limit::warn_limited;
-use crate::serve::registry::Services;
-use crate::services::message::{MessageLimits, MessageService, SharedMessageService};
-use hostcall_core::dispatch::PRINTF;
-use hostcall_core::{ErrorCode, LaneService};
+use crate::services::message::MessageService;
+use hostcall_core::ErrorCode;
 use std::io::{self, Write};
 
 /// Where a message prints (control word bit 0).
@@ -161,24 +158,4 @@ pub fn printf_reply_with(message: &[u64], limits: &PrintfLimits, sink: &mut dyn 
 /// writing to `sink`. Register it for [`hostcall_core::dispatch::PRINTF`].
 pub fn printf_service<S: PrintfSink>(mut sink: S) -> MessageService<impl FnMut(&[u64]) -> [u64; 2]> {
     MessageService::new(move |message: &[u64]| printf_reply(message, &mut sink))
-}
-
-impl Services {
-    /// Registers PRINTF (id 2): message streams assembled per lane (within `limits`, and no more
-    /// open messages than the lanes this registry's listeners serve: see
-    /// [`crate::services::message`]), formatted like C's printf within the default
-    /// [`PrintfLimits`] and written to `sink` (`printf::StdStreams` for the process's stdout and
-    /// stderr). Each lane's END is answered with the number of bytes printed, or -1.
-    pub fn enable_printf(
-        &self,
-        sink: impl PrintfSink + Send + 'static,
-        limits: MessageLimits,
-    ) -> Result<(), Error> {
-        let mut sink = sink;
-        let service = SharedMessageService::new(
-            MessageService::with_limits(limits, move |message: &[u64]| printf_reply(message, &mut sink))
-                .with_lane_capacity(self.lane_capacity().clone()),
-        );
-        self.register_lane(PRINTF, "printf", move |request| service.serve(request))
-    }
 }

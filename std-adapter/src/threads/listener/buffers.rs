@@ -4,7 +4,7 @@
 use super::{Listener, Served};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
-use crate::serve::claims;
+use crate::threads::claims;
 use hostcall_core::Protocol;
 use std::sync::Arc;
 
@@ -37,7 +37,7 @@ impl Listener {
     /// Starts serving only the packets `range` of the phase- or line-protocol buffer `buffer`
     /// ([`Protocol::range_capable`]), so that
     /// several listeners (threads) can share one buffer, each serving its own disjoint range
-    /// ([`crate::serve::pool::ListenerPool`] does the split). The caller makes sure no other listener
+    /// ([`crate::threads::pool::ListenerPool`] does the split). The caller makes sure no other listener
     /// serves an index of `range`, and that every packet of the buffer is served by some
     /// listener. The stack protocol cannot be split ([`Error::Unsupported`]). Refused with
     /// [`Error::AlreadyServed`] if another listener serves the buffer whole, or a range of it

@@ -9,14 +9,14 @@
 //! lanes served is a device that begins messages it never ends, and its further BEGINs are
 //! refused (see [`crate::services::message`]).
 //!
-//! A [`LaneCapacity`] is the running total: every [`Listener`](crate::serve::listener::Listener)
-//! that dispatches through a [`Services`](crate::serve::registry::Services) registry adds the
+//! A [`LaneCapacity`] is the running total: every [`Listener`](crate::threads::listener::Listener)
+//! that dispatches through a [`Services`](crate::dispatch::registry::Services) registry adds the
 //! packets it serves when it adds a buffer (a [`ServedPackets`] guard) and takes them back when it
 //! removes the buffer or is dropped. A runtime that drives a core poller with the registry itself
 //! reports its packets the same way.
 //!
 //! ```
-//! use hostcall::serve::capacity::LaneCapacity;
+//! use hostcall::dispatch::capacity::LaneCapacity;
 //!
 //! let capacity = LaneCapacity::new();
 //! let first = capacity.serve(1024); // a buffer of 1024 packets

@@ -26,10 +26,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
+use crate::dispatch::capacity::LaneCapacity;
+use crate::dispatch::unknown_ids::UnknownIds;
 use crate::error::Error;
 use crate::rate_limit::{error_limited, warn_limited};
-use crate::serve::capacity::LaneCapacity;
-use crate::serve::unknown_ids::UnknownIds;
 
 /// A service that answers a whole packet at once: write a reply (or error reply) for each lane
 /// in `packet.lanes()`.
@@ -241,7 +241,7 @@ impl Services {
     }
 
     /// The packets (and so lanes) of the buffers that listeners dispatching through this registry
-    /// serve: each [`Listener`](crate::serve::listener::Listener) counts its buffers here while it
+    /// serve: each [`Listener`](crate::threads::listener::Listener) counts its buffers here while it
     /// serves them. Message services bound their open messages by it.
     pub fn lane_capacity(&self) -> &LaneCapacity {
         &self.capacity
@@ -288,7 +288,7 @@ impl Services {
 /// address for null and takes any other value, `u64::MAX` included, as memory it may use.
 ///
 /// ```
-/// use hostcall::serve::registry::error_reply;
+/// use hostcall::dispatch::registry::error_reply;
 /// use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
 /// assert_eq!(error_reply(PRINTF, ErrorCode::Refused), [u64::MAX, 4]);
 /// assert_eq!(error_reply(DEVMEM, ErrorCode::Refused), [0, 4]);
