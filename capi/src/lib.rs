@@ -26,6 +26,7 @@
 #![warn(missing_debug_implementations)]
 
 pub mod emulated;
+pub mod logging;
 pub mod lifecycle;
 pub mod options;
 pub mod service;
@@ -40,4 +41,5 @@ pub use lifecycle::{
 pub use service::{
     hostcall_enable_function_calls_unsafe, hostcall_register_service, hostcall_unregister_service,
 };
-pub use status::hostcall_last_error;
+pub use logging::hostcall_set_log_callback;
+pub use status::{hostcall_last_error, hostcall_status_string};

@@ -91,3 +91,37 @@ impl Counters {
         total
     }
 }
+
+/// The live counters behind [`ListenerEvents`](super::ListenerEvents): added to by listener
+/// threads, once per wait or empty poll (not sharded: an idle listener's events are rare, a busy
+/// one's polls find packets).
+#[derive(Debug, Default)]
+pub(crate) struct EventTally {
+    doorbell_wakes: AtomicU64,
+    timeout_polls: AtomicU64,
+    empty_scans: AtomicU64,
+}
+
+impl EventTally {
+    /// A doorbell wait ended: with a ring (`rung`) or its timeout.
+    pub(crate) fn woke(&self, rung: bool) {
+        let counter = if rung { &self.doorbell_wakes } else { &self.timeout_polls };
+        // Relaxed: a statistic; nothing is published through it.
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A poll found no packet.
+    pub(crate) fn empty_scan(&self) {
+        // Relaxed: a statistic; nothing is published through it.
+        self.empty_scans.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> super::ListenerEvents {
+        let mut events = super::ListenerEvents::default();
+        // Relaxed: statistics, see `woke`.
+        events.doorbell_wakes = self.doorbell_wakes.load(Ordering::Relaxed);
+        events.timeout_polls = self.timeout_polls.load(Ordering::Relaxed);
+        events.empty_scans = self.empty_scans.load(Ordering::Relaxed);
+        events
+    }
+}

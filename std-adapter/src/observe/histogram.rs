@@ -91,7 +91,7 @@ impl TimeBuckets {
 /// assert_eq!(empty.to_string(), "-");
 /// ```
 #[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Histogram {
     /// Durations per bucket (bucket `b` holds `[2^(b-1), 2^b)` ticks; 0 holds 0 ticks).
     pub counts: [u64; BUCKETS],

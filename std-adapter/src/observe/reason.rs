@@ -138,12 +138,6 @@ impl ReasonCounts {
     pub fn total(&self) -> u64 {
         self.counts.iter().sum()
     }
-
-    pub(crate) fn add(&mut self, other: &ReasonCounts) {
-        for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
-            *mine += theirs;
-        }
-    }
 }
 
 /// `reason: count, ...` for the reasons counted, or `none`.

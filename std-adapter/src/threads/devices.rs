@@ -15,7 +15,8 @@
 //! stripes over the group's threads as in [`ListenerPool`].
 
 use crate::buffer::HostcallBuffer;
-use crate::dispatch::registry::{Services, Stats};
+use crate::dispatch::registry::Services;
+use crate::observe::Stats;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::threads::listener::ListenerConfig;

@@ -16,7 +16,8 @@
 //! gives each one whole to one listener, round robin.
 
 use crate::buffer::HostcallBuffer;
-use crate::dispatch::registry::{Services, Stats};
+use crate::dispatch::registry::Services;
+use crate::observe::Stats;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::threads::affinity;
