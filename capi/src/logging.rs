@@ -112,7 +112,14 @@ impl log::Log for CLogger {
                 let (target, message) = (text(record.target().to_owned()), text(record.args().to_string()));
                 // SAFETY: the function the caller registered, with its contract (documented at
                 // `HostcallLogFn`); both strings live until it returns.
-                unsafe { (callback.function)(level_code(record.level()), target.as_ptr(), message.as_ptr(), callback.user) };
+                unsafe {
+                    (callback.function)(
+                        level_code(record.level()),
+                        target.as_ptr(),
+                        message.as_ptr(),
+                        callback.user,
+                    )
+                };
             }
             Some(_) => {}
             None if record.level() <= self.stderr_level => {
@@ -131,7 +138,8 @@ impl log::Log for CLogger {
 pub(crate) fn install() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
-        let logger = LOGGER.get_or_init(|| CLogger { callback: RwLock::new(None), stderr_level: env_level() });
+        let logger =
+            LOGGER.get_or_init(|| CLogger { callback: RwLock::new(None), stderr_level: env_level() });
         if log::set_logger(logger).is_ok() {
             log::set_max_level(logger.max_level());
         }
@@ -163,7 +171,8 @@ pub unsafe extern "C" fn hostcall_set_log_callback(
                 "the process has a log logger of its own; the library's lines go there",
             ));
         };
-        let callback = function.map(|function| Callback { function, min_level: level_filter(min_level), user });
+        let callback =
+            function.map(|function| Callback { function, min_level: level_filter(min_level), user });
         *logger.callback.write().unwrap_or_else(|p| p.into_inner()) = callback;
         log::set_max_level(logger.max_level());
         Ok(())

@@ -211,7 +211,8 @@ mod tests {
             // SAFETY: a static NUL-terminated string.
             unsafe { std::ffi::CStr::from_ptr(hostcall_status_string(code)) }.to_str().unwrap().to_owned()
         };
-        let texts: std::collections::BTreeSet<String> = (HOSTCALL_OK..=HOSTCALL_ERR_OPTIONS).map(text).collect();
+        let texts: std::collections::BTreeSet<String> =
+            (HOSTCALL_OK..=HOSTCALL_ERR_OPTIONS).map(text).collect();
         assert_eq!(texts.len(), 18, "one distinct text per code");
         assert!(!texts.contains("unknown status code"));
         assert_eq!(text(-1), "unknown status code");

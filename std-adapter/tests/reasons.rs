@@ -53,7 +53,8 @@ fn assert_only(listener: &Listener, buffer: &HostcallBuffer, reason: Reason, n: 
 }
 
 fn allocate(buffer: &Arc<HostcallBuffer>, lanes: usize, size: u64) -> Vec<[u64; 2]> {
-    let reply = Wave::new(buffer.clone(), lanes as u32).call(DEVMEM, |_| [0, size, 0, 0, 0, 0, 0, 0]).unwrap();
+    let reply =
+        Wave::new(buffer.clone(), lanes as u32).call(DEVMEM, |_| [0, size, 0, 0, 0, 0, 0, 0]).unwrap();
     (0..lanes).map(|lane| reply.lane(lane)).collect()
 }
 
@@ -201,7 +202,8 @@ impl DeviceMemory for Exhausted {
 
 #[test]
 fn allocation_failure() {
-    let (listener, buffer) = listener_with(MessageLimits::default(), Arc::new(Exhausted), DevMemLimits::default());
+    let (listener, buffer) =
+        listener_with(MessageLimits::default(), Arc::new(Exhausted), DevMemLimits::default());
     assert_eq!(allocate(&buffer, 2, 64), [[0, ErrorCode::Refused as u64]; 2]);
     assert_only(&listener, &buffer, Reason::AllocationFailure, 2);
 }

@@ -167,22 +167,28 @@ impl Services {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
         let (unknown_ids, unknown_ids_not_remembered) = self.unknown_ids.snapshot();
         let (refusals, log_lines_suppressed) = self.reasons.snapshot();
-        let mut stats = Stats::default();
-        stats.services =
-            entries.iter().map(|(id, e)| (*id, (e.name.clone(), e.counters.snapshot()))).collect();
-        stats.unknown = self.unknown.snapshot();
-        (stats.unknown_ids, stats.unknown_ids_not_remembered) = (unknown_ids, unknown_ids_not_remembered);
-        // Relaxed: a statistic, like the counters; nothing is published through it.
-        stats.malformed = self.malformed.load(Ordering::Relaxed);
-        (stats.refusals, stats.log_lines_suppressed) = (refusals, log_lines_suppressed);
-        stats.events = self.events.snapshot();
-        stats.buffers = self.buffers.snapshot();
-        stats
+        Stats {
+            services: entries.iter().map(|(id, e)| (*id, (e.name.clone(), e.counters.snapshot()))).collect(),
+            unknown: self.unknown.snapshot(),
+            unknown_ids,
+            unknown_ids_not_remembered,
+            // Relaxed: a statistic, like the counters; nothing is published through it.
+            malformed: self.malformed.load(Ordering::Relaxed),
+            refusals,
+            events: self.events.snapshot(),
+            log_lines_suppressed,
+            buffers: self.buffers.snapshot(),
+        }
     }
 
     /// Counts the buffer at `base` (of `protocol`, `num_packets` packets) in the per-buffer
     /// counters while the returned value lives (a listener keeps it while it serves the buffer).
-    pub(crate) fn count_buffer(&self, base: usize, protocol: hostcall_core::Protocol, num_packets: u64) -> ServedBuffer {
+    pub(crate) fn count_buffer(
+        &self,
+        base: usize,
+        protocol: hostcall_core::Protocol,
+        num_packets: u64,
+    ) -> ServedBuffer {
         self.buffers.serve(base, protocol, num_packets)
     }
 

@@ -75,8 +75,12 @@ impl BufferTallies {
     pub(crate) fn serve(self: &Arc<Self>, base: usize, protocol: Protocol, num_packets: u64) -> ServedBuffer {
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         let entry = map.entry(base).or_insert_with(|| {
-            let tally =
-                BufferTally { protocol, num_packets, counters: Counters::default(), reasons: ReasonTally::default() };
+            let tally = BufferTally {
+                protocol,
+                num_packets,
+                counters: Counters::default(),
+                reasons: ReasonTally::default(),
+            };
             (0, Arc::new(tally))
         });
         entry.0 += 1;

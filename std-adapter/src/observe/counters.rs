@@ -117,11 +117,11 @@ impl EventTally {
     }
 
     pub(crate) fn snapshot(&self) -> super::ListenerEvents {
-        let mut events = super::ListenerEvents::default();
         // Relaxed: statistics, see `woke`.
-        events.doorbell_wakes = self.doorbell_wakes.load(Ordering::Relaxed);
-        events.timeout_polls = self.timeout_polls.load(Ordering::Relaxed);
-        events.empty_scans = self.empty_scans.load(Ordering::Relaxed);
-        events
+        super::ListenerEvents {
+            doorbell_wakes: self.doorbell_wakes.load(Ordering::Relaxed),
+            timeout_polls: self.timeout_polls.load(Ordering::Relaxed),
+            empty_scans: self.empty_scans.load(Ordering::Relaxed),
+        }
     }
 }

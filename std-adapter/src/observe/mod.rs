@@ -22,8 +22,8 @@ mod stats;
 
 pub(crate) use buffers::{BufferTallies, BufferTally, ServedBuffer};
 pub use histogram::Histogram;
-pub use reason::{Reason, ReasonCounts, REASONS};
 pub(crate) use reason::ReasonTally;
+pub use reason::{Reason, ReasonCounts, REASONS};
 pub use stats::{BufferStats, ListenerEvents, ServiceStats, Stats};
 
 /// Counts one `reason` for the packet being served on this thread (its registry and its

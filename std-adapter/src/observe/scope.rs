@@ -106,11 +106,17 @@ mod tests {
         }
         count_n(Reason::BadFree, 1);
         assert_eq!(outer.snapshot().0.get(Reason::BadFree), 2);
-        assert_eq!(inner.snapshot(), ({
-            let t = ReasonTally::default();
-            t.add(Reason::BadFree, 5);
-            t.snapshot().0
-        }, 1));
+        assert_eq!(
+            inner.snapshot(),
+            (
+                {
+                    let t = ReasonTally::default();
+                    t.add(Reason::BadFree, 5);
+                    t.snapshot().0
+                },
+                1
+            )
+        );
     }
 
     #[test]

@@ -16,9 +16,9 @@
 
 use crate::buffer::HostcallBuffer;
 use crate::dispatch::registry::Services;
-use crate::observe::Stats;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
+use crate::observe::Stats;
 use crate::threads::listener::ListenerConfig;
 use crate::threads::pool::ListenerPool;
 use std::sync::Arc;

@@ -17,9 +17,9 @@
 
 use crate::buffer::HostcallBuffer;
 use crate::dispatch::registry::Services;
-use crate::observe::Stats;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
+use crate::observe::Stats;
 use crate::threads::affinity;
 use crate::threads::listener::{Listener, ListenerConfig};
 use hostcall_core::PollerError;

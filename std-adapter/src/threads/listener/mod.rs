@@ -34,9 +34,9 @@
 use crate::buffer::HostcallBuffer;
 use crate::dispatch::capacity::ServedPackets;
 use crate::dispatch::registry::Services;
-use crate::observe::Stats;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
+use crate::observe::Stats;
 use crate::threads::claims::Claim;
 use hostcall_core::{Poller, Protocol};
 use std::collections::HashMap;
@@ -275,7 +275,14 @@ impl std::fmt::Debug for Listener {
 impl Shared {
     /// What serving the buffer at `base` (of `protocol`, `num_packets` packets; `packets` of them
     /// served here) holds: `claim`, its packets in the lane capacity, its per-buffer counters.
-    fn hold(&self, claim: Claim, protocol: Protocol, base: *const u8, packets: u64, num_packets: u64) -> Served {
+    fn hold(
+        &self,
+        claim: Claim,
+        protocol: Protocol,
+        base: *const u8,
+        packets: u64,
+        num_packets: u64,
+    ) -> Served {
         Served {
             _claim: claim,
             _packets: self.services.lane_capacity().serve(packets),
