@@ -2,13 +2,16 @@
 //! beside the request and reply types, re-exported here), the host's [`Dispatch`] trait, the one
 //! lane-service type ([`LaneService`]), a fixed-capacity [`ServiceTable`], and the one routine that
 //! serves a packet lane by lane ([`serve_lanes`]). The error reply this project answers with
-//! ([`ErrorCode`]) sits beside the request and reply types too.
+//! ([`ErrorCode`]) sits beside the request and reply types too, re-exported here.
 //!
 //! Every host walks a packet's lanes with [`serve_lanes`]: the [`ServiceTable`] here, and the std
 //! crate's registry, which adds only a panic guard around each lane's call.
 
-use crate::host::{DrainError, ErrorCode, PacketRequest};
+use crate::host::{DrainError, PacketRequest};
 pub use crate::host::{DEVMEM, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER};
+// The error reply, defined beside the request and reply types and re-exported at the crate root,
+// also under its old path here (code across the workspace names it so).
+pub use crate::host::{ErrorCode, ERROR_REPLY};
 use crate::lane::{REPLY_WORDS, SLOT_WORDS};
 use core::fmt;
 

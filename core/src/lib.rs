@@ -159,3 +159,8 @@ pub mod __internal {
 
     pub use crate::poller::model::{add_view, remove_without_waiting};
 }
+
+/// The crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}
