@@ -267,7 +267,7 @@ impl Host {
                         [after[at], after[at + 1]]
                     }
                 };
-                host_error |= self.model.lane(service, &slot_of(before, &g, i, lane), reply);
+                host_error |= self.model.lane(service, lane, &slot_of(before, &g, i, lane), reply);
             }
             match g.protocol {
                 Protocol::Stack => {

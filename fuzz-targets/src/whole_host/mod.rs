@@ -77,6 +77,7 @@ impl Budgets {
             max_open: 1 + usize::from(messages & 7),
             max_held_bytes: held[usize::from(messages >> 3 & 3)],
             max_message_bytes: 8 << (messages >> 5),
+            ..MessageLimits::default()
         };
         let total = [0, 16 << 10, 64 << 10, 5 << 20];
         let largest = [1, 4 << 10, 64 << 10, SLAB_BYTES];

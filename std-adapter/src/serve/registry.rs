@@ -306,12 +306,17 @@ pub fn reply_error_all(packet: &mut PacketRequest<'_>, code: ErrorCode) {
     }
 }
 
-/// Serves every lane with a lane handler: the core's [`serve_lanes`], with a panic guard around
-/// each lane's call (a panic answers that lane with [`ErrorCode::ServicePanicked`]). Returns the
-/// error count.
-fn serve_lanes_guarded(handler: &dyn LaneService, name: &str, packet: &mut PacketRequest<'_>) -> u64 {
+/// Serves every active lane with `serve`: the core's [`serve_lanes`], with a panic guard around
+/// each lane's call (a panic answers that lane with [`ErrorCode::ServicePanicked`]; `name` names
+/// the service in the log). Returns the error count. Lane handlers are served through it, and
+/// packet services that answer lane by lane (the message services) use it too.
+pub(crate) fn serve_lanes_guarded(
+    name: &str,
+    packet: &mut PacketRequest<'_>,
+    mut serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode>,
+) -> u64 {
     let errors = serve_lanes(packet, |lane, request| {
-        catch_unwind(AssertUnwindSafe(|| handler.serve(request))).unwrap_or_else(|_| {
+        catch_unwind(AssertUnwindSafe(|| serve(lane, request))).unwrap_or_else(|_| {
             error_limited!("service {name} panicked on lane {lane}; answered with an error");
             Err(ErrorCode::ServicePanicked)
         })
@@ -387,7 +392,9 @@ impl std::fmt::Debug for ThreadDispatch<'_> {
 /// Serves a packet with a registered service and counts it.
 fn serve_entry(entry: &Entry, packet: &mut PacketRequest<'_>) {
     let errors = match &entry.handler {
-        Handler::Lane(handler) => serve_lanes_guarded(handler.as_ref(), &entry.name, packet),
+        Handler::Lane(handler) => {
+            serve_lanes_guarded(&entry.name, packet, |_lane, request| handler.serve(request))
+        }
         Handler::Packet(service) => {
             if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
                 error_limited!("service {} panicked; packet answered with errors", entry.name);

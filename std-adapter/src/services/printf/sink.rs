@@ -6,7 +6,7 @@ use crate::rate_limit::warn_limited;
 use crate::serve::registry::Services;
 use crate::services::message::{MessageLimits, MessageService, SharedMessageService};
 use hostcall_core::dispatch::PRINTF;
-use hostcall_core::{ErrorCode, LaneService};
+use hostcall_core::ErrorCode;
 use std::io::{self, Write};
 
 /// Where a message prints (control word bit 0).
@@ -164,9 +164,9 @@ pub fn printf_service<S: PrintfSink>(mut sink: S) -> MessageService<impl FnMut(&
 }
 
 impl Services {
-    /// Registers PRINTF (id 2): message streams assembled per lane (within `limits`, and no more
-    /// open messages than the lanes this registry's listeners serve: see
-    /// [`crate::services::message`]), formatted like C's printf within the default
+    /// Registers PRINTF (id 2): message streams assembled per lane, each message bound to the
+    /// buffer and lane that began it, within `limits` (see [`crate::services::message`]),
+    /// formatted like C's printf within the default
     /// [`PrintfLimits`] and written to `sink` (`printf::StdStreams` for the process's stdout and
     /// stderr). Each lane's END is answered with the number of bytes printed, or -1.
     pub fn enable_printf(
@@ -176,9 +176,8 @@ impl Services {
     ) -> Result<(), Error> {
         let mut sink = sink;
         let service = SharedMessageService::new(
-            MessageService::with_limits(limits, move |message: &[u64]| printf_reply(message, &mut sink))
-                .with_lane_capacity(self.lane_capacity().clone()),
+            MessageService::with_limits(limits, move |message: &[u64]| printf_reply(message, &mut sink)),
         );
-        self.register_lane(PRINTF, "printf", move |request| service.serve(request))
+        self.register_packet(PRINTF, "printf", service)
     }
 }
