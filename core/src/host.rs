@@ -254,7 +254,15 @@ impl<'a> PacketRequest<'a> {
     /// masked to the lanes that exist.
     #[inline]
     pub(crate) fn new(index: u32, service: u32, activemask: u64, payload: &'a Payload) -> Self {
-        Self { index, service, activemask: activemask & LANE_MASK, payload, error: false, device: 0, buffer: 0 }
+        Self {
+            index,
+            service,
+            activemask: activemask & LANE_MASK,
+            payload,
+            error: false,
+            device: 0,
+            buffer: 0,
+        }
     }
 
     /// The packet's index in its buffer.

@@ -49,7 +49,8 @@ pub fn message_stream(data: &[u8]) {
             request[0] = (request[0] & 0xff) | id << 8;
         }
         let open_before = assembler.open_messages();
-        let sender = Sender { buffer: usize::from(control >> 1 & 1) << 12, lane: usize::from(control >> 2 & 3) };
+        let sender =
+            Sender { buffer: usize::from(control >> 1 & 1) << 12, lane: usize::from(control >> 2 & 3) };
         let outcome = assembler.on_chunk_from(sender, &request);
         if request[0] & 1 == 1 {
             // A BEGIN opens at most one message and closes none.
@@ -67,7 +68,11 @@ pub fn message_stream(data: &[u8]) {
             }
             ChunkOutcome::Error(error @ MessageError::ForeignId { .. }) => {
                 assert_eq!(error.code().reply()[0], ERROR_REPLY);
-                assert_eq!(assembler.open_messages(), open_before, "another sender's chunk dropped a message");
+                assert_eq!(
+                    assembler.open_messages(),
+                    open_before,
+                    "another sender's chunk dropped a message"
+                );
             }
             ChunkOutcome::Error(error) => assert_eq!(error.code().reply()[0], ERROR_REPLY),
         }

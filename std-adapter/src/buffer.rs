@@ -52,7 +52,7 @@ impl HostcallBuffer {
     /// Allocates and initialises a buffer.
     ///
     /// ```
-    /// use hostcall::{buffer::HostcallBuffer, doorbell::ParkingDoorbell, memory::HostMemory};
+    /// use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell};
     /// use std::sync::Arc;
     /// let buffer = HostcallBuffer::new(Arc::new(HostMemory), 4, Arc::new(ParkingDoorbell::new())).unwrap();
     /// assert_eq!(buffer.num_packets(), 4);
@@ -71,7 +71,7 @@ impl HostcallBuffer {
     /// ```
     /// use hostcall::buffer::{HostcallBuffer, Protocol};
     /// use hostcall::core::AnyView;
-    /// use hostcall::{doorbell::ParkingDoorbell, memory::HostMemory};
+    /// use hostcall::{HostMemory, ParkingDoorbell};
     /// use std::sync::Arc;
     /// let doorbell = Arc::new(ParkingDoorbell::new());
     /// let buffer = HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, Protocol::Phase).unwrap();
@@ -116,7 +116,7 @@ impl HostcallBuffer {
     /// SANITIZER report's device index). The default is 0.
     ///
     /// ```
-    /// use hostcall::{buffer::HostcallBuffer, doorbell::ParkingDoorbell, memory::HostMemory};
+    /// use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell};
     /// use std::sync::Arc;
     /// let buffer = HostcallBuffer::new(Arc::new(HostMemory), 4, Arc::new(ParkingDoorbell::new())).unwrap();
     /// assert_eq!(buffer.device_ordinal(), 0);
@@ -275,8 +275,7 @@ impl std::fmt::Debug for HostcallBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doorbell::ParkingDoorbell;
-    use crate::memory::HostMemory;
+    use crate::backend::host::{HostMemory, ParkingDoorbell};
 
     fn buffer(protocol: Protocol) -> HostcallBuffer {
         HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, Arc::new(ParkingDoorbell::new()), protocol)

@@ -34,7 +34,7 @@ pub enum Error {
     /// A service id is already registered.
     ServiceTaken(u32),
     /// The buffer (or part of its memory) is already served by another listener: one buffer is
-    /// served by one listener at a time, whichever API added it (see `serve::claims`).
+    /// served by one listener at a time, whichever API added it (see `threads::claims`).
     AlreadyServed {
         /// The buffer's address.
         buffer: usize,

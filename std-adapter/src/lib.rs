@@ -23,24 +23,32 @@
 //!
 //! # Modules, by role
 //!
-//! - [`memory`] and [`doorbell`]: the two traits a backend implements ([`DeviceMemory`],
-//!   [`Doorbell`]) and their host implementations ([`HostMemory`], [`ParkingDoorbell`]); every
-//!   doorbell is an object of ROCm's `amd_signal_t` layout ([`doorbell::AmdSignal`]);
-//! - [`backend`]: choosing HSA or host memory at run time ([`detect`]); [`backend::hsa`] (memory
-//!   where ROCm puts it, one HSA signal per listener) and, with the feature `cuda`, `backend::cuda` (pinned,
-//!   mapped memory and kernel launches through the CUDA driver API, loaded at run time, for CUDA
-//!   kernels using `include/hostcall_cuda.cuh`);
+//! - [`memory`] and [`doorbell`]: the two traits every backend implements ([`DeviceMemory`],
+//!   [`Doorbell`]); every doorbell is an object of ROCm's `amd_signal_t` layout
+//!   ([`doorbell::AmdSignal`]);
+//! - [`backend`]: one folder per backend, each holding its implementations of both traits:
+//!   [`backend::host`] (host memory and a [`ParkingDoorbell`], for emulated waves and embedded
+//!   runtimes), [`backend::hsa`] (memory where ROCm puts it, one HSA signal per listener) and, with
+//!   the feature `cuda`, `backend::cuda` (pinned, mapped memory and kernel launches through the
+//!   CUDA driver API, loaded at run time, for CUDA kernels using `include/hostcall_cuda.cuh`);
+//!   and choosing HSA or host memory at run time ([`detect`]);
 //! - [`buffer`]: an owned, initialised buffer of any protocol (ROCm's stack and phase ABIs, or
 //!   this project's line protocol); [`error`]: [`Error`];
-//! - [`serve`]: the service registry, the listener thread, a pool of listeners, and
-//!   [`serve::devices`]: a pinned listener group per device (several GPUs, one process);
-//! - [`services`]: the built-in services (FUNCTION_CALL, PRINTF, DEVMEM, SANITIZER) and message
-//!   assembly;
+//! - [`dispatch`]: the service registry ([`Services`]), its record of unknown ids and its lane
+//!   capacity: from a service id to the code that answers it, no threads;
+//! - [`threads`]: the listener thread, a pool of listeners, the claims that keep a buffer on one
+//!   listener, CPU affinity, and [`threads::devices`]: a pinned listener group per device
+//!   (several GPUs, one process);
+//! - [`services`]: the built-in services (FUNCTION_CALL, PRINTF, DEVMEM, SANITIZER), their
+//!   `enable_*` methods on [`Services`], and message assembly;
 //! - [`device`]: emulated waves on CPU threads;
 //! - [`rate_limit`]: the rate limit on every warning a device can trigger;
 //! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener ([`enable`],
-//!   [`enable_with`] for either of ROCm's protocols, [`disable`]; the line protocol is refused
+//!   [`enable_with`] for either of ROCm's two protocols, [`disable`]; the line protocol is refused
 //!   there), with PRINTF, DEVMEM and SANITIZER built in.
+//!
+//! Backends are arranged by vendor, not by role: a new backend is one folder under `backend/`
+//! with its memory and its doorbell side by side; the traits they implement stay at the root.
 //!
 //! For a GPU runtime embedding it the way ROCm embeds `rochostcall.hpp` (size a buffer, enable it
 //! per hardware queue, disable it), start at [`lifecycle`]; for the C ABI, the `hostcall-capi`
@@ -68,27 +76,29 @@ pub use hostcall_core as core;
 pub mod backend;
 pub mod buffer;
 pub mod device;
+pub mod dispatch;
 pub mod doorbell;
 pub mod error;
 pub mod lifecycle;
 pub mod memory;
 pub mod rate_limit;
-pub mod serve;
 pub mod services;
+pub mod threads;
 
+pub use backend::host::{HostMemory, ParkingDoorbell};
 pub use backend::{detect, detect_with, Backend, BackendKind, DetectOptions};
 pub use buffer::{HostcallBuffer, Protocol};
 pub use device::{Reply, Wave};
-pub use doorbell::{Doorbell, ParkingDoorbell};
+pub use dispatch::registry::{PacketService, Services, Stats};
+pub use doorbell::Doorbell;
 pub use error::Error;
 pub use hostcall_core::PacketRequest;
 pub use lifecycle::{
     buffer_align, buffer_size, disable, enable, enable_with, EnableOptions, HostcallRuntime, QueueId,
 };
-pub use memory::{DeviceAllocation, DeviceMemory, HostMemory, MemoryError};
-pub use serve::listener::{Listener, ListenerConfig};
-pub use serve::pool::ListenerPool;
-pub use serve::registry::{PacketService, Services, Stats};
+pub use memory::{DeviceAllocation, DeviceMemory, MemoryError};
+pub use threads::listener::{Listener, ListenerConfig};
+pub use threads::pool::ListenerPool;
 
 /// The repository's README, so that `cargo test --doc` compiles and runs its Rust snippets (only
 /// under rustdoc's test mode: the published crate neither needs nor has the file there).
@@ -105,14 +115,15 @@ pub const IMPLICITARG_OFFSET_V5: usize = 80;
 
 /// The types most users need, and every trait a user implements with what implementing it takes.
 pub mod prelude {
+    pub use crate::backend::host::{HostMemory, ParkingDoorbell};
     pub use crate::buffer::{HostcallBuffer, Protocol};
     pub use crate::device::{Reply, Wave};
-    pub use crate::doorbell::{Doorbell, ParkingDoorbell};
-    pub use crate::memory::{DeviceAllocation, DeviceMemory, HostMemory, MemoryError};
-    pub use crate::serve::listener::{Listener, ListenerConfig};
-    pub use crate::serve::pool::ListenerPool;
-    pub use crate::serve::registry::{PacketService, Services, Stats};
+    pub use crate::dispatch::registry::{PacketService, Services, Stats};
+    pub use crate::doorbell::Doorbell;
+    pub use crate::memory::{DeviceAllocation, DeviceMemory, MemoryError};
     pub use crate::services::printf::{PrintfSink, Stream};
+    pub use crate::threads::listener::{Listener, ListenerConfig};
+    pub use crate::threads::pool::ListenerPool;
     pub use crate::Error;
     pub use hostcall_core::{ErrorCode, PacketRequest};
 }

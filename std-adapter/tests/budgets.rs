@@ -9,9 +9,9 @@ mod common;
 use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
 use hostcall::core::message::MessageWriter;
+use hostcall::dispatch::unknown_ids::REMEMBERED_UNKNOWN_IDS;
 use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
-use hostcall::serve::unknown_ids::REMEMBERED_UNKNOWN_IDS;
 use hostcall::services::devmem::{DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN, SLAB_BYTES};
 use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
 use hostcall::services::printf::{PrintfMessage, Streams};
@@ -167,7 +167,14 @@ fn c_line(wave: usize, lane: usize) -> String {
     // SAFETY: `out` has room for `out.len()` bytes; the format is NUL-terminated and takes two
     // C ints and a NUL-terminated string, as passed.
     let n = unsafe {
-        snprintf(out.as_mut_ptr().cast(), out.len(), c"wave %3d lane %2d: %s\n".as_ptr(), wave as i32, lane as i32, filler.as_ptr())
+        snprintf(
+            out.as_mut_ptr().cast(),
+            out.len(),
+            c"wave %3d lane %2d: %s\n".as_ptr(),
+            wave as i32,
+            lane as i32,
+            filler.as_ptr(),
+        )
     };
     out.truncate(usize::try_from(n).unwrap());
     String::from_utf8(out).unwrap()
@@ -414,24 +421,6 @@ fn unknown_ids_are_remembered_in_a_fixed_table(protocol: Protocol) {
     assert_eq!(stats.unknown_ids[&1000], 2);
     assert_eq!(stats.unknown_ids_not_remembered, 5000 - REMEMBERED_UNKNOWN_IDS as u64);
     assert_eq!(stats.unknown.packets, 5001);
-}
-
-/// Listeners count the packets they serve in their registry's lane capacity, and give them back.
-#[test]
-fn listeners_count_the_lanes_they_serve() {
-    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-    let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
-    let capacity = listener.services().lane_capacity().clone();
-    let buffer =
-        |packets| Arc::new(HostcallBuffer::new(Arc::new(HostMemory), packets, doorbell.clone()).unwrap());
-    let (a, b) = (buffer(16), buffer(100));
-    listener.add_buffer(a.clone()).unwrap();
-    listener.add_buffer(b.clone()).unwrap();
-    assert_eq!(capacity.lanes(), 116 * 64);
-    listener.remove_buffer(&a).unwrap();
-    assert_eq!(capacity.packets(), 100);
-    drop(listener);
-    assert_eq!(capacity.packets(), 0, "a dropped listener serves nothing");
 }
 
 // Every test above, once per wire protocol.

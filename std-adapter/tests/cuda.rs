@@ -13,13 +13,13 @@ use hostcall::backend::cuda::{
 use hostcall::buffer::HostcallBuffer;
 use hostcall::buffer::Protocol;
 use hostcall::core::SLOT_WORDS;
+use hostcall::dispatch::registry::Services;
 use hostcall::doorbell::signal::AMD_SIGNAL_KIND_USER;
 use hostcall::doorbell::{Doorbell, INIT};
 use hostcall::memory::{DeviceAllocation, DeviceMemory};
-use hostcall::serve::devices::DeviceListeners;
-use hostcall::serve::listener::ListenerConfig;
-use hostcall::serve::pool::ListenerPool;
-use hostcall::serve::registry::Services;
+use hostcall::threads::devices::DeviceListeners;
+use hostcall::threads::listener::ListenerConfig;
+use hostcall::threads::pool::ListenerPool;
 use hostcall::Error;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

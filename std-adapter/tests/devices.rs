@@ -5,8 +5,8 @@
 use hostcall::buffer::Protocol;
 use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
-use hostcall::serve::affinity;
-use hostcall::serve::devices::{DeviceGroup, DeviceListeners};
+use hostcall::threads::affinity;
+use hostcall::threads::devices::{DeviceGroup, DeviceListeners};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -33,8 +33,8 @@ use hostcall::core::dispatch::DEVMEM;
 use hostcall::doorbell::{Doorbell, INIT};
 use hostcall::lifecycle::{EmulatedWave, HostcallRuntime};
 use hostcall::memory::{DeviceAllocation, MemoryError};
-use hostcall::serve::listener::{Listener, ListenerConfig};
 use hostcall::services::devmem::DevMemLimits;
+use hostcall::threads::listener::{Listener, ListenerConfig};
 use hostcall::{buffer_align, buffer_size, Error, QueueId};
 use hsa_sys::{
     AgentInfo, AmdAgentMemoryPoolInfo, AmdLinkInfoType, AmdMemoryPoolLinkInfo, HsaAgent, HsaLib, HsaStatus,

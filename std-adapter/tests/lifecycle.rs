@@ -233,7 +233,7 @@ fn dropping_a_runtime_releases_its_buffers() {
 #[test]
 fn a_full_listener_refuses_and_a_second_runtime_serves() {
     use hostcall::core::PollerError;
-    use hostcall::serve::listener::MAX_BUFFERS;
+    use hostcall::threads::listener::MAX_BUFFERS;
     let (one, two) = (runtime(), runtime());
     let memory: Vec<Memory> = (0..=MAX_BUFFERS).map(|_| Memory::buffer(2)).collect();
     let queue = |i: usize| QueueId(0x0900_0000 + i as u64);

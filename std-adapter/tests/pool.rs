@@ -4,7 +4,7 @@
 
 use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
-use hostcall::serve::pool::{stripes, ListenerPool, STRIPE_ALIGN};
+use hostcall::threads::pool::{stripes, ListenerPool, STRIPE_ALIGN};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread;

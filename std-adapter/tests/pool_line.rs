@@ -5,7 +5,7 @@
 
 use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
-use hostcall::serve::pool::{stripes, ListenerPool};
+use hostcall::threads::pool::{stripes, ListenerPool};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread;

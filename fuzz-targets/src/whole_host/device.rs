@@ -265,7 +265,8 @@ impl Device {
                 chunk(true, false, 0, &message)
             }
             2 if self.streams.iter().any(|s| s.0 == lane) => {
-                let mine: Vec<usize> = (0..self.streams.len()).filter(|&k| self.streams[k].0 == lane).collect();
+                let mine: Vec<usize> =
+                    (0..self.streams.len()).filter(|&k| self.streams[k].0 == lane).collect();
                 let at = mine[usize::from(input.u8()) % mine.len()];
                 let (_, id, words) = &mut self.streams[at];
                 let take = words.len().min(DATA_WORDS);

@@ -4,11 +4,11 @@ use super::guarded::GuardedMemory;
 use super::model::{DevMemModel, Model, Output, PrintfModel};
 use super::words::{activemask_of, line_pending, read32, service_of, slot_of, write32, Geometry, Words};
 use super::Budgets;
+use hostcall::backend::host::ParkingDoorbell;
 use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall::doorbell::{Doorbell, ParkingDoorbell};
-use hostcall::serve::capacity::ServedPackets;
-use hostcall::serve::registry::ThreadDispatch;
-use hostcall::serve::unknown_ids::REMEMBERED_UNKNOWN_IDS;
+use hostcall::dispatch::registry::ThreadDispatch;
+use hostcall::dispatch::unknown_ids::REMEMBERED_UNKNOWN_IDS;
+use hostcall::doorbell::Doorbell;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::printf::{PrintfSink, Stream};
 use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
@@ -57,9 +57,6 @@ pub(crate) struct Host {
     doorbell: Arc<ParkingDoorbell>,
     services: Arc<Services>,
     poller: Poller<1>,
-    /// The buffer's packets, counted in the registry's lane capacity while the poller serves it
-    /// (as a runtime driving a poller with the registry does).
-    capacity: Option<ServedPackets>,
     listener: Option<Listener>,
 }
 
@@ -99,7 +96,6 @@ impl Host {
             };
             services.enable_sanitizer(config).expect("a fresh registry");
         }
-        let capacity = Some(services.lane_capacity().serve(n as u64));
         let poller = Poller::new();
         // SAFETY: `buffer` (an `Arc` this struct holds) stays allocated until `finish` removes it
         // from the poller (or drops the poller first); its memory is accessed only atomically.
@@ -122,7 +118,6 @@ impl Host {
             doorbell,
             services,
             poller,
-            capacity,
             listener: None,
         }
     }
@@ -145,7 +140,6 @@ impl Host {
             return;
         }
         self.poller.remove(self.buffer.as_ptr()).expect("registered in `new`");
-        self.capacity = None;
         let config = ListenerConfig {
             spin_polls: 16,
             min_wait: Duration::from_micros(50),
@@ -333,8 +327,7 @@ impl Host {
             Some(listener) => drop(listener), // shuts down and joins
             None => self.poller.remove(self.buffer.as_ptr()).expect("registered in `new`"),
         }
-        let Self { services, devmem_memory, buffer, buffer_memory, capacity, .. } = self;
-        drop(capacity);
+        let Self { services, devmem_memory, buffer, buffer_memory, .. } = self;
         assert_eq!(Arc::strong_count(&services), 1, "the listener let its registry go");
         drop(services);
         devmem_memory.check(None);

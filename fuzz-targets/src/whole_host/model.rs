@@ -127,7 +127,11 @@ impl PrintfModel {
         }
         let (id, max_words) = (descriptor.id(), self.max_words());
         let Some(message) = self.open.get_mut(&id).filter(|m| m.0 == lane).map(|m| &mut m.1) else {
-            assert_eq!(reply, ErrorCode::BadRequest.reply(), "a chunk of id {id:#x}, not open for lane {lane}");
+            assert_eq!(
+                reply,
+                ErrorCode::BadRequest.reply(),
+                "a chunk of id {id:#x}, not open for lane {lane}"
+            );
             return true;
         };
         if message.len() + data.len() > max_words || reply == refused {
@@ -176,7 +180,13 @@ pub(crate) struct Model {
 
 impl Model {
     /// Checks one served lane's reply; returns whether it is a host error.
-    pub(crate) fn lane(&mut self, service: u32, lane: usize, request: &[u64; SLOT_WORDS], reply: [u64; 2]) -> bool {
+    pub(crate) fn lane(
+        &mut self,
+        service: u32,
+        lane: usize,
+        request: &[u64; SLOT_WORDS],
+        reply: [u64; 2],
+    ) -> bool {
         match service {
             DEVMEM => self.devmem.lane(request, reply),
             PRINTF => self.printf.lane(lane, request, reply),

@@ -6,7 +6,7 @@
 //! that starts them, so `start_peer` runs with the calling thread pinned to the peer's CPU.
 //! Throughput rows run unpinned.
 
-use hostcall::serve::affinity;
+use hostcall::threads::affinity;
 
 /// Restricts the calling thread to `cpus` (best effort: a failure leaves it as it was).
 pub fn set(cpus: &[usize]) {

@@ -7,8 +7,8 @@ use crate::gpu::Gpu;
 use crate::options::{Options, LATENCY, THROUGHPUT};
 use crate::scaling::scaling;
 use hostcall::backend::cuda::{self, DeviceBuffer};
-use hostcall::serve::devices::DeviceListeners;
-use hostcall::serve::listener::ListenerConfig;
+use hostcall::threads::devices::DeviceListeners;
+use hostcall::threads::listener::ListenerConfig;
 use hostcall::Error;
 use std::time::Duration;
 

@@ -5,8 +5,8 @@
 use crate::gpu::{Gpu, Run};
 use crate::options::{Options, LATENCY, THROUGHPUT};
 use hostcall::backend::cuda::Kernel;
-use hostcall::serve::devices::DeviceListeners;
-use hostcall::serve::listener::ListenerConfig;
+use hostcall::threads::devices::DeviceListeners;
+use hostcall::threads::listener::ListenerConfig;
 use hostcall::Error;
 use std::sync::Barrier;
 use std::time::Duration;

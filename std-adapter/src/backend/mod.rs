@@ -1,4 +1,5 @@
-//! Choosing the memory and doorbell backend at run time.
+//! The backends, one folder each ([`host`], [`hsa`], and `cuda` with the feature of that name),
+//! each with its [`DeviceMemory`] and its [`Doorbell`] side by side, and choosing one at run time.
 //!
 //! [`detect`] uses HSA when the runtime library loads, `hsa_init` succeeds, a GPU agent is found
 //! and memory for it is set up where ROCm puts it ([`HsaMemory`] near the GPU for buffers,
@@ -28,20 +29,22 @@
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod host;
 pub mod hsa;
 
 use std::ffi::OsString;
 use std::fmt;
 use std::sync::Arc;
 
+use self::host::{HostMemory, ParkingDoorbell};
 use self::hsa::{
     AtomicsRequirement, HsaDeviceMemory, HsaDoorbell, HsaError, HsaMemory, HsaRuntime, Placement,
     PlatformAtomics,
 };
 use crate::buffer::{HostcallBuffer, Protocol};
-use crate::doorbell::{Doorbell, ParkingDoorbell};
+use crate::doorbell::Doorbell;
 use crate::error::Error;
-use crate::memory::{DeviceAllocation, DeviceMemory, HostMemory};
+use crate::memory::{DeviceAllocation, DeviceMemory};
 
 /// Which backend [`detect`] chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

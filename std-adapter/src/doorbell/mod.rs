@@ -3,7 +3,8 @@
 //! On every backend the doorbell is an object of ROCm's `amd_signal_t` layout ([`AmdSignal`]),
 //! because ROCm's device code treats the handle a buffer carries as the address of one: it adds
 //! 1 to the word at +8 and, if the word at +16 is set, stores an event id there
-//! ([`signal`] describes it). [`ParkingDoorbell`] owns such an object in host memory; the HSA
+//! ([`signal`] describes it). [`ParkingDoorbell`](crate::ParkingDoorbell) (in
+//! [`crate::backend::host`]) owns such an object in host memory; the HSA
 //! backend's doorbell is a real HSA signal (ROCr's own `amd_signal_t`); the CUDA backend's keeps
 //! the layout in mapped memory.
 //!
@@ -17,12 +18,8 @@
 //! listeners share that would leave the others seeing "changed" at every wait, so nothing here
 //! stores it.)
 
-mod parking;
 pub mod signal;
-#[cfg(test)]
-mod tests;
 
-pub use parking::{ParkingDoorbell, WAIT_FIRST_NAP, WAIT_MAX_NAP, WAIT_SPIN_LOADS};
 pub use signal::AmdSignal;
 
 use std::time::Duration;

@@ -34,7 +34,7 @@
 //! over a bound, the backend out of memory), a free of an address DEVMEM did not hand out
 //! ([`ErrorCode::BadRequest`]), and a backend that panics ([`ErrorCode::ServicePanicked`]); the
 //! registry answers DEVMEM the same way when it is not registered
-//! ([`error_reply`](crate::serve::registry::error_reply)). Refusals are logged, rate-limited.
+//! ([`error_reply`](crate::dispatch::registry::error_reply)). Refusals are logged, rate-limited.
 //!
 //! ```
 //! use hostcall::services::devmem::{block_alignment, BLOCK_ALIGN, SLAB_BYTES};
@@ -43,11 +43,9 @@
 //! assert_eq!(block_alignment(2 * SLAB_BYTES), BLOCK_ALIGN);
 //! ```
 
-use crate::error::Error;
+use crate::dispatch::registry::PacketService;
 use crate::memory::{DeviceAllocation, DeviceMemory, MemoryError};
 use crate::rate_limit::warn_limited;
-use crate::serve::registry::{PacketService, Services};
-use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::{ErrorCode, PacketRequest};
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -68,16 +66,6 @@ pub fn block_alignment(size: u64) -> u64 {
         SLAB_BYTES
     } else {
         BLOCK_ALIGN
-    }
-}
-
-impl Services {
-    /// Registers DEVMEM (id 3): `slot[0] = 0` allocates `slot[1]` bytes of `memory` and answers the
-    /// device address in reply word 0; `slot[0] != 0` frees that address (reply `[0, 0]`). Blocks
-    /// are aligned as ROCm's device allocator needs, within `limits`; every failure answers a
-    /// null address (see [`crate::services::devmem`]).
-    pub fn enable_devmem(&self, memory: Arc<dyn DeviceMemory>, limits: DevMemLimits) -> Result<(), Error> {
-        self.register_packet(DEVMEM, "devmem", DevMem { memory, limits, live: Mutex::default() })
     }
 }
 
@@ -116,13 +104,19 @@ struct Live {
     bytes: u64,
 }
 
-struct DevMem {
+/// The DEVMEM packet service: the live blocks and their budget.
+pub(crate) struct DevMem {
     memory: Arc<dyn DeviceMemory>,
     limits: DevMemLimits,
     live: Mutex<Live>,
 }
 
 impl DevMem {
+    /// The DEVMEM service: blocks of `memory` within `limits`, none live yet.
+    pub(crate) fn new(memory: Arc<dyn DeviceMemory>, limits: DevMemLimits) -> Self {
+        Self { memory, limits, live: Mutex::default() }
+    }
+
     fn allocate(&self, live: &mut Live, size: u64) -> Result<u64, ErrorCode> {
         let limits = &self.limits;
         let refuse = |why: &str| {

@@ -68,7 +68,7 @@ mod ids;
 
 pub use assembler::{Assembler, MAX_OPEN_LIMIT, OPEN_MESSAGE_OVERHEAD};
 
-use crate::serve::registry::{serve_lanes_guarded, PacketService};
+use crate::dispatch::registry::{serve_lanes_guarded, PacketService};
 use hostcall_core::message::DescriptorError;
 use hostcall_core::{ErrorCode, LaneService, PacketRequest};
 use std::fmt;
@@ -194,7 +194,9 @@ impl fmt::Display for MessageError {
             Self::UnknownId { id } => write!(f, "no open message has id {id:#x}"),
             Self::ForeignId { id } => write!(f, "message {id:#x} belongs to another lane"),
             Self::Oversize { id, limit } => write!(f, "message {id:#x} is larger than {limit} bytes"),
-            Self::TooManyOpen { bound } => write!(f, "{bound} messages are open, the most allowed; BEGIN refused"),
+            Self::TooManyOpen { bound } => {
+                write!(f, "{bound} messages are open, the most allowed; BEGIN refused")
+            }
             Self::HeldBytes { id: 0, limit } => {
                 write!(f, "open messages hold {limit} bytes, their budget; BEGIN refused")
             }
@@ -205,7 +207,10 @@ impl fmt::Display for MessageError {
                 write!(f, "this buffer's open messages hold {limit} bytes, its budget; BEGIN refused")
             }
             Self::BufferHeldBytes { id, limit } => {
-                write!(f, "message {id:#x} dropped: this buffer's open messages would hold more than {limit} bytes")
+                write!(
+                    f,
+                    "message {id:#x} dropped: this buffer's open messages would hold more than {limit} bytes"
+                )
             }
         }
     }

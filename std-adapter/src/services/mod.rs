@@ -1,5 +1,5 @@
 //! The built-in services of PROTOCOL.md sections 3 and 4, each registered on
-//! [`Services`](crate::serve::registry::Services) by one method:
+//! [`Services`](crate::dispatch::registry::Services) by one method (all four in `install.rs`):
 //!
 //! - FUNCTION_CALL (id 1): [`function_call`], a host function called by the address a device
 //!   sends (`unsafe` to enable);
@@ -11,6 +11,7 @@
 
 pub mod devmem;
 pub mod function_call;
+mod install;
 pub mod message;
 pub mod printf;
 pub mod sanitizer;

@@ -1,4 +1,4 @@
-//! What the [`ListenerPool`](hostcall::serve::pool::ListenerPool) tests (`pool.rs`,
+//! What the [`ListenerPool`](hostcall::threads::pool::ListenerPool) tests (`pool.rs`,
 //! `pool_line.rs`) share: the echo service that records which thread served which packet, and a
 //! host-memory buffer of a given protocol.
 //!

@@ -3,7 +3,7 @@
 //! Per GPU: its own primary context ([`Cuda`]); its buffers in pinned, mapped host memory
 //! allocated under that context on the GPU's NUMA node ([`CudaMemory::near`]); its own doorbell
 //! ([`MappedDoorbell`], in that memory); a share of the CPUs near it for its listener threads.
-//! [`CudaGpu::group`] is what [`DeviceListeners`](crate::serve::devices::DeviceListeners) needs to
+//! [`CudaGpu::group`] is what [`DeviceListeners`](crate::threads::devices::DeviceListeners) needs to
 //! start the GPU's thread group, and [`CudaGpu::phase_buffer`] makes buffers that report the
 //! GPU's ordinal, so the listeners route them to that group.
 //!
@@ -18,8 +18,8 @@ use super::topology::Topology;
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
-use crate::serve::affinity;
-use crate::serve::devices::DeviceGroup;
+use crate::threads::affinity;
+use crate::threads::devices::DeviceGroup;
 use std::sync::Arc;
 
 /// One GPU of the host, set up to be served alongside the others.

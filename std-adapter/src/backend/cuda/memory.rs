@@ -6,7 +6,7 @@ use crate::buffer::{HostcallBuffer, Protocol};
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::memory::{DeviceMemory, MemoryError};
-use crate::serve::affinity;
+use crate::threads::affinity;
 use cudarc::driver::sys;
 use std::collections::BTreeMap;
 use std::ffi::c_void;

@@ -17,7 +17,7 @@
 //! - [`Module`], [`Kernel`], [`Stream`]: load a PTX or cubin file, launch a kernel.
 //! - Several GPUs, one process: [`open_gpus`] gives a [`CudaGpu`] per device (a context each,
 //!   memory on its NUMA node, a doorbell each, a share of the CPUs near it from its
-//!   [`Topology`]); [`DeviceListeners`](crate::serve::devices::DeviceListeners) starts a listener
+//!   [`Topology`]); [`DeviceListeners`](crate::threads::devices::DeviceListeners) starts a listener
 //!   group per GPU, pinned to those CPUs, and routes each buffer by its device ordinal.
 //!
 //! Every driver call runs with the device's primary context current on the calling thread

@@ -3,7 +3,7 @@
 
 use super::driver::Cuda;
 use crate::error::Error;
-use crate::serve::affinity;
+use crate::threads::affinity;
 use std::path::Path;
 
 /// Where a GPU sits: what the listener threads serving it, and the memory of its buffers, should

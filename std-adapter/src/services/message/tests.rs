@@ -173,7 +173,8 @@ fn open_messages_are_bounded_by_bytes_not_by_lanes() {
 fn a_message_belongs_to_the_lane_that_began_it() {
     let mut a = Assembler::default();
     let owner = Sender { buffer: 0x1000, lane: 7 };
-    let ChunkOutcome::Reply([word, 0]) = a.on_chunk_from(owner, &request(desc(true, false, 1, 0), &[1])) else {
+    let ChunkOutcome::Reply([word, 0]) = a.on_chunk_from(owner, &request(desc(true, false, 1, 0), &[1]))
+    else {
         panic!()
     };
     let id = Descriptor::raw_id(word);
@@ -184,7 +185,10 @@ fn a_message_belongs_to_the_lane_that_began_it() {
             request(desc(false, false, 1, id) | 0b1000, &[66]), // malformed: would drop the message it names
         ] {
             let outcome = a.on_chunk_from(thief, &chunk);
-            assert!(matches!(outcome, ChunkOutcome::Error(e) if e.code() == ErrorCode::BadRequest), "{outcome:?}");
+            assert!(
+                matches!(outcome, ChunkOutcome::Error(e) if e.code() == ErrorCode::BadRequest),
+                "{outcome:?}"
+            );
         }
         assert!(!a.abandon_from(thief, id));
     }

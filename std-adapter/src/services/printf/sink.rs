@@ -1,11 +1,8 @@
 //! The PRINTF service: control word, output streams, reply.
 
 use super::{format_partial, format_with, PrintfError, PrintfLimits};
-use crate::error::Error;
 use crate::rate_limit::warn_limited;
-use crate::serve::registry::Services;
-use crate::services::message::{MessageLimits, MessageService, SharedMessageService};
-use hostcall_core::dispatch::PRINTF;
+use crate::services::message::MessageService;
 use hostcall_core::ErrorCode;
 use std::io::{self, Write};
 
@@ -161,23 +158,4 @@ pub fn printf_reply_with(message: &[u64], limits: &PrintfLimits, sink: &mut dyn 
 /// writing to `sink`. Register it for [`hostcall_core::dispatch::PRINTF`].
 pub fn printf_service<S: PrintfSink>(mut sink: S) -> MessageService<impl FnMut(&[u64]) -> [u64; 2]> {
     MessageService::new(move |message: &[u64]| printf_reply(message, &mut sink))
-}
-
-impl Services {
-    /// Registers PRINTF (id 2): message streams assembled per lane, each message bound to the
-    /// buffer and lane that began it, within `limits` (see [`crate::services::message`]),
-    /// formatted like C's printf within the default
-    /// [`PrintfLimits`] and written to `sink` (`printf::StdStreams` for the process's stdout and
-    /// stderr). Each lane's END is answered with the number of bytes printed, or -1.
-    pub fn enable_printf(
-        &self,
-        sink: impl PrintfSink + Send + 'static,
-        limits: MessageLimits,
-    ) -> Result<(), Error> {
-        let mut sink = sink;
-        let service = SharedMessageService::new(
-            MessageService::with_limits(limits, move |message: &[u64]| printf_reply(message, &mut sink)),
-        );
-        self.register_packet(PRINTF, "printf", service)
-    }
 }

@@ -60,12 +60,10 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hostcall_core::dispatch::SANITIZER;
 use hostcall_core::PacketRequest;
 
-use crate::error::Error;
+use crate::dispatch::registry::PacketService;
 use crate::rate_limit::{WARNINGS_PER_WINDOW, WARNING_WINDOW};
-use crate::serve::registry::{PacketService, Services};
 use limit::PcLimits;
 
 /// Where this project's own reports go (when no ASan runtime prints them): one call per report,
@@ -196,12 +194,5 @@ impl PacketService for SanitizerService {
         for lane in packet.lanes() {
             packet.reply(lane, [0, 0]);
         }
-    }
-}
-
-impl Services {
-    /// Registers SANITIZER (id 4) with `config`. [`Error::ServiceTaken`] if id 4 is registered.
-    pub fn enable_sanitizer(&self, config: SanitizerConfig) -> Result<(), Error> {
-        self.register_packet(SANITIZER, "sanitizer", SanitizerService::new(config))
     }
 }

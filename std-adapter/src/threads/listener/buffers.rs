@@ -4,7 +4,7 @@
 use super::{Listener, Served};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
-use crate::serve::claims;
+use crate::threads::claims;
 use hostcall_core::Protocol;
 use std::sync::Arc;
 
@@ -19,10 +19,7 @@ impl Listener {
             return Err(Error::ShutDown);
         }
         let claim = claims::claim_whole(buffer.as_ptr() as usize, buffer.len(), self.shared.id)?;
-        let served = Served {
-            _claim: claim,
-            _packets: self.shared.services.lane_capacity().serve(buffer.num_packets()),
-        };
+        let served = Served { _claim: claim };
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically.
         unsafe {
@@ -37,7 +34,7 @@ impl Listener {
     /// Starts serving only the packets `range` of the phase- or line-protocol buffer `buffer`
     /// ([`Protocol::range_capable`]), so that
     /// several listeners (threads) can share one buffer, each serving its own disjoint range
-    /// ([`crate::serve::pool::ListenerPool`] does the split). The caller makes sure no other listener
+    /// ([`crate::threads::pool::ListenerPool`] does the split). The caller makes sure no other listener
     /// serves an index of `range`, and that every packet of the buffer is served by some
     /// listener. The stack protocol cannot be split ([`Error::Unsupported`]). Refused with
     /// [`Error::AlreadyServed`] if another listener serves the buffer whole, or a range of it
@@ -58,8 +55,7 @@ impl Listener {
         }
         let claim =
             claims::claim_range(buffer.as_ptr() as usize, buffer.len(), range.clone(), self.shared.id)?;
-        let packets = u64::from(range.end.saturating_sub(range.start));
-        let served = Served { _claim: claim, _packets: self.shared.services.lane_capacity().serve(packets) };
+        let served = Served { _claim: claim };
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically; the caller keeps the ranges of
         // the listeners serving this buffer disjoint (see above).
@@ -128,8 +124,7 @@ impl Listener {
             return Err(Error::ShutDown);
         }
         let claim = claims::claim_whole(base as usize, len, self.shared.id)?;
-        let served =
-            Served { _claim: claim, _packets: self.shared.services.lane_capacity().serve(num_packets) };
+        let served = Served { _claim: claim };
         // SAFETY: forwarded from this function's contract.
         unsafe { self.shared.poller.add_on_device(protocol, base, len, num_packets, device) }?;
         self.shared.note_served(base, served);

@@ -25,18 +25,17 @@
 //! from a service is refused ([`Error::CalledFromListener`]): it waits for the poll in progress.
 //!
 //! One buffer is served by one listener at a time, process-wide: every add takes a claim on the
-//! buffer's memory (see `serve::claims`), and a buffer another listener serves is refused with
+//! buffer's memory (see `threads::claims`), and a buffer another listener serves is refused with
 //! [`Error::AlreadyServed`].
 //!
 //! [`ErrorCode::ShuttingDown`]: hostcall_core::ErrorCode::ShuttingDown
-//! [`reply_error_all`]: crate::serve::registry::reply_error_all
+//! [`reply_error_all`]: crate::dispatch::registry::reply_error_all
 
 use crate::buffer::HostcallBuffer;
+use crate::dispatch::registry::{Services, Stats};
 use crate::doorbell::Doorbell;
 use crate::error::Error;
-use crate::serve::capacity::ServedPackets;
-use crate::serve::claims::Claim;
-use crate::serve::registry::{Services, Stats};
+use crate::threads::claims::Claim;
 use hostcall_core::Poller;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,7 +68,7 @@ pub struct ListenerConfig {
     /// The thread's name.
     pub thread_name: String,
     /// The CPUs the thread runs on (empty: wherever the scheduler puts it). Best effort: see
-    /// [`crate::serve::affinity`]. A [`crate::ListenerPool`] gives each of its threads one of
+    /// [`crate::threads::affinity`]. A [`crate::ListenerPool`] gives each of its threads one of
     /// them while there are enough.
     pub cpus: Vec<usize>,
 }
@@ -116,7 +115,6 @@ struct Shared {
 /// What a served buffer holds (dropped when it is no longer served).
 struct Served {
     _claim: Claim,
-    _packets: ServedPackets,
 }
 
 static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);

@@ -2,8 +2,8 @@
 //! for the grace, answer the rest with the shutdown error).
 
 use super::Shared;
-use crate::serve::affinity;
-use crate::serve::registry::{reply_error_all, ThreadDispatch};
+use crate::dispatch::registry::{reply_error_all, ThreadDispatch};
+use crate::threads::affinity;
 use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, PacketRequest};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -1,8 +1,8 @@
 //! [`ParkingDoorbell`]: the host-memory doorbell, an [`AmdSignal`] that ROCm's device code can
 //! ring, with a condition variable for a host that sleeps.
 
-use super::signal::AmdSignal;
-use super::{Doorbell, INIT};
+use crate::doorbell::signal::AmdSignal;
+use crate::doorbell::{Doorbell, INIT};
 use std::fmt;
 use std::hint::spin_loop;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -37,7 +37,8 @@ pub const WAIT_MAX_NAP: Duration = Duration::from_millis(1);
 /// slept until a wake-up would miss device code's rings until its timeout.
 ///
 /// ```
-/// use hostcall::doorbell::{Doorbell, ParkingDoorbell, INIT};
+/// use hostcall::backend::host::ParkingDoorbell;
+/// use hostcall::doorbell::{Doorbell, INIT};
 /// use std::sync::atomic::{AtomicI64, Ordering};
 /// use std::time::Duration;
 ///

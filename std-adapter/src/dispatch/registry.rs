@@ -13,9 +13,6 @@
 //! except for DEVMEM, whose device code takes any non-zero word 0 as an address: there it is
 //! `[0, code]` ([`error_reply`]). FUNCTION_CALL, which jumps to any address the device sends,
 //! exists only after the `unsafe` [`Services::enable_function_calls`].
-//!
-//! The registry also keeps the [`LaneCapacity`] of the buffers its listeners serve
-//! ([`Services::lane_capacity`]), the bound on open messages of its message services.
 
 use hostcall_core::dispatch::serve_lanes;
 use hostcall_core::{Dispatch, DrainError, ErrorCode, LaneService, PacketRequest, SLOT_WORDS};
@@ -26,10 +23,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
+use crate::dispatch::unknown_ids::UnknownIds;
 use crate::error::Error;
 use crate::rate_limit::{error_limited, warn_limited};
-use crate::serve::capacity::LaneCapacity;
-use crate::serve::unknown_ids::UnknownIds;
 
 /// A service that answers a whole packet at once: write a reply (or error reply) for each lane
 /// in `packet.lanes()`.
@@ -183,7 +179,6 @@ pub struct Services {
     unknown: Counters,
     unknown_ids: UnknownIds,
     malformed: AtomicU64,
-    capacity: LaneCapacity,
 }
 
 /// The registered services, by id with their names, in id order.
@@ -240,13 +235,6 @@ impl Services {
         ThreadDispatch { services: self, cache: RefCell::new((u64::MAX, IdMap::default())) }
     }
 
-    /// The packets (and so lanes) of the buffers that listeners dispatching through this registry
-    /// serve: each [`Listener`](crate::serve::listener::Listener) counts its buffers here while it
-    /// serves them. Message services bound their open messages by it.
-    pub fn lane_capacity(&self) -> &LaneCapacity {
-        &self.capacity
-    }
-
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
@@ -288,7 +276,7 @@ impl Services {
 /// address for null and takes any other value, `u64::MAX` included, as memory it may use.
 ///
 /// ```
-/// use hostcall::serve::registry::error_reply;
+/// use hostcall::dispatch::registry::error_reply;
 /// use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
 /// assert_eq!(error_reply(PRINTF, ErrorCode::Refused), [u64::MAX, 4]);
 /// assert_eq!(error_reply(DEVMEM, ErrorCode::Refused), [0, 4]);

@@ -1,9 +1,11 @@
 //! The host doorbell against ROCm's device steps, done through raw pointers as device code does.
 
-use super::signal::{AMD_SIGNAL_KIND_USER, EVENT_ID_OFFSET, EVENT_MAILBOX_OFFSET, VALUE_OFFSET};
-use super::*;
+use super::ParkingDoorbell;
+use crate::doorbell::signal::{AMD_SIGNAL_KIND_USER, EVENT_ID_OFFSET, EVENT_MAILBOX_OFFSET, VALUE_OFFSET};
+use crate::doorbell::{Doorbell, INIT};
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
+use std::time::Duration;
 use std::time::Instant;
 
 /// ROCm's device-side ring (`__ockl_hsa_signal_add(signal, 1, release)` and its mailbox update),

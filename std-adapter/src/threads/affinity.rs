@@ -13,7 +13,7 @@
 /// newline): the CPUs in increasing order, no duplicates. `None` for a malformed list.
 ///
 /// ```
-/// use hostcall::serve::affinity::parse_cpu_list;
+/// use hostcall::threads::affinity::parse_cpu_list;
 /// assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
 /// assert_eq!(parse_cpu_list(""), Some(vec![]));
 /// assert_eq!(parse_cpu_list("3-1"), None);
@@ -89,7 +89,7 @@ pub fn pin_current_thread(_cpus: &[usize]) -> bool {
 /// shares it out). Empty `cpus`: not pinned.
 ///
 /// ```
-/// use hostcall::serve::affinity::thread_cpus;
+/// use hostcall::threads::affinity::thread_cpus;
 /// assert_eq!(thread_cpus(&[4, 5, 6], 2, 1), vec![5]);
 /// assert_eq!(thread_cpus(&[4, 5, 6], 4, 1), vec![4, 5, 6]);
 /// assert!(thread_cpus(&[], 2, 0).is_empty());
@@ -127,7 +127,7 @@ pub fn share(near: &[Vec<usize>]) -> Vec<Vec<usize>> {
 /// [`share`] with the core of each CPU given by `core_of`.
 ///
 /// ```
-/// use hostcall::serve::affinity::share_by;
+/// use hostcall::threads::affinity::share_by;
 /// // 4 cores with 2 threads each, numbered as Linux does: CPU c and c + 4 are siblings.
 /// let core = |cpu: usize| cpu % 4;
 /// let node: Vec<usize> = (0..8).collect();

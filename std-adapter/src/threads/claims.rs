@@ -2,12 +2,12 @@
 //! whichever API adds it.
 //!
 //! Every path that hands a buffer to a listener takes a [`Claim`] on its address range first:
-//! [`Listener::add_buffer`](crate::serve::listener::Listener::add_buffer) and
-//! [`Listener::add_raw`](crate::serve::listener::Listener::add_raw) (and through it
+//! [`Listener::add_buffer`](crate::threads::listener::Listener::add_buffer) and
+//! [`Listener::add_raw`](crate::threads::listener::Listener::add_raw) (and through it
 //! [`HostcallRuntime::enable`](crate::lifecycle::HostcallRuntime::enable)) claim the whole range;
-//! [`Listener::add_buffer_range`](crate::serve::listener::Listener::add_buffer_range) claims a range
+//! [`Listener::add_buffer_range`](crate::threads::listener::Listener::add_buffer_range) claims a range
 //! of packets of a phase or line buffer, which other listeners may share with claims on disjoint packet
-//! ranges of the same buffer (how [`ListenerPool`](crate::serve::pool::ListenerPool) splits one).
+//! ranges of the same buffer (how [`ListenerPool`](crate::threads::pool::ListenerPool) splits one).
 //! A claim that overlaps another listener's is refused with [`Error::AlreadyServed`]. The claim is
 //! released when the buffer is removed, or when its listener has shut down (its thread joined) or
 //! is dropped.

@@ -16,11 +16,11 @@
 //! gives each one whole to one listener, round robin.
 
 use crate::buffer::HostcallBuffer;
+use crate::dispatch::registry::{Services, Stats};
 use crate::doorbell::Doorbell;
 use crate::error::Error;
-use crate::serve::affinity;
-use crate::serve::listener::{Listener, ListenerConfig};
-use crate::serve::registry::{Services, Stats};
+use crate::threads::affinity;
+use crate::threads::listener::{Listener, ListenerConfig};
 use hostcall_core::PollerError;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,7 +35,7 @@ pub const STRIPE_ALIGN: u32 = 16;
 /// be empty for small buffers).
 ///
 /// ```
-/// use hostcall::serve::pool::stripes;
+/// use hostcall::threads::pool::stripes;
 /// assert_eq!(stripes(1056, 4), vec![0..272, 272..544, 544..816, 816..1056]);
 /// assert_eq!(stripes(20, 4), vec![0..16, 16..20, 20..20, 20..20]);
 /// assert_eq!(stripes(7, 1), vec![0..7]);
@@ -55,7 +55,7 @@ pub fn stripes(num_packets: u32, threads: usize) -> Vec<Range<u32>> {
 ///
 /// ```
 /// use hostcall::buffer::{HostcallBuffer, Protocol};
-/// use hostcall::serve::pool::ListenerPool;
+/// use hostcall::threads::pool::ListenerPool;
 /// use hostcall::prelude::*;
 /// use std::sync::Arc;
 ///

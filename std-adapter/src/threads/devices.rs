@@ -15,11 +15,11 @@
 //! stripes over the group's threads as in [`ListenerPool`].
 
 use crate::buffer::HostcallBuffer;
+use crate::dispatch::registry::{Services, Stats};
 use crate::doorbell::Doorbell;
 use crate::error::Error;
-use crate::serve::listener::ListenerConfig;
-use crate::serve::pool::ListenerPool;
-use crate::serve::registry::{Services, Stats};
+use crate::threads::listener::ListenerConfig;
+use crate::threads::pool::ListenerPool;
 use std::sync::Arc;
 
 /// What a device's listener group needs: the device's ordinal, the doorbell its buffers ring,
@@ -39,7 +39,7 @@ pub struct DeviceGroup {
 /// ```
 /// use hostcall::buffer::{HostcallBuffer, Protocol};
 /// use hostcall::prelude::*;
-/// use hostcall::serve::devices::{DeviceGroup, DeviceListeners};
+/// use hostcall::threads::devices::{DeviceGroup, DeviceListeners};
 /// use std::sync::Arc;
 ///
 /// let groups: Vec<DeviceGroup> = (0..2)
