@@ -243,7 +243,7 @@ pub struct PacketRequest<'a> {
     /// The ordinal of the device whose buffer carried the packet (0 unless the buffer was
     /// registered with one: [`Poller::add_on_device`](crate::Poller::add_on_device)).
     device: u32,
-    /// The base address of the buffer that carried the packet (0 outside a poller).
+    /// The base address of the buffer that carried the packet (0 unless a poller set it).
     buffer: usize,
 }
 
@@ -290,9 +290,10 @@ impl<'a> PacketRequest<'a> {
     }
 
     /// The base address of the buffer that carried this packet, as the host registered it with
-    /// its poller (0 for a packet drained outside a poller). Services that keep state for a
-    /// device (DEVMEM's blocks, open messages) key it by this, so one buffer's device cannot
-    /// reach another's state; several pollers serving ranges of one buffer see the same address.
+    /// a [`Poller`](crate::Poller) (0 for a packet drained without one). The std crate keys its
+    /// per-buffer counters by it, and the state services keep for a device (DEVMEM's blocks, open
+    /// messages), so one buffer's device cannot reach another's; several pollers serving ranges
+    /// of one buffer see the same address.
     #[inline]
     pub fn buffer(&self) -> usize {
         self.buffer

@@ -69,6 +69,7 @@ mod ids;
 pub use assembler::{Assembler, MAX_OPEN_LIMIT, OPEN_MESSAGE_OVERHEAD};
 
 use crate::dispatch::registry::{serve_lanes_guarded, PacketService};
+use crate::observe::Reason;
 use hostcall_core::message::DescriptorError;
 use hostcall_core::{ErrorCode, LaneService, PacketRequest};
 use std::fmt;
@@ -186,6 +187,20 @@ impl MessageError {
     }
 }
 
+impl MessageError {
+    /// What it is counted as ([`crate::observe`]): a malformed stream is a bad request, each
+    /// limit its budget.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Descriptor(_) | Self::NoBegin | Self::UnknownId { .. } => Reason::BadRequest,
+            Self::Oversize { .. } => Reason::MessageSize,
+            Self::TooManyOpen { .. } => Reason::OpenMessages,
+            Self::HeldBytes { .. } | Self::BufferHeldBytes { .. } => Reason::HeldBytes,
+            Self::ForeignId { .. } => Reason::ForeignMessage,
+        }
+    }
+}
+
 impl fmt::Display for MessageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -277,6 +292,7 @@ impl<F: FnMut(&[u64]) -> [u64; 2]> MessageService<F> {
             ChunkOutcome::Reply(reply) => Ok(reply),
             ChunkOutcome::Complete { message, .. } => Ok((self.handler)(&message)),
             ChunkOutcome::Error(error) => {
+                crate::observe::count(error.reason());
                 self.errors += 1;
                 self.last_error = Some(error);
                 Err(error)

@@ -66,6 +66,7 @@ mod int;
 mod pack;
 mod sink;
 mod spec;
+mod walk;
 
 pub use pack::{PrintfArg, PrintfMessage};
 pub use sink::{
@@ -73,6 +74,9 @@ pub use sink::{
     PrintfSink, StdStreams, Stream, Streams,
 };
 
+pub(crate) use walk::{argument_kinds, ArgKind};
+
+use crate::observe::Reason;
 use crate::rate_limit::warn_limited;
 use field::Field;
 use spec::{Conv, Count, Length, Spec};
@@ -277,6 +281,7 @@ fn format_into(
         let (spec, next) = spec::parse(&fmt, percent + 1, limits.max_field)?;
         let field = resolve(&spec, percent, &mut args, limits)?;
         let Some(left) = work_left.checked_sub(conversion_work(&field)) else {
+            crate::observe::count(Reason::PrintfWork);
             warn_limited!(
                 "printf: message cut at the conversion at {percent} of its format: its conversions ask for more \
                  than {} units of work",
@@ -289,6 +294,7 @@ fn format_into(
         i = next;
     }
     if out.len() - start > limits.max_output {
+        crate::observe::count(Reason::PrintfOutput);
         warn_limited!("printf: message cut at {} bytes of output", limits.max_output);
     }
     Ok(cut(out, start, limits))
