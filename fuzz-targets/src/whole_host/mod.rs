@@ -86,6 +86,8 @@ impl Budgets {
             max_total: total[usize::from(devmem & 3)] + 2 * ALLOCATION_OVERHEAD,
             max_allocation: largest[usize::from(devmem >> 2 & 3)],
             max_allocations: count[usize::from(devmem >> 4 & 3)],
+            // One buffer here: its own budgets are the registry's defaults, never the bound.
+            ..DevMemLimits::default()
         };
         Self { messages, devmem, sanitizer: devmem_byte & 0x40 != 0 }
     }

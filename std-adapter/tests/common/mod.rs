@@ -27,4 +27,6 @@ macro_rules! for_rocm_protocols {
 }
 
 #[allow(dead_code)] // not every test binary uses it
+pub mod captured;
+#[allow(dead_code)] // not every test binary uses it
 pub mod watchdog;
