@@ -117,7 +117,7 @@ fn build_as(source: &str, link: Link, std: &str) -> PathBuf {
             command.arg(format!("-Wl,-rpath,{}", soname_dir().display()));
         }
         Link::Static => {
-            // The native libraries the static library needs, as the README lists them (from
+            // The native libraries the static library needs, as capi/README.md lists them (from
             // `cargo rustc -p hostcall-capi --crate-type staticlib -- --print native-static-libs`).
             command.arg(lib.join("libhostcall_capi.a"));
             command.args(["-ldl", "-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-lc"]);
@@ -465,20 +465,29 @@ fn entry_points_refuse_bad_arguments() {
     assert_eq!(hostcall_capi::hostcall_unregister_service(12345), HOSTCALL_ERR_OTHER);
 }
 
-/// The README's C snippet, taken from the README as it is, built against the shared library and
-/// run: it must print the sum its emulated call got back.
-#[test]
-fn the_readme_c_snippet_builds_and_runs() {
-    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let Ok(readme) = std::fs::read_to_string(&readme) else {
-        eprintln!("SKIPPED: no {} (a packaged crate)", readme.display());
-        return;
-    };
+/// The first C block of a README, as it is, built against the shared library and run: it must
+/// print the sum its emulated call got back.
+fn readme_c_block_builds_and_runs(name: &str, readme: &str) {
     let start = readme.find("```c\n").expect("a ```c block in the README") + "```c\n".len();
     let snippet = &readme[start..start + readme[start..].find("```").expect("the block's end")];
-    let source = out_dir().join("readme_snippet.c");
+    let source = out_dir().join(format!("{name}_snippet.c"));
     std::fs::write(&source, snippet).unwrap();
     let exe = build(source.to_str().unwrap(), Link::Shared);
-    let out = run_mode(&exe, "");
-    assert_eq!(out, "40 + 2 = 42\n");
+    assert_eq!(run_mode(&exe, ""), "40 + 2 = 42\n");
+}
+
+/// The workspace README's C snippet. Its file lies outside this package, so the test exists only
+/// in the repository (`build.rs` sets `hostcall_workspace` where `../README.md` is there).
+#[test]
+#[cfg_attr(not(hostcall_workspace), ignore = "the workspace README is not in a packaged crate")]
+fn the_workspace_readme_c_snippet_builds_and_runs() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    readme_c_block_builds_and_runs("workspace_readme", &readme);
+}
+
+/// The C guide's complete program (this crate's README), with both of ROCm's protocols.
+#[test]
+fn the_c_guide_program_builds_and_runs() {
+    readme_c_block_builds_and_runs("capi_readme", include_str!("../README.md"));
 }

@@ -36,6 +36,10 @@ pub enum GeometryError {
     TooFewPackets(u64),
     /// More packets than [`MAX_PACKETS`].
     TooManyPackets(u64),
+    /// An LLVM-RPC buffer's port count outside 1 ..= [`rpc::MAX_PORT_COUNT`](crate::rpc::MAX_PORT_COUNT).
+    PortCount(u64),
+    /// An LLVM-RPC buffer's lane count outside 1 ..= [`LANES`](crate::LANES).
+    LaneCount(u64),
 }
 
 impl fmt::Display for GeometryError {
@@ -44,6 +48,12 @@ impl fmt::Display for GeometryError {
             Self::TooFewPackets(n) => write!(f, "num_packets = {n}: at least 2 packets are needed"),
             Self::TooManyPackets(n) => {
                 write!(f, "num_packets = {n}: at most {MAX_PACKETS} packets are supported")
+            }
+            Self::PortCount(n) => {
+                write!(f, "port_count = {n}: 1 ..= {} ports are supported", crate::rpc::MAX_PORT_COUNT)
+            }
+            Self::LaneCount(n) => {
+                write!(f, "lane_size = {n}: 1 ..= {} lanes are supported", crate::lane::LANES)
             }
         }
     }

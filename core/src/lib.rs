@@ -110,6 +110,7 @@ mod occupied;
 pub mod phase;
 #[cfg(not(loom))]
 mod poller;
+pub mod rpc;
 pub mod stack;
 pub mod sync;
 
@@ -141,3 +142,8 @@ pub mod __internal {
         view.ready_stack()
     }
 }
+
+/// The crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}

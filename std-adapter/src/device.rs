@@ -304,11 +304,9 @@ struct Waiting {
 ///
 /// The phases are short on purpose: the spin covers a round trip to an awake listener (about a
 /// microsecond), and only a few yields follow, because with more waves than cores a yielding wave
-/// is still runnable and takes turns with the listener, which then gets a sliver of a core. On the
-/// 2-core development VM, in one run at moderate load, 64 waves that yielded up to 4096 times made
-/// 0.7 x crossbeam-channel's request/response throughput at 64 clients, and waves that yield 32
-/// times and then sleep about 1.5 x (the `bench` example, `throughput_64w_1l`; noisy, see the
-/// README's Benchmarks section).
+/// is still runnable and takes turns with the listener, which then gets a sliver of a core (the
+/// `bench` example's `throughput_64w_1l` row measures it: `docs/performance.md`, "Hot-path
+/// changes").
 struct Backoff {
     polls: u32,
     /// The call's start, read only when there is a timeout to check (it costs a clock read).

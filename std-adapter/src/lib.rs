@@ -100,11 +100,21 @@ pub use memory::{DeviceAllocation, DeviceMemory, MemoryError};
 pub use threads::listener::{Listener, ListenerConfig};
 pub use threads::pool::ListenerPool;
 
-/// The repository's README, so that `cargo test --doc` compiles and runs its Rust snippets (only
-/// under rustdoc's test mode: the published crate neither needs nor has the file there).
+/// This crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 mod readme {}
+
+/// The workspace README and the embedding guide, so that `cargo test --doc` compiles and runs
+/// their Rust snippets (only under rustdoc's test mode, in the repository: the published crate
+/// neither needs nor has these files).
+#[cfg(doctest)]
+mod workspace_docs {
+    #[doc = include_str!("../../README.md")]
+    mod readme {}
+    #[doc = include_str!("../../docs/guide.md")]
+    mod guide {}
+}
 
 /// Byte offset of `hidden_hostcall_buffer` in a kernel's implicit arguments, code-object ABI < 500
 /// (8-byte slot 3).

@@ -31,6 +31,10 @@
 //! - `wire_1l_line` / `llvm_rpc_1l`: the shared-memory traffic alone of one lane's round trip in
 //!   the line protocol's layout and in LLVM libc's GPU RPC's one-port layout, no project code on
 //!   either side (see `wire.rs`): what a layout costs before any instruction of ours.
+//! - `bare_1l_stack` / `bare_1l_phase`: ROCm's stack and phase algorithms alone, no project code
+//!   on either side, in the memory the project's buffers use (see `bare/`): the rows the full
+//!   paths are measured against. The report prints `hostcall_1l_spinning` and `core_1l_spinning`
+//!   over `bare_1l_stack`, `hostcall_1l_phase` and `core_1l_phase` over `bare_1l_phase`.
 //! - `wave_1l_spinning`: the same with the emulated `Wave` (`with_spin_wait`) as the device side:
 //!   what the emulation adds.
 //! - `crossbeam_blocking` / `crossbeam_spinning`: the same payload (8 u64 request, 2 u64 reply)
@@ -82,6 +86,7 @@ fn request(i: u64, lane: usize) -> [u64; SLOT_WORDS] {
     [i, lane as u64, 2, 3, 4, 5, 6, i ^ lane as u64]
 }
 
+mod bare;
 #[path = "../cli/mod.rs"]
 mod cli;
 mod latency;
@@ -133,5 +138,6 @@ fn main() {
     print_table(&summaries, o.rounds);
     println!();
     print_goals(&summaries);
+    bare::print_ratios(&rows);
     println!("bench: total_s={:.1}", started.elapsed().as_secs_f64());
 }

@@ -1,5 +1,6 @@
 //! The rows of the benchmark: what each measures and what it compares to.
 
+use crate::bare::{bare_phase, bare_row_of, bare_stack};
 use crate::latency::{
     core_round_trip, core_round_trip_line_kept, crossbeam_round_trip, floor_ping_pong, hostcall_round_trip,
     wave_round_trip,
@@ -63,6 +64,8 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
         row("core_1l_line_kept".into(), Compare::Floor, None, Box::new(core_round_trip_line_kept)),
         row("wire_1l_line".into(), Compare::Floor, None, Box::new(wire_line)),
         row("llvm_rpc_1l".into(), Compare::Floor, None, Box::new(llvm_rpc)),
+        row("bare_1l_stack".into(), Compare::Floor, None, Box::new(bare_stack)),
+        row("bare_1l_phase".into(), Compare::Floor, None, Box::new(bare_phase)),
         row(
             "hostcall_1l_spinning".into(),
             Compare::Floor,
@@ -143,11 +146,14 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
             .filter(|r| chosen(&r.name) && r.compare == Compare::Phase)
             .map(|r| phase_row(&r.name))
             .collect();
+        let bare_rows: Vec<&str> =
+            rows.iter().filter(|r| chosen(&r.name)).filter_map(|r| bare_row_of(&r.name)).collect();
         rows.retain(|r| {
             r.name == "floor_ping_pong"
                 || chosen(&r.name)
                 || r.clients.is_some_and(|c| compared.contains(&c))
                 || phase_rows.contains(&r.name)
+                || bare_rows.contains(&r.name.as_str())
         });
     }
     rows

@@ -266,3 +266,8 @@ mod tests {
         }
     }
 }
+
+/// The crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme {}

@@ -1,0 +1,216 @@
+//! The client's side (device code's, here for emulated waves, tests and the loom models):
+//! [`Client::try_open`] takes a port's lock bit and the port, [`ClientPort`] sends and receives
+//! packets and streams, and closing unlocks. One wave is one thread: it does for all its lanes
+//! what upstream's warp does lane by lane.
+
+use super::layout::LANE_BUFFER_SIZE;
+use super::server::bit;
+use super::stream::{fill_packet, packet_bytes, Cursor};
+use super::view::View;
+use crate::host::LayoutError;
+use crate::lane::{lanes, SLOT_WORDS};
+use crate::sync::{fence, spin_hint, AtomicU32, Ordering};
+
+/// The client of one buffer: the view and the lock bits (one per port; in device code they are
+/// part of the `__llvm_rpc_client` object, private to the device).
+#[derive(Clone, Copy, Debug)]
+pub struct Client<'a> {
+    view: View<'a>,
+    locks: &'a [AtomicU32],
+}
+
+/// A client gave up waiting for the host (its `keep_waiting` said stop). The port is left as it
+/// was; close it to unlock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stalled;
+
+impl<'a> Client<'a> {
+    /// A client of `view` with `locks` (at least `ceil(ports / 32)` words, zeroed: no port held).
+    pub fn new(view: View<'a>, locks: &'a [AtomicU32]) -> Result<Self, LayoutError> {
+        let expected = view.ports().div_ceil(32) as usize;
+        if locks.len() < expected {
+            return Err(LayoutError::ArrayLength { array: "locks", expected, given: locks.len() });
+        }
+        Ok(Self { view, locks })
+    }
+
+    /// Opens a port for a call of `opcode` by the lanes of `mask`: tries each port once from
+    /// `start` (upstream scans from 0 every time), takes the first whose lock bit is free and
+    /// whose mailboxes are equal (the host has closed its last call), and writes its header.
+    /// `None` when every port is busy.
+    pub fn try_open(&self, opcode: u32, mask: u64, start: u32) -> Option<ClientPort<'a>> {
+        let ports = self.view.ports();
+        (0..ports)
+            .map(|i| (start % ports + i) % ports)
+            .find_map(|port| self.try_open_port(opcode, mask, port))
+    }
+
+    fn try_open_port(&self, opcode: u32, mask: u64, port: u32) -> Option<ClientPort<'a>> {
+        let (word, bit_of_port) = (&self.locks[port as usize / 32], 1u32 << (port % 32));
+        // Acquire: pairs with the Release `fetch_and` of the previous holder's `close`, so this
+        // wave's accesses to the port come after that holder's.
+        if word.fetch_or(bit_of_port, Ordering::Acquire) & bit_of_port != 0 {
+            return None;
+        }
+        // Relaxed: the first send's wait ends with the Acquire fence that orders the buffer.
+        let inbox = bit(self.view.host_mailbox[port as usize].load(Ordering::Relaxed));
+        let outbox = bit(self.view.device_mailbox[port as usize].load(Ordering::Relaxed));
+        if inbox != outbox {
+            // Release: nothing was written; keeps the unlock symmetric with `close`.
+            word.fetch_and(!bit_of_port, Ordering::Release);
+            return None;
+        }
+        let header = self.view.header(port);
+        // Relaxed: published by the Release fence of the first send's flip.
+        header.mask.store(mask & self.view.lane_mask(), Ordering::Relaxed);
+        header.opcode.store(opcode, Ordering::Relaxed);
+        Some(ClientPort {
+            client: *self,
+            port,
+            mask: mask & self.view.lane_mask(),
+            out: outbox,
+            receive: false,
+            owns: true,
+        })
+    }
+}
+
+/// An open port of a client: upstream's `rpc::Port<false>`. Every wait polls the host's mailbox
+/// and asks `keep_waiting(polls so far)` between polls; `false` gives up with [`Stalled`].
+#[derive(Debug)]
+#[must_use = "close the port to unlock it"]
+pub struct ClientPort<'a> {
+    client: Client<'a>,
+    port: u32,
+    mask: u64,
+    /// The client mailbox's bit (this side's own word: kept, never read back).
+    out: bool,
+    /// Whether the last operation was a receive (a receive after it acknowledges first).
+    receive: bool,
+    /// Whether the client owns the buffer without waiting.
+    owns: bool,
+}
+
+impl ClientPort<'_> {
+    /// The port's index.
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+
+    /// The lanes of the call.
+    pub fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// Flips the client's mailbox: a Release fence, then a Relaxed store. The fence pairs with
+    /// the Acquire fence of the host's [`View::turn`](super::View::turn).
+    fn flip(&mut self) {
+        fence(Ordering::Release);
+        self.out = !self.out;
+        self.client.view.device_mailbox[self.port as usize].store(u32::from(self.out), Ordering::Relaxed);
+        self.owns = false;
+    }
+
+    /// Waits until the host's mailbox equals the client's, then an Acquire fence that pairs with
+    /// the Release fence of the host's [`Turn::finish`](super::Turn::finish).
+    fn wait_for_ownership(&mut self, keep_waiting: &mut impl FnMut(u32) -> bool) -> Result<(), Stalled> {
+        let inbox = &self.client.view.host_mailbox[self.port as usize];
+        let mut polls = 0u32;
+        // Relaxed polls: the fence below orders what follows.
+        while !self.owns && bit(inbox.load(Ordering::Relaxed)) != self.out {
+            polls = polls.saturating_add(1);
+            if !keep_waiting(polls) {
+                return Err(Stalled);
+            }
+            spin_hint();
+        }
+        fence(Ordering::Acquire);
+        self.owns = true;
+        Ok(())
+    }
+
+    /// Sends one packet: `fill(lane)` for each lane of the call.
+    pub fn send(
+        &mut self,
+        mut fill: impl FnMut(u32) -> [u64; SLOT_WORDS],
+        keep_waiting: &mut impl FnMut(u32) -> bool,
+    ) -> Result<(), Stalled> {
+        self.wait_for_ownership(keep_waiting)?;
+        for lane in lanes(self.mask) {
+            self.client.view.lane_buffer(self.port, lane as u32).write(&fill(lane as u32));
+        }
+        self.flip();
+        self.receive = false;
+        Ok(())
+    }
+
+    /// Receives one packet: `take(lane, words)` for each lane of the call.
+    pub fn recv(
+        &mut self,
+        mut take: impl FnMut(u32, [u64; SLOT_WORDS]),
+        keep_waiting: &mut impl FnMut(u32) -> bool,
+    ) -> Result<(), Stalled> {
+        if self.receive {
+            self.flip();
+        }
+        self.wait_for_ownership(keep_waiting)?;
+        for lane in lanes(self.mask) {
+            take(lane as u32, self.client.view.lane_buffer(self.port, lane as u32).read());
+        }
+        self.receive = true;
+        Ok(())
+    }
+
+    /// Sends `data(lane)` from each lane as a stream (`send_n`).
+    pub fn send_n<'d>(
+        &mut self,
+        data: impl Fn(u32) -> &'d [u8],
+        keep_waiting: &mut impl FnMut(u32) -> bool,
+    ) -> Result<(), Stalled> {
+        let longest = lanes(self.mask).map(|lane| data(lane as u32).len() as u64).max().unwrap_or(0);
+        let mut cursor = Cursor::start();
+        loop {
+            self.send(|lane| fill_packet(&cursor, data(lane)), keep_waiting)?;
+            if !cursor.advance(longest) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Receives a stream (`recv_n`): `sink(lane, size, offset, bytes)` for each lane's chunk of
+    /// each packet (`size` is the lane's byte count, from the first packet).
+    pub fn recv_n(
+        &mut self,
+        mut sink: impl FnMut(u32, u64, u64, &[u8]),
+        keep_waiting: &mut impl FnMut(u32) -> bool,
+    ) -> Result<(), Stalled> {
+        let mut sizes = [0u64; crate::lane::LANES];
+        let mut longest = 0;
+        let mut cursor = Cursor::start();
+        loop {
+            self.recv(
+                |lane, words| {
+                    if cursor.is_first() {
+                        sizes[lane as usize] = words[0];
+                        longest = longest.max(words[0]);
+                    }
+                    let (range, at) = cursor.chunk(sizes[lane as usize]);
+                    let len = ((range.end - range.start) as usize).min(LANE_BUFFER_SIZE - at);
+                    sink(lane, sizes[lane as usize], range.start, &packet_bytes(&words)[at..at + len]);
+                },
+                keep_waiting,
+            )?;
+            if !cursor.advance(longest) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Closes the port: unlocks it (the client never flips at close; the host does when its last
+    /// turn was a receive).
+    pub fn close(self) {
+        let (word, bit_of_port) = (&self.client.locks[self.port as usize / 32], 1u32 << (self.port % 32));
+        // Release: pairs with the Acquire `fetch_or` of the next wave's `try_open`.
+        word.fetch_and(!bit_of_port, Ordering::Release);
+    }
+}

@@ -1,0 +1,131 @@
+//! The host's side of the handshake: which ports are pending, and a [`Turn`] on one of them (read
+//! the client's lane buffers, write the host's, hand the port back with one flip).
+//!
+//! Upstream's server is a sequence of blocking `recv`/`send` calls per opcode. The host here never
+//! waits on a device: each time a port is the host's (mailboxes differ), it takes one turn, which
+//! is everything upstream's server does between two waits for ownership. A turn is one of
+//!
+//! - *receive*: the client sent a packet; the host reads it, and flips (upstream: the flip that
+//!   begins the server's next `recv`, or its `close` after a final `recv`);
+//! - *receive, then send*: the host reads the packet, writes its answer in place, and flips
+//!   (upstream: a `recv` followed by a `send`);
+//! - *send*: the client acknowledged the host's previous packet (its `recv` after a `recv` flips
+//!   with no data); the host writes the next packet and flips (a `send` after a `send`).
+//!
+//! Every turn ends with exactly one flip of the host's mailbox, so a call of `k` turns is `k`
+//! round trips, as upstream. What a turn does is the conversation's business (the caller's, with
+//! state of its own per port); this module only hands turns out.
+
+use super::view::View;
+use crate::lane::{lanes, Lanes, SLOT_WORDS};
+use crate::sync::{fence, Ordering};
+
+/// Whether a mailbox word says "flipped an odd number of times". Each side stores only 0 or 1;
+/// any other value a hostile device stores reads as 1, as upstream's `!old` does.
+#[inline]
+pub(super) const fn bit(word: u32) -> bool {
+    word != 0
+}
+
+impl<'a> View<'a> {
+    /// Whether port `port` is the host's: its two mailboxes differ (a Relaxed look at each; see
+    /// [`View::turn`] for the Acquire).
+    ///
+    /// # Panics
+    /// If `port >= ports`.
+    #[inline]
+    pub fn pending(&self, port: u32) -> bool {
+        let (host, device) = (&self.host_mailbox[port as usize], &self.device_mailbox[port as usize]);
+        // Relaxed: a look only; `turn` orders the reads of the packet with its fence.
+        bit(host.load(Ordering::Relaxed)) != bit(device.load(Ordering::Relaxed))
+    }
+
+    /// A turn on port `port` if it is the host's, else `None` (nothing read).
+    ///
+    /// # Panics
+    /// If `port >= ports`.
+    #[inline]
+    pub fn turn(&self, port: u32) -> Option<Turn<'a>> {
+        let host = bit(self.host_mailbox[port as usize].load(Ordering::Relaxed));
+        // Relaxed load, then the Acquire fence below: pairs with the Release fence before the
+        // client's flip of its mailbox (`ClientPort::flip`), so the client's lane buffer and
+        // header stores before that flip are visible to the turn's reads.
+        let device = bit(self.device_mailbox[port as usize].load(Ordering::Relaxed));
+        if host == device {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        Some(Turn { view: *self, port, host })
+    }
+}
+
+/// One turn of the host on a port it owns. Read the client's packet with [`Turn::read`], write
+/// the host's with [`Turn::write`], then [`Turn::finish`] to hand the port back. A turn dropped
+/// without `finish` leaves the port the host's (the next scan sees it pending again).
+#[derive(Debug)]
+#[must_use = "finish the turn to hand the port back"]
+pub struct Turn<'a> {
+    view: View<'a>,
+    port: u32,
+    /// The host mailbox's bit as this turn found it.
+    host: bool,
+}
+
+impl<'a> Turn<'a> {
+    /// The port.
+    #[inline]
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+
+    /// The lanes per port of the buffer.
+    #[inline]
+    pub fn lane_count(&self) -> u32 {
+        self.view.lanes
+    }
+
+    /// The header as the client wrote it at `open`: (lanes that exist among its mask, opcode).
+    /// Meaningful at a call's first turn; a conversation keeps its own copy for the later ones.
+    #[inline]
+    pub fn header(&self) -> (u64, u32) {
+        let header = self.view.header(self.port);
+        // Relaxed: ordered by the Acquire fence of `View::turn` (the client writes the header
+        // before its first flip).
+        let mask = header.mask.load(Ordering::Relaxed) & self.view.lane_mask();
+        (mask, header.opcode.load(Ordering::Relaxed))
+    }
+
+    /// The lanes of `mask` that exist, lowest first.
+    #[inline]
+    pub fn lanes(&self, mask: u64) -> Lanes {
+        lanes(mask & self.view.lane_mask())
+    }
+
+    /// Lane `lane`'s eight words.
+    ///
+    /// # Panics
+    /// If `lane >= lane_count()` (lanes from [`Turn::lanes`] never are).
+    #[inline]
+    pub fn read(&self, lane: u32) -> [u64; SLOT_WORDS] {
+        self.view.lane_buffer(self.port, lane).read()
+    }
+
+    /// Stores lane `lane`'s eight words (published by [`Turn::finish`]).
+    ///
+    /// # Panics
+    /// If `lane >= lane_count()`.
+    #[inline]
+    pub fn write(&mut self, lane: u32, words: &[u64; SLOT_WORDS]) {
+        self.view.lane_buffer(self.port, lane).write(words);
+    }
+
+    /// Hands the port back: a Release fence, then the flipped host mailbox (a Relaxed store).
+    /// The fence pairs with the client's Acquire fence after it sees the flip
+    /// (`ClientPort::wait_for_ownership`): the turn's reads are done and its writes visible
+    /// before the client touches the lane buffers again.
+    #[inline]
+    pub fn finish(self) {
+        fence(Ordering::Release);
+        self.view.host_mailbox[self.port as usize].store(u32::from(!self.host), Ordering::Relaxed);
+    }
+}

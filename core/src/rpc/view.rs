@@ -1,0 +1,172 @@
+//! [`View`]: a checked view of one LLVM-RPC buffer and its initialisation. The host's turns are
+//! in `server.rs`, the client's side in `client.rs`.
+
+use super::layout::{check_geometry, Header, LaneBuffer};
+#[cfg(not(loom))]
+use super::layout::{Layout, MIN_ALIGN};
+use crate::host::LayoutError;
+use crate::lane::LANE_MASK;
+use crate::sync::{AtomicU32, Ordering};
+
+/// A view of an LLVM-RPC buffer: both mailboxes, the headers and the lane buffers, with the
+/// host's own copy of the geometry (it never reads a port count or lane count from shared
+/// memory).
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    pub(super) lanes: u32,
+    /// Mailbox A: written by the host only (the client's inbox).
+    pub(super) host_mailbox: &'a [AtomicU32],
+    /// Mailbox B: written by the client only (the client's outbox).
+    pub(super) device_mailbox: &'a [AtomicU32],
+    pub(super) headers: &'a [Header],
+    /// `ports * lanes` lane buffers, port-major.
+    pub(super) buffers: &'a [LaneBuffer],
+}
+
+/// The parts of a buffer held separately (loom models and tests allocate them normally).
+#[derive(Clone, Copy)]
+pub struct Parts<'a> {
+    /// Lanes per port.
+    pub lanes: u32,
+    /// Mailbox A, `u32[ports]` (host only).
+    pub host_mailbox: &'a [AtomicU32],
+    /// Mailbox B, `u32[ports]` (client only).
+    pub device_mailbox: &'a [AtomicU32],
+    /// `Header[ports]`.
+    pub headers: &'a [Header],
+    /// `LaneBuffer[ports * lanes]`.
+    pub buffers: &'a [LaneBuffer],
+}
+
+/// The lengths; the arrays are not read.
+impl core::fmt::Debug for Parts<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("rpc::Parts")
+            .field("lanes", &self.lanes)
+            .field("ports", &self.host_mailbox.len())
+            .field("buffers", &self.buffers.len())
+            .finish()
+    }
+}
+
+/// The geometry (ports, lanes); the arrays are not read.
+impl core::fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("rpc::View").field("ports", &self.ports()).field("lanes", &self.lanes).finish()
+    }
+}
+
+impl<'a> View<'a> {
+    /// A view over separately held parts. The port count is `host_mailbox.len()`; every other
+    /// array must match it and `lanes`.
+    pub fn from_parts(parts: Parts<'a>) -> Result<Self, LayoutError> {
+        let (ports, lanes) = check_geometry(parts.host_mailbox.len() as u64, u64::from(parts.lanes))?;
+        let (p, l) = (ports as usize, lanes as usize);
+        let lengths = [
+            ("device_mailbox", p, parts.device_mailbox.len()),
+            ("headers", p, parts.headers.len()),
+            ("buffers", p * l, parts.buffers.len()),
+        ];
+        for (array, expected, given) in lengths {
+            if expected != given {
+                return Err(LayoutError::ArrayLength { array, expected, given });
+            }
+        }
+        let Parts { host_mailbox, device_mailbox, headers, buffers, .. } = parts;
+        Ok(Self { lanes, host_mailbox, device_mailbox, headers, buffers })
+    }
+
+    /// A view over raw memory laid out as [`Layout`] describes for `ports` ports of `lanes` lanes.
+    ///
+    /// Checks the address (not null, aligned to [`MIN_ALIGN`]), the geometry and that `len`
+    /// covers the layout.
+    ///
+    /// # Safety
+    /// - `base..base + len` must be valid for reads and writes for `'a`, and only accessed
+    ///   through atomics (views like this one, or device code) while the view lives.
+    #[cfg(not(loom))]
+    pub unsafe fn from_raw(base: *mut u8, len: usize, ports: u64, lanes: u64) -> Result<Self, LayoutError> {
+        let layout = Layout::new(ports, lanes).map_err(LayoutError::Geometry)?;
+        let layout = crate::host::check_raw(base, len, MIN_ALIGN, Some(layout), |l| l.size)?;
+        let (p, l) = (layout.ports as usize, layout.lanes as usize);
+        // SAFETY: the memory is valid for 'a (caller) and covers `layout.size` (checked above);
+        // `Layout` keeps the four arrays disjoint and inside `size`, and every offset is a
+        // multiple of 8 from an 8-aligned base (checked), which is the alignment of each element
+        // type (pinned by the `abi` asserts in `layout`). The element types are atomics (or
+        // `PayloadWord`, an atomic in production) with the integers' representation, valid for
+        // any bytes, and the caller promises only atomic access while the view lives.
+        let slice = |offset: usize, count: usize| unsafe { (base.add(offset), count) };
+        let (a, b, h, buf) = (
+            slice(layout.host_mailbox, p),
+            slice(layout.device_mailbox, p),
+            slice(layout.headers, p),
+            slice(layout.buffers, p * l),
+        );
+        // SAFETY: as above, for each array in turn.
+        let parts = unsafe {
+            Parts {
+                lanes: layout.lanes,
+                host_mailbox: core::slice::from_raw_parts(a.0.cast(), a.1),
+                device_mailbox: core::slice::from_raw_parts(b.0.cast(), b.1),
+                headers: core::slice::from_raw_parts(h.0.cast(), h.1),
+                buffers: core::slice::from_raw_parts(buf.0.cast(), buf.1),
+            }
+        };
+        Self::from_parts(parts)
+    }
+
+    /// Ports (the host's own count).
+    #[inline]
+    pub fn ports(&self) -> u32 {
+        self.host_mailbox.len() as u32
+    }
+
+    /// Lanes per port (the host's own count).
+    #[inline]
+    pub fn lanes(&self) -> u32 {
+        self.lanes
+    }
+
+    /// The bits of the lanes that exist (`lanes` low bits).
+    #[inline]
+    pub fn lane_mask(&self) -> u64 {
+        if self.lanes as usize >= 64 {
+            LANE_MASK
+        } else {
+            ((1u64 << self.lanes) - 1) & LANE_MASK
+        }
+    }
+
+    /// Initialises the buffer: both mailboxes 0 (every port the client's, nothing pending),
+    /// headers and lane buffers zeroed. Call before the device runs; Relaxed stores, published
+    /// by however the runtime hands the buffer to the device (a kernel launch).
+    pub fn init(&self) {
+        for word in self.host_mailbox.iter().chain(self.device_mailbox) {
+            word.store(0, Ordering::Relaxed);
+        }
+        for header in self.headers {
+            header.mask.store(0, Ordering::Relaxed);
+            header.opcode.store(0, Ordering::Relaxed);
+            header.padding.store(0, Ordering::Relaxed);
+        }
+        for buffer in self.buffers {
+            buffer.write(&[0; 8]);
+        }
+    }
+
+    /// Port `port`'s lane `lane` buffer.
+    ///
+    /// # Panics
+    /// If `port >= ports` or `lane >= lanes` (the callers bound both by the host's geometry).
+    #[inline]
+    pub(super) fn lane_buffer(&self, port: u32, lane: u32) -> &'a LaneBuffer {
+        assert!(lane < self.lanes, "lane {lane} of a {}-lane port", self.lanes);
+        &self.buffers[port as usize * self.lanes as usize + lane as usize]
+    }
+
+    /// Port `port`'s header.
+    #[inline]
+    pub(super) fn header(&self, port: u32) -> &'a Header {
+        &self.headers[port as usize]
+    }
+}
