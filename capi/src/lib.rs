@@ -27,6 +27,7 @@
 
 pub mod emulated;
 pub mod lifecycle;
+pub mod logging;
 pub mod options;
 pub mod service;
 pub mod status;
@@ -37,7 +38,8 @@ pub use lifecycle::{
     hostcall_buffer_alignment, hostcall_buffer_alignment_for, hostcall_buffer_size, hostcall_buffer_size_for,
     hostcall_disable, hostcall_enable, hostcall_enable_ex,
 };
+pub use logging::hostcall_set_log_callback;
 pub use service::{
     hostcall_enable_function_calls_unsafe, hostcall_register_service, hostcall_unregister_service,
 };
-pub use status::hostcall_last_error;
+pub use status::{hostcall_last_error, hostcall_status_string};

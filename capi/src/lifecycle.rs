@@ -7,6 +7,15 @@ use hostcall_rs::lifecycle::{buffer_align_for, buffer_size_for};
 use hostcall_rs::QueueId;
 use std::ffi::{c_int, c_void};
 
+/// The queue a buffer is enabled for: any non-null pointer (it names the queue, it is never
+/// dereferenced). NULL is refused with `HOSTCALL_ERR_NULL`: it would key every NULL enable alike.
+fn queue_id(queue: *const c_void) -> Result<QueueId, Failure> {
+    if queue.is_null() {
+        return Err(Failure::null("queue"));
+    }
+    Ok(QueueId::from(queue))
+}
+
 /// Bytes a buffer of `num_packets` packets needs; 0 if the count is refused (fewer than 2, or
 /// absurdly many: see `hostcall_last_error()`).
 #[no_mangle]
@@ -33,9 +42,12 @@ pub unsafe extern "C" fn hostcall_enable(
     queue: *const c_void,
 ) -> c_int {
     status(|| {
-        // SAFETY: forwarded from this function's contract; the callee checks null and alignment.
-        unsafe { hostcall_rs::enable(buffer.cast(), num_packets, QueueId::from(queue)) }
-            .map_err(Failure::from)
+        if buffer.is_null() {
+            return Err(Failure::null("buffer"));
+        }
+        let queue = queue_id(queue)?;
+        // SAFETY: forwarded from this function's contract; the callee checks alignment.
+        unsafe { hostcall_rs::enable(buffer.cast(), num_packets, queue) }.map_err(Failure::from)
     })
 }
 
@@ -75,10 +87,13 @@ pub unsafe extern "C" fn hostcall_enable_ex(
     status(|| {
         // SAFETY: forwarded from this function's contract.
         let options = unsafe { options::read(options) }?;
+        if buffer.is_null() {
+            return Err(Failure::null("buffer"));
+        }
+        let queue = queue_id(queue)?;
         // SAFETY: forwarded from this function's contract; the callee checks null, alignment,
         // overlaps and the bitmap.
-        unsafe { hostcall_rs::enable_with(buffer.cast(), num_packets, QueueId::from(queue), options) }
-            .map_err(Failure::from)
+        unsafe { hostcall_rs::enable_with(buffer.cast(), num_packets, queue, options) }.map_err(Failure::from)
     })
 }
 
@@ -86,7 +101,12 @@ pub unsafe extern "C" fn hostcall_enable_ex(
 /// last buffer. Returns `HOSTCALL_OK` or a `HOSTCALL_ERR_*` code.
 #[no_mangle]
 pub extern "C" fn hostcall_disable(buffer: *mut c_void, queue: *const c_void) -> c_int {
-    status(|| hostcall_rs::disable(buffer.cast(), QueueId::from(queue)).map_err(Failure::from))
+    status(|| {
+        if buffer.is_null() {
+            return Err(Failure::null("buffer"));
+        }
+        hostcall_rs::disable(buffer.cast(), queue_id(queue)?).map_err(Failure::from)
+    })
 }
 
 /// ROCm's `getHostcallBufferSize` (0 for a refused count).
@@ -118,7 +138,9 @@ pub unsafe extern "C" fn enableHostcalls(
     unsafe { hostcall_enable(buffer, num_packets, queue) == crate::status::HOSTCALL_OK }
 }
 
-/// ROCm's `disableHostcalls` (a failure is only recorded for `hostcall_last_error()`).
+/// ROCm's `disableHostcalls`, whose `void` signature is kept: to learn the result, call
+/// [`hostcall_disable`] (the same disable, with a status) or read `hostcall_last_error()` after
+/// it (`""` when it succeeded: every successful call clears it).
 #[no_mangle]
 #[allow(non_snake_case)]
 pub extern "C" fn disableHostcalls(buffer: *mut c_void, queue: *const c_void) {

@@ -96,6 +96,11 @@ thread_local! {
     static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
 }
 
+/// Forgets this thread's last error: every call that succeeds does (see [`guard`]).
+fn clear_last_error() {
+    let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = None);
+}
+
 fn set_last_error(message: String) {
     // Interior NULs would truncate the C string: replace them.
     let message = CString::new(message.replace('\0', " ")).unwrap_or_default();
@@ -103,11 +108,18 @@ fn set_last_error(message: String) {
     let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = Some(message));
 }
 
-/// Runs an entry point's body: its value on success; on failure (an error or a caught panic)
-/// records the message and returns `on_failure(code)`.
+/// Runs an entry point's body: its value on success (this thread's last error cleared); on
+/// failure (an error or a caught panic) records the message and returns `on_failure(code)`.
+/// Installs the library's logger first ([`crate::logging`]).
 pub fn guard<T>(on_failure: impl FnOnce(c_int) -> T, body: impl FnOnce() -> Result<T, Failure>) -> T {
-    let failure = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(value)) => return value,
+    let failure = match catch_unwind(AssertUnwindSafe(|| {
+        crate::logging::install();
+        body()
+    })) {
+        Ok(Ok(value)) => {
+            clear_last_error();
+            return value;
+        }
         Ok(Err(failure)) => failure,
         Err(panic) => {
             let what = panic
@@ -128,8 +140,9 @@ pub fn status(body: impl FnOnce() -> Result<(), Failure>) -> c_int {
     guard(|code| code, || body().map(|()| HOSTCALL_OK))
 }
 
-/// The message of the last failed call on this thread (`""` if none failed yet). The string stays
-/// valid until the next failing call on this thread.
+/// The message of the last call on this thread if it failed; `""` if it succeeded (every entry
+/// point but this one and [`hostcall_status_string`] clears it on success) or none was made. The
+/// string stays valid until the next call into the library on this thread.
 #[no_mangle]
 pub extern "C" fn hostcall_last_error() -> *const c_char {
     let fallback = c"".as_ptr();
@@ -139,6 +152,34 @@ pub extern "C" fn hostcall_last_error() -> *const c_char {
             .unwrap_or(fallback)
     })
     .unwrap_or(fallback)
+}
+
+/// What a status code means, as a static NUL-terminated string (`"unknown status code"` for a
+/// code this library does not return). Leaves `hostcall_last_error()` as it is.
+#[no_mangle]
+pub extern "C" fn hostcall_status_string(code: c_int) -> *const c_char {
+    let text: &'static std::ffi::CStr = match code {
+        HOSTCALL_OK => c"success",
+        HOSTCALL_ERR_NULL => c"a required pointer is null",
+        HOSTCALL_ERR_MISALIGNED => c"a pointer is not aligned as its contract says",
+        HOSTCALL_ERR_PACKET_COUNT => c"packet count refused (fewer than 2 or more than 2^24)",
+        HOSTCALL_ERR_ALREADY_ENABLED => c"buffer already enabled",
+        HOSTCALL_ERR_OTHER_LISTENER => c"buffer enabled or served on another listener",
+        HOSTCALL_ERR_OVERLAPS => c"memory overlaps an enabled buffer or its bitmap",
+        HOSTCALL_ERR_QUEUE_TAKEN => c"the queue already has a buffer",
+        HOSTCALL_ERR_NOT_ENABLED => c"buffer not enabled",
+        HOSTCALL_ERR_WRONG_QUEUE => c"buffer enabled for another queue",
+        HOSTCALL_ERR_PACKET_COUNT_MISMATCH => c"buffer enabled with another packet count",
+        HOSTCALL_ERR_FROM_LISTENER => c"called from a service on the listener thread",
+        HOSTCALL_ERR_SERVICE_TAKEN => c"service id already registered",
+        HOSTCALL_ERR_TIMED_OUT => c"an emulated call got no answer in time",
+        HOSTCALL_ERR_THREAD => c"the listener thread could not start",
+        HOSTCALL_ERR_PANIC => c"an internal error was caught",
+        HOSTCALL_ERR_OTHER => c"other error (see hostcall_last_error())",
+        HOSTCALL_ERR_OPTIONS => c"options refused",
+        _ => c"unknown status code",
+    };
+    text.as_ptr()
 }
 
 #[cfg(test)]
@@ -157,10 +198,25 @@ mod tests {
         let code = status(|| panic!("boom {}", 42));
         assert_eq!(code, HOSTCALL_ERR_PANIC);
         assert_eq!(last_error(), "internal panic: boom 42");
+        assert_eq!(last_error(), "internal panic: boom 42", "read twice");
         assert_eq!(status(|| Ok(())), HOSTCALL_OK);
-        assert_eq!(last_error(), "internal panic: boom 42", "kept until the next failure");
+        assert_eq!(last_error(), "", "cleared by a call that succeeds");
         assert_eq!(guard(|_| 0usize, || Err(Failure::null("x\0y"))), 0);
         assert_eq!(last_error(), "x y is null");
+    }
+
+    #[test]
+    fn every_status_has_its_own_string() {
+        let text = |code| {
+            // SAFETY: a static NUL-terminated string.
+            unsafe { std::ffi::CStr::from_ptr(hostcall_status_string(code)) }.to_str().unwrap().to_owned()
+        };
+        let texts: std::collections::BTreeSet<String> =
+            (HOSTCALL_OK..=HOSTCALL_ERR_OPTIONS).map(text).collect();
+        assert_eq!(texts.len(), 18, "one distinct text per code");
+        assert!(!texts.contains("unknown status code"));
+        assert_eq!(text(-1), "unknown status code");
+        assert_eq!(text(HOSTCALL_ERR_NULL), "a required pointer is null");
     }
 
     #[test]

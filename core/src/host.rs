@@ -243,6 +243,8 @@ pub struct PacketRequest<'a> {
     /// The ordinal of the device whose buffer carried the packet (0 unless the buffer was
     /// registered with one: [`Poller::add_on_device`](crate::Poller::add_on_device)).
     device: u32,
+    /// The base address of the buffer that carried the packet (0 unless a poller set it).
+    buffer: usize,
 }
 
 /// The packet's header as the host took it (the payload is not read).
@@ -262,7 +264,15 @@ impl<'a> PacketRequest<'a> {
     /// masked to the lanes that exist.
     #[inline]
     pub(crate) fn new(index: u32, service: u32, activemask: u64, payload: &'a Payload) -> Self {
-        Self { index, service, activemask: activemask & LANE_MASK, payload, error: false, device: 0 }
+        Self {
+            index,
+            service,
+            activemask: activemask & LANE_MASK,
+            payload,
+            error: false,
+            device: 0,
+            buffer: 0,
+        }
     }
 
     /// The packet's index in its buffer.
@@ -279,12 +289,21 @@ impl<'a> PacketRequest<'a> {
         self.device
     }
 
-    /// Sets [`PacketRequest::device`] (the poller does, from the buffer's registration; the
-    /// poller is not built under loom).
+    /// The base address of the buffer that carried this packet, as the host registered it with
+    /// a [`Poller`](crate::Poller) (0 for a packet drained without one). The std crate keys its
+    /// per-buffer counters by it.
+    #[inline]
+    pub fn buffer(&self) -> usize {
+        self.buffer
+    }
+
+    /// Sets [`PacketRequest::device`] and [`PacketRequest::buffer`] (the poller does, from the
+    /// buffer's registration; the poller is not built under loom).
     #[inline]
     #[cfg(not(loom))]
-    pub(crate) fn set_device(&mut self, device: u32) {
+    pub(crate) fn set_origin(&mut self, device: u32, buffer: usize) {
         self.device = device;
+        self.buffer = buffer;
     }
 
     /// The service id the device asked for (not validated: any `u32`).

@@ -42,6 +42,8 @@
 //! - [`services`]: the built-in services (FUNCTION_CALL, PRINTF, DEVMEM, SANITIZER), their
 //!   `enable_*` methods on [`Services`], and message assembly;
 //! - [`device`]: emulated waves on CPU threads;
+//! - [`observe`]: what the listener did and why: counters with reasons, per-buffer counters,
+//!   service-time and queue-wait histograms, the [`Stats`] snapshot and its table;
 //! - [`rate_limit`]: the rate limit on every warning a device can trigger;
 //! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener ([`enable`],
 //!   [`enable_with`] for either of ROCm's two protocols, [`disable`]; the line protocol is refused
@@ -81,6 +83,7 @@ pub mod doorbell;
 pub mod error;
 pub mod lifecycle;
 pub mod memory;
+pub mod observe;
 pub mod rate_limit;
 pub mod services;
 pub mod threads;
@@ -89,7 +92,7 @@ pub use backend::host::{HostMemory, ParkingDoorbell};
 pub use backend::{detect, detect_with, Backend, BackendKind, DetectOptions};
 pub use buffer::{HostcallBuffer, Protocol};
 pub use device::{Reply, Wave};
-pub use dispatch::registry::{PacketService, Services, Stats};
+pub use dispatch::registry::{PacketService, Services};
 pub use doorbell::Doorbell;
 pub use error::Error;
 pub use hostcall_core::PacketRequest;
@@ -97,6 +100,7 @@ pub use lifecycle::{
     buffer_align, buffer_size, disable, enable, enable_with, EnableOptions, HostcallRuntime, QueueId,
 };
 pub use memory::{DeviceAllocation, DeviceMemory, MemoryError};
+pub use observe::Stats;
 pub use threads::listener::{Listener, ListenerConfig};
 pub use threads::pool::ListenerPool;
 
@@ -128,9 +132,10 @@ pub mod prelude {
     pub use crate::backend::host::{HostMemory, ParkingDoorbell};
     pub use crate::buffer::{HostcallBuffer, Protocol};
     pub use crate::device::{Reply, Wave};
-    pub use crate::dispatch::registry::{PacketService, Services, Stats};
+    pub use crate::dispatch::registry::{PacketService, Services};
     pub use crate::doorbell::Doorbell;
     pub use crate::memory::{DeviceAllocation, DeviceMemory, MemoryError};
+    pub use crate::observe::Stats;
     pub use crate::services::printf::{PrintfSink, Stream};
     pub use crate::threads::listener::{Listener, ListenerConfig};
     pub use crate::threads::pool::ListenerPool;

@@ -107,7 +107,7 @@ pub(crate) fn log_limited(
         Some(suppressed) => {
             log::log!(target: target, level, "{message} [suppressed {suppressed} similar warnings]")
         }
-        None => {}
+        None => crate::observe::scope::count_suppressed_log(),
     }
 }
 

@@ -355,7 +355,7 @@ struct DispatchTo<'d, D: ?Sized> {
 
 impl<D: Dispatch + ?Sized> DrainHandler for DispatchTo<'_, D> {
     fn serve(&mut self, packet: &mut PacketRequest<'_>) {
-        packet.set_device(self.device);
+        packet.set_origin(self.device, self.base);
         self.dispatch.dispatch(packet);
     }
     fn malformed(&mut self, error: DrainError) {

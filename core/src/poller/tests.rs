@@ -221,7 +221,7 @@ fn packets_report_the_device_of_their_buffer() {
     let (x, y) = (a.claim().unwrap().unwrap().submit(9, 1), b.claim().unwrap().unwrap().submit(9, 1));
     let mut devices = Vec::new();
     let mut record = |packet: &mut PacketRequest<'_>| {
-        devices.push(packet.device());
+        devices.push((packet.device(), packet.buffer()));
         packet.reply(0, [u64::from(packet.device()), 0]);
     };
     struct Record<'a, F>(&'a core::cell::RefCell<F>);
@@ -233,7 +233,11 @@ fn packets_report_the_device_of_their_buffer() {
     let cell = core::cell::RefCell::new(&mut record);
     assert_eq!(poller.poll_once(&Record(&cell)).packets, 2);
     devices.sort();
-    assert_eq!(devices, [0, 7]);
+    assert_eq!(
+        devices,
+        [(0, a_base as usize), (7, b_base as usize)],
+        "each packet names its device and buffer"
+    );
     assert_eq!((x.wait(|| {}).reply(0)[0], y.wait(|| {}).reply(0)[0]), (0, 7));
     poller.remove(a_base).unwrap();
     poller.remove(b_base).unwrap();

@@ -23,12 +23,16 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::dispatch::capacity::LaneCapacity;
 use crate::dispatch::unknown_ids::UnknownIds;
 use crate::error::Error;
+use crate::observe::counters::{Counters, EventTally, Timing};
+use crate::observe::histogram::ticks;
+use crate::observe::scope::{Scope, Sink};
+use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, Stats};
 use crate::rate_limit::{error_limited, warn_limited};
 
 /// A service that answers a whole packet at once: write a reply (or error reply) for each lane
@@ -47,106 +51,6 @@ struct Entry {
     name: String,
     handler: Handler,
     counters: Counters,
-}
-
-/// Counters of one service (or of the unknown ids, or of everything), in [`COUNTER_SHARDS`]
-/// shards on separate cache lines: each listener thread adds to its own shard, so several threads
-/// serving packets of one service do not fight over one line; a snapshot sums the shards.
-struct Counters {
-    shards: Box<[Shard]>,
-}
-
-/// Shards per counter set; threads beyond it share shards (still correct, just contended).
-const COUNTER_SHARDS: usize = 16;
-
-/// One thread's share of a service's counters, alone on its (pair of) cache lines.
-#[derive(Default)]
-#[repr(align(128))]
-struct Shard {
-    packets: AtomicU64,
-    lane_calls: AtomicU64,
-    errors: AtomicU64,
-}
-
-impl Default for Counters {
-    fn default() -> Self {
-        Self { shards: (0..COUNTER_SHARDS).map(|_| Shard::default()).collect() }
-    }
-}
-
-/// This thread's shard index, handed out round robin on first use.
-fn shard_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        // Relaxed: a counter handing out distinct-ish numbers; nothing is published through it.
-        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % COUNTER_SHARDS;
-    }
-    SHARD.with(|shard| *shard)
-}
-
-impl Counters {
-    fn count(&self, packet: &PacketRequest<'_>, errors: u64) {
-        let shard = &self.shards[shard_index()];
-        // Relaxed: statistics only; no other memory is published through them. A wave that got
-        // its reply still sees them counted: the host's Release store of the reply's phase (or
-        // READY clear) comes after these adds.
-        shard.packets.fetch_add(1, Ordering::Relaxed);
-        shard.lane_calls.fetch_add(u64::from(packet.activemask().count_ones()), Ordering::Relaxed);
-        if errors != 0 {
-            shard.errors.fetch_add(errors, Ordering::Relaxed);
-        }
-    }
-
-    fn snapshot(&self) -> ServiceStats {
-        let mut total = ServiceStats::default();
-        for shard in self.shards.iter() {
-            // Relaxed: statistics, see `count`.
-            total.packets += shard.packets.load(Ordering::Relaxed);
-            total.lane_calls += shard.lane_calls.load(Ordering::Relaxed);
-            total.errors += shard.errors.load(Ordering::Relaxed);
-        }
-        total
-    }
-}
-
-/// What one service (or all of them) did so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ServiceStats {
-    /// Packets dispatched.
-    pub packets: u64,
-    /// Lanes over those packets.
-    pub lane_calls: u64,
-    /// Lanes answered with an error reply.
-    pub errors: u64,
-}
-
-/// Counters of a listener's services.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Per registered service id: its name and counters.
-    pub services: BTreeMap<u32, (String, ServiceStats)>,
-    /// Packets whose service id was not registered.
-    pub unknown: ServiceStats,
-    /// The first [`REMEMBERED_UNKNOWN_IDS`](super::unknown_ids::REMEMBERED_UNKNOWN_IDS) distinct
-    /// unknown service ids seen, with their packet counts.
-    pub unknown_ids: BTreeMap<u32, u64>,
-    /// Packets of unknown ids seen after that table was full (not remembered one by one).
-    pub unknown_ids_not_remembered: u64,
-    /// Malformed shared state found (broken chains, packets without READY).
-    pub malformed: u64,
-}
-
-impl Stats {
-    /// Everything together.
-    pub fn total(&self) -> ServiceStats {
-        let mut total = self.unknown;
-        for (_, s) in self.services.values() {
-            total.packets += s.packets;
-            total.lane_calls += s.lane_calls;
-            total.errors += s.errors;
-        }
-        total
-    }
 }
 
 /// Hashes a service id with one multiply, for the lookup each packet pays. The default SipHash
@@ -184,6 +88,12 @@ pub struct Services {
     unknown_ids: UnknownIds,
     malformed: AtomicU64,
     capacity: LaneCapacity,
+    /// Refusals by reason, of every listener dispatching through this registry.
+    reasons: ReasonTally,
+    /// Its listeners' doorbell wakes, timeout polls and empty scans.
+    events: EventTally,
+    /// The buffers its listeners serve, with their counters.
+    buffers: Arc<BufferTallies>,
 }
 
 /// The registered services, by id with their names, in id order.
@@ -237,7 +147,12 @@ impl Services {
     /// share no written cache line on the way to a handler (the registry's lock and the
     /// entries' reference counts would be such lines). Dispatches exactly like `Services`.
     pub fn dispatcher(&self) -> ThreadDispatch<'_> {
-        ThreadDispatch { services: self, cache: RefCell::new((u64::MAX, IdMap::default())) }
+        ThreadDispatch {
+            services: self,
+            cache: RefCell::new((u64::MAX, IdMap::default())),
+            buffers: RefCell::new((u64::MAX, HashMap::new())),
+            poll_start: std::cell::Cell::new(None),
+        }
     }
 
     /// The packets (and so lanes) of the buffers that listeners dispatching through this registry
@@ -247,10 +162,11 @@ impl Services {
         &self.capacity
     }
 
-    /// A snapshot of the counters.
+    /// A snapshot of the counters (see [`crate::observe`]).
     pub fn stats(&self) -> Stats {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
         let (unknown_ids, unknown_ids_not_remembered) = self.unknown_ids.snapshot();
+        let (refusals, log_lines_suppressed) = self.reasons.snapshot();
         Stats {
             services: entries.iter().map(|(id, e)| (*id, (e.name.clone(), e.counters.snapshot()))).collect(),
             unknown: self.unknown.snapshot(),
@@ -258,7 +174,44 @@ impl Services {
             unknown_ids_not_remembered,
             // Relaxed: a statistic, like the counters; nothing is published through it.
             malformed: self.malformed.load(Ordering::Relaxed),
+            refusals,
+            events: self.events.snapshot(),
+            log_lines_suppressed,
+            buffers: self.buffers.snapshot(),
         }
+    }
+
+    /// Counts the buffer at `base` (of `protocol`, `num_packets` packets) in the per-buffer
+    /// counters while the returned value lives (a listener keeps it while it serves the buffer).
+    pub(crate) fn count_buffer(
+        &self,
+        base: usize,
+        protocol: hostcall_core::Protocol,
+        num_packets: u64,
+    ) -> ServedBuffer {
+        self.buffers.serve(base, protocol, num_packets)
+    }
+
+    /// The listener threads' event counters.
+    pub(crate) fn events(&self) -> &EventTally {
+        &self.events
+    }
+
+    /// Counts `n` of `reason` for the registry and for `buffer`'s counters (where the caller
+    /// has no service scope: a listener answering with the shutdown error).
+    pub(crate) fn count_refusal(&self, reason: Reason, n: u64, buffer: usize) {
+        self.reasons.add(reason, n);
+        if let Some(tally) = self.buffer_tally(buffer) {
+            tally.reasons.add(reason, n);
+        }
+    }
+
+    /// The tally of the buffer at `base` (a lookup under a lock; none if no buffer is counted).
+    fn buffer_tally(&self, base: usize) -> Option<Arc<BufferTally>> {
+        if self.buffers.is_empty() {
+            return None;
+        }
+        self.buffers.find(base)
     }
 
     fn insert(&self, id: u32, name: &str, handler: Handler) -> Result<(), Error> {
@@ -276,10 +229,23 @@ impl Services {
         self.entries.read().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
     }
 
-    fn answer_unknown(&self, packet: &mut PacketRequest<'_>) {
+    fn answer_unknown(&self, packet: &mut PacketRequest<'_>, buffer: Option<&BufferTally>) {
         reply_error_all(packet, ErrorCode::UnknownService);
-        self.unknown.count(packet, u64::from(packet.activemask().count_ones()));
+        let lanes = u64::from(packet.activemask().count_ones());
+        self.unknown.count(lanes, lanes, None);
+        self.reasons.add(Reason::UnknownService, lanes);
+        if let Some(buffer) = buffer {
+            buffer.counters.count(lanes, lanes, None);
+            buffer.reasons.add(Reason::UnknownService, lanes);
+        }
         self.unknown_ids.record(packet.service());
+    }
+
+    fn count_malformed(&self, buffer: usize, error: DrainError) {
+        // Relaxed: a statistic; nothing is published through it.
+        self.malformed.fetch_add(1, Ordering::Relaxed);
+        self.count_refusal(Reason::MalformedPacket, 1, buffer);
+        warn_limited!("buffer {buffer:#x}: {error}");
     }
 }
 
@@ -312,6 +278,7 @@ pub fn reply_error_all(packet: &mut PacketRequest<'_>, code: ErrorCode) {
 fn serve_lanes_guarded(handler: &dyn LaneService, name: &str, packet: &mut PacketRequest<'_>) -> u64 {
     let errors = serve_lanes(packet, |lane, request| {
         catch_unwind(AssertUnwindSafe(|| handler.serve(request))).unwrap_or_else(|_| {
+            crate::observe::count(Reason::HandlerPanic);
             error_limited!("service {name} panicked on lane {lane}; answered with an error");
             Err(ErrorCode::ServicePanicked)
         })
@@ -319,18 +286,20 @@ fn serve_lanes_guarded(handler: &dyn LaneService, name: &str, packet: &mut Packe
     u64::from(errors)
 }
 
+/// Dispatching through the registry itself (not a listener's [`ThreadDispatch`]): the packet's
+/// buffer counters are looked up under a lock (when any buffer is counted), and the queue wait is
+/// not known (the registry does not see a poll start).
 impl Dispatch for Services {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        let buffer = self.buffer_tally(packet.buffer());
         match self.find(packet.service()) {
-            Some(entry) => serve_entry(&entry, packet),
-            None => self.answer_unknown(packet),
+            Some(entry) => serve_entry(&entry, packet, &self.reasons, buffer.as_deref(), None),
+            None => self.answer_unknown(packet, buffer.as_deref()),
         }
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
-        // Relaxed: a statistic; nothing is published through it.
-        self.malformed.fetch_add(1, Ordering::Relaxed);
-        warn_limited!("buffer {buffer:#x}: {error}");
+        self.count_malformed(buffer, error);
     }
 }
 
@@ -340,6 +309,10 @@ pub struct ThreadDispatch<'a> {
     services: &'a Services,
     /// The registry's generation when last copied, and the copy.
     cache: RefCell<(u64, IdMap<Arc<Entry>>)>,
+    /// The buffer counters' generation when last copied, and the copy.
+    buffers: RefCell<(u64, HashMap<usize, Arc<BufferTally>>)>,
+    /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks.
+    poll_start: std::cell::Cell<Option<u64>>,
 }
 
 impl ThreadDispatch<'_> {
@@ -354,6 +327,21 @@ impl ThreadDispatch<'_> {
             let entries = self.services.entries.read().unwrap_or_else(|p| p.into_inner());
             *cache = (generation, entries.clone());
         }
+        let generation = self.services.buffers.generation();
+        let mut buffers = self.buffers.borrow_mut();
+        if buffers.0 != generation {
+            *buffers = (generation, self.services.buffers.copy());
+        }
+    }
+
+    /// A poll starts now: the queue wait of the packets it finds counts from here.
+    pub(crate) fn poll_started(&self) {
+        self.poll_start.set(Some(ticks()));
+    }
+
+    /// The registry this dispatcher serves.
+    pub(crate) fn services(&self) -> &Services {
+        self.services
     }
 }
 
@@ -364,17 +352,16 @@ impl Dispatch for ThreadDispatch<'_> {
         // atomic add on the entry's reference count, a line every thread writes. (Handlers cannot
         // dispatch, so nothing borrows the cache mutably meanwhile.)
         let cache = self.cache.borrow();
+        let buffers = self.buffers.borrow();
+        let buffer = buffers.1.get(&packet.buffer()).map(Arc::as_ref);
         match cache.1.get(&packet.service()) {
-            Some(entry) => serve_entry(entry, packet),
-            None => {
-                drop(cache);
-                self.services.answer_unknown(packet)
-            }
+            Some(entry) => serve_entry(entry, packet, &self.services.reasons, buffer, self.poll_start.get()),
+            None => self.services.answer_unknown(packet, buffer),
         }
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
-        self.services.malformed(buffer, error);
+        self.services.count_malformed(buffer, error);
     }
 }
 
@@ -384,19 +371,42 @@ impl std::fmt::Debug for ThreadDispatch<'_> {
     }
 }
 
-/// Serves a packet with a registered service and counts it.
-fn serve_entry(entry: &Entry, packet: &mut PacketRequest<'_>) {
+/// Serves a packet with a registered service and counts it: for the service (with its service
+/// time, and its queue wait since `poll_start` if known) and for its buffer; refusals the service
+/// counts ([`crate::observe::count`]) go to `reasons` and the buffer's.
+fn serve_entry(
+    entry: &Entry,
+    packet: &mut PacketRequest<'_>,
+    reasons: &ReasonTally,
+    buffer: Option<&BufferTally>,
+    poll_start: Option<u64>,
+) {
+    let start = ticks();
+    let sink = Sink { registry: reasons, buffer };
+    let scope = Scope::enter(&sink);
     let errors = match &entry.handler {
         Handler::Lane(handler) => serve_lanes_guarded(handler.as_ref(), &entry.name, packet),
         Handler::Packet(service) => {
             if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
                 error_limited!("service {} panicked; packet answered with errors", entry.name);
                 reply_error_all(packet, ErrorCode::ServicePanicked);
-                u64::from(packet.activemask().count_ones())
+                let lanes = u64::from(packet.activemask().count_ones());
+                crate::observe::scope::count_n(Reason::HandlerPanic, lanes);
+                lanes
             } else {
                 u64::from(packet.has_error())
             }
         }
     };
-    entry.counters.count(packet, errors);
+    drop(scope);
+    let end = ticks();
+    let timing = Timing {
+        service: end.wrapping_sub(start),
+        queue_wait: poll_start.map(|poll| start.saturating_sub(poll)),
+    };
+    let lanes = u64::from(packet.activemask().count_ones());
+    entry.counters.count(lanes, errors, Some(timing));
+    if let Some(buffer) = buffer {
+        buffer.counters.count(lanes, errors, None);
+    }
 }

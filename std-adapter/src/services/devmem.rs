@@ -45,6 +45,7 @@
 
 use crate::dispatch::registry::PacketService;
 use crate::memory::{DeviceAllocation, DeviceMemory, MemoryError};
+use crate::observe::Reason;
 use crate::rate_limit::warn_limited;
 use hostcall_core::{ErrorCode, PacketRequest};
 use std::collections::HashMap;
@@ -119,7 +120,8 @@ impl DevMem {
 
     fn allocate(&self, live: &mut Live, size: u64) -> Result<u64, ErrorCode> {
         let limits = &self.limits;
-        let refuse = |why: &str| {
+        let refuse = |reason: Reason, why: &str| {
+            crate::observe::count(reason);
             warn_limited!(
                 "devmem: refused an allocation of {size} bytes ({why}; {} bytes in {} blocks live)",
                 live.bytes,
@@ -128,23 +130,24 @@ impl DevMem {
             ErrorCode::Refused
         };
         if size == 0 || size > limits.max_allocation {
-            return Err(refuse("size 0 or above the largest allocation"));
+            return Err(refuse(Reason::DevmemSize, "size 0 or above the largest allocation"));
         }
         if live.blocks.len() >= limits.max_allocations {
-            return Err(refuse("as many allocations live as allowed"));
+            return Err(refuse(Reason::DevmemCount, "as many allocations live as allowed"));
         }
         let pages = size.div_ceil(BLOCK_ALIGN) * BLOCK_ALIGN;
         if live.bytes + pages + ALLOCATION_OVERHEAD > limits.max_total {
-            return Err(refuse("over the byte budget"));
+            return Err(refuse(Reason::DevmemBytes, "over the byte budget"));
         }
         let (allocation, address) =
             aligned_block(&self.memory, pages, block_alignment(size)).map_err(|e| {
+                crate::observe::count(Reason::AllocationFailure);
                 warn_limited!("devmem: allocation of {size} bytes failed: {e}");
                 ErrorCode::Refused
             })?;
         let cost = allocation.len() as u64 + ALLOCATION_OVERHEAD;
         if live.bytes + cost > limits.max_total {
-            return Err(refuse("over the byte budget once aligned"));
+            return Err(refuse(Reason::DevmemBytes, "over the byte budget once aligned"));
         }
         live.bytes += cost;
         live.blocks.insert(address, Block { _allocation: allocation, cost });
@@ -153,6 +156,7 @@ impl DevMem {
 
     fn free(&self, live: &mut Live, address: u64) -> Result<(), ErrorCode> {
         let block = live.blocks.remove(&address).ok_or_else(|| {
+            crate::observe::count(Reason::BadFree);
             warn_limited!("devmem: free of {address:#x}, which devmem did not allocate (refused)");
             ErrorCode::BadRequest
         })?;
@@ -200,7 +204,10 @@ impl PacketService for DevMem {
             let request = packet.request(lane);
             // A backend that panics fails this lane alone, with a null address like any failure.
             let outcome = catch_unwind(AssertUnwindSafe(|| self.serve_lane(&mut live, request)))
-                .unwrap_or(Err(ErrorCode::ServicePanicked));
+                .unwrap_or_else(|_| {
+                    crate::observe::count(Reason::HandlerPanic);
+                    Err(ErrorCode::ServicePanicked)
+                });
             match outcome {
                 Ok(reply) => packet.reply(lane, reply),
                 Err(code) => packet.reply_with_error(lane, [0, code as u64]),

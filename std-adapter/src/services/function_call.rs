@@ -14,6 +14,7 @@ use hostcall_core::ErrorCode;
 pub(crate) unsafe fn call_host_function(request: &[u64; 8]) -> Result<[u64; 2], ErrorCode> {
     type HostFn = unsafe extern "C" fn(*mut [u64; 2], *const [u64; 7]);
     if request[0] == 0 {
+        crate::observe::count(crate::observe::Reason::BadRequest);
         return Err(ErrorCode::BadRequest);
     }
     // SAFETY: the caller's contract: every non-null address is a function of this signature;

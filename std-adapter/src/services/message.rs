@@ -55,6 +55,7 @@ mod assembler;
 pub use assembler::{Assembler, MAX_OPEN_LIMIT, OPEN_MESSAGE_OVERHEAD};
 
 use crate::dispatch::capacity::LaneCapacity;
+use crate::observe::Reason;
 use hostcall_core::message::DescriptorError;
 use hostcall_core::{ErrorCode, LaneService};
 use std::fmt;
@@ -131,6 +132,19 @@ impl MessageError {
         match self {
             Self::Descriptor(_) | Self::NoBegin | Self::UnknownId { .. } => ErrorCode::BadRequest,
             Self::Oversize { .. } | Self::TooManyOpen { .. } | Self::HeldBytes { .. } => ErrorCode::Refused,
+        }
+    }
+}
+
+impl MessageError {
+    /// What it is counted as ([`crate::observe`]): a malformed stream is a bad request, each
+    /// limit its budget.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Descriptor(_) | Self::NoBegin | Self::UnknownId { .. } => Reason::BadRequest,
+            Self::Oversize { .. } => Reason::MessageSize,
+            Self::TooManyOpen { .. } => Reason::OpenMessages,
+            Self::HeldBytes { .. } => Reason::HeldBytes,
         }
     }
 }
@@ -217,6 +231,7 @@ impl<F: FnMut(&[u64]) -> [u64; 2]> MessageService<F> {
             ChunkOutcome::Reply(reply) => Ok(reply),
             ChunkOutcome::Complete { message, .. } => Ok((self.handler)(&message)),
             ChunkOutcome::Error(error) => {
+                crate::observe::count(error.reason());
                 self.errors += 1;
                 self.last_error = Some(error);
                 Err(error)

@@ -15,9 +15,10 @@
 //! stripes over the group's threads as in [`ListenerPool`].
 
 use crate::buffer::HostcallBuffer;
-use crate::dispatch::registry::{Services, Stats};
+use crate::dispatch::registry::Services;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
+use crate::observe::Stats;
 use crate::threads::listener::ListenerConfig;
 use crate::threads::pool::ListenerPool;
 use std::sync::Arc;

@@ -16,9 +16,10 @@
 //! gives each one whole to one listener, round robin.
 
 use crate::buffer::HostcallBuffer;
-use crate::dispatch::registry::{Services, Stats};
+use crate::dispatch::registry::Services;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
+use crate::observe::Stats;
 use crate::threads::affinity;
 use crate::threads::listener::{Listener, ListenerConfig};
 use hostcall_core::PollerError;

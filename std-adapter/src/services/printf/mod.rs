@@ -73,6 +73,7 @@ pub use sink::{
     PrintfSink, StdStreams, Stream, Streams,
 };
 
+use crate::observe::Reason;
 use crate::rate_limit::warn_limited;
 use field::Field;
 use spec::{Conv, Count, Length, Spec};
@@ -277,6 +278,7 @@ fn format_into(
         let (spec, next) = spec::parse(&fmt, percent + 1, limits.max_field)?;
         let field = resolve(&spec, percent, &mut args, limits)?;
         let Some(left) = work_left.checked_sub(conversion_work(&field)) else {
+            crate::observe::count(Reason::PrintfWork);
             warn_limited!(
                 "printf: message cut at the conversion at {percent} of its format: its conversions ask for more \
                  than {} units of work",
@@ -289,6 +291,7 @@ fn format_into(
         i = next;
     }
     if out.len() - start > limits.max_output {
+        crate::observe::count(Reason::PrintfOutput);
         warn_limited!("printf: message cut at {} bytes of output", limits.max_output);
     }
     Ok(cut(out, start, limits))

@@ -1,6 +1,7 @@
 //! The PRINTF service: control word, output streams, reply.
 
 use super::{format_partial, format_with, PrintfError, PrintfLimits};
+use crate::observe::Reason;
 use crate::rate_limit::warn_limited;
 use crate::services::message::MessageService;
 use hostcall_core::ErrorCode;
@@ -115,6 +116,7 @@ pub fn printf_partial(message: &[u64], limits: &PrintfLimits) -> Result<PrintedM
         (_, Some(error)) if error.is_fatal() => Err(error),
         (printed, stopped) => {
             if let Some(error) = &stopped {
+                crate::observe::count(Reason::BadRequest);
                 warn_limited!("printf: message stopped after {printed} bytes: {error}");
                 bytes.extend_from_slice(error.marker().as_bytes());
             }
@@ -150,7 +152,10 @@ pub fn printf_reply_with(message: &[u64], limits: &PrintfLimits, sink: &mut dyn 
             Ok(()) => [printed as u64, 0],
             Err(_) => ErrorCode::Refused.reply(),
         },
-        Err(_) => ErrorCode::BadRequest.reply(),
+        Err(_) => {
+            crate::observe::count(Reason::BadRequest);
+            ErrorCode::BadRequest.reply()
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The listener's add/remove API: which buffers it serves, each held (claimed process-wide,
 //! counted in the registry's lane capacity) while it is served.
 
-use super::{Listener, Served};
+use super::Listener;
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
 use crate::threads::claims;
@@ -19,10 +19,8 @@ impl Listener {
             return Err(Error::ShutDown);
         }
         let claim = claims::claim_whole(buffer.as_ptr() as usize, buffer.len(), self.shared.id)?;
-        let served = Served {
-            _claim: claim,
-            _packets: self.shared.services.lane_capacity().serve(buffer.num_packets()),
-        };
+        let (base, n) = (buffer.as_ptr(), buffer.num_packets());
+        let served = self.shared.hold(claim, buffer.protocol(), base, n, n);
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically.
         unsafe {
@@ -59,7 +57,8 @@ impl Listener {
         let claim =
             claims::claim_range(buffer.as_ptr() as usize, buffer.len(), range.clone(), self.shared.id)?;
         let packets = u64::from(range.end.saturating_sub(range.start));
-        let served = Served { _claim: claim, _packets: self.shared.services.lane_capacity().serve(packets) };
+        let (base, n) = (buffer.as_ptr(), buffer.num_packets());
+        let served = self.shared.hold(claim, buffer.protocol(), base, packets, n);
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
         // poller; a `HostcallBuffer` is accessed only atomically; the caller keeps the ranges of
         // the listeners serving this buffer disjoint (see above).
@@ -128,8 +127,7 @@ impl Listener {
             return Err(Error::ShutDown);
         }
         let claim = claims::claim_whole(base as usize, len, self.shared.id)?;
-        let served =
-            Served { _claim: claim, _packets: self.shared.services.lane_capacity().serve(num_packets) };
+        let served = self.shared.hold(claim, protocol, base, num_packets, num_packets);
         // SAFETY: forwarded from this function's contract.
         unsafe { self.shared.poller.add_on_device(protocol, base, len, num_packets, device) }?;
         self.shared.note_served(base, served);

@@ -33,11 +33,12 @@
 
 use crate::buffer::HostcallBuffer;
 use crate::dispatch::capacity::ServedPackets;
-use crate::dispatch::registry::{Services, Stats};
+use crate::dispatch::registry::Services;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
+use crate::observe::Stats;
 use crate::threads::claims::Claim;
-use hostcall_core::Poller;
+use hostcall_core::{Poller, Protocol};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -117,6 +118,8 @@ struct Shared {
 struct Served {
     _claim: Claim,
     _packets: ServedPackets,
+    /// Its per-buffer counters in the registry.
+    _counted: crate::observe::ServedBuffer,
 }
 
 static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
@@ -270,15 +273,39 @@ impl std::fmt::Debug for Listener {
 }
 
 impl Shared {
+    /// What serving the buffer at `base` (of `protocol`, `num_packets` packets; `packets` of them
+    /// served here) holds: `claim`, its packets in the lane capacity, its per-buffer counters.
+    fn hold(
+        &self,
+        claim: Claim,
+        protocol: Protocol,
+        base: *const u8,
+        packets: u64,
+        num_packets: u64,
+    ) -> Served {
+        Served {
+            _claim: claim,
+            _packets: self.services.lane_capacity().serve(packets),
+            _counted: self.services.count_buffer(base as usize, protocol, num_packets),
+        }
+    }
+
     /// Keeps the buffer at `base` claimed and counted in the registry's lane capacity until it
     /// is removed.
     fn note_served(&self, base: *const u8, served: Served) {
+        log::info!(
+            "{}: serving buffer {base:p} ({:?}, {} packets)",
+            self.config.thread_name,
+            self.poller.protocol(base.cast_mut()).unwrap_or(Protocol::Stack),
+            served._packets.count()
+        );
         self.served.lock().unwrap_or_else(|p| p.into_inner()).insert(base as usize, served);
     }
 
     /// The buffer at `base` is no longer served: its claim is released, its packets leave the
     /// lane capacity.
     fn forget_served(&self, base: *const u8) {
+        log::info!("{}: no longer serving buffer {base:p}", self.config.thread_name);
         self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&(base as usize));
     }
 }

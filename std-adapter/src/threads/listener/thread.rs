@@ -3,13 +3,19 @@
 
 use super::Shared;
 use crate::dispatch::registry::{reply_error_all, ThreadDispatch};
+use crate::observe::Reason;
 use crate::threads::affinity;
 use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, PacketRequest};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 fn poll(shared: &Shared, dispatch: &ThreadDispatch<'_>) -> DrainReport {
-    shared.poller.poll_once(dispatch)
+    dispatch.poll_started();
+    let report = shared.poller.poll_once(dispatch);
+    if report.packets == 0 {
+        dispatch.services().events().empty_scan();
+    }
+    report
 }
 
 pub(super) fn run(shared: &Shared) {
@@ -17,6 +23,7 @@ pub(super) fn run(shared: &Shared) {
     if !config.cpus.is_empty() && !affinity::pin_current_thread(&config.cpus) {
         log::warn!("{}: could not pin to CPUs {:?}; running unpinned", config.thread_name, config.cpus);
     }
+    log::info!("{}: listener started", config.thread_name);
     let dispatch = shared.services.dispatcher();
     let poll = |shared: &Shared| poll(shared, &dispatch);
     let mut last_seen = shared.doorbell.value();
@@ -35,11 +42,13 @@ pub(super) fn run(shared: &Shared) {
             continue;
         }
         let now = shared.doorbell.wait(last_seen, wait);
-        if now == last_seen {
-            wait = (wait * 2).min(config.max_wait); // idle: back off; the next poll happens anyway
-        } else {
+        let rung = now != last_seen;
+        dispatch.services().events().woke(rung);
+        if rung {
             wait = config.min_wait;
             idle_polls = 0;
+        } else {
+            wait = (wait * 2).min(config.max_wait); // idle: back off; the next poll happens anyway
         }
         last_seen = now;
     }
@@ -47,31 +56,48 @@ pub(super) fn run(shared: &Shared) {
 }
 
 /// After shutdown was asked: serves normally for the grace, then answers whatever is still
-/// submitted with the shutdown error (one last poll), and returns.
+/// submitted with the shutdown error (one last poll), and returns. The grace ends early once the
+/// buffers have been quiet (no packet found) for `min_wait` (at most the grace): an idle
+/// listener stops within about that, not the whole grace.
 fn finish(shared: &Shared, dispatch: &ThreadDispatch<'_>) {
     // Relaxed: written before the Release store of `stop` that the caller's Acquire load saw.
     let grace = Duration::from_nanos(shared.grace_nanos.load(Ordering::Relaxed));
-    let until =
-        Instant::now().checked_add(grace).unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+    let started = Instant::now();
+    let until = started.checked_add(grace).unwrap_or_else(|| started + Duration::from_secs(3600));
+    let quiet = shared.config.min_wait.min(grace);
     let closing = Closing { dispatch, until, refused: std::cell::Cell::new(0) };
-    while Instant::now() < until {
+    let mut last_packet = started;
+    loop {
+        let now = Instant::now();
+        if now >= until || now.duration_since(last_packet) >= quiet {
+            break;
+        }
         if shared.poller.poll_once(&closing).packets == 0 {
-            std::thread::sleep(Duration::from_micros(50));
+            std::thread::sleep(Duration::from_micros(50).min(quiet));
+        } else {
+            last_packet = Instant::now();
         }
     }
     shared.poller.poll_once(&closing);
+    let name = &shared.config.thread_name;
     if closing.refused.get() > 0 {
         log::warn!(
-            "listener shut down: {} packets still submitted after the grace of {grace:?} answered with \
-             the shutdown error",
+            "{name}: listener shut down: {} packets still submitted after the grace of {grace:?} answered \
+             with the shutdown error",
             closing.refused.get()
         );
     }
+    log::info!(
+        "{name}: listener stopped after {:?} of its grace of {grace:?}; {} packets answered with the \
+         shutdown error",
+        started.elapsed(),
+        closing.refused.get()
+    );
 }
 
 /// The dispatch of a listener shutting down: serves normally until `until`, then answers every
 /// packet with [`ErrorCode::ShuttingDown`] (checked per packet, so one poll over many packets
-/// does not stretch the grace).
+/// does not stretch the grace), counted as [`Reason::ShuttingDown`].
 struct Closing<'d, 'a> {
     dispatch: &'d ThreadDispatch<'a>,
     until: Instant,
@@ -85,6 +111,8 @@ impl Dispatch for Closing<'_, '_> {
             self.dispatch.dispatch(packet);
         } else {
             reply_error_all(packet, ErrorCode::ShuttingDown);
+            let lanes = u64::from(packet.activemask().count_ones());
+            self.dispatch.services().count_refusal(Reason::ShuttingDown, lanes, packet.buffer());
             self.refused.set(self.refused.get() + 1);
         }
     }

@@ -1,0 +1,123 @@
+//! Per-buffer counters: one [`BufferTally`] for each buffer a registry's listeners serve, kept
+//! while any of them serves it (a buffer split between the threads of a pool is one tally).
+
+use super::counters::Counters;
+use super::reason::ReasonTally;
+use super::stats::BufferStats;
+use hostcall_core::Protocol;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// The live counters of one buffer.
+#[derive(Debug)]
+pub(crate) struct BufferTally {
+    protocol: Protocol,
+    num_packets: u64,
+    /// Packets, lanes and errors of the buffer (every service together; no timings).
+    pub(crate) counters: Counters,
+    /// Its refusals by reason.
+    pub(crate) reasons: ReasonTally,
+}
+
+impl BufferTally {
+    fn snapshot(&self) -> BufferStats {
+        let served = self.counters.snapshot();
+        let (refusals, _) = self.reasons.snapshot();
+        BufferStats {
+            protocol: self.protocol,
+            num_packets: self.num_packets,
+            packets: served.packets,
+            lane_calls: served.lane_calls,
+            errors: served.errors,
+            refusals,
+        }
+    }
+}
+
+/// The buffers a registry's listeners serve, by base address, each with how many listeners
+/// (ranges) hold it.
+#[derive(Debug, Default)]
+pub(crate) struct BufferTallies {
+    map: RwLock<HashMap<usize, (usize, Arc<BufferTally>)>>,
+    /// Bumped on every change of `map`, so dispatchers' caches know to refresh.
+    generation: AtomicU64,
+    /// `map.len()`, read without the lock by [`BufferTallies::is_empty`].
+    len: AtomicUsize,
+}
+
+/// Keeps a buffer's tally while a listener serves it; dropped when it stops.
+#[derive(Debug)]
+pub(crate) struct ServedBuffer {
+    tallies: Arc<BufferTallies>,
+    base: usize,
+}
+
+impl Drop for ServedBuffer {
+    fn drop(&mut self) {
+        let mut map = self.tallies.map.write().unwrap_or_else(|p| p.into_inner());
+        if let Some((holders, _)) = map.get_mut(&self.base) {
+            *holders -= 1;
+            if *holders == 0 {
+                map.remove(&self.base);
+            }
+        }
+        // Relaxed: written under the map's lock; readers are ordered after it by the poller's
+        // table lock (a buffer is counted here before the poller can hand out its packets).
+        self.tallies.len.store(map.len(), Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `generation`.
+        self.tallies.generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl BufferTallies {
+    /// Counts the buffer at `base` from now on (a second listener of it shares the tally).
+    pub(crate) fn serve(self: &Arc<Self>, base: usize, protocol: Protocol, num_packets: u64) -> ServedBuffer {
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let entry = map.entry(base).or_insert_with(|| {
+            let tally = BufferTally {
+                protocol,
+                num_packets,
+                counters: Counters::default(),
+                reasons: ReasonTally::default(),
+            };
+            (0, Arc::new(tally))
+        });
+        entry.0 += 1;
+        // Relaxed: as in `ServedBuffer::drop`.
+        self.len.store(map.len(), Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `generation`.
+        self.generation.fetch_add(1, Ordering::Release);
+        ServedBuffer { tallies: self.clone(), base }
+    }
+
+    /// The version of the map (changes when a buffer is added or removed).
+    pub(crate) fn generation(&self) -> u64 {
+        // Acquire: pairs with the Release increments in `serve` and `ServedBuffer::drop`, so a
+        // cache refreshed after seeing a new generation sees the map it names.
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The tally of the buffer at `base`, if it is served.
+    pub(crate) fn find(&self, base: usize) -> Option<Arc<BufferTally>> {
+        self.map.read().unwrap_or_else(|p| p.into_inner()).get(&base).map(|(_, t)| t.clone())
+    }
+
+    /// Every tally, for a dispatcher's cache.
+    pub(crate) fn copy(&self) -> HashMap<usize, Arc<BufferTally>> {
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        map.iter().map(|(&base, (_, t))| (base, t.clone())).collect()
+    }
+
+    /// Whether no buffer is served (then packets are not looked up).
+    pub(crate) fn is_empty(&self) -> bool {
+        // Relaxed: see `ServedBuffer::drop`.
+        self.len.load(Ordering::Relaxed) == 0
+    }
+
+    /// A snapshot of every served buffer's counters.
+    pub(crate) fn snapshot(&self) -> BTreeMap<usize, BufferStats> {
+        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
+        map.iter().map(|(&base, (_, t))| (base, t.snapshot())).collect()
+    }
+}

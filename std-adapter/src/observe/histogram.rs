@@ -1,0 +1,201 @@
+//! Service time and queue wait as log-scale histograms, and the cheap clock they are read with.
+//!
+//! The serving path pays two clock reads a packet, so the clock is the processor's time-stamp
+//! counter on x86_64 (`rdtsc`, a few nanoseconds, no system call) and [`Instant`] elsewhere.
+//! Durations are kept in ticks, bucketed by their base-2 logarithm; a snapshot converts the
+//! bucket bounds to nanoseconds with the tick rate measured against [`Instant`] once per process
+//! (a constant-rate counter, as every x86_64 processor of the last decade has, is assumed).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Buckets of a histogram: bucket 0 holds 0 ticks, bucket `b` holds `[2^(b-1), 2^b)` ticks, the
+/// last one everything longer.
+pub const BUCKETS: usize = 40;
+
+/// A clock reading, in ticks of [`ticks`]'s counter.
+#[inline]
+pub(crate) fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `rdtsc` exists on every x86_64 processor and has no memory effects.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Nanoseconds per tick, measured once (a few milliseconds, the first time a snapshot asks).
+fn ns_per_tick() -> f64 {
+    static RATE: OnceLock<f64> = OnceLock::new();
+    *RATE.get_or_init(|| {
+        if cfg!(not(target_arch = "x86_64")) {
+            return 1.0;
+        }
+        let (start, start_ticks) = (Instant::now(), ticks());
+        while start.elapsed() < Duration::from_millis(5) {
+            std::hint::spin_loop();
+        }
+        let (elapsed, elapsed_ticks) = (start.elapsed(), ticks().wrapping_sub(start_ticks));
+        elapsed.as_nanos() as f64 / elapsed_ticks.max(1) as f64
+    })
+}
+
+/// The live buckets of one histogram (one shard of it: see the registry's counters).
+#[derive(Debug)]
+pub(crate) struct TimeBuckets {
+    counts: [AtomicU64; BUCKETS],
+}
+
+impl Default for TimeBuckets {
+    fn default() -> Self {
+        Self { counts: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+}
+
+impl TimeBuckets {
+    /// Counts one duration of `ticks`.
+    #[inline]
+    pub(crate) fn record(&self, ticks: u64) {
+        let bucket = ((u64::BITS - ticks.leading_zeros()) as usize).min(BUCKETS - 1);
+        // Relaxed: statistics only; nothing is published through them.
+        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds these buckets into `into`.
+    pub(crate) fn add_to(&self, into: &mut Histogram) {
+        for (count, live) in into.counts.iter_mut().zip(&self.counts) {
+            // Relaxed: statistics, see `record`.
+            *count += live.load(Ordering::Relaxed);
+        }
+    }
+}
+
+/// A snapshot of durations, in log-scale buckets: how many took up to each power of two ticks.
+///
+/// ```
+/// use hostcall::observe::Histogram;
+/// let empty = Histogram::default();
+/// assert_eq!(empty.count(), 0);
+/// assert_eq!(empty.quantile(0.5), None);
+/// assert_eq!(empty.to_string(), "-");
+/// ```
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Histogram {
+    /// Durations per bucket (bucket `b` holds `[2^(b-1), 2^b)` ticks; 0 holds 0 ticks).
+    pub counts: [u64; BUCKETS],
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self { counts: [0; BUCKETS] }
+    }
+}
+
+impl Histogram {
+    /// Durations counted.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The upper bound of bucket `bucket`, as a duration (the last bucket has none: `None`).
+    pub fn bucket_bound(bucket: usize) -> Option<Duration> {
+        if bucket + 1 >= BUCKETS {
+            return None;
+        }
+        let ticks = (1u64 << bucket) as f64;
+        Some(Duration::from_nanos((ticks * ns_per_tick()).ceil() as u64))
+    }
+
+    /// At least the fraction `q` (0 to 1) of the durations took at most this long (the bound of
+    /// the bucket the quantile falls in); `None` when nothing was counted. The last bucket has no
+    /// bound: `Duration::MAX`.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let wanted = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (bucket, &count) in self.counts.iter().enumerate() {
+            seen += count;
+            if seen >= wanted {
+                return Some(Self::bucket_bound(bucket).unwrap_or(Duration::MAX));
+            }
+        }
+        Some(Duration::MAX)
+    }
+
+    /// Adds `other`'s counts into these.
+    pub(crate) fn add(&mut self, other: &Histogram) {
+        for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
+            *mine += theirs;
+        }
+    }
+}
+
+/// `p50<=X p99<=Y` (bucket bounds), or `-` when nothing was counted.
+impl fmt::Display for Histogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (Some(p50), Some(p99)) = (self.quantile(0.5), self.quantile(0.99)) else {
+            return f.write_str("-");
+        };
+        write!(f, "p50<={} p99<={}", Short(p50), Short(p99))
+    }
+}
+
+/// A duration in three significant figures at most: `850ns`, `12.3us`, `4.1ms`, `2.0s`.
+struct Short(Duration);
+
+impl fmt::Display for Short {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ns = self.0.as_nanos();
+        match ns {
+            _ if self.0 == Duration::MAX => f.write_str("inf"),
+            0..=999 => write!(f, "{ns}ns"),
+            1_000..=999_999 => write!(f, "{:.1}us", ns as f64 / 1e3),
+            1_000_000..=999_999_999 => write!(f, "{:.1}ms", ns as f64 / 1e6),
+            _ => write!(f, "{:.1}s", ns as f64 / 1e9),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_land_in_their_power_of_two() {
+        let buckets = TimeBuckets::default();
+        for ticks in [0, 1, 2, 3, 4, 1000, u64::MAX] {
+            buckets.record(ticks);
+        }
+        let mut h = Histogram::default();
+        buckets.add_to(&mut h);
+        assert_eq!(&h.counts[..4], &[1, 1, 2, 1]);
+        assert_eq!(h.counts[10], 1, "1000 ticks: [512, 1024)");
+        assert_eq!(h.counts[BUCKETS - 1], 1, "the longest in the last bucket");
+        assert_eq!(h.count(), 7);
+        assert_eq!(h.quantile(1.0), Some(Duration::MAX));
+        assert!(h.quantile(0.5) <= Histogram::bucket_bound(2));
+    }
+
+    #[test]
+    fn the_clock_advances_and_converts_to_time() {
+        let start = ticks();
+        std::thread::sleep(Duration::from_millis(2));
+        let elapsed = ticks().wrapping_sub(start) as f64 * ns_per_tick();
+        assert!((1e6..1e9).contains(&elapsed), "2 ms read as {elapsed} ns");
+    }
+}
