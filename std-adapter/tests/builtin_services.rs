@@ -11,34 +11,19 @@ use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::{PrintfMessage, Streams};
+use hostcall::services::printf::PrintfMessage;
 use std::sync::Arc;
 
-use common::captured::Captured;
+use common::printing::{printing, Printing};
 
-struct Setup {
-    listener: Listener,
-    buffer: Arc<HostcallBuffer>,
-    stdout: Captured,
-    stderr: Captured,
-}
-
-fn setup(limits: MessageLimits, protocol: Protocol) -> Setup {
-    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-    let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
-    let (stdout, stderr) = (Captured::default(), Captured::default());
-    listener
-        .services()
-        .enable_printf(Streams { stdout: stdout.clone(), stderr: stderr.clone() }, limits)
-        .unwrap();
-    listener
+/// A listener with PRINTF and DEVMEM (blocks up to 1 MiB) and one buffer of 4 packets.
+fn setup(limits: MessageLimits, protocol: Protocol) -> Printing {
+    let s = printing(4, limits, protocol);
+    s.listener
         .services()
         .enable_devmem(Arc::new(HostMemory), DevMemLimits { max_allocation: 1 << 20, ..Default::default() })
         .unwrap();
-    let buffer =
-        Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, protocol).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
-    Setup { listener, buffer, stdout, stderr }
+    s
 }
 
 fn printf_from_every_lane_of_a_wave(protocol: Protocol) {

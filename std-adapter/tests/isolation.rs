@@ -8,7 +8,7 @@
 #[macro_use]
 mod common;
 
-use common::captured::Captured;
+use common::printing::Captured;
 use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
 use hostcall::core::message::Descriptor;

@@ -3,7 +3,7 @@
 //! lane's `FILE` value, then each lane's bytes as a stream, answered in the stream's last turn
 //! with the bytes written (plus the newline, when all were written).
 
-use super::stream_file::StreamFile;
+use super::stream_file::{read_console_targets, receive_bytes};
 use super::Context;
 use crate::services::printf::Stream;
 use hostcall_core::rpc::{StreamIn, Turn};
@@ -42,21 +42,10 @@ impl Write {
     pub(super) fn turn(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
         if self.awaiting_files {
             self.awaiting_files = false;
-            for lane in turn.lanes(self.mask) {
-                self.targets[lane] = match StreamFile::decode(turn.read(lane as u32)[0]) {
-                    StreamFile::Stdout => Some(Stream::Stdout),
-                    StreamFile::Stderr => Some(Stream::Stderr),
-                    // stdin is not writable; host files are the Files group's (not served here).
-                    StreamFile::Stdin | StreamFile::Handle(_) => None,
-                }
-                .filter(|_| self.allowed);
-            }
+            read_console_targets(turn, self.mask, self.allowed, &mut self.targets);
             return false;
         }
-        let bytes = &mut self.bytes;
-        let done = self
-            .input
-            .receive(turn, &mut |lane, _, chunk: &[u8]| bytes[lane as usize].extend_from_slice(chunk));
+        let done = receive_bytes(&mut self.input, turn, &mut self.bytes);
         if !done {
             return false;
         }

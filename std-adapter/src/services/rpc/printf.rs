@@ -9,7 +9,7 @@
 //! host names the string's device address in word 1 and the client streams the string; last,
 //! word 0 = the characters printed, word 1 = 0. Strings are fetched first to last.
 
-use super::stream_file::StreamFile;
+use super::stream_file::{read_console_targets, receive_bytes};
 use super::Context;
 use crate::services::printf::{argument_kinds, format_partial, ArgKind, PrintfLimits, PrintfMessage, Stream};
 use hostcall_core::rpc::{StreamIn, Turn};
@@ -71,21 +71,11 @@ impl Printf {
     /// One turn; `true` when the call is over.
     pub(super) fn turn(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
         if self.stage == Stage::Files {
-            for lane in turn.lanes(self.mask) {
-                self.targets[lane] = match StreamFile::decode(turn.read(lane as u32)[0]) {
-                    StreamFile::Stdout => Some(Stream::Stdout),
-                    StreamFile::Stderr => Some(Stream::Stderr),
-                    StreamFile::Stdin | StreamFile::Handle(_) => None,
-                }
-                .filter(|_| self.allowed);
-            }
+            read_console_targets(turn, self.mask, self.allowed, &mut self.targets);
             self.stage = Stage::Format;
             return false;
         }
-        let current = &mut self.current;
-        let done = self
-            .input
-            .receive(turn, &mut |lane, _, chunk: &[u8]| current[lane as usize].extend_from_slice(chunk));
+        let done = receive_bytes(&mut self.input, turn, &mut self.current);
         if !done {
             return false;
         }

@@ -27,3 +27,32 @@ impl StreamFile {
         }
     }
 }
+
+/// Reads each lane's `FILE` value from this turn's packet into the console stream it names
+/// (stdin and host files are not console streams: `None`, as is every lane unless `allowed`).
+pub(super) fn read_console_targets(
+    turn: &hostcall_core::rpc::Turn<'_>,
+    mask: u64,
+    allowed: bool,
+    targets: &mut [Option<crate::services::printf::Stream>],
+) {
+    use crate::services::printf::Stream;
+    for lane in turn.lanes(mask) {
+        targets[lane] = match StreamFile::decode(turn.read(lane as u32)[0]) {
+            StreamFile::Stdout => Some(Stream::Stdout),
+            StreamFile::Stderr => Some(Stream::Stderr),
+            StreamFile::Stdin | StreamFile::Handle(_) => None,
+        }
+        .filter(|_| allowed);
+    }
+}
+
+/// Takes this turn's packet of `input`, appending each kept lane's bytes to `bytes[lane]`;
+/// `true` when the stream is complete.
+pub(super) fn receive_bytes(
+    input: &mut hostcall_core::rpc::StreamIn,
+    turn: &hostcall_core::rpc::Turn<'_>,
+    bytes: &mut [Vec<u8>],
+) -> bool {
+    input.receive(turn, &mut |lane, _, chunk: &[u8]| bytes[lane as usize].extend_from_slice(chunk))
+}
