@@ -143,6 +143,25 @@ impl RpcHost {
         self.counters
     }
 
+    /// Ports with a call in progress (waiting for the device's next packet).
+    pub fn calls_in_progress(&self) -> usize {
+        self.calls.iter().flatten().count()
+    }
+
+    /// Bytes of device data the calls in progress hold (streams received so far). Bounded by
+    /// ports x lanes x [`RpcLimits::stream_bytes`] x the streams one call keeps (printf: the
+    /// format, the arguments and each `%s`), whatever the device sends.
+    pub fn held_bytes(&self) -> usize {
+        self.calls
+            .iter()
+            .flatten()
+            .map(|call| match call {
+                Call::Write(write) => write.held_bytes(),
+                Call::Printf(printf) => printf.held_bytes(),
+            })
+            .sum()
+    }
+
     /// Takes one turn on every port of `view` that is the host's; returns the turns taken.
     /// Console output goes to `sink`, `'r'` opcodes to `services`.
     pub fn drain<D: Dispatch + ?Sized>(
