@@ -414,7 +414,7 @@ int hostcall_disable(void *buffer, const void *queue);
  * on this thread. */
 const char *hostcall_last_error(void);
 
-/* ---- Both protocols ---- */
+/* ---- ROCm's two protocols, stack and phase ---- */
 
 /* Which wire protocol the device code of the kernels using a buffer speaks. A code object carries
  * no marker of it: the runtime chooses, per buffer, at enable. The stack protocol is ROCm's
@@ -492,7 +492,7 @@ HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, reserved) == 20, "opt
  * hostcall_buffer_alignment_for(protocol) (null and alignment checked), valid until
  * hostcall_disable returns for it (or the process ends). Returns HOSTCALL_OK or a HOSTCALL_ERR_*
  * code; on failure nothing changed (no bitmap is left allocated). hostcall_disable and
- * hostcall_emulated_call work on buffers of either protocol. */
+ * hostcall_emulated_call work on buffers of either of ROCm's protocols. */
 int hostcall_enable_ex(void *buffer, uint32_t num_packets, const void *queue,
                        const hostcall_enable_options_t *options);
 
