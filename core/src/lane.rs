@@ -274,55 +274,6 @@ pub trait CompletedPacket {
     fn host_error(&self) -> bool;
 }
 
-/// Implements [`ClaimedPacket`], [`SubmittedPacket`] and [`CompletedPacket`] for a protocol's
-/// `Claimed`, `Submitted` and `Completed` handles (each generic over one lifetime) by forwarding
-/// every trait method to the handle's inherent method of the same name.
-///
-/// Every protocol keeps its handles' methods inherent, so that a caller needs no trait import and
-/// the docs sit with the protocol; the trait impls are then pure forwarding, the same three blocks
-/// in every `producer.rs`. This macro writes them once. The inherent methods must exist with the
-/// traits' signatures: `Claimed::{write_lane, submit}`, `Submitted::wait_until`,
-/// `Completed::{reply, host_error}`.
-macro_rules! forward_producer_traits {
-    ($claimed:ident, $submitted:ident, $completed:ident) => {
-        impl<'a> $crate::lane::ClaimedPacket for $claimed<'a> {
-            type Submitted = $submitted<'a>;
-
-            #[inline]
-            fn write_lane(&mut self, lane: usize, words: &[u64; $crate::lane::SLOT_WORDS]) {
-                $claimed::write_lane(self, lane, words);
-            }
-
-            #[inline]
-            fn submit(self, service: u32, activemask: u64) -> $submitted<'a> {
-                $claimed::submit(self, service, activemask)
-            }
-        }
-
-        impl<'a> $crate::lane::SubmittedPacket for $submitted<'a> {
-            type Completed = $completed<'a>;
-
-            #[inline]
-            fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<$completed<'a>, Self> {
-                $submitted::wait_until(self, keep_waiting)
-            }
-        }
-
-        impl $crate::lane::CompletedPacket for $completed<'_> {
-            #[inline]
-            fn reply(&self, lane: usize) -> [u64; $crate::lane::REPLY_WORDS] {
-                $completed::reply(self, lane)
-            }
-
-            #[inline]
-            fn host_error(&self) -> bool {
-                $completed::host_error(self)
-            }
-        }
-    };
-}
-pub(crate) use forward_producer_traits;
-
 /// The producer's wait loop, shared by every protocol: calls `answered` until it returns
 /// `Some`, or until `keep_waiting(polls so far)` returns false (then `None`). `answered` does the
 /// protocol's Acquire load; `keep_waiting` is the backoff.

@@ -125,6 +125,7 @@ pub mod message;
 mod occupied;
 pub mod phase;
 mod poller;
+pub mod producer;
 pub mod rpc;
 mod scan;
 pub mod stack;

@@ -5,7 +5,7 @@ use super::layout::{next_seq, refreshes, Layout, Prefix, Reply, Request};
 use super::producer::Claimed;
 use crate::scan::ScanWindow;
 use crate::sync::{fence, AtomicU32, Ordering};
-use crate::view::{check_lengths, debug_parts, packet_count, part, LayoutError};
+use crate::view::{check_lengths, debug_parts, packet_count, part, write_prefix, zero_all, LayoutError};
 
 /// A view of a line buffer: the prefix and the five per-packet arrays.
 ///
@@ -138,20 +138,18 @@ impl<'a> View<'a> {
     /// publishes it.
     pub fn init(&self, device_base: u64, doorbell: u64) {
         let n = self.requests.len();
-        let relaxed = Ordering::Relaxed; // published by the hand-off, see above
         let layout = Layout::new(n).expect("packet count bounded by packet_count");
-        let address = |offset: usize| device_base.wrapping_add(offset as u64);
         let p = self.prefix;
-        p.requests.store(address(layout.requests), relaxed);
-        p.replies.store(address(layout.replies), relaxed);
-        p.device_seq.store(address(layout.device_seq), relaxed);
-        p.occupied.store(address(layout.occupied), relaxed);
-        p.served.store(address(layout.served), relaxed);
-        p.doorbell.store(doorbell, relaxed);
-        p.num_packets.store(n as u32, relaxed);
-        for word in self.device_seq.iter().chain(self.occupied).chain(self.served) {
-            word.store(0, relaxed);
-        }
+        let addresses = [
+            (&p.requests, layout.requests),
+            (&p.replies, layout.replies),
+            (&p.device_seq, layout.device_seq),
+            (&p.occupied, layout.occupied),
+            (&p.served, layout.served),
+        ];
+        write_prefix(device_base, &addresses, (&p.doorbell, doorbell), (&p.num_packets, n as u32));
+        zero_all(self.device_seq.iter().chain(self.occupied).chain(self.served));
+        let relaxed = Ordering::Relaxed; // published by the hand-off, see above
         for index in 0..n {
             self.requests[index].head.store(0, relaxed);
             self.requests[index].reserved.iter().for_each(|w| w.store(0, relaxed));

@@ -6,7 +6,7 @@ use super::producer::Claimed;
 use crate::lane::Payload;
 use crate::scan::ScanWindow;
 use crate::sync::{AtomicU32, Ordering};
-use crate::view::{check_lengths, debug_parts, packet_count, part, LayoutError};
+use crate::view::{check_lengths, debug_parts, packet_count, part, write_prefix, zero_all, LayoutError};
 use core::fmt;
 
 /// A view of a phase buffer: the prefix and the five per-packet arrays.
@@ -188,21 +188,19 @@ impl<'a> View<'a> {
     /// any producer: the hand-off (thread start, registration, kernel dispatch) publishes it.
     pub fn init(&self, device_base: u64, doorbell: u64) {
         let n = self.headers.len();
-        let relaxed = Ordering::Relaxed; // published by the hand-off, see above
-                                         // `from_parts`/`from_raw` bounded n, so the layout exists.
+        // `from_parts`/`from_raw` bounded n, so the layout exists.
         let layout = Layout::new(n).expect("packet count bounded by packet_count");
-        let address = |offset: usize| device_base.wrapping_add(offset as u64);
         let p = self.prefix;
-        p.device_phase.store(address(layout.device_phase), relaxed);
-        p.host_phase.store(address(layout.host_phase), relaxed);
-        p.occupied.store(address(layout.occupied), relaxed);
-        p.headers.store(address(layout.headers), relaxed);
-        p.payloads.store(address(layout.payloads), relaxed);
-        p.doorbell.store(doorbell, relaxed);
-        p.num_packets.store(n as u32, relaxed);
-        for word in self.device_phase.iter().chain(self.host_phase).chain(self.occupied) {
-            word.store(0, relaxed);
-        }
+        let addresses = [
+            (&p.device_phase, layout.device_phase),
+            (&p.host_phase, layout.host_phase),
+            (&p.occupied, layout.occupied),
+            (&p.headers, layout.headers),
+            (&p.payloads, layout.payloads),
+        ];
+        write_prefix(device_base, &addresses, (&p.doorbell, doorbell), (&p.num_packets, n as u32));
+        zero_all(self.device_phase.iter().chain(self.host_phase).chain(self.occupied));
+        let relaxed = Ordering::Relaxed; // published by the hand-off, see above
         for header in self.headers {
             header.activemask.store(0, relaxed);
             header.service.store(0, relaxed);

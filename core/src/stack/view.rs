@@ -150,11 +150,11 @@ impl<'a> View<'a> {
 
     /// Producer: claims a free packet. `Ok(None)`: none is free (more waves than packets; retry).
     pub fn claim(&self) -> Result<Option<Claimed<'a>>, ChainError> {
-        Ok(self.free_list().pop()?.map(|ptr| Claimed::new(*self, ptr)))
+        Ok(self.free_list().pop()?.map(|ptr| Claimed::new(*self, ptr.index(), ptr)))
     }
 
     /// Producer: pushes a packet it owns back on the free-list with its tag advanced.
-    pub(crate) fn release(&self, ptr: TaggedPtr) {
+    pub(crate) fn push_free(&self, ptr: TaggedPtr) {
         self.free_list().push(self.geometry.advance_tag(ptr));
     }
 }

@@ -6,6 +6,7 @@
 //! its arrays with [`RawBuffer::slice`]; its `View::from_parts` calls [`check_lengths`]. Which
 //! arrays there are, and the offsets of each, stay with the protocol.
 
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use core::fmt;
 #[cfg(not(loom))]
 pub(crate) use raw::RawBuffer;
@@ -125,4 +126,26 @@ impl From<GeometryError> for LayoutError {
     fn from(e: GeometryError) -> Self {
         Self::Geometry(e)
     }
+}
+
+/// The prefix stores of a protocol's `View::init`: each `(word, offset)` of `addresses` gets the
+/// device address of its array (`device_base + offset`, wrapping: the device's address space is
+/// its own), then the doorbell handle and the packet count. Relaxed: `init` is published by the
+/// hand-off of the buffer to its producers (thread start, registration, kernel dispatch).
+pub(crate) fn write_prefix(
+    device_base: u64,
+    addresses: &[(&AtomicU64, usize)],
+    doorbell: (&AtomicU64, u64),
+    num_packets: (&AtomicU32, u32),
+) {
+    for &(word, offset) in addresses {
+        word.store(device_base.wrapping_add(offset as u64), Ordering::Relaxed);
+    }
+    doorbell.0.store(doorbell.1, Ordering::Relaxed);
+    num_packets.0.store(num_packets.1, Ordering::Relaxed);
+}
+
+/// Zeroes every word of `words` (Relaxed, as [`write_prefix`]: published by the hand-off).
+pub(crate) fn zero_all<'w>(words: impl IntoIterator<Item = &'w AtomicU32>) {
+    words.into_iter().for_each(|word| word.store(0, Ordering::Relaxed));
 }
