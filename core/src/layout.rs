@@ -33,6 +33,15 @@ pub(crate) const fn line_aligned<const K: usize>(
     Some((offsets, end))
 }
 
+/// The total size of arrays placed by [`line_aligned`] (`None` where they overflow): what a
+/// protocol's `buffer_size` returns.
+pub(crate) const fn total<const K: usize>(placed: Option<([usize; K], usize)>) -> Option<usize> {
+    match placed {
+        Some((_, size)) => Some(size),
+        None => None,
+    }
+}
+
 /// The first line-aligned offset at or after `offset`.
 const fn next_line(offset: usize) -> Option<usize> {
     match offset.checked_add(CACHE_LINE - 1) {

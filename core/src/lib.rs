@@ -130,6 +130,8 @@ pub mod rpc;
 mod scan;
 pub mod stack;
 pub mod sync;
+#[cfg(all(test, not(loom)))]
+mod test_support;
 mod view;
 
 pub use any::{AnyClaimed, AnyCompleted, AnySubmitted, AnyView, HostScratch, Protocol};

@@ -3,8 +3,8 @@
 //! puts the arrays the prefix points to (the picture is in the [`crate::line`] docs).
 
 use crate::lane::{LANES, REPLY_WORDS, SLOT_WORDS};
-use crate::layout::line_aligned;
 pub use crate::layout::CACHE_LINE;
+use crate::layout::{line_aligned, total};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::view::MIN_ALIGN as SHARED_MIN_ALIGN;
 
@@ -195,11 +195,7 @@ impl Layout {
     /// assert_eq!((l.replies, l.size), (256 + 3 * 8256, 256 + 3 * 8256 + 3 * 2048));
     /// ```
     pub const fn new(num_packets: usize) -> Option<Self> {
-        let n = num_packets;
-        let arrays = [(n, 4), (n.div_ceil(32), 4), (n, 4), (n, REQUEST_SIZE), (n, REPLY_SIZE)];
-        let Some(([device_seq, occupied, served, requests, replies], size)) =
-            line_aligned(PREFIX_SIZE, arrays)
-        else {
+        let Some(([device_seq, occupied, served, requests, replies], size)) = placed(num_packets) else {
             return None;
         };
         Some(Self { device_seq, occupied, served, requests, replies, size })
@@ -208,10 +204,13 @@ impl Layout {
 
 /// Bytes a line buffer of `num_packets` packets needs, or `None` on overflow.
 pub const fn buffer_size(num_packets: usize) -> Option<usize> {
-    match Layout::new(num_packets) {
-        Some(layout) => Some(layout.size),
-        None => None,
-    }
+    total(placed(num_packets))
+}
+
+/// The arrays after the prefix, in order: `device_seq`, `occupied`, `served`, the request blocks,
+/// the reply blocks.
+const fn placed(n: usize) -> Option<([usize; 5], usize)> {
+    line_aligned(PREFIX_SIZE, [(n, 4), (n.div_ceil(32), 4), (n, 4), (n, REQUEST_SIZE), (n, REPLY_SIZE)])
 }
 
 /// The alignment a line buffer needs: a cache line (the request and reply blocks are
@@ -267,24 +266,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn arrays_are_line_aligned_disjoint_and_in_bounds() {
-        for n in [2usize, 3, 31, 32, 33, 100, 1 << 16] {
+    fn every_array_starts_on_a_line_of_its_own() {
+        crate::test_support::assert_line_aligned_for_counts(|n| {
             let l = Layout::new(n).unwrap();
-            let spans = [
-                (0, PREFIX_SIZE),
-                (l.device_seq, 4 * n),
-                (l.occupied, 4 * n.div_ceil(32)),
-                (l.served, 4 * n),
-                (l.requests, REQUEST_SIZE * n),
-                (l.replies, REPLY_SIZE * n),
-            ];
-            for pair in spans.windows(2) {
-                let ((a, a_len), (b, _)) = (pair[0], pair[1]);
-                assert!((a + a_len).div_ceil(CACHE_LINE) * CACHE_LINE <= b, "n = {n}");
-                assert_eq!(b % CACHE_LINE, 0);
-            }
-            assert_eq!(l.size, l.replies + n * REPLY_SIZE);
-        }
+            (
+                [
+                    (0, PREFIX_SIZE),
+                    (l.device_seq, 4 * n),
+                    (l.occupied, 4 * n.div_ceil(32)),
+                    (l.served, 4 * n),
+                    (l.requests, REQUEST_SIZE * n),
+                    (l.replies, REPLY_SIZE * n),
+                ],
+                l.size,
+            )
+        });
         assert_eq!(Layout::new(usize::MAX / 8), None);
     }
 

@@ -8,6 +8,8 @@ use crate::lane::{LANES, SLOT_WORDS};
 use crate::sync::{AtomicU32, Ordering};
 use proptest::prelude::*;
 
+use crate::test_support::{packets, words};
+
 extern crate std;
 use std::{boxed::Box, vec::Vec};
 
@@ -21,10 +23,6 @@ struct Buffer {
     replies: Box<[Reply]>,
 }
 
-fn words(n: usize) -> Box<[AtomicU32]> {
-    (0..n).map(|_| AtomicU32::new(0)).collect()
-}
-
 impl Buffer {
     fn new(n: usize) -> Box<Self> {
         let buffer = Box::new(Self {
@@ -32,8 +30,8 @@ impl Buffer {
             device_seq: words(n),
             occupied: words(n.div_ceil(32)),
             served: words(n),
-            requests: (0..n).map(|_| Request::default()).collect(),
-            replies: (0..n).map(|_| Reply::default()).collect(),
+            requests: packets(n),
+            replies: packets(n),
         });
         buffer.view().init(0, 0);
         buffer

@@ -1,8 +1,8 @@
 //! The phase-protocol buffer as device code sees it (PROTOCOL.md section 2), and where this
 //! project puts the arrays the prefix points to (the picture is in the [`crate::phase`] docs).
 
-use crate::layout::line_aligned;
 pub use crate::layout::CACHE_LINE;
+use crate::layout::{line_aligned, total};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::view::MIN_ALIGN as SHARED_MIN_ALIGN;
 
@@ -94,10 +94,7 @@ impl Layout {
     /// assert_eq!(l.size, 320 + 3 * 4096);
     /// ```
     pub const fn new(num_packets: usize) -> Option<Self> {
-        let n = num_packets;
-        let arrays = [(n, 4), (occupied_words(n), 4), (n, 4), (n, HEADER_SIZE), (n, PAYLOAD_SIZE)];
-        let Some(([device_phase, occupied, host_phase, headers, payloads], size)) =
-            line_aligned(PREFIX_SIZE, arrays)
+        let Some(([device_phase, occupied, host_phase, headers, payloads], size)) = placed(num_packets)
         else {
             return None;
         };
@@ -111,10 +108,13 @@ impl Layout {
 /// assert_eq!(hostcall_core::phase::buffer_size(2), Some(320 + 2 * 4096));
 /// ```
 pub const fn buffer_size(num_packets: usize) -> Option<usize> {
-    match Layout::new(num_packets) {
-        Some(layout) => Some(layout.size),
-        None => None,
-    }
+    total(placed(num_packets))
+}
+
+/// The arrays after the prefix, in order: `device_phase`, `occupied`, `host_phase`, the headers,
+/// the payloads.
+const fn placed(n: usize) -> Option<([usize; 5], usize)> {
+    line_aligned(PREFIX_SIZE, [(n, 4), (occupied_words(n), 4), (n, 4), (n, HEADER_SIZE), (n, PAYLOAD_SIZE)])
 }
 
 /// The alignment to allocate a phase buffer with: a cache line, so the arrays the device writes
@@ -168,25 +168,20 @@ mod tests {
 
     #[test]
     fn arrays_are_line_aligned_disjoint_and_in_bounds() {
-        for n in [2usize, 3, 31, 32, 33, 100, 1 << 16] {
+        crate::test_support::assert_line_aligned_for_counts(|n| {
             let l = Layout::new(n).unwrap();
-            let spans = [
-                (0, PREFIX_SIZE),
-                (l.device_phase, 4 * n),
-                (l.occupied, 4 * occupied_words(n)),
-                (l.host_phase, 4 * n),
-                (l.headers, HEADER_SIZE * n),
-                (l.payloads, PAYLOAD_SIZE * n),
-            ];
-            for pair in spans.windows(2) {
-                let ((a, a_len), (b, _)) = (pair[0], pair[1]);
-                assert!(a + a_len <= b, "n = {n}: arrays overlap");
-                assert_eq!(b % CACHE_LINE, 0);
-                // Different writers never share a line.
-                assert!((a + a_len).div_ceil(CACHE_LINE) * CACHE_LINE <= b);
-            }
-            assert_eq!(l.size, l.payloads + n * PAYLOAD_SIZE);
-        }
+            (
+                [
+                    (0, PREFIX_SIZE),
+                    (l.device_phase, 4 * n),
+                    (l.occupied, 4 * occupied_words(n)),
+                    (l.host_phase, 4 * n),
+                    (l.headers, HEADER_SIZE * n),
+                    (l.payloads, PAYLOAD_SIZE * n),
+                ],
+                l.size,
+            )
+        });
         assert_eq!(Layout::new(usize::MAX / 8), None);
         assert_eq!(occupied_words(32), 1);
         assert_eq!(occupied_words(33), 2);

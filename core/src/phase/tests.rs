@@ -2,10 +2,11 @@
 //! scan window, raw memory, hostile bytes.
 
 use super::*;
-use crate::host::{DrainError, DrainHandler, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
+use crate::host::{DrainError, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
 use crate::lane::{PacketEvent, PacketState, Payload, LANES};
 use crate::scan::ScanWindow;
 use crate::sync::{AtomicU32, Ordering};
+use crate::test_support::{echo, packets, words, Collect};
 use crate::view::LayoutError;
 use proptest::prelude::*;
 
@@ -22,10 +23,6 @@ pub(crate) struct Parts {
     payloads: Box<[Payload]>,
 }
 
-fn words(n: usize) -> Box<[AtomicU32]> {
-    (0..n).map(|_| AtomicU32::new(0)).collect()
-}
-
 impl Parts {
     pub(crate) fn new(n: usize) -> Self {
         Self {
@@ -33,8 +30,8 @@ impl Parts {
             device_phase: words(n),
             host_phase: words(n),
             occupied: words(occupied_words(n)),
-            headers: (0..n).map(|_| Header::default()).collect(),
-            payloads: (0..n).map(|_| Payload::default()).collect(),
+            headers: packets(n),
+            payloads: packets(n),
         }
     }
     fn parts(&self) -> super::Parts<'_> {
@@ -51,29 +48,6 @@ impl Parts {
         let v = View::from_parts(self.parts()).unwrap();
         v.init(0, 0);
         v
-    }
-}
-
-fn echo(p: &mut PacketRequest<'_>) {
-    let lanes: Vec<usize> = p.lanes().collect();
-    for lane in lanes {
-        let r = p.request(lane);
-        p.reply(lane, [r[0] + 1, u64::from(p.service())]);
-    }
-}
-
-#[derive(Default)]
-struct Collect {
-    served: Vec<u32>,
-    errors: Vec<DrainError>,
-}
-impl DrainHandler for Collect {
-    fn serve(&mut self, p: &mut PacketRequest<'_>) {
-        self.served.push(p.index());
-        echo(p);
-    }
-    fn malformed(&mut self, e: DrainError) {
-        self.errors.push(e);
     }
 }
 

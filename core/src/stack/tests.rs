@@ -1,9 +1,10 @@
 //! Sequential behaviour of the buffer: init, claim/submit/drain/release, wraparound, hostile bytes.
 
 use super::*;
-use crate::host::{ChainError, DrainError, DrainHandler, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
+use crate::host::{ChainError, DrainError, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
 use crate::lane::{Payload, LANES};
 use crate::sync::Ordering;
+use crate::test_support::{echo, packets, Collect};
 use crate::view::LayoutError;
 use proptest::prelude::*;
 
@@ -19,38 +20,11 @@ pub(crate) struct Parts {
 
 impl Parts {
     pub(crate) fn new(n: usize) -> Self {
-        Self {
-            prefix: Prefix::default(),
-            headers: (0..n).map(|_| Header::default()).collect(),
-            payloads: (0..n).map(|_| Payload::default()).collect(),
-        }
+        Self { prefix: Prefix::default(), headers: packets(n), payloads: packets(n) }
     }
     pub(crate) fn view(&self) -> View<'_> {
         let v = View::from_parts(&self.prefix, &self.headers, &self.payloads).unwrap();
         v
-    }
-}
-
-fn echo(p: &mut PacketRequest<'_>) {
-    let lanes: Vec<usize> = p.lanes().collect();
-    for lane in lanes {
-        let r = p.request(lane);
-        p.reply(lane, [r[0] + 1, u64::from(p.service())]);
-    }
-}
-
-#[derive(Default)]
-struct Collect {
-    served: Vec<u32>,
-    errors: Vec<DrainError>,
-}
-impl DrainHandler for Collect {
-    fn serve(&mut self, p: &mut PacketRequest<'_>) {
-        self.served.push(p.index());
-        echo(p);
-    }
-    fn malformed(&mut self, e: DrainError) {
-        self.errors.push(e);
     }
 }
 
