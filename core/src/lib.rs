@@ -59,8 +59,8 @@
 //!
 //! A protocol is one folder plus one arm of the one switch. The folder provides `layout.rs` (the
 //! `repr(C)` types, `Layout`, `buffer_size`, `buffer_align`, the ABI asserts), `view.rs` (`View`:
-//! `from_parts`, `from_raw`, `init`, `claim`, `host`), `producer.rs` (`Claimed`, `Submitted`,
-//! `Completed`), `host.rs` (`Host`: `drain`, and `drain_scope` for a host that scans), `mod.rs`
+//! `from_parts`, `from_raw`, `init`, `claim`, `host`), `producer.rs` (its [`producer::Wire`]: what
+//! each step of a call does to its words; the handles are [`producer`]'s), `host.rs` (`Host`: `drain`, and `drain_scope` for a host that scans), `mod.rs`
 //! (the docs: who writes which word, the orderings, an example) and `tests.rs`, built on the shared
 //! mechanisms, which name no protocol: the scan window and drain scope ([`ScanWindow`],
 //! [`DrainScope`]), the checks and slicing of raw memory and parts (`view/`), the layout
@@ -100,6 +100,7 @@
 //! | --- | --- |
 //! | [`stack`], [`phase`], [`line`](mod@line) | one folder per protocol, the same files in each |
 //! | [`lane`] | lanes, the shared [`Payload`], the lane-mask walk, the producer traits |
+//! | [`producer`] | the producer's handles written once, generic over each protocol's [`producer::Wire`] |
 //! | [`dispatch`] | service ids, [`Dispatch`], [`LaneService`], [`ServiceTable`], [`serve_lanes`](dispatch::serve_lanes) |
 //! | [`message`] | message streams: descriptors and chunking |
 //! | [`sync`] | the atomics facade: the types the `repr(C)` layouts are made of |

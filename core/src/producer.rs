@@ -9,6 +9,26 @@
 //! traits ([`ClaimedPacket`], [`SubmittedPacket`], [`CompletedPacket`]) are here. Each protocol
 //! names its handles (`stack::Claimed<'a>` is `Claimed<stack::View<'a>>`) and adds what only it has
 //! (the stack's tagged pointer, the line protocol's sequence and its `keep`).
+//!
+//! ```
+//! # #[cfg(not(loom))] {
+//! use hostcall_core::{producer, stack, Payload};
+//! /// Any protocol's claimed packet is a `producer::Claimed<W>`.
+//! fn lane_zero<W: producer::Wire>(mut packet: producer::Claimed<W>) -> producer::Submitted<W> {
+//!     packet.write_lane(0, &[1, 2, 3, 4, 5, 6, 7, 8]);
+//!     packet.submit(7, 1)
+//! }
+//! let (prefix, headers) = (stack::Prefix::default(), [stack::Header::default(), stack::Header::default()]);
+//! let payloads = [Payload::default(), Payload::default()];
+//! let view = stack::View::from_parts(&prefix, &headers, &payloads).unwrap();
+//! view.init(0, 0);
+//! let claimed: stack::Claimed<'_> = view.claim().unwrap().expect("a free packet");
+//! let submitted = lane_zero(claimed);
+//! assert!(!submitted.is_served());
+//! view.host().drain(&mut |p: &mut hostcall_core::PacketRequest<'_>| p.reply(0, [p.request(0)[7], 0]));
+//! assert_eq!(submitted.wait(|| {}).reply(0), [8, 0]);
+//! # }
+//! ```
 
 use crate::host::ErrorCode;
 use crate::lane::{

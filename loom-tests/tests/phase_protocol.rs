@@ -27,11 +27,12 @@
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p loom-tests --release --test phase_protocol`
 #![cfg(loom)]
 
-use hostcall_core::phase::{occupied_words, Claimed, Header, Parts, Prefix, View};
-use hostcall_core::sync::{AtomicU32, Ordering};
-use hostcall_core::{PacketRequest, Payload, LANES, LANE_MASK};
+use hostcall_core::phase::{Claimed, View};
+use hostcall_core::sync::Ordering;
+use hostcall_core::{PacketRequest, LANES, LANE_MASK};
 use loom::sync::{Arc, Notify};
 use loom::thread;
+use loom_tests::PhaseBuffer;
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 use std::time::Instant;
 
@@ -40,12 +41,7 @@ const SERVICE: u32 = 7;
 /// A phase buffer allocated normally (loom atomics do not have the ABI representation), and one
 /// wake-up per wave.
 struct Model {
-    prefix: Prefix,
-    device_phase: Vec<AtomicU32>,
-    host_phase: Vec<AtomicU32>,
-    occupied: Vec<AtomicU32>,
-    headers: Vec<Header>,
-    payloads: Vec<Payload>,
+    buffer: PhaseBuffer,
     wake: Vec<Notify>,
     /// Whether the host wakes every wave after a scan that served something, not just the waves
     /// it served (a wave waiting to claim an abandoned packet needs it).
@@ -57,32 +53,17 @@ struct Model {
 
 impl Model {
     fn new(packets: usize, waves: usize) -> Arc<Self> {
-        let words = |k: usize| (0..k).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
         let model = Self {
-            prefix: Prefix::default(),
-            device_phase: words(packets),
-            host_phase: words(packets),
-            occupied: words(occupied_words(packets)),
-            headers: (0..packets).map(|_| Header::default()).collect(),
-            payloads: (0..packets).map(|_| Payload::default()).collect(),
+            buffer: PhaseBuffer::new(packets),
             wake: (0..waves).map(|_| Notify::new()).collect(),
             host_wakes_all: false,
             release_wakes_others: waves > packets,
         };
-        model.view().init(0, 0);
         Arc::new(model)
     }
 
     fn view(&self) -> View<'_> {
-        View::from_parts(Parts {
-            prefix: &self.prefix,
-            device_phase: &self.device_phase,
-            host_phase: &self.host_phase,
-            occupied: &self.occupied,
-            headers: &self.headers,
-            payloads: &self.payloads,
-        })
-        .expect("a valid buffer")
+        self.buffer.view()
     }
 
     /// Wakes the waves that may be waiting to claim a packet, if there can be any.

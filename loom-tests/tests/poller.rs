@@ -20,12 +20,11 @@
 #![cfg(loom)]
 
 use hostcall_core::__internal::{add_view, remove_without_waiting};
-use hostcall_core::phase::{occupied_words, Header, Parts, Prefix, View};
-use hostcall_core::sync::AtomicU32;
-use hostcall_core::{AnyView, ErrorCode, Payload, Poller, PollerError, ServiceTable, SLOT_WORDS};
+use hostcall_core::phase::View;
+use hostcall_core::{AnyView, ErrorCode, Poller, PollerError, ServiceTable, SLOT_WORDS};
 use loom::sync::Arc;
 use loom::thread;
-use loom_tests::check;
+use loom_tests::{check, PhaseBuffer};
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 
 /// Executions (across the whole exploration) in which a poll served the packet, and in which the
@@ -37,48 +36,23 @@ const SERVICE: u32 = 7;
 /// The request the wave sends in lane 0; the service answers `[REQUEST[0] + 1, 0]`.
 const REQUEST: [u64; SLOT_WORDS] = [41, 1, 2, 3, 4, 5, 6, 7];
 
-/// A phase buffer of 2 packets allocated in parts, and the poller that serves it.
+/// A phase buffer of 2 packets, and the poller that serves it.
 struct Model {
-    prefix: Prefix,
-    device_phase: Vec<AtomicU32>,
-    host_phase: Vec<AtomicU32>,
-    occupied: Vec<AtomicU32>,
-    headers: Vec<Header>,
-    payloads: Vec<Payload>,
+    buffer: PhaseBuffer,
     poller: Poller<1>,
 }
 
 impl Model {
     fn new() -> Arc<Self> {
-        let words = |k: usize| (0..k).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
-        let model = Self {
-            prefix: Prefix::default(),
-            device_phase: words(2),
-            host_phase: words(2),
-            occupied: words(occupied_words(2)),
-            headers: (0..2).map(|_| Header::default()).collect(),
-            payloads: (0..2).map(|_| Payload::default()).collect(),
-            poller: Poller::new(),
-        };
-        model.view().init(0, 0);
-        Arc::new(model)
+        Arc::new(Self { buffer: PhaseBuffer::new(2), poller: Poller::new() })
     }
 
     fn view(&self) -> View<'_> {
-        View::from_parts(Parts {
-            prefix: &self.prefix,
-            device_phase: &self.device_phase,
-            host_phase: &self.host_phase,
-            occupied: &self.occupied,
-            headers: &self.headers,
-            payloads: &self.payloads,
-        })
-        .expect("a valid buffer")
+        self.buffer.view()
     }
 
-    /// The key the buffer is registered under: its prefix's address.
     fn base(&self) -> *mut u8 {
-        &self.prefix as *const Prefix as *mut u8
+        self.buffer.base()
     }
 }
 
@@ -128,7 +102,7 @@ fn add_poll_remove_free(remove: fn(&Poller<1>, *mut u8) -> Result<(), PollerErro
     let answered = wave.join().unwrap();
     // The buffer is the runtime's again: reuse its words. A poll still reading or writing them
     // races with these writes.
-    for slot in &model.payloads[0].slots[0] {
+    for slot in &model.buffer.payload(0).slots[0] {
         slot.write(0);
     }
     let served = poll.join().unwrap();
