@@ -40,21 +40,24 @@ struct pipelined : hostcall::tuning {
         using namespace hostcall::detail;
         unsigned a = ld_relaxed_sys(host);
         spin_ns(c.wait.poll_stagger_ns);
+        bool seen = false;
         while (global_timer_ns() - started < c.wait.spin_ns) {
             const unsigned b = ld_relaxed_sys(host);
             if ((a & 1u) == phase) {
-                /* Makes the observing relaxed load an acquire: pairs with the host's release
-                 * store of host_phase. */
-                fence_acq_rel_sys();
-                return true;
+                seen = true;
+                break;
             }
             a = ld_relaxed_sys(host);
             if ((b & 1u) == phase) {
-                fence_acq_rel_sys(); /* as above */
-                return true;
+                seen = true;
+                break;
             }
         }
-        return false;
+        if (seen)
+            /* Makes the observing relaxed load an acquire: pairs with the host's release store
+             * of host_phase. */
+            fence_acq_rel_sys();
+        return seen;
     }
 
     static __device__ __forceinline__ void line_wait(const hostcall::line_client &c, unsigned mask,
