@@ -197,7 +197,8 @@ impl From<phase::Malformed> for DrainError {
     }
 }
 
-/// What one drain did.
+/// What one drain did (`#[non_exhaustive]`: a later version may count more; read the fields).
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DrainReport {
     /// Packets served (stack protocol: READY cleared; phase protocol: `host_phase` flipped).

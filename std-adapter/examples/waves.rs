@@ -155,7 +155,7 @@ fn main() -> ExitCode {
             Protocol::Stack => hostcall::backend::hsa::AtomicsRequirement::Required,
             Protocol::Phase | Protocol::Line => hostcall::backend::hsa::AtomicsRequirement::NotRequired,
         };
-        hostcall::backend::detect_with(&hostcall::backend::DetectOptions { atomics, ..Default::default() })
+        hostcall::backend::detect_with(&hostcall::backend::DetectOptions::default().with_atomics(atomics))
     };
     let doorbell = backend.doorbell.clone();
     let config = if o.spin { ListenerConfig::spinning() } else { ListenerConfig::default() };

@@ -75,6 +75,9 @@
 
 pub use hostcall_core as core;
 
+#[macro_use]
+mod setters;
+
 pub mod backend;
 pub mod buffer;
 pub mod device;

@@ -50,7 +50,7 @@ fn setup(limits: MessageLimits, protocol: Protocol) -> Setup {
         .unwrap();
     listener
         .services()
-        .enable_devmem(Arc::new(HostMemory), DevMemLimits { max_allocation: 1 << 20, ..Default::default() })
+        .enable_devmem(Arc::new(HostMemory), DevMemLimits::default().with_max_allocation(1 << 20))
         .unwrap();
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, protocol).unwrap());
@@ -123,7 +123,7 @@ fn descriptor(begin: bool, end: bool, len: usize, id: u64) -> u64 {
 }
 
 fn malformed_streams_get_error_replies_and_the_listener_goes_on(protocol: Protocol) {
-    let s = setup(MessageLimits { max_message_bytes: 64, max_open: 2, ..MessageLimits::default() }, protocol);
+    let s = setup(MessageLimits::default().with_max_message_bytes(64).with_max_open(2), protocol);
     let wave = Wave::new(s.buffer.clone(), 1);
     let bad = |reply: Reply, code: ErrorCode, what: &str| {
         assert!(reply.host_error(), "{what}");

@@ -197,7 +197,7 @@ fn an_unknown_service_is_answered_with_an_error(protocol: Protocol) {
 }
 
 fn a_producer_that_never_rings_is_served_within_the_poll_timeout(protocol: Protocol) {
-    let config = ListenerConfig { spin_polls: 0, max_wait: Duration::from_millis(20), ..Default::default() };
+    let config = ListenerConfig::default().with_spin_polls(0).with_max_wait(Duration::from_millis(20));
     let (listener, doorbell) = listener(config);
     // The buffer rings a doorbell nobody listens to.
     let silent: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());

@@ -32,7 +32,7 @@ fn stripes_are_disjoint_aligned_and_cover_the_buffer() {
 #[test]
 fn three_threads_split_one_buffer_and_each_serves_only_its_stripe() {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-    let config = ListenerConfig { thread_name: "striped".into(), ..ListenerConfig::default() };
+    let config = ListenerConfig::default().with_thread_name("striped".into());
     let pool = ListenerPool::start(3, doorbell.clone(), config).unwrap();
     let recorder = Recorder::default();
     pool.services().register_packet(ECHO, "echo", recorder.clone()).unwrap();

@@ -17,7 +17,7 @@ use pool_common::{buffer, Recorder, ECHO};
 #[test]
 fn three_threads_split_one_line_buffer_and_each_serves_only_its_stripe() {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-    let config = ListenerConfig { thread_name: "line-striped".into(), ..ListenerConfig::default() };
+    let config = ListenerConfig::default().with_thread_name("line-striped".into());
     let pool = ListenerPool::start(3, doorbell.clone(), config).unwrap();
     let recorder = Recorder::default();
     pool.services().register_packet(ECHO, "echo", recorder.clone()).unwrap();

@@ -68,7 +68,7 @@ fn child_process_entry() {
     let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
     listener
         .services()
-        .enable_sanitizer(SanitizerConfig { code_objects: Arc::new(objects), ..SanitizerConfig::default() })
+        .enable_sanitizer(SanitizerConfig::default().with_code_objects(Arc::new(objects)))
         .unwrap();
     let buffer =
         Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap().with_device_ordinal(5));

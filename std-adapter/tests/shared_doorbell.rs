@@ -56,7 +56,7 @@ fn assert_idle(name: &str) {
 }
 
 fn config(name: &str) -> ListenerConfig {
-    ListenerConfig { thread_name: name.into(), ..ListenerConfig::default() }
+    ListenerConfig::default().with_thread_name(name.into())
 }
 
 fn add_call(buffer: &Arc<HostcallBuffer>) -> [u64; 2] {

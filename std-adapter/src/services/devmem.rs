@@ -72,6 +72,7 @@ pub fn block_alignment(size: u64) -> u64 {
 
 /// What DEVMEM will hand out. See the [module docs](self#budget).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DevMemLimits {
     /// The largest single allocation, in bytes asked for.
     pub max_allocation: u64,
@@ -81,6 +82,12 @@ pub struct DevMemLimits {
     /// The most allocations live at once.
     pub max_allocations: usize,
 }
+
+setters!(DevMemLimits {
+    with_max_allocation: max_allocation: u64,
+    with_max_total: max_total: u64,
+    with_max_allocations: max_allocations: usize,
+});
 
 impl Default for DevMemLimits {
     fn default() -> Self {

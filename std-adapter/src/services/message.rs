@@ -69,6 +69,7 @@ pub const DEFAULT_MAX_HELD_BYTES: usize = 256 << 20;
 
 /// Bounds on what devices may make the assembler hold. See the [module docs](self#budgets).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MessageLimits {
     /// The largest message, in bytes (rounded down to whole words).
     pub max_message_bytes: usize,
@@ -79,6 +80,12 @@ pub struct MessageLimits {
     /// default; larger values are clamped).
     pub max_open: usize,
 }
+
+setters!(MessageLimits {
+    with_max_message_bytes: max_message_bytes: usize,
+    with_max_held_bytes: max_held_bytes: usize,
+    with_max_open: max_open: usize,
+});
 
 impl Default for MessageLimits {
     fn default() -> Self {

@@ -54,6 +54,7 @@ pub const MAX_BUFFERS: usize = 256;
 
 /// How a listener waits.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ListenerConfig {
     /// Polls without work before sleeping on the doorbell. `u32::MAX`: never sleep (a spinning
     /// listener: lowest latency, one core busy).
@@ -74,6 +75,15 @@ pub struct ListenerConfig {
     /// them while there are enough.
     pub cpus: Vec<usize>,
 }
+
+setters!(ListenerConfig {
+    with_spin_polls: spin_polls: u32,
+    with_min_wait: min_wait: Duration,
+    with_max_wait: max_wait: Duration,
+    with_shutdown_grace: shutdown_grace: Duration,
+    with_thread_name: thread_name: String,
+    with_cpus: cpus: Vec<usize>,
+});
 
 impl Default for ListenerConfig {
     fn default() -> Self {
