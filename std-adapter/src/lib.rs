@@ -56,6 +56,17 @@
 //! per hardware queue, disable it), start at [`lifecycle`]; for the C ABI, the `hostcall-capi`
 //! crate and `include/hostcall.h`; for the wire format, `PROTOCOL.md`.
 //!
+//! # The public surface
+//!
+//! What the four published crates make public is a decision: `tests/public_items.rs` lists every
+//! `pub` declaration of their sources in `tests/public_items.txt` and fails when one is added,
+//! removed or renamed without the list (`HOSTCALL_BLESS_PUBLIC_ITEMS=1 cargo test -p hostcall
+//! --test public_items` rewrites it; review its diff). The configuration types
+//! ([`ListenerConfig`], [`EnableOptions`], [`DetectOptions`], [`services::sanitizer::SanitizerConfig`], the
+//! `*Limits` structs) and the reports ([`Stats`], `hostcall_core::DrainReport`)
+//! are `#[non_exhaustive]`, so they may gain fields in a minor release: build a configuration
+//! from its `Default` and its `with_*` setters.
+//!
 //! # Features
 //!
 //! - `cuda` (off by default): `backend::cuda`, CUDA kernels as devices (pinned, device-mapped

@@ -9,7 +9,7 @@ mod common;
 use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
 use hostcall::core::message::MessageWriter;
-use hostcall::dispatch::unknown_ids::REMEMBERED_UNKNOWN_IDS;
+use hostcall::dispatch::REMEMBERED_UNKNOWN_IDS;
 use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
 use hostcall::services::devmem::{DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN, SLAB_BYTES};

@@ -6,9 +6,9 @@ use super::words::{activemask_of, line_pending, read32, service_of, slot_of, wri
 use super::Budgets;
 use hostcall::backend::host::ParkingDoorbell;
 use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall::dispatch::capacity::ServedPackets;
 use hostcall::dispatch::registry::ThreadDispatch;
-use hostcall::dispatch::unknown_ids::REMEMBERED_UNKNOWN_IDS;
+use hostcall::dispatch::ServedPackets;
+use hostcall::dispatch::REMEMBERED_UNKNOWN_IDS;
 use hostcall::doorbell::Doorbell;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::printf::{PrintfSink, Stream};

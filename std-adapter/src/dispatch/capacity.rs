@@ -16,7 +16,7 @@
 //! reports its packets the same way.
 //!
 //! ```
-//! use hostcall::dispatch::capacity::LaneCapacity;
+//! use hostcall::dispatch::LaneCapacity;
 //!
 //! let capacity = LaneCapacity::new();
 //! let first = capacity.serve(1024); // a buffer of 1024 packets

@@ -1,12 +1,15 @@
 //! Dispatch: from a packet's service id to the code that answers it, on the host.
 //!
 //! - [`registry`]: [`Services`](registry::Services), from a service id to the code that answers it;
-//! - [`unknown_ids`]: the registry's bounded record of unknown service ids;
-//! - [`capacity`]: [`LaneCapacity`](capacity::LaneCapacity), the lanes a registry's listeners
-//!   serve (the bound on open messages).
+//! - [`LaneCapacity`] and [`ServedPackets`]: the lanes a registry's listeners serve (the bound on
+//!   open messages);
+//! - [`REMEMBERED_UNKNOWN_IDS`]: the bound on the registry's record of unknown service ids.
 //!
 //! Nothing here starts a thread: the listener threads that call it are in [`crate::threads`].
 
-pub mod capacity;
+mod capacity;
 pub mod registry;
-pub mod unknown_ids;
+mod unknown_ids;
+
+pub use capacity::{LaneCapacity, ServedPackets};
+pub use unknown_ids::REMEMBERED_UNKNOWN_IDS;

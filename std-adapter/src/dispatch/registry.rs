@@ -7,7 +7,7 @@
 //!
 //! What the device cannot do: make the host abort, or make it hold memory or write log lines
 //! without bound. An unknown id is answered with [`ErrorCode::UnknownService`] in every lane and
-//! counted in a fixed-size table ([`unknown_ids`](super::unknown_ids)); a handler that panics is
+//! counted in a fixed-size table (at most [`REMEMBERED_UNKNOWN_IDS`](super::REMEMBERED_UNKNOWN_IDS) ids); a handler that panics is
 //! answered with [`ErrorCode::ServicePanicked`] and the listener goes on; every warning a device
 //! can trigger is rate-limited ([`crate::rate_limit`]). An error reply is `[u64::MAX, code]`,
 //! except for DEVMEM, whose device code takes any non-zero word 0 as an address: there it is
@@ -26,8 +26,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::dispatch::capacity::LaneCapacity;
 use crate::dispatch::unknown_ids::UnknownIds;
+use crate::dispatch::LaneCapacity;
 use crate::error::Error;
 use crate::observe::counters::{Counters, EventTally, Timing};
 use crate::observe::histogram::ticks;

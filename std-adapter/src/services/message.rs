@@ -54,7 +54,7 @@ mod assembler;
 
 pub use assembler::{Assembler, MAX_OPEN_LIMIT, OPEN_MESSAGE_OVERHEAD};
 
-use crate::dispatch::capacity::LaneCapacity;
+use crate::dispatch::LaneCapacity;
 use crate::observe::Reason;
 use hostcall_core::message::DescriptorError;
 use hostcall_core::{ErrorCode, LaneService};

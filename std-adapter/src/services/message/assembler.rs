@@ -2,7 +2,7 @@
 //! [parent module](super#budgets)).
 
 use super::{ChunkOutcome, MessageError, MessageLimits};
-use crate::dispatch::capacity::LaneCapacity;
+use crate::dispatch::LaneCapacity;
 use crate::rate_limit::warn_limited;
 use hostcall_core::message::{Descriptor, DATA_WORDS};
 use std::collections::VecDeque;
@@ -68,7 +68,7 @@ impl Assembler {
     /// Bounds the open messages by the lanes `capacity` counts, too.
     ///
     /// ```
-    /// use hostcall::dispatch::capacity::LaneCapacity;
+    /// use hostcall::dispatch::LaneCapacity;
     /// use hostcall::services::message::{Assembler, ChunkOutcome, MessageError};
     /// use hostcall_core::message::Descriptor;
     ///

@@ -32,8 +32,8 @@
 //! [`reply_error_all`]: crate::dispatch::registry::reply_error_all
 
 use crate::buffer::HostcallBuffer;
-use crate::dispatch::capacity::ServedPackets;
 use crate::dispatch::registry::Services;
+use crate::dispatch::ServedPackets;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::observe::Stats;
