@@ -16,7 +16,7 @@ use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{FUNCTION_CALL, PRINTF};
 use hostcall::core::{LANES, MAX_PACKETS, SLOT_WORDS};
 use hostcall::dispatch::registry::PacketService;
-use hostcall::prelude::*;
+use hostcall::{Listener, ListenerConfig, Wave};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -6,6 +6,7 @@
 //!
 //! ```
 //! use hostcall::prelude::*;
+//! use hostcall::{HostcallBuffer, HostMemory, Listener, ListenerConfig, ParkingDoorbell, Wave};
 //! use std::sync::Arc;
 //!
 //! // Host memory and a parking doorbell: the backend for emulated waves and embedded runtimes.
@@ -141,18 +142,11 @@ pub const IMPLICITARG_OFFSET_V4: usize = 24;
 /// (8-byte slot 10).
 pub const IMPLICITARG_OFFSET_V5: usize = 80;
 
-/// The types most users need, and every trait a user implements with what implementing it takes.
+/// The traits a user implements or calls methods of (`use hostcall::prelude::*`); every type has
+/// one public path, the crate root or its module, never the prelude.
 pub mod prelude {
-    pub use crate::backend::host::{HostMemory, ParkingDoorbell};
-    pub use crate::buffer::{HostcallBuffer, Protocol};
-    pub use crate::device::{Reply, Wave};
-    pub use crate::dispatch::registry::{PacketService, Services};
+    pub use crate::dispatch::registry::PacketService;
     pub use crate::doorbell::Doorbell;
-    pub use crate::memory::{DeviceAllocation, DeviceMemory, MemoryError};
-    pub use crate::observe::Stats;
-    pub use crate::services::printf::{PrintfSink, Stream};
-    pub use crate::threads::listener::{Listener, ListenerConfig};
-    pub use crate::threads::pool::ListenerPool;
-    pub use crate::Error;
-    pub use hostcall_core::{ErrorCode, PacketRequest};
+    pub use crate::memory::DeviceMemory;
+    pub use crate::services::printf::PrintfSink;
 }

@@ -15,6 +15,7 @@ use hostcall::prelude::*;
 use hostcall::services::devmem::{DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN, SLAB_BYTES};
 use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
 use hostcall::services::printf::{PrintfMessage, Streams};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::io::Write;
 use std::ptr::NonNull;
 use std::sync::{Arc, Barrier, Mutex};

@@ -12,6 +12,7 @@ use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::MessageLimits;
 use hostcall::services::printf::{PrintfMessage, Streams};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Reply, Wave};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 

@@ -8,6 +8,7 @@ mod common;
 use hostcall::buffer::Protocol;
 use hostcall::core::{ErrorCode, ERROR_REPLY};
 use hostcall::prelude::*;
+use hostcall::{Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;

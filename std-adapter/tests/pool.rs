@@ -5,6 +5,7 @@
 use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
 use hostcall::threads::pool::{stripes, ListenerPool, STRIPE_ALIGN};
+use hostcall::{Error, ListenerConfig, ParkingDoorbell, Wave};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread;

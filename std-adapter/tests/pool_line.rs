@@ -6,6 +6,7 @@
 use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
 use hostcall::threads::pool::{stripes, ListenerPool};
+use hostcall::{Error, ListenerConfig, ParkingDoorbell, Wave};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread;

@@ -9,6 +9,7 @@ use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
 use hostcall::services::printf::{PrintfMessage, Streams};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use hostcall::backend::hsa::{HsaRuntime, LoadedCodeObject};
 use hostcall::prelude::*;
 use hostcall::services::sanitizer::{CodeObjects, HsaCodeObjects, NoCodeObjects, SanitizerConfig};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 
 const SANITIZER: u32 = 4;
 const WRITE: u64 = 1;

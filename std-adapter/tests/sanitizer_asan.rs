@@ -15,6 +15,7 @@ use std::sync::Arc;
 use hostcall::backend::hsa::LoadedCodeObject;
 use hostcall::prelude::*;
 use hostcall::services::sanitizer::{asan, SanitizerConfig};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 
 const NO_ABORT: u64 = 0xffff_ffff_0000_0000;
 

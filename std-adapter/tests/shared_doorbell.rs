@@ -7,6 +7,8 @@
 #![cfg(target_os = "linux")]
 
 use hostcall::prelude::*;
+
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ListenerPool, ParkingDoorbell, Wave};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};

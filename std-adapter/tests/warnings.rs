@@ -10,6 +10,7 @@ use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::MessageLimits;
 use hostcall::services::printf::Streams;
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};

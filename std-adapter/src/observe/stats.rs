@@ -73,6 +73,7 @@ pub struct BufferStats {
 ///
 /// ```
 /// use hostcall::prelude::*;
+/// use hostcall::{HostcallBuffer, HostMemory, Listener, ListenerConfig, ParkingDoorbell, Wave};
 /// use hostcall::observe::Reason;
 /// use std::sync::Arc;
 ///

@@ -7,6 +7,7 @@
 use hostcall::buffer::Protocol;
 use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
+use hostcall::{HostMemory, HostcallBuffer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread;

@@ -22,6 +22,7 @@
 //!
 //! ```
 //! use hostcall::prelude::*;
+//! use hostcall::{HostcallBuffer, HostMemory, Listener, ListenerConfig, ParkingDoorbell, Wave};
 //! use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
 //! use std::sync::{Arc, Mutex};
 //!

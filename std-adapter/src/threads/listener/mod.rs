@@ -138,6 +138,7 @@ static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
 ///
 /// ```
 /// use hostcall::prelude::*;
+/// use hostcall::{HostcallBuffer, HostMemory, Listener, ListenerConfig, ParkingDoorbell, Wave};
 /// use std::sync::Arc;
 ///
 /// let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
