@@ -7,7 +7,6 @@ use super::Budgets;
 use hostcall::backend::host::ParkingDoorbell;
 use hostcall::buffer::{HostcallBuffer, Protocol};
 use hostcall::dispatch::registry::ThreadDispatch;
-use hostcall::dispatch::ServedPackets;
 use hostcall::dispatch::REMEMBERED_UNKNOWN_IDS;
 use hostcall::doorbell::Doorbell;
 use hostcall::services::devmem::DevMemLimits;
@@ -58,9 +57,6 @@ pub(crate) struct Host {
     doorbell: Arc<ParkingDoorbell>,
     services: Arc<Services>,
     poller: Poller<1>,
-    /// The buffer's packets, counted in the registry's lane capacity while the poller serves it
-    /// (as a runtime driving a poller with the registry does).
-    capacity: Option<ServedPackets>,
     listener: Option<Listener>,
 }
 
@@ -98,7 +94,6 @@ impl Host {
                 .with_code_objects(Arc::new(NoCodeObjects));
             services.enable_sanitizer(config).expect("a fresh registry");
         }
-        let capacity = Some(services.lane_capacity().serve(n as u64));
         let poller = Poller::new();
         // SAFETY: `buffer` (an `Arc` this struct holds) stays allocated until `finish` removes it
         // from the poller (or drops the poller first); its memory is accessed only atomically.
@@ -121,7 +116,6 @@ impl Host {
             doorbell,
             services,
             poller,
-            capacity,
             listener: None,
         }
     }
@@ -144,7 +138,6 @@ impl Host {
             return;
         }
         self.poller.remove(self.buffer.as_ptr()).expect("registered in `new`");
-        self.capacity = None;
         let config = ListenerConfig::default()
             .with_spin_polls(16)
             .with_min_wait(Duration::from_micros(50))
@@ -266,7 +259,7 @@ impl Host {
                         [after[at], after[at + 1]]
                     }
                 };
-                host_error |= self.model.lane(service, &slot_of(before, &g, i, lane), reply);
+                host_error |= self.model.lane(service, lane, &slot_of(before, &g, i, lane), reply);
             }
             match g.protocol {
                 Protocol::Stack => {
@@ -332,8 +325,7 @@ impl Host {
             Some(listener) => drop(listener), // shuts down and joins
             None => self.poller.remove(self.buffer.as_ptr()).expect("registered in `new`"),
         }
-        let Self { services, devmem_memory, buffer, buffer_memory, capacity, .. } = self;
-        drop(capacity);
+        let Self { services, devmem_memory, buffer, buffer_memory, .. } = self;
         assert_eq!(Arc::strong_count(&services), 1, "the listener let its registry go");
         drop(services);
         devmem_memory.check(None);

@@ -80,6 +80,7 @@ impl Budgets {
         let total = [0, 16 << 10, 64 << 10, 5 << 20];
         let largest = [1, 4 << 10, 64 << 10, SLAB_BYTES];
         let count = [0, 1, 2, 16];
+        // One buffer here: its own budgets are the registry's defaults, never the bound.
         let devmem = DevMemLimits::default()
             .with_max_total(total[usize::from(devmem & 3)] + 2 * ALLOCATION_OVERHEAD)
             .with_max_allocation(largest[usize::from(devmem >> 2 & 3)])

@@ -1,15 +1,11 @@
 //! Dispatch: from a packet's service id to the code that answers it, on the host.
 //!
 //! - [`registry`]: [`Services`](registry::Services), from a service id to the code that answers it;
-//! - [`LaneCapacity`] and [`ServedPackets`]: the lanes a registry's listeners serve (the bound on
-//!   open messages);
 //! - [`REMEMBERED_UNKNOWN_IDS`]: the bound on the registry's record of unknown service ids.
 //!
 //! Nothing here starts a thread: the listener threads that call it are in [`crate::threads`].
 
-mod capacity;
 pub mod registry;
 mod unknown_ids;
 
-pub use capacity::{LaneCapacity, ServedPackets};
 pub use unknown_ids::REMEMBERED_UNKNOWN_IDS;
