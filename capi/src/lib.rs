@@ -30,6 +30,7 @@ pub mod lifecycle;
 pub mod logging;
 pub mod options;
 pub mod service;
+pub mod stats;
 pub mod status;
 
 pub use emulated::hostcall_emulated_call;
@@ -42,4 +43,5 @@ pub use logging::hostcall_set_log_callback;
 pub use service::{
     hostcall_enable_function_calls_unsafe, hostcall_register_service, hostcall_unregister_service,
 };
+pub use stats::{hostcall_get_buffer_stats, hostcall_get_service_stats, hostcall_get_stats};
 pub use status::{hostcall_last_error, hostcall_status_string};

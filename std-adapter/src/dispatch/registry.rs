@@ -394,7 +394,7 @@ fn serve_entry(
                 crate::observe::scope::count_n(Reason::HandlerPanic, lanes);
                 lanes
             } else {
-                u64::from(packet.has_error())
+                u64::from(packet.error_lanes())
             }
         }
     };
