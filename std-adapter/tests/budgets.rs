@@ -14,51 +14,12 @@ use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
 use hostcall::services::devmem::{DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN, SLAB_BYTES};
 use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
-use hostcall::services::printf::{PrintfMessage, Streams};
-use std::io::Write;
+use hostcall::services::printf::PrintfMessage;
 use std::ptr::NonNull;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier};
 
-/// A `Write` that tests can read afterwards.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
+use common::printing::printing;
 
-/// A listener with PRINTF (captured stdout) and one buffer of `packets` packets.
-struct Printing {
-    listener: Listener,
-    buffer: Arc<HostcallBuffer>,
-    stdout: Captured,
-}
-
-fn printing(packets: u64, limits: MessageLimits, protocol: Protocol) -> Printing {
-    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-    let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
-    let stdout = Captured::default();
-    listener
-        .services()
-        .enable_printf(Streams { stdout: stdout.clone(), stderr: std::io::sink() }, limits)
-        .unwrap();
-    let buffer =
-        Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell, protocol).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
-    Printing { listener, buffer, stdout }
-}
-
-/// The printf message of lane `lane` of wave `wave`: 19 words, so 3 chunks, and its output.
 fn lane_message(wave: usize, lane: usize) -> (Vec<u64>, String) {
     let filler = format!("{:->100}", lane);
     let words = PrintfMessage::new(b"wave %3d lane %2d: %s\n")

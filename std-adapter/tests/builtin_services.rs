@@ -11,51 +11,19 @@ use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::{PrintfMessage, Streams};
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use hostcall::services::printf::PrintfMessage;
+use std::sync::Arc;
 
-/// A `Write` that tests can read afterwards.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
+use common::printing::{printing, Printing};
 
-struct Setup {
-    listener: Listener,
-    buffer: Arc<HostcallBuffer>,
-    stdout: Captured,
-    stderr: Captured,
-}
-
-fn setup(limits: MessageLimits, protocol: Protocol) -> Setup {
-    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-    let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
-    let (stdout, stderr) = (Captured::default(), Captured::default());
-    listener
-        .services()
-        .enable_printf(Streams { stdout: stdout.clone(), stderr: stderr.clone() }, limits)
-        .unwrap();
-    listener
+/// A listener with PRINTF and DEVMEM (blocks up to 1 MiB) and one buffer of 4 packets.
+fn setup(limits: MessageLimits, protocol: Protocol) -> Printing {
+    let s = printing(4, limits, protocol);
+    s.listener
         .services()
         .enable_devmem(Arc::new(HostMemory), DevMemLimits { max_allocation: 1 << 20, ..Default::default() })
         .unwrap();
-    let buffer =
-        Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, protocol).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
-    Setup { listener, buffer, stdout, stderr }
+    s
 }
 
 fn printf_from_every_lane_of_a_wave(protocol: Protocol) {

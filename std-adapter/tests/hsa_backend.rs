@@ -2,8 +2,9 @@
 //!
 //! With the library installed (Debian's `libhsa-runtime64-1`, put there by `.ci/install-deps`)
 //! and no AMD GPU, `hsa_init` fails with `HSA_STATUS_ERROR_OUT_OF_RESOURCES` (0x1008) and
-//! detection falls back to host memory. Without the library, the tests that need it print
-//! `SKIPPED ...` and check only the not-found path. On a machine with an AMD GPU the same tests
+//! detection falls back to host memory. Without the library, the tests that need it are ignored
+//! with that reason (`build.rs` sets `hostcall_hsa_library` where the library is installed) and
+//! the others check the not-found path. On a machine with an AMD GPU the same tests
 //! exercise the real backend (memory and signal round trips); that case has never been run.
 
 use std::path::Path;
@@ -17,25 +18,9 @@ use hsa_sys::{HsaLib, HsaStatus, LoadError, DEFAULT_LIBRARY};
 
 const MISSING: &str = "/nonexistent/hostcall-test/libhsa-runtime64.so.1";
 
-/// Says a test was skipped, on the real stderr: libtest does not capture this, so the line shows
-/// in every `cargo test` run, not only with `--nocapture`.
-fn skipped(test: &str, why: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
-}
-
-/// The HSA library, or `None` after printing why the test is skipped.
-fn installed_library(test: &str) -> Option<HsaLib> {
-    match HsaLib::load_from(DEFAULT_LIBRARY) {
-        Ok(lib) => Some(lib),
-        Err(error) => {
-            skipped(
-                test,
-                &format!("the HSA runtime library is not installed ({error}); run .ci/install-deps"),
-            );
-            None
-        }
-    }
+/// The installed HSA library (`build.rs` found it; failing to load it now is a failure).
+fn installed_library() -> HsaLib {
+    HsaLib::load_from(DEFAULT_LIBRARY).unwrap_or_else(|error| panic!("the installed HSA library: {error}"))
 }
 
 /// Whether the kernel driver an AMD GPU needs is present.
@@ -44,10 +29,12 @@ fn has_kfd() -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(hostcall_hsa_library),
+    ignore = "the HSA runtime library is not installed (libhsa-runtime64.so.1; .ci/install-deps)"
+)]
 fn the_installed_library_loads_and_init_reports_its_status_text() {
-    let Some(lib) = installed_library("the_installed_library_loads_and_init_reports_its_status_text") else {
-        return;
-    };
+    let lib = installed_library();
     println!("loaded {:?}", lib.path());
     match HsaRuntime::with_library(lib) {
         Ok(runtime) => {
@@ -68,10 +55,12 @@ fn the_installed_library_loads_and_init_reports_its_status_text() {
 }
 
 #[test]
+#[cfg_attr(
+    not(hostcall_hsa_library),
+    ignore = "the HSA runtime library is not installed (libhsa-runtime64.so.1; .ci/install-deps)"
+)]
 fn detect_falls_back_to_host_memory_without_a_gpu() {
-    if installed_library("detect_falls_back_to_host_memory_without_a_gpu").is_none() {
-        return;
-    }
+    installed_library();
     let backend = detect_with(&DetectOptions { library: Some(DEFAULT_LIBRARY.into()), ..Default::default() });
     println!("{}: {}", backend.kind, backend.reason);
     if has_kfd() {

@@ -19,6 +19,8 @@ mod common;
 #[path = "common/hsa_standin.rs"]
 mod standin;
 
+use common::waves::{register_add, run_waves, ADD};
+
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -43,7 +45,6 @@ use standin::{with_watchdog, StandIn};
 
 const LIMIT: Duration = Duration::from_secs(120);
 const WAVE_TIMEOUT: Duration = Duration::from_secs(20);
-const ADD: u32 = 100;
 
 /// What a GPU kernel does to ring the doorbell (ROCm's device library): a release `fetch_add` of
 /// 1 on the signal's value at handle + 8, then an interrupt only if the mailbox at handle + 16 is
@@ -93,30 +94,8 @@ fn hsa_backend(standin: &StandIn) -> Backend {
 
 fn listener_on(doorbell: Arc<dyn Doorbell>, config: ListenerConfig) -> Listener {
     let listener = Listener::start(doorbell, config).unwrap();
-    listener.services().register_lane(ADD, "add", |r| Ok([r[0].wrapping_add(r[1]), r[2]])).unwrap();
+    register_add(listener.services());
     listener
-}
-
-/// `waves` threads of `lanes` lanes making `calls` calls each; every reply checked.
-fn run_waves(buffer: &Arc<HostcallBuffer>, waves: u64, lanes: u32, calls: u64) {
-    let threads: Vec<_> = (0..waves)
-        .map(|w| {
-            let wave = hostcall::device::Wave::new(buffer.clone(), lanes).with_timeout(WAVE_TIMEOUT);
-            thread::spawn(move || {
-                for c in 0..calls {
-                    let tag = w << 32 | c;
-                    let reply = wave.call(ADD, |lane| [tag, lane as u64, w, 0, 0, 0, 0, 0]).unwrap();
-                    assert!(!reply.host_error());
-                    for lane in 0..lanes as usize {
-                        assert_eq!(reply.lane(lane), [tag + lane as u64, w], "wave {w} call {c} lane {lane}");
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
 }
 
 #[test]
@@ -189,7 +168,7 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
         assert_eq!(standin.blocks().len(), if protocol == Protocol::Phase { 2 } else { 1 });
 
         listener.add_buffer(buffer.clone()).unwrap();
-        run_waves(&buffer, 4, 16, 25);
+        run_waves(&buffer, 4, 16, 25, Some(WAVE_TIMEOUT));
         // With the device quiet the listener goes idle and sleeps on its signal (while waves call,
         // a loaded machine may keep it busy polling throughout).
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -328,7 +307,7 @@ fn one_signal_per_listener_shared_by_all_its_buffers() {
         for buffer in &buffers {
             listener.add_buffer(buffer.clone()).unwrap();
         }
-        run_waves(&buffers[1], 2, 4, 10);
+        run_waves(&buffers[1], 2, 4, 10, Some(WAVE_TIMEOUT));
         // As ROCm: one signal, `hsa_signal_create(1, 0, NULL, &signal)`, in every buffer.
         assert_eq!(standin.count("signals_created"), 1);
         let created = standin.calls("hsa_signal_create");
@@ -705,12 +684,11 @@ fn the_stand_in_agrees_with_hsa_sys() {
 }
 
 #[test]
-fn the_stand_in_agrees_with_the_rocm_headers_where_installed() {
-    if !std::path::Path::new("/usr/include/hsa/hsa.h").exists() {
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "SKIPPED: ROCm's headers are not installed (.ci/install-deps)");
-        return;
-    }
+#[cfg_attr(
+    not(hostcall_rocm_headers),
+    ignore = "ROCm's headers are not installed (/usr/include/hsa/hsa.h; .ci/install-deps)"
+)]
+fn the_stand_in_agrees_with_the_rocm_headers() {
     let result = standin::cc(&[
         "-std=c11",
         "-fsyntax-only",

@@ -5,6 +5,8 @@
 #[macro_use]
 mod common;
 
+use common::waves::{register_add, run_waves, ADD};
+
 use hostcall::buffer::Protocol;
 use hostcall::core::{ErrorCode, ERROR_REPLY};
 use hostcall::prelude::*;
@@ -13,13 +15,12 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const ADD: u32 = 100;
 const PANICS: u32 = 101;
 
 fn listener(config: ListenerConfig) -> (Listener, Arc<dyn Doorbell>) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let listener = Listener::start(doorbell.clone(), config).unwrap();
-    listener.services().register_lane(ADD, "add", |r| Ok([r[0].wrapping_add(r[1]), r[2]])).unwrap();
+    register_add(listener.services());
     listener
         .services()
         .register_lane(PANICS, "panics", |r| if r[0] == 13 { panic!("unlucky lane") } else { Ok([r[0], 0]) })
@@ -33,33 +34,11 @@ fn buffer(doorbell: &Arc<dyn Doorbell>, packets: u64, protocol: Protocol) -> Arc
     )
 }
 
-/// `waves` threads doing `calls` calls each with `lanes` lanes on `buffer`; every reply checked.
-fn run_waves(buffer: &Arc<HostcallBuffer>, waves: u64, lanes: u32, calls: u64) {
-    let threads: Vec<_> = (0..waves)
-        .map(|w| {
-            let wave = Wave::new(buffer.clone(), lanes);
-            thread::spawn(move || {
-                for c in 0..calls {
-                    let tag = w << 32 | c;
-                    let reply = wave.call(ADD, |lane| [tag, lane as u64, w, 0, 0, 0, 0, 0]).unwrap();
-                    assert!(!reply.host_error());
-                    for lane in 0..lanes as usize {
-                        assert_eq!(reply.lane(lane), [tag + lane as u64, w], "wave {w} call {c} lane {lane}");
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-}
-
 fn sixty_four_waves_on_sixty_four_packets(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     let buffer = buffer(&doorbell, 64, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
-    run_waves(&buffer, 64, 64, 20);
+    run_waves(&buffer, 64, 64, 20, None);
     let stats = listener.shutdown();
     assert_eq!(stats.services[&ADD].1.packets, 64 * 20);
     assert_eq!(stats.services[&ADD].1.lane_calls, 64 * 20 * 64);
@@ -70,7 +49,7 @@ fn sixty_four_waves_on_two_packets(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     let buffer = buffer(&doorbell, 2, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
-    run_waves(&buffer, 64, 3, 10);
+    run_waves(&buffer, 64, 3, 10, None);
     assert_eq!(listener.shutdown().services[&ADD].1.packets, 64 * 10);
 }
 
@@ -85,7 +64,7 @@ fn several_buffers_on_one_listener(protocol: Protocol) {
         .iter()
         .map(|b| {
             let b = b.clone();
-            thread::spawn(move || run_waves(&b, 4, 8, 20))
+            thread::spawn(move || run_waves(&b, 4, 8, 20, None))
         })
         .collect();
     threads.into_iter().for_each(|t| t.join().unwrap());
@@ -102,7 +81,7 @@ fn buffers_added_and_removed_mid_run(protocol: Protocol) {
         thread::spawn(move || {
             let mut calls = 0;
             while !stop.load(Ordering::Relaxed) {
-                run_waves(&steady, 2, 4, 5);
+                run_waves(&steady, 2, 4, 5, None);
                 calls += 10;
             }
             calls
@@ -112,7 +91,7 @@ fn buffers_added_and_removed_mid_run(protocol: Protocol) {
         let extra = buffer(&doorbell, 2 + round % 3, protocol);
         listener.add_buffer(extra.clone()).unwrap();
         assert!(matches!(listener.add_buffer(extra.clone()), Err(Error::Poller(_))), "added twice");
-        run_waves(&extra, 2, 2, 3);
+        run_waves(&extra, 2, 2, 3, None);
         let removed = listener.remove_buffer(&extra).unwrap();
         assert!(Arc::ptr_eq(&removed, &extra));
         assert!(listener.remove_buffer(&extra).is_err(), "removed twice");
@@ -178,7 +157,7 @@ fn a_panicking_handler_gets_an_error_reply_and_the_listener_goes_on(protocol: Pr
     assert_eq!(reply.lane(2), [12, 0], "the lanes before it are served");
     assert_eq!(reply.lane(4), [14, 0], "and the lanes after it");
     assert_eq!(reply.lane(5), [15, 0]);
-    run_waves(&buffer, 2, 4, 10);
+    run_waves(&buffer, 2, 4, 10, None);
     let stats = listener.shutdown();
     assert_eq!(stats.services[&PANICS].1.errors, 1);
 }
@@ -192,7 +171,7 @@ fn an_unknown_service_is_answered_with_an_error(protocol: Protocol) {
         assert!(reply.host_error());
         assert_eq!(reply.lane(63), [ERROR_REPLY, ErrorCode::UnknownService as u64]);
     }
-    run_waves(&buffer, 1, 1, 1);
+    run_waves(&buffer, 1, 1, 1, None);
     assert_eq!(listener.shutdown().unknown.packets, 3);
 }
 
@@ -215,14 +194,14 @@ fn a_spinning_listener_serves_too(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::spinning());
     let buffer = buffer(&doorbell, 4, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
-    run_waves(&buffer, 2, 64, 50);
+    run_waves(&buffer, 2, 64, 50, None);
 }
 
 fn a_dropped_listener_joins_its_thread(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     let buffer = buffer(&doorbell, 2, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
-    run_waves(&buffer, 1, 1, 3);
+    run_waves(&buffer, 1, 1, 3, None);
     drop(listener);
     assert_eq!(Arc::strong_count(&buffer), 1, "the listener let go of the buffer");
 }

@@ -1,17 +1,45 @@
-//! Striped serving: a [`ListenerPool`] splits each phase buffer's packets between its threads.
-//! Emulated waves hammer one buffer; every reply is checked, every packet must be served by the
-//! thread whose stripe holds it, and every thread must have served.
+//! Striped serving: a [`ListenerPool`] splits each phase or line buffer's packets between its
+//! threads. Emulated waves hammer one buffer; every reply is checked, every packet must be served
+//! by the thread whose stripe holds it, and every thread must have served.
+
+#[macro_use]
+mod common;
 
 use hostcall::buffer::Protocol;
+use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
 use hostcall::threads::pool::{stripes, ListenerPool, STRIPE_ALIGN};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 
-#[path = "common/pool.rs"]
-mod pool_common;
-use pool_common::{buffer, Recorder, ECHO};
+/// The service id [`Recorder`] is registered under.
+const ECHO: u32 = 100;
+
+/// Answers `request[0] + lane` and records which thread served which packet index.
+#[derive(Clone, Default)]
+struct Recorder {
+    served_by: Arc<Mutex<HashMap<u32, HashMap<String, u64>>>>,
+}
+
+impl PacketService for Recorder {
+    fn serve(&self, packet: &mut PacketRequest<'_>) {
+        let name = thread::current().name().unwrap_or("?").to_owned();
+        *self.served_by.lock().unwrap().entry(packet.index()).or_default().entry(name).or_default() += 1;
+        let lanes: Vec<usize> = packet.lanes().collect();
+        for lane in lanes {
+            let r = packet.request(lane);
+            packet.reply(lane, [r[0] + lane as u64, r[1]]);
+        }
+    }
+}
+
+/// A buffer of `packets` packets in host memory, speaking `protocol`, rung through `doorbell`.
+fn buffer(doorbell: &Arc<dyn Doorbell>, packets: u64, protocol: Protocol) -> Arc<HostcallBuffer> {
+    Arc::new(
+        HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell.clone(), protocol).unwrap(),
+    )
+}
 
 #[test]
 fn stripes_are_disjoint_aligned_and_cover_the_buffer() {
@@ -29,16 +57,16 @@ fn stripes_are_disjoint_aligned_and_cover_the_buffer() {
     }
 }
 
-#[test]
-fn three_threads_split_one_buffer_and_each_serves_only_its_stripe() {
+fn three_threads_split_one_buffer_and_each_serves_only_its_stripe(protocol: Protocol) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let config = ListenerConfig { thread_name: "striped".into(), ..ListenerConfig::default() };
     let pool = ListenerPool::start(3, doorbell.clone(), config).unwrap();
     let recorder = Recorder::default();
     pool.services().register_packet(ECHO, "echo", recorder.clone()).unwrap();
     let packets = 48;
-    let buffer = buffer(&doorbell, packets, Protocol::Phase);
+    let buffer = buffer(&doorbell, packets, protocol);
     pool.add_buffer(buffer.clone()).unwrap();
+    assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).sum::<usize>(), 3, "one stripe per thread");
 
     // As many waves as packets: consecutive waves start their claims at consecutive indices, so
     // they cover every stripe.
@@ -61,6 +89,8 @@ fn three_threads_split_one_buffer_and_each_serves_only_its_stripe() {
         t.join().unwrap();
     }
 
+    pool.remove_buffer(&buffer).unwrap();
+    assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).sum::<usize>(), 0);
     let stats = pool.shutdown();
     assert_eq!(stats.total().packets, waves * calls);
     assert_eq!(stats.total().lane_calls, waves * calls * u64::from(lanes));
@@ -78,6 +108,25 @@ fn three_threads_split_one_buffer_and_each_serves_only_its_stripe() {
     }
     assert_eq!(per_thread.len(), 3, "every thread served: {per_thread:?}");
     assert_eq!(per_thread.values().sum::<u64>(), waves * calls);
+}
+
+fn ranges_of_one_buffer_are_claimed_once(protocol: Protocol) {
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
+    pool.services().register_packet(ECHO, "echo", Recorder::default()).unwrap();
+    let buffer = buffer(&doorbell, 32, protocol);
+    let [a, b] = pool.listeners() else { panic!("two listeners") };
+    a.add_buffer_range(buffer.clone(), 0..16).unwrap();
+    // Overlapping a claimed range, or the whole buffer, is refused; a disjoint range is not.
+    assert!(matches!(b.add_buffer_range(buffer.clone(), 8..24), Err(Error::AlreadyServed { .. })));
+    assert!(matches!(b.add_buffer(buffer.clone()), Err(Error::AlreadyServed { .. })));
+    b.add_buffer_range(buffer.clone(), 16..32).unwrap();
+    let wave = Wave::new(buffer.clone(), 3);
+    for c in 0..40 {
+        assert_eq!(wave.call(ECHO, |_| [c, 1, 0, 0, 0, 0, 0, 0]).unwrap().lane(2), [c + 2, 1]);
+    }
+    pool.remove_buffer(&buffer).unwrap();
+    assert_eq!(pool.shutdown().total().errors, 0);
 }
 
 #[test]
@@ -107,3 +156,8 @@ fn several_buffers_and_removal() {
     assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).sum::<usize>(), 0);
     assert_eq!(pool.shutdown().total().errors, 0);
 }
+
+for_splittable_protocols!(
+    three_threads_split_one_buffer_and_each_serves_only_its_stripe,
+    ranges_of_one_buffer_are_claimed_once,
+);

@@ -95,6 +95,7 @@ mod client;
 mod client_object;
 mod layout;
 pub mod opcode;
+mod packet;
 mod server;
 mod stream;
 pub mod version;
@@ -106,6 +107,7 @@ pub use layout::{
     buffer_align, buffer_size, check_geometry, Header, LaneBuffer, Layout, HEADER_SIZE, LANE_BUFFER_SIZE,
     MIN_ALIGN,
 };
+pub use packet::{serve_as_packet, service_of};
 pub use server::Turn;
 pub use stream::{
     fill_packet, packet_bytes, stream_packets, write_chunk, Cursor, StreamIn, StreamOut, FIRST_PACKET_BYTES,

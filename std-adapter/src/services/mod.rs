@@ -14,4 +14,5 @@ pub mod function_call;
 mod install;
 pub mod message;
 pub mod printf;
+pub mod rpc;
 pub mod sanitizer;

@@ -1,14 +1,25 @@
 //! What several integration tests share.
 
-/// Runs each named test function (`fn name(protocol: Protocol)`) once per wire protocol, as
-/// `stack_protocol::name`, `phase_protocol::name` and `line_protocol::name`: the tests are written once.
-#[macro_export]
+/// One test module per protocol listed (`[module: Protocol, ...]`), each running every named test
+/// function (`fn name(protocol: Protocol)`) with that protocol: the tests are written once.
+#[allow(unused_macros)] // used through the macros below
+macro_rules! protocol_tests {
+    ([$($module:ident: $protocol:ident),*] $names:tt) => {
+        $(protocol_tests!(@module $module $protocol $names);)*
+    };
+    (@module $module:ident $protocol:ident [$($name:ident),*]) => {
+        mod $module {
+            $(#[test] fn $name() { super::$name(hostcall::buffer::Protocol::$protocol) })*
+        }
+    };
+}
+
+/// Runs each named test function once per wire protocol, as `stack_protocol::name`,
+/// `phase_protocol::name` and `line_protocol::name`.
+#[allow(unused_macros)] // not every test binary uses it
 macro_rules! for_every_protocol {
     ($($name:ident),* $(,)?) => {
-        for_rocm_protocols!($($name),*);
-        mod line_protocol {
-            $(#[test] fn $name() { super::$name(hostcall::buffer::Protocol::Line) })*
-        }
+        protocol_tests!([stack_protocol: Stack, phase_protocol: Phase, line_protocol: Line] [$($name),*]);
     };
 }
 
@@ -17,14 +28,22 @@ macro_rules! for_every_protocol {
 #[allow(unused_macros)] // not every test binary uses it
 macro_rules! for_rocm_protocols {
     ($($name:ident),* $(,)?) => {
-        mod stack_protocol {
-            $(#[test] fn $name() { super::$name(hostcall::buffer::Protocol::Stack) })*
-        }
-        mod phase_protocol {
-            $(#[test] fn $name() { super::$name(hostcall::buffer::Protocol::Phase) })*
-        }
+        protocol_tests!([stack_protocol: Stack, phase_protocol: Phase] [$($name),*]);
+    };
+}
+
+/// One test module per protocol whose buffers several listeners may split into ranges (phase,
+/// line: not the stack protocol, whose one ready stack cannot be split).
+#[allow(unused_macros)] // not every test binary uses it
+macro_rules! for_splittable_protocols {
+    ($($name:ident),* $(,)?) => {
+        protocol_tests!([phase_protocol: Phase, line_protocol: Line] [$($name),*]);
     };
 }
 
 #[allow(dead_code)] // not every test binary uses it
+pub mod printing;
+#[allow(dead_code)] // not every test binary uses it
 pub mod watchdog;
+#[allow(dead_code)] // not every test binary uses it
+pub mod waves;

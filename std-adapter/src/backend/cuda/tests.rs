@@ -18,6 +18,6 @@ fn device_state_layout_matches_the_header_formula() {
 fn probe_never_panics() {
     match probe() {
         Ok(count) => println!("{count} CUDA device(s)"),
-        Err(why) => println!("SKIPPED: no CUDA device ({why})"),
+        Err(why) => println!("no CUDA device, reported as an error: {why}"),
     }
 }

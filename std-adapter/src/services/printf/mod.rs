@@ -66,12 +66,15 @@ mod int;
 mod pack;
 mod sink;
 mod spec;
+mod walk;
 
 pub use pack::{PrintfArg, PrintfMessage};
 pub use sink::{
     printf_message, printf_partial, printf_reply, printf_reply_with, printf_service, PrintedMessage,
     PrintfSink, StdStreams, Stream, Streams,
 };
+
+pub(crate) use walk::{argument_kinds, ArgKind};
 
 use crate::observe::Reason;
 use crate::rate_limit::warn_limited;

@@ -1,0 +1,56 @@
+//! ROCm clr's `'r'` opcodes as this project's packets: one receive-then-send turn whose lanes
+//! carry the same eight request words and two reply words as a hostcall packet, so every
+//! [`DrainHandler`] (and the services behind it) serves them unchanged.
+
+use super::opcode::{namespace, ROCM};
+use super::server::Turn;
+use crate::host::{DrainHandler, PacketRequest};
+use crate::lane::{Payload, SLOT_WORDS};
+
+/// The hostcall service id (PROTOCOL.md section 3) of a ROCm `'r'` opcode: FUNCTION (0) is
+/// FUNCTION_CALL (1), DEVMEM (1) is DEVMEM (3), SANITIZER (2) is SANITIZER (4), PRINTF (3) is
+/// PRINTF (2). `None` for any other opcode.
+///
+/// ```
+/// use hostcall_core::rpc::{opcode::rocm, service_of};
+/// assert_eq!(service_of(rocm::DEVMEM), Some(3));
+/// assert_eq!(service_of(0x6300_0002), None);
+/// ```
+pub const fn service_of(opcode: u32) -> Option<u32> {
+    if namespace(opcode) != ROCM {
+        return None;
+    }
+    match opcode & 0x00ff_ffff {
+        0 => Some(1),
+        1 => Some(3),
+        2 => Some(4),
+        3 => Some(2),
+        _ => None,
+    }
+}
+
+/// Serves the lanes of `mask` of this turn as one packet of `service`: each lane's eight words
+/// are copied into `payload` (the host's scratch: never the shared buffer), `handler` serves the
+/// packet, and each lane's two reply words (PacketRequest::reply writes those only) go back into its lane buffer (words 2..8 keep the
+/// request, as clr's server leaves them). The turn is left for the caller to finish. Returns
+/// the packet's error flag.
+pub fn serve_as_packet(
+    turn: &mut Turn<'_>,
+    mask: u64,
+    service: u32,
+    payload: &Payload,
+    handler: &mut impl DrainHandler,
+) -> bool {
+    let mask = mask & crate::lane::LANE_MASK;
+    for lane in turn.lanes(mask) {
+        payload.write_lane::<SLOT_WORDS>(lane, &turn.read(lane as u32));
+    }
+    let mut packet = PacketRequest::new(turn.port(), service, mask, payload);
+    handler.serve(&mut packet);
+    let error = packet.has_error();
+    for lane in turn.lanes(mask) {
+        // The reply in words 0..2 over the request's own copy of words 2..8.
+        turn.write(lane as u32, &payload.read_lane::<SLOT_WORDS>(lane));
+    }
+    error
+}

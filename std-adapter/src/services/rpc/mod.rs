@@ -1,0 +1,252 @@
+//! LLVM libc's GPU RPC opcodes served on the host ([`hostcall_core::rpc`] is the wire): the
+//! `'c'` namespace as LLVM's own server does it, ROCm clr's `'r'` namespace onto this crate's
+//! hostcall services, an opcode group policy ([`RpcPolicy`]) and budgets ([`RpcLimits`]).
+//!
+//! [`RpcHost`] keeps, per port, the call in progress: each turn the port is the host's, it
+//! does what LLVM's server does between two waits for ownership, then hands the port back. It
+//! never waits on a device, so a client that stops mid-call holds only its own port's few
+//! words of state (and at most [`RpcLimits::stream_bytes`] a lane).
+//!
+//! Served now: `NOOP`, the console writes, the printf family (to stdout and stderr), and the `'r'` opcodes (through the buffer's
+//! [`Dispatch`]). Every other opcode, known or not, is answered as LLVM's server answers an
+//! opcode it has no handler for (the port is handed back untouched, `RPC_UNHANDLED_OPCODE`),
+//! counted in [`RpcCounters::unhandled`] and logged (rate-limited).
+//!
+//! ```
+//! use hostcall::services::printf::Streams;
+//! use hostcall::services::rpc::{RpcHost, RpcLimits, RpcPolicy};
+//! use hostcall_core::rpc::{opcode::libc, Client, Header, LaneBuffer, Parts, View};
+//! use hostcall_core::sync::AtomicU32;
+//! use hostcall_core::ServiceTable;
+//!
+//! let words = |n| (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
+//! let (a, b, locks) = (words(1), words(1), words(1));
+//! let (headers, buffers) = (vec![Header::default()], vec![LaneBuffer::default()]);
+//! let parts = Parts { lanes: 1, host_mailbox: &a, device_mailbox: &b, headers: &headers, buffers: &buffers };
+//! let view = View::from_parts(parts).unwrap();
+//! let mut host = RpcHost::new(1, RpcPolicy::default(), RpcLimits::default());
+//! let mut sink = Streams { stdout: Vec::new(), stderr: Vec::new() };
+//! let services = ServiceTable::<1>::new();
+//!
+//! let client = Client::new(view, &locks).unwrap();
+//! std::thread::scope(|s| {
+//!     s.spawn(|| {
+//!         let mut port = client.try_open(libc::WRITE_TO_STDOUT_NEWLINE, 1, 0).unwrap();
+//!         port.send_n(|_| b"hello from the device", &mut |_| true).unwrap();
+//!         let mut written = 0;
+//!         port.recv(|_, w| written = w[0], &mut |_| true).unwrap();
+//!         port.close();
+//!         assert_eq!(written, 22);
+//!     });
+//!     while host.counters().calls_done < 1 {
+//!         host.drain(&view, &mut sink, &services);
+//!     }
+//! });
+//! assert_eq!(sink.stdout, b"hello from the device\n");
+//! ```
+
+pub mod client;
+mod console;
+mod policy;
+mod printf;
+mod stream_file;
+#[cfg(test)]
+mod tests;
+
+pub use policy::{OpcodeGroup, RpcPolicy};
+
+use crate::rate_limit::warn_limited;
+use crate::services::printf::{PrintfSink, Stream};
+use console::Write;
+use hostcall_core::rpc::opcode::{libc, status};
+use hostcall_core::rpc::{serve_as_packet, service_of, Turn, View};
+use hostcall_core::{Dispatch, PacketRequest, Payload};
+use printf::Printf;
+
+/// Budgets of one buffer's RPC host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RpcLimits {
+    /// Bytes kept of one lane's stream (a write, a path, a format string); a lane that declares
+    /// more is read to its end, its bytes dropped, and answered as refused.
+    pub stream_bytes: u64,
+}
+
+/// 64 KiB a lane.
+pub const DEFAULT_STREAM_BYTES: u64 = 64 << 10;
+
+impl Default for RpcLimits {
+    fn default() -> Self {
+        Self { stream_bytes: DEFAULT_STREAM_BYTES }
+    }
+}
+
+/// What one buffer's RPC host did, counted since it was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RpcCounters {
+    /// Turns taken (each one flip of the host's mailbox).
+    pub turns: u64,
+    /// Calls begun.
+    pub calls: u64,
+    /// Calls finished (the host's last turn of the call taken).
+    pub calls_done: u64,
+    /// Calls answered as an unhandled opcode (unknown, or not served by this host).
+    pub unhandled: u64,
+    /// Lanes answered with a failure because their opcode group is off, or they named a stream
+    /// they may not use.
+    pub refused_lanes: u64,
+    /// Lanes whose stream was longer than [`RpcLimits::stream_bytes`].
+    pub over_limit_lanes: u64,
+}
+
+/// What a call's turn may use besides the port.
+pub(crate) struct Context<'a> {
+    pub(crate) sink: &'a mut dyn PrintfSink,
+    pub(crate) counters: &'a mut RpcCounters,
+}
+
+/// A call in progress on one port.
+#[derive(Debug)]
+enum Call {
+    Write(Box<Write>),
+    Printf(Box<Printf>),
+}
+
+/// The host of one LLVM-RPC buffer: the call in progress on each port, the policy and budgets,
+/// the counters.
+#[derive(Debug)]
+pub struct RpcHost {
+    policy: RpcPolicy,
+    limits: RpcLimits,
+    calls: Vec<Option<Call>>,
+    counters: RpcCounters,
+    /// Where `'r'` opcodes' lanes are copied for the hostcall services (host memory, never the
+    /// shared buffer).
+    scratch: Box<Payload>,
+}
+
+impl RpcHost {
+    /// The host of a buffer of `ports` ports.
+    pub fn new(ports: u32, policy: RpcPolicy, limits: RpcLimits) -> Self {
+        Self {
+            policy,
+            limits,
+            calls: (0..ports).map(|_| None).collect(),
+            counters: RpcCounters::default(),
+            scratch: Box::default(),
+        }
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> RpcCounters {
+        self.counters
+    }
+
+    /// Takes one turn on every port of `view` that is the host's; returns the turns taken.
+    /// Console output goes to `sink`, `'r'` opcodes to `services`.
+    pub fn drain<D: Dispatch + ?Sized>(
+        &mut self,
+        view: &View<'_>,
+        sink: &mut dyn PrintfSink,
+        services: &D,
+    ) -> u32 {
+        let ports = view.ports().min(self.calls.len() as u32);
+        let mut turns = 0;
+        for port in 0..ports {
+            if let Some(turn) = view.turn(port) {
+                self.serve(turn, sink, services);
+                turns += 1;
+            }
+        }
+        turns
+    }
+
+    /// Takes one turn: continues the port's call, or begins one from the header, then hands the
+    /// port back.
+    pub fn serve<D: Dispatch + ?Sized>(
+        &mut self,
+        mut turn: Turn<'_>,
+        sink: &mut dyn PrintfSink,
+        services: &D,
+    ) {
+        self.counters.turns += 1;
+        let Some(slot) = self.calls.get_mut(turn.port() as usize) else {
+            turn.finish(); // a port past this host's count: never served
+            return;
+        };
+        let call = match slot.take() {
+            Some(call) => Some(call),
+            None => {
+                self.counters.calls += 1;
+                let (mask, opcode) = turn.header();
+                self.begin(&mut turn, mask, opcode, services)
+            }
+        };
+        if let Some(mut call) = call {
+            let mut cx = Context { sink, counters: &mut self.counters };
+            let done = match &mut call {
+                Call::Write(write) => write.turn(&mut turn, &mut cx),
+                Call::Printf(printf) => printf.turn(&mut turn, &mut cx),
+            };
+            if done {
+                self.counters.calls_done += 1;
+            } else {
+                self.calls[turn.port() as usize] = Some(call);
+            }
+        } else {
+            self.counters.calls_done += 1;
+        }
+        turn.finish();
+    }
+
+    /// The call an opcode begins, or `None` when this first turn is the whole call (`NOOP`,
+    /// the `'r'` opcodes, an unhandled opcode).
+    fn begin<D: Dispatch + ?Sized>(
+        &mut self,
+        turn: &mut Turn<'_>,
+        mask: u64,
+        opcode: u32,
+        services: &D,
+    ) -> Option<Call> {
+        let group = OpcodeGroup::of(opcode);
+        let allowed = group.is_some_and(|g| self.policy.allows(g));
+        let limit = self.limits.stream_bytes;
+        let write =
+            |target, newline| Some(Call::Write(Box::new(Write::new(mask, target, newline, allowed, limit))));
+        match opcode {
+            libc::NOOP => None,
+            libc::WRITE_TO_STDOUT => write(Some(Stream::Stdout), false),
+            libc::WRITE_TO_STDERR => write(Some(Stream::Stderr), false),
+            libc::WRITE_TO_STDOUT_NEWLINE => write(Some(Stream::Stdout), true),
+            libc::WRITE_TO_STREAM => write(None, false),
+            libc::PRINTF_TO_STDOUT..=libc::PRINTF_TO_STREAM_PACKED => {
+                let packed = opcode >= libc::PRINTF_TO_STDOUT_PACKED;
+                let target = match (opcode - libc::PRINTF_TO_STDOUT) % 3 {
+                    0 => Some(Stream::Stdout),
+                    1 => Some(Stream::Stderr),
+                    _ => None,
+                };
+                Some(Call::Printf(Box::new(Printf::new(mask, target, packed, allowed, limit))))
+            }
+            _ => {
+                match service_of(opcode) {
+                    Some(service) if allowed => {
+                        serve_as_packet(turn, mask, service, &self.scratch, &mut |p: &mut PacketRequest<
+                            '_,
+                        >| {
+                            services.dispatch(p)
+                        });
+                    }
+                    _ => {
+                        self.counters.unhandled += 1;
+                        warn_limited!(
+                            "rpc: port {}: opcode {opcode:#x} not served (status {:#x}): the port is handed back untouched",
+                            turn.port(),
+                            status::UNHANDLED_OPCODE
+                        );
+                    }
+                }
+                None
+            }
+        }
+    }
+}

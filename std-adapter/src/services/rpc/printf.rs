@@ -1,0 +1,214 @@
+//! The printf family (`PRINTF_TO_STDOUT`, `_STDERR`, `_STREAM` and their `_PACKED` twins) as
+//! LLVM's server runs the exchange, formatted by this crate's printf engine (the output of the
+//! other protocols' PRINTF service, byte for byte).
+//!
+//! The exchange, in the host's turns: (`_STREAM` only: each lane's `FILE`), the format string as
+//! a stream, answered with each lane's argument block size (the host walks the format);
+//! the argument block (C's `va_list` bytes: `int`-sized and 8-byte arguments, aligned to their
+//! size or packed) as a stream; then, while any lane has a `%s` argument not yet fetched, the
+//! host names the string's device address in word 1 and the client streams the string; last,
+//! word 0 = the characters printed, word 1 = 0. Strings are fetched first to last.
+
+use super::stream_file::{read_console_targets, receive_bytes};
+use super::Context;
+use crate::services::printf::{argument_kinds, format_partial, ArgKind, PrintfLimits, PrintfMessage, Stream};
+use hostcall_core::rpc::{StreamIn, Turn};
+use hostcall_core::LANES;
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Files,
+    Format,
+    Args,
+    Strings,
+}
+
+/// A printf call in progress.
+#[derive(Debug)]
+pub(super) struct Printf {
+    mask: u64,
+    packed: bool,
+    allowed: bool,
+    stage: Stage,
+    targets: [Option<Stream>; LANES],
+    limit: u64,
+    input: StreamIn,
+    /// The stream being received, per lane.
+    current: Vec<Vec<u8>>,
+    formats: Vec<Vec<u8>>,
+    kinds: Vec<Vec<ArgKind>>,
+    blocks: Vec<Vec<u8>>,
+    /// `%s` addresses still to fetch, per lane, first to last.
+    pending: Vec<VecDeque<u64>>,
+    /// Whether each lane asked for a string in the round in progress.
+    asking: [bool; LANES],
+    strings: Vec<VecDeque<Vec<u8>>>,
+}
+
+impl Printf {
+    /// A printf of the lanes of `mask` to `target` (`None`: each lane's `FILE` first), refused
+    /// (followed, answered -1) unless `allowed`.
+    pub(super) fn new(mask: u64, target: Option<Stream>, packed: bool, allowed: bool, limit: u64) -> Self {
+        Self {
+            mask,
+            packed,
+            allowed,
+            stage: if target.is_none() { Stage::Files } else { Stage::Format },
+            targets: [target.filter(|_| allowed); LANES],
+            limit,
+            input: StreamIn::new(mask, limit),
+            current: per_lane(),
+            formats: per_lane(),
+            kinds: per_lane(),
+            blocks: per_lane(),
+            pending: per_lane(),
+            asking: [false; LANES],
+            strings: per_lane(),
+        }
+    }
+
+    /// One turn; `true` when the call is over.
+    pub(super) fn turn(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
+        if self.stage == Stage::Files {
+            read_console_targets(turn, self.mask, self.allowed, &mut self.targets);
+            self.stage = Stage::Format;
+            return false;
+        }
+        let done = receive_bytes(&mut self.input, turn, &mut self.current);
+        if !done {
+            return false;
+        }
+        for lane in turn.lanes(self.mask) {
+            let bytes = std::mem::take(&mut self.current[lane]);
+            let kept = self.input.kept(lane as u32);
+            if !kept {
+                cx.counters.over_limit_lanes += 1;
+                self.targets[lane] = None;
+            }
+            match self.stage {
+                Stage::Format => {
+                    self.formats[lane] = until_nul(&bytes).to_vec();
+                    if self.targets[lane].is_some() {
+                        self.kinds[lane] =
+                            argument_kinds(&self.formats[lane], PrintfLimits::default().max_field);
+                    }
+                    let size = block_size(&self.kinds[lane], self.packed);
+                    turn.write(lane as u32, &[size, 0, 0, 0, 0, 0, 0, 0]);
+                }
+                Stage::Args => {
+                    self.pending[lane] = self
+                        .arguments(lane, &bytes)
+                        .filter_map(|(kind, v)| (kind == ArgKind::Str && v != 0).then_some(v))
+                        .collect();
+                    self.blocks[lane] = bytes;
+                }
+                Stage::Strings if self.asking[lane] => {
+                    self.strings[lane].push_back(until_nul(&bytes).to_vec())
+                }
+                Stage::Strings | Stage::Files => {}
+            }
+        }
+        match self.stage {
+            Stage::Format => {
+                self.stage = Stage::Args;
+                self.input = StreamIn::new(self.mask, self.limit);
+                false
+            }
+            _ => self.next(turn, cx),
+        }
+    }
+
+    /// Asks for the next string of every lane that has one, or prints and answers.
+    fn next(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
+        if turn.lanes(self.mask).any(|lane| !self.pending[lane].is_empty()) {
+            for lane in turn.lanes(self.mask) {
+                let address = self.pending[lane].pop_front().unwrap_or(0);
+                self.asking[lane] = address != 0;
+                turn.write(lane as u32, &[0, address, 0, 0, 0, 0, 0, 0]);
+            }
+            self.stage = Stage::Strings;
+            self.input = StreamIn::new(self.mask, self.limit);
+            return false;
+        }
+        for lane in turn.lanes(self.mask) {
+            let printed = match self.targets[lane] {
+                Some(stream) => {
+                    let mut out = Vec::new();
+                    let (printed, _) =
+                        format_partial(&self.message(lane)[1..], &PrintfLimits::default(), &mut out);
+                    match cx.sink.write_stream(stream, &out) {
+                        Ok(()) => printed as u64,
+                        Err(_) => u64::MAX,
+                    }
+                }
+                None => {
+                    cx.counters.refused_lanes += 1;
+                    u64::MAX // -1, as the client's `int` reads it
+                }
+            };
+            turn.write(lane as u32, &[printed, 0, 0, 0, 0, 0, 0, 0]);
+        }
+        true
+    }
+
+    /// Lane `lane`'s arguments read from its block (bytes past the block's end read as 0).
+    fn arguments<'s>(&'s self, lane: usize, block: &'s [u8]) -> impl Iterator<Item = (ArgKind, u64)> + 's {
+        let mut at = 0usize;
+        self.kinds[lane].iter().map(move |&kind| {
+            let size = arg_size(kind);
+            if !self.packed {
+                at = at.div_ceil(size) * size;
+            }
+            let mut bytes = [0u8; 8];
+            let end = (at + size).min(block.len());
+            if at < end {
+                bytes[..end - at].copy_from_slice(&block[at..end]);
+            }
+            at += size;
+            (kind, u64::from_le_bytes(bytes))
+        })
+    }
+
+    /// Lane `lane`'s call as a PRINTF message (control word first) for the engine.
+    fn message(&self, lane: usize) -> Vec<u64> {
+        let mut strings = self.strings[lane].iter();
+        let message = self.arguments(lane, &self.blocks[lane]).fold(
+            PrintfMessage::new(&self.formats[lane]),
+            |m, (kind, value)| match kind {
+                ArgKind::Str if value != 0 => m.string(strings.next().map_or(&[][..], Vec::as_slice)),
+                _ => m.uint(value),
+            },
+        );
+        message.into_words()
+    }
+}
+
+/// One empty value per lane.
+fn per_lane<T: Default>() -> Vec<T> {
+    (0..LANES).map(|_| T::default()).collect()
+}
+
+fn arg_size(kind: ArgKind) -> usize {
+    match kind {
+        ArgKind::Int32 => 4,
+        ArgKind::Int64 | ArgKind::Double | ArgKind::Pointer | ArgKind::Str => 8,
+    }
+}
+
+/// The bytes of the argument block for `kinds`: each aligned to its size, or packed.
+fn block_size(kinds: &[ArgKind], packed: bool) -> u64 {
+    let end = kinds.iter().fold(0usize, |at, &kind| {
+        let size = arg_size(kind);
+        if packed {
+            at + size
+        } else {
+            at.div_ceil(size) * size + size
+        }
+    });
+    end as u64
+}
+
+fn until_nul(bytes: &[u8]) -> &[u8] {
+    bytes.iter().position(|&b| b == 0).map_or(bytes, |n| &bytes[..n])
+}

@@ -1,0 +1,374 @@
+//! The opcodes against the core's client, a thread per wave, the host draining until the waves
+//! are done (a watchdog fails a hang).
+
+use super::*;
+use crate::services::printf::Streams;
+use hostcall_core::rpc::opcode::{libc, opcode, rocm, LIBC};
+use hostcall_core::rpc::{Client, ClientPort, Header, LaneBuffer, Parts, Stalled};
+use hostcall_core::sync::AtomicU32;
+use hostcall_core::{ErrorCode, ServiceTable};
+use std::time::{Duration, Instant};
+
+/// A buffer of `ports` x `lanes` in parts, and the client's locks.
+struct Buffer {
+    lanes: u32,
+    host_mailbox: Vec<AtomicU32>,
+    device_mailbox: Vec<AtomicU32>,
+    locks: Vec<AtomicU32>,
+    headers: Vec<Header>,
+    buffers: Vec<LaneBuffer>,
+}
+
+impl Buffer {
+    fn new(ports: usize, lanes: u32) -> Self {
+        let words = |n| (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
+        Self {
+            lanes,
+            host_mailbox: words(ports),
+            device_mailbox: words(ports),
+            locks: words(ports.div_ceil(32)),
+            headers: (0..ports).map(|_| Header::default()).collect(),
+            buffers: (0..ports * lanes as usize).map(|_| LaneBuffer::default()).collect(),
+        }
+    }
+
+    fn view(&self) -> View<'_> {
+        View::from_parts(Parts {
+            lanes: self.lanes,
+            host_mailbox: &self.host_mailbox,
+            device_mailbox: &self.device_mailbox,
+            headers: &self.headers,
+            buffers: &self.buffers,
+        })
+        .unwrap()
+    }
+
+    fn client(&self) -> Client<'_> {
+        Client::new(self.view(), &self.locks).unwrap()
+    }
+}
+
+fn patience() -> impl FnMut(u32) -> bool {
+    let start = Instant::now();
+    move |_| start.elapsed() < Duration::from_secs(10)
+}
+
+/// Runs `device` on a thread while `host` drains the buffer; fails instead of hanging.
+fn run<T: Send>(
+    buffer: &Buffer,
+    host: &mut RpcHost,
+    sink: &mut Streams<Vec<u8>, Vec<u8>>,
+    services: &(impl Dispatch + Sync),
+    device: impl FnOnce(Client<'_>) -> T + Send,
+) -> T {
+    let view = buffer.view();
+    let client = buffer.client();
+    std::thread::scope(|s| {
+        let wave = s.spawn(move || device(client));
+        let start = Instant::now();
+        while !wave.is_finished() {
+            host.drain(&view, sink, services);
+            assert!(start.elapsed() < Duration::from_secs(20), "the wave did not finish");
+        }
+        wave.join().unwrap()
+    })
+}
+
+fn open<'a>(client: &Client<'a>, opcode: u32, mask: u64) -> ClientPort<'a> {
+    client.try_open(opcode, mask, 0).expect("a free port")
+}
+
+/// One write call from the lanes of `mask`, `data(lane)` each; the bytes written per lane.
+fn write(
+    client: &Client<'_>,
+    opcode: u32,
+    mask: u64,
+    file: Option<&dyn Fn(u32) -> u64>,
+    data: &dyn Fn(u32) -> Vec<u8>,
+) -> Vec<u64> {
+    let mut port = open(client, opcode, mask);
+    if let Some(file) = file {
+        port.send(|lane| [file(lane), 0, 0, 0, 0, 0, 0, 0], &mut patience()).unwrap();
+    }
+    let data: Vec<Vec<u8>> = (0..64).map(data).collect();
+    port.send_n(|lane| &data[lane as usize], &mut patience()).unwrap();
+    let mut written = vec![u64::MAX; 64];
+    port.recv(|lane, words| written[lane as usize] = words[0], &mut patience()).unwrap();
+    port.close();
+    written
+}
+
+fn sink() -> Streams<Vec<u8>, Vec<u8>> {
+    Streams { stdout: Vec::new(), stderr: Vec::new() }
+}
+
+#[test]
+fn console_writes_as_llvm_serves_them() {
+    let buffer = Buffer::new(4, 2);
+    let mut host = RpcHost::new(4, RpcPolicy::default(), RpcLimits::default());
+    let mut out = sink();
+    let services = ServiceTable::<1>::new();
+    let text = |lane: u32| format!("lane {lane} says {}|", "x".repeat(90 * lane as usize)).into_bytes();
+    let results = run(&buffer, &mut host, &mut out, &services, |client| {
+        let puts = write(&client, libc::WRITE_TO_STDOUT_NEWLINE, 0b01, None, &text);
+        let err = write(&client, libc::WRITE_TO_STDERR, 0b11, None, &text);
+        // Lane 0 names stdout, lane 1 stderr, by LLVM's low-bit tags.
+        let stream = write(&client, libc::WRITE_TO_STREAM, 0b11, Some(&|lane| 2 + u64::from(lane)), &text);
+        (puts, err, stream)
+    });
+    let (l0, l1) = (text(0), text(1));
+    assert_eq!(results.0[0], l0.len() as u64 + 1);
+    assert_eq!(&results.1[..2], &[l0.len() as u64, l1.len() as u64]);
+    assert_eq!(&results.2[..2], &[l0.len() as u64, l1.len() as u64]);
+    let mut stdout = l0.clone();
+    stdout.push(b'\n');
+    stdout.extend_from_slice(&l0);
+    assert_eq!(out.stdout, stdout);
+    assert_eq!(out.stderr, [l0.as_slice(), &l1, &l1].concat());
+    let counters = host.counters();
+    assert_eq!((counters.calls, counters.calls_done, counters.unhandled), (3, 3, 0));
+    // 1 + 3 + (1 + 3) turns: lane 1's 104 bytes are 2 packets, lane 0's 13 one.
+    assert_eq!(counters.turns, 1 + 2 + 3);
+}
+
+#[test]
+fn a_refused_or_oversized_write_is_followed_and_answered_zero() {
+    let buffer = Buffer::new(1, 2);
+    let mut host = RpcHost::new(1, RpcPolicy::default().without_console(), RpcLimits { stream_bytes: 100 });
+    let mut out = sink();
+    let services = ServiceTable::<1>::new();
+    let refused = run(&buffer, &mut host, &mut out, &services, |client| {
+        write(&client, libc::WRITE_TO_STREAM, 0b11, Some(&|_| 2), &|_| b"no".to_vec())
+    });
+    assert_eq!(&refused[..2], &[0, 0]);
+    assert_eq!(host.counters().refused_lanes, 2);
+
+    let mut host = RpcHost::new(1, RpcPolicy::default(), RpcLimits { stream_bytes: 100 });
+    let sizes = run(&buffer, &mut host, &mut out, &services, |client| {
+        write(&client, libc::WRITE_TO_STDOUT, 0b11, None, &|lane| {
+            vec![b'a' + lane as u8; 40 + 1000 * lane as usize]
+        })
+    });
+    assert_eq!(&sizes[..2], &[40, 0]);
+    assert_eq!(out.stdout, vec![b'a'; 40]);
+    assert_eq!(
+        (host.counters().over_limit_lanes, host.counters().turns),
+        (1, hostcall_core::rpc::stream_packets(1040))
+    );
+    // A stdin or host-file target is refused too (the Files group is not served here).
+    let mut host = RpcHost::new(1, RpcPolicy::default(), RpcLimits::default());
+    let sizes = run(&buffer, &mut host, &mut out, &services, |client| {
+        write(&client, libc::WRITE_TO_STREAM, 0b11, Some(&|lane| [1, 0x7f00_0000][lane as usize]), &|_| {
+            b"x".to_vec()
+        })
+    });
+    assert_eq!(&sizes[..2], &[0, 0]);
+}
+
+/// An unknown opcode gets the port back untouched (the client reads its own packet), counted;
+/// NOOP is one packet; the port is free again after both.
+#[test]
+fn unknown_opcodes_and_noop_do_not_hang_the_client() {
+    let buffer = Buffer::new(1, 1);
+    let mut host = RpcHost::new(1, RpcPolicy::default(), RpcLimits::default());
+    let mut out = sink();
+    let services = ServiceTable::<1>::new();
+    let echoed = run(&buffer, &mut host, &mut out, &services, |client| {
+        let mut port = open(&client, opcode(LIBC, 999), 1);
+        port.send(|_| [42, 0, 0, 0, 0, 0, 0, 0], &mut patience()).unwrap();
+        let mut echoed = 0;
+        port.recv(|_, words| echoed = words[0], &mut patience()).unwrap();
+        port.close();
+        let port = open(&client, libc::NOOP, 1);
+        let mut port = port;
+        port.send(|_| [0; 8], &mut patience()).unwrap();
+        port.close();
+        // The NOOP's port is the client's again once the host has taken its turn.
+        let start = Instant::now();
+        loop {
+            if let Some(port) = client.try_open(libc::NOOP, 1, 0) {
+                port.close();
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10));
+        }
+        echoed
+    });
+    assert_eq!(echoed, 42);
+    let c = host.counters();
+    assert_eq!((c.calls, c.calls_done, c.unhandled), (2, 2, 1));
+}
+
+/// ROCm clr's DEVMEM as a hostcall packet of service 3; an unregistered FUNCTION gets the
+/// services' error reply; the request words past the reply stay.
+#[test]
+fn rocm_opcodes_reach_the_hostcall_services() {
+    let buffer = Buffer::new(2, 2);
+    let mut host = RpcHost::new(2, RpcPolicy::default(), RpcLimits::default());
+    let mut out = sink();
+    let devmem = |r: &[u64; 8]| Ok([0x1000 + r[1], 0]);
+    let mut services = ServiceTable::<2>::new();
+    services.register(3, &devmem).ok().unwrap();
+    let replies = run(&buffer, &mut host, &mut out, &services, |client| {
+        let call = |opcode| -> Result<Vec<[u64; 8]>, Stalled> {
+            let mut port = open(&client, opcode, 0b11);
+            port.send(|lane| [0, 64 * u64::from(lane + 1), 0, 0, 0, 0, 0, 9], &mut patience())?;
+            let mut got = vec![[0; 8]; 2];
+            port.recv(|lane, words| got[lane as usize] = words, &mut patience())?;
+            port.close();
+            Ok(got)
+        };
+        (call(rocm::DEVMEM).unwrap(), call(rocm::FUNCTION).unwrap())
+    });
+    assert_eq!((replies.0[0][0], replies.0[1][0], replies.0[1][7]), (0x1040, 0x1080, 9));
+    assert_eq!(ErrorCode::from_reply([replies.1[0][0], replies.1[0][1]]), Some(ErrorCode::UnknownService));
+    assert_eq!(host.counters().unhandled, 0);
+}
+
+/// A client that opens a stream and stops holds its port's state only; other ports are served.
+#[test]
+fn a_client_that_stops_mid_stream_blocks_only_its_port() {
+    let buffer = Buffer::new(2, 1);
+    let mut host = RpcHost::new(2, RpcPolicy::default(), RpcLimits::default());
+    let mut out = sink();
+    let services = ServiceTable::<1>::new();
+    let written = run(&buffer, &mut host, &mut out, &services, |client| {
+        let mut stuck = open(&client, libc::WRITE_TO_STDOUT, 1);
+        // Claims 1 GiB, sends one packet, and never another.
+        stuck.send(|_| [1 << 30, 0, 0, 0, 0, 0, 0, 0], &mut patience()).unwrap();
+        let sizes = write(&client, libc::WRITE_TO_STDERR, 1, None, &|_| b"still served".to_vec());
+        let _never_closed = stuck; // stays locked: the port is this wave's until it ends
+        sizes[0]
+    });
+    assert_eq!(written, 12);
+    assert_eq!(out.stderr, b"still served");
+    assert_eq!(host.counters().calls_done, 1);
+    for _ in 0..100 {
+        assert_eq!(host.drain(&buffer.view(), &mut out, &services), 0, "nothing pending, nothing spins");
+    }
+}
+
+mod printf {
+    use super::*;
+    use crate::services::rpc::client::{printf, printf_opcode, CArg};
+    use std::ffi::{c_char, c_int, CString};
+
+    /// One call of the lanes of `mask` through the RPC path; (stdout, stderr, results).
+    fn print<'a>(
+        opcode: u32,
+        mask: u64,
+        file: Option<&(dyn Fn(u32) -> u64 + Sync)>,
+        call: &(dyn Fn(u32) -> (&'a [u8], &'a [CArg<'a>]) + Sync),
+    ) -> (Vec<u8>, Vec<u8>, Vec<i32>, RpcCounters) {
+        let buffer = Buffer::new(2, 4);
+        let mut host = RpcHost::new(2, RpcPolicy::default(), RpcLimits::default());
+        let mut out = sink();
+        let services = ServiceTable::<1>::new();
+        let results = run(&buffer, &mut host, &mut out, &services, |client| {
+            let file = file.map(|f| move |lane| f(lane));
+            let file_ref = file.as_ref().map(|f| f as &dyn Fn(u32) -> u64);
+            printf(&client, opcode, mask, file_ref, &|lane| call(lane), &mut patience()).unwrap()
+        });
+        (out.stdout, out.stderr, results[..4].to_vec(), host.counters())
+    }
+
+    extern "C" {
+        fn snprintf(buf: *mut c_char, n: usize, fmt: *const c_char, ...) -> c_int;
+    }
+
+    /// What the C library prints for a format of one conversion and its one C argument.
+    fn c_printf(format: &str, arg: CArg<'_>) -> Vec<u8> {
+        let fmt = CString::new(format).unwrap();
+        let mut buf = vec![0u8; 512];
+        let (p, n) = (buf.as_mut_ptr().cast::<c_char>(), buf.len());
+        // SAFETY: `buf` is `n` bytes; each format takes exactly the one argument passed, of the
+        // C type its conversion reads.
+        let len = unsafe {
+            match arg {
+                CArg::Int(v) => snprintf(p, n, fmt.as_ptr(), v),
+                CArg::Uint(v) => snprintf(p, n, fmt.as_ptr(), v),
+                CArg::Long(v) => snprintf(p, n, fmt.as_ptr(), v),
+                CArg::Double(v) => snprintf(p, n, fmt.as_ptr(), v),
+                CArg::Ptr(v) => snprintf(p, n, fmt.as_ptr(), v as *const u8),
+                CArg::Str(s) => {
+                    let s = CString::new(s.unwrap()).unwrap();
+                    snprintf(p, n, fmt.as_ptr(), s.as_ptr())
+                }
+            }
+        };
+        buf.truncate(len as usize);
+        buf
+    }
+
+    /// The same cases the other protocols' printf passes, one conversion each, through the RPC
+    /// path aligned and packed: output and return value identical to `snprintf`.
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn output_is_snprintf_s() {
+        let cases: &[(&str, CArg<'_>)] = &[
+            ("[%d]", CArg::Int(-42)),
+            ("[%+08.3d]", CArg::Int(17)),
+            ("[%x]", CArg::Uint(0xbeef)),
+            ("[%#X]", CArg::Uint(0xbeef)),
+            ("[%-6u]", CArg::Uint(u32::MAX)),
+            ("[%ld]", CArg::Long(i64::MIN)),
+            ("[%llx]", CArg::Long(-1)),
+            ("[%hhd]", CArg::Int(300)),
+            ("[%c]", CArg::Int(b'Z' as i32)),
+            ("[%.3f]", CArg::Double(1234.56789)),
+            ("[%12.4e]", CArg::Double(-6.02e23)),
+            ("[%g]", CArg::Double(1e-5)),
+            ("[%a]", CArg::Double(1.0)),
+            ("[%s]", CArg::Str(Some(b"a string"))),
+            ("[%-12.3s]", CArg::Str(Some(b"truncated"))),
+            ("[%p]", CArg::Ptr(0x1234_5678)),
+            ("[100%%]", CArg::Int(0)),
+        ];
+        for packed in [false, true] {
+            for &(format, arg) in cases {
+                let (stdout, _, results, _) = print(printf_opcode(0, packed), 1, None, &|_| {
+                    (format.as_bytes(), std::slice::from_ref(&arg))
+                });
+                let expected = c_printf(format, arg);
+                assert_eq!(String::from_utf8_lossy(&stdout), String::from_utf8_lossy(&expected), "{format}");
+                assert_eq!(results[0] as usize, expected.len(), "{format}");
+            }
+        }
+    }
+
+    /// Lanes print different formats in one call, with `*` widths, several strings each (fetched
+    /// one round per string) and a null `%s`; a packed block reads the same.
+    #[test]
+    fn lanes_print_their_own_formats_and_strings() {
+        let args0 = [CArg::Int(5), CArg::Str(Some(b"ab")), CArg::Double(0.5), CArg::Str(Some(b"cd"))];
+        let args1 = [CArg::Long(7), CArg::Str(None)];
+        let args2 = [CArg::Str(Some(&[b'x'; 150]))];
+        let call = |lane: u32| -> (&[u8], &[CArg<'_>]) {
+            match lane {
+                0 => (b"<%*s|%.1f|%s>\n", &args0),
+                1 => (b"<%ld %s>\n", &args1),
+                _ => (b"<%.3s>\n", &args2),
+            }
+        };
+        for packed in [false, true] {
+            let (stdout, stderr, results, counters) = print(printf_opcode(1, packed), 0b111, None, &call);
+            assert!(stdout.is_empty());
+            assert_eq!(String::from_utf8(stderr).unwrap(), "<   ab|0.5|cd>\n<7 >\n<xxx>\n");
+            assert_eq!(&results[..3], &[15, 5, 6]);
+            assert_eq!((counters.calls_done, counters.unhandled, counters.refused_lanes), (1, 0, 0));
+        }
+    }
+
+    /// `PRINTF_TO_STREAM` takes each lane's `FILE` first: stdout and stderr by their tags; a
+    /// host file handle is refused (-1) while the Files group is off; printf off refuses all.
+    #[test]
+    fn streams_and_refusals() {
+        let args = [CArg::Int(1)];
+        let call = |_| -> (&[u8], &[CArg<'_>]) { (b"n=%d;", &args) };
+        let files = |lane: u32| [2u64, 3, 0x5550][lane as usize];
+        let (stdout, stderr, results, counters) = print(printf_opcode(2, false), 0b111, Some(&files), &call);
+        assert_eq!((stdout.as_slice(), stderr.as_slice()), (&b"n=1;"[..], &b"n=1;"[..]));
+        assert_eq!(&results[..3], &[4, 4, -1]);
+        assert_eq!(counters.refused_lanes, 1);
+    }
+}
