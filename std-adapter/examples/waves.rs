@@ -260,7 +260,10 @@ fn main() -> ExitCode {
     let errors = errors.load(Ordering::Relaxed) + stats.total().errors;
     let missing = calls.saturating_sub(stats.total().packets);
     if interrupted {
-        println!("waves: interrupted after {calls} of {} calls; the listener's counters:\n{stats}", o.waves * o.calls);
+        println!(
+            "waves: interrupted after {calls} of {} calls; the listener's counters:\n{stats}",
+            o.waves * o.calls
+        );
     }
     println!(
         "summary{}: calls={calls} lane_calls={lane_calls} errors={} p50_ns={} p99_ns={} calls_per_s={:.0}",

@@ -127,7 +127,8 @@ fn main() {
     let n = rows.len();
     let done = Arc::new(AtomicU64::new(0));
     cli::progress::catch_interrupts();
-    let progress = cli::progress::start(o.progress, "rows", (o.rounds * n) as u64, done.clone(), Arc::default());
+    let progress =
+        cli::progress::start(o.progress, "rows", (o.rounds * n) as u64, done.clone(), Arc::default());
     let mut rounds_done = 0;
     'rounds: for round in 0..o.rounds {
         // Rotate the order so that each row sees a different phase of a noisy machine.

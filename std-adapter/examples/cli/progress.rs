@@ -46,7 +46,13 @@ pub(crate) struct Progress {
 
 /// Shows `done` out of `total` `unit` (and `errors`) every second, if stderr is a terminal or
 /// `forced` (`--progress`).
-pub(crate) fn start(forced: bool, unit: &'static str, total: u64, done: Arc<AtomicU64>, errors: Arc<AtomicU64>) -> Progress {
+pub(crate) fn start(
+    forced: bool,
+    unit: &'static str,
+    total: u64,
+    done: Arc<AtomicU64>,
+    errors: Arc<AtomicU64>,
+) -> Progress {
     let finished = Arc::new(AtomicBool::new(false));
     let terminal = std::io::stderr().is_terminal();
     if !terminal && !forced {

@@ -150,7 +150,7 @@ impl Services {
         ThreadDispatch {
             services: self,
             cache: RefCell::new((u64::MAX, IdMap::default())),
-            buffers: RefCell::new((u64::MAX, HashMap::new())),
+            buffers: RefCell::new((u64::MAX, Vec::new())),
             poll_start: std::cell::Cell::new(None),
         }
     }
@@ -309,8 +309,9 @@ pub struct ThreadDispatch<'a> {
     services: &'a Services,
     /// The registry's generation when last copied, and the copy.
     cache: RefCell<(u64, IdMap<Arc<Entry>>)>,
-    /// The buffer counters' generation when last copied, and the copy.
-    buffers: RefCell<(u64, HashMap<usize, Arc<BufferTally>>)>,
+    /// The buffer counters' generation when last copied, and the copy, sorted by base address
+    /// (a binary search a packet: no hashing on the serving path).
+    buffers: RefCell<(u64, Vec<(usize, Arc<BufferTally>)>)>,
     /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks.
     poll_start: std::cell::Cell<Option<u64>>,
 }
@@ -353,7 +354,9 @@ impl Dispatch for ThreadDispatch<'_> {
         // dispatch, so nothing borrows the cache mutably meanwhile.)
         let cache = self.cache.borrow();
         let buffers = self.buffers.borrow();
-        let buffer = buffers.1.get(&packet.buffer()).map(Arc::as_ref);
+        let served = &buffers.1;
+        let buffer =
+            served.binary_search_by_key(&packet.buffer(), |(base, _)| *base).ok().map(|i| &*served[i].1);
         match cache.1.get(&packet.service()) {
             Some(entry) => serve_entry(entry, packet, &self.services.reasons, buffer, self.poll_start.get()),
             None => self.services.answer_unknown(packet, buffer),

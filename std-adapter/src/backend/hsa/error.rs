@@ -54,7 +54,9 @@ impl HsaError {
     pub fn is_no_gpu(&self) -> bool {
         match self {
             Self::NoGpuAgent => true,
-            Self::Status { call, status, .. } => *call == "hsa_init" && *status == HsaStatus::ERROR_OUT_OF_RESOURCES,
+            Self::Status { call, status, .. } => {
+                *call == "hsa_init" && *status == HsaStatus::ERROR_OUT_OF_RESOURCES
+            }
             _ => false,
         }
     }
