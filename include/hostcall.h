@@ -321,6 +321,28 @@ HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REQUESTS_OFFSET(3) == 256, "line requests o
 HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REPLIES_OFFSET(3) == 256 + 3 * 8256, "line replies offset formula");
 HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_BUFFER_SIZE(3) == 256 + 3 * 8256 + 3 * 2048, "line buffer size formula");
 
+/* ---- LLVM libc's GPU RPC (libc/shared/rpc.h @039da685; hostcall_core::rpc) ---- */
+
+/* A buffer of P ports of L lanes (L = the client's warp or wave width): the host mailbox
+ * uint32_t[P] at 0 (the client's inbox), the device mailbox uint32_t[P] at 4P, the headers
+ * {uint64_t mask; uint32_t opcode; uint32_t pad;}[P] at 8P, the lane buffers uint64_t[P][L][8] at
+ * 24P; alignment 8. The client object (the device symbol HOSTCALL_RPC_CLIENT_SYMBOL) is
+ * HOSTCALL_RPC_CLIENT_SIZE bytes: port_count, four device pointers, the lock bits; the host builds
+ * it with hostcall_rpc_client_object and copies it into the symbol before the first launch. Both
+ * sizes hold for this rpc.h only: the wire format has no version field. */
+#define HOSTCALL_RPC_MAX_PORTS 4096u
+#define HOSTCALL_RPC_MAX_LANES 64u
+#define HOSTCALL_RPC_CLIENT_SIZE 552u
+#define HOSTCALL_RPC_CLIENT_SYMBOL "__llvm_rpc_client"
+#define HOSTCALL_RPC_BUFFER_ALIGN 8
+#define HOSTCALL_RPC_DEVICE_MAILBOX_OFFSET(p) (4u * (size_t)(p))
+#define HOSTCALL_RPC_HEADERS_OFFSET(p) (8u * (size_t)(p))
+#define HOSTCALL_RPC_LANES_OFFSET(p) (24u * (size_t)(p))
+#define HOSTCALL_RPC_BUFFER_SIZE(p, l) (24u * (size_t)(p) + 64u * (size_t)(p) * (size_t)(l))
+
+HOSTCALL_STATIC_ASSERT(HOSTCALL_RPC_BUFFER_SIZE(1, 1) == 88, "rpc buffer size formula");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_RPC_BUFFER_SIZE(4096, 32) == 8486912, "rpc buffer size formula");
+
 /* ============================================================================================ */
 /* Part 2: the host library                                                                     */
 /* ============================================================================================ */
@@ -378,6 +400,7 @@ void disableHostcalls(void *buffer, const void *queue);
 #define HOSTCALL_ERR_PANIC 15                 /* an internal error was caught */
 #define HOSTCALL_ERR_OTHER 16                 /* anything else */
 #define HOSTCALL_ERR_OPTIONS 17               /* hostcall_enable_options_t refused (see there) */
+#define HOSTCALL_ERR_RPC_CLIENT_SIZE 18       /* the device's RPC client symbol has another size */
 
 /* How long hostcall_emulated_call waits for a packet and for its reply. */
 #define HOSTCALL_EMULATED_TIMEOUT_MS 10000
@@ -509,7 +532,7 @@ int hostcall_get_stats(hostcall_stats_t *stats);
 int hostcall_get_buffer_stats(const void *buffer, hostcall_buffer_stats_t *stats);
 int hostcall_get_service_stats(uint32_t id, hostcall_service_stats_t *stats);
 
-/* ---- Both protocols ---- */
+/* ---- ROCm's two protocols, stack and phase ---- */
 
 /* Which wire protocol the device code of the kernels using a buffer speaks. A code object carries
  * no marker of it: the runtime chooses, per buffer, at enable. The stack protocol is ROCm's
@@ -526,6 +549,18 @@ size_t hostcall_buffer_size_for(uint32_t protocol, uint32_t num_packets);
 /* The alignment a buffer of protocol needs, and hostcall_enable_ex checks: 8 for the stack
  * protocol, 64 (HOSTCALL_PHASE_BUFFER_ALIGN) for the phase protocol; 0 for an unknown protocol. */
 uint32_t hostcall_buffer_alignment_for(uint32_t protocol);
+
+/* LLVM libc's GPU RPC: bytes of a buffer of ports ports and lanes lanes (1 ..=
+ * HOSTCALL_RPC_MAX_PORTS, 1 ..= HOSTCALL_RPC_MAX_LANES; else 0, see hostcall_last_error()), equal
+ * to HOSTCALL_RPC_BUFFER_SIZE. */
+size_t hostcall_rpc_buffer_size(uint32_t ports, uint32_t lanes);
+/* Writes the client object for a buffer of ports ports at device address device_base into
+ * out[0 .. HOSTCALL_RPC_CLIENT_SIZE) (out_len must be at least that). symbol_size: the size of the
+ * device image's HOSTCALL_RPC_CLIENT_SYMBOL as the runtime's symbol lookup reports it, or 0 when
+ * not known; any other size than HOSTCALL_RPC_CLIENT_SIZE is HOSTCALL_ERR_RPC_CLIENT_SIZE (the
+ * device code was built against another rpc.h), nothing written. */
+int hostcall_rpc_client_object(uint32_t ports, uint64_t device_base, uint64_t symbol_size, void *out,
+                               size_t out_len);
 
 /* The options of hostcall_enable_ex. Start from HOSTCALL_ENABLE_OPTIONS_INIT and set fields:
  *
@@ -575,7 +610,7 @@ HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, reserved) == 20, "opt
  * hostcall_buffer_alignment_for(protocol) (null and alignment checked), valid until
  * hostcall_disable returns for it (or the process ends). Returns HOSTCALL_OK or a HOSTCALL_ERR_*
  * code; on failure nothing changed (no bitmap is left allocated). hostcall_disable and
- * hostcall_emulated_call work on buffers of either protocol. */
+ * hostcall_emulated_call work on buffers of either of ROCm's protocols. */
 int hostcall_enable_ex(void *buffer, uint32_t num_packets, const void *queue,
                        const hostcall_enable_options_t *options);
 

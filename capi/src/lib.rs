@@ -12,6 +12,8 @@
 //! - [`hostcall_register_service`], [`hostcall_unregister_service`]: services in C;
 //!   [`hostcall_enable_function_calls_unsafe`]: the built-in FUNCTION_CALL, off until asked for
 //!   (PRINTF, to stdout and stderr, and DEVMEM are served from the start);
+//! - [`hostcall_rpc_buffer_size`], [`hostcall_rpc_client_object`]: LLVM libc's GPU RPC buffer and
+//!   the client object device code expects, checked against the device symbol's size;
 //! - [`hostcall_emulated_call`]: one wave's hostcall from the CPU, through the real producer
 //!   path of the buffer's protocol (for tests and for runtimes without a GPU).
 //!
@@ -29,6 +31,7 @@ pub mod emulated;
 pub mod lifecycle;
 pub mod logging;
 pub mod options;
+pub mod rpc;
 pub mod service;
 pub mod stats;
 pub mod status;
@@ -40,6 +43,7 @@ pub use lifecycle::{
     hostcall_disable, hostcall_enable, hostcall_enable_ex,
 };
 pub use logging::hostcall_set_log_callback;
+pub use rpc::{hostcall_rpc_buffer_size, hostcall_rpc_client_object};
 pub use service::{
     hostcall_enable_function_calls_unsafe, hostcall_register_service, hostcall_unregister_service,
 };

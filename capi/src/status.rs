@@ -43,6 +43,9 @@ pub const HOSTCALL_ERR_OTHER: c_int = 16;
 /// The options of `hostcall_enable_ex` are refused: a `size` out of range, an unknown protocol,
 /// a field this library does not know set, or a bitmap given for the stack protocol.
 pub const HOSTCALL_ERR_OPTIONS: c_int = 17;
+/// The device image's LLVM-RPC client symbol has another size than this library's client object
+/// (built against another `rpc.h`).
+pub const HOSTCALL_ERR_RPC_CLIENT_SIZE: c_int = 18;
 
 /// Why an entry point failed: a status code and the message for `hostcall_last_error`.
 #[derive(Debug)]
@@ -177,6 +180,7 @@ pub extern "C" fn hostcall_status_string(code: c_int) -> *const c_char {
         HOSTCALL_ERR_PANIC => c"an internal error was caught",
         HOSTCALL_ERR_OTHER => c"other error (see hostcall_last_error())",
         HOSTCALL_ERR_OPTIONS => c"options refused",
+        HOSTCALL_ERR_RPC_CLIENT_SIZE => c"the device's RPC client symbol has another size (another rpc.h)",
         _ => c"unknown status code",
     };
     text.as_ptr()

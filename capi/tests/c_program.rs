@@ -247,7 +247,7 @@ fn the_header_layout_matches_rust() {
     use hostcall_capi::options::{self, HostcallEnableOptions};
     use hostcall_rs::core::dispatch::{self as service, ErrorCode};
     use hostcall_rs::core::stack::{self as layout, Header, Prefix};
-    use hostcall_rs::core::{line, phase};
+    use hostcall_rs::core::{line, phase, rpc};
     use hostcall_rs::core::{Payload, LANES, REPLY_WORDS, SLOT_WORDS};
     use hostcall_rs::lifecycle::{buffer_align_for, buffer_size_for};
     use hostcall_rs::Protocol;
@@ -363,6 +363,10 @@ fn the_header_layout_matches_rust() {
         ("options.reserved", offset_of!(HostcallEnableOptions, reserved) as u64),
         ("options.size_v1", u64::from(options::HOSTCALL_ENABLE_OPTIONS_SIZE_V1)),
         ("options.max_size", u64::from(options::HOSTCALL_ENABLE_OPTIONS_MAX_SIZE)),
+        ("rpc.max_ports", u64::from(rpc::MAX_PORT_COUNT)),
+        ("rpc.max_lanes", hostcall_rs::core::LANES as u64),
+        ("rpc.client_size", rpc::CLIENT_OBJECT_SIZE as u64),
+        ("rpc.buffer_align", rpc::buffer_align() as u64),
         ("version.major", env!("CARGO_PKG_VERSION_MAJOR").parse().unwrap()),
         ("version.minor", env!("CARGO_PKG_VERSION_MINOR").parse().unwrap()),
         ("version.patch", env!("CARGO_PKG_VERSION_PATCH").parse().unwrap()),
@@ -402,6 +406,22 @@ fn the_header_layout_matches_rust() {
         assert_eq!(line::buffer_size(n), Some(l.size));
         assert_eq!(buffer_size_for(Protocol::Line, n as u32).unwrap(), l.size, "n = {n}");
     }
+    // LLVM-RPC geometries `hostcall_test.c` prints.
+    for (p, l) in [(1u32, 1u32), (3, 2), (64, 32), (4096, 64)] {
+        let layout = rpc::Layout::new(p.into(), l.into()).unwrap();
+        for (name, value) in [
+            ("device_mailbox_offset", layout.device_mailbox),
+            ("headers_offset", layout.headers),
+            ("lanes_offset", layout.buffers),
+            ("buffer_size", layout.size),
+        ] {
+            expected.push((format!("rpc.{name}.{p}.{l}"), value as u64));
+        }
+        expected.push((
+            format!("lib.rpc.buffer_size.{p}.{l}"),
+            hostcall_capi::hostcall_rpc_buffer_size(p, l) as u64,
+        ));
+    }
     use hostcall_capi::status::*;
     let statuses = [
         ("status.null", HOSTCALL_ERR_NULL),
@@ -421,6 +441,7 @@ fn the_header_layout_matches_rust() {
         ("status.panic", HOSTCALL_ERR_PANIC),
         ("status.other", HOSTCALL_ERR_OTHER),
         ("status.options", HOSTCALL_ERR_OPTIONS),
+        ("status.rpc_client_size", HOSTCALL_ERR_RPC_CLIENT_SIZE),
     ];
     let expected = expected.into_iter().chain(statuses.map(|(name, code)| (name.to_owned(), code as u64)));
     let mut compared = 0;

@@ -217,3 +217,31 @@ fn a_null_buffer_is_refused_by_enable_ex() {
     let status = unsafe { hostcall_enable_ex(std::ptr::null_mut(), PACKETS, std::ptr::null(), &options) };
     assert_eq!(status, HOSTCALL_ERR_NULL);
 }
+
+/// The LLVM-RPC client object: written whole over a buffer's device address; a short or null
+/// `out`, a refused port count, and a device symbol of another size are refused, nothing written.
+#[test]
+fn rpc_client_object_checks_its_arguments() {
+    use hostcall_capi::status::*;
+    use hostcall_capi::{hostcall_rpc_buffer_size, hostcall_rpc_client_object};
+    use std::ffi::c_void;
+    assert_eq!(hostcall_rpc_buffer_size(4096, 32), 8_486_912);
+    assert_eq!(hostcall_rpc_buffer_size(0, 32), 0);
+    let mut out = [0xaau8; 600];
+    let p = out.as_mut_ptr().cast::<c_void>();
+    // SAFETY (every call): `out` is 600 writable bytes; the lengths passed never exceed that.
+    unsafe {
+        assert_eq!(hostcall_rpc_client_object(64, 0x7000_0000, 8, p, 600), HOSTCALL_ERR_RPC_CLIENT_SIZE);
+        assert_eq!(hostcall_rpc_client_object(64, 0x7000_0000, 0, p, 551), HOSTCALL_ERR_NULL);
+        assert_eq!(
+            hostcall_rpc_client_object(64, 0x7000_0000, 0, std::ptr::null_mut(), 600),
+            HOSTCALL_ERR_NULL
+        );
+        assert_eq!(hostcall_rpc_client_object(5000, 0x7000_0000, 552, p, 600), HOSTCALL_ERR_PACKET_COUNT);
+        assert!(out.iter().all(|&b| b == 0xaa), "nothing written on failure");
+        assert_eq!(hostcall_rpc_client_object(64, 0x7000_0000, 552, p, 600), HOSTCALL_OK);
+    }
+    let expected = hostcall_rs::core::rpc::client_object(64, 0x7000_0000).unwrap();
+    assert_eq!(&out[..552], &expected[..]);
+    assert!(out[552..].iter().all(|&b| b == 0xaa), "nothing past the object");
+}

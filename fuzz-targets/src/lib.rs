@@ -12,6 +12,7 @@
 //! | [`line_exchange`] | a line buffer and a sequence of operations: correct calls, scribbles on any word (tagged with a live sequence, torn, or raw), drains, `init` | the line protocol's host against torn, stale and hostile words: no panic, each packet served at most once per drain, a drain writes only reply words and `served`, and while nothing was scribbled every call is answered with exactly its own reply |
 //! | [`message_stream`] | limits, then chunks of message streams (descriptors, data, ids made up or copied from replies) | the assembler and the printf formatter: every chunk answered, the open-message and size limits hold, printf stays within its output limit and is deterministic |
 //! | [`whole_host`] | a protocol, a packet count, budgets, then device operations (valid-looking PRINTF streams, DEVMEM allocations and frees, unknown ids; writes anywhere in the buffer) and host rounds | the core poller (or a listener thread) with the std registry and its built-in services: the packets predicted are served, once each; every reply valid or an error reply as a model of each service says; DEVMEM and PRINTF within their budgets; nothing written but what a round may write, nothing outside the buffer |
+//! | [`rpc_exchange`] | an LLVM-RPC geometry, a stream limit, a policy, then device writes (mailbox flips and raw values, headers, lane words) and drains | the std crate's `RpcHost`: one turn per pending port, nothing written but the turned ports' host mailbox and lanes, the data held within its budget, console output within the limit |
 //!
 //! The inputs are decoded by hand ([`input`]): a short input is padded with zeros, so every byte
 //! string is a valid input.
@@ -38,3 +39,6 @@ pub use message_stream::message_stream;
 
 mod whole_host;
 pub use whole_host::whole_host;
+
+mod rpc_exchange;
+pub use rpc_exchange::rpc_exchange;

@@ -63,3 +63,8 @@ fn degenerate_inputs() {
         hostcall_fuzz_targets::whole_host(data);
     }
 }
+
+#[test]
+fn rpc_exchange_seeds() {
+    replay("rpc_exchange", hostcall_fuzz_targets::rpc_exchange);
+}

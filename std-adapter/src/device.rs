@@ -157,7 +157,7 @@ impl Wave {
 }
 
 /// A wave on a buffer in memory the caller manages (not a [`HostcallBuffer`]): the producer path
-/// for buffers enabled with [`crate::lifecycle`], and the C ABI's emulated wave. Either protocol.
+/// for buffers enabled with [`crate::lifecycle`], and the C ABI's emulated wave. The stack or the phase protocol (ROCm's two).
 #[derive(Clone, Copy)]
 pub struct RawWave<'a> {
     view: AnyView<'a>,
@@ -256,7 +256,7 @@ struct Call {
 
 /// The producer path, one for every protocol: claim (from `start`, where the protocol uses it),
 /// fill, submit, ring, wait, read the replies. The core's protocol switch ([`AnyView`]) picks the
-/// protocol; everything here goes through the producer traits both protocols' handles implement.
+/// protocol; everything here goes through the producer traits every protocol's handles implement.
 fn call_on(
     view: &AnyView<'_>,
     start: usize,

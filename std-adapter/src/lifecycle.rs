@@ -70,7 +70,7 @@ impl<T> From<*mut T> for QueueId {
 }
 
 /// Bytes a stack-protocol buffer of `num_packets` packets needs (ROCm's
-/// `getHostcallBufferSize`; [`buffer_size_for`] for either protocol).
+/// `getHostcallBufferSize`; [`buffer_size_for`] for any protocol).
 ///
 /// ```
 /// assert_eq!(hostcall::buffer_size(2), Ok(48 + 2 * 24 + 2 * 4096));
@@ -81,7 +81,7 @@ pub fn buffer_size(num_packets: u32) -> Result<usize, Error> {
 }
 
 /// The alignment a stack-protocol buffer needs (ROCm's `getHostcallBufferAlignment`;
-/// [`buffer_align_for`] for either protocol).
+/// [`buffer_align_for`] for any protocol).
 pub const fn buffer_align() -> usize {
     buffer_align_for(Protocol::Stack)
 }
@@ -96,7 +96,7 @@ pub unsafe fn enable(buffer: *mut u8, num_packets: u32, queue: impl Into<QueueId
     unsafe { HostcallRuntime::global().enable(buffer, num_packets, queue.into()) }
 }
 
-/// [`HostcallRuntime::enable_with`] on the process-wide default runtime: either protocol, the
+/// [`HostcallRuntime::enable_with`] on the process-wide default runtime: either of ROCm's protocols, the
 /// phase protocol's bitmap, the device ordinal.
 ///
 /// # Safety

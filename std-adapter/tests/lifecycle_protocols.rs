@@ -1,5 +1,5 @@
-//! The lifecycle API with both protocols and ROCm's built-in services: `enable_with` and its
-//! options (the phase protocol's bitmap passed in or allocated through the runtime's device memory and
+//! The lifecycle API with ROCm's two protocols (stack, phase) and its built-in services: `enable_with`
+//! and its options (the phase protocol's bitmap passed in or allocated through the runtime's device memory and
 //! freed at disable; the device ordinal), PRINTF and DEVMEM served from the start (DEVMEM through
 //! the runtime's device memory), FUNCTION_CALL only after the `unsafe` opt-in, and no DEVMEM failure
 //! ever replying `u64::MAX` as an address.

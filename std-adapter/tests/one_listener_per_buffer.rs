@@ -3,6 +3,9 @@
 //! gave 38,802 service invocations and 15,466 wrong or timed-out replies. Each combination of add
 //! paths below was accepted before.
 
+#[macro_use]
+mod common;
+
 use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
 use hostcall::{buffer_size, HostcallRuntime, QueueId};
@@ -24,32 +27,29 @@ fn served_elsewhere(buffer: *const u8) -> Error {
     Error::AlreadyServed { buffer: buffer as usize, served: buffer as usize }
 }
 
-#[test]
-fn add_buffer_twice_on_two_listeners_is_refused_for_both_protocols() {
-    for protocol in [Protocol::Stack, Protocol::Phase] {
-        let (one, two) = (listener(), listener());
-        let b = buffer(&one, 64, protocol);
-        one.add_buffer(b.clone()).unwrap();
-        assert_eq!(two.add_buffer(b.clone()), Err(served_elsewhere(b.as_ptr())), "{protocol:?}");
-        assert_eq!(two.buffer_count(), 0);
-        // Served by the first one only: every reply right.
-        let wave = Wave::new(b.clone(), 64);
-        for call in 0..200u64 {
-            let reply = wave.call(100, |lane| [call, lane as u64, 0, 0, 0, 0, 0, 0]).unwrap();
-            (0..64).for_each(|lane| assert_eq!(reply.lane(lane), [call + lane as u64, 0]));
-        }
-        // Released by remove: the other listener may take it.
-        one.remove_buffer(&b).unwrap();
-        two.add_buffer(b.clone()).unwrap();
-        assert_eq!(one.add_buffer(b.clone()), Err(served_elsewhere(b.as_ptr())));
-        // Released by shutdown (the thread is joined) and by drop.
-        two.shutdown();
-        one.add_buffer(b.clone()).unwrap();
-        drop(one);
-        let three = listener();
-        three.add_buffer(b.clone()).unwrap();
-        drop(two);
+fn add_buffer_twice_on_two_listeners_is_refused(protocol: Protocol) {
+    let (one, two) = (listener(), listener());
+    let b = buffer(&one, 64, protocol);
+    one.add_buffer(b.clone()).unwrap();
+    assert_eq!(two.add_buffer(b.clone()), Err(served_elsewhere(b.as_ptr())), "{protocol:?}");
+    assert_eq!(two.buffer_count(), 0);
+    // Served by the first one only: every reply right.
+    let wave = Wave::new(b.clone(), 64);
+    for call in 0..200u64 {
+        let reply = wave.call(100, |lane| [call, lane as u64, 0, 0, 0, 0, 0, 0]).unwrap();
+        (0..64).for_each(|lane| assert_eq!(reply.lane(lane), [call + lane as u64, 0]));
     }
+    // Released by remove: the other listener may take it.
+    one.remove_buffer(&b).unwrap();
+    two.add_buffer(b.clone()).unwrap();
+    assert_eq!(one.add_buffer(b.clone()), Err(served_elsewhere(b.as_ptr())));
+    // Released by shutdown (the thread is joined) and by drop.
+    two.shutdown();
+    one.add_buffer(b.clone()).unwrap();
+    drop(one);
+    let three = listener();
+    three.add_buffer(b.clone()).unwrap();
+    drop(two);
 }
 
 #[test]
@@ -123,17 +123,16 @@ fn lifecycle_enables_and_listener_adds_exclude_each_other() {
     drop(memory);
 }
 
-#[test]
-fn pools_and_listeners_exclude_each_other() {
+fn pools_and_listeners_exclude_each_other(protocol: Protocol) {
     let one = listener();
     let pool = ListenerPool::start(2, one.doorbell().clone(), ListenerConfig::default()).unwrap();
-    for protocol in [Protocol::Stack, Protocol::Phase] {
-        let b = buffer(&one, 64, protocol);
-        pool.add_buffer(b.clone()).unwrap();
-        assert_eq!(one.add_buffer(b.clone()), Err(served_elsewhere(b.as_ptr())), "{protocol:?}");
-        pool.remove_buffer(&b).unwrap();
-        one.add_buffer(b.clone()).unwrap();
-        assert_eq!(pool.add_buffer(b.clone()), Err(served_elsewhere(b.as_ptr())), "{protocol:?}");
-        assert!(pool.listeners().iter().all(|l| l.buffer_count() == 0), "the refused pool add rolled back");
-    }
+    let b = buffer(&one, 64, protocol);
+    pool.add_buffer(b.clone()).unwrap();
+    assert_eq!(one.add_buffer(b.clone()), Err(served_elsewhere(b.as_ptr())));
+    pool.remove_buffer(&b).unwrap();
+    one.add_buffer(b.clone()).unwrap();
+    assert_eq!(pool.add_buffer(b.clone()), Err(served_elsewhere(b.as_ptr())));
+    assert!(pool.listeners().iter().all(|l| l.buffer_count() == 0), "the refused pool add rolled back");
 }
+
+for_every_protocol!(add_buffer_twice_on_two_listeners_is_refused, pools_and_listeners_exclude_each_other);

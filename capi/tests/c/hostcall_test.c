@@ -198,6 +198,7 @@ static int print_layout(void) {
     P("status.panic", HOSTCALL_ERR_PANIC);
     P("status.other", HOSTCALL_ERR_OTHER);
     P("status.options", HOSTCALL_ERR_OPTIONS);
+    P("status.rpc_client_size", HOSTCALL_ERR_RPC_CLIENT_SIZE);
     P("phase.buffer_align", HOSTCALL_PHASE_BUFFER_ALIGN);
     P("lib.phase.buffer_align", hostcall_buffer_alignment_for(HOSTCALL_PROTOCOL_PHASE));
     P("lib.stack.buffer_align", hostcall_buffer_alignment_for(HOSTCALL_PROTOCOL_STACK));
@@ -238,6 +239,28 @@ static int print_layout(void) {
     P("line.seq_of", HOSTCALL_LINE_SEQ_OF(0x123456789abcdef0ull));
     P("line.data_of", HOSTCALL_LINE_DATA_OF(0x123456789abcdef0ull));
     P("line.buffer_align", HOSTCALL_LINE_BUFFER_ALIGN);
+    P("rpc.max_ports", HOSTCALL_RPC_MAX_PORTS);
+    P("rpc.max_lanes", HOSTCALL_RPC_MAX_LANES);
+    P("rpc.client_size", HOSTCALL_RPC_CLIENT_SIZE);
+    P("rpc.buffer_align", HOSTCALL_RPC_BUFFER_ALIGN);
+    {
+        /* The geometries c_program.rs lists: offsets and sizes from the macros and the library. */
+        static const unsigned geometry[][2] = {{1, 1}, {3, 2}, {64, 32}, {4096, 64}};
+        for (size_t i = 0; i < sizeof geometry / sizeof geometry[0]; i++) {
+            const unsigned p = geometry[i][0], l = geometry[i][1];
+            char name[64];
+            snprintf(name, sizeof name, "rpc.device_mailbox_offset.%u.%u", p, l);
+            P(name, HOSTCALL_RPC_DEVICE_MAILBOX_OFFSET(p));
+            snprintf(name, sizeof name, "rpc.headers_offset.%u.%u", p, l);
+            P(name, HOSTCALL_RPC_HEADERS_OFFSET(p));
+            snprintf(name, sizeof name, "rpc.lanes_offset.%u.%u", p, l);
+            P(name, HOSTCALL_RPC_LANES_OFFSET(p));
+            snprintf(name, sizeof name, "rpc.buffer_size.%u.%u", p, l);
+            P(name, HOSTCALL_RPC_BUFFER_SIZE(p, l));
+            snprintf(name, sizeof name, "lib.rpc.buffer_size.%u.%u", p, l);
+            P(name, hostcall_rpc_buffer_size(p, l));
+        }
+    }
     {
         /* The packet counts c_program.rs lists (the_header_layout_matches_rust): the same. */
         static const unsigned counts[] = {2, 3, 31, 32, 33, 64, 1000, 1u << 24};

@@ -46,7 +46,7 @@ __device__ __forceinline__ void add_counts(unsigned long long *counters, unsigne
     }
 }
 
-// The two protocols' device calls behind one face, for the benchmark kernels.
+// The phase and line protocols' device calls behind one face, for the benchmark kernels.
 struct phase_protocol {
     using client = hostcall::phase_client;
     static __device__ client open(const void *buffer, hostcall::wait_policy policy, unsigned start, bool keep) {

@@ -56,7 +56,7 @@ impl Default for EnableOptions {
 /// use hostcall::{lifecycle::buffer_size_for, Protocol};
 /// assert_eq!(buffer_size_for(Protocol::Stack, 2), hostcall::buffer_size(2));
 /// assert_eq!(buffer_size_for(Protocol::Phase, 2), Ok(320 + 2 * 4096));
-/// assert!(buffer_size_for(Protocol::Phase, 1).is_err()); // both protocols need 2 packets
+/// assert!(buffer_size_for(Protocol::Phase, 1).is_err()); // every protocol needs 2 packets
 /// ```
 pub fn buffer_size_for(protocol: Protocol, num_packets: u32) -> Result<usize, Error> {
     let n = packet_count(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))? as usize;

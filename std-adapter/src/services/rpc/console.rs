@@ -38,6 +38,11 @@ impl Write {
         }
     }
 
+    /// Bytes received so far.
+    pub(super) fn held_bytes(&self) -> usize {
+        self.bytes.iter().map(Vec::len).sum()
+    }
+
     /// One turn; `true` when the call is over.
     pub(super) fn turn(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
         if self.awaiting_files {

@@ -7,7 +7,8 @@
 //! never waits on a device, so a client that stops mid-call holds only its own port's few
 //! words of state (and at most [`RpcLimits::stream_bytes`] a lane).
 //!
-//! Served now: `NOOP`, the console writes, the printf family (to stdout and stderr), and the `'r'` opcodes (through the buffer's
+//! Served now: `NOOP`, the console writes, the printf family (to stdout and stderr), `MALLOC` and
+//! `FREE` (through the DEVMEM service), and the `'r'` opcodes (through the buffer's
 //! [`Dispatch`]). Every other opcode, known or not, is answered as LLVM's server answers an
 //! opcode it has no handler for (the port is handed back untouched, `RPC_UNHANDLED_OPCODE`),
 //! counted in [`RpcCounters::unhandled`] and logged (rate-limited).
@@ -47,6 +48,7 @@
 
 pub mod client;
 mod console;
+mod memory;
 mod policy;
 mod printf;
 mod stream_file;
@@ -141,6 +143,25 @@ impl RpcHost {
         self.counters
     }
 
+    /// Ports with a call in progress (waiting for the device's next packet).
+    pub fn calls_in_progress(&self) -> usize {
+        self.calls.iter().flatten().count()
+    }
+
+    /// Bytes of device data the calls in progress hold (streams received so far). Bounded by
+    /// ports x lanes x [`RpcLimits::stream_bytes`] x the streams one call keeps (printf: the
+    /// format, the arguments and each `%s`), whatever the device sends.
+    pub fn held_bytes(&self) -> usize {
+        self.calls
+            .iter()
+            .flatten()
+            .map(|call| match call {
+                Call::Write(write) => write.held_bytes(),
+                Call::Printf(printf) => printf.held_bytes(),
+            })
+            .sum()
+    }
+
     /// Takes one turn on every port of `view` that is the host's; returns the turns taken.
     /// Console output goes to `sink`, `'r'` opcodes to `services`.
     pub fn drain<D: Dispatch + ?Sized>(
@@ -214,6 +235,11 @@ impl RpcHost {
             |target, newline| Some(Call::Write(Box::new(Write::new(mask, target, newline, allowed, limit))));
         match opcode {
             libc::NOOP => None,
+            libc::MALLOC | libc::FREE => {
+                let free = opcode == libc::FREE;
+                memory::serve(turn, mask, free, allowed, &self.scratch, services, &mut self.counters);
+                None
+            }
             libc::WRITE_TO_STDOUT => write(Some(Stream::Stdout), false),
             libc::WRITE_TO_STDERR => write(Some(Stream::Stderr), false),
             libc::WRITE_TO_STDOUT_NEWLINE => write(Some(Stream::Stdout), true),

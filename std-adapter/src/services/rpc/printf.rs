@@ -7,7 +7,8 @@
 //! the argument block (C's `va_list` bytes: `int`-sized and 8-byte arguments, aligned to their
 //! size or packed) as a stream; then, while any lane has a `%s` argument not yet fetched, the
 //! host names the string's device address in word 1 and the client streams the string; last,
-//! word 0 = the characters printed, word 1 = 0. Strings are fetched first to last.
+//! word 0 = the characters printed, word 1 = 0. Strings are fetched first to last; a lane's
+//! strings together are kept up to the stream limit (past it the lane is answered -1).
 
 use super::stream_file::{read_console_targets, receive_bytes};
 use super::Context;
@@ -68,6 +69,13 @@ impl Printf {
         }
     }
 
+    /// Bytes received so far (formats, argument blocks, strings, the stream in progress).
+    pub(super) fn held_bytes(&self) -> usize {
+        let sum = |v: &Vec<Vec<u8>>| v.iter().map(Vec::len).sum::<usize>();
+        let strings: usize = self.strings.iter().flatten().map(Vec::len).sum();
+        sum(&self.current) + sum(&self.formats) + sum(&self.blocks) + strings
+    }
+
     /// One turn; `true` when the call is over.
     pub(super) fn turn(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
         if self.stage == Stage::Files {
@@ -104,7 +112,15 @@ impl Printf {
                     self.blocks[lane] = bytes;
                 }
                 Stage::Strings if self.asking[lane] => {
-                    self.strings[lane].push_back(until_nul(&bytes).to_vec())
+                    // One lane's strings together are bounded by the stream limit too.
+                    let held: usize = self.strings[lane].iter().map(Vec::len).sum();
+                    let string = until_nul(&bytes);
+                    if kept && (held + string.len()) as u64 > self.limit {
+                        cx.counters.over_limit_lanes += 1;
+                        self.targets[lane] = None;
+                    }
+                    let keep = self.targets[lane].is_some();
+                    self.strings[lane].push_back(if keep { string.to_vec() } else { Vec::new() });
                 }
                 Stage::Strings | Stage::Files => {}
             }

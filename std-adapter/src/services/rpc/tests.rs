@@ -74,8 +74,16 @@ fn run<T: Send>(
     })
 }
 
+/// Opens a port, waiting (with the watchdog) while the host has not closed the last call.
 fn open<'a>(client: &Client<'a>, opcode: u32, mask: u64) -> ClientPort<'a> {
-    client.try_open(opcode, mask, 0).expect("a free port")
+    let mut patience = patience();
+    loop {
+        if let Some(port) = client.try_open(opcode, mask, 0) {
+            return port;
+        }
+        assert!(patience(0), "no port became free");
+        std::hint::spin_loop();
+    }
 }
 
 /// One write call from the lanes of `mask`, `data(lane)` each; the bytes written per lane.
@@ -371,4 +379,45 @@ mod printf {
         assert_eq!(&results[..3], &[4, 4, -1]);
         assert_eq!(counters.refused_lanes, 1);
     }
+}
+
+/// `MALLOC` and `FREE` reach the DEVMEM service as its allocate and free requests; a null free
+/// reaches nothing; with the Memory group off, `MALLOC` is answered null.
+#[test]
+fn malloc_and_free_go_through_devmem() {
+    use std::sync::Mutex;
+    let buffer = Buffer::new(1, 2);
+    let mut out = sink();
+    let log = Mutex::new(Vec::new());
+    let devmem = |r: &[u64; 8]| {
+        log.lock().unwrap().push((r[0], r[1]));
+        Ok([if r[0] == 0 { 0x9000 + r[1] } else { 0 }, 0])
+    };
+    let mut services = ServiceTable::<1>::new();
+    services.register(hostcall_core::dispatch::DEVMEM, &devmem).ok().unwrap();
+    let call = |client: &Client<'_>, opcode, words: [u64; 2], reply: bool| {
+        let mut port = open(client, opcode, 0b11);
+        port.send(|lane| [words[lane as usize], 0, 0, 0, 0, 0, 0, 0], &mut patience()).unwrap();
+        let mut got = [u64::MAX; 2];
+        if reply {
+            port.recv(|lane, w| got[lane as usize] = w[0], &mut patience()).unwrap();
+        }
+        port.close();
+        got
+    };
+    let mut host = RpcHost::new(1, RpcPolicy::default(), RpcLimits::default());
+    let addresses = run(&buffer, &mut host, &mut out, &services, |client| {
+        let addresses = call(&client, libc::MALLOC, [16, 32], true);
+        call(&client, libc::FREE, [addresses[0], 0], false);
+        // The FREE is one packet: the next call waits until the host has taken it.
+        call(&client, libc::NOOP, [0, 0], false);
+        addresses
+    });
+    assert_eq!(addresses, [0x9010, 0x9020]);
+    assert_eq!(*log.lock().unwrap(), [(0, 16), (0, 32), (0x9010, 0)]);
+    let mut host = RpcHost::new(1, RpcPolicy::none(), RpcLimits::default());
+    let refused =
+        run(&buffer, &mut host, &mut out, &services, |client| call(&client, libc::MALLOC, [16, 32], true));
+    assert_eq!((refused, host.counters().refused_lanes), ([0, 0], 2));
+    assert_eq!(log.lock().unwrap().len(), 3);
 }

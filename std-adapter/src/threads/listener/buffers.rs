@@ -110,7 +110,7 @@ impl Listener {
         unsafe { self.add_raw_protocol(Protocol::Stack, base, len, num_packets, device) }
     }
 
-    /// [`Listener::add_raw_on_device`] for a buffer of either protocol, initialised for it.
+    /// [`Listener::add_raw_on_device`] for a buffer of any protocol, initialised for it.
     ///
     /// # Safety
     /// As for [`Listener::add_raw`].
