@@ -32,7 +32,7 @@ use crate::error::Error;
 use crate::observe::counters::{Counters, EventTally, Timing};
 use crate::observe::histogram::ticks;
 use crate::observe::scope::{Scope, Sink};
-use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, Stats};
+use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, SortedTallies, Stats};
 use crate::rate_limit::{error_limited, warn_limited};
 
 /// A service that answers a whole packet at once: write a reply (or error reply) for each lane
@@ -311,7 +311,7 @@ pub struct ThreadDispatch<'a> {
     cache: RefCell<(u64, IdMap<Arc<Entry>>)>,
     /// The buffer counters' generation when last copied, and the copy, sorted by base address
     /// (a binary search a packet: no hashing on the serving path).
-    buffers: RefCell<(u64, Vec<(usize, Arc<BufferTally>)>)>,
+    buffers: RefCell<(u64, SortedTallies)>,
     /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks.
     poll_start: std::cell::Cell<Option<u64>>,
 }
