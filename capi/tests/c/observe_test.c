@@ -5,6 +5,7 @@
  * hostcall_last_error() is cleared by the next call that succeeds. Prints "observe_test: ok".
  */
 #include "hostcall.h"
+#include "check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,16 +13,6 @@
 
 #define PACKETS 4u
 
-static int failures = 0;
-
-#define CHECK(cond)                                                                                   \
-    do {                                                                                              \
-        if (!(cond)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-                    hostcall_last_error());                                                          \
-            failures++;                                                                               \
-        }                                                                                             \
-    } while (0)
 
 /* What the callback saw (only the listener thread calls it while a call is in flight; the main
  * thread reads after the call returned, ordered by the reply). */
