@@ -451,22 +451,24 @@ int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
 /* Why something was refused: the index of its count in `refusals` below. A count is a lane for
  * what a service finds in one lane (budgets, bad frees, allocation failures, bad requests, a lane
  * handler's panic), every lane of the packet for what answers a whole packet (unknown service,
- * shutting down), one finding for a malformed packet, one message for the printf limits. */
+ * shutting down), one finding for a malformed packet, one message for the printf limits
+ * (FOREIGN_MESSAGE: a message chunk naming a message another lane has open: a guessed id). */
 #define HOSTCALL_REASON_UNKNOWN_SERVICE 0
 #define HOSTCALL_REASON_MALFORMED_PACKET 1
 #define HOSTCALL_REASON_BAD_REQUEST 2
 #define HOSTCALL_REASON_OPEN_MESSAGES 3
 #define HOSTCALL_REASON_HELD_BYTES 4
-#define HOSTCALL_REASON_MESSAGE_SIZE 5
-#define HOSTCALL_REASON_PRINTF_WORK 6
-#define HOSTCALL_REASON_PRINTF_OUTPUT 7
-#define HOSTCALL_REASON_DEVMEM_BYTES 8
-#define HOSTCALL_REASON_DEVMEM_COUNT 9
-#define HOSTCALL_REASON_DEVMEM_SIZE 10
-#define HOSTCALL_REASON_BAD_FREE 11
-#define HOSTCALL_REASON_ALLOCATION_FAILURE 12
-#define HOSTCALL_REASON_HANDLER_PANIC 13
-#define HOSTCALL_REASON_SHUTTING_DOWN 14
+#define HOSTCALL_REASON_FOREIGN_MESSAGE 5
+#define HOSTCALL_REASON_MESSAGE_SIZE 6
+#define HOSTCALL_REASON_PRINTF_WORK 7
+#define HOSTCALL_REASON_PRINTF_OUTPUT 8
+#define HOSTCALL_REASON_DEVMEM_BYTES 9
+#define HOSTCALL_REASON_DEVMEM_COUNT 10
+#define HOSTCALL_REASON_DEVMEM_SIZE 11
+#define HOSTCALL_REASON_BAD_FREE 12
+#define HOSTCALL_REASON_ALLOCATION_FAILURE 13
+#define HOSTCALL_REASON_HANDLER_PANIC 14
+#define HOSTCALL_REASON_SHUTTING_DOWN 15
 #define HOSTCALL_REASON_SLOTS 32 /* room in `refusals`; `reasons` says how many are counted */
 /* The line protocol's number, as hostcall_buffer_stats_t reports a protocol (enable refuses it). */
 #define HOSTCALL_PROTOCOL_LINE 2u
