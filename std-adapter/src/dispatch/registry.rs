@@ -8,7 +8,9 @@
 //! What the device cannot do: make the host abort, or make it hold memory or write log lines
 //! without bound. An unknown id is answered with [`ErrorCode::UnknownService`] in every lane and
 //! counted in a fixed-size table ([`unknown_ids`](super::unknown_ids)); a handler that panics is
-//! answered with [`ErrorCode::ServicePanicked`] and the listener goes on; every warning a device
+//! answered with [`ErrorCode::ServicePanicked`] and the listener goes on, the panic counted and
+//! logged as one rate-limited record, never printed by the panic hook (`dispatch/panics.rs`: the
+//! first service call installs a filtering hook in front of the process's); every warning a device
 //! can trigger is rate-limited ([`crate::rate_limit`]). An error reply is `[u64::MAX, code]`,
 //! except for DEVMEM, whose device code takes any non-zero word 0 as an address: there it is
 //! `[0, code]` ([`error_reply`]). FUNCTION_CALL, which jumps to any address the device sends,
@@ -19,10 +21,10 @@ use hostcall_core::{Dispatch, DrainError, ErrorCode, LaneService, PacketRequest,
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use crate::dispatch::panics::catch_service_panic;
 use crate::dispatch::unknown_ids::UnknownIds;
 use crate::error::Error;
 use crate::observe::counters::{Counters, EventTally, Timing};
@@ -243,7 +245,8 @@ impl Services {
 ///
 /// ```
 /// use hostcall::dispatch::registry::error_reply;
-/// use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
+/// use hostcall::core::dispatch::{DEVMEM, PRINTF};
+/// use hostcall::core::ErrorCode;
 /// assert_eq!(error_reply(PRINTF, ErrorCode::Refused), [u64::MAX, 4]);
 /// assert_eq!(error_reply(DEVMEM, ErrorCode::Refused), [0, 4]);
 /// ```
@@ -270,9 +273,9 @@ pub(crate) fn serve_lanes_guarded(
     mut serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode>,
 ) -> u64 {
     let errors = serve_lanes(packet, |lane, request| {
-        catch_unwind(AssertUnwindSafe(|| serve(lane, request))).unwrap_or_else(|_| {
+        catch_service_panic(|| serve(lane, request)).unwrap_or_else(|panic| {
             crate::observe::count(Reason::HandlerPanic);
-            error_limited!("service {name} panicked on lane {lane}; answered with an error");
+            error_limited!("service {name} panicked on lane {lane} ({panic}); answered with an error");
             Err(ErrorCode::ServicePanicked)
         })
     });
@@ -385,8 +388,8 @@ fn serve_entry(
             serve_lanes_guarded(&entry.name, packet, |_lane, request| handler.serve(request))
         }
         Handler::Packet(service) => {
-            if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
-                error_limited!("service {} panicked; packet answered with errors", entry.name);
+            if let Err(panic) = catch_service_panic(|| service.serve(packet)) {
+                error_limited!("service {} panicked ({panic}); packet answered with errors", entry.name);
                 reply_error_all(packet, ErrorCode::ServicePanicked);
                 let lanes = u64::from(packet.activemask().count_ones());
                 crate::observe::scope::count_n(Reason::HandlerPanic, lanes);
