@@ -5,6 +5,7 @@
 //!
 //! Nothing here starts a thread: the listener threads that call it are in [`crate::threads`].
 
+pub(crate) mod panics;
 pub mod registry;
 mod unknown_ids;
 
