@@ -11,7 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use hostcall::backend::hsa::{HsaRuntime, LoadedCodeObject};
 use hostcall::prelude::*;
-use hostcall::services::sanitizer::{CodeObjects, HsaCodeObjects, NoCodeObjects, SanitizerConfig};
+use hostcall::services::sanitizer::{
+    CodeObjects, HsaCodeObjects, NoCodeObjects, SanitizerConfig, MAX_LIST_AGE, MIN_RELIST_INTERVAL,
+};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 
 const SANITIZER: u32 = 4;
 const WRITE: u64 = 1;
@@ -29,11 +32,9 @@ fn setup(config: SanitizerConfig, device: u32) -> Setup {
     let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
     let printed = Arc::new(Mutex::new(String::new()));
     let sink = printed.clone();
-    let config = SanitizerConfig {
-        sink: Arc::new(move |text: &str| sink.lock().unwrap().push_str(text)),
-        use_asan_runtime: false,
-        ..config
-    };
+    let config = config
+        .with_sink(Arc::new(move |text: &str| sink.lock().unwrap().push_str(text)))
+        .with_use_asan_runtime(false);
     listener.services().enable_sanitizer(config).unwrap();
     let buffer =
         Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap().with_device_ordinal(device));
@@ -50,7 +51,7 @@ fn three_lane_write(lane: usize) -> [u64; 8] {
 
 #[test]
 fn a_three_lane_out_of_bounds_write_is_reported_line_by_line() {
-    let s = setup(SanitizerConfig { code_objects: Arc::new(NoCodeObjects), ..SanitizerConfig::default() }, 2);
+    let s = setup(SanitizerConfig::default().with_code_objects(Arc::new(NoCodeObjects)), 2);
     let reply = Wave::with_activemask(s.buffer.clone(), (1 << 1) | (1 << 4) | (1 << 9))
         .call(SANITIZER, three_lane_write)
         .unwrap();
@@ -84,7 +85,7 @@ fn the_pc_is_named_by_its_code_object_and_offset() {
         load_size: 0x1_0000,
         load_delta: 0x10_0000,
     }];
-    let s = setup(SanitizerConfig { code_objects: Arc::new(objects), ..SanitizerConfig::default() }, 0);
+    let s = setup(SanitizerConfig::default().with_code_objects(Arc::new(objects)), 0);
     Wave::with_activemask(s.buffer.clone(), 0b10).call(SANITIZER, three_lane_write).unwrap();
     let printed = s.printed.lock().unwrap().clone();
     assert_eq!(
@@ -96,11 +97,7 @@ fn the_pc_is_named_by_its_code_object_and_offset() {
 
 #[test]
 fn no_abort_reports_are_rate_limited_per_pc() {
-    let config = SanitizerConfig {
-        code_objects: Arc::new(NoCodeObjects),
-        reports_per_pc: 2,
-        ..SanitizerConfig::default()
-    };
+    let config = SanitizerConfig::default().with_code_objects(Arc::new(NoCodeObjects)).with_reports_per_pc(2);
     let s = setup(config, 0);
     let wave = Wave::new(s.buffer.clone(), 1);
     for round in 0..5u64 {
@@ -118,11 +115,9 @@ fn no_abort_reports_are_rate_limited_per_pc() {
 #[test]
 fn child_process_entry() {
     let Ok(mode) = std::env::var("SANITIZER_CHILD") else { return };
-    let config = SanitizerConfig {
-        abort_on_error: mode != "continue",
-        code_objects: Arc::new(NoCodeObjects),
-        ..SanitizerConfig::default()
-    };
+    let config = SanitizerConfig::default()
+        .with_abort_on_error(mode != "continue")
+        .with_code_objects(Arc::new(NoCodeObjects));
     let s = setup(config, 0);
     Wave::new(s.buffer.clone(), 3)
         .call(SANITIZER, |lane| [0x40 + lane as u64, 0x77, 1, 2, 3, lane as u64, WRITE, 8])
@@ -188,13 +183,25 @@ fn code_objects_are_found_through_the_loader_extension_of_the_stand_in() {
         ]
     );
     let lookup = HsaCodeObjects::with_runtime(runtime.clone());
+    let tables = || standin.calls("hsa_system_get_major_extension_table").len();
+    assert_eq!(tables(), 1, "the listing above");
     assert_eq!(lookup.find(0x10_2040).map(|o| o.load_base), Some(0x10_0000));
     assert_eq!(lookup.find(0x7f_03ff).map(|o| o.load_delta), Some(-16));
-    assert_eq!(lookup.find(0x7f_0400), None);
-    assert_eq!(standin.calls("hsa_system_get_major_extension_table").len(), 4, "one table per lookup");
+    assert_eq!(tables(), 2, "one listing, kept for the next lookups");
+    for _ in 0..300 {
+        assert_eq!(lookup.find(0x10_2040).map(|o| o.load_base), Some(0x10_0000));
+    }
+    assert_eq!(tables(), 2, "300 reports in the list's lifetime: no listing");
 
-    // No code objects at all: unknown.
+    // A pc outside every code object: listed again, at most once per interval.
+    std::thread::sleep(MIN_RELIST_INTERVAL);
+    assert_eq!(lookup.find(0x7f_0400), None);
+    assert_eq!(lookup.find(0x7f_0400), None);
+    assert_eq!(tables(), 3, "one listing for the first miss, none for the second");
+
+    // Code objects gone: seen once the list is older than its age limit.
     standin.set_code_objects("");
+    std::thread::sleep(MAX_LIST_AGE);
     assert_eq!(lookup.find(0x10_2040), None);
     drop(lookup);
     drop(runtime);

@@ -7,7 +7,7 @@
 //!
 //! What the device cannot do: make the host abort, or make it hold memory or write log lines
 //! without bound. An unknown id is answered with [`ErrorCode::UnknownService`] in every lane and
-//! counted in a fixed-size table ([`unknown_ids`](super::unknown_ids)); a handler that panics is
+//! counted in a fixed-size table (at most [`REMEMBERED_UNKNOWN_IDS`](super::REMEMBERED_UNKNOWN_IDS) ids); a handler that panics is
 //! answered with [`ErrorCode::ServicePanicked`] and the listener goes on, the panic counted and
 //! logged as one rate-limited record, never printed by the panic hook (`dispatch/panics.rs`: the
 //! first service call installs a filtering hook in front of the process's); every warning a device
@@ -30,7 +30,7 @@ use crate::error::Error;
 use crate::observe::counters::{Counters, EventTally, Timing};
 use crate::observe::histogram::ticks;
 use crate::observe::scope::{Scope, Sink};
-use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, Stats};
+use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, SortedTallies, Stats};
 use crate::rate_limit::{error_limited, warn_limited};
 
 /// A service that answers a whole packet at once: write a reply (or error reply) for each lane
@@ -147,7 +147,7 @@ impl Services {
         ThreadDispatch {
             services: self,
             cache: RefCell::new((u64::MAX, IdMap::default())),
-            buffers: RefCell::new((u64::MAX, HashMap::new())),
+            buffers: RefCell::new((u64::MAX, Vec::new())),
             poll_start: std::cell::Cell::new(None),
         }
     }
@@ -305,8 +305,9 @@ pub struct ThreadDispatch<'a> {
     services: &'a Services,
     /// The registry's generation when last copied, and the copy.
     cache: RefCell<(u64, IdMap<Arc<Entry>>)>,
-    /// The buffer counters' generation when last copied, and the copy.
-    buffers: RefCell<(u64, HashMap<usize, Arc<BufferTally>>)>,
+    /// The buffer counters' generation when last copied, and the copy, sorted by base address
+    /// (a binary search a packet: no hashing on the serving path).
+    buffers: RefCell<(u64, SortedTallies)>,
     /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks.
     poll_start: std::cell::Cell<Option<u64>>,
 }
@@ -349,7 +350,9 @@ impl Dispatch for ThreadDispatch<'_> {
         // dispatch, so nothing borrows the cache mutably meanwhile.)
         let cache = self.cache.borrow();
         let buffers = self.buffers.borrow();
-        let buffer = buffers.1.get(&packet.buffer()).map(Arc::as_ref);
+        let served = &buffers.1;
+        let buffer =
+            served.binary_search_by_key(&packet.buffer(), |(base, _)| *base).ok().map(|i| &*served[i].1);
         match cache.1.get(&packet.service()) {
             Some(entry) => serve_entry(entry, packet, &self.services.reasons, buffer, self.poll_start.get()),
             None => self.services.answer_unknown(packet, buffer),
@@ -392,7 +395,7 @@ fn serve_entry(
                 crate::observe::scope::count_n(Reason::HandlerPanic, lanes);
                 lanes
             } else {
-                u64::from(packet.has_error())
+                u64::from(packet.error_lanes())
             }
         }
     };
