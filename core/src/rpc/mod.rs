@@ -96,6 +96,7 @@ mod client_object;
 mod layout;
 pub mod opcode;
 mod packet;
+mod producer;
 mod server;
 mod stream;
 pub mod version;
@@ -107,7 +108,8 @@ pub use layout::{
     buffer_align, buffer_size, check_geometry, Header, LaneBuffer, Layout, HEADER_SIZE, LANE_BUFFER_SIZE,
     MIN_ALIGN,
 };
-pub use packet::{serve_as_packet, service_of};
+pub use packet::{opcode_of, serve_as_packet, service_of};
+pub use producer::{Claimed, Completed, Submitted};
 pub use server::Turn;
 pub use stream::{
     fill_packet, packet_bytes, stream_packets, write_chunk, Cursor, StreamIn, StreamOut, FIRST_PACKET_BYTES,
