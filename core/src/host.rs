@@ -291,7 +291,9 @@ impl<'a> PacketRequest<'a> {
 
     /// The base address of the buffer that carried this packet, as the host registered it with
     /// a [`Poller`](crate::Poller) (0 for a packet drained without one). The std crate keys its
-    /// per-buffer counters by it.
+    /// per-buffer counters by it, and the state services keep for a device (DEVMEM's blocks, open
+    /// messages), so one buffer's device cannot reach another's; several pollers serving ranges
+    /// of one buffer see the same address.
     #[inline]
     pub fn buffer(&self) -> usize {
         self.buffer

@@ -5,7 +5,7 @@
 use crate::input::Input;
 use hostcall::core::message::Descriptor;
 use hostcall::core::ERROR_REPLY;
-use hostcall::services::message::{ChunkOutcome, MessageLimits};
+use hostcall::services::message::{ChunkOutcome, MessageError, MessageLimits, Sender};
 use hostcall::services::printf::{printf_message, PrintfLimits};
 
 /// Decodes `data` into limits and a stream of chunks and feeds them to an
@@ -13,10 +13,13 @@ use hostcall::services::printf::{printf_message, PrintfLimits};
 ///
 /// Input: one byte of limits (open messages 1..=8, message size 8..=1024 bytes, held bytes 256,
 /// 1 KiB, 4 KiB or the default), then per chunk one control byte and 8 words. Control bit 0: replace the descriptor's id with an id the host
-/// handed out earlier (byte 1 picks which), so the fuzzer reaches real message continuations.
+/// handed out earlier (byte 1 picks which), so the fuzzer reaches real message continuations;
+/// bits 1..=3 the sender (one of two buffers, one of four lanes), so ids reach other senders'
+/// messages too.
 ///
 /// Checks: the assembler never holds more than its open-message and held-bytes limits (a budget
-/// refuses, it never evicts: an open message is dropped only by a chunk naming it); a
+/// refuses, it never evicts: an open message is dropped only by a chunk of its own sender naming
+/// it; another sender's chunk changes nothing); a
 /// continuation reply is a
 /// descriptor without BEGIN and with a nonzero id; a completed message is within the size limit;
 /// printf either fails with a typed error or prints at most its output limit; and the whole
@@ -29,6 +32,7 @@ pub fn message_stream(data: &[u8]) {
         max_open: 1 + usize::from(shape & 7),
         max_message_bytes: 8 << (shape >> 3 & 7),
         max_held_bytes: held[usize::from(shape >> 6)],
+        ..MessageLimits::default()
     };
     let printf_limits = PrintfLimits { max_field: 512, max_output: 4096, max_work: 8192 };
     let mut assembler = hostcall::services::message::Assembler::new(limits);
@@ -45,7 +49,9 @@ pub fn message_stream(data: &[u8]) {
             request[0] = (request[0] & 0xff) | id << 8;
         }
         let open_before = assembler.open_messages();
-        let outcome = assembler.on_chunk(&request);
+        let sender =
+            Sender { buffer: usize::from(control >> 1 & 1) << 12, lane: usize::from(control >> 2 & 3) };
+        let outcome = assembler.on_chunk_from(sender, &request);
         if request[0] & 1 == 1 {
             // A BEGIN opens at most one message and closes none.
             assert!(assembler.open_messages() >= open_before, "a BEGIN dropped an open message");
@@ -59,6 +65,14 @@ pub fn message_stream(data: &[u8]) {
             ChunkOutcome::Complete { message, .. } => {
                 assert!(message.len() * 8 <= limits.max_message_bytes, "message over its limit");
                 print(&message, &printf_limits);
+            }
+            ChunkOutcome::Error(error @ MessageError::ForeignId { .. }) => {
+                assert_eq!(error.code().reply()[0], ERROR_REPLY);
+                assert_eq!(
+                    assembler.open_messages(),
+                    open_before,
+                    "another sender's chunk dropped a message"
+                );
             }
             ChunkOutcome::Error(error) => assert_eq!(error.code().reply()[0], ERROR_REPLY),
         }

@@ -11,6 +11,8 @@
 //!
 //! `--printf N`: every N-th call of each wave is instead a printf from every lane of the wave,
 //! through the PRINTF message stream, printed to stdout; the reply (characters printed) is checked.
+//! Waves may outnumber packets (`--packets`): a wave holds no packet between the chunks of its
+//! messages, and none is lost. The host's warnings go to stderr (`RUST_LOG` to choose).
 
 use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{FUNCTION_CALL, PRINTF};
@@ -145,6 +147,9 @@ fn expected(service: u32, seed: u64, lane: usize, mask: u64) -> [u64; 2] {
 
 fn main() -> ExitCode {
     let o = cli::run_or_exit(parse(std::env::args_os().skip(1)), USAGE);
+    // The host's warnings (a refused BEGIN, a budget reached: each rate-limited) on stderr;
+    // `RUST_LOG` chooses others.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     // HSA fine-grained memory where ROCm and a GPU are present, else host memory (the reason is
     // printed); `--host-memory` skips the detection.
     let backend = if o.host_only {

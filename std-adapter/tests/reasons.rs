@@ -118,6 +118,23 @@ fn held_bytes() {
     assert_only(&listener, &buffer, Reason::HeldBytes, 1);
 }
 
+/// Lane 1 names lane 0's open message (the same wave, the same buffer): refused, and lane 0's
+/// message goes on (the whole story across buffers: `tests/isolation.rs`).
+#[test]
+fn foreign_message() {
+    use hostcall::core::message::Descriptor;
+    let (listener, buffer) = default_listener();
+    let ok = PrintfMessage::new(b"ok\n").into_words(); // 2 words
+    let begin = [Descriptor::new(true, false, 2, 0).unwrap().encode(), ok[0], ok[1], 0, 0, 0, 0, 0];
+    let wave = Wave::new(buffer.clone(), 1);
+    let id = Descriptor::raw_id(wave.call(PRINTF, |_| begin).unwrap().lane(0)[0]);
+    let end = [Descriptor::new(false, true, 0, id).unwrap().encode(), 0, 0, 0, 0, 0, 0, 0];
+    let other_lane = Wave::with_activemask(buffer.clone(), 0b10);
+    assert_eq!(other_lane.call(PRINTF, |_| end).unwrap().lane(1), ErrorCode::BadRequest.reply());
+    assert_only(&listener, &buffer, Reason::ForeignMessage, 1);
+    assert_eq!(wave.call(PRINTF, |_| end).unwrap().lane(0), [3, 0], "lane 0 ends its own message");
+}
+
 #[test]
 fn message_size() {
     let limits = MessageLimits { max_message_bytes: 64, ..MessageLimits::default() };

@@ -75,8 +75,9 @@ struct Device {
     tag: u64,
     /// BEGINs sent in this round: packet, lane and the words still to send.
     begun: Vec<(usize, usize, Vec<u64>)>,
-    /// Message streams the host gave an id: the id and the words still to send.
-    streams: Vec<(u64, Vec<u64>)>,
+    /// Message streams the host gave an id: the lane that began it (only it may continue it), the
+    /// id and the words still to send.
+    streams: Vec<(usize, u64, Vec<u64>)>,
 }
 
 /// Plays the device: operations until the input ends or [`MAX_ROUNDS`] host rounds ran.
@@ -263,9 +264,11 @@ impl Device {
                 self.begun.push((i, lane, rest));
                 chunk(true, false, 0, &message)
             }
-            2 if !self.streams.is_empty() => {
-                let at = usize::from(input.u8()) % self.streams.len();
-                let (id, words) = &mut self.streams[at];
+            2 if self.streams.iter().any(|s| s.0 == lane) => {
+                let mine: Vec<usize> =
+                    (0..self.streams.len()).filter(|&k| self.streams[k].0 == lane).collect();
+                let at = mine[usize::from(input.u8()) % mine.len()];
+                let (_, id, words) = &mut self.streams[at];
                 let take = words.len().min(DATA_WORDS);
                 let data: Vec<u64> = words.drain(..take).collect();
                 // Flag bit 2: end the message early (what is left is never sent).
@@ -277,7 +280,8 @@ impl Device {
                 request
             }
             2 => {
-                // No stream of ours: continue a message the host holds, or make an id up.
+                // No stream of this lane's: name a message the host holds (another lane's: refused,
+                // and left alone), or make an id up.
                 let open: Vec<u64> = host.model.printf.open.keys().copied().collect();
                 let id = if open.is_empty() {
                     input.u64() >> 8
@@ -301,7 +305,7 @@ impl Device {
             let reply = host.reply_word0(i, lane);
             match Descriptor::decode(reply) {
                 Ok(d) if !d.begin() && host.model.printf.open.contains_key(&d.id()) => {
-                    self.streams.push((d.id(), rest));
+                    self.streams.push((lane, d.id(), rest));
                 }
                 _ => {}
             }

@@ -6,7 +6,6 @@ use super::words::{activemask_of, line_pending, read32, service_of, slot_of, wri
 use super::Budgets;
 use hostcall::backend::host::ParkingDoorbell;
 use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall::dispatch::capacity::ServedPackets;
 use hostcall::dispatch::registry::ThreadDispatch;
 use hostcall::dispatch::unknown_ids::REMEMBERED_UNKNOWN_IDS;
 use hostcall::doorbell::Doorbell;
@@ -58,9 +57,6 @@ pub(crate) struct Host {
     doorbell: Arc<ParkingDoorbell>,
     services: Arc<Services>,
     poller: Poller<1>,
-    /// The buffer's packets, counted in the registry's lane capacity while the poller serves it
-    /// (as a runtime driving a poller with the registry does).
-    capacity: Option<ServedPackets>,
     listener: Option<Listener>,
 }
 
@@ -100,7 +96,6 @@ impl Host {
             };
             services.enable_sanitizer(config).expect("a fresh registry");
         }
-        let capacity = Some(services.lane_capacity().serve(n as u64));
         let poller = Poller::new();
         // SAFETY: `buffer` (an `Arc` this struct holds) stays allocated until `finish` removes it
         // from the poller (or drops the poller first); its memory is accessed only atomically.
@@ -123,7 +118,6 @@ impl Host {
             doorbell,
             services,
             poller,
-            capacity,
             listener: None,
         }
     }
@@ -146,7 +140,6 @@ impl Host {
             return;
         }
         self.poller.remove(self.buffer.as_ptr()).expect("registered in `new`");
-        self.capacity = None;
         let config = ListenerConfig {
             spin_polls: 16,
             min_wait: Duration::from_micros(50),
@@ -268,7 +261,7 @@ impl Host {
                         [after[at], after[at + 1]]
                     }
                 };
-                host_error |= self.model.lane(service, &slot_of(before, &g, i, lane), reply);
+                host_error |= self.model.lane(service, lane, &slot_of(before, &g, i, lane), reply);
             }
             match g.protocol {
                 Protocol::Stack => {
@@ -334,8 +327,7 @@ impl Host {
             Some(listener) => drop(listener), // shuts down and joins
             None => self.poller.remove(self.buffer.as_ptr()).expect("registered in `new`"),
         }
-        let Self { services, devmem_memory, buffer, buffer_memory, capacity, .. } = self;
-        drop(capacity);
+        let Self { services, devmem_memory, buffer, buffer_memory, .. } = self;
         assert_eq!(Arc::strong_count(&services), 1, "the listener let its registry go");
         drop(services);
         devmem_memory.check(None);

@@ -77,6 +77,7 @@ impl Budgets {
             max_open: 1 + usize::from(messages & 7),
             max_held_bytes: held[usize::from(messages >> 3 & 3)],
             max_message_bytes: 8 << (messages >> 5),
+            ..MessageLimits::default()
         };
         let total = [0, 16 << 10, 64 << 10, 5 << 20];
         let largest = [1, 4 << 10, 64 << 10, SLAB_BYTES];
@@ -85,6 +86,8 @@ impl Budgets {
             max_total: total[usize::from(devmem & 3)] + 2 * ALLOCATION_OVERHEAD,
             max_allocation: largest[usize::from(devmem >> 2 & 3)],
             max_allocations: count[usize::from(devmem >> 4 & 3)],
+            // One buffer here: its own budgets are the registry's defaults, never the bound.
+            ..DevMemLimits::default()
         };
         Self { messages, devmem, sanitizer: devmem_byte & 0x40 != 0 }
     }

@@ -73,8 +73,9 @@ pub(crate) type Output = Vec<(Stream, Vec<u8>)>;
 /// PRINTF's open messages and what it must have printed.
 pub(crate) struct PrintfModel {
     limits: MessageLimits,
-    /// Open messages by id, with their words so far.
-    pub(crate) open: BTreeMap<u64, Vec<u64>>,
+    /// Open messages by id, with the lane that began each (the fuzzed host has one buffer) and
+    /// their words so far.
+    pub(crate) open: BTreeMap<u64, (usize, Vec<u64>)>,
     /// Every completed message's output, in order, with its stream.
     pub(crate) printed: Output,
 }
@@ -88,12 +89,13 @@ impl PrintfModel {
         self.limits.max_message_bytes / 8
     }
 
-    fn lane(&mut self, request: &[u64; SLOT_WORDS], reply: [u64; 2]) -> bool {
+    fn lane(&mut self, lane: usize, request: &[u64; SLOT_WORDS], reply: [u64; 2]) -> bool {
         let word = request[0];
         let refused = ErrorCode::Refused.reply();
         let Ok(descriptor) = Descriptor::decode(word) else {
-            if !Descriptor::raw_begin(word) {
-                self.open.remove(&Descriptor::raw_id(word)); // a malformed chunk drops what it names
+            let id = Descriptor::raw_id(word);
+            if !Descriptor::raw_begin(word) && self.open.get(&id).is_some_and(|m| m.0 == lane) {
+                self.open.remove(&id); // a malformed chunk drops what it names, if its lane's
             }
             assert_eq!(reply, ErrorCode::BadRequest.reply(), "a malformed descriptor {word:#x}");
             return true;
@@ -120,12 +122,16 @@ impl PrintfModel {
             assert!(!answer.begin() && answer.end() == descriptor.end() && reply[1] == 0, "reply {reply:?}");
             assert!(id != 0 && !self.open.contains_key(&id), "BEGIN answered with id {id:#x}, open or 0");
             assert_eq!(answer, descriptor.reply_for(id).expect("a valid id"));
-            self.open.insert(id, data.to_vec());
+            self.open.insert(id, (lane, data.to_vec()));
             return false;
         }
         let (id, max_words) = (descriptor.id(), self.max_words());
-        let Some(message) = self.open.get_mut(&id) else {
-            assert_eq!(reply, ErrorCode::BadRequest.reply(), "a chunk of id {id:#x}, not open");
+        let Some(message) = self.open.get_mut(&id).filter(|m| m.0 == lane).map(|m| &mut m.1) else {
+            assert_eq!(
+                reply,
+                ErrorCode::BadRequest.reply(),
+                "a chunk of id {id:#x}, not open for lane {lane}"
+            );
             return true;
         };
         if message.len() + data.len() > max_words || reply == refused {
@@ -136,7 +142,7 @@ impl PrintfModel {
         }
         message.extend_from_slice(data);
         if descriptor.end() {
-            let message = self.open.remove(&id).expect("open above");
+            let (_, message) = self.open.remove(&id).expect("open above");
             self.complete(&message, reply);
         } else {
             let answer = descriptor.reply_for(id).expect("a decoded id");
@@ -174,10 +180,16 @@ pub(crate) struct Model {
 
 impl Model {
     /// Checks one served lane's reply; returns whether it is a host error.
-    pub(crate) fn lane(&mut self, service: u32, request: &[u64; SLOT_WORDS], reply: [u64; 2]) -> bool {
+    pub(crate) fn lane(
+        &mut self,
+        service: u32,
+        lane: usize,
+        request: &[u64; SLOT_WORDS],
+        reply: [u64; 2],
+    ) -> bool {
         match service {
             DEVMEM => self.devmem.lane(request, reply),
-            PRINTF => self.printf.lane(request, reply),
+            PRINTF => self.printf.lane(lane, request, reply),
             SANITIZER if self.sanitizer => {
                 assert_eq!(reply, [0, 0], "SANITIZER answers every lane [0, 0]");
                 false

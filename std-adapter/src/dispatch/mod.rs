@@ -2,11 +2,8 @@
 //!
 //! - [`registry`]: [`Services`](registry::Services), from a service id to the code that answers it;
 //! - [`unknown_ids`]: the registry's bounded record of unknown service ids;
-//! - [`capacity`]: [`LaneCapacity`](capacity::LaneCapacity), the lanes a registry's listeners
-//!   serve (the bound on open messages).
 //!
 //! Nothing here starts a thread: the listener threads that call it are in [`crate::threads`].
 
-pub mod capacity;
 pub mod registry;
 pub mod unknown_ids;

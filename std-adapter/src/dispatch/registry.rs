@@ -13,9 +13,6 @@
 //! except for DEVMEM, whose device code takes any non-zero word 0 as an address: there it is
 //! `[0, code]` ([`error_reply`]). FUNCTION_CALL, which jumps to any address the device sends,
 //! exists only after the `unsafe` [`Services::enable_function_calls`].
-//!
-//! The registry also keeps the [`LaneCapacity`] of the buffers its listeners serve
-//! ([`Services::lane_capacity`]), the bound on open messages of its message services.
 
 use hostcall_core::dispatch::serve_lanes;
 use hostcall_core::{Dispatch, DrainError, ErrorCode, LaneService, PacketRequest, SLOT_WORDS};
@@ -26,7 +23,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::dispatch::capacity::LaneCapacity;
 use crate::dispatch::unknown_ids::UnknownIds;
 use crate::error::Error;
 use crate::observe::counters::{Counters, EventTally, Timing};
@@ -87,7 +83,6 @@ pub struct Services {
     unknown: Counters,
     unknown_ids: UnknownIds,
     malformed: AtomicU64,
-    capacity: LaneCapacity,
     /// Refusals by reason, of every listener dispatching through this registry.
     reasons: ReasonTally,
     /// Its listeners' doorbell wakes, timeout polls and empty scans.
@@ -153,13 +148,6 @@ impl Services {
             buffers: RefCell::new((u64::MAX, HashMap::new())),
             poll_start: std::cell::Cell::new(None),
         }
-    }
-
-    /// The packets (and so lanes) of the buffers that listeners dispatching through this registry
-    /// serve: each [`Listener`](crate::threads::listener::Listener) counts its buffers here while it
-    /// serves them. Message services bound their open messages by it.
-    pub fn lane_capacity(&self) -> &LaneCapacity {
-        &self.capacity
     }
 
     /// A snapshot of the counters (see [`crate::observe`]).
@@ -272,12 +260,17 @@ pub fn reply_error_all(packet: &mut PacketRequest<'_>, code: ErrorCode) {
     }
 }
 
-/// Serves every lane with a lane handler: the core's [`serve_lanes`], with a panic guard around
-/// each lane's call (a panic answers that lane with [`ErrorCode::ServicePanicked`]). Returns the
-/// error count.
-fn serve_lanes_guarded(handler: &dyn LaneService, name: &str, packet: &mut PacketRequest<'_>) -> u64 {
+/// Serves every active lane with `serve`: the core's [`serve_lanes`], with a panic guard around
+/// each lane's call (a panic answers that lane with [`ErrorCode::ServicePanicked`]; `name` names
+/// the service in the log). Returns the error count. Lane handlers are served through it, and
+/// packet services that answer lane by lane (the message services) use it too.
+pub(crate) fn serve_lanes_guarded(
+    name: &str,
+    packet: &mut PacketRequest<'_>,
+    mut serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode>,
+) -> u64 {
     let errors = serve_lanes(packet, |lane, request| {
-        catch_unwind(AssertUnwindSafe(|| handler.serve(request))).unwrap_or_else(|_| {
+        catch_unwind(AssertUnwindSafe(|| serve(lane, request))).unwrap_or_else(|_| {
             crate::observe::count(Reason::HandlerPanic);
             error_limited!("service {name} panicked on lane {lane}; answered with an error");
             Err(ErrorCode::ServicePanicked)
@@ -385,7 +378,9 @@ fn serve_entry(
     let sink = Sink { registry: reasons, buffer };
     let scope = Scope::enter(&sink);
     let errors = match &entry.handler {
-        Handler::Lane(handler) => serve_lanes_guarded(handler.as_ref(), &entry.name, packet),
+        Handler::Lane(handler) => {
+            serve_lanes_guarded(&entry.name, packet, |_lane, request| handler.serve(request))
+        }
         Handler::Packet(service) => {
             if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
                 error_limited!("service {} panicked; packet answered with errors", entry.name);

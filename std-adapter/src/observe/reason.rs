@@ -29,8 +29,12 @@ pub enum Reason {
     BadRequest,
     /// A message BEGIN refused: as many messages open as the bound allows.
     OpenMessages,
-    /// A message refused or dropped: the open messages would hold more than their byte budget.
+    /// A message refused or dropped: the open messages (of its buffer, or of all buffers) would
+    /// hold more than their byte budget.
     HeldBytes,
+    /// A message chunk naming a message another lane (of this buffer or another) has open: a
+    /// guessed or stolen id; refused, and that message untouched.
+    ForeignMessage,
     /// A message dropped: larger than the message size bound.
     MessageSize,
     /// A printf message cut: its conversions would do more work than allowed.
@@ -61,6 +65,7 @@ impl Reason {
         Self::BadRequest,
         Self::OpenMessages,
         Self::HeldBytes,
+        Self::ForeignMessage,
         Self::MessageSize,
         Self::PrintfWork,
         Self::PrintfOutput,
@@ -81,6 +86,7 @@ impl Reason {
             Self::BadRequest => "bad request",
             Self::OpenMessages => "open messages",
             Self::HeldBytes => "held bytes",
+            Self::ForeignMessage => "foreign message",
             Self::MessageSize => "message size",
             Self::PrintfWork => "printf work",
             Self::PrintfOutput => "printf output",
@@ -107,7 +113,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 15;
+pub const REASONS: usize = 16;
 
 /// A snapshot of the count of each [`Reason`].
 ///

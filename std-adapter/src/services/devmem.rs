@@ -18,6 +18,8 @@
 //! | bound | default | when exceeded |
 //! | --- | --- | --- |
 //! | one allocation ([`DevMemLimits::max_allocation`]) | 256 MiB | `[0, Refused]` |
+//! | bytes live of one buffer's device, overhead included ([`DevMemLimits::max_total_per_buffer`]) | 512 MiB | `[0, Refused]` |
+//! | allocations live of one buffer's device ([`DevMemLimits::max_allocations_per_buffer`]) | 32,768 | `[0, Refused]` |
 //! | bytes live, overhead included ([`DevMemLimits::max_total`]) | 1 GiB | `[0, Refused]` |
 //! | allocations live ([`DevMemLimits::max_allocations`]) | 65,536 | `[0, Refused]` |
 //!
@@ -25,6 +27,16 @@
 //! the alignment where the backend could not align) and [`ALLOCATION_OVERHEAD`] bytes of
 //! bookkeeping (about a hundred): a one-byte allocation costs 4 KiB and that, so the default
 //! budget holds fewer than 2^18 of them, and the count bound 65,536 allocations of any size.
+//! One buffer's device (the buffer the request came in, [`PacketRequest::buffer`]) may take at
+//! most half of the registry's bytes and blocks by default, so a device that allocates without
+//! end leaves the other half for the others.
+//!
+//! # Ownership
+//!
+//! Each block belongs to the buffer whose request allocated it. A free of it from any other
+//! buffer is refused exactly as a free of an address DEVMEM never handed out (`[0, BadRequest]`,
+//! counted as [`Reason::BadFree`], logged): the block stays live for its owner, and the reply
+//! does not tell a device that probes addresses whether another device's block lives there.
 //!
 //! # Replies
 //!
@@ -80,22 +92,41 @@ pub struct DevMemLimits {
     pub max_total: u64,
     /// The most allocations live at once.
     pub max_allocations: usize,
+    /// The most bytes the blocks of one buffer's device hold at once, counted as for `max_total`.
+    pub max_total_per_buffer: u64,
+    /// The most allocations of one buffer's device live at once.
+    pub max_allocations_per_buffer: usize,
 }
 
 impl Default for DevMemLimits {
     fn default() -> Self {
-        Self { max_allocation: 256 << 20, max_total: 1 << 30, max_allocations: 1 << 16 }
+        Self {
+            max_allocation: 256 << 20,
+            max_total: 1 << 30,
+            max_allocations: 1 << 16,
+            max_total_per_buffer: 512 << 20,
+            max_allocations_per_buffer: 1 << 15,
+        }
     }
 }
 
 /// One live block: the backend's allocation (the device's block starts at the aligned address
-/// inside it) and its cost.
+/// inside it), its cost and its owner.
 #[derive(Debug)]
 struct Block {
     /// Freed when the block is dropped.
     _allocation: DeviceAllocation,
-    /// Bytes charged to the budget.
+    /// Bytes charged to the budgets.
     cost: u64,
+    /// The buffer whose request allocated it ([`PacketRequest::buffer`]): only it may free it.
+    owner: usize,
+}
+
+/// What one buffer's device holds.
+#[derive(Clone, Copy, Debug, Default)]
+struct Usage {
+    bytes: u64,
+    blocks: usize,
 }
 
 #[derive(Default)]
@@ -103,6 +134,47 @@ struct Live {
     /// By the device address handed out.
     blocks: HashMap<u64, Block>,
     bytes: u64,
+    /// Per owner (only buffers holding a block are present).
+    by_buffer: HashMap<usize, Usage>,
+}
+
+impl Live {
+    fn usage(&self, buffer: usize) -> Usage {
+        self.by_buffer.get(&buffer).copied().unwrap_or_default()
+    }
+
+    /// Records `block`, live at `address`.
+    fn insert(&mut self, address: u64, block: Block) {
+        self.bytes += block.cost;
+        let usage = self.by_buffer.entry(block.owner).or_default();
+        usage.bytes += block.cost;
+        usage.blocks += 1;
+        self.blocks.insert(address, block);
+    }
+
+    /// Takes the block at `address` if `buffer` owns it.
+    fn remove(&mut self, address: u64, buffer: usize) -> Result<Block, FreeRefused> {
+        match self.blocks.get(&address) {
+            None => return Err(FreeRefused::NotAllocated),
+            Some(block) if block.owner != buffer => return Err(FreeRefused::Foreign { owner: block.owner }),
+            Some(_) => {}
+        }
+        let block = self.blocks.remove(&address).expect("found above");
+        self.bytes -= block.cost;
+        let usage = self.by_buffer.get_mut(&buffer).expect("an owner holding a block is present");
+        usage.bytes -= block.cost;
+        usage.blocks -= 1;
+        if usage.blocks == 0 {
+            self.by_buffer.remove(&buffer);
+        }
+        Ok(block)
+    }
+}
+
+/// Why a free is refused (the device is answered the same either way).
+enum FreeRefused {
+    NotAllocated,
+    Foreign { owner: usize },
 }
 
 /// The DEVMEM packet service: the live blocks and their budget.
@@ -118,14 +190,18 @@ impl DevMem {
         Self { memory, limits, live: Mutex::default() }
     }
 
-    fn allocate(&self, live: &mut Live, size: u64) -> Result<u64, ErrorCode> {
+    fn allocate(&self, live: &mut Live, buffer: usize, size: u64) -> Result<u64, ErrorCode> {
         let limits = &self.limits;
+        let usage = live.usage(buffer);
         let refuse = |reason: Reason, why: &str| {
             crate::observe::count(reason);
             warn_limited!(
-                "devmem: refused an allocation of {size} bytes ({why}; {} bytes in {} blocks live)",
+                "devmem: buffer {buffer:#x}: refused an allocation of {size} bytes ({why}; {} bytes in {} \
+                 blocks live, {} bytes in {} blocks of this buffer)",
                 live.bytes,
-                live.blocks.len()
+                live.blocks.len(),
+                usage.bytes,
+                usage.blocks
             );
             ErrorCode::Refused
         };
@@ -135,9 +211,21 @@ impl DevMem {
         if live.blocks.len() >= limits.max_allocations {
             return Err(refuse(Reason::DevmemCount, "as many allocations live as allowed"));
         }
+        if usage.blocks >= limits.max_allocations_per_buffer {
+            return Err(refuse(Reason::DevmemCount, "as many allocations of this buffer live as allowed"));
+        }
         let pages = size.div_ceil(BLOCK_ALIGN) * BLOCK_ALIGN;
-        if live.bytes + pages + ALLOCATION_OVERHEAD > limits.max_total {
-            return Err(refuse(Reason::DevmemBytes, "over the byte budget"));
+        let over = |cost: u64| {
+            if live.bytes + cost > limits.max_total {
+                Some("over the byte budget")
+            } else if usage.bytes + cost > limits.max_total_per_buffer {
+                Some("over this buffer's byte budget")
+            } else {
+                None
+            }
+        };
+        if let Some(why) = over(pages + ALLOCATION_OVERHEAD) {
+            return Err(refuse(Reason::DevmemBytes, why));
         }
         let (allocation, address) =
             aligned_block(&self.memory, pages, block_alignment(size)).map_err(|e| {
@@ -146,29 +234,37 @@ impl DevMem {
                 ErrorCode::Refused
             })?;
         let cost = allocation.len() as u64 + ALLOCATION_OVERHEAD;
-        if live.bytes + cost > limits.max_total {
-            return Err(refuse(Reason::DevmemBytes, "over the byte budget once aligned"));
+        if let Some(why) = over(cost) {
+            return Err(refuse(Reason::DevmemBytes, why));
         }
-        live.bytes += cost;
-        live.blocks.insert(address, Block { _allocation: allocation, cost });
+        live.insert(address, Block { _allocation: allocation, cost, owner: buffer });
         Ok(address)
     }
 
-    fn free(&self, live: &mut Live, address: u64) -> Result<(), ErrorCode> {
-        let block = live.blocks.remove(&address).ok_or_else(|| {
-            crate::observe::count(Reason::BadFree);
-            warn_limited!("devmem: free of {address:#x}, which devmem did not allocate (refused)");
-            ErrorCode::BadRequest
-        })?;
-        live.bytes -= block.cost;
-        Ok(())
+    fn free(&self, live: &mut Live, buffer: usize, address: u64) -> Result<(), ErrorCode> {
+        match live.remove(address, buffer) {
+            Ok(_block) => Ok(()), // freed as it drops
+            Err(why) => {
+                crate::observe::count(Reason::BadFree);
+                match why {
+                    FreeRefused::NotAllocated => warn_limited!(
+                        "devmem: buffer {buffer:#x}: free of {address:#x}, which devmem did not allocate (refused)"
+                    ),
+                    FreeRefused::Foreign { owner } => warn_limited!(
+                        "devmem: buffer {buffer:#x}: free of {address:#x}, a block of buffer {owner:#x} \
+                         (refused; the block stays live)"
+                    ),
+                }
+                Err(ErrorCode::BadRequest)
+            }
+        }
     }
 
-    /// One lane: allocate or free.
-    fn serve_lane(&self, live: &mut Live, request: [u64; 8]) -> Result<[u64; 2], ErrorCode> {
+    /// One lane of `buffer`'s device: allocate or free.
+    fn serve_lane(&self, live: &mut Live, buffer: usize, request: [u64; 8]) -> Result<[u64; 2], ErrorCode> {
         match request[0] {
-            0 => self.allocate(live, request[1]).map(|address| [address, 0]),
-            address => self.free(live, address).map(|()| [0, 0]),
+            0 => self.allocate(live, buffer, request[1]).map(|address| [address, 0]),
+            address => self.free(live, buffer, address).map(|()| [0, 0]),
         }
     }
 }
@@ -200,10 +296,11 @@ fn aligned_block(
 impl PacketService for DevMem {
     fn serve(&self, packet: &mut PacketRequest<'_>) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let buffer = packet.buffer();
         for lane in packet.lanes() {
             let request = packet.request(lane);
             // A backend that panics fails this lane alone, with a null address like any failure.
-            let outcome = catch_unwind(AssertUnwindSafe(|| self.serve_lane(&mut live, request)))
+            let outcome = catch_unwind(AssertUnwindSafe(|| self.serve_lane(&mut live, buffer, request)))
                 .unwrap_or_else(|_| {
                     crate::observe::count(Reason::HandlerPanic);
                     Err(ErrorCode::ServicePanicked)

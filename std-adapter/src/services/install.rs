@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use hostcall_core::dispatch::{DEVMEM, FUNCTION_CALL, PRINTF, SANITIZER};
-use hostcall_core::LaneService;
 
 use super::devmem::{DevMem, DevMemLimits};
 use super::function_call::call_host_function;
@@ -33,9 +32,9 @@ impl Services {
         })
     }
 
-    /// Registers PRINTF (id 2): message streams assembled per lane (within `limits`, and no more
-    /// open messages than the lanes this registry's listeners serve: see
-    /// [`crate::services::message`]), formatted like C's printf within the default
+    /// Registers PRINTF (id 2): message streams assembled per lane, each message bound to the
+    /// buffer and lane that began it, within `limits` (see [`crate::services::message`]),
+    /// formatted like C's printf within the default
     /// [`PrintfLimits`](super::printf::PrintfLimits) and written to `sink` (`printf::StdStreams` for the process's stdout and
     /// stderr). Each lane's END is answered with the number of bytes printed, or -1.
     pub fn enable_printf(
@@ -44,11 +43,11 @@ impl Services {
         limits: MessageLimits,
     ) -> Result<(), Error> {
         let mut sink = sink;
-        let service = SharedMessageService::new(
-            MessageService::with_limits(limits, move |message: &[u64]| printf_reply(message, &mut sink))
-                .with_lane_capacity(self.lane_capacity().clone()),
-        );
-        self.register_lane(PRINTF, "printf", move |request| service.serve(request))
+        let service =
+            SharedMessageService::new(MessageService::with_limits(limits, move |message: &[u64]| {
+                printf_reply(message, &mut sink)
+            }));
+        self.register_packet(PRINTF, "printf", service)
     }
 
     /// Registers DEVMEM (id 3): `slot[0] = 0` allocates `slot[1]` bytes of `memory` and answers the

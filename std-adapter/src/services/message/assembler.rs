@@ -1,13 +1,13 @@
-//! The [`Assembler`]: open messages by id, within their budgets (see the
-//! [parent module](super#budgets)).
+//! The [`Assembler`]: open messages by id, each bound to the lane that began it, within their
+//! budgets (see the [parent module](super#budgets)).
 
-use super::{ChunkOutcome, MessageError, MessageLimits};
-use crate::dispatch::capacity::LaneCapacity;
+use super::ids::IdTags;
+use super::{ChunkOutcome, MessageError, MessageLimits, Sender};
 use crate::rate_limit::warn_limited;
 use hostcall_core::message::{Descriptor, DATA_WORDS};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
-/// Bits of an id that name the slot; the rest (32 bits) is the slot's generation.
+/// Bits of an id that name the slot; the rest (32 bits) is the slot's tag, drawn at random.
 const SLOT_BITS: u32 = 24;
 pub(super) const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 /// The most open messages the id layout can name.
@@ -22,9 +22,12 @@ const MIN_MESSAGE_WORDS: usize = 8;
 
 #[derive(Debug, Default)]
 struct Slot {
-    generation: u32,
+    /// The upper 32 bits of the id of the message open in this slot (drawn anew on every BEGIN).
+    tag: u32,
+    /// The lane that began the message: only it may continue or end it.
+    sender: Sender,
     message: Option<Vec<u64>>,
-    /// Bytes charged to the held-bytes budget for this message (overhead and capacity).
+    /// Bytes charged to the held-bytes budgets for this message (overhead and capacity).
     charged: usize,
 }
 
@@ -33,14 +36,16 @@ struct Slot {
 pub struct Assembler {
     limits: MessageLimits,
     max_words: usize,
-    /// The lanes served, bounding the open messages (none: `max_open` alone).
-    capacity: Option<LaneCapacity>,
     slots: Vec<Slot>,
     /// Free slot indices, reused oldest first.
     free: VecDeque<usize>,
     open: usize,
     held_bytes: usize,
+    /// Bytes held per buffer (only buffers holding some are present).
+    held_by_buffer: HashMap<usize, usize>,
+    tags: IdTags,
     refused_begins: u64,
+    foreign_chunks: u64,
 }
 
 impl Default for Assembler {
@@ -50,58 +55,26 @@ impl Default for Assembler {
 }
 
 impl Assembler {
-    /// An assembler with no open message, bounded by `limits` alone.
+    /// An assembler with no open message, bounded by `limits`.
     pub fn new(limits: MessageLimits) -> Self {
         let limits = MessageLimits { max_open: limits.max_open.min(MAX_OPEN_LIMIT), ..limits };
         Self {
             limits,
             max_words: limits.max_message_bytes / 8,
-            capacity: None,
             slots: Vec::new(),
             free: VecDeque::new(),
             open: 0,
             held_bytes: 0,
+            held_by_buffer: HashMap::new(),
+            tags: IdTags::new(),
             refused_begins: 0,
+            foreign_chunks: 0,
         }
-    }
-
-    /// Bounds the open messages by the lanes `capacity` counts, too.
-    ///
-    /// ```
-    /// use hostcall::dispatch::capacity::LaneCapacity;
-    /// use hostcall::services::message::{Assembler, ChunkOutcome, MessageError};
-    /// use hostcall_core::message::Descriptor;
-    ///
-    /// let capacity = LaneCapacity::new();
-    /// let _buffer = capacity.serve(2); // 2 packets: 128 lanes
-    /// let mut assembler = Assembler::default().with_lane_capacity(capacity);
-    /// let begin = [Descriptor::new(true, false, 0, 0).unwrap().encode(), 0, 0, 0, 0, 0, 0, 0];
-    /// for _ in 0..128 {
-    ///     assert!(matches!(assembler.on_chunk(&begin), ChunkOutcome::Reply(_)));
-    /// }
-    /// // A 129th open message: refused, and the 128 stay open.
-    /// assert_eq!(assembler.on_chunk(&begin), ChunkOutcome::Error(MessageError::TooManyOpen { bound: 128 }));
-    /// assert_eq!(assembler.open_messages(), 128);
-    /// ```
-    pub fn with_lane_capacity(mut self, capacity: LaneCapacity) -> Self {
-        self.capacity = Some(capacity);
-        self
     }
 
     /// The limits in force.
     pub fn limits(&self) -> MessageLimits {
         self.limits
-    }
-
-    /// The most messages that may be open now: the lanes served (if a capacity is attached and
-    /// counts any), at most [`MessageLimits::max_open`].
-    pub fn open_bound(&self) -> usize {
-        let lanes = self.capacity.as_ref().map_or(0, LaneCapacity::lanes);
-        match usize::try_from(lanes) {
-            Ok(0) => self.limits.max_open,
-            Ok(lanes) => lanes.min(self.limits.max_open),
-            Err(_) => self.limits.max_open,
-        }
     }
 
     /// Messages begun and not yet ended or dropped.
@@ -114,25 +87,59 @@ impl Assembler {
         self.held_bytes
     }
 
-    /// BEGINs refused so far for a budget ([`MessageError::TooManyOpen`] or
-    /// [`MessageError::HeldBytes`]).
+    /// Bytes the open messages of `buffer`'s lanes hold, as charged to
+    /// [`MessageLimits::max_held_bytes_per_buffer`].
+    pub fn held_bytes_of(&self, buffer: usize) -> usize {
+        self.held_by_buffer.get(&buffer).copied().unwrap_or(0)
+    }
+
+    /// BEGINs refused so far for a budget ([`MessageError::TooManyOpen`],
+    /// [`MessageError::HeldBytes`] or [`MessageError::BufferHeldBytes`]).
     pub fn refused_begins(&self) -> u64 {
         self.refused_begins
     }
 
-    /// Takes one lane's request (slot 0 the descriptor, slots `1..=LEN` the data).
+    /// Chunks refused so far because they named a message another lane (of this buffer or
+    /// another) has open ([`MessageError::ForeignId`]).
+    pub fn foreign_chunks(&self) -> u64 {
+        self.foreign_chunks
+    }
+
+    /// Takes one lane's request (slot 0 the descriptor, slots `1..=LEN` the data), as the one
+    /// sender of a standalone assembler ([`Sender::default`]).
     pub fn on_chunk(&mut self, request: &[u64; 8]) -> ChunkOutcome {
-        match self.chunk(request) {
+        self.on_chunk_from(Sender::default(), request)
+    }
+
+    /// Takes one lane's request from `sender`: a message continues or ends only for the lane
+    /// that began it.
+    ///
+    /// ```
+    /// use hostcall::services::message::{Assembler, ChunkOutcome, MessageError, Sender};
+    /// use hostcall_core::message::Descriptor;
+    ///
+    /// let mut assembler = Assembler::default();
+    /// let (a, b) = (Sender { buffer: 0x1000, lane: 3 }, Sender { buffer: 0x2000, lane: 3 });
+    /// let begin = [Descriptor::new(true, false, 1, 0).unwrap().encode(), 7, 0, 0, 0, 0, 0, 0];
+    /// let ChunkOutcome::Reply([word, 0]) = assembler.on_chunk_from(a, &begin) else { panic!() };
+    /// let id = Descriptor::raw_id(word);
+    /// // Another buffer's lane names the id: refused, and a's message is untouched.
+    /// let end = [Descriptor::new(false, true, 1, id).unwrap().encode(), 8, 0, 0, 0, 0, 0, 0];
+    /// assert_eq!(assembler.on_chunk_from(b, &end), ChunkOutcome::Error(MessageError::ForeignId { id }));
+    /// assert_eq!(assembler.on_chunk_from(a, &end), ChunkOutcome::Complete { id, message: vec![7, 8] });
+    /// ```
+    pub fn on_chunk_from(&mut self, sender: Sender, request: &[u64; 8]) -> ChunkOutcome {
+        match self.chunk(sender, request) {
             Ok(outcome) => outcome,
             Err(error) => ChunkOutcome::Error(error),
         }
     }
 
-    fn chunk(&mut self, request: &[u64; 8]) -> Result<ChunkOutcome, MessageError> {
+    fn chunk(&mut self, sender: Sender, request: &[u64; 8]) -> Result<ChunkOutcome, MessageError> {
         let word = request[0];
         let descriptor = Descriptor::decode(word).map_err(|e| {
             if !Descriptor::raw_begin(word) {
-                self.abandon(Descriptor::raw_id(word));
+                self.abandon_from(sender, Descriptor::raw_id(word));
             }
             MessageError::Descriptor(e)
         })?;
@@ -145,10 +152,10 @@ impl Assembler {
             if descriptor.end() {
                 return Ok(ChunkOutcome::Complete { id: 0, message: data.to_vec() });
             }
-            self.begin(data.len())?
+            self.begin(sender, data.len())?
         } else {
             let id = descriptor.id();
-            (self.find(id)?, id)
+            (self.find(sender, id)?, id)
         };
         self.append(index, id, data)?;
         if descriptor.end() {
@@ -160,15 +167,35 @@ impl Assembler {
         Ok(ChunkOutcome::Reply([reply.encode(), 0]))
     }
 
-    /// Drops the open message `id`, if any; returns whether there was one.
+    /// Drops the open message `id` of the standalone sender ([`Sender::default`]), if any;
+    /// returns whether there was one.
     pub fn abandon(&mut self, id: u64) -> bool {
-        match self.find(id) {
+        self.abandon_from(Sender::default(), id)
+    }
+
+    /// Drops the open message `id` if `sender` began it; returns whether it did.
+    pub fn abandon_from(&mut self, sender: Sender, id: u64) -> bool {
+        match self.find(sender, id) {
             Ok(index) => {
                 self.release(index);
                 true
             }
             Err(_) => false,
         }
+    }
+
+    /// Drops every open message of `buffer`'s lanes (its device was reset or went away);
+    /// returns how many.
+    pub fn forget_buffer(&mut self, buffer: usize) -> usize {
+        let mut dropped = 0;
+        for index in 0..self.slots.len() {
+            let slot = &self.slots[index];
+            if slot.message.is_some() && slot.sender.buffer == buffer {
+                self.release(index);
+                dropped += 1;
+            }
+        }
+        dropped
     }
 
     /// Drops every open message.
@@ -180,20 +207,13 @@ impl Assembler {
         }
     }
 
-    /// Opens a message whose first chunk has `first_words` words, if the budgets allow it.
-    fn begin(&mut self, first_words: usize) -> Result<(usize, u64), MessageError> {
-        let bound = self.open_bound();
+    /// Opens a message for `sender` whose first chunk has `first_words` words, if the budgets
+    /// allow it.
+    fn begin(&mut self, sender: Sender, first_words: usize) -> Result<(usize, u64), MessageError> {
         let first_bytes = OPEN_MESSAGE_OVERHEAD + 8 * self.growth(0, first_words);
-        let refusal = if self.open >= bound {
-            Some(MessageError::TooManyOpen { bound })
-        } else if self.held_bytes + first_bytes > self.limits.max_held_bytes {
-            Some(MessageError::HeldBytes { id: 0, limit: self.limits.max_held_bytes })
-        } else {
-            None
-        };
-        if let Some(error) = refusal {
+        if let Err(error) = self.admit(sender.buffer, first_bytes, 0) {
             self.refused_begins += 1;
-            warn_limited!("message assembler: {error}");
+            warn_limited!("message assembler: buffer {:#x} lane {}: {error}", sender.buffer, sender.lane);
             return Err(error);
         }
         let index = match self.free.pop_front() {
@@ -203,12 +223,35 @@ impl Assembler {
                 self.slots.len() - 1
             }
         };
+        let tag = self.tags.next();
         let slot = &mut self.slots[index];
-        slot.message = Some(Vec::new());
-        slot.charged = OPEN_MESSAGE_OVERHEAD;
-        self.held_bytes += OPEN_MESSAGE_OVERHEAD;
+        *slot = Slot { tag, sender, message: Some(Vec::new()), charged: 0 };
+        self.charge(index, OPEN_MESSAGE_OVERHEAD);
         self.open += 1;
-        Ok((index, u64::from(slot.generation) << SLOT_BITS | (index as u64 + 1)))
+        Ok((index, u64::from(tag) << SLOT_BITS | (index as u64 + 1)))
+    }
+
+    /// Whether `buffer` may hold `bytes` more (for message `id`, 0 for a BEGIN): the open count
+    /// (BEGINs only), the registry's bytes and the buffer's own.
+    fn admit(&self, buffer: usize, bytes: usize, id: u64) -> Result<(), MessageError> {
+        let limits = &self.limits;
+        if id == 0 && self.open >= limits.max_open {
+            Err(MessageError::TooManyOpen { bound: limits.max_open })
+        } else if self.held_bytes + bytes > limits.max_held_bytes {
+            Err(MessageError::HeldBytes { id, limit: limits.max_held_bytes })
+        } else if self.held_bytes_of(buffer) + bytes > limits.max_held_bytes_per_buffer {
+            Err(MessageError::BufferHeldBytes { id, limit: limits.max_held_bytes_per_buffer })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Charges `bytes` to the message in slot `index` and to its buffer.
+    fn charge(&mut self, index: usize, bytes: usize) {
+        let slot = &mut self.slots[index];
+        slot.charged += bytes;
+        self.held_bytes += bytes;
+        *self.held_by_buffer.entry(slot.sender.buffer).or_default() += bytes;
     }
 
     /// Appends `data` to the open message in slot `index` (id `id`), growing it within the
@@ -223,19 +266,19 @@ impl Assembler {
             return Err(MessageError::Oversize { id, limit: self.limits.max_message_bytes });
         }
         let grow = self.growth(capacity, len + data.len());
-        if grow > 0 && self.held_bytes + 8 * grow > self.limits.max_held_bytes {
-            self.release(index);
-            let error = MessageError::HeldBytes { id, limit: self.limits.max_held_bytes };
-            warn_limited!("message assembler: {error}");
-            return Err(error);
+        if grow > 0 {
+            let sender = self.slots[index].sender;
+            if let Err(error) = self.admit(sender.buffer, 8 * grow, id) {
+                self.release(index);
+                warn_limited!("message assembler: buffer {:#x} lane {}: {error}", sender.buffer, sender.lane);
+                return Err(error);
+            }
         }
-        let slot = &mut self.slots[index];
-        let message = slot.message.as_mut().expect("checked open above");
+        let message = self.slots[index].message.as_mut().expect("checked open above");
         message.reserve_exact(capacity + grow - len);
         let charged = 8 * (message.capacity() - capacity);
         message.extend_from_slice(data);
-        slot.charged += charged;
-        self.held_bytes += charged;
+        self.charge(index, charged);
         Ok(())
     }
 
@@ -249,26 +292,47 @@ impl Assembler {
         target - capacity
     }
 
-    fn find(&self, id: u64) -> Result<usize, MessageError> {
+    /// The slot of the open message `id`, if `sender` began it. An id open for another lane is
+    /// refused ([`MessageError::ForeignId`], counted and logged) and its message left alone.
+    fn find(&mut self, sender: Sender, id: u64) -> Result<usize, MessageError> {
         if id == 0 {
             return Err(MessageError::NoBegin);
         }
         let unknown = MessageError::UnknownId { id };
         let index = usize::try_from(id & SLOT_MASK).ok().and_then(|s| s.checked_sub(1)).ok_or(unknown)?;
         let slot = self.slots.get(index).ok_or(unknown)?;
-        if u64::from(slot.generation) != id >> SLOT_BITS || slot.message.is_none() {
+        if u64::from(slot.tag) != id >> SLOT_BITS || slot.message.is_none() {
             return Err(unknown);
+        }
+        if slot.sender != sender {
+            self.foreign_chunks += 1;
+            let owner = slot.sender;
+            warn_limited!(
+                "message assembler: buffer {:#x} lane {} named message {id:#x} of buffer {:#x} lane {} \
+                 (refused; that message is untouched)",
+                sender.buffer,
+                sender.lane,
+                owner.buffer,
+                owner.lane
+            );
+            return Err(MessageError::ForeignId { id });
         }
         Ok(index)
     }
 
-    /// Closes slot `index`: takes its message, returns its bytes to the budget, bumps its
-    /// generation, frees it.
+    /// Closes slot `index`: takes its message, returns its bytes to the budgets, frees it (its
+    /// next message gets a new tag).
     fn release(&mut self, index: usize) -> Option<Vec<u64>> {
         let slot = &mut self.slots[index];
         let message = slot.message.take()?;
-        self.held_bytes -= std::mem::take(&mut slot.charged);
-        slot.generation = slot.generation.wrapping_add(1);
+        let charged = std::mem::take(&mut slot.charged);
+        self.held_bytes -= charged;
+        if let Some(held) = self.held_by_buffer.get_mut(&slot.sender.buffer) {
+            *held -= charged;
+            if *held == 0 {
+                self.held_by_buffer.remove(&slot.sender.buffer);
+            }
+        }
         self.free.push_back(index);
         self.open -= 1;
         Some(message)

@@ -32,7 +32,6 @@
 //! [`reply_error_all`]: crate::dispatch::registry::reply_error_all
 
 use crate::buffer::HostcallBuffer;
-use crate::dispatch::capacity::ServedPackets;
 use crate::dispatch::registry::Services;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
@@ -117,7 +116,8 @@ struct Shared {
 /// What a served buffer holds (dropped when it is no longer served).
 struct Served {
     _claim: Claim,
-    _packets: ServedPackets,
+    /// The packets served here (all of them, or a range).
+    packets: u64,
     /// Its per-buffer counters in the registry.
     _counted: crate::observe::ServedBuffer,
 }
@@ -274,7 +274,7 @@ impl std::fmt::Debug for Listener {
 
 impl Shared {
     /// What serving the buffer at `base` (of `protocol`, `num_packets` packets; `packets` of them
-    /// served here) holds: `claim`, its packets in the lane capacity, its per-buffer counters.
+    /// served here) holds: `claim`, the count served, its per-buffer counters.
     fn hold(
         &self,
         claim: Claim,
@@ -283,27 +283,22 @@ impl Shared {
         packets: u64,
         num_packets: u64,
     ) -> Served {
-        Served {
-            _claim: claim,
-            _packets: self.services.lane_capacity().serve(packets),
-            _counted: self.services.count_buffer(base as usize, protocol, num_packets),
-        }
+        let counted = self.services.count_buffer(base as usize, protocol, num_packets);
+        Served { _claim: claim, packets, _counted: counted }
     }
 
-    /// Keeps the buffer at `base` claimed and counted in the registry's lane capacity until it
-    /// is removed.
+    /// Keeps the buffer at `base` claimed and counted in the registry until it is removed.
     fn note_served(&self, base: *const u8, served: Served) {
         log::info!(
             "{}: serving buffer {base:p} ({:?}, {} packets)",
             self.config.thread_name,
             self.poller.protocol(base.cast_mut()).unwrap_or(Protocol::Stack),
-            served._packets.count()
+            served.packets
         );
         self.served.lock().unwrap_or_else(|p| p.into_inner()).insert(base as usize, served);
     }
 
-    /// The buffer at `base` is no longer served: its claim is released, its packets leave the
-    /// lane capacity.
+    /// The buffer at `base` is no longer served: its claim is released, its counters left.
     fn forget_served(&self, base: *const u8) {
         log::info!("{}: no longer serving buffer {base:p}", self.config.thread_name);
         self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&(base as usize));
