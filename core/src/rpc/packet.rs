@@ -5,7 +5,7 @@
 use super::opcode::{namespace, HOSTCALL, ROCM};
 use super::server::Turn;
 use crate::host::{DrainHandler, PacketRequest};
-use crate::lane::{Payload, SLOT_WORDS};
+use crate::lane::{Payload, REPLY_WORDS, SLOT_WORDS};
 
 /// The hostcall service id (PROTOCOL.md section 3) an opcode carries: a ROCm `'r'` opcode's
 /// (FUNCTION (0) is FUNCTION_CALL (1), DEVMEM (1) is DEVMEM (3), SANITIZER (2) is SANITIZER (4),
@@ -74,8 +74,8 @@ pub fn serve_as_packet(
     handler.serve(&mut packet);
     let error = packet.has_error();
     for lane in turn.lanes(mask) {
-        // The reply in words 0..2 over the request's own copy of words 2..8.
-        turn.write(lane as u32, &payload.read_lane::<SLOT_WORDS>(lane));
+        // Only the reply's words: words 2..8 keep the request (and their cache line stays clean).
+        turn.write_first::<REPLY_WORDS>(lane as u32, &payload.read_lane::<REPLY_WORDS>(lane));
     }
     error
 }

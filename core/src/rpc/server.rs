@@ -119,6 +119,19 @@ impl<'a> Turn<'a> {
         self.view.lane_buffer(self.port, lane).write(words);
     }
 
+    /// Stores the first `N` words of lane `lane` only (a reply that leaves the rest of the
+    /// request in place, and the cache lines past it untouched).
+    ///
+    /// # Panics
+    /// If `lane >= lane_count()` or `N > 8`.
+    #[inline]
+    pub fn write_first<const N: usize>(&mut self, lane: u32, words: &[u64; N]) {
+        let buffer = self.view.lane_buffer(self.port, lane);
+        for (word, value) in buffer.words[..N].iter().zip(words) {
+            word.write(*value);
+        }
+    }
+
     /// Hands the port back: a Release fence, then the flipped host mailbox (a Relaxed store).
     /// The fence pairs with the client's Acquire fence after it sees the flip
     /// (`ClientPort::wait_for_ownership`): the turn's reads are done and its writes visible

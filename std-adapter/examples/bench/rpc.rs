@@ -1,0 +1,117 @@
+//! `core_1l_rpc`: the same client against the core's turn alone (read, echo, two reply words,
+//! flip), what the host's call machinery and service dispatch add being the difference.
+//!
+//! `rpc_host_1l`: LLVM libc's GPU RPC on one port of one lane, both sides this project's: the
+//! core's client (`rpc::Client`: open, send the request, receive the reply, close, as LLVM's
+//! client does per call) and the std crate's RPC host (`services::rpc::RpcHost::drain` in a
+//! spinning loop, the ECHO service behind it as a hostcall service in the `'h'` namespace). Not
+//! through the `Listener`: RPC buffers are not served by it yet.
+
+use crate::measure::{pinned_pair, round_trips, Sample};
+use crate::options::Options;
+use crate::{echo, request};
+use hostcall::core::rpc::{opcode_of, Client, Header, LaneBuffer, Parts, View};
+use hostcall::core::sync::AtomicU32;
+use hostcall::core::{ErrorCode, ServiceTable, SLOT_WORDS};
+use hostcall::services::printf::StdStreams;
+use hostcall::services::rpc::{RpcHost, RpcLimits, RpcPolicy};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+/// One port of one lane as `rpc.h` lays it out (mailboxes at 0 and 4, the header at 8, the lane
+/// at 24: the first line holds the mailboxes, the header and 40 request bytes).
+#[repr(C, align(128))]
+struct Port {
+    host_mailbox: [AtomicU32; 1],
+    device_mailbox: [AtomicU32; 1],
+    headers: [Header; 1],
+    buffers: [LaneBuffer; 1],
+}
+
+/// The client's lock word: device memory in a real client, a line of its own here.
+#[repr(C, align(128))]
+struct Locks([AtomicU32; 1]);
+
+const _: () = assert!(
+    std::mem::offset_of!(Port, device_mailbox) == 4
+        && std::mem::offset_of!(Port, headers) == 8
+        && std::mem::offset_of!(Port, buffers) == 24
+);
+
+impl Port {
+    fn view(&self) -> View<'_> {
+        View::from_parts(Parts {
+            lanes: 1,
+            host_mailbox: &self.host_mailbox,
+            device_mailbox: &self.device_mailbox,
+            headers: &self.headers,
+            buffers: &self.buffers,
+        })
+        .expect("one port, one lane")
+    }
+}
+
+/// Which host serves the port.
+#[derive(Clone, Copy)]
+pub(crate) enum RpcServer {
+    /// `RpcHost::drain` with the ECHO service in a `ServiceTable`.
+    Host,
+    /// The core's turn alone: `View::turn`, read, echo, `write_first`, `finish`.
+    Core,
+}
+
+pub(crate) fn rpc_round_trip(o: &Options, server: RpcServer) -> Sample {
+    let port = Arc::new(Port {
+        host_mailbox: [AtomicU32::new(0)],
+        device_mailbox: [AtomicU32::new(0)],
+        headers: [Header::default()],
+        buffers: [LaneBuffer::default()],
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let host = pinned_pair(o, || {
+        let (port, stop) = (port.clone(), stop.clone());
+        thread::spawn(move || {
+            let echo_service = |r: &[u64; SLOT_WORDS]| Ok::<_, ErrorCode>(echo(r));
+            let mut services = ServiceTable::<1>::new();
+            services.register(crate::ECHO, &echo_service).ok().expect("one service");
+            let mut rpc = RpcHost::new(1, RpcPolicy::default(), RpcLimits::default());
+            let view = port.view();
+            // Relaxed: the flag carries no data.
+            while !stop.load(Ordering::Relaxed) {
+                let served = match server {
+                    RpcServer::Host => rpc.drain(&view, &mut StdStreams, &services),
+                    RpcServer::Core => match view.turn(0) {
+                        Some(mut turn) => {
+                            turn.write_first(0, &echo(&turn.read(0)));
+                            turn.finish();
+                            1
+                        }
+                        None => 0,
+                    },
+                };
+                if served == 0 {
+                    std::hint::spin_loop();
+                }
+            }
+        })
+    });
+    let view = port.view();
+    let locks = Locks([AtomicU32::new(0)]);
+    let client = Client::new(view, &locks.0).expect("one lock word");
+    let opcode = opcode_of(crate::ECHO);
+    let mut i = 0u64;
+    let sample = round_trips(o, || {
+        i += 1;
+        let words = request(i, 0);
+        let mut call = client.try_open(opcode, 1, 0).expect("the port is free between calls");
+        call.send(|_| words, &mut |_| true).expect("no give-up");
+        let mut reply = [0; 2];
+        call.recv(|_, w| reply = [w[0], w[1]], &mut |_| true).expect("no give-up");
+        call.close();
+        assert_eq!(reply, echo(&words));
+    });
+    stop.store(true, Ordering::Relaxed);
+    host.join().unwrap();
+    sample
+}
