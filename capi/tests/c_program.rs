@@ -235,9 +235,10 @@ fn the_header_compiles_as_c99() {
 #[test]
 fn the_header_layout_matches_rust() {
     use hostcall_capi::options::{self, HostcallEnableOptions};
-    use hostcall_rs::core::dispatch::{self as service, ErrorCode};
+    use hostcall_rs::core::dispatch as service;
     use hostcall_rs::core::stack::{self as layout, Header, Prefix};
     use hostcall_rs::core::{line, phase, rpc};
+    use hostcall_rs::core::{ErrorCode, ERROR_REPLY};
     use hostcall_rs::core::{Payload, LANES, REPLY_WORDS, SLOT_WORDS};
     use hostcall_rs::lifecycle::{buffer_align_for, buffer_size_for};
     use hostcall_rs::Protocol;
@@ -298,7 +299,7 @@ fn the_header_layout_matches_rust() {
         ("service.sanitizer", u64::from(service::SANITIZER)),
         ("control.ready", u64::from(layout::CONTROL_READY)),
         ("control.host_error", u64::from(layout::CONTROL_HOST_ERROR)),
-        ("error.reply", service::ERROR_REPLY),
+        ("error.reply", ERROR_REPLY),
         ("error.unknown_service", ErrorCode::UnknownService as u64),
         ("error.service_panicked", ErrorCode::ServicePanicked as u64),
         ("error.bad_request", ErrorCode::BadRequest as u64),

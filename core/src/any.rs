@@ -1,21 +1,34 @@
-//! The one protocol switch: [`AnyView`] is a buffer of either protocol, [`AnyClaimed`] (and its
-//! [`AnySubmitted`], [`AnyCompleted`]) a producer's packet of either, and [`Protocol`]'s sizes
-//! are each protocol's. Everything that serves or fills buffers of both protocols (the
-//! [`Poller`](crate::Poller), the std crate's buffers and emulated waves) goes through here, so
-//! a new protocol is one folder plus one arm in each `match` of this file.
+//! The one protocol switch: [`Protocol`] names a buffer's protocol, [`AnyView`] is a buffer of
+//! any protocol, [`AnyClaimed`] (and its [`AnySubmitted`], [`AnyCompleted`]) a producer's packet of
+//! any, [`HostScratch`] what a host keeps for the protocols whose host needs scratch memory, and
+//! [`Protocol`]'s sizes are each protocol's. Everything that serves or fills buffers of every
+//! protocol (the [`Poller`](crate::Poller), the std crate's buffers and emulated waves) goes
+//! through here, so a new protocol is one folder plus one arm in each `match` of this file. This
+//! is the only module outside the protocol folders that names them.
 
-#[cfg(not(loom))]
-use crate::host::LayoutError;
-use crate::host::{DrainHandler, DrainReport, Protocol};
+use crate::host::{ChainError, DrainHandler, DrainReport};
 use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
 use crate::line;
-use crate::phase::{self, ScanWindow};
-use crate::stack::{self, StackError};
-use core::ops::Range;
+use crate::phase;
+use crate::scan::DrainScope;
+use crate::stack;
+#[cfg(not(loom))]
+use crate::view::LayoutError;
+
+/// Which wire protocol a buffer speaks. The one switch over it is [`AnyView`](crate::AnyView).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// The stack protocol (PROTOCOL.md section 1, [`crate::stack`]).
+    Stack,
+    /// The phase protocol (PROTOCOL.md section 2, [`crate::phase`]).
+    Phase,
+    /// The line protocol (PROTOCOL.md section 9, [`crate::line`]): this project's own.
+    Line,
+}
 
 impl Protocol {
-    /// Bytes a buffer of `num_packets` packets needs ([`stack::buffer_size`] or
-    /// [`phase::buffer_size`]), or `None` when the size overflows `usize`.
+    /// Bytes a buffer of `num_packets` packets needs (the protocol's `buffer_size`), or `None`
+    /// when the size overflows `usize`.
     ///
     /// ```
     /// use hostcall_core::{phase, stack, Protocol};
@@ -46,8 +59,7 @@ impl Protocol {
         }
     }
 
-    /// The alignment to allocate a buffer with ([`stack::buffer_align`] or
-    /// [`phase::buffer_align`]).
+    /// The alignment to allocate a buffer with (the protocol's `buffer_align`).
     pub const fn buffer_align(self) -> usize {
         match self {
             Self::Stack => stack::buffer_align(),
@@ -57,7 +69,7 @@ impl Protocol {
     }
 }
 
-/// A checked view of a buffer of either protocol.
+/// A checked view of a buffer of any protocol.
 #[derive(Clone, Copy, Debug)]
 pub enum AnyView<'a> {
     /// The stack protocol (PROTOCOL.md section 1).
@@ -68,31 +80,18 @@ pub enum AnyView<'a> {
     Line(line::View<'a>),
 }
 
-/// How much of a buffer one host drains, with the host-private state that needs. Start with
-/// [`AnyView::scope`] (or [`DrainScope::range`]) and pass it to every [`AnyView::drain_scope`] of
-/// that buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DrainScope {
-    /// The whole buffer. A stack buffer is always drained whole: its host takes the whole
-    /// ready-stack in one swap.
-    Whole,
-    /// The whole phase buffer, scanned through this window (see [`ScanWindow`]).
-    Window(ScanWindow),
-    /// Only packets `start..end` of a phase or line buffer, scanned whole on every drain, for
-    /// hosts that split one buffer between threads (see [`phase::View::drain_range`],
-    /// [`line::View::drain_range`]).
-    Range {
-        /// The first packet served.
-        start: u32,
-        /// One past the last packet served.
-        end: u32,
-    },
+/// What a host keeps across drains for the protocols whose host copies requests into memory of
+/// its own (the line protocol's [`line::ScratchPayload`]): one per host thread, passed to every
+/// [`AnyView::drain_scope`]. Nothing of it is initialised until a drain needs it.
+#[derive(Debug, Default)]
+pub struct HostScratch {
+    line: line::ScratchPayload,
 }
 
-impl DrainScope {
-    /// The scope of packets `range` (an inverted range is empty).
-    pub fn range(range: Range<u32>) -> Self {
-        Self::Range { start: range.start, end: range.end.max(range.start) }
+impl HostScratch {
+    /// Scratch for every protocol, nothing of it initialised yet.
+    pub const fn new() -> Self {
+        Self { line: line::ScratchPayload::new() }
     }
 }
 
@@ -110,7 +109,7 @@ impl<'a> AnyView<'a> {
         len: usize,
         num_packets: u64,
     ) -> Result<Self, LayoutError> {
-        // SAFETY (both arms): forwarded from this function's contract, which is theirs.
+        // SAFETY (every arm): forwarded from this function's contract, which is theirs.
         match protocol {
             Protocol::Stack => unsafe { stack::View::from_raw(base, len, num_packets) }.map(Self::Stack),
             Protocol::Phase => unsafe { phase::View::from_raw(base, len, num_packets) }.map(Self::Phase),
@@ -169,17 +168,18 @@ impl<'a> AnyView<'a> {
         }
     }
 
-    /// Host: serves every submitted packet once (the protocol's `drain`).
+    /// Host: serves every submitted packet once (the protocol's `Host::drain`).
     pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
         match self {
-            Self::Stack(view) => view.drain(handler),
-            Self::Phase(view) => view.drain(handler),
-            Self::Line(view) => view.drain(handler),
+            Self::Stack(view) => view.host().drain(handler),
+            Self::Phase(view) => view.host().drain(handler),
+            Self::Line(view) => view.host().drain(handler),
         }
     }
 
-    /// The scope a host that serves the whole buffer starts with: a fresh [`ScanWindow`] for a
-    /// phase buffer, [`DrainScope::Whole`] for a stack buffer.
+    /// The scope a host that serves the whole buffer starts with: a fresh
+    /// [`ScanWindow`](crate::ScanWindow) for a buffer whose host scans, [`DrainScope::Whole`] for
+    /// one whose host takes every submitted packet at once.
     pub fn scope(&self) -> DrainScope {
         match self {
             Self::Stack(_) => DrainScope::Whole,
@@ -190,28 +190,24 @@ impl<'a> AnyView<'a> {
 
     /// Host: serves the submitted packets of `scope` once, updating its private state. A stack
     /// buffer is drained whole whatever the scope. A line buffer's requests are copied into
-    /// `scratch` (see [`line::View::drain_scope`]): keep one per host thread for every drain.
+    /// `scratch` (see [`line::Host::drain_scope`]): keep one per host thread for every drain.
     pub fn drain_scope(
         &self,
         scope: &mut DrainScope,
-        scratch: &mut line::ScratchPayload,
+        scratch: &mut HostScratch,
         handler: &mut impl DrainHandler,
     ) -> DrainReport {
-        match (self, scope) {
-            (Self::Stack(view), _) => view.drain(handler),
-            (Self::Phase(view), DrainScope::Whole) => view.drain(handler),
-            (Self::Phase(view), DrainScope::Window(window)) => view.drain_window(window, handler),
-            (Self::Phase(view), DrainScope::Range { start, end }) => {
-                view.drain_range(*start as usize..*end as usize, handler)
-            }
-            (Self::Line(view), scope) => view.drain_scope(scope, scratch, handler),
+        match self {
+            Self::Stack(view) => view.host().drain(handler),
+            Self::Phase(view) => view.host().drain_scope(scope, handler),
+            Self::Line(view) => view.host().drain_scope(scope, &mut scratch.line, handler),
         }
     }
 
-    /// Producer: claims a free packet. A phase claim tries each index once from `start` (waves
-    /// that start apart collide less); a stack claim pops the free-list and ignores `start`.
+    /// Producer: claims a free packet. A phase or line claim tries each index once from `start`
+    /// (waves that start apart collide less); a stack claim pops the free-list and ignores `start`.
     /// `Ok(None)`: none is free (retry); `Err`: the stack protocol's free-list is corrupt.
-    pub fn claim(&self, start: usize) -> Result<Option<AnyClaimed<'a>>, StackError> {
+    pub fn claim(&self, start: usize) -> Result<Option<AnyClaimed<'a>>, ChainError> {
         Ok(match self {
             Self::Stack(view) => view.claim()?.map(AnyClaimed::Stack),
             Self::Phase(view) => view.claim(start).map(AnyClaimed::Phase),
@@ -220,7 +216,7 @@ impl<'a> AnyView<'a> {
     }
 }
 
-/// A claimed packet of either protocol (from [`AnyView::claim`]). Dropping it returns the packet
+/// A claimed packet of any protocol (from [`AnyView::claim`]). Dropping it returns the packet
 /// unsent, as the protocol's handle does.
 #[derive(Debug)]
 #[must_use = "dropping a claimed packet returns it unsent"]
@@ -233,7 +229,7 @@ pub enum AnyClaimed<'a> {
     Line(line::Claimed<'a>),
 }
 
-/// A submitted packet of either protocol. Dropping it behaves as the protocol's handle does
+/// A submitted packet of any protocol. Dropping it behaves as the protocol's handle does
 /// (a stack or line packet leaks, a phase packet is freed once the host has answered).
 #[derive(Debug)]
 #[must_use = "wait for the reply"]
@@ -246,7 +242,7 @@ pub enum AnySubmitted<'a> {
     Line(line::Submitted<'a>),
 }
 
-/// An answered packet of either protocol. Dropping it releases the packet.
+/// An answered packet of any protocol. Dropping it releases the packet.
 #[derive(Debug)]
 #[must_use = "read the reply before releasing the packet"]
 pub enum AnyCompleted<'a> {
@@ -320,7 +316,7 @@ impl CompletedPacket for AnyCompleted<'_> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::dispatch::ErrorCode;
+    use crate::host::ErrorCode;
     use crate::host::PacketRequest;
 
     extern crate std;
@@ -329,7 +325,7 @@ mod tests {
     #[repr(C, align(64))]
     struct Line([u64; 8]);
 
-    /// One call through the switch on a raw buffer of `protocol`: the same code for both.
+    /// One call through the switch on a raw buffer of `protocol`: the same code for every one.
     fn round_trip(protocol: Protocol) {
         let n = 3usize;
         let len = protocol.buffer_size(n).unwrap();
@@ -344,7 +340,7 @@ mod tests {
         packet.write_lane(1, &[0; SLOT_WORDS]);
         let submitted = packet.submit(5, 0b11);
         let mut scope = view.scope();
-        let mut scratch = line::ScratchPayload::new();
+        let mut scratch = HostScratch::new();
         let report = view.drain_scope(&mut scope, &mut scratch, &mut |p: &mut PacketRequest<'_>| {
             p.reply(0, [p.request(0)[0] + 1, 0]);
             p.reply_error(1, ErrorCode::Refused);
@@ -366,10 +362,5 @@ mod tests {
             unsafe { AnyView::from_raw(Protocol::Phase, core::ptr::null_mut(), 1 << 20, 2) },
             Err(LayoutError::Null)
         ));
-    }
-
-    #[test]
-    fn an_inverted_range_scope_is_empty() {
-        assert_eq!(DrainScope::range(Range { start: 4, end: 2 }), DrainScope::Range { start: 4, end: 4 });
     }
 }

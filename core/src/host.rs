@@ -1,201 +1,99 @@
-//! What both protocols give the host: the packet it serves ([`PacketRequest`]), the handler it
-//! serves with ([`DrainHandler`]), what a drain did ([`DrainReport`]) and found
-//! ([`DrainError`]), why memory cannot be viewed as a buffer ([`LayoutError`]), and which
-//! protocol a buffer speaks ([`Protocol`]).
+//! What every protocol gives the host: the packet it serves ([`PacketRequest`]) with its service
+//! id and the error replies it may answer with ([`ErrorCode`]), the handler it serves with
+//! ([`DrainHandler`]), what a drain did ([`DrainReport`]) and found ([`DrainError`]), all of it the
+//! same for every protocol.
 //!
-//! Each protocol's `View::drain` walks its own shared words and hands every submitted packet to
-//! the same handler as a [`PacketRequest`]; services never learn which protocol carried it.
+//! Each protocol's `Host` walks its own shared words and hands every submitted packet to the same
+//! handler as a [`PacketRequest`]; services never learn which protocol carried it. This module
+//! names no protocol: the protocols use it, never the other way round.
 
-use crate::dispatch::ErrorCode;
 use crate::lane::{lanes, Lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
-use crate::{phase, stack};
 use core::fmt;
 
-/// Which wire protocol a buffer speaks. The one switch over it is [`AnyView`](crate::AnyView).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Protocol {
-    /// The stack protocol (PROTOCOL.md section 1, [`crate::stack`]).
-    Stack,
-    /// The phase protocol (PROTOCOL.md section 2, [`crate::phase`]).
-    Phase,
-    /// The line protocol (PROTOCOL.md section 9, [`crate::line`]): this project's own.
-    Line,
-}
-
-/// The largest packet count either protocol accepts (2^24 packets is 64 GiB of payloads).
-pub const MAX_PACKETS: u32 = 1 << 24;
-
-/// The alignment both protocols' buffers need at least: their widest fields are `u64`.
-pub(crate) const MIN_ALIGN: usize = 8;
-
-/// Why a packet count cannot make a buffer (of either protocol).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GeometryError {
-    /// The stack protocol needs at least 2 packets (index 0 with tag 1 must differ from null);
-    /// the phase protocol keeps the same rule.
-    TooFewPackets(u64),
-    /// More packets than [`MAX_PACKETS`].
-    TooManyPackets(u64),
-    /// An LLVM-RPC buffer's port count outside 1 ..= [`rpc::MAX_PORT_COUNT`](crate::rpc::MAX_PORT_COUNT).
-    PortCount(u64),
-    /// An LLVM-RPC buffer's lane count outside 1 ..= [`LANES`](crate::LANES).
-    LaneCount(u64),
-}
-
-impl fmt::Display for GeometryError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::TooFewPackets(n) => write!(f, "num_packets = {n}: at least 2 packets are needed"),
-            Self::TooManyPackets(n) => {
-                write!(f, "num_packets = {n}: at most {MAX_PACKETS} packets are supported")
-            }
-            Self::PortCount(n) => {
-                write!(f, "port_count = {n}: 1 ..= {} ports are supported", crate::rpc::MAX_PORT_COUNT)
-            }
-            Self::LaneCount(n) => {
-                write!(f, "lane_size = {n}: 1 ..= {} lanes are supported", crate::lane::LANES)
-            }
-        }
-    }
-}
-
-impl core::error::Error for GeometryError {}
-
-/// The packet count both protocols accept: 2 ..= [`MAX_PACKETS`], as a `u32`.
-///
-/// ```
-/// use hostcall_core::{packet_count, GeometryError};
-/// assert_eq!(packet_count(64), Ok(64));
-/// assert_eq!(packet_count(1), Err(GeometryError::TooFewPackets(1)));
-/// ```
-pub fn packet_count(num_packets: u64) -> Result<u32, GeometryError> {
-    if num_packets < 2 {
-        return Err(GeometryError::TooFewPackets(num_packets));
-    }
-    if num_packets > u64::from(MAX_PACKETS) {
-        return Err(GeometryError::TooManyPackets(num_packets));
-    }
-    Ok(num_packets as u32)
-}
-
-/// The checks of raw memory every protocol's `View::from_raw` makes before it builds its
-/// references, in this order: `base` is not null, `base` is aligned to `align`, and `len` covers
-/// the layout's `size`. `layout` is `None` where the layout's size would overflow `usize` (the
-/// packet count bounds it, so only on 32-bit targets); that is reported as too small. Returns the
-/// layout. Only the checks are shared: the references, and the SAFETY reasoning for them, stay
-/// with each protocol.
-#[cfg(not(loom))]
-pub(crate) fn check_raw<L>(
-    base: *mut u8,
-    len: usize,
-    align: usize,
-    layout: Option<L>,
-    size: impl FnOnce(&L) -> usize,
-) -> Result<L, LayoutError> {
-    if base.is_null() {
-        return Err(LayoutError::Null);
-    }
-    if base as usize % align != 0 {
-        return Err(LayoutError::Misaligned { address: base as usize });
-    }
-    let Some(layout) = layout else {
-        return Err(LayoutError::TooSmall { needed: usize::MAX, given: len });
-    };
-    let needed = size(&layout);
-    if len < needed {
-        return Err(LayoutError::TooSmall { needed, given: len });
-    }
-    Ok(layout)
-}
-
-/// Why memory cannot be viewed as a buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LayoutError {
-    /// The packet count is refused.
-    Geometry(GeometryError),
-    /// A per-packet array given to a protocol's `View::from_parts` has the wrong length.
-    ArrayLength {
-        /// Which array (`"payloads"`; for the phase protocol also `"device_phase"`,
-        /// `"host_phase"`, `"occupied"`).
-        array: &'static str,
-        /// Entries the packet count needs.
-        expected: usize,
-        /// Entries given.
-        given: usize,
-    },
-    /// The memory is smaller than the protocol's `buffer_size` for the packet count.
-    TooSmall {
-        /// Bytes needed.
-        needed: usize,
-        /// Bytes given.
-        given: usize,
-    },
-    /// The memory is not aligned to the protocol's alignment (8 bytes for both).
-    Misaligned {
-        /// The address given.
-        address: usize,
-    },
-    /// A null address.
-    Null,
-}
-
-impl fmt::Display for LayoutError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Geometry(e) => e.fmt(f),
-            Self::ArrayLength { array, expected, given } => {
-                write!(f, "buffer array `{array}` has {given} entries, {expected} needed")
-            }
-            Self::TooSmall { needed, given } => {
-                write!(f, "buffer of {given} bytes is too small: {needed} needed")
-            }
-            Self::Misaligned { address } => {
-                write!(f, "buffer at {address:#x} is not aligned to {MIN_ALIGN} bytes")
-            }
-            Self::Null => f.write_str("buffer address is null"),
-        }
-    }
-}
-
-impl core::error::Error for LayoutError {}
-
-impl From<GeometryError> for LayoutError {
-    fn from(e: GeometryError) -> Self {
-        Self::Geometry(e)
-    }
-}
-
-/// Something malformed the host found in shared memory while draining, by protocol.
+/// Something malformed the host found in a buffer's shared memory while draining, whatever the
+/// protocol. Each variant says what the drain did about it; each protocol's module docs say which
+/// of them its host reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DrainError {
-    /// Found in a stack-protocol buffer.
-    Stack(stack::Malformed),
-    /// Found in a phase-protocol buffer.
-    Phase(phase::Malformed),
+    /// A chain of packets the host walks was broken (a bad index, or a cycle); the walk stopped
+    /// there. Packets after the break cannot be found: their waves are not answered until the
+    /// buffer is reset. (The stack protocol's ready-stack.)
+    Chain(ChainError),
+    /// A packet handed to the host was not marked submitted (a duplicate in a corrupt chain, or a
+    /// device that handed it over without submitting). It was skipped, not served. (The stack
+    /// protocol: on the ready-stack without READY set.)
+    NotSubmitted {
+        /// The packet's index.
+        index: u32,
+    },
+    /// A pending packet's handshake words had bits set that the protocol does not compare. The
+    /// packet was served, compared on the bits the protocol defines, and the device's word was
+    /// stored back as read (garbage echoed, never amplified). (The phase protocol: bits above bit
+    /// 0 of its phase words.)
+    StrayBits {
+        /// The packet's index.
+        index: u32,
+        /// The device's handshake word as read (`device_phase[index]`).
+        device_word: u32,
+        /// The host's handshake word as read (`host_phase[index]`).
+        host_word: u32,
+    },
 }
 
 impl fmt::Display for DrainError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Stack(e) => e.fmt(f),
-            Self::Phase(e) => e.fmt(f),
+            Self::Chain(e) => write!(f, "packet chain: {e}"),
+            Self::NotSubmitted { index } => {
+                write!(f, "packet {index} was handed to the host without being submitted; skipped")
+            }
+            Self::StrayBits { index, device_word, host_word } => write!(
+                f,
+                "packet {index}: handshake words {device_word:#x} (device) and {host_word:#x} (host) \
+                 have bits set that the protocol does not compare; compared on its bits only"
+            ),
         }
     }
 }
 
 impl core::error::Error for DrainError {}
 
-impl From<stack::Malformed> for DrainError {
-    fn from(e: stack::Malformed) -> Self {
-        Self::Stack(e)
+impl From<ChainError> for DrainError {
+    fn from(e: ChainError) -> Self {
+        Self::Chain(e)
     }
 }
 
-impl From<phase::Malformed> for DrainError {
-    fn from(e: phase::Malformed) -> Self {
-        Self::Phase(e)
+/// What can go wrong walking a chain of packets linked through words the other side can scribble
+/// on (the stack protocol's free-list and ready-stack).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainError {
+    /// A link named a packet index that does not exist.
+    IndexOutOfRange {
+        /// The index found.
+        index: u64,
+    },
+    /// A chain was longer than the buffer's packet count: it loops.
+    ChainTooLong {
+        /// The packet count, which bounded the walk.
+        limit: u32,
+    },
+}
+
+impl fmt::Display for ChainError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::IndexOutOfRange { index } => {
+                write!(f, "tagged pointer names packet {index}, which does not exist")
+            }
+            Self::ChainTooLong { limit } => {
+                write!(f, "packet chain longer than the {limit} packets of the buffer (a cycle)")
+            }
+        }
     }
 }
+
+impl core::error::Error for ChainError {}
 
 /// What one drain did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -300,9 +198,8 @@ impl<'a> PacketRequest<'a> {
     }
 
     /// Sets [`PacketRequest::device`] and [`PacketRequest::buffer`] (the poller does, from the
-    /// buffer's registration; the poller is not built under loom).
+    /// buffer's registration).
     #[inline]
-    #[cfg(not(loom))]
     pub(crate) fn set_origin(&mut self, device: u32, buffer: usize) {
         self.device = device;
         self.buffer = buffer;
@@ -345,9 +242,9 @@ impl<'a> PacketRequest<'a> {
     }
 
     /// Answers lane `lane` with an error reply `[ERROR_REPLY, code]` (`[0, code]` for DEVMEM:
-    /// see [`ErrorCode::reply_for`]) and flags the packet. The stack protocol stores the flag as
-    /// [`crate::stack::CONTROL_HOST_ERROR`]; the phase protocol has no control word, so there the
-    /// reply words are the only signal (see [`crate::phase`]).
+    /// see [`ErrorCode::reply_for`]) and flags the packet ([`PacketRequest::has_error`]). A protocol with a control word stores
+    /// the flag there for the wave; in the others the reply words are the only signal (each
+    /// protocol's docs say which it is).
     pub fn reply_error(&mut self, lane: usize, code: ErrorCode) {
         self.reply(lane, code.reply_for(self.service));
         self.error = true;
@@ -378,5 +275,94 @@ impl<'a> PacketRequest<'a> {
     /// Read-only access to lane `lane`'s raw payload words (for per-packet services).
     pub fn payload(&self) -> &Payload {
         self.payload
+    }
+}
+
+/// Reserved: always answered with an error.
+pub const RESERVED: u32 = 0;
+/// Call a host function: `slot[0]` = `fn(out: *mut [u64; 2], in: *const [u64; 7])`, `slot[1..8]` its inputs.
+pub const FUNCTION_CALL: u32 = 1;
+/// printf through a message stream.
+pub const PRINTF: u32 = 2;
+/// Allocate (`slot[0] = 0`, `slot[1]` = bytes) or free (`slot[0]` = address) device-visible memory.
+pub const DEVMEM: u32 = 3;
+/// Address-sanitizer report, handled once per packet.
+pub const SANITIZER: u32 = 4;
+
+/// The first reply word of an error reply. The second word is the [`ErrorCode`].
+pub const ERROR_REPLY: u64 = u64::MAX;
+
+/// Why the host answered a lane with an error reply `[ERROR_REPLY, code]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u64)]
+pub enum ErrorCode {
+    /// No service is registered under the packet's id.
+    UnknownService = 1,
+    /// The service's handler panicked.
+    ServicePanicked = 2,
+    /// The request was malformed for its service.
+    BadRequest = 3,
+    /// The service refused the request (a limit, an unknown address, no memory).
+    Refused = 4,
+    /// The host is shutting down and answers without serving.
+    ShuttingDown = 5,
+}
+
+impl ErrorCode {
+    /// The reply words `[ERROR_REPLY, code]`.
+    pub fn reply(self) -> [u64; 2] {
+        [ERROR_REPLY, self as u64]
+    }
+
+    /// The error reply for a lane that called `service`: [`ErrorCode::reply`], except for
+    /// [`DEVMEM`], whose device code (ROCm's device allocator) takes any non-zero word 0 as the
+    /// address of its block and checks only for null: there it is `[0, code]`. Every error reply
+    /// the host writes goes through here, so no failure (an unknown or unregistered service, a
+    /// panic, a shutdown) ever hands a DEVMEM caller `ERROR_REPLY` as a pointer.
+    ///
+    /// ```
+    /// use hostcall_core::dispatch::{DEVMEM, PRINTF};
+    /// use hostcall_core::ErrorCode;
+    /// assert_eq!(ErrorCode::UnknownService.reply_for(DEVMEM), [0, 1]);
+    /// assert_eq!(ErrorCode::UnknownService.reply_for(PRINTF), [u64::MAX, 1]);
+    /// ```
+    pub fn reply_for(self, service: u32) -> [u64; 2] {
+        match service {
+            DEVMEM => [0, self as u64],
+            _ => self.reply(),
+        }
+    }
+
+    /// Decodes a reply: `Some(code)` if it is an error reply this project writes.
+    ///
+    /// ```
+    /// use hostcall_core::ErrorCode;
+    /// assert_eq!(ErrorCode::from_reply(ErrorCode::Refused.reply()), Some(ErrorCode::Refused));
+    /// assert_eq!(ErrorCode::from_reply([7, 3]), None);
+    /// ```
+    pub fn from_reply(reply: [u64; 2]) -> Option<Self> {
+        if reply[0] != ERROR_REPLY {
+            return None;
+        }
+        Some(match reply[1] {
+            1 => Self::UnknownService,
+            2 => Self::ServicePanicked,
+            3 => Self::BadRequest,
+            4 => Self::Refused,
+            5 => Self::ShuttingDown,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::UnknownService => "unknown service",
+            Self::ServicePanicked => "service panicked",
+            Self::BadRequest => "malformed request",
+            Self::Refused => "request refused",
+            Self::ShuttingDown => "host shutting down",
+        })
     }
 }

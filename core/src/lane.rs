@@ -1,11 +1,11 @@
-//! What both protocols do alike, lane by lane: the payload and its slots, the walk over an
+//! What every protocol does alike, lane by lane: the payload and its slots, the walk over an
 //! activemask, the packet's life, and the producer's side of it (the handles' common traits and
 //! the one wait loop).
 //!
 //! A wave has up to [`LANES`] lanes; bit `i` of a packet's activemask says lane `i` takes part in
 //! the call. Lane `i` owns slot `i` of the packet's [`Payload`]: [`SLOT_WORDS`] request words, the
 //! first [`REPLY_WORDS`] of which the host overwrites with the reply. Who may touch a payload when
-//! is each protocol's business (the ownership tables of [`crate::stack`] and [`crate::phase`]); the
+//! is each protocol's business (the ownership table in each protocol's module docs); the
 //! words themselves are [`PayloadWord`]s, so a racing access is never undefined behaviour.
 
 use crate::sync::{spin_hint, PayloadWord};
@@ -28,7 +28,7 @@ pub const REPLY_WORDS: usize = 2;
 
 const _: () = assert!(LANES <= 64 && REPLY_WORDS <= SLOT_WORDS);
 
-/// Per-packet payload, the same in both protocols: one slot of [`SLOT_WORDS`] words for each
+/// Per-packet payload, the same in every protocol that carries lanes in place: one slot of [`SLOT_WORDS`] words for each
 /// lane (PROTOCOL.md sections 1 and 2).
 #[repr(C)]
 pub struct Payload {
@@ -52,7 +52,7 @@ impl Default for Payload {
 impl Payload {
     /// Writes `words` into the first `K` words of lane `lane`'s slot (a request: `K = SLOT_WORDS`;
     /// a reply: `K = REPLY_WORDS`). Ordering is the caller's protocol's job (see [`PayloadWord`]):
-    /// both protocols' producer handles and the host's [`PacketRequest`](crate::PacketRequest)
+    /// the producer handles and the host's [`PacketRequest`](crate::PacketRequest)
     /// access the lanes through these two methods.
     ///
     /// # Panics
@@ -125,9 +125,8 @@ impl Iterator for Lanes {
 
 impl ExactSizeIterator for Lanes {}
 
-/// Where a packet is in its life. Both protocols take a packet around this cycle; only the words
-/// that record it differ (the stack protocol's diagram is in [`crate::stack`], the phase
-/// protocol's table in [`crate::phase`]). The phase tests check its words against this machine.
+/// Where a packet is in its life. Every protocol takes a packet around this cycle; only the words
+/// that record it differ (each protocol's module docs draw or tabulate them). The phase tests check its words against this machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PacketState {
     /// On the free-list.
@@ -191,7 +190,7 @@ impl PacketState {
     }
 }
 
-/// A claimed packet of either protocol (`stack::Claimed`, `phase::Claimed`, [`AnyClaimed`]):
+/// A claimed packet of any protocol (`stack::Claimed`, `phase::Claimed`, `line::Claimed`, [`AnyClaimed`]):
 /// fill its lanes, then submit it. Dropping it returns the packet unsent.
 ///
 /// With [`SubmittedPacket`] and [`CompletedPacket`] this is the producer's path written once for
@@ -240,7 +239,7 @@ pub trait ClaimedPacket: Sized {
     fn submit(self, service: u32, activemask: u64) -> Self::Submitted;
 }
 
-/// A submitted packet of either protocol: wait for the host's answer.
+/// A submitted packet of any protocol: wait for the host's answer.
 pub trait SubmittedPacket: Sized {
     /// The handle once the host has answered.
     type Completed: CompletedPacket;
@@ -262,7 +261,7 @@ pub trait SubmittedPacket: Sized {
     }
 }
 
-/// An answered packet of either protocol: read the replies; dropping it releases the packet.
+/// An answered packet of any protocol: read the replies; dropping it releases the packet.
 pub trait CompletedPacket {
     /// The reply words of lane `lane`.
     ///
@@ -324,7 +323,7 @@ macro_rules! forward_producer_traits {
 }
 pub(crate) use forward_producer_traits;
 
-/// The producer's wait loop, shared by both protocols: calls `answered` until it returns
+/// The producer's wait loop, shared by every protocol: calls `answered` until it returns
 /// `Some`, or until `keep_waiting(polls so far)` returns false (then `None`). `answered` does the
 /// protocol's Acquire load; `keep_waiting` is the backoff.
 pub(crate) fn poll_until<T>(

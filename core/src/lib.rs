@@ -14,8 +14,8 @@
 //! - [`line`](mod@line): every 8-byte store carries data and the call's sequence together, so each side
 //!   polls the data itself (no fence before a flag, no second read after it).
 //!
-//! All three have the same shape (`layout`, `View`, `Claimed`/`Submitted`/`Completed`, `buffer_size`)
-//! and give the host the same things: every submitted packet reaches a [`DrainHandler`] as a
+//! All three have the same shape (`layout`, `View`, `Claimed`/`Submitted`/`Completed`, `Host`,
+//! `buffer_size`) and give the host the same things: every submitted packet reaches a [`DrainHandler`] as a
 //! [`PacketRequest`], answered lane by lane ([`dispatch`]). [`AnyView`] is the one switch over
 //! the three; [`Poller`] is the listener without a thread, serving buffers of all three side by side.
 //!
@@ -55,6 +55,21 @@
 //! # }
 //! ```
 //!
+//! # Adding a protocol
+//!
+//! A protocol is one folder plus one arm of the one switch. The folder provides `layout.rs` (the
+//! `repr(C)` types, `Layout`, `buffer_size`, `buffer_align`, the ABI asserts), `view.rs` (`View`:
+//! `from_parts`, `from_raw`, `init`, `claim`, `host`), `producer.rs` (`Claimed`, `Submitted`,
+//! `Completed`), `host.rs` (`Host`: `drain`, and `drain_scope` for a host that scans), `mod.rs`
+//! (the docs: who writes which word, the orderings, an example) and `tests.rs`, built on the shared
+//! mechanisms, which name no protocol: the scan window and drain scope ([`ScanWindow`],
+//! [`DrainScope`]), the checks and slicing of raw memory and parts (`view/`), the layout
+//! arithmetic and ABI asserts (`layout.rs`), the claim bitmap (`occupied.rs`), the producer traits
+//! and wait ([`lane`]), and what the host is given and reports ([`PacketRequest`], [`ErrorCode`],
+//! [`DrainError`]). The switch is `any.rs`: a [`Protocol`] variant and one arm in each `match`
+//! there ([`AnyView`], [`AnyClaimed`] and its siblings, [`HostScratch`]); the [`Poller`] then
+//! serves it. PROTOCOL.md's "Adding a protocol" has the full list.
+//!
 //! # Features
 //!
 //! None: the crate is `no_std`, allocates nothing, and has no optional parts. Its one atomics
@@ -85,16 +100,16 @@
 //! | --- | --- |
 //! | [`stack`], [`phase`], [`line`](mod@line) | one folder per protocol, the same files in each |
 //! | [`lane`] | lanes, the shared [`Payload`], the lane-mask walk, the producer traits |
-//! | [`dispatch`] | service ids, [`ErrorCode`], [`LaneService`], [`ServiceTable`], [`serve_lanes`](dispatch::serve_lanes) |
+//! | [`dispatch`] | service ids, [`Dispatch`], [`LaneService`], [`ServiceTable`], [`serve_lanes`](dispatch::serve_lanes) |
 //! | [`message`] | message streams: descriptors and chunking |
 //! | [`sync`] | the atomics facade: the types the `repr(C)` layouts are made of |
-//! | `host`, `any`, `poller` (private) | re-exported here: [`PacketRequest`] and the drain types, [`AnyView`], [`Poller`] |
+//! | `host`, `any`, `poller`, `scan`, `view` (private) | re-exported here: [`PacketRequest`], [`ErrorCode`] and the drain types; [`Protocol`], [`AnyView`], [`HostScratch`]; [`Poller`]; [`DrainScope`], [`ScanWindow`]; [`LayoutError`], [`packet_count`] |
 //!
 //! The types users touch are re-exported at the root. The machinery underneath (the Treiber
-//! stack and its chain walk, the spin hints) is `pub(crate)`. The loom models in the workspace's
-//! `loom-tests` crate drive the free-list directly, so under `--cfg loom` only, a
-//! `#[doc(hidden)]` module `__internal` exposes it to them; it is not part of the API, carries no
-//! stability promise, and does not exist in normal builds.
+//! stack and its chain walk, the spin hints, the layout and view helpers) is `pub(crate)`. The loom
+//! models in the workspace's `loom-tests` crate drive the free-list and the poller's registrations
+//! directly, so under `--cfg loom` only, a `#[doc(hidden)]` module `__internal` exposes them;
+//! it is not part of the API, carries no stability promise, and does not exist in normal builds.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -104,27 +119,27 @@ mod any;
 pub mod dispatch;
 mod host;
 pub mod lane;
+mod layout;
 pub mod line;
 pub mod message;
 mod occupied;
 pub mod phase;
-#[cfg(not(loom))]
 mod poller;
 pub mod rpc;
+mod scan;
 pub mod stack;
 pub mod sync;
+mod view;
 
-pub use any::{AnyClaimed, AnyCompleted, AnySubmitted, AnyView, DrainScope};
-pub use dispatch::{Dispatch, ErrorCode, LaneService, ServiceTable, ERROR_REPLY};
-pub use host::{
-    packet_count, DrainError, DrainHandler, DrainReport, GeometryError, LayoutError, PacketRequest, Protocol,
-    MAX_PACKETS,
-};
+pub use any::{AnyClaimed, AnyCompleted, AnySubmitted, AnyView, HostScratch, Protocol};
+pub use dispatch::{Dispatch, LaneService, ServiceTable};
+pub use host::{ChainError, DrainError, DrainHandler, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
 pub use lane::{
     ClaimedPacket, CompletedPacket, Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
 };
-#[cfg(not(loom))]
 pub use poller::{Poller, PollerError};
+pub use scan::{DrainScope, ScanWindow};
+pub use view::{packet_count, GeometryError, LayoutError, MAX_PACKETS};
 
 /// Unstable internals for the workspace's loom models; not API (see the crate docs).
 #[cfg(loom)]
@@ -141,6 +156,8 @@ pub mod __internal {
     pub fn ready_stack<'a>(view: &crate::stack::View<'a>) -> TaggedStack<'a> {
         view.ready_stack()
     }
+
+    pub use crate::poller::model::{add_view, remove_without_waiting};
 }
 
 /// The crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).

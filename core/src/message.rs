@@ -36,7 +36,7 @@
 //! assert_eq!(writer.send(host), Ok([13, 0]));
 //! ```
 
-use crate::dispatch::{ErrorCode, ERROR_REPLY};
+use crate::host::{ErrorCode, ERROR_REPLY};
 use core::fmt;
 use core::iter::Peekable;
 

@@ -123,3 +123,46 @@ impl Default for PayloadWord {
         Self::new(0)
     }
 }
+
+/// The lock the [`Poller`](crate::Poller) keeps its table and its poll state behind: a spin lock
+/// in production (no OS to block on), loom's mutex under loom (a spin lock's loop never yields to
+/// loom's scheduler, and loom must see the lock's ordering to check what it protects).
+pub(crate) struct Lock<T> {
+    #[cfg(not(loom))]
+    inner: spin::Mutex<T>,
+    #[cfg(loom)]
+    inner: loom::sync::Mutex<T>,
+}
+
+impl<T> Lock<T> {
+    /// A lock holding `value`.
+    #[cfg(not(loom))]
+    pub(crate) const fn new(value: T) -> Self {
+        Self { inner: spin::Mutex::new(value) }
+    }
+
+    /// A lock holding `value` (not `const` under loom).
+    #[cfg(loom)]
+    pub(crate) fn new(value: T) -> Self {
+        Self { inner: loom::sync::Mutex::new(value) }
+    }
+
+    /// Takes the lock, waiting for it.
+    #[inline]
+    pub(crate) fn lock(&self) -> impl core::ops::DerefMut<Target = T> + '_ {
+        #[cfg(not(loom))]
+        return self.inner.lock();
+        // A model thread that panicked while holding it fails the model anyway.
+        #[cfg(loom)]
+        return self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    }
+
+    /// Takes the lock if it is free.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<impl core::ops::DerefMut<Target = T> + '_> {
+        #[cfg(not(loom))]
+        return self.inner.try_lock();
+        #[cfg(loom)]
+        return self.inner.try_lock().ok();
+    }
+}

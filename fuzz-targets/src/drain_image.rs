@@ -23,8 +23,8 @@
 use crate::input::Input;
 use crate::memory::{RawBuffer, PAYLOAD_WORDS, READY_STACK_WORD};
 use crate::services::{serve_model, table, Recorder};
-use hostcall_core::stack::{Malformed, StackError, CONTROL_HOST_ERROR, CONTROL_READY};
-use hostcall_core::{DrainError, DrainReport, Poller, Protocol, LANES, LANE_MASK, SLOT_WORDS};
+use hostcall_core::stack::{CONTROL_HOST_ERROR, CONTROL_READY};
+use hostcall_core::{ChainError, DrainError, DrainReport, Poller, Protocol, LANES, LANE_MASK, SLOT_WORDS};
 
 /// Bit of byte 0: XOR the image onto an initialised buffer instead of copying it over zeros.
 pub(crate) const XOR_ON_INIT: u8 = 0x10;
@@ -49,7 +49,7 @@ pub fn drain_buffer_image(data: &[u8]) {
     let table = table();
 
     let mut recorder = Recorder { table: &table, served: Vec::new(), errors: Vec::new() };
-    let report = view.drain(&mut recorder);
+    let report = view.host().drain(&mut recorder);
     check_invariants(&buffer, &recorder.served, report);
     assert_eq!(recorder.served, expected.served, "served packets, in order");
     assert_eq!(recorder.errors, expected.errors, "malformed reports, in order");
@@ -112,11 +112,11 @@ fn model_drain(buffer: &RawBuffer, before: &[u64]) -> Expected {
     while next != 0 {
         let index = next & index_mask;
         if index >= n as u64 {
-            errors.push(DrainError::Stack(Malformed::Chain(StackError::IndexOutOfRange { index })));
+            errors.push(DrainError::Chain(ChainError::IndexOutOfRange { index }));
             break;
         }
         if steps == n {
-            errors.push(DrainError::Stack(Malformed::Chain(StackError::ChainTooLong { limit: n as u32 })));
+            errors.push(DrainError::Chain(ChainError::ChainTooLong { limit: n as u32 }));
             break;
         }
         steps += 1;
@@ -125,7 +125,7 @@ fn model_drain(buffer: &RawBuffer, before: &[u64]) -> Expected {
         next = words[header]; // the drain never writes `next`
         let (service, control) = (words[header + 2] as u32, (words[header + 2] >> 32) as u32);
         if control & CONTROL_READY == 0 {
-            errors.push(DrainError::Stack(Malformed::NotReady { index: index as u32 }));
+            errors.push(DrainError::NotSubmitted { index: index as u32 });
             continue;
         }
         let activemask = words[header + 1] & LANE_MASK;

@@ -140,10 +140,11 @@ fn drain_checked<'w>(
     };
     let before: Vec<u64> = words().iter().map(|w| w.load(relaxed)).collect();
     let mut seen = Vec::new();
-    let report = view.drain_scope(&mut DrainScope::Whole, scratch, &mut |p: &mut PacketRequest<'_>| {
-        seen.push(p.index());
-        serve(p);
-    });
+    let report =
+        view.host().drain_scope(&mut DrainScope::Whole, scratch, &mut |p: &mut PacketRequest<'_>| {
+            seen.push(p.index());
+            serve(p);
+        });
     assert!(report.packets as usize <= n && report.packets as usize == seen.len());
     let mut unique = seen.clone();
     unique.sort_unstable();

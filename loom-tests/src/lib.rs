@@ -180,7 +180,7 @@ impl Host {
                 }
                 continue;
             }
-            let report = buffer.drain(self);
+            let report = buffer.host().drain(self);
             self.packets += report.packets as usize;
         }
     }

@@ -63,6 +63,7 @@ fn producer_and_host(success: Ordering) {
     let mut served = 0;
     while served == 0 {
         served = buffer
+            .host()
             .drain(&mut |p: &mut PacketRequest<'_>| {
                 for lane in 0..LANES {
                     let words = p.request(lane);

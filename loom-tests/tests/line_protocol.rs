@@ -147,7 +147,7 @@ fn host(model: &Model, packets: u32, masks: &[u64]) {
     let mut total = 0;
     while total < packets {
         let mut served = Vec::new();
-        let report = view.drain_window(&mut window, &mut |p: &mut PacketRequest<'_>| {
+        let report = view.host().drain_window(&mut window, &mut |p: &mut PacketRequest<'_>| {
             assert_eq!(p.service(), SERVICE);
             let lane = p.lanes().next().expect("an active lane");
             let wave = (p.request(lane)[0] >> 8) / 100;

@@ -1,7 +1,7 @@
 //! The std crate's error type: one enum, each variant wrapping the typed error of its layer.
 
 use crate::memory::MemoryError;
-use hostcall_core::stack::StackError;
+use hostcall_core::ChainError;
 use hostcall_core::{LayoutError, PollerError};
 use std::fmt;
 
@@ -22,7 +22,7 @@ pub enum Error {
     /// A buffer could not be added to or removed from a listener.
     Poller(PollerError),
     /// Shared memory of a buffer was found corrupt.
-    Corrupt(StackError),
+    Corrupt(ChainError),
     /// The listener has been shut down.
     ShutDown,
     /// A wave waited longer than its limit for a packet or a reply.
@@ -175,8 +175,8 @@ impl From<PollerError> for Error {
         Self::Poller(e)
     }
 }
-impl From<StackError> for Error {
-    fn from(e: StackError) -> Self {
+impl From<ChainError> for Error {
+    fn from(e: ChainError) -> Self {
         Self::Corrupt(e)
     }
 }

@@ -7,8 +7,9 @@
 mod common;
 
 use hostcall::buffer::Protocol;
-use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
+use hostcall::core::dispatch::{DEVMEM, PRINTF};
 use hostcall::core::message::MessageWriter;
+use hostcall::core::ErrorCode;
 use hostcall::dispatch::unknown_ids::REMEMBERED_UNKNOWN_IDS;
 use hostcall::memory::MemoryError;
 use hostcall::prelude::*;

@@ -81,7 +81,7 @@ fn a_wave_prints_through_packets() {
             mask |= 1 << lane;
         }
         let submitted = packet.submit(PRINTF, mask);
-        buffer.drain(&mut |p: &mut PacketRequest<'_>| table.dispatch(p));
+        buffer.host().drain(&mut |p: &mut PacketRequest<'_>| table.dispatch(p));
         let done = submitted.wait(|| {});
         for lane in (0..writers.len()).filter(|l| mask & 1 << l != 0) {
             finals[lane] = writers[lane].accept_reply(done.reply(lane)).unwrap();

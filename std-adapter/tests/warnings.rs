@@ -5,7 +5,8 @@
 //! global allocator its live heap bytes; both are process-wide, so the tests of this file take
 //! turns (`SERIAL`).
 
-use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
+use hostcall::core::dispatch::{DEVMEM, PRINTF};
+use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::MessageLimits;

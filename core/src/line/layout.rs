@@ -2,9 +2,11 @@
 //! per-packet request and reply blocks, the tagged words they are made of, and where this project
 //! puts the arrays the prefix points to (the picture is in the [`crate::line`] docs).
 
-use crate::host::MIN_ALIGN as SHARED_MIN_ALIGN;
 use crate::lane::{LANES, REPLY_WORDS, SLOT_WORDS};
+use crate::layout::line_aligned;
+pub use crate::layout::CACHE_LINE;
 use crate::sync::{AtomicU32, AtomicU64};
+use crate::view::MIN_ALIGN as SHARED_MIN_ALIGN;
 
 /// Request words per lane the line transport carries: all [`SLOT_WORDS`] of a lane's slot.
 ///
@@ -166,9 +168,6 @@ impl Default for Reply {
     }
 }
 
-/// Bytes of the cache line each array starts on.
-pub const CACHE_LINE: usize = 64;
-
 /// Where each array of a line buffer starts (byte offsets from the base), and the total size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -197,13 +196,12 @@ impl Layout {
     /// ```
     pub const fn new(num_packets: usize) -> Option<Self> {
         let n = num_packets;
-        let Some(device_seq) = after(0, Some(PREFIX_SIZE)) else { return None };
-        let Some(occupied) = after(device_seq, n.checked_mul(4)) else { return None };
-        let Some(served) = after(occupied, n.div_ceil(32).checked_mul(4)) else { return None };
-        let Some(requests) = after(served, n.checked_mul(4)) else { return None };
-        let Some(replies) = after(requests, n.checked_mul(REQUEST_SIZE)) else { return None };
-        let Some(reply_bytes) = n.checked_mul(REPLY_SIZE) else { return None };
-        let Some(size) = replies.checked_add(reply_bytes) else { return None };
+        let arrays = [(n, 4), (n.div_ceil(32), 4), (n, 4), (n, REQUEST_SIZE), (n, REPLY_SIZE)];
+        let Some(([device_seq, occupied, served, requests, replies], size)) =
+            line_aligned(PREFIX_SIZE, arrays)
+        else {
+            return None;
+        };
         Some(Self { device_seq, occupied, served, requests, replies, size })
     }
 }
@@ -235,29 +233,23 @@ pub const REQUEST_SIZE: usize = CACHE_LINE + 64 * REQUEST_LINE_WORDS * 8;
 /// Bytes of one [`Reply`] block: 32 bytes per lane.
 pub const REPLY_SIZE: usize = 64 * REPLY_LINE_WORDS * 8;
 
-/// The first line-aligned offset after `bytes` bytes starting at `start`.
-const fn after(start: usize, bytes: Option<usize>) -> Option<usize> {
-    let Some(bytes) = bytes else { return None };
-    let Some(end) = start.checked_add(bytes) else { return None };
-    match end.checked_add(CACHE_LINE - 1) {
-        Some(end) => Some(end & !(CACHE_LINE - 1)),
-        None => None,
-    }
-}
-
 #[cfg(not(loom))]
 mod abi {
     use super::*;
+    use crate::layout::assert_abi;
     use core::mem::{align_of, offset_of, size_of};
 
-    const _: () = assert!(size_of::<Prefix>() == PREFIX_SIZE && align_of::<Prefix>() == 8);
-    const _: () = assert!(offset_of!(Prefix, requests) == 0);
-    const _: () = assert!(offset_of!(Prefix, replies) == 8);
-    const _: () = assert!(offset_of!(Prefix, device_seq) == 16);
-    const _: () = assert!(offset_of!(Prefix, occupied) == 24);
-    const _: () = assert!(offset_of!(Prefix, served) == 32);
-    const _: () = assert!(offset_of!(Prefix, doorbell) == 40);
-    const _: () = assert!(offset_of!(Prefix, num_packets) == 48);
+    assert_abi!(Prefix {
+        size: PREFIX_SIZE,
+        align: 8,
+        requests: 0,
+        replies: 8,
+        device_seq: 16,
+        occupied: 24,
+        served: 32,
+        doorbell: 40,
+        num_packets: 48,
+    });
 
     const _: () = assert!(CARRIED_REQUEST_WORDS == SLOT_WORDS && REQUEST_LINE_WORDS == 16);
     const _: () = assert!(size_of::<Request>() == REQUEST_SIZE && REQUEST_SIZE == 8256);

@@ -112,7 +112,7 @@
 //! let mut packet = buffer.claim(0).expect("a free packet");
 //! packet.write_lane(3, &[20, 22, 0, 0, 0, 0, 0, 0]);
 //! let submitted = packet.submit(7, 1 << 3);
-//! let report = buffer.drain(&mut |p: &mut PacketRequest<'_>| {
+//! let report = buffer.host().drain(&mut |p: &mut PacketRequest<'_>| {
 //!     for lane in p.lanes() {
 //!         let r = p.request(lane);
 //!         p.reply(lane, [r[0] + r[1], u64::MAX - 1]);
@@ -123,12 +123,13 @@
 //! # }
 //! ```
 
-mod drain;
+mod host;
 mod layout;
 mod producer;
 mod scratch;
 mod view;
 
+pub use host::Host;
 pub use layout::{
     buffer_align, buffer_size, next_seq, refreshes, seq_of, tag, untag, Layout, Prefix, Reply, Request,
     CACHE_LINE, CARRIED_REQUEST_WORDS, MIN_ALIGN, REPLY_LINE_WORDS, REPLY_SIZE, REQUEST_LINE_WORDS,

@@ -4,7 +4,7 @@
 
 use super::layout::{seq_of, tag, CARRIED_REQUEST_WORDS, REPLY_LINE_WORDS};
 use super::view::View;
-use crate::dispatch::ErrorCode;
+use crate::host::ErrorCode;
 use crate::lane::{lanes, poll_until, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
 use crate::sync::Ordering;
 

@@ -2,7 +2,7 @@
 //! abandoned claims, raw memory, hostile bytes.
 
 use super::*;
-use crate::dispatch::ErrorCode;
+use crate::host::ErrorCode;
 use crate::host::{DrainReport, PacketRequest};
 use crate::lane::{LANES, SLOT_WORDS};
 use crate::sync::{AtomicU32, Ordering};
@@ -71,9 +71,9 @@ fn call(view: &View<'_>, start: usize, number: u64, mask: u64) {
     }
     let submitted = packet.submit(9, mask);
     assert_eq!(submitted.is_served(), mask == 0, "an empty call needs no answer");
-    let report = view.drain(&mut echo);
+    let report = view.host().drain(&mut echo);
     assert_eq!(report, DrainReport { packets: 1, lane_calls: mask.count_ones(), malformed: 0 });
-    assert_eq!(view.drain(&mut echo).packets, 0, "served once");
+    assert_eq!(view.host().drain(&mut echo).packets, 0, "served once");
     let done = submitted.wait(|| panic!("answered by the drain"));
     for lane in crate::lane::lanes(mask) {
         let r = request(number, lane);
@@ -95,13 +95,13 @@ fn round_trips_in_every_shape() {
 
 #[test]
 fn a_kept_scratch_serves_every_shape_and_is_zeroed_once() {
-    use crate::any::DrainScope;
+    use crate::scan::DrainScope;
     let b = Buffer::new(3);
     let view = b.view();
     let mut scratch = ScratchPayload::new();
     let mut scope = DrainScope::Window(view.scan_window());
     // Idle drains leave it untouched.
-    assert_eq!(view.drain_scope(&mut scope, &mut scratch, &mut echo).packets, 0);
+    assert_eq!(view.host().drain_scope(&mut scope, &mut scratch, &mut echo).packets, 0);
     assert!(std::format!("{scratch:?}").contains("initialised: false"));
     // Whole, one-lane and split masks one after the other through the same scratch: each lane
     // reads its own request, whatever an earlier packet left in the slots of inactive lanes, and
@@ -113,7 +113,7 @@ fn a_kept_scratch_serves_every_shape_and_is_zeroed_once() {
         }
         let submitted = packet.submit(9, mask);
         let mut inactive = 0u64;
-        let report = view.drain_scope(&mut scope, &mut scratch, &mut |p: &mut PacketRequest<'_>| {
+        let report = view.host().drain_scope(&mut scope, &mut scratch, &mut |p: &mut PacketRequest<'_>| {
             for lane in 0..LANES {
                 if p.activemask() & 1 << lane == 0 {
                     inactive = inactive.wrapping_add(p.request(lane)[0]); // initialised: readable
@@ -169,7 +169,7 @@ fn serve_kept<'a>(view: &View<'a>, mut packet: Claimed<'a>, number: u64, mask: u
         packet.write_lane(lane, &request(number, lane));
     }
     let submitted = packet.submit(9, mask);
-    assert_eq!(view.drain(&mut echo).packets, 1, "call {number} served once");
+    assert_eq!(view.host().drain(&mut echo).packets, 1, "call {number} served once");
     let done = submitted.wait(|| panic!("answered by the drain"));
     for lane in crate::lane::lanes(mask) {
         assert_eq!(done.reply(lane), [request(number, lane)[0], !request(number, lane)[7]]);
@@ -212,7 +212,7 @@ fn a_kept_packet_crosses_the_wrap_without_touching_occupied() {
     drop(packet);
     assert!(!held(&view));
     // Lane 7 never called: its stale words were never taken.
-    assert_eq!(view.drain(&mut echo).packets, 0);
+    assert_eq!(view.host().drain(&mut echo).packets, 0);
 }
 
 #[test]
@@ -229,17 +229,17 @@ fn a_torn_or_stale_request_is_not_served_until_complete() {
     // The last word of lane 1 has not arrived: it still holds the previous call's value.
     let fresh = lanes[1][15].load(Ordering::Relaxed);
     lanes[1][15].store(tag(fresh as u32, seq - 1), Ordering::Relaxed);
-    assert_eq!(view.drain(&mut echo).packets, 0);
+    assert_eq!(view.host().drain(&mut echo).packets, 0);
     // A word torn between calls (a foreign sequence) is refused too.
     lanes[1][15].store(tag(fresh as u32, seq + 1), Ordering::Relaxed);
-    assert_eq!(view.drain(&mut echo).packets, 0);
+    assert_eq!(view.host().drain(&mut echo).packets, 0);
     // The mask word is checked as well.
     lanes[1][15].store(fresh, Ordering::Relaxed);
     let mask = view.request(1).mask[1].load(Ordering::Relaxed);
     view.request(1).mask[1].store(tag(mask as u32, 0), Ordering::Relaxed);
-    assert_eq!(view.drain(&mut echo).packets, 0);
+    assert_eq!(view.host().drain(&mut echo).packets, 0);
     view.request(1).mask[1].store(mask, Ordering::Relaxed);
-    assert_eq!(view.drain(&mut echo).packets, 1);
+    assert_eq!(view.host().drain(&mut echo).packets, 1);
     // A reply word still carrying an old sequence keeps the wave waiting.
     let reply = &view.reply(1).lanes[0][2];
     let answered = reply.load(Ordering::Relaxed);
@@ -267,7 +267,7 @@ fn a_service_sees_its_requests_and_zeroes_in_the_other_lanes() {
         })
         .collect();
     let mut served = 0;
-    let report = view.drain(&mut |p: &mut PacketRequest<'_>| {
+    let report = view.host().drain(&mut |p: &mut PacketRequest<'_>| {
         let number = p.index() as u64;
         for lane in 0..LANES {
             let slot: [u64; SLOT_WORDS] = p.payload().read_lane(lane);
@@ -308,7 +308,7 @@ fn an_abandoned_claim_never_matches_the_next_call() {
     assert_eq!(packet.seq(), abandoned + 1);
     // The next call writes only the mask and head, not lane 0: the host must wait for lane 0.
     let submitted = packet.submit(9, 1);
-    assert_eq!(view.drain(&mut echo).packets, 0, "lane 0 holds the abandoned sequence");
+    assert_eq!(view.host().drain(&mut echo).packets, 0, "lane 0 holds the abandoned sequence");
     drop(submitted); // leaks packet 0
     assert_eq!(view.claim(0).unwrap().index(), 1);
 }
@@ -332,7 +332,7 @@ fn errors_reach_the_wave_and_raw_memory_works() {
     let mut packet = view.claim(2).unwrap();
     packet.write_lane(1, &[1; SLOT_WORDS]);
     let submitted = packet.submit(7, 0b10);
-    view.drain(&mut |p: &mut PacketRequest<'_>| p.reply_error(1, ErrorCode::Refused));
+    view.host().drain(&mut |p: &mut PacketRequest<'_>| p.reply_error(1, ErrorCode::Refused));
     let done = submitted.wait(|| {});
     assert!(done.host_error());
     assert_eq!(done.error(1), Some(ErrorCode::Refused));
@@ -365,7 +365,7 @@ proptest! {
             }
         }
         let mut seen = Vec::new();
-        let report = view.drain(&mut |p: &mut PacketRequest<'_>| {
+        let report = view.host().drain(&mut |p: &mut PacketRequest<'_>| {
             seen.push(p.index());
             echo(p);
         });
@@ -377,7 +377,7 @@ proptest! {
             prop_assert!(seq != 0);
             prop_assert_eq!(view.served(index as usize).load(Ordering::Relaxed), seq);
         }
-        prop_assert_eq!(view.drain(&mut echo).packets, 0, "nothing served twice");
+        prop_assert_eq!(view.host().drain(&mut echo).packets, 0, "nothing served twice");
         let _ = LANES;
     }
 }

@@ -1,18 +1,18 @@
 //! [`View`]: a checked view of one line buffer, its initialisation and the device's claim. The
-//! host's scan is in `drain.rs`.
+//! host's side is [`Host`](super::Host), in `host.rs`.
 
 use super::layout::{next_seq, refreshes, Layout, Prefix, Reply, Request};
 use super::producer::Claimed;
-use crate::host::{packet_count, LayoutError};
-use crate::phase::ScanWindow;
+use crate::scan::ScanWindow;
 use crate::sync::{fence, AtomicU32, Ordering};
+use crate::view::{check_lengths, debug_parts, packet_count, part, LayoutError};
 
 /// A view of a line buffer: the prefix and the five per-packet arrays.
 ///
 /// The view holds its own packet count and its own references to the arrays; it never reads the
 /// shared prefix back. The host's scan accepts a packet only when every word it reads carries the
-/// packet's sequence, so whatever bytes the device writes, [`View::drain`] does no undefined
-/// behaviour, stays in bounds, serves each packet at most once per scan and returns after one
+/// packet's sequence, so whatever bytes the device writes, its [`Host`](super::Host) does no
+/// undefined behaviour, stays in bounds, serves each packet at most once per scan and returns after one
 /// pass.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
@@ -46,50 +46,40 @@ impl<'a> View<'a> {
     /// must match it.
     pub fn from_parts(parts: Parts<'a>) -> Result<Self, LayoutError> {
         let n = packet_count(parts.requests.len() as u64)? as usize;
-        let lengths = [
+        check_lengths(&[
             ("device_seq", n, parts.device_seq.len()),
             ("occupied", n.div_ceil(32), parts.occupied.len()),
             ("served", n, parts.served.len()),
             ("replies", n, parts.replies.len()),
-        ];
-        for (array, expected, given) in lengths {
-            if expected != given {
-                return Err(LayoutError::ArrayLength { array, expected, given });
-            }
-        }
+        ])?;
         let Parts { prefix, device_seq, occupied, served, requests, replies } = parts;
         Ok(Self { prefix, device_seq, occupied, served, requests, replies })
     }
 
-    /// A view over raw memory laid out as [`Layout`] describes.
-    ///
-    /// Checks the address (not null, aligned to [`MIN_ALIGN`](super::MIN_ALIGN), a cache line),
-    /// the packet count (2 ..= [`MAX_PACKETS`](crate::MAX_PACKETS)) and that `len` covers the
-    /// layout.
+    /// A view over raw memory laid out as [`Layout`] describes. `len` must cover the layout of
+    /// `num_packets` packets (2 ..= [`MAX_PACKETS`](crate::MAX_PACKETS)) and `base` be non-null and
+    /// aligned to [`MIN_ALIGN`](super::MIN_ALIGN), a cache line; each is checked.
     ///
     /// # Safety
-    /// - `base..base + len` must be valid for reads and writes for `'a`, and only accessed
-    ///   through atomics (views like this one, or device code) while the view lives.
+    /// The memory `base..base + len` must stay valid for reads and writes for `'a`, and be
+    /// accessed only through atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
-        let n = packet_count(num_packets)? as usize;
-        let layout = crate::host::check_raw(base, len, super::layout::MIN_ALIGN, Layout::new(n), |l| l.size)?;
-        // SAFETY: the memory is valid for 'a (caller) and large enough for every array of the
-        // layout (checked above; `Layout` keeps them disjoint and inside `size`). Every offset is
-        // a multiple of 64 and the base is 64-aligned (checked), so each array is aligned for its
-        // element type (the `abi` asserts in `layout` pin the alignments). The element types are
-        // made only of atomics with the representation of plain integers, for which every bit
-        // pattern is valid, and the caller promises every access is atomic, so shared references
-        // to them are sound.
+        use crate::view::RawBuffer;
+        let (raw, layout, n) =
+            RawBuffer::for_packets(base, len, num_packets, super::MIN_ALIGN, Layout::new, |l| l.size)?;
+        // SAFETY: the memory is valid for 'a and only accessed atomically (caller). `Layout`
+        // keeps every array inside `size` (checked to fit `len`), each at a multiple of 64 from a
+        // 64-aligned base (checked), so aligned for its element (the `abi` asserts in `layout` pin
+        // the alignments). The element types are made only of the facade's atomics.
         unsafe {
-            let at = |offset: usize| base.add(offset);
             Ok(Self {
-                prefix: &*(base as *const Prefix),
-                device_seq: core::slice::from_raw_parts(at(layout.device_seq).cast(), n),
-                occupied: core::slice::from_raw_parts(at(layout.occupied).cast(), n.div_ceil(32)),
-                served: core::slice::from_raw_parts(at(layout.served).cast(), n),
-                requests: core::slice::from_raw_parts(at(layout.requests).cast(), n),
-                replies: core::slice::from_raw_parts(at(layout.replies).cast(), n),
+                prefix: &raw.slice::<Prefix>(0, 1)[0],
+                device_seq: raw.slice(layout.device_seq, n),
+                occupied: raw.slice(layout.occupied, n.div_ceil(32)),
+                served: raw.slice(layout.served, n),
+                requests: raw.slice(layout.requests, n),
+                replies: raw.slice(layout.replies, n),
             })
         }
     }
@@ -97,6 +87,11 @@ impl<'a> View<'a> {
     /// The view's private packet count.
     pub fn num_packets(&self) -> u32 {
         self.requests.len() as u32
+    }
+
+    /// The host's side of this buffer.
+    pub fn host(&self) -> super::Host<'a> {
+        super::Host(*self)
     }
 
     /// The shared prefix (for the doorbell word and for tests).
@@ -132,7 +127,7 @@ impl<'a> View<'a> {
         &self.occupied[index / 32]
     }
 
-    /// A host-side scan window sized for this buffer (see [`View::drain_window`]).
+    /// A host-side scan window sized for this buffer (see [`Host::drain_window`](super::Host::drain_window)).
     pub fn scan_window(&self) -> ScanWindow {
         ScanWindow::new(self.num_packets())
     }
@@ -219,7 +214,7 @@ impl<'a> View<'a> {
         // only after it takes a complete request of a newer sequence; and we read our own zero or
         // something newer (coherence), never a reply older than it.
         self.zero_words(index, Ordering::Relaxed);
-        // Release: pairs with the host's Acquire fence in `drain` after it reads a pending head:
+        // Release: pairs with the host's Acquire fence in `Host::scan` after it reads a pending head:
         // any head this wave (or a later owner) stores after this fence carries the zeroes with
         // it, so no request word older than them can be read for a later call of this cycle.
         fence(Ordering::Release);
@@ -245,16 +240,13 @@ impl core::fmt::Debug for View<'_> {
 /// Where each part is and its length (the shared words are not read).
 impl core::fmt::Debug for Parts<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        fn part<T>(f: &mut core::fmt::DebugStruct<'_, '_>, name: &str, slice: &[T]) {
-            f.field(name, &format_args!("{:p} ({} entries)", slice.as_ptr(), slice.len()));
-        }
-        let mut s = f.debug_struct("line::Parts");
-        s.field("prefix", &(self.prefix as *const Prefix));
-        part(&mut s, "device_seq", self.device_seq);
-        part(&mut s, "occupied", self.occupied);
-        part(&mut s, "served", self.served);
-        part(&mut s, "requests", self.requests);
-        part(&mut s, "replies", self.replies);
-        s.finish()
+        let arrays = [
+            part("device_seq", self.device_seq),
+            part("occupied", self.occupied),
+            part("served", self.served),
+            part("requests", self.requests),
+            part("replies", self.replies),
+        ];
+        debug_parts(f, "line::Parts", self.prefix, &arrays)
     }
 }

@@ -1,8 +1,10 @@
 //! The phase-protocol buffer as device code sees it (PROTOCOL.md section 2), and where this
 //! project puts the arrays the prefix points to (the picture is in the [`crate::phase`] docs).
 
-use crate::host::MIN_ALIGN as SHARED_MIN_ALIGN;
+use crate::layout::line_aligned;
+pub use crate::layout::CACHE_LINE;
 use crate::sync::{AtomicU32, AtomicU64};
+use crate::view::MIN_ALIGN as SHARED_MIN_ALIGN;
 
 /// The start of a phase buffer: the fields device code reads (PROTOCOL.md section 2).
 ///
@@ -59,9 +61,6 @@ impl Default for Header {
     }
 }
 
-/// Bytes of the cache line each array starts on.
-pub const CACHE_LINE: usize = 64;
-
 /// Words of the `occupied` bitmap for `num_packets` packets: `ceil(num_packets / 32)`.
 pub const fn occupied_words(num_packets: usize) -> usize {
     num_packets.div_ceil(32)
@@ -96,13 +95,12 @@ impl Layout {
     /// ```
     pub const fn new(num_packets: usize) -> Option<Self> {
         let n = num_packets;
-        let Some(device_phase) = after(0, Some(PREFIX_SIZE)) else { return None };
-        let Some(occupied) = after(device_phase, n.checked_mul(4)) else { return None };
-        let Some(host_phase) = after(occupied, occupied_words(n).checked_mul(4)) else { return None };
-        let Some(headers) = after(host_phase, n.checked_mul(4)) else { return None };
-        let Some(payloads) = after(headers, n.checked_mul(HEADER_SIZE)) else { return None };
-        let Some(payload_bytes) = n.checked_mul(PAYLOAD_SIZE) else { return None };
-        let Some(size) = payloads.checked_add(payload_bytes) else { return None };
+        let arrays = [(n, 4), (occupied_words(n), 4), (n, 4), (n, HEADER_SIZE), (n, PAYLOAD_SIZE)];
+        let Some(([device_phase, occupied, host_phase, headers, payloads], size)) =
+            line_aligned(PREFIX_SIZE, arrays)
+        else {
+            return None;
+        };
         Some(Self { device_phase, occupied, host_phase, headers, payloads, size })
     }
 }
@@ -135,36 +133,25 @@ const PREFIX_SIZE: usize = 56;
 const HEADER_SIZE: usize = 16;
 const PAYLOAD_SIZE: usize = 4096;
 
-/// The first line-aligned offset after `bytes` bytes starting at `start`.
-const fn after(start: usize, bytes: Option<usize>) -> Option<usize> {
-    let Some(bytes) = bytes else { return None };
-    let Some(end) = start.checked_add(bytes) else { return None };
-    match end.checked_add(CACHE_LINE - 1) {
-        Some(end) => Some(end & !(CACHE_LINE - 1)),
-        None => None,
-    }
-}
-
 #[cfg(not(loom))]
 mod abi {
     use super::*;
     use crate::lane::Payload;
-    use core::mem::{align_of, offset_of, size_of};
+    use crate::layout::assert_abi;
+    use core::mem::{align_of, size_of};
 
-    const _: () = assert!(size_of::<Prefix>() == PREFIX_SIZE);
-    const _: () = assert!(align_of::<Prefix>() == 8);
-    const _: () = assert!(offset_of!(Prefix, device_phase) == 0);
-    const _: () = assert!(offset_of!(Prefix, host_phase) == 8);
-    const _: () = assert!(offset_of!(Prefix, occupied) == 16);
-    const _: () = assert!(offset_of!(Prefix, headers) == 24);
-    const _: () = assert!(offset_of!(Prefix, payloads) == 32);
-    const _: () = assert!(offset_of!(Prefix, doorbell) == 40);
-    const _: () = assert!(offset_of!(Prefix, num_packets) == 48);
-
-    const _: () = assert!(size_of::<Header>() == HEADER_SIZE);
-    const _: () = assert!(align_of::<Header>() == 8);
-    const _: () = assert!(offset_of!(Header, activemask) == 0);
-    const _: () = assert!(offset_of!(Header, service) == 8);
+    assert_abi!(Prefix {
+        size: PREFIX_SIZE,
+        align: 8,
+        device_phase: 0,
+        host_phase: 8,
+        occupied: 16,
+        headers: 24,
+        payloads: 32,
+        doorbell: 40,
+        num_packets: 48,
+    });
+    assert_abi!(Header { size: HEADER_SIZE, align: 8, activemask: 0, service: 8 });
 
     const _: () = assert!(size_of::<Payload>() == PAYLOAD_SIZE);
     const _: () = assert!(size_of::<AtomicU32>() == 4 && align_of::<AtomicU32>() == 4);

@@ -63,7 +63,7 @@
 //! The host uses its own packet count and its own references to the arrays, never the prefix.
 //! Phases are compared on bit 0 only: any difference there means "pending". Other bits are
 //! ignored for the decision; when a pending packet has any of them set the host reports
-//! [`Malformed::PhaseBits`] (as [`DrainError::Phase`](crate::DrainError::Phase)), still serves it, and stores
+//! [`DrainError::StrayBits`](crate::DrainError::StrayBits), still serves it, and stores
 //! the device's value as read (so upper-bit garbage is echoed, never amplified). The activemask is
 //! cut to the lanes that exist and the service id is passed on unchecked. A device writing garbage
 //! gets garbage answers; the host never panics, never loops (one pass per scan, each packet served
@@ -106,7 +106,7 @@
 //! let submitted = packet.submit(7, 1 << 3);
 //!
 //! // Host side: add the two words of each lane.
-//! let report = buffer.drain(&mut |p: &mut PacketRequest<'_>| {
+//! let report = buffer.host().drain(&mut |p: &mut PacketRequest<'_>| {
 //!     for lane in p.lanes() {
 //!         let r = p.request(lane);
 //!         p.reply(lane, [r[0] + r[1], 0]);
@@ -118,17 +118,15 @@
 //! # }
 //! ```
 
-mod drain;
+mod host;
 mod layout;
 mod producer;
-mod scan;
 mod view;
 
+pub use host::Host;
 pub use layout::{buffer_align, buffer_size, occupied_words, Header, Layout, Prefix, CACHE_LINE, MIN_ALIGN};
 pub use producer::{Claimed, Completed, Submitted};
-pub(crate) use scan::clamped;
-pub use scan::ScanWindow;
-pub use view::{Malformed, Parts, View};
+pub use view::{Parts, View};
 
 #[cfg(all(test, not(loom)))]
 mod tests;

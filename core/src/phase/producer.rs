@@ -5,7 +5,7 @@
 //! [`crate::lane`], which the stack protocol's handles use too.
 
 use super::view::View;
-use crate::dispatch::ErrorCode;
+use crate::host::ErrorCode;
 use crate::lane::{lanes, poll_until, Payload, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
 use crate::sync::Ordering;
 

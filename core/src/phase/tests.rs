@@ -2,10 +2,11 @@
 //! scan window, raw memory, hostile bytes.
 
 use super::*;
-use crate::dispatch::{ErrorCode, ERROR_REPLY};
-use crate::host::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
+use crate::host::{DrainError, DrainHandler, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
 use crate::lane::{PacketEvent, PacketState, Payload, LANES};
+use crate::scan::ScanWindow;
 use crate::sync::{AtomicU32, Ordering};
+use crate::view::LayoutError;
 use proptest::prelude::*;
 
 extern crate std;
@@ -127,9 +128,9 @@ fn round_trips_answer_each_lane_and_alternate_the_phase() {
         assert_eq!(v.device_phase(0).load(Ordering::Relaxed), (round as u32 + 1) & 1);
         assert!(!s.is_served());
         let mut h = Collect::default();
-        assert_eq!(v.drain(&mut h), DrainReport { packets: 1, lane_calls: 3, malformed: 0 });
+        assert_eq!(v.host().drain(&mut h), DrainReport { packets: 1, lane_calls: 3, malformed: 0 });
         assert_eq!(h.served, [0]);
-        assert_eq!(v.drain(&mut h), DrainReport::default(), "served once");
+        assert_eq!(v.host().drain(&mut h), DrainReport::default(), "served once");
         let done = s.wait(|| {});
         for lane in [0, 5, LANES - 1] {
             assert_eq!(done.reply(lane), [round * 100 + lane as u64 + 1, 42]);
@@ -151,7 +152,7 @@ fn two_packets_in_flight_at_once() {
     b.write_lane(1, &request(20));
     let (a, b) = (a.submit(1, 0b01), b.submit(2, 0b10));
     let mut h = Collect::default();
-    assert_eq!(v.drain(&mut h).packets, 2);
+    assert_eq!(v.host().drain(&mut h).packets, 2);
     assert_eq!(h.served, [0, 1]);
     assert_eq!(b.wait(|| {}).reply(1), [21, 2]);
     assert_eq!(a.wait(|| {}).reply(0), [11, 1]);
@@ -184,7 +185,7 @@ fn a_non_power_of_two_count_spanning_two_bitmap_words() {
     }
     let submitted: Vec<_> = claimed.into_iter().map(|c| c.submit(3, 1)).collect();
     let mut h = Collect::default();
-    assert_eq!(v.drain(&mut h).packets, n as u32);
+    assert_eq!(v.host().drain(&mut h).packets, n as u32);
     for s in submitted {
         let i = s.index() as u64;
         assert_eq!(s.wait(|| {}).reply(0), [i + 1, 3]);
@@ -201,7 +202,7 @@ fn dropping_a_claim_frees_it_unsent() {
     drop(c);
     assert!(!occupied_bit(&v, 1));
     assert_eq!(v.device_phase(1).load(Ordering::Relaxed), 0, "nothing was submitted");
-    assert_eq!(v.drain(&mut Collect::default()), DrainReport::default());
+    assert_eq!(v.host().drain(&mut Collect::default()), DrainReport::default());
 }
 
 #[test]
@@ -215,7 +216,7 @@ fn an_abandoned_submit_is_not_reclaimed_before_the_host_answers() {
     assert!(!occupied_bit(&v, 0), "the bit is cleared");
     assert!(v.claim(0).is_none(), "but the phases still differ");
     assert!(!occupied_bit(&v, 0), "and the failed claim cleared the bit again");
-    assert_eq!(v.drain(&mut echo).packets, 1);
+    assert_eq!(v.host().drain(&mut echo).packets, 1);
     let again = v.claim(0).unwrap();
     assert_eq!(again.index(), 0);
     drop((again, blocker));
@@ -230,7 +231,7 @@ fn a_bitmap_outside_the_buffer_takes_the_claims() {
     assert_eq!(outside[1].load(Ordering::Relaxed), 1, "claimed through the outside bitmap");
     assert!(parts.occupied.iter().all(|w| w.load(Ordering::Relaxed) == 0), "the inner one untouched");
     let s = v.claim(0).unwrap().submit(1, 1);
-    assert_eq!(v.drain(&mut echo).packets, 1);
+    assert_eq!(v.host().drain(&mut echo).packets, 1);
     drop(s.wait(|| {}));
     drop(held);
     assert!(outside.iter().all(|w| w.load(Ordering::Relaxed) == 0), "every claim released");
@@ -247,7 +248,7 @@ fn wait_until_gives_the_packet_back() {
     let v = parts.view();
     let s = v.claim(0).unwrap().submit(1, 1);
     let s = s.wait_until(|polls| polls < 3).expect_err("not answered");
-    v.drain(&mut echo);
+    v.host().drain(&mut echo);
     assert!(s.wait_until(|_| false).is_ok());
 }
 
@@ -257,7 +258,7 @@ fn errors_travel_only_in_the_reply_words() {
     let v = parts.view();
     let s = v.claim(0).unwrap().submit(99, 0b11);
     let mut saw_error = false;
-    v.drain(&mut |p: &mut PacketRequest<'_>| {
+    v.host().drain(&mut |p: &mut PacketRequest<'_>| {
         p.reply_error(1, ErrorCode::UnknownService);
         p.reply(0, [5, 6]);
         saw_error = p.has_error();
@@ -343,7 +344,7 @@ fn a_raw_buffer_round_trips_and_the_prefix_points_at_its_arrays() {
     // The device's view of the wire: the raw u32 at device_phase[3] is 1.
     // SAFETY: in bounds of `mem` (the layout), aligned, read while no one writes.
     assert_eq!(unsafe { *(device_phase as *const u32).add(3) }, 1);
-    assert_eq!(v.drain(&mut echo).packets, 1);
+    assert_eq!(v.host().drain(&mut echo).packets, 1);
     assert_eq!(s.wait(|| {}).reply(2), [42, 8]);
 }
 
@@ -354,13 +355,13 @@ fn garbage_upper_bits_are_reported_served_once_and_echoed() {
     v.device_phase(1).store(0xffff_fff3, Ordering::Relaxed); // bit 0 set: pending
     v.device_phase(2).store(0x10, Ordering::Relaxed); // bit 0 clear: not pending
     let mut h = Collect::default();
-    let report = v.drain(&mut h);
+    let report = v.host().drain(&mut h);
     assert_eq!(report.packets, 1);
     assert_eq!(h.served, [1]);
-    let found = Malformed::PhaseBits { index: 1, device_phase: 0xffff_fff3, host_phase: 0 };
-    assert_eq!(h.errors, [DrainError::Phase(found)]);
+    let found = DrainError::StrayBits { index: 1, device_word: 0xffff_fff3, host_word: 0 };
+    assert_eq!(h.errors, [found]);
     assert_eq!(v.host_phase(1).load(Ordering::Relaxed), 0xffff_fff3, "the device's value, as read");
-    assert_eq!(v.drain(&mut h), DrainReport::default());
+    assert_eq!(v.host().drain(&mut h), DrainReport::default());
 }
 
 /// Serves packet `index` by hand as a device would (no handle), for window tests.
@@ -379,7 +380,7 @@ fn the_window_narrows_to_the_packets_in_use_and_never_misses_one() {
     assert!(w.full_scan_due());
     submit_at(&v, 3);
     let mut h = Collect::default();
-    assert_eq!(v.drain_window(&mut w, &mut h).packets, 1);
+    assert_eq!(v.host().drain_window(&mut w, &mut h).packets, 1);
     assert_eq!(w.limit(), 4 + ScanWindow::SLACK, "narrowed after the full scan");
 
     // A busy prefix: the packet above the limit waits, but at most FULL_SCAN_PERIOD calls.
@@ -390,7 +391,7 @@ fn the_window_narrows_to_the_packets_in_use_and_never_misses_one() {
         submit_at(&v, 0);
         calls += 1;
         let mut h = Collect::default();
-        v.drain_window(&mut w, &mut h);
+        v.host().drain_window(&mut w, &mut h);
         if h.served.contains(&(high as u32)) {
             break;
         }
@@ -401,12 +402,12 @@ fn the_window_narrows_to_the_packets_in_use_and_never_misses_one() {
 
     // An idle prefix: a packet above the limit is served in the same call.
     for _ in 0..ScanWindow::FULL_SCAN_PERIOD {
-        v.drain_window(&mut w, &mut Collect::default());
+        v.host().drain_window(&mut w, &mut Collect::default());
     }
     assert_eq!(w.limit(), ScanWindow::SLACK);
     submit_at(&v, 150);
     let mut h = Collect::default();
-    assert_eq!(v.drain_window(&mut w, &mut h).packets, 1);
+    assert_eq!(v.host().drain_window(&mut w, &mut h).packets, 1);
     assert_eq!(h.served, [150]);
 }
 
@@ -419,7 +420,7 @@ fn a_window_from_a_larger_buffer_stays_in_bounds() {
     for i in 0..3 {
         submit_at(&v, i);
     }
-    assert_eq!(v.drain_window(&mut w, &mut Collect::default()).packets, 3);
+    assert_eq!(v.host().drain_window(&mut w, &mut Collect::default()).packets, 3);
 }
 
 /// The phase protocol's words, read back as the shared `PacketState` machine.
@@ -461,11 +462,11 @@ proptest! {
 
         let mut w = v.scan_window();
         for _ in 0..window_calls {
-            v.drain_window(&mut w, &mut Collect::default());
+            v.host().drain_window(&mut w, &mut Collect::default());
             prop_assert!(w.limit() <= n as u32);
         }
         let mut h = Collect::default();
-        let report = if window_calls == 0 { v.drain(&mut h) } else { v.drain_window(&mut w, &mut h) };
+        let report = if window_calls == 0 { v.host().drain(&mut h) } else { v.host().drain_window(&mut w, &mut h) };
         let unique: BTreeSet<u32> = h.served.iter().copied().collect();
         prop_assert_eq!(unique.len(), h.served.len(), "a packet was served twice in one scan");
         prop_assert!(h.served.iter().all(|&i| (i as usize) < n));
@@ -516,7 +517,7 @@ proptest! {
                 },
                 2 => {
                     let mut h = Collect::default();
-                    v.drain(&mut h);
+                    v.host().drain(&mut h);
                     let ready = model.iter().filter(|s| **s == PacketState::Ready).count();
                     prop_assert_eq!(h.served.len(), ready);
                     for &i in &h.served {
@@ -567,15 +568,15 @@ fn drain_range_serves_only_its_range_and_clamps() {
         })
         .collect();
     let mut low = Collect::default();
-    assert_eq!(view.drain_range(0..2, &mut low).packets, 2);
+    assert_eq!(view.host().drain_range(0..2, &mut low).packets, 2);
     assert_eq!(low.served, vec![0, 1]);
     let mut out_of_bounds = Collect::default();
-    assert_eq!(view.drain_range(6..100, &mut out_of_bounds).packets, 0);
+    assert_eq!(view.host().drain_range(6..100, &mut out_of_bounds).packets, 0);
     #[allow(clippy::reversed_empty_ranges)]
-    let backwards = view.drain_range(5..1, &mut out_of_bounds).packets;
+    let backwards = view.host().drain_range(5..1, &mut out_of_bounds).packets;
     assert_eq!(backwards, 0);
     let mut high = Collect::default();
-    assert_eq!(view.drain_range(2..100, &mut high).packets, 4);
+    assert_eq!(view.host().drain_range(2..100, &mut high).packets, 4);
     assert_eq!(high.served, vec![2, 3, 4, 5]);
     for s in submitted {
         assert!(s.is_served());

@@ -1,20 +1,20 @@
 //! [`View`]: a checked view of one phase buffer, its initialisation and the device's claim. The
-//! host's scan is in `drain.rs`.
+//! host's side is [`Host`](super::Host), in `host.rs`.
 
 use super::layout::{occupied_words, Header, Layout, Prefix};
 use super::producer::Claimed;
-use super::scan::ScanWindow;
-use crate::host::{packet_count, LayoutError};
 use crate::lane::Payload;
+use crate::scan::ScanWindow;
 use crate::sync::{AtomicU32, Ordering};
+use crate::view::{check_lengths, debug_parts, packet_count, part, LayoutError};
 use core::fmt;
 
 /// A view of a phase buffer: the prefix and the five per-packet arrays.
 ///
 /// The view holds its own packet count and its own references to the arrays; it never reads the
 /// shared prefix back. Everything it reads from shared memory is checked or masked before use,
-/// so whatever bytes the device writes, [`View::drain`] does no undefined behaviour, stays in
-/// bounds, serves each packet at most once per scan and returns after one pass.
+/// so whatever bytes the device writes, its [`Host`](super::Host) does no undefined behaviour,
+/// stays in bounds, serves each packet at most once per scan and returns after one pass.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
     prefix: &'a Prefix,
@@ -55,49 +55,16 @@ impl fmt::Debug for View<'_> {
 /// Where each part is and its length (the shared words are not read).
 impl fmt::Debug for Parts<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn part<T>(f: &mut fmt::DebugStruct<'_, '_>, name: &str, slice: &[T]) {
-            f.field(name, &format_args!("{:p} ({} entries)", slice.as_ptr(), slice.len()));
-        }
-        let mut s = f.debug_struct("phase::Parts");
-        s.field("prefix", &(self.prefix as *const Prefix));
-        part(&mut s, "device_phase", self.device_phase);
-        part(&mut s, "host_phase", self.host_phase);
-        part(&mut s, "occupied", self.occupied);
-        part(&mut s, "headers", self.headers);
-        part(&mut s, "payloads", self.payloads);
-        s.finish()
+        let arrays = [
+            part("device_phase", self.device_phase),
+            part("host_phase", self.host_phase),
+            part("occupied", self.occupied),
+            part("headers", self.headers),
+            part("payloads", self.payloads),
+        ];
+        debug_parts(f, "phase::Parts", self.prefix, &arrays)
     }
 }
-
-/// Something malformed a phase-protocol drain found in shared memory (reported as
-/// [`DrainError::Phase`](crate::DrainError::Phase)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Malformed {
-    /// A pending packet's phase words had bits other than bit 0 set. Only bit 0 is compared; the
-    /// packet was served, and `host_phase` was set to `device_phase` as read.
-    PhaseBits {
-        /// The packet's index.
-        index: u32,
-        /// `device_phase[index]` as read.
-        device_phase: u32,
-        /// `host_phase[index]` as read.
-        host_phase: u32,
-    },
-}
-
-impl fmt::Display for Malformed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::PhaseBits { index, device_phase, host_phase } => write!(
-                f,
-                "packet {index}: phase words {device_phase:#x} (device) and {host_phase:#x} (host) \
-                 have bits above bit 0 set; compared on bit 0 only"
-            ),
-        }
-    }
-}
-
-impl core::error::Error for Malformed {}
 
 /// Bit 0 of a phase word: the only bit either side compares.
 pub(super) const PHASE_BIT: u32 = 1;
@@ -107,50 +74,45 @@ impl<'a> View<'a> {
     /// must match it.
     pub fn from_parts(parts: Parts<'a>) -> Result<Self, LayoutError> {
         let n = packet_count(parts.headers.len() as u64)? as usize;
-        let lengths = [
+        check_lengths(&[
             ("device_phase", n, parts.device_phase.len()),
             ("host_phase", n, parts.host_phase.len()),
             ("occupied", occupied_words(n), parts.occupied.len()),
             ("payloads", n, parts.payloads.len()),
-        ];
-        for (array, expected, given) in lengths {
-            if expected != given {
-                return Err(LayoutError::ArrayLength { array, expected, given });
-            }
-        }
+        ])?;
         let Parts { prefix, device_phase, host_phase, occupied, headers, payloads } = parts;
         Ok(Self { prefix, device_phase, host_phase, occupied, headers, payloads })
     }
 
-    /// A view over raw memory laid out as [`Layout`] describes.
-    ///
-    /// Checks the address (not null, aligned to [`MIN_ALIGN`](super::MIN_ALIGN)), the packet count (as for
-    /// the stack protocol: 2 ..= [`MAX_PACKETS`](crate::MAX_PACKETS)) and that `len` covers the
-    /// layout.
+    /// A view over raw memory laid out as [`Layout`] describes, after checking the packet count
+    /// (2 ..= [`MAX_PACKETS`](crate::MAX_PACKETS)), the address (not null, aligned to
+    /// [`MIN_ALIGN`](super::MIN_ALIGN)) and that `len` covers the layout.
     ///
     /// # Safety
-    /// - `base..base + len` must be valid for reads and writes for `'a`, and only accessed
-    ///   through atomics (views like this one, or device code) while the view lives.
+    /// `base..base + len` must be valid for reads and writes for `'a`, and only accessed through
+    /// atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
-        let n = packet_count(num_packets)? as usize;
-        let layout = crate::host::check_raw(base, len, super::layout::MIN_ALIGN, Layout::new(n), |l| l.size)?;
-        // SAFETY: the memory is valid for 'a (caller) and large enough for every array of the
-        // layout (checked above; `Layout` keeps them disjoint and inside `size`). Every
-        // offset is a multiple of 64 and the base is 8-aligned (checked), so each array is aligned
-        // for its element type (the `abi` asserts in `layout` check the element alignments). The
-        // element types are made only of atomics with the representation of plain integers, for
-        // which every bit pattern is valid, and the caller promises every access is atomic, so
-        // shared references to them are sound.
+        let (raw, layout, n) = crate::view::RawBuffer::for_packets(
+            base,
+            len,
+            num_packets,
+            super::MIN_ALIGN,
+            Layout::new,
+            |l| l.size,
+        )?;
+        // SAFETY: the memory is valid for 'a and only accessed atomically (caller). `Layout`
+        // keeps every array inside `size` (checked to fit `len`), each at a multiple of 64 from
+        // an 8-aligned base (checked), so aligned for its element (the `abi` asserts in `layout`
+        // check the element alignments). The element types are made only of the facade's atomics.
         unsafe {
-            let at = |offset: usize| base.add(offset);
             Ok(Self {
-                prefix: &*(base as *const Prefix),
-                device_phase: core::slice::from_raw_parts(at(layout.device_phase).cast(), n),
-                host_phase: core::slice::from_raw_parts(at(layout.host_phase).cast(), n),
-                occupied: core::slice::from_raw_parts(at(layout.occupied).cast(), occupied_words(n)),
-                headers: core::slice::from_raw_parts(at(layout.headers).cast(), n),
-                payloads: core::slice::from_raw_parts(at(layout.payloads).cast(), n),
+                prefix: &raw.slice::<Prefix>(0, 1)[0],
+                device_phase: raw.slice(layout.device_phase, n),
+                host_phase: raw.slice(layout.host_phase, n),
+                occupied: raw.slice(layout.occupied, occupied_words(n)),
+                headers: raw.slice(layout.headers, n),
+                payloads: raw.slice(layout.payloads, n),
             })
         }
     }
@@ -172,6 +134,11 @@ impl<'a> View<'a> {
     /// The view's private packet count.
     pub fn num_packets(&self) -> u32 {
         self.headers.len() as u32
+    }
+
+    /// The host's side of this buffer.
+    pub fn host(&self) -> super::Host<'a> {
+        super::Host(*self)
     }
 
     /// The shared prefix (for the doorbell word and for tests).
@@ -207,7 +174,7 @@ impl<'a> View<'a> {
         &self.payloads[index]
     }
 
-    /// A host-side scan window sized for this buffer (see [`View::drain_window`]).
+    /// A host-side scan window sized for this buffer (see [`Host::drain_window`](super::Host::drain_window)).
     pub fn scan_window(&self) -> ScanWindow {
         ScanWindow::new(self.num_packets())
     }

@@ -1,11 +1,10 @@
 //! The listener's logic without a thread: a fixed-capacity set of registered buffers behind a
 //! spin lock, and [`Poller::poll_once`], which drains every buffer and dispatches each packet.
 //!
-//! Buffers of both protocols are served side by side: [`Poller::add`] registers a buffer of either
+//! Buffers of every protocol are served side by side: [`Poller::add`] registers a buffer of any
 //! [`Protocol`]; each is drained through the one protocol switch ([`AnyView`]) and every packet
-//! reaches the same [`Dispatch`]. A phase buffer keeps its host-private
-//! [`ScanWindow`](crate::phase::ScanWindow) in its
-//! registration (its [`DrainScope`]).
+//! reaches the same [`Dispatch`]. A buffer whose host scans keeps its host-private
+//! [`ScanWindow`](crate::ScanWindow) in its registration (its [`DrainScope`]).
 //!
 //! A runtime without threads (firmware, a bare-metal loop) calls `poll_once` from its main loop;
 //! the std crate's listener is a loop around it that waits on a doorbell in between.
@@ -25,13 +24,18 @@
 //! packets it serves, so pollers with disjoint ranges never write the same word. A stack buffer
 //! is served by one poller only (its host side swaps the whole ready-stack).
 
-use crate::any::{AnyView, DrainScope};
+use crate::any::{AnyView, HostScratch, Protocol};
 use crate::dispatch::Dispatch;
-use crate::host::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest, Protocol};
-use crate::line::ScratchPayload;
+use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::scan::DrainScope;
+use crate::sync::Lock;
+use crate::view::LayoutError;
 use core::fmt;
 use table::{Pins, Registered, Table};
 
+#[cfg(loom)]
+pub(crate) mod model;
+#[cfg(not(loom))]
 mod range;
 mod table;
 
@@ -85,12 +89,12 @@ impl core::error::Error for PollerError {}
 pub struct Poller<const N: usize> {
     /// Which buffers are registered, in which slot. Taken briefly by every method, never held
     /// while a service runs.
-    table: spin::Mutex<Table<N>>,
+    table: Lock<Table<N>>,
     /// Which slots the poll in progress has still to drain (the removal protocol of `poller/table.rs`).
     pins: Pins<N>,
     /// The host-private state of the polls. Held for a whole poll and taken only by `poll_once`:
     /// it serialises polls.
-    polling: spin::Mutex<PollState<N>>,
+    polling: Lock<PollState<N>>,
 }
 
 /// What polls keep from one to the next, behind the poll lock.
@@ -102,8 +106,9 @@ struct PollState<const N: usize> {
     serving: heapless::Vec<(usize, Registered), N>,
     /// The drain state of each slot (the registration generation it belongs to, and its scope).
     scopes: [(u64, DrainScope); N],
-    /// Where line requests are copied for the services (one per poller: polls take turns).
-    scratch: ScratchPayload,
+    /// Where requests are copied for the services, for the protocols that copy them (one per
+    /// poller: polls take turns).
+    scratch: HostScratch,
 }
 
 // SAFETY: the buffers are only accessed through the `AnyView`s built by `add`, whose accesses are
@@ -140,28 +145,43 @@ impl<const N: usize> Default for Poller<N> {
     }
 }
 
-impl<const N: usize> Poller<N> {
-    /// An empty poller.
-    pub const fn new() -> Self {
+/// The fields of an empty poller, for both builds of [`Poller::new`].
+macro_rules! empty_poller {
+    () => {
         Self {
-            table: spin::Mutex::new(Table::new()),
+            table: Lock::new(Table::new()),
             pins: Pins::new(),
-            polling: spin::Mutex::new(PollState {
+            polling: Lock::new(PollState {
                 version: 0,
                 serving: heapless::Vec::new(),
                 scopes: [(0, DrainScope::Whole); N],
-                scratch: ScratchPayload::new(),
+                scratch: HostScratch::new(),
             }),
         }
+    };
+}
+
+impl<const N: usize> Poller<N> {
+    /// An empty poller.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        empty_poller!()
+    }
+
+    /// An empty poller (not `const` under loom, whose locks and atomics are not).
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        empty_poller!()
     }
 
     /// Registers an initialised buffer of `protocol` of `num_packets` packets at `base` (of `len`
-    /// bytes). The layout is checked as the protocol's `from_raw` checks it. A phase buffer is
-    /// scanned through a [`ScanWindow`](crate::phase::ScanWindow) of its own.
+    /// bytes). The layout is checked as the protocol's `from_raw` checks it. A buffer whose host
+    /// scans (phase, line) is scanned through a [`ScanWindow`](crate::ScanWindow) of its own.
     ///
     /// # Safety
     /// `base..base + len` must stay valid for reads and writes, and be accessed only atomically,
     /// until [`Poller::remove`] for it returns (or the poller is dropped).
+    #[cfg(not(loom))]
     pub unsafe fn add(
         &self,
         protocol: Protocol,
@@ -193,6 +213,7 @@ impl<const N: usize> Poller<N> {
     ///
     /// # Safety
     /// As for [`Poller::add`].
+    #[cfg(not(loom))]
     pub unsafe fn add_on_device(
         &self,
         protocol: Protocol,
@@ -274,8 +295,7 @@ impl<const N: usize> Poller<N> {
     }
 
     /// Drains every registered buffer once, each with its own protocol, dispatching each packet.
-    /// Phase buffers are scanned through their [`ScanWindow`](crate::phase::ScanWindow)s (ranges
-    /// whole). Returns at once with nothing served if another poll is in progress.
+    /// Scanned buffers go through their [`ScanWindow`](crate::ScanWindow)s (ranges whole). Returns at once with nothing served if another poll is in progress.
     pub fn poll_once<D: Dispatch + ?Sized>(&self, dispatch: &D) -> DrainReport {
         let Some(mut polling) = self.polling.try_lock() else {
             return DrainReport::default();

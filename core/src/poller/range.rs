@@ -3,8 +3,8 @@
 //! (see the module docs of `poller`).
 
 use super::{Poller, PollerError};
-use crate::any::{AnyView, DrainScope};
-use crate::host::Protocol;
+use crate::any::{AnyView, Protocol};
+use crate::scan::DrainScope;
 
 impl<const N: usize> Poller<N> {
     /// Registers an initialised buffer of a range-capable `protocol` (phase or line, see
@@ -12,7 +12,7 @@ impl<const N: usize> Poller<N> {
     /// to the buffer). Several pollers (one per host thread) may serve one buffer this way, each
     /// with its own, disjoint range; every packet of the buffer must be in some poller's range or
     /// the waves that claim it wait forever. Ranges are scanned whole on every poll (no
-    /// [`ScanWindow`](crate::phase::ScanWindow)). A stack buffer is refused
+    /// [`ScanWindow`](crate::ScanWindow)). A stack buffer is refused
     /// ([`PollerError::NotRangeCapable`]).
     ///
     /// ```

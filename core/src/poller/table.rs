@@ -34,8 +34,8 @@
 //! | | load pin 3: clear; lock; slot 3 `Free`; unlock; return | buffer may be freed |
 //! | lock; version changed: refresh the copy (slot 3 gone); pin the rest; unlock | | |
 
-use crate::any::{AnyView, DrainScope};
-use crate::host::Protocol;
+use crate::any::{AnyView, Protocol};
+use crate::scan::DrainScope;
 use crate::sync::{AtomicU32, Ordering};
 use core::fmt;
 
@@ -135,8 +135,15 @@ pub(super) struct Pins<const N: usize> {
 }
 
 impl<const N: usize> Pins<N> {
+    #[cfg(not(loom))]
     pub(super) const fn new() -> Self {
         Self { pinned: [const { AtomicU32::new(0) }; N] }
+    }
+
+    /// Every slot unpinned (loom's atomics have no `const` constructor).
+    #[cfg(loom)]
+    pub(super) fn new() -> Self {
+        Self { pinned: core::array::from_fn(|_| AtomicU32::new(0)) }
     }
 
     /// Pins `slot`. Called with the table lock held.

@@ -1,5 +1,6 @@
 use super::*;
-use crate::dispatch::{ErrorCode, ServiceTable, ERROR_REPLY};
+use crate::dispatch::ServiceTable;
+use crate::host::{ErrorCode, ERROR_REPLY};
 use crate::lane::SLOT_WORDS;
 use crate::{phase, stack};
 

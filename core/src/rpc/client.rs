@@ -7,9 +7,9 @@ use super::layout::LANE_BUFFER_SIZE;
 use super::server::bit;
 use super::stream::{fill_packet, packet_bytes, Cursor};
 use super::view::View;
-use crate::host::LayoutError;
 use crate::lane::{lanes, SLOT_WORDS};
 use crate::sync::{fence, spin_hint, AtomicU32, Ordering};
+use crate::view::LayoutError;
 
 /// The client of one buffer: the view and the lock bits (one per port; in device code they are
 /// part of the `__llvm_rpc_client` object, private to the device).

@@ -5,7 +5,7 @@
 
 use super::layout::Layout;
 use super::version::{CLIENT_OBJECT_SIZE, CLIENT_SYMBOL};
-use crate::host::GeometryError;
+use crate::view::GeometryError;
 use core::fmt;
 
 /// Byte offsets inside the client object (`rpc::Process<false>` on every target: `port_count`,

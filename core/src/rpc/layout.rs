@@ -3,9 +3,9 @@
 //! other, each aligned to 8 bytes.
 
 use super::version::MAX_PORT_COUNT;
-use crate::host::GeometryError;
 use crate::lane::{LANES, SLOT_WORDS};
 use crate::sync::{AtomicU32, AtomicU64, PayloadWord};
+use crate::view::GeometryError;
 
 /// The alignment a buffer needs: its widest fields are `u64` (`alignof(rpc::Header)` and
 /// `alignof(rpc::Buffer)` are both 8).

@@ -4,9 +4,9 @@
 use super::layout::{check_geometry, Header, LaneBuffer};
 #[cfg(not(loom))]
 use super::layout::{Layout, MIN_ALIGN};
-use crate::host::LayoutError;
 use crate::lane::LANE_MASK;
 use crate::sync::{AtomicU32, Ordering};
+use crate::view::LayoutError;
 
 /// A view of an LLVM-RPC buffer: both mailboxes, the headers and the lane buffers, with the
 /// host's own copy of the geometry (it never reads a port count or lane count from shared
@@ -87,29 +87,21 @@ impl<'a> View<'a> {
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, ports: u64, lanes: u64) -> Result<Self, LayoutError> {
         let layout = Layout::new(ports, lanes).map_err(LayoutError::Geometry)?;
-        let layout = crate::host::check_raw(base, len, MIN_ALIGN, Some(layout), |l| l.size)?;
+        let (raw, layout) = crate::view::RawBuffer::check(base, len, MIN_ALIGN, Some(layout), |l| l.size)?;
         let (p, l) = (layout.ports as usize, layout.lanes as usize);
-        // SAFETY: the memory is valid for 'a (caller) and covers `layout.size` (checked above);
-        // `Layout` keeps the four arrays disjoint and inside `size`, and every offset is a
-        // multiple of 8 from an 8-aligned base (checked), which is the alignment of each element
-        // type (pinned by the `abi` asserts in `layout`). The element types are atomics (or
-        // `PayloadWord`, an atomic in production) with the integers' representation, valid for
-        // any bytes, and the caller promises only atomic access while the view lives.
-        let slice = |offset: usize, count: usize| unsafe { (base.add(offset), count) };
-        let (a, b, h, buf) = (
-            slice(layout.host_mailbox, p),
-            slice(layout.device_mailbox, p),
-            slice(layout.headers, p),
-            slice(layout.buffers, p * l),
-        );
-        // SAFETY: as above, for each array in turn.
+        // SAFETY: the memory is valid for 'a and only accessed atomically (caller) and covers
+        // `layout.size` (checked above); `Layout` keeps the four arrays disjoint and inside
+        // `size`, and every offset is a multiple of 8 from an 8-aligned base (checked), which is
+        // the alignment of each element type (pinned by the `abi` asserts in `layout`). The element
+        // types are atomics (or `PayloadWord`, an atomic in production) with the integers'
+        // representation, valid for any bytes.
         let parts = unsafe {
             Parts {
                 lanes: layout.lanes,
-                host_mailbox: core::slice::from_raw_parts(a.0.cast(), a.1),
-                device_mailbox: core::slice::from_raw_parts(b.0.cast(), b.1),
-                headers: core::slice::from_raw_parts(h.0.cast(), h.1),
-                buffers: core::slice::from_raw_parts(buf.0.cast(), buf.1),
+                host_mailbox: raw.slice(layout.host_mailbox, p),
+                device_mailbox: raw.slice(layout.device_mailbox, p),
+                headers: raw.slice(layout.headers, p),
+                buffers: raw.slice(layout.buffers, p * l),
             }
         };
         Self::from_parts(parts)

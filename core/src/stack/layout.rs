@@ -9,9 +9,9 @@
 //! The `const` assertions below pin every offset and size to the ABI; they are compiled out under
 //! loom, whose atomics are larger.
 
-use crate::host::MIN_ALIGN;
 use crate::lane::Payload;
 use crate::sync::{AtomicU32, AtomicU64};
+use crate::view::MIN_ALIGN;
 
 /// Bit 0 of [`Header::control`]: the packet holds a request the host has not answered.
 pub const CONTROL_READY: u32 = 1;
@@ -129,23 +129,20 @@ const fn align8_checked(n: usize) -> Option<usize> {
 #[cfg(not(loom))]
 mod abi {
     use super::*;
-    use core::mem::{align_of, offset_of, size_of};
+    use crate::layout::assert_abi;
+    use core::mem::size_of;
 
-    const _: () = assert!(size_of::<Prefix>() == 48);
-    const _: () = assert!(align_of::<Prefix>() == 8);
-    const _: () = assert!(offset_of!(Prefix, headers) == 0);
-    const _: () = assert!(offset_of!(Prefix, payloads) == 8);
-    const _: () = assert!(offset_of!(Prefix, doorbell) == 16);
-    const _: () = assert!(offset_of!(Prefix, free_stack) == 24);
-    const _: () = assert!(offset_of!(Prefix, ready_stack) == 32);
-    const _: () = assert!(offset_of!(Prefix, index_mask) == 40);
-
-    const _: () = assert!(size_of::<Header>() == 24);
-    const _: () = assert!(align_of::<Header>() == 8);
-    const _: () = assert!(offset_of!(Header, next) == 0);
-    const _: () = assert!(offset_of!(Header, activemask) == 8);
-    const _: () = assert!(offset_of!(Header, service) == 16);
-    const _: () = assert!(offset_of!(Header, control) == 20);
+    assert_abi!(Prefix {
+        size: 48,
+        align: 8,
+        headers: 0,
+        payloads: 8,
+        doorbell: 16,
+        free_stack: 24,
+        ready_stack: 32,
+        index_mask: 40,
+    });
+    assert_abi!(Header { size: 24, align: 8, next: 0, activemask: 8, service: 16, control: 20 });
 
     const _: () = assert!(size_of::<Payload>() == 4096);
 

@@ -22,8 +22,8 @@
 //! The parts, one file each: `layout.rs` (the `repr(C)` ABI, every offset pinned by a `const`
 //! assert), `tagged.rs` ([`TaggedPtr`]s, with the ABA story and its interleaving table),
 //! `treiber.rs` (the Treiber stack written once for both lists, with its ordering story),
-//! `view.rs` ([`View`]: `init`, `claim`, `drain`) and `producer.rs` (the typestate handles
-//! [`Claimed`], [`Submitted`], [`Completed`]).
+//! `view.rs` ([`View`]: `init`, `claim`), `host.rs` ([`Host`]: `drain`) and `producer.rs` (the
+//! typestate handles [`Claimed`], [`Submitted`], [`Completed`]).
 //!
 //! # Layout in memory
 //!
@@ -66,7 +66,7 @@
 //! let submitted = packet.submit(7, 1 << 3);
 //!
 //! // Host side: add the two words of each lane.
-//! let report = buffer.drain(&mut |p: &mut PacketRequest<'_>| {
+//! let report = buffer.host().drain(&mut |p: &mut PacketRequest<'_>| {
 //!     for lane in p.lanes() {
 //!         let r = p.request(lane);
 //!         p.reply(lane, [r[0] + r[1], 0]);
@@ -78,20 +78,21 @@
 //! # }
 //! ```
 
+mod host;
 mod layout;
 mod producer;
 mod tagged;
 pub(crate) mod treiber;
 mod view;
 
+pub use host::Host;
 pub use layout::{
     buffer_align, buffer_size, payloads_offset, Header, Prefix, CONTROL_HOST_ERROR, CONTROL_READY,
     HEADERS_OFFSET,
 };
 pub use producer::{Claimed, Completed, Submitted};
 pub use tagged::{Geometry, TaggedPtr};
-pub use treiber::StackError;
-pub use view::{Malformed, View};
+pub use view::View;
 
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -14,7 +14,7 @@
 //! after `2^64 / step` returns of one packet; the rule for index 0 keeps a wrapped pointer from
 //! becoming the null pointer 0 (it takes tag 1 instead).
 
-use crate::host::{packet_count, GeometryError, MAX_PACKETS};
+use crate::view::{packet_count, GeometryError, MAX_PACKETS};
 
 /// The shape of one buffer's index space, held privately by whoever views the buffer.
 ///
@@ -29,7 +29,7 @@ pub struct Geometry {
 
 impl Geometry {
     /// The largest packet count accepted: [`MAX_PACKETS`](crate::MAX_PACKETS), the same for
-    /// both protocols.
+    /// every protocol.
     pub const MAX_PACKETS: u32 = MAX_PACKETS;
 
     /// The geometry of a buffer of `num_packets` packets.

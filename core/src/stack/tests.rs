@@ -1,10 +1,10 @@
 //! Sequential behaviour of the buffer: init, claim/submit/drain/release, wraparound, hostile bytes.
 
 use super::*;
-use crate::dispatch::{ErrorCode, ERROR_REPLY};
-use crate::host::{DrainError, DrainHandler, DrainReport, LayoutError, PacketRequest};
+use crate::host::{ChainError, DrainError, DrainHandler, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
 use crate::lane::{Payload, LANES};
 use crate::sync::Ordering;
+use crate::view::LayoutError;
 use proptest::prelude::*;
 
 extern crate std;
@@ -89,7 +89,7 @@ fn round_trip_answers_each_lane_and_advances_the_tag() {
         let s = c.submit(42, mask);
         assert!(!s.is_served());
         let mut h = Collect::default();
-        let report = b.drain(&mut h);
+        let report = b.host().drain(&mut h);
         assert_eq!(report, DrainReport { packets: 1, lane_calls: 3, malformed: 0 });
         let done = s.wait(|| {});
         assert!(!done.host_error());
@@ -108,7 +108,7 @@ fn drain_of_an_empty_stack_does_nothing() {
     let parts = Parts::new(3);
     let b = parts.view();
     b.init(0, 0);
-    assert_eq!(b.drain(&mut Collect::default()), DrainReport::default());
+    assert_eq!(b.host().drain(&mut Collect::default()), DrainReport::default());
 }
 
 #[test]
@@ -123,7 +123,7 @@ fn tag_wraps_at_the_edge_of_the_tag_space() {
     let c = b.claim().unwrap().unwrap();
     assert_eq!(c.index(), 0);
     let s = c.submit(1, 1);
-    b.drain(&mut echo);
+    b.host().drain(&mut echo);
     s.wait(|| {}).release();
     assert_eq!(b.prefix().free_stack.load(Ordering::Relaxed), 2, "wrapped to index 0, tag 1");
     let again = b.claim().unwrap().unwrap();
@@ -149,7 +149,7 @@ fn error_replies_set_the_host_error_bit() {
     let b = parts.view();
     b.init(0, 0);
     let s = b.claim().unwrap().unwrap().submit(9, 0b11);
-    b.drain(&mut |p: &mut PacketRequest<'_>| p.reply_error_all(ErrorCode::UnknownService));
+    b.host().drain(&mut |p: &mut PacketRequest<'_>| p.reply_error_all(ErrorCode::UnknownService));
     let done = s.wait(|| {});
     assert!(done.host_error());
     assert_eq!(done.reply(1), [ERROR_REPLY, ErrorCode::UnknownService as u64]);
@@ -165,13 +165,10 @@ fn a_cycle_in_the_ready_chain_is_bounded_and_served_once() {
     // Hostile: make the chain loop (s1 -> s0 -> s1 -> ...).
     b.header(s0.index()).next.store(s1.index() as u64, Ordering::Relaxed);
     let mut h = Collect::default();
-    let report = b.drain(&mut h);
+    let report = b.host().drain(&mut h);
     assert_eq!(report.packets, 2);
-    assert!(h.errors.contains(&DrainError::Stack(Malformed::NotReady { index: s1.index() as u32 })));
-    assert!(h
-        .errors
-        .iter()
-        .any(|e| matches!(e, DrainError::Stack(Malformed::Chain(StackError::ChainTooLong { limit: 3 })))));
+    assert!(h.errors.contains(&DrainError::NotSubmitted { index: s1.index() as u32 }));
+    assert!(h.errors.iter().any(|e| matches!(e, DrainError::Chain(ChainError::ChainTooLong { limit: 3 }))));
     assert!(s0.is_served() && s1.is_served());
     let _ = (s0.wait(|| {}), s1.wait(|| {}));
 }
@@ -184,9 +181,9 @@ fn an_index_outside_the_buffer_is_reported_even_inside_the_mask() {
     b.prefix().index_mask.store(u64::MAX, Ordering::Relaxed); // the host must not use this word
     b.prefix().ready_stack.store(3, Ordering::Relaxed);
     let mut h = Collect::default();
-    let report = b.drain(&mut h);
+    let report = b.host().drain(&mut h);
     assert_eq!(report.packets, 0);
-    assert_eq!(h.errors, [DrainError::Stack(Malformed::Chain(StackError::IndexOutOfRange { index: 3 }))]);
+    assert_eq!(h.errors, [DrainError::Chain(ChainError::IndexOutOfRange { index: 3 })]);
 }
 
 #[test]
@@ -229,7 +226,7 @@ proptest! {
             b.header(i).activemask.store(masks[i], Ordering::Relaxed);
         }
         let mut h = Collect::default();
-        let report = b.drain(&mut h);
+        let report = b.host().drain(&mut h);
         let unique: BTreeSet<_> = h.served.iter().collect();
         prop_assert_eq!(unique.len(), h.served.len(), "a packet was served twice");
         prop_assert!(h.served.len() <= n);
@@ -259,7 +256,7 @@ proptest! {
                     submitted.push((tag, c.submit(5, 1)));
                 },
                 _ => {
-                    let report = b.drain(&mut echo);
+                    let report = b.host().drain(&mut echo);
                     prop_assert_eq!(report.packets as usize, submitted.len());
                     for (tag, s) in submitted.drain(..) {
                         let done = s.wait_until(|_| false).expect("served");
@@ -268,7 +265,7 @@ proptest! {
                 }
             }
         }
-        let report = b.drain(&mut echo);
+        let report = b.host().drain(&mut echo);
         prop_assert_eq!(report.packets as usize, submitted.len());
         for (_, s) in submitted { let _ = s.wait(|| {}); }
         drop(claimed);

@@ -17,38 +17,8 @@
 
 use super::layout::Header;
 use super::tagged::{Geometry, TaggedPtr};
+use crate::host::ChainError;
 use crate::sync::{retry_hint, AtomicU64, Ordering};
-use core::fmt;
-
-/// What can go wrong on a stack whose memory the other side can scribble on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StackError {
-    /// A tagged pointer named a packet index that does not exist.
-    IndexOutOfRange {
-        /// The index found.
-        index: u64,
-    },
-    /// A chain was longer than the buffer's packet count: it loops.
-    ChainTooLong {
-        /// The packet count, which bounded the walk.
-        limit: u32,
-    },
-}
-
-impl fmt::Display for StackError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::IndexOutOfRange { index } => {
-                write!(f, "tagged pointer names packet {index}, which does not exist")
-            }
-            Self::ChainTooLong { limit } => {
-                write!(f, "packet chain longer than the {limit} packets of the buffer (a cycle)")
-            }
-        }
-    }
-}
-
-impl core::error::Error for StackError {}
 
 /// A view of one stack: its top word, the headers it links, and the viewer's private geometry.
 #[derive(Clone, Copy, Debug)]
@@ -67,7 +37,7 @@ impl<'a> TaggedStack<'a> {
     }
 
     /// Pops the top packet. `Ok(None)`: the stack is empty.
-    pub fn pop(&self) -> Result<Option<TaggedPtr>, StackError> {
+    pub fn pop(&self) -> Result<Option<TaggedPtr>, ChainError> {
         // Acquire: pairs with the Release CAS in `push` that stored this value, so the `next` we
         // read below is the one the pusher wrote.
         let mut top = self.top.load(Ordering::Acquire);
@@ -129,8 +99,8 @@ impl<'a> TaggedStack<'a> {
         ChainWalk { next: top, headers: self.headers, geometry: self.geometry, steps: 0 }
     }
 
-    fn decode(&self, raw: u64) -> Result<Option<TaggedPtr>, StackError> {
-        self.geometry.decode(raw).map_err(|index| StackError::IndexOutOfRange { index })
+    fn decode(&self, raw: u64) -> Result<Option<TaggedPtr>, ChainError> {
+        self.geometry.decode(raw).map_err(|index| ChainError::IndexOutOfRange { index })
     }
 }
 
@@ -149,7 +119,7 @@ pub struct ChainWalk<'a> {
 }
 
 impl Iterator for ChainWalk<'_> {
-    type Item = Result<TaggedPtr, StackError>;
+    type Item = Result<TaggedPtr, ChainError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let ptr = match self.geometry.decode(self.next) {
@@ -157,12 +127,12 @@ impl Iterator for ChainWalk<'_> {
             Ok(Some(ptr)) => ptr,
             Err(index) => {
                 self.next = 0;
-                return Some(Err(StackError::IndexOutOfRange { index }));
+                return Some(Err(ChainError::IndexOutOfRange { index }));
             }
         };
         if self.steps == self.geometry.num_packets() {
             self.next = 0;
-            return Some(Err(StackError::ChainTooLong { limit: self.geometry.num_packets() }));
+            return Some(Err(ChainError::ChainTooLong { limit: self.geometry.num_packets() }));
         }
         self.steps += 1;
         // Relaxed: ordered by the Acquire swap in `take_all` (pairs with the pusher's Release CAS).

@@ -1,18 +1,21 @@
-//! A view of one stack-protocol buffer: initialisation, the producer's path and the host's drain.
+//! A view of one stack-protocol buffer: initialisation and the producer's claim. The host's side
+//! is [`Host`](super::Host), in `host.rs`.
 //!
 //! The view holds its own [`Geometry`] (packet count and index mask) and its own idea of where the
 //! headers and payloads are; it never reads the shared `headers`, `payloads` or `index_mask`
 //! words back. Everything read from shared memory is checked before use, so whatever bytes the
-//! device writes, the host's [`View::drain`] does no undefined behaviour, cannot index out of
-//! bounds, ends in at most `num_packets` steps, and reports what it found as [`Malformed`]s.
+//! device writes, the host's [`Host::drain`](super::Host::drain) does no undefined behaviour,
+//! cannot index out of bounds, ends in at most `num_packets` steps, and reports what it found as
+//! [`DrainError`](crate::DrainError)s.
 
-use super::layout::{self, Header, Prefix, CONTROL_HOST_ERROR, CONTROL_READY};
+use super::layout::{self, Header, Prefix};
 use super::producer::Claimed;
 use super::tagged::{Geometry, TaggedPtr};
-use super::treiber::{StackError, TaggedStack};
-use crate::host::{DrainHandler, DrainReport, LayoutError, PacketRequest};
+use super::treiber::TaggedStack;
+use crate::host::ChainError;
 use crate::lane::Payload;
 use crate::sync::Ordering;
+use crate::view::{check_lengths, LayoutError};
 use core::fmt;
 
 /// A view of a stack-protocol buffer: the prefix, `num_packets` headers and `num_packets`
@@ -35,34 +38,6 @@ impl fmt::Debug for View<'_> {
     }
 }
 
-/// Something malformed a stack-protocol drain found in shared memory (reported as
-/// [`DrainError::Stack`](crate::DrainError::Stack)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Malformed {
-    /// The ready chain was broken (bad index or a cycle); the walk stopped there. Packets after
-    /// the break cannot be found; their waves will not be answered until the buffer is reset.
-    Chain(StackError),
-    /// A packet on the ready chain did not have READY set (a duplicate in a corrupt chain, or a
-    /// device that pushed without submitting). It was skipped, not served.
-    NotReady {
-        /// The packet's index.
-        index: u32,
-    },
-}
-
-impl fmt::Display for Malformed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Chain(e) => write!(f, "ready-stack: {e}"),
-            Self::NotReady { index } => {
-                write!(f, "packet {index} is on the ready-stack without READY set; skipped")
-            }
-        }
-    }
-}
-
-impl core::error::Error for Malformed {}
-
 impl<'a> View<'a> {
     /// A view over separately held parts (loom models and tests allocate them normally). The
     /// packet count is `headers.len()`; `payloads` must match it.
@@ -72,10 +47,7 @@ impl<'a> View<'a> {
         payloads: &'a [Payload],
     ) -> Result<Self, LayoutError> {
         let geometry = Geometry::new(headers.len() as u64)?;
-        if payloads.len() != headers.len() {
-            let (expected, given) = (headers.len(), payloads.len());
-            return Err(LayoutError::ArrayLength { array: "payloads", expected, given });
-        }
+        check_lengths(&[("payloads", headers.len(), payloads.len())])?;
         Ok(Self { prefix, headers, payloads, geometry })
     }
 
@@ -88,19 +60,19 @@ impl<'a> View<'a> {
     ///   through atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
+        use crate::view::RawBuffer;
         let geometry = Geometry::new(num_packets)?;
         let n = geometry.num_packets() as usize;
-        crate::host::check_raw(base, len, layout::buffer_align(), layout::buffer_size(n), |&size| size)?;
-        // SAFETY: the memory is valid for 'a (caller), aligned to 8 (checked above, and every
-        // offset below is a multiple of 8), and large enough for the prefix, `n` headers and `n`
-        // payloads (checked above). The layout types are made only of atomics with the
-        // representation of plain integers, for which every bit pattern is valid, and the caller
-        // promises every access is atomic, so shared references to them are sound.
+        let (raw, _size) =
+            RawBuffer::check(base, len, layout::buffer_align(), layout::buffer_size(n), |&size| size)?;
+        // SAFETY: the memory is valid for 'a and only accessed atomically (caller), aligned to 8
+        // (checked; every offset below is a multiple of 8), and holds the prefix, `n` headers and
+        // `n` payloads (`buffer_size`, checked to fit `len`). The layout types are made only of
+        // the facade's atomics.
         unsafe {
-            let prefix = &*(base as *const Prefix);
-            let headers = core::slice::from_raw_parts(base.add(layout::HEADERS_OFFSET) as *const Header, n);
-            let payloads =
-                core::slice::from_raw_parts(base.add(layout::payloads_offset(n)) as *const Payload, n);
+            let prefix = &raw.slice::<Prefix>(0, 1)[0];
+            let headers = raw.slice(layout::HEADERS_OFFSET, n);
+            let payloads = raw.slice(layout::payloads_offset(n), n);
             Ok(Self { prefix, headers, payloads, geometry })
         }
     }
@@ -108,6 +80,11 @@ impl<'a> View<'a> {
     /// The view's private geometry.
     pub fn geometry(&self) -> Geometry {
         self.geometry
+    }
+
+    /// The host's side of this buffer.
+    pub fn host(&self) -> super::Host<'a> {
+        super::Host(*self)
     }
 
     /// The shared prefix (for the doorbell word and for tests).
@@ -138,7 +115,7 @@ impl<'a> View<'a> {
         TaggedStack::new(&self.prefix.free_stack, self.headers, self.geometry)
     }
 
-    /// The ready-stack.
+    /// The ready-stack (the host takes it whole, see [`Host`](super::Host)).
     pub(crate) fn ready_stack(&self) -> TaggedStack<'a> {
         TaggedStack::new(&self.prefix.ready_stack, self.headers, self.geometry)
     }
@@ -172,53 +149,12 @@ impl<'a> View<'a> {
     }
 
     /// Producer: claims a free packet. `Ok(None)`: none is free (more waves than packets; retry).
-    pub fn claim(&self) -> Result<Option<Claimed<'a>>, StackError> {
+    pub fn claim(&self) -> Result<Option<Claimed<'a>>, ChainError> {
         Ok(self.free_list().pop()?.map(|ptr| Claimed::new(*self, ptr)))
     }
 
     /// Producer: pushes a packet it owns back on the free-list with its tag advanced.
     pub(crate) fn release(&self, ptr: TaggedPtr) {
         self.free_list().push(self.geometry.advance_tag(ptr));
-    }
-
-    /// Host: takes the whole ready-stack and serves every packet on it.
-    ///
-    /// For each packet (its `next` read first: once served, the device owns it again) whose READY
-    /// bit is set, `handler.serve` writes the replies; then `control` is stored with READY clear
-    /// (and [`CONTROL_HOST_ERROR`] if an error reply was written). Malformed state goes to
-    /// `handler.malformed` and is counted; the drain never panics, loops or leaves the buffer.
-    pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
-        let mut report = DrainReport::default();
-        for link in self.ready_stack().take_all() {
-            let ptr = match link {
-                Ok(ptr) => ptr,
-                Err(e) => {
-                    report.malformed += 1;
-                    handler.malformed(Malformed::Chain(e).into());
-                    break;
-                }
-            };
-            let header = &self.headers[ptr.index()];
-            // Relaxed: the Acquire swap in `take_all` ordered the producer's writes before us.
-            if header.control.load(Ordering::Relaxed) & CONTROL_READY == 0 {
-                report.malformed += 1;
-                handler.malformed(Malformed::NotReady { index: ptr.index() as u32 }.into());
-                continue;
-            }
-            let mut request = PacketRequest::new(
-                ptr.index() as u32,
-                header.service.load(Ordering::Relaxed),
-                header.activemask.load(Ordering::Relaxed),
-                &self.payloads[ptr.index()],
-            );
-            handler.serve(&mut request);
-            let control = if request.has_error() { CONTROL_HOST_ERROR } else { 0 };
-            // Release: publishes the reply words; pairs with the Acquire load of `control` in
-            // `Submitted::wait_until`. From here on the producer owns the packet.
-            header.control.store(control, Ordering::Release);
-            report.packets += 1;
-            report.lane_calls += request.activemask().count_ones();
-        }
-        report
     }
 }

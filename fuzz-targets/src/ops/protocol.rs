@@ -62,7 +62,7 @@ impl<'a> Run<'a> {
             (self.poller.poll_once(&self.table), None, None)
         } else {
             let mut recorder = Recorder { table: &self.table, served: Vec::new(), errors: Vec::new() };
-            let report = self.view.drain(&mut recorder);
+            let report = self.view.host().drain(&mut recorder);
             (report, Some(recorder.served), Some(recorder.errors))
         };
         // True whatever the memory holds (single-threaded: nobody sets READY again).

@@ -6,7 +6,7 @@ use crate::options::Options;
 use crate::{echo, request, ECHO};
 use crossbeam_channel as channel;
 use hostcall::buffer::Protocol;
-use hostcall::core::line::ScratchPayload;
+use hostcall::core::HostScratch;
 use hostcall::core::{AnyView, ClaimedPacket, CompletedPacket, PacketRequest, SubmittedPacket, SLOT_WORDS};
 use hostcall::prelude::*;
 use std::hint::spin_loop;
@@ -178,7 +178,7 @@ fn core_host(o: &Options, protocol: Protocol) -> (Arc<HostcallBuffer>, CoreHost)
             let view = buffer.view();
             // The host's state, kept across drains as a poller keeps it (the line protocol's
             // scratch payload is zeroed once, not per drain).
-            let (mut scope, mut scratch) = (view.scope(), ScratchPayload::new());
+            let (mut scope, mut scratch) = (view.scope(), HostScratch::new());
             // Relaxed: the flag carries no data.
             while !stop.load(Ordering::Relaxed) {
                 view.drain_scope(&mut scope, &mut scratch, &mut |packet: &mut PacketRequest<'_>| {

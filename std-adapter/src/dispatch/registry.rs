@@ -243,7 +243,8 @@ impl Services {
 ///
 /// ```
 /// use hostcall::dispatch::registry::error_reply;
-/// use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
+/// use hostcall::core::dispatch::{DEVMEM, PRINTF};
+/// use hostcall::core::ErrorCode;
 /// assert_eq!(error_reply(PRINTF, ErrorCode::Refused), [u64::MAX, 4]);
 /// assert_eq!(error_reply(DEVMEM, ErrorCode::Refused), [0, 4]);
 /// ```

@@ -1,4 +1,7 @@
-//! The host's narrowing scan limit.
+//! How much of a buffer one host drains: the whole buffer, a window of it ([`ScanWindow`]), or a
+//! range of packet indices ([`DrainScope`]), for every protocol whose host scans per-packet words.
+//!
+//! # The scan window
 //!
 //! Waves claim from a start index of their choice and wrap, so any packet may be in use, and the
 //! host cannot see the `occupied` bitmap that would say which. What the host can see is which
@@ -19,9 +22,9 @@
 use crate::host::DrainReport;
 use core::ops::Range;
 
-/// The host's private memory of how much of a phase buffer is in use. One per buffer; start it
-/// with [`super::View::scan_window`] and pass it to every
-/// [`super::View::drain_window`] of that buffer.
+/// The host's private memory of how much of a scanned buffer is in use. One per buffer; start it
+/// with [`ScanWindow::new`] for the buffer's packet count (or [`AnyView::scope`](crate::AnyView::scope))
+/// and pass it to every windowed drain of that buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScanWindow {
     /// Narrow scans cover `0..limit`.
@@ -55,9 +58,8 @@ impl ScanWindow {
 
     /// One windowed drain of a buffer of `num_packets` packets: the narrow part, then the rest if
     /// the narrow part served nothing, then the record of what was served. `scan(range, report)`
-    /// serves the pending packets of `range` and returns the highest index it served. Both
-    /// protocols that scan (phase, line) drive their scans through this, so the narrowing rule is
-    /// written once.
+    /// serves the pending packets of `range` and returns the highest index it served. Every
+    /// protocol that scans drives its scans through this, so the narrowing rule is written once.
     pub(crate) fn drain(
         &mut self,
         num_packets: usize,
@@ -90,8 +92,66 @@ impl ScanWindow {
     }
 }
 
+/// How much of a buffer one host drains, with the host-private state that needs. Start with
+/// [`AnyView::scope`](crate::AnyView::scope) (or [`DrainScope::range`]) and pass it to every
+/// [`AnyView::drain_scope`](crate::AnyView::drain_scope) of that buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrainScope {
+    /// The whole buffer. A buffer whose host takes every submitted packet in one swap (the stack
+    /// protocol) is always drained whole.
+    Whole,
+    /// The whole buffer, scanned through this window (see [`ScanWindow`]).
+    Window(ScanWindow),
+    /// Only packets `start..end`, scanned whole on every drain, for hosts that split one buffer
+    /// between threads (only [`Protocol::range_capable`](crate::Protocol::range_capable) ones).
+    Range {
+        /// The first packet served.
+        start: u32,
+        /// One past the last packet served.
+        end: u32,
+    },
+}
+
+impl DrainScope {
+    /// The scope of packets `range` (an inverted range is empty).
+    pub fn range(range: Range<u32>) -> Self {
+        Self::Range { start: range.start, end: range.end.max(range.start) }
+    }
+
+    /// One drain of a scanned buffer of `num_packets` packets through this scope: `scan(range,
+    /// report)` serves the pending packets of `range` (clamped) and returns the highest index it
+    /// served. [`DrainScope::Whole`] scans every packet.
+    pub(crate) fn drain(
+        &mut self,
+        num_packets: usize,
+        mut scan: impl FnMut(Range<usize>, &mut DrainReport) -> Option<u32>,
+    ) -> DrainReport {
+        let mut report = DrainReport::default();
+        match self {
+            Self::Whole => {
+                scan(0..num_packets, &mut report);
+            }
+            Self::Window(window) => report = window.drain(num_packets, scan),
+            Self::Range { start, end } => {
+                scan(clamped(*start as usize..*end as usize, num_packets), &mut report);
+            }
+        }
+        report
+    }
+}
+
 /// `range` clamped to a buffer of `num_packets` packets: a range comes from the caller, never
 /// trusted for bounds (an empty or out-of-bounds range scans nothing).
 pub(crate) fn clamped(range: Range<usize>, num_packets: usize) -> Range<usize> {
     range.start.min(num_packets)..range.end.min(num_packets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inverted_range_scope_is_empty() {
+        assert_eq!(DrainScope::range(Range { start: 4, end: 2 }), DrainScope::Range { start: 4, end: 4 });
+    }
 }

@@ -1,27 +1,31 @@
-//! The host's side of the phase protocol: the scan that serves every packet whose phase words
-//! differ and answers by copying `device_phase[i]` into `host_phase[i]`.
+//! [`Host`]: the host's side of the phase protocol, the scan that serves every packet whose phase
+//! words differ and answers by copying `device_phase[i]` into `host_phase[i]`.
 
-use super::view::{Malformed, View, PHASE_BIT};
-use super::{clamped, ScanWindow};
-use crate::host::{DrainHandler, DrainReport, PacketRequest};
+use super::view::{View, PHASE_BIT};
+use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
 use crate::lane::Payload;
+use crate::scan::{clamped, DrainScope, ScanWindow};
 use crate::sync::{fence, Ordering};
 use core::ops::Range;
 
-impl View<'_> {
-    /// Host: scans every packet once and serves those the device has submitted.
+/// The host's side of a phase buffer ([`View::host`]): it reads `device_phase`, the headers and
+/// the requests, and writes only `host_phase` and the reply words. It keeps no state: a windowed
+/// host keeps its [`ScanWindow`] (or [`DrainScope`]) itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Host<'a>(pub(super) View<'a>);
+
+impl Host<'_> {
+    /// Scans every packet once and serves those the device has submitted.
     ///
     /// For each index `i` whose phase words differ in bit 0: an Acquire fence, `handler.serve`
     /// reads the requests and writes the replies, then `host_phase[i]` is stored (Release) with
     /// the value read from `device_phase[i]`, which hands the packet back. The host does no
     /// read-modify-write on shared words and never reads `occupied`.
     pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
-        let mut report = DrainReport::default();
-        self.scan(0..self.headers.len(), handler, &mut report);
-        report
+        self.drain_scope(&mut DrainScope::Whole, handler)
     }
 
-    /// Host: like [`View::drain`], but scans only the packets of `range` (clamped to the
+    /// Like [`Host::drain`], but scans only the packets of `range` (clamped to the
     /// buffer; an empty or out-of-bounds range scans nothing).
     ///
     /// For hosts that split one buffer between several threads: each serves a disjoint range,
@@ -29,17 +33,23 @@ impl View<'_> {
     /// disjoint ranges never write the same word (and none reads what another writes).
     pub fn drain_range(&self, range: Range<usize>, handler: &mut impl DrainHandler) -> DrainReport {
         let mut report = DrainReport::default();
-        self.scan(clamped(range, self.headers.len()), handler, &mut report);
+        self.scan(clamped(range, self.0.headers.len()), handler, &mut report);
         report
     }
 
-    /// Host: like [`View::drain`], but scans only the part of the buffer `window` says is in
+    /// Like [`Host::drain`], but scans only the part of the buffer `window` says is in
     /// use (see [`ScanWindow`]): the prefix `0..window.limit()`, then the rest of the buffer too
     /// unless the prefix served a packet, and the whole buffer every
     /// [`ScanWindow::FULL_SCAN_PERIOD`]th call. No packet is missed: every index is scanned at
     /// least once per `FULL_SCAN_PERIOD` calls.
     pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
-        window.drain(self.headers.len(), |range, report| self.scan(range, handler, report))
+        window.drain(self.0.headers.len(), |range, report| self.scan(range, handler, report))
+    }
+
+    /// Serves the packets of `scope` once (as [`Host::drain`], [`Host::drain_window`] or
+    /// [`Host::drain_range`]), updating its private state.
+    pub fn drain_scope(&self, scope: &mut DrainScope, handler: &mut impl DrainHandler) -> DrainReport {
+        scope.drain(self.0.headers.len(), |range, report| self.scan(range, handler, report))
     }
 
     /// Serves every pending packet in `range` once; returns the highest index served.
@@ -53,18 +63,18 @@ impl View<'_> {
         for index in range {
             // Relaxed: a poll. If it shows a submit, the Acquire fence in `serve_packet` makes it
             // synchronise with the device's Release store of this value.
-            let device = self.device_phase[index].load(Ordering::Relaxed);
+            let device = self.0.device_phase[index].load(Ordering::Relaxed);
             // Relaxed: the host is the only (correct) writer of `host_phase`; this reads back its
             // own last store.
-            let host = self.host_phase[index].load(Ordering::Relaxed);
+            let host = self.0.host_phase[index].load(Ordering::Relaxed);
             if (device ^ host) & PHASE_BIT == 0 {
                 continue;
             }
             if (device | host) & !PHASE_BIT != 0 {
                 report.malformed += 1;
                 let found =
-                    Malformed::PhaseBits { index: index as u32, device_phase: device, host_phase: host };
-                handler.malformed(found.into());
+                    DrainError::StrayBits { index: index as u32, device_word: device, host_word: host };
+                handler.malformed(found);
             }
             self.serve_packet(index, device, handler, report);
             highest = Some(index as u32);
@@ -84,12 +94,12 @@ impl View<'_> {
         // Acquire: pairs with the Release store of `device_phase` in `Claimed::submit`, whose
         // value the caller read: the wave's header and payload writes happen before our reads.
         fence(Ordering::Acquire);
-        let header = &self.headers[index];
+        let (header, payload) = (&self.0.headers[index], &self.0.payloads[index]);
         // Relaxed: ordered by the fence above.
         let (service, activemask) =
             (header.service.load(Ordering::Relaxed), header.activemask.load(Ordering::Relaxed));
-        prefetch_lanes(&self.payloads[index], activemask);
-        let mut request = PacketRequest::new(index as u32, service, activemask, &self.payloads[index]);
+        prefetch_lanes(payload, activemask);
+        let mut request = PacketRequest::new(index as u32, service, activemask, payload);
         handler.serve(&mut request);
         // Release: publishes the reply words and orders our reads of the request before the
         // device's next writes; pairs with the Acquire load of `host_phase` in
@@ -98,7 +108,7 @@ impl View<'_> {
         // without a read-modify-write; for a device with garbage in the upper bits it is the value
         // most likely to satisfy whatever comparison it spins on. From here on the device owns
         // the packet.
-        self.host_phase[index].store(device, Ordering::Release);
+        self.0.host_phase[index].store(device, Ordering::Release);
         report.packets += 1;
         report.lane_calls += request.activemask().count_ones();
     }

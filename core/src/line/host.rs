@@ -1,18 +1,23 @@
-//! The host's side of the line protocol: the scan that polls each packet's head, takes a request
+//! [`Host`]: the host's side of the line protocol, the scan that polls each packet's head, takes a request
 //! only when every word of it carries the head's sequence, serves it, and answers in tagged words.
 
 use super::layout::{seq_of, tag, untag, CARRIED_REQUEST_WORDS};
 use super::scratch::{own_memory, Place, Scratch, ScratchPayload};
 use super::view::View;
-use crate::any::DrainScope;
 use crate::host::{DrainHandler, DrainReport, PacketRequest};
 use crate::lane::{lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
-use crate::phase::{clamped, ScanWindow};
+use crate::scan::{clamped, DrainScope, ScanWindow};
 use crate::sync::{fence, Ordering};
 use core::ops::Range;
 
-impl View<'_> {
-    /// Host: scans every packet once and serves those whose request is complete.
+/// The host's side of a line buffer ([`View::host`]): it reads the request blocks and writes
+/// only the reply blocks and `served`. It keeps no state across drains; a host that drains often
+/// keeps a [`ScratchPayload`] (and its [`DrainScope`]) itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Host<'a>(pub(super) View<'a>);
+
+impl Host<'_> {
+    /// Scans every packet once and serves those whose request is complete.
     ///
     /// For each index: read the head; if its sequence is neither 0 nor `served[i]`, read the mask
     /// words and every active lane's words, and take the request only if every one of them carries
@@ -20,35 +25,30 @@ impl View<'_> {
     /// active lane's reply as tagged words, and record the sequence in `served[i]`. No
     /// read-modify-write on shared words; `occupied` and `device_seq` are never read.
     pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
-        let mut report = DrainReport::default();
-        let (mut memory, mut initialised) = (own_memory(), false);
-        let mut place = Place::Own(&mut memory, &mut initialised);
-        self.scan(0..self.requests.len(), &mut place, handler, &mut report);
-        report
+        self.drain_range(0..self.0.requests.len(), handler)
     }
 
-    /// Host: like [`View::drain`] over the packets of `range` only (clamped). Hosts that split one
+    /// Like [`Host::drain`] over the packets of `range` only (clamped). Hosts that split one
     /// buffer between threads give each a disjoint range: a host writes only `served[i]` and
     /// packet `i`'s reply words.
     pub fn drain_range(&self, range: Range<usize>, handler: &mut impl DrainHandler) -> DrainReport {
         let mut report = DrainReport::default();
         let (mut memory, mut initialised) = (own_memory(), false);
         let mut place = Place::Own(&mut memory, &mut initialised);
-        self.scan(clamped(range, self.requests.len()), &mut place, handler, &mut report);
+        self.scan(clamped(range, self.0.requests.len()), &mut place, handler, &mut report);
         report
     }
 
-    /// Host: like [`View::drain`] through a [`ScanWindow`] (the phase protocol's: narrow scans
-    /// above the highest packet served, and a full scan at least every
-    /// [`ScanWindow::FULL_SCAN_PERIOD`] calls).
+    /// Like [`Host::drain`] through a [`ScanWindow`] (narrow scans above the highest packet
+    /// served, and a full scan at least every [`ScanWindow::FULL_SCAN_PERIOD`] calls).
     pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
         let (mut memory, mut initialised) = (own_memory(), false);
-        let mut place = Place::Own(&mut memory, &mut initialised);
-        window.drain(self.requests.len(), |range, report| self.scan(range, &mut place, handler, report))
+        let place = &mut Place::Own(&mut memory, &mut initialised);
+        window.drain(self.0.requests.len(), |range, report| self.scan(range, place, handler, report))
     }
 
-    /// Host: serves the packets of `scope` once (as [`View::drain`], [`View::drain_window`] or
-    /// [`View::drain_range`]), copying requests into `scratch`. The other drains use a scratch of
+    /// Serves the packets of `scope` once (as [`Host::drain`], [`Host::drain_window`] or
+    /// [`Host::drain_range`]), copying requests into `scratch`. The other drains use a scratch of
     /// their own, zeroed in part whenever a scan serves something (4,032 bytes for a 1-lane
     /// packet); a host that keeps one `scratch` for every drain zeroes it once.
     pub fn drain_scope(
@@ -57,21 +57,8 @@ impl View<'_> {
         scratch: &mut ScratchPayload,
         handler: &mut impl DrainHandler,
     ) -> DrainReport {
-        let n = self.requests.len();
-        let mut report = DrainReport::default();
-        let scratch = &mut Place::Kept(scratch);
-        match scope {
-            DrainScope::Whole => {
-                self.scan(0..n, scratch, handler, &mut report);
-            }
-            DrainScope::Window(window) => {
-                report = window.drain(n, |range, report| self.scan(range, scratch, handler, report));
-            }
-            DrainScope::Range { start, end } => {
-                self.scan(clamped(*start as usize..*end as usize, n), scratch, handler, &mut report);
-            }
-        }
-        report
+        let place = &mut Place::Kept(scratch);
+        scope.drain(self.0.requests.len(), |range, report| self.scan(range, place, handler, report))
     }
 
     /// Serves every complete pending packet in `range` once; returns the highest index served.
@@ -88,10 +75,10 @@ impl View<'_> {
         let mut highest = None;
         for index in range {
             // Relaxed: a poll; the data comes in the same word as its sequence.
-            let head = self.requests[index].head.load(Ordering::Relaxed);
+            let head = self.0.requests[index].head.load(Ordering::Relaxed);
             let seq = seq_of(head);
             // Relaxed: host-only word, our own last store.
-            if seq == 0 || seq == self.served[index].load(Ordering::Relaxed) {
+            if seq == 0 || seq == self.0.served[index].load(Ordering::Relaxed) {
                 continue;
             }
             // Acquire: pairs with the Release fence of the wave's wrap refresh
@@ -106,7 +93,7 @@ impl View<'_> {
             handler.serve(&mut request);
             self.answer(index, seq, activemask, payload);
             // Relaxed: host-only word (several hosts of one buffer serve disjoint ranges).
-            self.served[index].store(seq, Ordering::Relaxed);
+            self.0.served[index].store(seq, Ordering::Relaxed);
             report.packets += 1;
             report.lane_calls += activemask.count_ones();
             highest = Some(index as u32);
@@ -118,7 +105,7 @@ impl View<'_> {
     /// returns the activemask (cut to the lanes that exist), or `None` at the first word that
     /// does not.
     fn take(&self, index: usize, seq: u32, scratch: &mut Scratch<'_>) -> Option<u64> {
-        let request = &self.requests[index];
+        let request = &self.0.requests[index];
         // Relaxed (every load here and below): a tagged word is read in one access, so its data is
         // the data its sequence was stored with; nothing else needs ordering.
         let word = |w: &crate::sync::AtomicU64| untag(w.load(Ordering::Relaxed), seq);
@@ -159,7 +146,7 @@ impl View<'_> {
     /// Writes the reply of every lane of `activemask` from `scratch` into packet `index`'s reply
     /// block as words tagged `seq`.
     fn answer(&self, index: usize, seq: u32, activemask: u64, scratch: &Payload) {
-        let reply = &self.replies[index];
+        let reply = &self.0.replies[index];
         for lane in lanes(activemask) {
             let words: [u64; REPLY_WORDS] = scratch.read_lane(lane);
             for (k, value) in words.into_iter().enumerate() {

@@ -1,0 +1,56 @@
+//! [`Host`]: the host's side of the stack protocol, which takes the whole ready-stack in one swap,
+//! serves every packet on it and clears READY.
+
+use super::layout::{CONTROL_HOST_ERROR, CONTROL_READY};
+use super::view::View;
+use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::sync::Ordering;
+
+/// The host's side of a stack buffer ([`View::host`]): it swaps the ready-stack empty, reads the
+/// headers and requests of the packets it took, and writes their reply words and `control`. One
+/// host per buffer: the swap takes every submitted packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Host<'a>(pub(super) View<'a>);
+
+impl Host<'_> {
+    /// Takes the whole ready-stack and serves every packet on it.
+    ///
+    /// For each packet (its `next` read first: once served, the device owns it again) whose READY
+    /// bit is set, `handler.serve` writes the replies; then `control` is stored with READY clear
+    /// (and [`CONTROL_HOST_ERROR`] if an error reply was written). Malformed state goes to
+    /// `handler.malformed` and is counted; the drain never panics, loops or leaves the buffer.
+    pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
+        let mut report = DrainReport::default();
+        for link in self.0.ready_stack().take_all() {
+            let ptr = match link {
+                Ok(ptr) => ptr,
+                Err(e) => {
+                    report.malformed += 1;
+                    handler.malformed(DrainError::Chain(e));
+                    break;
+                }
+            };
+            let header = self.0.header(ptr.index());
+            // Relaxed: the Acquire swap in `take_all` ordered the producer's writes before us.
+            if header.control.load(Ordering::Relaxed) & CONTROL_READY == 0 {
+                report.malformed += 1;
+                handler.malformed(DrainError::NotSubmitted { index: ptr.index() as u32 });
+                continue;
+            }
+            let mut request = PacketRequest::new(
+                ptr.index() as u32,
+                header.service.load(Ordering::Relaxed),
+                header.activemask.load(Ordering::Relaxed),
+                self.0.payload(ptr.index()),
+            );
+            handler.serve(&mut request);
+            let control = if request.has_error() { CONTROL_HOST_ERROR } else { 0 };
+            // Release: publishes the reply words; pairs with the Acquire load of `control` in
+            // `Submitted::wait_until`. From here on the producer owns the packet.
+            header.control.store(control, Ordering::Release);
+            report.packets += 1;
+            report.lane_calls += request.activemask().count_ones();
+        }
+        report
+    }
+}

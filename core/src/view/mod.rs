@@ -1,0 +1,128 @@
+//! What every protocol's `View` is built with: the packet count every protocol accepts
+//! ([`packet_count`]), why memory cannot be viewed as a buffer ([`LayoutError`]), and the checks
+//! and slicing of raw memory and of separately held parts (`raw.rs`), written once.
+//!
+//! A protocol's `View::from_raw` calls [`RawBuffer::check`] (null, alignment, length) and takes
+//! its arrays with [`RawBuffer::slice`]; its `View::from_parts` calls [`check_lengths`]. Which
+//! arrays there are, and the offsets of each, stay with the protocol.
+
+use core::fmt;
+#[cfg(not(loom))]
+pub(crate) use raw::RawBuffer;
+pub(crate) use raw::{check_lengths, debug_parts, part};
+
+mod raw;
+
+/// The largest packet count every protocol accepts (2^24 packets is 64 GiB of payloads).
+pub const MAX_PACKETS: u32 = 1 << 24;
+
+/// The alignment every protocol's buffer needs at least: their widest fields are `u64`.
+pub(crate) const MIN_ALIGN: usize = 8;
+
+/// Why a packet count cannot make a buffer (of any protocol).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GeometryError {
+    /// At least 2 packets are needed (the stack protocol's index 0 with tag 1 must differ from
+    /// null; every protocol keeps the same rule).
+    TooFewPackets(u64),
+    /// More packets than [`MAX_PACKETS`].
+    TooManyPackets(u64),
+    /// A port count outside what the protocol supports (an LLVM-RPC buffer: 1 ..= its
+    /// `MAX_PORT_COUNT`).
+    PortCount(u64),
+    /// A lane count outside 1 ..= [`LANES`](crate::LANES) (an LLVM-RPC buffer's `lane_size`).
+    LaneCount(u64),
+}
+
+impl fmt::Display for GeometryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooFewPackets(n) => write!(f, "num_packets = {n}: at least 2 packets are needed"),
+            Self::TooManyPackets(n) => {
+                write!(f, "num_packets = {n}: at most {MAX_PACKETS} packets are supported")
+            }
+            Self::PortCount(n) => {
+                write!(f, "port_count = {n}: outside the port counts the protocol supports")
+            }
+            Self::LaneCount(n) => {
+                write!(f, "lane_size = {n}: 1 ..= {} lanes are supported", crate::lane::LANES)
+            }
+        }
+    }
+}
+
+impl core::error::Error for GeometryError {}
+
+/// The packet count every protocol accepts: 2 ..= [`MAX_PACKETS`], as a `u32`.
+///
+/// ```
+/// use hostcall_core::{packet_count, GeometryError};
+/// assert_eq!(packet_count(64), Ok(64));
+/// assert_eq!(packet_count(1), Err(GeometryError::TooFewPackets(1)));
+/// ```
+pub fn packet_count(num_packets: u64) -> Result<u32, GeometryError> {
+    if num_packets < 2 {
+        return Err(GeometryError::TooFewPackets(num_packets));
+    }
+    if num_packets > u64::from(MAX_PACKETS) {
+        return Err(GeometryError::TooManyPackets(num_packets));
+    }
+    Ok(num_packets as u32)
+}
+
+/// Why memory cannot be viewed as a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutError {
+    /// The packet count is refused.
+    Geometry(GeometryError),
+    /// A per-packet array given to a protocol's `View::from_parts` has the wrong length.
+    ArrayLength {
+        /// Which array, by its field name in the protocol's `Parts` (`"payloads"`,
+        /// `"occupied"`, ...).
+        array: &'static str,
+        /// Entries the packet count needs.
+        expected: usize,
+        /// Entries given.
+        given: usize,
+    },
+    /// The memory is smaller than the protocol's `buffer_size` for the packet count.
+    TooSmall {
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes given.
+        given: usize,
+    },
+    /// The memory is not aligned to the protocol's `MIN_ALIGN`.
+    Misaligned {
+        /// The address given.
+        address: usize,
+    },
+    /// A null address.
+    Null,
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Geometry(e) => e.fmt(f),
+            Self::ArrayLength { array, expected, given } => {
+                write!(f, "buffer array `{array}` has {given} entries, {expected} needed")
+            }
+            Self::TooSmall { needed, given } => {
+                write!(f, "buffer of {given} bytes is too small: {needed} needed")
+            }
+            Self::Misaligned { address } => {
+                write!(f, "buffer at {address:#x} is not aligned to the protocol's alignment")
+            }
+            Self::Null => f.write_str("buffer address is null"),
+        }
+    }
+}
+
+impl core::error::Error for LayoutError {}
+
+impl From<GeometryError> for LayoutError {
+    fn from(e: GeometryError) -> Self {
+        Self::Geometry(e)
+    }
+}
