@@ -3,8 +3,8 @@
 //! packets and streams, and closing unlocks. One wave is one thread: it does for all its lanes
 //! what upstream's warp does lane by lane.
 
+use super::host::bit;
 use super::layout::LANE_BUFFER_SIZE;
-use super::server::bit;
 use super::stream::{fill_packet, packet_bytes, Cursor};
 use super::view::View;
 use crate::lane::{lanes, SLOT_WORDS};

@@ -2,8 +2,8 @@
 //! carry the same eight request words and two reply words as a hostcall packet, so every
 //! [`DrainHandler`] (and the services behind it) serves them unchanged.
 
+use super::host::Turn;
 use super::opcode::{namespace, HOSTCALL, ROCM};
-use super::server::Turn;
 use crate::host::{DrainHandler, PacketRequest};
 use crate::lane::{Payload, REPLY_WORDS, SLOT_WORDS};
 

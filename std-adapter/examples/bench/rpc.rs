@@ -4,8 +4,10 @@
 //! `rpc_host_1l`: LLVM libc's GPU RPC on one port of one lane, both sides this project's: the
 //! core's client (`rpc::Client`: open, send the request, receive the reply, close, as LLVM's
 //! client does per call) and the std crate's RPC host (`services::rpc::RpcHost::drain` in a
-//! spinning loop, the ECHO service behind it as a hostcall service in the `'h'` namespace). Not
-//! through the `Listener`: RPC buffers are not served by it yet.
+//! spinning loop, the ECHO service behind it as a hostcall service in the `'h'` namespace).
+//!
+//! `hostcall_1l_rpc`: the same client against the full listener (spinning), which serves RPC
+//! buffers through the poller's stateless turn (the `'h'` and `'r'` opcodes as hostcall packets).
 
 use crate::measure::{pinned_pair, round_trips, Sample};
 use crate::options::Options;
@@ -61,6 +63,37 @@ pub(crate) enum RpcServer {
     Core,
 }
 
+/// `hostcall_1l_rpc`: the same client against the full listener (spinning), the buffer a
+/// `HostcallBuffer` of `Protocol::Rpc`, the ECHO service in the listener's registry.
+pub(crate) fn rpc_listener_round_trip(o: &Options) -> Sample {
+    let protocol = hostcall::buffer::Protocol::Rpc { lanes: 1 };
+    let (listener, buffer) = pinned_pair(o, || {
+        crate::latency::start_listener_with(hostcall::ListenerConfig::spinning(), 1, protocol)
+    });
+    let view = buffer.view().rpc().expect("an RPC buffer");
+    let locks = Locks([AtomicU32::new(0)]);
+    let client = Client::new(view, &locks.0).expect("one lock word");
+    let sample = client_calls(o, &client);
+    listener.shutdown();
+    sample
+}
+
+/// The client's side of every row: open, send the request, receive the reply, close.
+fn client_calls(o: &Options, client: &Client<'_>) -> Sample {
+    let opcode = opcode_of(crate::ECHO);
+    let mut i = 0u64;
+    round_trips(o, || {
+        i += 1;
+        let words = request(i, 0);
+        let mut call = client.try_open(opcode, 1, 0).expect("the port is free between calls");
+        call.send(|_| words, &mut |_| true).expect("no give-up");
+        let mut reply = [0; 2];
+        call.recv(|_, w| reply = [w[0], w[1]], &mut |_| true).expect("no give-up");
+        call.close();
+        assert_eq!(reply, echo(&words));
+    })
+}
+
 pub(crate) fn rpc_round_trip(o: &Options, server: RpcServer) -> Sample {
     let port = Arc::new(Port {
         host_mailbox: [AtomicU32::new(0)],
@@ -99,18 +132,7 @@ pub(crate) fn rpc_round_trip(o: &Options, server: RpcServer) -> Sample {
     let view = port.view();
     let locks = Locks([AtomicU32::new(0)]);
     let client = Client::new(view, &locks.0).expect("one lock word");
-    let opcode = opcode_of(crate::ECHO);
-    let mut i = 0u64;
-    let sample = round_trips(o, || {
-        i += 1;
-        let words = request(i, 0);
-        let mut call = client.try_open(opcode, 1, 0).expect("the port is free between calls");
-        call.send(|_| words, &mut |_| true).expect("no give-up");
-        let mut reply = [0; 2];
-        call.recv(|_, w| reply = [w[0], w[1]], &mut |_| true).expect("no give-up");
-        call.close();
-        assert_eq!(reply, echo(&words));
-    });
+    let sample = client_calls(o, &client);
     stop.store(true, Ordering::Relaxed);
     host.join().unwrap();
     sample
