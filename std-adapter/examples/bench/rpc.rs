@@ -12,7 +12,7 @@
 use crate::measure::{pinned_pair, round_trips, Sample};
 use crate::options::Options;
 use crate::{echo, request};
-use hostcall::core::rpc::{opcode_of, Client, Header, LaneBuffer, Parts, View};
+use hostcall::core::rpc::{opcode_of, Client, Header, LaneBuffer, View};
 use hostcall::core::sync::AtomicU32;
 use hostcall::core::{ErrorCode, ServiceTable, SLOT_WORDS};
 use hostcall::services::printf::StdStreams;
@@ -42,15 +42,12 @@ const _: () = assert!(
 );
 
 impl Port {
+    /// The port as the raw buffer it is laid out as (`rpc::buffer_size(1, 1)` = 88 bytes).
     fn view(&self) -> View<'_> {
-        View::from_parts(Parts {
-            lanes: 1,
-            host_mailbox: &self.host_mailbox,
-            device_mailbox: &self.device_mailbox,
-            headers: &self.headers,
-            buffers: &self.buffers,
-        })
-        .expect("one port, one lane")
+        let base = (self as *const Self).cast_mut().cast::<u8>();
+        // SAFETY: `self` is `size_of::<Port>()` >= 88 bytes laid out as a one-port, one-lane
+        // buffer (the offsets asserted above), all of it atomics, valid while borrowed.
+        unsafe { View::from_raw(base, std::mem::size_of::<Self>(), 1, 1) }.expect("one port, one lane")
     }
 }
 
