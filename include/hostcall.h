@@ -374,7 +374,9 @@ uint32_t getHostcallBufferAlignment(void);
  * it (or the process ends). False on failure: see hostcall_last_error(). */
 bool enableHostcalls(void *buffer, uint32_t num_packets, const void *queue);
 /* Stops serving the buffer; afterwards it may be reused or freed. After the last buffer the
- * listener stops and its thread is joined. A failure is recorded for hostcall_last_error(). */
+ * listener stops and its thread is joined. ROCm's void signature: to learn the result, call
+ * hostcall_disable (the same disable, returning a status), or read hostcall_last_error() after it
+ * ("" when it succeeded: every successful call clears it). */
 void disableHostcalls(void *buffer, const void *queue);
 
 /* ---- This project's API: the same with status codes ---- */
@@ -405,14 +407,132 @@ void disableHostcalls(void *buffer, const void *queue);
 
 /* hostcall_buffer_size, hostcall_buffer_alignment, hostcall_enable, hostcall_disable: ROCm's four
  * functions above with status codes (the stack protocol). hostcall_enable checks buffer for null
- * and for alignment to hostcall_buffer_alignment(). */
+ * and for alignment to hostcall_buffer_alignment(). queue names the queue (never dereferenced)
+ * and must not be NULL: enable and disable refuse a NULL queue with HOSTCALL_ERR_NULL (it would
+ * name every NULL enable alike); enableHostcalls returns false for it. */
 size_t hostcall_buffer_size(uint32_t num_packets);
 uint32_t hostcall_buffer_alignment(void);
 int hostcall_enable(void *buffer, uint32_t num_packets, const void *queue);
 int hostcall_disable(void *buffer, const void *queue);
-/* The message of the last failed call on this thread ("" if none); valid until the next failure
- * on this thread. */
+/* The message of the last call on this thread if it failed, "" if it succeeded: every function
+ * of this library but hostcall_last_error and hostcall_status_string clears it when it succeeds
+ * and sets it when it fails. Valid until the next call into the library on this thread. */
 const char *hostcall_last_error(void);
+/* What a status code (HOSTCALL_OK, HOSTCALL_ERR_*) means: a static string, "unknown status code"
+ * for any other value. */
+const char *hostcall_status_string(int code);
+
+/* ---- Logs ---- */
+
+/* The library logs the lifecycle (listener start and stop, buffers served, the backend chosen) at
+ * INFO and DEBUG, and every refusal that loses device output (a budget, a bad free, an unknown
+ * service, ...) at WARN, rate-limited: at most 10 lines a kind per 10 s, the next line saying how
+ * many were suppressed. Without a callback they go to stderr ("hostcall: LEVEL module: text") at
+ * the level the environment variable HOSTCALL_LOG names (off, error, warn, info, debug, trace;
+ * unset: warn), read at the first call into the library. */
+#define HOSTCALL_LOG_OFF 0
+#define HOSTCALL_LOG_ERROR 1
+#define HOSTCALL_LOG_WARN 2
+#define HOSTCALL_LOG_INFO 3
+#define HOSTCALL_LOG_DEBUG 4
+#define HOSTCALL_LOG_TRACE 5
+/* Called with each line at the callback's level or more severe: level (HOSTCALL_LOG_ERROR..
+ * HOSTCALL_LOG_TRACE), the module that logged and the text (both valid for the call only), and
+ * user. Called on any of the library's threads (the listener's included); must not call
+ * hostcall_set_log_callback, throw or longjmp. */
+typedef void (*hostcall_log_fn)(int level, const char *target, const char *message, void *user);
+/* Sends the lines at min_level (HOSTCALL_LOG_*) or more severe to fn instead of stderr; fn NULL
+ * goes back to stderr at HOSTCALL_LOG's level. Returns HOSTCALL_OK, or HOSTCALL_ERR_OTHER in a
+ * process that has a Rust `log` logger of its own (the lines go there). */
+int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
+
+/* ---- Statistics ---- */
+
+/* Why something was refused: the index of its count in `refusals` below. A count is a lane for
+ * what a service finds in one lane (budgets, bad frees, allocation failures, bad requests, a lane
+ * handler's panic), every lane of the packet for what answers a whole packet (unknown service,
+ * shutting down), one finding for a malformed packet, one message for the printf limits
+ * (FOREIGN_MESSAGE: a message chunk naming a message another lane has open: a guessed id). */
+#define HOSTCALL_REASON_UNKNOWN_SERVICE 0
+#define HOSTCALL_REASON_MALFORMED_PACKET 1
+#define HOSTCALL_REASON_BAD_REQUEST 2
+#define HOSTCALL_REASON_OPEN_MESSAGES 3
+#define HOSTCALL_REASON_HELD_BYTES 4
+#define HOSTCALL_REASON_FOREIGN_MESSAGE 5
+#define HOSTCALL_REASON_MESSAGE_SIZE 6
+#define HOSTCALL_REASON_PRINTF_WORK 7
+#define HOSTCALL_REASON_PRINTF_OUTPUT 8
+#define HOSTCALL_REASON_DEVMEM_BYTES 9
+#define HOSTCALL_REASON_DEVMEM_COUNT 10
+#define HOSTCALL_REASON_DEVMEM_SIZE 11
+#define HOSTCALL_REASON_BAD_FREE 12
+#define HOSTCALL_REASON_ALLOCATION_FAILURE 13
+#define HOSTCALL_REASON_HANDLER_PANIC 14
+#define HOSTCALL_REASON_SHUTTING_DOWN 15
+#define HOSTCALL_REASON_SLOTS 32 /* room in `refusals`; `reasons` says how many are counted */
+/* The line protocol's number, as hostcall_buffer_stats_t reports a protocol (enable refuses it). */
+#define HOSTCALL_PROTOCOL_LINE 2u
+
+/* The statistics structs are versioned by their first field: set `size` to sizeof(the struct)
+ * before the call. The library writes the fields it knows and zeroes the rest up to `size`; a
+ * `size` below this header's struct or above HOSTCALL_STATS_MAX_SIZE is refused
+ * (HOSTCALL_ERR_OPTIONS) before anything is written. */
+#define HOSTCALL_STATS_MAX_SIZE 4096u
+
+/* What the listener of the enabled buffers counted so far. */
+typedef struct hostcall_stats {
+    uint32_t size;                  /* sizeof(hostcall_stats_t), set by the caller */
+    uint32_t reasons;               /* entries of refusals this library counts */
+    uint64_t packets;               /* packets served (every service, unknown ids included) */
+    uint64_t lane_calls;            /* lanes over those packets */
+    uint64_t errors;                /* lanes answered with an error reply */
+    uint64_t unknown_service_packets;
+    uint64_t malformed;             /* malformed shared state found */
+    uint64_t doorbell_wakes;        /* doorbell waits ended by a ring */
+    uint64_t timeout_polls;         /* doorbell waits ended by their timeout */
+    uint64_t empty_scans;           /* polls that found nothing */
+    uint64_t log_lines_suppressed;  /* by the rate limit */
+    uint64_t buffers;               /* buffers enabled now */
+    uint64_t refusals[HOSTCALL_REASON_SLOTS]; /* by HOSTCALL_REASON_* */
+} hostcall_stats_t;
+
+/* One enabled buffer's counters. */
+typedef struct hostcall_buffer_stats {
+    uint32_t size;        /* sizeof(hostcall_buffer_stats_t), set by the caller */
+    uint32_t protocol;    /* HOSTCALL_PROTOCOL_* */
+    uint64_t num_packets; /* its packets */
+    uint64_t packets;     /* packets served from it */
+    uint64_t lane_calls;
+    uint64_t errors;
+    uint64_t refusals[HOSTCALL_REASON_SLOTS];
+} hostcall_buffer_stats_t;
+
+/* One service's counters and timings. Times are log-scale bucket bounds in nanoseconds (0: none
+ * counted; UINT64_MAX: past the longest bucket); the queue wait is from the start of the poll that
+ * found a packet to the start of its service. */
+typedef struct hostcall_service_stats {
+    uint32_t size; /* sizeof(hostcall_service_stats_t), set by the caller */
+    uint32_t id;   /* the service id asked for */
+    uint64_t packets;
+    uint64_t lane_calls;
+    uint64_t errors;
+    uint64_t service_ns_p50;
+    uint64_t service_ns_p99;
+    uint64_t queue_wait_ns_p50;
+    uint64_t queue_wait_ns_p99;
+} hostcall_service_stats_t;
+
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_stats_t) == 344, "stats size");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_stats_t, refusals) == 88, "stats.refusals");
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_buffer_stats_t) == 296, "buffer stats size");
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_service_stats_t) == 64, "service stats size");
+
+/* Fill stats (HOSTCALL_OK; HOSTCALL_ERR_NULL, HOSTCALL_ERR_OPTIONS for a refused size).
+ * hostcall_get_buffer_stats: HOSTCALL_ERR_NOT_ENABLED for a buffer not enabled (buffer is only
+ * compared); hostcall_get_service_stats: HOSTCALL_ERR_OTHER for an id not registered. */
+int hostcall_get_stats(hostcall_stats_t *stats);
+int hostcall_get_buffer_stats(const void *buffer, hostcall_buffer_stats_t *stats);
+int hostcall_get_service_stats(uint32_t id, hostcall_service_stats_t *stats);
 
 /* ---- ROCm's two protocols, stack and phase ---- */
 

@@ -52,7 +52,8 @@
  *   - The claim does not read host_phase (a PCIe round trip) to check the phases agree. A
  *     warp releases its occupied bit only after it saw host_phase == device_phase, and a warp
  *     never abandons a submitted packet, so "bit clear" implies "phases agree". (ROCm's device
- *     code checks; HOSTCALL_CUDA_CHECK_CLAIM below does too, at the cost of that read.)
+ *     code checks; the benchmark variant check_claim, std-adapter/examples/cuda/variants.cuh,
+ *     does too, at the cost of that read.)
  *   - All request and reply accesses are 16 bytes wide; the header is one 16-byte store.
  *   - keep_packet (phase_open): a whole warp keeps its packet claimed from one call to the next,
  *     skipping steps 1, 2 and 8 (about 1.1 us of a 6.5 us call on the H200); it must give the
@@ -96,16 +97,6 @@
 #ifndef HOSTCALL_CUDA_RING_INTERVAL_NS
 #define HOSTCALL_CUDA_RING_INTERVAL_NS 10000u
 #endif
-
-/* Variant flags of phase_call (template argument), for measuring what each step costs. 0 is the
- * default. They change how, never whether, the protocol's orderings are kept. */
-#define HOSTCALL_CUDA_STORE_SYS 1u      /* request stores st.relaxed.sys (else weak st.global) */
-#define HOSTCALL_CUDA_FENCE_SC 2u       /* release as fence.sc.sys + st.relaxed.sys */
-#define HOSTCALL_CUDA_POLL_PIPELINED 4u /* two relaxed polls in flight (phase: then fence.acq_rel.sys) */
-#define HOSTCALL_CUDA_NO_RING 8u        /* do not ring the doorbell */
-#define HOSTCALL_CUDA_CHECK_CLAIM 16u   /* read host_phase at claim and require it to agree */
-#define HOSTCALL_CUDA_LANE_FILL 32u       /* each lane always stores its own slot */
-#define HOSTCALL_CUDA_TRANSPOSED_FILL 64u /* a full warp always stores transposed */
 
 /* Byte offset of the value word in a doorbell signal (ROCm's amd_signal_t: kind @0, value @8). */
 #define HOSTCALL_SIGNAL_VALUE_OFFSET 8u
@@ -259,7 +250,8 @@ __device__ __forceinline__ void spin_ns(uint64_t ns) {
 /* How a waiting warp polls host memory: spin (one PCIe read after another) for spin_ns, then
  * sleep between polls, from min_sleep_ns doubling to max_sleep_ns. Thousands of warps spinning
  * on host memory saturate the link with reads; the sleeps keep a busy GPU's polls few.
- * poll_stagger_ns: the gap between the two loads in flight of HOSTCALL_CUDA_POLL_PIPELINED. */
+ * poll_stagger_ns: the gap between the two loads in flight of a tuning that keeps two (the
+ * benchmark variant `pipelined`). */
 struct wait_policy {
     unsigned spin_ns;
     unsigned min_sleep_ns;
@@ -301,6 +293,48 @@ struct phase_client {
 struct phase_timing {
     unsigned long long claim, fill, release, wait, reply, calls;
 };
+
+struct line_client;
+
+/* The choices phase_call and line_call make at their steps: this struct is what they do. A
+ * benchmark measures an alternative by passing, as their template argument, a type derived from
+ * it that hides one member (std-adapter/examples/cuda/variants.cuh holds the seven measured
+ * ones). Any choice changes how, never whether, the protocol's orderings are kept. */
+struct tuning {
+    /* Phase step 3: the request and header stores are weak st.global (false) or st.relaxed.sys. */
+    static constexpr bool sys_stores = false;
+    /* Step 5: whether a call rings the doorbell. */
+    static constexpr bool rings = true;
+    /* Phase step 3: whether a full warp stores its requests transposed, given whether its claim
+     * found other packets of the bitmap word in use (`busy`, a sign of load). */
+    static __device__ __forceinline__ bool phase_transposed(bool busy) { return busy; }
+    /* Line steps 3 and 5: whether a full warp stores and polls transposed. */
+    static constexpr bool line_transposed = true;
+    /* Phase step 1, after the claim of packet `index` (its `bit` in its occupied word) succeeded:
+     * whether to take it (else the hook has given the claim back and the search goes on). */
+    static __device__ __forceinline__ bool phase_claim_agrees(const phase_client &, unsigned, unsigned) {
+        return true;
+    }
+    /* Phase step 4 (leader): the release store of the flipped phase. */
+    static __device__ __forceinline__ void phase_publish(unsigned *device_phase, unsigned phase);
+    /* Phase step 6 (leader), before the acquire polls: a first stretch of polling of `host`, since
+     * `started`; true if it saw host_phase == phase with acquire semantics (the wait is then over). */
+    static __device__ __forceinline__ bool phase_wait_first(const phase_client &, const unsigned *, unsigned,
+                                                            uint64_t) {
+        return false;
+    }
+    /* Line step 5 (every lane of `mask`): polls the two reply pieces at `first` and `second` until
+     * both carry `seq`, their data halves then in d0 and d1. */
+    static __device__ __forceinline__ void line_wait(const line_client &c, unsigned mask, const uint64_t *first,
+                                                     const uint64_t *second, unsigned seq, uint64_t &d0,
+                                                     uint64_t &d1);
+};
+
+__device__ __forceinline__ void tuning::phase_publish(unsigned *device_phase, unsigned phase) {
+    /* Release: publishes header and requests; pairs with the host's Acquire fence in
+     * phase::View::serve_packet. */
+    detail::st_release_sys(device_phase, phase);
+}
 
 /* This warp's global index in a 1-D or 3-D launch, for spreading claims over the packets. */
 __device__ inline unsigned global_warp_id() {
@@ -346,7 +380,7 @@ namespace detail {
  * other packets of its bitmap word were in use (a sign of load, which picks the fill). */
 constexpr unsigned CLAIM_BUSY = 1u << 31;
 
-template <unsigned FLAGS>
+template <typename Tuning>
 __device__ inline unsigned phase_claim(const phase_client &c) {
     const unsigned n = c.num_packets;
     unsigned index = c.start % n;
@@ -358,17 +392,8 @@ __device__ inline unsigned phase_claim(const phase_client &c) {
              * so its shadow store and its reads of the reply happen before our use. */
             const unsigned old = atom_or_acquire_gpu(&c.occupied[index / 32u], bit);
             if ((old & bit) == 0) {
-                const unsigned claimed = old != 0 ? index | CLAIM_BUSY : index;
-                if (!(FLAGS & HOSTCALL_CUDA_CHECK_CLAIM))
-                    return claimed;
-                /* Acquire: pairs with the host's release store of host_phase. */
-                const unsigned host = ld_acquire_sys(&c.host_phase[index]);
-                if (((host ^ ld_relaxed_gpu(&c.shadow[index])) & 1u) == 0)
-                    return claimed;
-                /* Phases differ: unanswered (an abandoned packet). Unclaim, relaxed: we touched
-                 * nothing of the packet. */
-                asm volatile("red.relaxed.gpu.global.and.b32 [%0], %1;" ::"l"(&c.occupied[index / 32u]), "r"(~bit)
-                             : "memory");
+                if (Tuning::phase_claim_agrees(c, index, bit))
+                    return old != 0 ? index | CLAIM_BUSY : index;
             }
             index = index + 1 == n ? 0 : index + 1;
         }
@@ -409,34 +434,12 @@ __device__ inline void ring_at(uint64_t *doorbell, uint64_t *last_ring) {
 __device__ inline void ring(const phase_client &c) { ring_at(c.doorbell, c.last_ring); }
 
 /* Step 6 (leader): waits until host_phase[index] == phase, with acquire semantics. */
-template <unsigned FLAGS>
+template <typename Tuning>
 __device__ inline void wait_for_host(const phase_client &c, unsigned index, unsigned phase) {
     const unsigned *host = &c.host_phase[index];
     const uint64_t started = global_timer_ns();
-    if (FLAGS & HOSTCALL_CUDA_POLL_PIPELINED) {
-        /* Two relaxed loads in flight, issued poll_stagger_ns apart: a change is seen about half a
-         * round trip sooner than by back-to-back loads. The fence after the observing load makes
-         * it an acquire (pairs with the host's release store of host_phase). */
-        unsigned a = ld_relaxed_sys(host);
-        spin_ns(c.wait.poll_stagger_ns);
-        bool seen = false;
-        while (global_timer_ns() - started < c.wait.spin_ns) {
-            const unsigned b = ld_relaxed_sys(host);
-            if ((a & 1u) == phase) {
-                seen = true;
-                break;
-            }
-            a = ld_relaxed_sys(host);
-            if ((b & 1u) == phase) {
-                seen = true;
-                break;
-            }
-        }
-        if (seen) {
-            fence_acq_rel_sys();
-            return;
-        }
-    }
+    if (Tuning::phase_wait_first(c, host, phase, started))
+        return;
     unsigned sleep = c.wait.min_sleep_ns;
     /* Acquire: pairs with the host's Release store of host_phase in phase::View::serve_packet; the
      * replies it wrote before are visible to the loads that follow (the other lanes' through the
@@ -476,7 +479,7 @@ __device__ __forceinline__ warp_call begin_call(const void *timing) {
  * and receives 2 reply words (an error reply is {HOSTCALL_ERROR_REPLY, code}). Call it from
  * converged code; lanes that call together share one packet. `timing`, if not null, gets the
  * leader's per-step cycles added. */
-template <unsigned FLAGS = 0>
+template <typename Tuning = tuning>
 __device__ inline void phase_call(phase_client &c, unsigned service, const uint64_t (&request)[8],
                                   uint64_t (&reply)[2], phase_timing *timing = nullptr) {
     const detail::warp_call w = detail::begin_call(timing);
@@ -491,16 +494,15 @@ __device__ inline void phase_call(phase_client &c, unsigned service, const uint6
     unsigned claimed = c.held;
     if (!held) {
         if (is_leader)
-            claimed = detail::phase_claim<FLAGS>(c);
+            claimed = detail::phase_claim<Tuning>(c);
         claimed = __shfl_sync(mask, claimed, leader);
     }
     const unsigned index = claimed & ~detail::CLAIM_BUSY;
-    const bool transposed = mask == 0xffffffffu && !(FLAGS & HOSTCALL_CUDA_LANE_FILL) &&
-                            ((claimed & detail::CLAIM_BUSY) || (FLAGS & HOSTCALL_CUDA_TRANSPOSED_FILL));
+    const bool transposed = mask == 0xffffffffu && Tuning::phase_transposed((claimed & detail::CLAIM_BUSY) != 0);
     const unsigned long long t1 = detail::clock_if(timed);
 
     uint64_t *slot = &c.payloads[index].slots[lane][0];
-    constexpr bool sys = (FLAGS & HOSTCALL_CUDA_STORE_SYS) != 0;
+    constexpr bool sys = Tuning::sys_stores;
     unsigned phase = c.held_phase;
     if (is_leader && !held)
         /* A load of device memory, issued early so it overlaps the stores. */
@@ -524,23 +526,16 @@ __device__ inline void phase_call(phase_client &c, unsigned service, const uint6
 
     unsigned long long t3 = 0, t4 = 0;
     if (is_leader) {
-        if (FLAGS & HOSTCALL_CUDA_FENCE_SC) {
-            detail::fence_sc_sys();
-            detail::st_relaxed_sys(&c.device_phase[index], phase);
-        } else {
-            /* Release: publishes header and requests; pairs with the host's Acquire fence in
-             * phase::View::serve_packet. */
-            detail::st_release_sys(&c.device_phase[index], phase);
-        }
+        Tuning::phase_publish(&c.device_phase[index], phase);
         /* Relaxed: only device code reads the shadow, after claiming the packet (acquire),
          * which our release of the occupied bit (step 8) orders after this store. A kept packet's
          * shadow is stored when it is given back. */
         if (!keep)
             detail::st_relaxed_gpu(&c.shadow[index], phase);
         t3 = detail::clock_if(timed);
-        if (!(FLAGS & HOSTCALL_CUDA_NO_RING))
+        if (Tuning::rings)
             detail::ring(c);
-        detail::wait_for_host<FLAGS>(c, index, phase);
+        detail::wait_for_host<Tuning>(c, index, phase);
         t4 = detail::clock_if(timed);
     }
     /* Orders the leader's acquire before every lane's reply load. */
@@ -625,7 +620,8 @@ __device__ inline void phase_release_held(phase_client &c) {
  *      piece seen is not loaded again; __all_sync decides): its own 4 reply words, or for a full
  *      warp 512 contiguous bytes per load instruction, then 8 shuffles hand each lane its own;
  *      spin for wait_policy::spin_ns, then __nanosleep backoff. The data halves are the reply:
- *      no second read. HOSTCALL_CUDA_LANE_FILL keeps a full warp on the per-lane fill and poll;
+ *      no second read. (The benchmark variant lane_fill keeps a full warp on the per-lane fill
+ *      and poll);
  *   6. release (leader, after __syncwarp): red.release.gpu.and clears the occupied bit.
  */
 /* The layout (hostcall_line_prefix_t, hostcall_line_request_t, hostcall_line_reply_t,
@@ -789,8 +785,29 @@ __device__ __forceinline__ void line_look_take(const line_look &look, unsigned s
 
 } // namespace detail
 
+/* One look at a time: a piece seen is not loaded again; __all_sync decides. Spins for
+ * wait_policy::spin_ns, then backs off with __nanosleep. */
+__device__ __forceinline__ void tuning::line_wait(const line_client &c, unsigned mask, const uint64_t *first,
+                                                  const uint64_t *second, unsigned seq, uint64_t &d0, uint64_t &d1) {
+    bool seen0 = false, seen1 = false;
+    const uint64_t started = detail::global_timer_ns();
+    unsigned sleep = c.wait.min_sleep_ns;
+    detail::line_look x = {0, 0, 0, 0};
+    detail::line_look_issue(x, first, second, seen0, seen1);
+    for (;;) {
+        detail::line_look_take(x, seq, seen0, seen1, d0, d1);
+        if (__all_sync(mask, seen0 && seen1))
+            break;
+        if (detail::global_timer_ns() - started > c.wait.spin_ns) {
+            __nanosleep(sleep);
+            sleep = sleep < c.wait.max_sleep_ns ? sleep * 2u : c.wait.max_sleep_ns;
+        }
+        detail::line_look_issue(x, first, second, seen0, seen1);
+    }
+}
+
 /* One hostcall by the calling warp's active lanes on a line buffer (as phase_call). */
-template <unsigned FLAGS = 0>
+template <typename Tuning = tuning>
 __device__ inline void line_call(line_client &c, unsigned service, const uint64_t (&request)[8],
                                  uint64_t (&reply)[2], phase_timing *timing = nullptr) {
     const detail::warp_call w = detail::begin_call(timing);
@@ -812,7 +829,7 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
     }
     /* The doorbell throttle's device-memory read, issued now so that it overlaps the fill. */
     const uint64_t last_ring =
-        is_leader && !(FLAGS & HOSTCALL_CUDA_NO_RING) ? detail::ring_last(c.doorbell, c.last_ring) : 0;
+        is_leader && Tuning::rings ? detail::ring_last(c.doorbell, c.last_ring) : 0;
     const unsigned seq = previous < HOSTCALL_LINE_SEQ_MAX ? previous + 1u : 1u;
     uint64_t *req = c.requests + static_cast<size_t>(index) * HOSTCALL_LINE_REQUEST_WORDS;
     uint64_t *rep = c.replies + static_cast<size_t>(index) * HOSTCALL_LINE_REPLY_WORDS;
@@ -823,7 +840,7 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
 
     /* Step 3. Relaxed: each word carries its sequence; the host checks every one. A full warp
      * stores whole lines (line_fill_transposed); otherwise each lane stores its own slot. */
-    const bool transposed = mask == 0xffffffffu && !(FLAGS & HOSTCALL_CUDA_LANE_FILL);
+    const bool transposed = mask == 0xffffffffu && Tuning::line_transposed;
     if (transposed) {
         detail::line_fill_transposed(req + 8u, lane, seq, request);
     } else {
@@ -845,47 +862,20 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
         if (!keep)
             /* Relaxed: published to the next claimer by the release of step 6. */
             detail::st_relaxed_gpu(&c.device_seq[index], seq);
-        if (!(FLAGS & HOSTCALL_CUDA_NO_RING))
+        if (Tuning::rings)
             detail::ring_after(c.doorbell, c.last_ring, last_ring);
     }
     const unsigned long long t3 = detail::clock_if(timed);
 
     /* Step 5: the reply is in the words polled. Each lane polls two 16-byte pieces until both
-     * carry the sequence (a piece seen is not loaded again; __all_sync decides). A full warp
-     * polls transposed: load k (0, 1) of lane L reads the 16 bytes at 512 k + 16 L, piece L % 2
-     * of lane 16 k + L / 2's reply, so each load instruction covers 512 contiguous bytes; the
-     * lanes then trade pieces. Otherwise each lane polls its own 32 bytes.
-     * HOSTCALL_CUDA_POLL_PIPELINED keeps two looks in flight, issued wait_policy::poll_stagger_ns
-     * apart (no fence needed: the data is in the words), so a reply is seen about half a round
-     * trip sooner. */
+     * carry the sequence (tuning::line_wait). A full warp polls transposed: load k (0, 1) of lane L
+     * reads the 16 bytes at 512 k + 16 L, piece L % 2 of lane 16 k + L / 2's reply, so each load
+     * instruction covers 512 contiguous bytes; the lanes then trade pieces. Otherwise each lane
+     * polls its own 32 bytes. */
     const uint64_t *first = transposed ? rep + lane * 2u : rep + lane * 4u;
     const uint64_t *second = transposed ? first + 64u : first + 2u;
     uint64_t d0 = 0, d1 = 0;
-    bool seen0 = false, seen1 = false;
-    const uint64_t started = detail::global_timer_ns();
-    unsigned sleep = c.wait.min_sleep_ns;
-    detail::line_look x = {0, 0, 0, 0}, y = {0, 0, 0, 0};
-    detail::line_look_issue(x, first, second, seen0, seen1);
-    if (FLAGS & HOSTCALL_CUDA_POLL_PIPELINED) {
-        detail::spin_ns(c.wait.poll_stagger_ns);
-        detail::line_look_issue(y, first, second, seen0, seen1);
-    }
-    for (;;) {
-        detail::line_look_take(x, seq, seen0, seen1, d0, d1);
-        if (__all_sync(mask, seen0 && seen1))
-            break;
-        if (detail::global_timer_ns() - started > c.wait.spin_ns) {
-            __nanosleep(sleep);
-            sleep = sleep < c.wait.max_sleep_ns ? sleep * 2u : c.wait.max_sleep_ns;
-        }
-        detail::line_look_issue(x, first, second, seen0, seen1);
-        if (FLAGS & HOSTCALL_CUDA_POLL_PIPELINED) {
-            detail::line_look_take(y, seq, seen0, seen1, d0, d1);
-            if (__all_sync(mask, seen0 && seen1))
-                break;
-            detail::line_look_issue(y, first, second, seen0, seen1);
-        }
-    }
+    Tuning::line_wait(c, mask, first, second, seq, d0, d1);
     const unsigned long long t4 = detail::clock_if(timed);
     if (transposed) {
         /* Piece q of lane X was loaded by lane 2 (X % 16) + q, by its load X / 16. */
@@ -940,7 +930,7 @@ __device__ inline void line_release_held(line_client &c) {
 /* Sends `count` words as one message to `service` (each active lane its own message, of its own
  * length; lanes whose message ended drop out of later calls). `reply` gets the answer to the END
  * chunk, or the host's error reply if the stream was refused on the way. */
-template <unsigned FLAGS = 0>
+template <typename Tuning = tuning>
 __device__ inline void phase_send_message(phase_client &c, unsigned service, const uint64_t *words,
                                           unsigned count, uint64_t (&reply)[2]) {
     uint64_t id = 0;
@@ -956,7 +946,7 @@ __device__ inline void phase_send_message(phase_client &c, unsigned service, con
         for (unsigned k = 0; k < HOSTCALL_MSG_MAX_WORDS; ++k)
             request[k + 1] = k < len ? words[sent + k] : 0;
         uint64_t answer[2];
-        phase_call<FLAGS>(c, service, request, answer);
+        phase_call<Tuning>(c, service, request, answer);
         if (end || answer[0] == HOSTCALL_ERROR_REPLY) {
             reply[0] = answer[0];
             reply[1] = answer[1];

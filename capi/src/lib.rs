@@ -33,6 +33,7 @@ pub mod logging;
 pub mod options;
 pub mod rpc;
 pub mod service;
+pub mod stats;
 pub mod status;
 
 pub use emulated::hostcall_emulated_call;
@@ -46,4 +47,5 @@ pub use rpc::{hostcall_rpc_buffer_size, hostcall_rpc_client_object};
 pub use service::{
     hostcall_enable_function_calls_unsafe, hostcall_register_service, hostcall_unregister_service,
 };
+pub use stats::{hostcall_get_buffer_stats, hostcall_get_service_stats, hostcall_get_stats};
 pub use status::{hostcall_last_error, hostcall_status_string};

@@ -53,6 +53,19 @@ pub fn protocol(protocol: u32) -> Result<Protocol, Failure> {
     }
 }
 
+/// `HOSTCALL_PROTOCOL_LINE`: the line protocol, as statistics report it (the lifecycle, and so
+/// `hostcall_enable_ex`, refuses it).
+pub const HOSTCALL_PROTOCOL_LINE: u32 = 2;
+
+/// The C API's number of `protocol`.
+pub fn protocol_number(protocol: Protocol) -> u32 {
+    match protocol {
+        Protocol::Stack => HOSTCALL_PROTOCOL_STACK,
+        Protocol::Phase => HOSTCALL_PROTOCOL_PHASE,
+        Protocol::Line => HOSTCALL_PROTOCOL_LINE,
+    }
+}
+
 /// Reads the options at `options` (null: the defaults) and checks them.
 ///
 /// # Safety

@@ -216,8 +216,8 @@ mod tests {
             unsafe { std::ffi::CStr::from_ptr(hostcall_status_string(code)) }.to_str().unwrap().to_owned()
         };
         let texts: std::collections::BTreeSet<String> =
-            (HOSTCALL_OK..=HOSTCALL_ERR_OPTIONS).map(text).collect();
-        assert_eq!(texts.len(), 18, "one distinct text per code");
+            (HOSTCALL_OK..=HOSTCALL_ERR_RPC_CLIENT_SIZE).map(text).collect();
+        assert_eq!(texts.len(), 19, "one distinct text per code");
         assert!(!texts.contains("unknown status code"));
         assert_eq!(text(-1), "unknown status code");
         assert_eq!(text(HOSTCALL_ERR_NULL), "a required pointer is null");

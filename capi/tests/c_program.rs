@@ -216,6 +216,16 @@ fn the_c_program_enables_phase_buffers_with_and_without_a_bitmap() {
     assert!(out.contains(&format!("phase lanes served: {expected}\n")), "{out}");
 }
 
+/// `observe_test.c`: a log callback gets the warning of a DEVMEM budget refusal, the stats
+/// structs count it by reason, status strings, and the last error cleared by a good call.
+#[test]
+fn the_c_program_sees_logs_stats_and_status_strings() {
+    for link in [Link::Shared, Link::Static] {
+        let out = run_mode(&build("observe_test.c", link), "");
+        assert!(out.contains("observe_test: ok"), "{out}");
+    }
+}
+
 #[test]
 fn the_header_compiles_as_cpp_and_links_with_c_linkage() {
     let out = run_mode(&build("header_check.cpp", Link::Shared), "");

@@ -171,6 +171,8 @@ pub struct PacketRequest<'a> {
     activemask: u64,
     payload: &'a Payload,
     error: bool,
+    /// The lanes answered with an error reply, one bit each.
+    error_lanes: u64,
     /// The ordinal of the device whose buffer carried the packet (0 unless the buffer was
     /// registered with one: [`Poller::add_on_device`](crate::Poller::add_on_device)).
     device: u32,
@@ -201,6 +203,7 @@ impl<'a> PacketRequest<'a> {
             activemask: activemask & LANE_MASK,
             payload,
             error: false,
+            error_lanes: 0,
             device: 0,
             buffer: 0,
         }
@@ -279,8 +282,7 @@ impl<'a> PacketRequest<'a> {
     /// the flag there for the wave; in the others the reply words are the only signal (each
     /// protocol's docs say which it is).
     pub fn reply_error(&mut self, lane: usize, code: ErrorCode) {
-        self.reply(lane, code.reply_for(self.service));
-        self.error = true;
+        self.reply_with_error(lane, code.reply_for(self.service));
     }
 
     /// Writes `reply` to lane `lane` and flags the packet as answered with an error, for services
@@ -289,6 +291,7 @@ impl<'a> PacketRequest<'a> {
     pub fn reply_with_error(&mut self, lane: usize, reply: [u64; REPLY_WORDS]) {
         self.reply(lane, reply);
         self.error = true;
+        self.error_lanes |= 1u64 << (lane % crate::LANES);
     }
 
     /// Answers every active lane with an error reply.
@@ -303,6 +306,12 @@ impl<'a> PacketRequest<'a> {
     #[inline]
     pub fn has_error(&self) -> bool {
         self.error
+    }
+
+    /// How many lanes were answered with an error reply.
+    #[inline]
+    pub fn error_lanes(&self) -> u32 {
+        self.error_lanes.count_ones()
     }
 
     /// Read-only access to lane `lane`'s raw payload words (for per-packet services).

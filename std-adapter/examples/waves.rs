@@ -9,6 +9,10 @@
 //! wave's lanes) and FUNCTION_CALL (a host function called by address), checks every reply, and
 //! ends with one `summary:` line. Exits 1 if any reply was wrong or missing.
 //!
+//! Long runs show a progress line on stderr every second (when stderr is a terminal, or with
+//! `--progress`). Ctrl-C (SIGINT) stops the waves after their call in flight, prints the summary
+//! of what was done (`summary (interrupted):`) and the listener's counters, and exits 130.
+//!
 //! `--printf N`: every N-th call of each wave is instead a printf from every lane of the wave,
 //! through the PRINTF message stream, printed to stdout; the reply (characters printed) is checked.
 //! Waves may outnumber packets (`--packets`): a wave holds no packet between the chunks of its
@@ -19,11 +23,10 @@ use hostcall::core::dispatch::{FUNCTION_CALL, PRINTF};
 use hostcall::core::{LANES, MAX_PACKETS, SLOT_WORDS};
 use hostcall::dispatch::registry::PacketService;
 use hostcall::prelude::*;
-use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const ADD: u32 = 100;
 const LANE_SUM: u32 = 101;
@@ -43,6 +46,7 @@ struct Options {
     host_only: bool,
     printf_every: u64,
     protocol: Protocol,
+    progress: bool,
 }
 
 const USAGE: &str = "\
@@ -59,7 +63,11 @@ Emulated waves making hostcalls through a listener; every reply is checked.
   --printf N           every N-th call of each wave is a printf from all its lanes (0: none) [0]
   --spin               a listener that never sleeps
   --host-memory        host memory, without looking for HSA
-  -h, --help           this text";
+  --progress           a progress line on stderr every second even when it is not a terminal
+  -h, --help           this text
+
+Exits 0 when every reply was right, 1 otherwise, 130 when stopped by Ctrl-C (SIGINT) after
+printing what was done.";
 
 /// The most waves (threads) and calls per wave: a run of the largest is hours, not an overflow.
 const MAX_WAVES: u64 = 1024;
@@ -75,6 +83,7 @@ fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Command<O
         host_only: false,
         printf_every: 0,
         protocol: Protocol::Stack,
+        progress: false,
     };
     let mut parser = cli::parser(args);
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
@@ -87,6 +96,7 @@ fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Command<O
             }
             Arg::Long("spin") => o.spin = true,
             Arg::Long("host-memory") => o.host_only = true,
+            Arg::Long("progress") => o.progress = true,
             Arg::Long("printf") => o.printf_every = cli::number(&mut parser, "--printf", 0..=u64::MAX)?,
             Arg::Long("protocol") => {
                 o.protocol = cli::choice(
@@ -201,8 +211,8 @@ fn main() -> ExitCode {
 
     let done = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
-    let finished = Arc::new(AtomicBool::new(false));
-    let progress = show_progress(o.waves * o.calls, done.clone(), finished.clone());
+    cli::progress::catch_interrupts();
+    let progress = cli::progress::start(o.progress, "calls", o.waves * o.calls, done.clone(), errors.clone());
     let started = Instant::now();
     let threads: Vec<_> = (0..o.waves)
         .map(|w| {
@@ -211,6 +221,9 @@ fn main() -> ExitCode {
             std::thread::spawn(move || {
                 let mut latencies = Vec::with_capacity(calls.min(1 << 20) as usize);
                 for c in 0..calls {
+                    if cli::progress::interrupted() {
+                        break;
+                    }
                     let service = [ADD, LANE_SUM, FUNCTION_CALL][(c % 3) as usize];
                     let seed = w << 40 | c;
                     if printf_every > 0 && c % printf_every == 0 {
@@ -240,10 +253,8 @@ fn main() -> ExitCode {
         .collect();
     let mut latencies: Vec<u64> = threads.into_iter().flat_map(|t| t.join().expect("wave thread")).collect();
     let elapsed = started.elapsed();
-    finished.store(true, Ordering::Relaxed);
-    if let Some(p) = progress {
-        let _ = p.join();
-    }
+    progress.finish();
+    let interrupted = cli::progress::interrupted();
     let stats = listener.shutdown();
     latencies.sort_unstable();
     // Percentiles of the timed calls; "-" when there were none (`--calls 0`, or only printfs).
@@ -251,18 +262,28 @@ fn main() -> ExitCode {
         0 => "-".to_string(),
         n => latencies[((n - 1) as f64 * p) as usize].to_string(),
     };
-    let calls = o.waves * o.calls;
+    // Interrupted: the calls done (each wave stopped after its call in flight), not those asked.
+    let calls = if interrupted { done.load(Ordering::Relaxed) } else { o.waves * o.calls };
     let lane_calls = calls * u64::from(o.lanes);
     let errors = errors.load(Ordering::Relaxed) + stats.total().errors;
-    let missing = (o.waves * o.calls).saturating_sub(stats.total().packets);
+    let missing = calls.saturating_sub(stats.total().packets);
+    if interrupted {
+        println!(
+            "waves: interrupted after {calls} of {} calls; the listener's counters:\n{stats}",
+            o.waves * o.calls
+        );
+    }
     println!(
-        "summary: calls={calls} lane_calls={lane_calls} errors={} p50_ns={} p99_ns={} calls_per_s={:.0}",
+        "summary{}: calls={calls} lane_calls={lane_calls} errors={} p50_ns={} p99_ns={} calls_per_s={:.0}",
+        if interrupted { " (interrupted)" } else { "" },
         errors + missing,
         pct(0.5),
         pct(0.99),
         calls as f64 / elapsed.as_secs_f64()
     );
-    if errors + missing == 0 {
+    if interrupted {
+        ExitCode::from(cli::progress::INTERRUPTED_EXIT)
+    } else if errors + missing == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -288,32 +309,6 @@ fn print_from_lanes(wave: &Wave, w: u64, c: u64) -> u64 {
             lanes.count() as u64
         }
     }
-}
-
-/// A progress line on a terminal, for runs longer than a second.
-fn show_progress(
-    total: u64,
-    done: Arc<AtomicU64>,
-    finished: Arc<AtomicBool>,
-) -> Option<std::thread::JoinHandle<()>> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    Some(std::thread::spawn(move || {
-        let started = Instant::now();
-        let mut shown = false;
-        while !finished.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(250));
-            if started.elapsed() > Duration::from_secs(1) {
-                let n = done.load(Ordering::Relaxed);
-                eprint!("\r{n}/{total} calls ({:.0}%)", n as f64 * 100.0 / total as f64);
-                shown = true;
-            }
-        }
-        if shown {
-            eprintln!();
-        }
-    }))
 }
 
 #[cfg(test)]
@@ -348,6 +343,7 @@ mod tests {
         assert_eq!((o.waves, o.lanes, o.packets, o.protocol, o.spin), (8, 3, 2, Protocol::Phase, true));
         assert_eq!(options(&["--calls", "0"]).calls, 0);
         assert_eq!(options(&["--protocol", "line"]).protocol, Protocol::Line);
+        assert!(options(&["--progress"]).progress && !options(&[]).progress);
         assert!(matches!(parse_args(&["--waves", "3", "--help"]), Ok(Command::Help)));
         assert!(matches!(parse_args(&["-h"]), Ok(Command::Help)));
     }
@@ -376,7 +372,7 @@ mod tests {
         let exe =
             std::env::current_exe().unwrap().with_file_name(format!("waves{}", std::env::consts::EXE_SUFFIX));
         let modified = |path: &std::path::Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-        let sources = ["examples/waves.rs", "examples/cli/mod.rs"]
+        let sources = ["examples/waves.rs", "examples/cli/mod.rs", "examples/cli/progress.rs"]
             .map(|source| modified(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(source)));
         let built = modified(&exe);
         assert!(
@@ -402,5 +398,31 @@ mod tests {
             assert!(out.status.success(), "{args:?}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
             assert!(stdout.contains("summary:") && stdout.contains("errors=0"), "{args:?}: {stdout}");
         }
+        interrupted_runs_show_progress_and_a_partial_summary(&exe);
     }
+
+    /// The issue's run, `--progress`, sent SIGINT after 2.5 s: progress lines on stderr, the
+    /// partial summary and the counters on stdout, exit 130.
+    #[cfg(unix)]
+    fn interrupted_runs_show_progress_and_a_partial_summary(exe: &std::path::Path) {
+        let args = ["--waves", "16", "--lanes", "64", "--calls", "20000", "--host-memory", "--progress"];
+        let child = Process::new(exe)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        // SAFETY: signalling our own child process.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+        let out = child.wait_with_output().unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(i32::from(cli::progress::INTERRUPTED_EXIT)), "{stdout}\n{stderr}");
+        assert!(stderr.contains("progress: ") && stderr.contains("calls/s"), "{stderr}");
+        assert!(stdout.contains("summary (interrupted): calls="), "{stdout}");
+        assert!(stdout.contains("refusals:") && stdout.contains("errors=0"), "{stdout}");
+    }
+
+    #[cfg(not(unix))]
+    fn interrupted_runs_show_progress_and_a_partial_summary(_: &std::path::Path) {}
 }

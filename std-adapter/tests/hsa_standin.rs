@@ -549,6 +549,7 @@ fn a_failing_hsa_init_falls_back_to_host_memory() {
             Some(HsaStatus::ERROR_OUT_OF_RESOURCES)
         );
         assert!(backend.reason.contains("(hsa-standin)"), "the runtime's own text: {}", backend.reason);
+        assert!(backend.reason.starts_with("no AMD GPU found"), "named plainly: {}", backend.reason);
         assert_eq!(standin.count("calls:hsa_iterate_agents"), 0);
         standin.assert_released();
     });

@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use hostcall::backend::hsa::{HsaRuntime, LoadedCodeObject};
 use hostcall::prelude::*;
-use hostcall::services::sanitizer::{CodeObjects, HsaCodeObjects, NoCodeObjects, SanitizerConfig};
+use hostcall::services::sanitizer::{
+    CodeObjects, HsaCodeObjects, NoCodeObjects, SanitizerConfig, MAX_LIST_AGE, MIN_RELIST_INTERVAL,
+};
 
 const SANITIZER: u32 = 4;
 const WRITE: u64 = 1;
@@ -188,13 +190,25 @@ fn code_objects_are_found_through_the_loader_extension_of_the_stand_in() {
         ]
     );
     let lookup = HsaCodeObjects::with_runtime(runtime.clone());
+    let tables = || standin.calls("hsa_system_get_major_extension_table").len();
+    assert_eq!(tables(), 1, "the listing above");
     assert_eq!(lookup.find(0x10_2040).map(|o| o.load_base), Some(0x10_0000));
     assert_eq!(lookup.find(0x7f_03ff).map(|o| o.load_delta), Some(-16));
-    assert_eq!(lookup.find(0x7f_0400), None);
-    assert_eq!(standin.calls("hsa_system_get_major_extension_table").len(), 4, "one table per lookup");
+    assert_eq!(tables(), 2, "one listing, kept for the next lookups");
+    for _ in 0..300 {
+        assert_eq!(lookup.find(0x10_2040).map(|o| o.load_base), Some(0x10_0000));
+    }
+    assert_eq!(tables(), 2, "300 reports in the list's lifetime: no listing");
 
-    // No code objects at all: unknown.
+    // A pc outside every code object: listed again, at most once per interval.
+    std::thread::sleep(MIN_RELIST_INTERVAL);
+    assert_eq!(lookup.find(0x7f_0400), None);
+    assert_eq!(lookup.find(0x7f_0400), None);
+    assert_eq!(tables(), 3, "one listing for the first miss, none for the second");
+
+    // Code objects gone: seen once the list is older than its age limit.
     standin.set_code_objects("");
+    std::thread::sleep(MAX_LIST_AGE);
     assert_eq!(lookup.find(0x10_2040), None);
     drop(lookup);
     drop(runtime);

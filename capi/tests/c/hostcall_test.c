@@ -17,6 +17,7 @@
  *                         with a bitmap passed in and with none (the library allocates it).
  */
 #include "hostcall.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,16 +30,6 @@
 #define PACKETS 8u
 #define CALLS 200
 
-static int failures = 0;
-
-#define CHECK(cond)                                                                                   \
-    do {                                                                                              \
-        if (!(cond)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-                    hostcall_last_error());                                                          \
-            failures++;                                                                               \
-        }                                                                                             \
-    } while (0)
 
 /* ADD: {in[0] + in[1], in[2]}; counts lanes in *ctx (only the listener thread writes it). */
 static int add_service(const uint64_t request[8], uint64_t reply[2], void *ctx) {

@@ -76,6 +76,8 @@
 //! by N for the listener's own share (drain + dispatch + service).
 
 use hostcall::core::SLOT_WORDS;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
@@ -129,22 +131,48 @@ fn main() {
         o.window.as_millis()
     );
     let started = Instant::now();
-    for round in 0..o.rounds {
+    let n = rows.len();
+    let done = Arc::new(AtomicU64::new(0));
+    cli::progress::catch_interrupts();
+    let progress =
+        cli::progress::start(o.progress, "rows", (o.rounds * n) as u64, done.clone(), Arc::default());
+    let mut rounds_done = 0;
+    'rounds: for round in 0..o.rounds {
         // Rotate the order so that each row sees a different phase of a noisy machine.
-        let n = rows.len();
         for k in 0..n {
+            if cli::progress::interrupted() {
+                break 'rounds;
+            }
             let row = &mut rows[(k + round * 3) % n];
             let sample = (row.run)(&o);
             unpin(&o);
             row.samples.push(sample);
+            // Relaxed: a counter for the progress line.
+            done.fetch_add(1, Ordering::Relaxed);
         }
+        rounds_done += 1;
         eprintln!("round {}/{} done ({:.1} s)", round + 1, o.rounds, started.elapsed().as_secs_f64());
+    }
+    progress.finish();
+    if cli::progress::interrupted() {
+        // The table of the rounds completed (every row has one sample of each).
+        println!("bench: interrupted after {rounds_done} of {} rounds", o.rounds);
+        if rounds_done == 0 {
+            println!("bench: no round completed: no table");
+            std::process::exit(i32::from(cli::progress::INTERRUPTED_EXIT));
+        }
+        for row in &mut rows {
+            row.samples.truncate(rounds_done);
+        }
     }
     let summaries = summarise(&rows);
     print_lines(&summaries);
-    print_table(&summaries, o.rounds);
+    print_table(&summaries, rounds_done);
     println!();
     print_goals(&summaries);
     bare::print_ratios(&rows);
     println!("bench: total_s={:.1}", started.elapsed().as_secs_f64());
+    if cli::progress::interrupted() {
+        std::process::exit(i32::from(cli::progress::INTERRUPTED_EXIT));
+    }
 }

@@ -27,6 +27,8 @@ pub(crate) struct Options {
     /// chosen throughput rows compare to, and the phase rows the chosen listener-cost rows
     /// compare to). Empty: every row.
     pub(crate) only: Vec<String>,
+    /// A progress line on stderr every second even when it is not a terminal.
+    pub(crate) progress: bool,
 }
 
 impl Options {
@@ -41,6 +43,7 @@ impl Options {
             crossbeam_clients: vec![1, 2, 8, 64],
             pin: true,
             only: Vec::new(),
+            progress: false,
         }
     }
 
@@ -71,6 +74,9 @@ Hostcall round trips and throughput beside a ping-pong floor and crossbeam-chann
 
   --quick                   short rounds and windows (the CI smoke run)
   --rounds N                rounds, 1..=1000 [5; 2 with --quick]
+  --progress                a progress line on stderr every second (default: only on a terminal);
+                            Ctrl-C stops after the row in progress, prints the table of the
+                            rounds completed, and exits 130
   --no-pin                  leave the latency pairs to the scheduler
   --only NAME               only the rows whose name contains NAME (repeatable; the floor and the
                             rows compared to, crossbeam or phase, always run); NAME must match
@@ -93,6 +99,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
         match arg {
             Arg::Long("quick") => {}
             Arg::Long("no-pin") => options.pin = false,
+            Arg::Long("progress") => options.progress = true,
             Arg::Long("rounds") => options.rounds = cli::number(&mut parser, "--rounds", 1..=1000)?,
             Arg::Long("only") => options.only.push(cli::string(&mut parser, "--only")?),
             Arg::Long("callgrind-listener") => {

@@ -17,6 +17,8 @@ use std::str::FromStr;
 
 pub(crate) use lexopt::{Arg, Parser};
 
+pub(crate) mod progress;
+
 /// What a command line asks for.
 #[derive(Debug)]
 pub(crate) enum Command<T> {

@@ -1,7 +1,9 @@
 // Kernels of the `cuda_waves` example: GPU warps making hostcalls against the Rust listener.
 // Build (on the device machine, or anywhere with nvcc):
 //   nvcc -arch=sm_90 -cubin -I include -o kernels.cubin std-adapter/examples/cuda/kernels.cu
+// (variants.cuh, the benchmark variants of the protocol calls, is found beside this file).
 #include "hostcall_cuda.cuh"
+#include "variants.cuh"
 
 // The lane service of the example (id MIX_SERVICE): a hash of all 8 request words, and the sum
 // of the first two. The host computes the same in examples/cuda_waves/main.rs (`mix`).
@@ -25,7 +27,7 @@ __device__ __forceinline__ void make_request(uint64_t (&r)[8], unsigned warp, un
         r[k] = r[0] * (k + 1) ^ (static_cast<uint64_t>(lane) << (k * 4));
 }
 
-// Kernel-only flags (not phase_call flags): open the client with keep_packet; only lane 0 of
+// Kernel flags (the protocol calls' variants are tunings, variants.cuh): open the client with keep_packet; only lane 0 of
 // each warp calls (and checks: the host expects warps x calls replies).
 #define KEEP_PACKET (1u << 16)
 #define ONE_LANE (1u << 17)
@@ -52,10 +54,10 @@ struct phase_protocol {
     static __device__ client open(const void *buffer, hostcall::wait_policy policy, unsigned start, bool keep) {
         return hostcall::phase_open(buffer, policy, start, keep);
     }
-    template <unsigned FLAGS>
+    template <typename Tuning>
     static __device__ void call(client &c, const uint64_t (&request)[8], uint64_t (&reply)[2],
                                 hostcall::phase_timing *timing) {
-        hostcall::phase_call<FLAGS>(c, MIX_SERVICE, request, reply, timing);
+        hostcall::phase_call<Tuning>(c, MIX_SERVICE, request, reply, timing);
     }
     static __device__ void release_held(client &c) { hostcall::phase_release_held(c); }
 };
@@ -67,10 +69,10 @@ struct line_protocol {
     static __device__ client open(const void *buffer, hostcall::wait_policy policy, unsigned start, bool keep) {
         return hostcall::line_open(buffer, policy, start, keep);
     }
-    template <unsigned FLAGS>
+    template <typename Tuning>
     static __device__ void call(client &c, const uint64_t (&request)[8], uint64_t (&reply)[2],
                                 hostcall::phase_timing *timing) {
-        hostcall::line_call<FLAGS>(c, MIX_SERVICE, request, reply, timing);
+        hostcall::line_call<Tuning>(c, MIX_SERVICE, request, reply, timing);
     }
     static __device__ void release_held(client &c) { hostcall::line_release_held(c); }
 };
@@ -80,7 +82,7 @@ struct line_protocol {
 // phase_timing per warp), the leader's per-step cycles; with `per_call` (device memory, `calls`
 // entries, warp 0 only), the cycles of each of warp 0's calls. `clocks[0..4]`: warp 0's leader's
 // clock64 and global timer at its start and end (to convert cycles to ns).
-template <typename P, unsigned FLAGS>
+template <typename P, typename Tuning, unsigned FLAGS>
 __device__ __forceinline__ void calls_impl(const void *buffer, unsigned calls, WAIT_ARGS, unsigned long long *counters,
                                            hostcall::phase_timing *timing, unsigned long long *per_call,
                                            unsigned long long *clocks) {
@@ -103,7 +105,7 @@ __device__ __forceinline__ void calls_impl(const void *buffer, unsigned calls, W
         uint64_t request[8], reply[2];
         make_request(request, warp, lane, call);
         const unsigned long long start = clock64();
-        P::template call<FLAGS & ~(KEEP_PACKET | ONE_LANE)>(c, request, reply, timing ? &local : nullptr);
+        P::template call<Tuning>(c, request, reply, timing ? &local : nullptr);
         if (first && per_call) {
             // A call may return before its reply loads complete: time until the reply is usable
             // (branch on it; a 2^-64 chance of one cycle too many).
@@ -128,33 +130,33 @@ __device__ __forceinline__ void calls_impl(const void *buffer, unsigned calls, W
         timing[warp] = local;
 }
 
-#define PROTOCOL_CALLS_KERNEL(name, protocol, flags)                                                                   \
+#define PROTOCOL_CALLS_KERNEL(name, protocol, tuning, flags)                                                           \
     extern "C" __global__ void __launch_bounds__(1024)                                                                 \
         name(const void *buffer, unsigned calls, WAIT_ARGS, unsigned long long *counters,                              \
              hostcall::phase_timing *timing, unsigned long long *per_call, unsigned long long *clocks) {               \
-        calls_impl<protocol, flags>(buffer, calls, spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns, counters,   \
+        calls_impl<protocol, tuning, flags>(buffer, calls, spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns, counters,   \
                                     timing, per_call, clocks);                                                         \
     }
-#define CALLS_KERNEL(name, flags) PROTOCOL_CALLS_KERNEL(name, phase_protocol, flags)
-#define LINE_CALLS_KERNEL(name, flags) PROTOCOL_CALLS_KERNEL(name, line_protocol, flags)
+#define CALLS_KERNEL(name, tuning, flags) PROTOCOL_CALLS_KERNEL(name, phase_protocol, tuning, flags)
+#define LINE_CALLS_KERNEL(name, tuning, flags) PROTOCOL_CALLS_KERNEL(name, line_protocol, tuning, flags)
 
-CALLS_KERNEL(hc_calls, 0)
-CALLS_KERNEL(hc_calls_store_sys, HOSTCALL_CUDA_STORE_SYS)
-CALLS_KERNEL(hc_calls_fence_sc, HOSTCALL_CUDA_FENCE_SC)
-CALLS_KERNEL(hc_calls_pipelined, HOSTCALL_CUDA_POLL_PIPELINED)
-CALLS_KERNEL(hc_calls_no_ring, HOSTCALL_CUDA_NO_RING)
-CALLS_KERNEL(hc_calls_check_claim, HOSTCALL_CUDA_CHECK_CLAIM)
-CALLS_KERNEL(hc_calls_lane_fill, HOSTCALL_CUDA_LANE_FILL)
-CALLS_KERNEL(hc_calls_transposed_fill, HOSTCALL_CUDA_TRANSPOSED_FILL)
-CALLS_KERNEL(hc_calls_keep_packet, KEEP_PACKET)
+CALLS_KERNEL(hc_calls, hostcall::tuning, 0)
+CALLS_KERNEL(hc_calls_store_sys, variants::store_sys, 0)
+CALLS_KERNEL(hc_calls_fence_sc, variants::fence_sc, 0)
+CALLS_KERNEL(hc_calls_pipelined, variants::pipelined, 0)
+CALLS_KERNEL(hc_calls_no_ring, variants::no_ring, 0)
+CALLS_KERNEL(hc_calls_check_claim, variants::check_claim, 0)
+CALLS_KERNEL(hc_calls_lane_fill, variants::lane_fill, 0)
+CALLS_KERNEL(hc_calls_transposed_fill, variants::transposed_fill, 0)
+CALLS_KERNEL(hc_calls_keep_packet, hostcall::tuning, KEEP_PACKET)
 
-LINE_CALLS_KERNEL(hc_line_calls, 0)
-LINE_CALLS_KERNEL(hc_line_calls_no_ring, HOSTCALL_CUDA_NO_RING)
-LINE_CALLS_KERNEL(hc_line_calls_keep_packet, KEEP_PACKET)
-LINE_CALLS_KERNEL(hc_line_calls_lane_fill, HOSTCALL_CUDA_LANE_FILL)
-LINE_CALLS_KERNEL(hc_line_calls_keep_packet_lane_fill, KEEP_PACKET | HOSTCALL_CUDA_LANE_FILL)
-LINE_CALLS_KERNEL(hc_line_calls_one_lane, ONE_LANE)
-LINE_CALLS_KERNEL(hc_line_calls_keep_packet_pipelined, KEEP_PACKET | HOSTCALL_CUDA_POLL_PIPELINED)
+LINE_CALLS_KERNEL(hc_line_calls, hostcall::tuning, 0)
+LINE_CALLS_KERNEL(hc_line_calls_no_ring, variants::no_ring, 0)
+LINE_CALLS_KERNEL(hc_line_calls_keep_packet, hostcall::tuning, KEEP_PACKET)
+LINE_CALLS_KERNEL(hc_line_calls_lane_fill, variants::lane_fill, 0)
+LINE_CALLS_KERNEL(hc_line_calls_keep_packet_lane_fill, variants::lane_fill, KEEP_PACKET)
+LINE_CALLS_KERNEL(hc_line_calls_one_lane, hostcall::tuning, ONE_LANE)
+LINE_CALLS_KERNEL(hc_line_calls_keep_packet_pipelined, variants::pipelined, KEEP_PACKET)
 
 // The ping-pong floor: one thread stores round r+1 to `to_host` (system scope, relaxed: one word
 // needs no fence) and spins until the host thread echoes it into `from_host`. With `fence`, a

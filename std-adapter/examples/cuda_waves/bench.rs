@@ -10,7 +10,7 @@ use hostcall::Error;
 /// full warp on the per-lane fill and poll (16-byte pieces of 32 lines per instruction), the
 /// others store and poll whole lines. `one-lane`: only lane 0 of the warp calls (128 bytes of
 /// request words and 32 of reply words against the warp's 4 KB and 1 KB). `pipelined-poll`: two
-/// looks at the replies in flight (`HOSTCALL_CUDA_POLL_PIPELINED`).
+/// looks at the replies in flight (`variants::pipelined`, examples/cuda/variants.cuh).
 const LINE_VARIANTS: [(&str, &str, Option<&str>); 7] = [
     ("default", "hc_line_calls", Some("line")),
     ("no-ring", "hc_line_calls_no_ring", None),

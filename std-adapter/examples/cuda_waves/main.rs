@@ -23,8 +23,9 @@
 //! lane service `mix` (id 100) answers `[hash of the 8 request words, word 0 + word 1]`; every
 //! lane of every call checks its reply on the GPU, and the kernel counts errors and replies
 //! checked (which must equal warps x 32 x calls). Output lines start with `cuda:`; the last line
-//! is a `summary:`. Exits 1 on any error or missing reply, 0 with a `SKIPPED` line where there is
-//! no CUDA device.
+//! is a `summary:`. Exits 0 when every check passed, 1 on any error or missing reply, and
+//! [`NO_GPU_EXIT`] (3) with a `cuda: no CUDA device` line on stderr where there is none (not a
+//! pass: nothing was checked).
 //!
 //! `--bench` adds, in the same run: the ping-pong floor (one GPU thread and one host thread
 //! bouncing one word each way through pinned memory), one warp's round trip for each device-side
@@ -38,6 +39,10 @@ use hostcall::Error;
 use std::process::ExitCode;
 
 const MIX: u32 = 100;
+
+/// The exit status where no CUDA device (or driver) is found: distinct from 0 (nothing was
+/// checked), 1 (a check failed) and 2 (a bad command line).
+const NO_GPU_EXIT: u8 = 3;
 
 /// The host half of the lane service; `kernels.cu` computes the same (`mix`).
 fn mix(r: &[u64; SLOT_WORDS]) -> u64 {
@@ -72,8 +77,8 @@ fn main() -> ExitCode {
     let gpus = match open(&options) {
         Ok(gpus) => gpus,
         Err(Error::Cuda(why)) if cuda::probe().is_err() => {
-            println!("SKIPPED: no CUDA device ({why})");
-            return ExitCode::SUCCESS;
+            eprintln!("cuda: no CUDA device ({why}); nothing checked, exit {NO_GPU_EXIT}");
+            return ExitCode::from(NO_GPU_EXIT);
         }
         Err(e) => {
             eprintln!("cuda: setup failed: {e}");

@@ -59,7 +59,10 @@ Real GPU warps making hostcalls against this crate's listener (CUDA, phase proto
   --scaling         GPU 0 alone against all GPUs at once, and latency idle vs loaded
   --scaling-threads LIST  listener threads per GPU for --scaling, each 1..=64 [1,2,4,8,16]
   --scaling-warps LIST    warps per GPU for --scaling, each 1..=1048576 [1056,4224]
-  -h, --help        this text";
+  -h, --help        this text
+
+Exits 0 when every check passed, 1 when one failed, 2 for a bad command line, 3 when no CUDA
+device is found (nothing was checked).";
 
 /// Parses the command line (without the program name).
 pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<Options>, String> {

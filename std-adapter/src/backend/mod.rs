@@ -215,6 +215,10 @@ pub fn detect() -> Backend {
 pub fn detect_with(options: &DetectOptions) -> Backend {
     let backend = match try_hsa(options) {
         Ok(backend) => backend,
+        Err(error) if error.is_no_gpu() => Backend::host(
+            format!("no AMD GPU found: HSA agents are CPU only; using host memory (HSA: {error})"),
+            Some(error),
+        ),
         Err(error) => Backend::host(format!("HSA unavailable, using host memory: {error}"), Some(error)),
     };
     log::info!("hostcall backend: {}: {}", backend.kind, backend.reason);

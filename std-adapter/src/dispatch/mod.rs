@@ -5,5 +5,6 @@
 //!
 //! Nothing here starts a thread: the listener threads that call it are in [`crate::threads`].
 
+pub(crate) mod panics;
 pub mod registry;
 pub mod unknown_ids;

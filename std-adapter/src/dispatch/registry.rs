@@ -8,7 +8,9 @@
 //! What the device cannot do: make the host abort, or make it hold memory or write log lines
 //! without bound. An unknown id is answered with [`ErrorCode::UnknownService`] in every lane and
 //! counted in a fixed-size table ([`unknown_ids`](super::unknown_ids)); a handler that panics is
-//! answered with [`ErrorCode::ServicePanicked`] and the listener goes on; every warning a device
+//! answered with [`ErrorCode::ServicePanicked`] and the listener goes on, the panic counted and
+//! logged as one rate-limited record, never printed by the panic hook (`dispatch/panics.rs`: the
+//! first service call installs a filtering hook in front of the process's); every warning a device
 //! can trigger is rate-limited ([`crate::rate_limit`]). An error reply is `[u64::MAX, code]`,
 //! except for DEVMEM, whose device code takes any non-zero word 0 as an address: there it is
 //! `[0, code]` ([`error_reply`]). FUNCTION_CALL, which jumps to any address the device sends,
@@ -19,16 +21,16 @@ use hostcall_core::{Dispatch, DrainError, ErrorCode, LaneService, PacketRequest,
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use crate::dispatch::panics::catch_service_panic;
 use crate::dispatch::unknown_ids::UnknownIds;
 use crate::error::Error;
 use crate::observe::counters::{Counters, EventTally, Timing};
 use crate::observe::histogram::ticks;
 use crate::observe::scope::{Scope, Sink};
-use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, Stats};
+use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, SortedTallies, Stats};
 use crate::rate_limit::{error_limited, warn_limited};
 
 /// A service that answers a whole packet at once: write a reply (or error reply) for each lane
@@ -145,7 +147,7 @@ impl Services {
         ThreadDispatch {
             services: self,
             cache: RefCell::new((u64::MAX, IdMap::default())),
-            buffers: RefCell::new((u64::MAX, HashMap::new())),
+            buffers: RefCell::new((u64::MAX, Vec::new())),
             poll_start: std::cell::Cell::new(None),
         }
     }
@@ -271,9 +273,9 @@ pub(crate) fn serve_lanes_guarded(
     mut serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode>,
 ) -> u64 {
     let errors = serve_lanes(packet, |lane, request| {
-        catch_unwind(AssertUnwindSafe(|| serve(lane, request))).unwrap_or_else(|_| {
+        catch_service_panic(|| serve(lane, request)).unwrap_or_else(|panic| {
             crate::observe::count(Reason::HandlerPanic);
-            error_limited!("service {name} panicked on lane {lane}; answered with an error");
+            error_limited!("service {name} panicked on lane {lane} ({panic}); answered with an error");
             Err(ErrorCode::ServicePanicked)
         })
     });
@@ -303,8 +305,9 @@ pub struct ThreadDispatch<'a> {
     services: &'a Services,
     /// The registry's generation when last copied, and the copy.
     cache: RefCell<(u64, IdMap<Arc<Entry>>)>,
-    /// The buffer counters' generation when last copied, and the copy.
-    buffers: RefCell<(u64, HashMap<usize, Arc<BufferTally>>)>,
+    /// The buffer counters' generation when last copied, and the copy, sorted by base address
+    /// (a binary search a packet: no hashing on the serving path).
+    buffers: RefCell<(u64, SortedTallies)>,
     /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks.
     poll_start: std::cell::Cell<Option<u64>>,
 }
@@ -347,7 +350,9 @@ impl Dispatch for ThreadDispatch<'_> {
         // dispatch, so nothing borrows the cache mutably meanwhile.)
         let cache = self.cache.borrow();
         let buffers = self.buffers.borrow();
-        let buffer = buffers.1.get(&packet.buffer()).map(Arc::as_ref);
+        let served = &buffers.1;
+        let buffer =
+            served.binary_search_by_key(&packet.buffer(), |(base, _)| *base).ok().map(|i| &*served[i].1);
         match cache.1.get(&packet.service()) {
             Some(entry) => serve_entry(entry, packet, &self.services.reasons, buffer, self.poll_start.get()),
             None => self.services.answer_unknown(packet, buffer),
@@ -383,14 +388,14 @@ fn serve_entry(
             serve_lanes_guarded(&entry.name, packet, |_lane, request| handler.serve(request))
         }
         Handler::Packet(service) => {
-            if catch_unwind(AssertUnwindSafe(|| service.serve(packet))).is_err() {
-                error_limited!("service {} panicked; packet answered with errors", entry.name);
+            if let Err(panic) = catch_service_panic(|| service.serve(packet)) {
+                error_limited!("service {} panicked ({panic}); packet answered with errors", entry.name);
                 reply_error_all(packet, ErrorCode::ServicePanicked);
                 let lanes = u64::from(packet.activemask().count_ones());
                 crate::observe::scope::count_n(Reason::HandlerPanic, lanes);
                 lanes
             } else {
-                u64::from(packet.has_error())
+                u64::from(packet.error_lanes())
             }
         }
     };

@@ -35,6 +35,9 @@ impl BufferTally {
     }
 }
 
+/// Every served buffer's tally by base address, sorted: a dispatcher's copy.
+pub(crate) type SortedTallies = Vec<(usize, Arc<BufferTally>)>;
+
 /// The buffers a registry's listeners serve, by base address, each with how many listeners
 /// (ranges) hold it.
 #[derive(Debug, Default)]
@@ -103,10 +106,12 @@ impl BufferTallies {
         self.map.read().unwrap_or_else(|p| p.into_inner()).get(&base).map(|(_, t)| t.clone())
     }
 
-    /// Every tally, for a dispatcher's cache.
-    pub(crate) fn copy(&self) -> HashMap<usize, Arc<BufferTally>> {
+    /// Every tally, sorted by base address, for a dispatcher's cache.
+    pub(crate) fn copy(&self) -> SortedTallies {
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
-        map.iter().map(|(&base, (_, t))| (base, t.clone())).collect()
+        let mut tallies: Vec<_> = map.iter().map(|(&base, (_, t))| (base, t.clone())).collect();
+        tallies.sort_unstable_by_key(|(base, _)| *base);
+        tallies
     }
 
     /// Whether no buffer is served (then packets are not looked up).

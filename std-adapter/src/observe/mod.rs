@@ -20,7 +20,7 @@ mod reason;
 pub(crate) mod scope;
 mod stats;
 
-pub(crate) use buffers::{BufferTallies, BufferTally, ServedBuffer};
+pub(crate) use buffers::{BufferTallies, BufferTally, ServedBuffer, SortedTallies};
 pub use histogram::Histogram;
 pub(crate) use reason::ReasonTally;
 pub use reason::{Reason, ReasonCounts, REASONS};

@@ -58,7 +58,9 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Every reason, in the order of [`ReasonCounts`].
+    /// Every reason, in the order of [`ReasonCounts`]. The C header numbers them in this order
+    /// (`HOSTCALL_REASON_*`, checked by `hostcall-capi`'s tests): once released, new reasons go
+    /// at the end.
     pub const ALL: [Reason; REASONS] = [
         Self::UnknownService,
         Self::MalformedPacket,

@@ -55,13 +55,13 @@
 //! assert_eq!(block_alignment(2 * SLAB_BYTES), BLOCK_ALIGN);
 //! ```
 
+use crate::dispatch::panics::catch_service_panic;
 use crate::dispatch::registry::PacketService;
 use crate::memory::{DeviceAllocation, DeviceMemory, MemoryError};
 use crate::observe::Reason;
-use crate::rate_limit::warn_limited;
+use crate::rate_limit::{error_limited, warn_limited};
 use hostcall_core::{ErrorCode, PacketRequest};
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 /// The alignment (and page size) of every block: ROCm's device allocator takes a 4 KiB-aligned
@@ -300,9 +300,10 @@ impl PacketService for DevMem {
         for lane in packet.lanes() {
             let request = packet.request(lane);
             // A backend that panics fails this lane alone, with a null address like any failure.
-            let outcome = catch_unwind(AssertUnwindSafe(|| self.serve_lane(&mut live, buffer, request)))
-                .unwrap_or_else(|_| {
+            let outcome =
+                catch_service_panic(|| self.serve_lane(&mut live, buffer, request)).unwrap_or_else(|panic| {
                     crate::observe::count(Reason::HandlerPanic);
+                    error_limited!("devmem: buffer {buffer:#x} lane {lane}: the backend panicked ({panic})");
                     Err(ErrorCode::ServicePanicked)
                 });
             match outcome {

@@ -48,6 +48,19 @@ pub enum HsaError {
 }
 
 impl HsaError {
+    /// Whether this says the machine has no AMD GPU: no GPU agent, or `hsa_init` failing with
+    /// `HSA_STATUS_ERROR_OUT_OF_RESOURCES`, as ROCr does where its driver finds no GPU (it then
+    /// cannot start its threads, and its text says that instead).
+    pub fn is_no_gpu(&self) -> bool {
+        match self {
+            Self::NoGpuAgent => true,
+            Self::Status { call, status, .. } => {
+                *call == "hsa_init" && *status == HsaStatus::ERROR_OUT_OF_RESOURCES
+            }
+            _ => false,
+        }
+    }
+
     /// The HSA status code, for [`HsaError::Status`].
     pub fn status(&self) -> Option<HsaStatus> {
         match self {
@@ -64,7 +77,7 @@ impl fmt::Display for HsaError {
             Self::Status { call, status, text } => {
                 write!(f, "{call} failed with {status:?} ({:#x}): {text}", status.0)
             }
-            Self::NoGpuAgent => f.write_str("the HSA runtime found no GPU agent"),
+            Self::NoGpuAgent => f.write_str("no AMD GPU found: HSA agents are CPU only"),
             Self::NoFineGrainedPool => f.write_str(
                 "no CPU agent has a global fine-grained memory pool that allows allocation and that the GPU may reach",
             ),

@@ -4,7 +4,7 @@
 //! A faulting wave sends one packet; its active lanes are the faulting work-items. The service
 //! decodes it ([`SanitizerReport`]: every lane's address and local id, lowest lane first; pc,
 //! workgroup, access info and size from the first active lane), looks the pc up in the loaded
-//! code objects ([`CodeObjects`]; by default the HSA loader extension's list, at report time),
+//! code objects ([`CodeObjects`]; by default the HSA loader extension's list, read once and kept),
 //! and then:
 //!
 //! - where the process has an AddressSanitizer runtime (`__asan_report_nonself_error` found with
@@ -51,7 +51,7 @@ mod limit;
 mod report;
 mod uri;
 
-pub use code_objects::{CodeObjects, HsaCodeObjects, NoCodeObjects};
+pub use code_objects::{CodeObjects, HsaCodeObjects, NoCodeObjects, MAX_LIST_AGE, MIN_RELIST_INTERVAL};
 pub use limit::MAX_PCS;
 pub use report::{slot, FaultingLane, SanitizerReport};
 pub use uri::CodeObjectUri;

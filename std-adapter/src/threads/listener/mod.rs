@@ -8,7 +8,8 @@
 //!
 //! Shutdown is bounded, whatever the device does: [`Listener::shutdown`] (and `Drop`) stops the
 //! loop, goes on serving for [`ListenerConfig::shutdown_grace`] ([`Listener::shutdown_timeout`]:
-//! for a grace of the caller's choosing), then answers every packet still submitted with the
+//! for a grace of the caller's choosing; less once no packet has been found for
+//! [`ListenerConfig::min_wait`], so an idle listener stops at once), then answers every packet still submitted with the
 //! shutdown error ([`ErrorCode::ShuttingDown`], through [`reply_error_all`], so DEVMEM gets
 //! `[0, 5]`) and joins the thread. It returns after the grace plus at most one packet's service
 //! time (a service already running is not interrupted) plus one poll. A packet submitted after
@@ -61,8 +62,9 @@ pub struct ListenerConfig {
     pub min_wait: Duration,
     /// The longest doorbell timeout when idle: the bound on what a missed ring costs.
     pub max_wait: Duration,
-    /// After shutdown is asked, packets are served normally for this long; then whatever is
-    /// still submitted is answered with [`ErrorCode::ShuttingDown`] and the thread ends.
+    /// After shutdown is asked, packets are served normally for this long (or until no packet
+    /// has been found for `min_wait`); then whatever is still submitted is answered with
+    /// [`ErrorCode::ShuttingDown`] and the thread ends.
     ///
     /// [`ErrorCode::ShuttingDown`]: hostcall_core::ErrorCode::ShuttingDown
     pub shutdown_grace: Duration,
@@ -220,9 +222,10 @@ impl Listener {
     }
 
     /// Stops the thread and returns the counters, whatever the device does: packets are served
-    /// normally for `grace`, then every packet still submitted is answered with
-    /// [`ErrorCode::ShuttingDown`] and the thread is joined. Returns after `grace`, plus at most
-    /// one packet's service time and one poll. The buffers' claims are released: other listeners
+    /// normally for `grace` (or until no packet has been found for [`ListenerConfig::min_wait`],
+    /// whichever is first: an idle listener does not wait out its grace), then every packet still
+    /// submitted is answered with [`ErrorCode::ShuttingDown`] and the thread is joined. Returns
+    /// after at most `grace`, plus one packet's service time and one poll. The buffers' claims are released: other listeners
     /// may serve them. Idempotent (a later call returns at once; the first call's grace holds).
     ///
     /// From the listener's own thread (a service) it only asks the thread to stop.
