@@ -6,6 +6,9 @@
 //! - `cfg(hostcall_hsa_library)`: the HSA runtime library (`libhsa-runtime64.so.1`, Debian's
 //!   `libhsa-runtime64-1`) in one of the usual library folders.
 //!
+//! - `cfg(hostcall_workspace)`: the crate is built inside the repository, beside the other
+//!   crates' sources (for `tests/public_items.rs`).
+//!
 //! `.ci/install-deps` installs both, so `./run-tests` runs every such test. The library does not
 //! use these cfgs. Installing either after a first build: `cargo clean -p hostcall`.
 
@@ -24,7 +27,11 @@ const LIBRARY_DIRS: [&str; 6] = [
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rustc-check-cfg=cfg(hostcall_rocm_headers, hostcall_hsa_library)");
+    println!("cargo:rustc-check-cfg=cfg(hostcall_rocm_headers, hostcall_hsa_library, hostcall_workspace)");
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
+    if Path::new(&manifest_dir).join("../core/src/lib.rs").exists() {
+        println!("cargo:rustc-cfg=hostcall_workspace");
+    }
     if Path::new(HEADER).exists() {
         println!("cargo:rustc-cfg=hostcall_rocm_headers");
     }

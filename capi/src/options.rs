@@ -111,9 +111,8 @@ pub unsafe fn read(options: *const HostcallEnableOptions) -> Result<EnableOption
             "options.occupied is set, but the stack protocol has no occupied bitmap",
         ));
     }
-    Ok(EnableOptions {
-        protocol,
-        occupied: NonNull::new(known.occupied),
-        device_ordinal: known.device_ordinal,
-    })
+    Ok(EnableOptions::default()
+        .with_protocol(protocol)
+        .with_occupied(NonNull::new(known.occupied))
+        .with_device_ordinal(known.device_ordinal))
 }

@@ -106,7 +106,8 @@ impl fmt::Display for ChainError {
 
 impl core::error::Error for ChainError {}
 
-/// What one drain did.
+/// What one drain did (`#[non_exhaustive]`: a later version may count more; read the fields).
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DrainReport {
     /// Packets served (stack protocol: READY cleared; phase protocol: `host_phase` flipped).

@@ -323,6 +323,28 @@ macro_rules! forward_producer_traits {
 }
 pub(crate) use forward_producer_traits;
 
+/// Hints the CPU to fetch the cache line holding `value`, so that a miss the host knows is coming
+/// overlaps the ones before it instead of following them (the protocols' hosts call it on the
+/// request lines of a packet they have just seen submitted: docs/cache-lines.md). Not an access in
+/// Rust's memory model: a prefetch reads nothing the program sees and checks nothing away. A
+/// no-op off x86-64 and under loom.
+#[inline(always)]
+pub(crate) fn prefetch<T>(value: &T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: `_mm_prefetch` is a hint with no memory-safety requirement (it never faults and
+        // changes no value); the address is a live reference anyway. SSE, which it needs, is part
+        // of the x86-64 baseline.
+        #[allow(unused_unsafe)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>())
+        };
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = value;
+}
+
 /// The producer's wait loop, shared by every protocol: calls `answered` until it returns
 /// `Some`, or until `keep_waiting(polls so far)` returns false (then `None`). `answered` does the
 /// protocol's Acquire load; `keep_waiting` is the backoff.

@@ -28,13 +28,11 @@ pub fn message_stream(data: &[u8]) {
     let mut input = Input::new(data);
     let shape = input.u8();
     let held = [256, 1 << 10, 4 << 10, MessageLimits::default().max_held_bytes];
-    let limits = MessageLimits {
-        max_open: 1 + usize::from(shape & 7),
-        max_message_bytes: 8 << (shape >> 3 & 7),
-        max_held_bytes: held[usize::from(shape >> 6)],
-        ..MessageLimits::default()
-    };
-    let printf_limits = PrintfLimits { max_field: 512, max_output: 4096, max_work: 8192 };
+    let limits = MessageLimits::default()
+        .with_max_open(1 + usize::from(shape & 7))
+        .with_max_message_bytes(8 << (shape >> 3 & 7))
+        .with_max_held_bytes(held[usize::from(shape >> 6)]);
+    let printf_limits = PrintfLimits::default().with_max_field(512).with_max_output(4096).with_max_work(8192);
     let mut assembler = hostcall::services::message::Assembler::new(limits);
     let mut ids: Vec<u64> = Vec::new();
     while !input.is_empty() {

@@ -84,7 +84,7 @@ pub fn rpc_exchange(data: &[u8]) {
         buffers: (0..ports * lanes as usize).map(|_| LaneBuffer::default()).collect(),
     };
     let view = buffer.view();
-    let mut host = RpcHost::new(ports as u32, policy, RpcLimits { stream_bytes: limit });
+    let mut host = RpcHost::new(ports as u32, policy, RpcLimits::default().with_stream_bytes(limit));
     let mut sink = Streams { stdout: Vec::new(), stderr: Vec::new() };
     let devmem = |r: &[u64; 8]| Ok([if r[0] == 0 { 0x1000 } else { 0 }, 0]);
     let mut services = ServiceTable::<1>::new();

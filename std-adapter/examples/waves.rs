@@ -22,7 +22,7 @@ use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{FUNCTION_CALL, PRINTF};
 use hostcall::core::{LANES, MAX_PACKETS, SLOT_WORDS};
 use hostcall::dispatch::registry::PacketService;
-use hostcall::prelude::*;
+use hostcall::{Listener, ListenerConfig, Wave};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -172,7 +172,7 @@ fn main() -> ExitCode {
                 hostcall::backend::hsa::AtomicsRequirement::NotRequired
             }
         };
-        hostcall::backend::detect_with(&hostcall::backend::DetectOptions { atomics, ..Default::default() })
+        hostcall::backend::detect_with(&hostcall::backend::DetectOptions::default().with_atomics(atomics))
     };
     let doorbell = backend.doorbell.clone();
     let config = if o.spin { ListenerConfig::spinning() } else { ListenerConfig::default() };

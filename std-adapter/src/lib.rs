@@ -6,6 +6,7 @@
 //!
 //! ```
 //! use hostcall::prelude::*;
+//! use hostcall::{HostcallBuffer, HostMemory, Listener, ListenerConfig, ParkingDoorbell, Wave};
 //! use std::sync::Arc;
 //!
 //! // Host memory and a parking doorbell: the backend for emulated waves and embedded runtimes.
@@ -56,6 +57,17 @@
 //! per hardware queue, disable it), start at [`lifecycle`]; for the C ABI, the `hostcall-capi`
 //! crate and `include/hostcall.h`; for the wire format, `PROTOCOL.md`.
 //!
+//! # The public surface
+//!
+//! What the four published crates make public is a decision: `tests/public_items.rs` lists every
+//! `pub` declaration of their sources in `tests/public_items.txt` and fails when one is added,
+//! removed or renamed without the list (`HOSTCALL_BLESS_PUBLIC_ITEMS=1 cargo test -p hostcall
+//! --test public_items` rewrites it; review its diff). The configuration types
+//! ([`ListenerConfig`], [`EnableOptions`], [`DetectOptions`], [`services::sanitizer::SanitizerConfig`], the
+//! `*Limits` structs) and the reports ([`Stats`], `hostcall_core::DrainReport`)
+//! are `#[non_exhaustive]`, so they may gain fields in a minor release: build a configuration
+//! from its `Default` and its `with_*` setters.
+//!
 //! # Features
 //!
 //! - `cuda` (off by default): `backend::cuda`, CUDA kernels as devices (pinned, device-mapped
@@ -74,6 +86,9 @@
 #![warn(missing_debug_implementations)]
 
 pub use hostcall_core as core;
+
+#[macro_use]
+mod setters;
 
 pub mod backend;
 pub mod buffer;
@@ -127,18 +142,11 @@ pub const IMPLICITARG_OFFSET_V4: usize = 24;
 /// (8-byte slot 10).
 pub const IMPLICITARG_OFFSET_V5: usize = 80;
 
-/// The types most users need, and every trait a user implements with what implementing it takes.
+/// The traits a user implements or calls methods of (`use hostcall::prelude::*`); every type has
+/// one public path, the crate root or its module, never the prelude.
 pub mod prelude {
-    pub use crate::backend::host::{HostMemory, ParkingDoorbell};
-    pub use crate::buffer::{HostcallBuffer, Protocol};
-    pub use crate::device::{Reply, Wave};
-    pub use crate::dispatch::registry::{PacketService, Services};
+    pub use crate::dispatch::registry::PacketService;
     pub use crate::doorbell::Doorbell;
-    pub use crate::memory::{DeviceAllocation, DeviceMemory, MemoryError};
-    pub use crate::observe::Stats;
-    pub use crate::services::printf::{PrintfSink, Stream};
-    pub use crate::threads::listener::{Listener, ListenerConfig};
-    pub use crate::threads::pool::ListenerPool;
-    pub use crate::Error;
-    pub use hostcall_core::{ErrorCode, PacketRequest};
+    pub use crate::memory::DeviceMemory;
+    pub use crate::services::printf::PrintfSink;
 }

@@ -10,12 +10,13 @@ use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{DEVMEM, PRINTF};
 use hostcall::core::message::MessageWriter;
 use hostcall::core::ErrorCode;
-use hostcall::dispatch::unknown_ids::REMEMBERED_UNKNOWN_IDS;
+use hostcall::dispatch::REMEMBERED_UNKNOWN_IDS;
 use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
 use hostcall::services::devmem::{DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN, SLAB_BYTES};
 use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
 use hostcall::services::printf::PrintfMessage;
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::ptr::NonNull;
 use std::sync::{Arc, Barrier};
 
@@ -148,7 +149,7 @@ fn waves_outnumbering_packets_lose_no_printf_line(protocol: Protocol) {
 /// refused; the rest, and the whole first wave, complete.
 fn begins_past_the_held_bytes_are_refused_and_others_complete(protocol: Protocol) {
     let per_message = OPEN_MESSAGE_OVERHEAD + 8 * 8; // 8 words in one 8-word buffer
-    let limits = MessageLimits { max_held_bytes: 70 * per_message, ..MessageLimits::default() };
+    let limits = MessageLimits::default().with_max_held_bytes(70 * per_message);
     let s = printing(8, limits, protocol);
     let mut first = OpenMessages::new(Wave::new(s.buffer.clone(), 64), |lane| short_message(1, lane).0);
     first.step();
@@ -269,7 +270,7 @@ fn devmem_blocks_are_aligned_as_rocms_device_allocator_frees_them(protocol: Prot
 /// A one-byte allocation costs a page and bookkeeping: a 1 MiB budget admits fewer than 256 of
 /// them (it admitted a million when only requested bytes counted).
 fn devmem_counts_pages_and_bookkeeping_against_its_budget(protocol: Protocol) {
-    let limits = DevMemLimits { max_total: 1 << 20, ..DevMemLimits::default() };
+    let limits = DevMemLimits::default().with_max_total(1 << 20);
     let (listener, buffer) = devmem(Arc::new(HostMemory), limits, protocol);
     let wave = Wave::new(buffer, 64);
     let replies: Vec<[u64; 2]> = (0..8).flat_map(|_| allocate(&wave, &[1])).collect();
@@ -288,7 +289,7 @@ fn devmem_counts_pages_and_bookkeeping_against_its_budget(protocol: Protocol) {
 
 /// The count bound: past `max_allocations` live, allocations are refused whatever their size.
 fn devmem_bounds_the_allocation_count(protocol: Protocol) {
-    let limits = DevMemLimits { max_allocations: 10, ..DevMemLimits::default() };
+    let limits = DevMemLimits::default().with_max_allocations(10);
     let (listener, buffer) = devmem(Arc::new(HostMemory), limits, protocol);
     let replies = allocate(&Wave::new(buffer, 64), &[1]);
     assert_eq!(replies.iter().filter(|r| r[0] != 0).count(), 10);

@@ -8,10 +8,10 @@ use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{DEVMEM, PRINTF};
 use hostcall::core::message::Descriptor;
 use hostcall::core::ErrorCode;
-use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::MessageLimits;
 use hostcall::services::printf::PrintfMessage;
+use hostcall::{HostMemory, Reply, Wave};
 use std::sync::Arc;
 
 use common::printing::{printing, Printing};
@@ -21,7 +21,7 @@ fn setup(limits: MessageLimits, protocol: Protocol) -> Printing {
     let s = printing(4, limits, protocol);
     s.listener
         .services()
-        .enable_devmem(Arc::new(HostMemory), DevMemLimits { max_allocation: 1 << 20, ..Default::default() })
+        .enable_devmem(Arc::new(HostMemory), DevMemLimits::default().with_max_allocation(1 << 20))
         .unwrap();
     s
 }
@@ -91,7 +91,7 @@ fn descriptor(begin: bool, end: bool, len: usize, id: u64) -> u64 {
 }
 
 fn malformed_streams_get_error_replies_and_the_listener_goes_on(protocol: Protocol) {
-    let s = setup(MessageLimits { max_message_bytes: 64, max_open: 2, ..MessageLimits::default() }, protocol);
+    let s = setup(MessageLimits::default().with_max_message_bytes(64).with_max_open(2), protocol);
     let wave = Wave::new(s.buffer.clone(), 1);
     let bad = |reply: Reply, code: ErrorCode, what: &str| {
         assert!(reply.host_error(), "{what}");

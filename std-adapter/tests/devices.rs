@@ -7,6 +7,7 @@ use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
 use hostcall::threads::affinity;
 use hostcall::threads::devices::{DeviceGroup, DeviceListeners};
+use hostcall::{Error, HostMemory, HostcallBuffer, ListenerConfig, ParkingDoorbell, Services, Wave};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -11,6 +11,7 @@ use hostcall::buffer::Protocol;
 use hostcall::core::{line, phase, stack, AnyView, LANES, SLOT_WORDS};
 use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
+use hostcall::{HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};

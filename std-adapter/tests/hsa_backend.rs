@@ -61,7 +61,7 @@ fn the_installed_library_loads_and_init_reports_its_status_text() {
 )]
 fn detect_falls_back_to_host_memory_without_a_gpu() {
     installed_library();
-    let backend = detect_with(&DetectOptions { library: Some(DEFAULT_LIBRARY.into()), ..Default::default() });
+    let backend = detect_with(&DetectOptions::default().with_library(Some(DEFAULT_LIBRARY.into())));
     println!("{}: {}", backend.kind, backend.reason);
     if has_kfd() {
         println!("note: /dev/kfd exists; detection may legitimately pick HSA here");
@@ -93,7 +93,7 @@ fn a_missing_library_is_reported_and_detect_falls_back() {
         }
         other => panic!("expected a load error, got {other:?}"),
     }
-    let backend = detect_with(&DetectOptions { library: Some(MISSING.into()), ..Default::default() });
+    let backend = detect_with(&DetectOptions::default().with_library(Some(MISSING.into())));
     assert_eq!(backend.kind, BackendKind::Host);
     assert!(backend.runtime.is_none());
     assert!(matches!(backend.fallback, Some(HsaError::Load(LoadError::Open { .. }))));
@@ -104,7 +104,7 @@ fn a_missing_library_is_reported_and_detect_falls_back() {
 
 #[test]
 fn a_library_that_is_not_hsa_is_reported() {
-    let backend = detect_with(&DetectOptions { library: Some("libc.so.6".into()), ..Default::default() });
+    let backend = detect_with(&DetectOptions::default().with_library(Some("libc.so.6".into())));
     assert_eq!(backend.kind, BackendKind::Host);
     assert!(matches!(backend.fallback, Some(HsaError::Load(LoadError::Symbol { symbol: "hsa_init", .. }))));
 }

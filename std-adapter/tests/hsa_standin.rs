@@ -208,12 +208,10 @@ fn a_raw_device_add_wakes_a_sleeping_listener() {
         let backend = hsa_backend(&standin);
         // A listener that never spins and whose own timeout is far longer than the test: only
         // the signal can wake it.
-        let sleepy = ListenerConfig {
-            spin_polls: 0,
-            min_wait: Duration::from_secs(600),
-            max_wait: Duration::from_secs(600),
-            ..ListenerConfig::default()
-        };
+        let sleepy = ListenerConfig::default()
+            .with_spin_polls(0)
+            .with_min_wait(Duration::from_secs(600))
+            .with_max_wait(Duration::from_secs(600));
         let listener = listener_on(backend.doorbell.clone(), sleepy);
         let device: Arc<dyn Doorbell> = Arc::new(DeviceRing { signal: backend.doorbell.clone() });
         let buffer = Arc::new(HostcallBuffer::new(backend.memory.clone(), 4, device).unwrap());
@@ -475,8 +473,7 @@ fn each_gpu_gets_the_cpu_agent_nearest_it_and_every_gpu_access() {
         // GPU 0 on node 1, GPU 1 on node 0.
         let standin = StandIn::new("per-gpu", "cpus=2;gpus=2;gpu_numa=1,0", "");
         for (gpu, cpu) in [(0, "cpu1"), (1, "cpu0")] {
-            let options =
-                hostcall::backend::DetectOptions { gpu, ..standin.options(AtomicsRequirement::Required) };
+            let options = standin.options(AtomicsRequirement::Required).with_gpu(gpu);
             let backend = detect_with(&options);
             assert_eq!(backend.kind, BackendKind::Hsa, "{}", backend.reason);
             let buffer = backend.buffer(64, Protocol::Phase, backend.doorbell.clone()).unwrap();

@@ -18,6 +18,7 @@ use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::MessageLimits;
 use hostcall::services::printf::{PrintfMessage, Streams};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -157,7 +158,7 @@ fn another_buffer_cannot_free_a_block(protocol: Protocol) {
 
 /// The thief allocates until its own budget refuses it; the victim still gets its blocks.
 fn one_buffer_cannot_take_another_s_devmem_budget(protocol: Protocol) {
-    let limits = DevMemLimits { max_allocations_per_buffer: 8, ..DevMemLimits::default() };
+    let limits = DevMemLimits::default().with_max_allocations_per_buffer(8);
     let s = two_devices(protocol, Arc::new(HostMemory), limits);
     for _ in 0..8 {
         assert_ne!(call(&s.thief, DEVMEM, [0, 64, 0, 0, 0, 0, 0, 0])[0], 0);

@@ -81,7 +81,7 @@ impl Drop for Memory {
 }
 
 fn options(protocol: Protocol) -> EnableOptions {
-    EnableOptions { protocol, ..EnableOptions::default() }
+    EnableOptions::default().with_protocol(protocol)
 }
 
 fn wave(buffer: *mut u8, mask: u64) -> EmulatedWave {
@@ -214,11 +214,10 @@ fn a_phase_bitmap_passed_in_is_used_and_kept() {
     let buffer = Memory::new(Protocol::Phase, PACKETS);
     assert_eq!(occupied_size(PACKETS), 4);
     let mut bitmap = [0u32; 1];
-    let given = EnableOptions {
-        protocol: Protocol::Phase,
-        occupied: NonNull::new(bitmap.as_mut_ptr()),
-        device_ordinal: 3,
-    };
+    let given = EnableOptions::default()
+        .with_protocol(Protocol::Phase)
+        .with_occupied(NonNull::new(bitmap.as_mut_ptr()))
+        .with_device_ordinal(3);
     // SAFETY: `buffer` and `bitmap` outlive the enablement.
     unsafe { runtime.enable_with(buffer.ptr, PACKETS, QueueId(0x40), given) }.unwrap();
     assert_eq!(device_ordinal(buffer.ptr), Some(3));
@@ -254,10 +253,11 @@ fn phase_options_are_checked() {
     let runtime = HostcallRuntime::new();
     let buffer = Memory::new(Protocol::Phase, PACKETS);
     let mut words = [0u32; 4];
-    let with = |occupied: *mut u32, protocol| EnableOptions {
-        protocol,
-        occupied: NonNull::new(occupied),
-        device_ordinal: 0,
+    let with = |occupied: *mut u32, protocol| {
+        EnableOptions::default()
+            .with_protocol(protocol)
+            .with_occupied(NonNull::new(occupied))
+            .with_device_ordinal(0)
     };
     let q = QueueId(0x50);
     let misaligned = words.as_mut_ptr().cast::<u8>().wrapping_add(2).cast::<u32>();

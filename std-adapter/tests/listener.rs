@@ -10,6 +10,7 @@ use common::waves::{register_add, run_waves, ADD};
 use hostcall::buffer::Protocol;
 use hostcall::core::{ErrorCode, ERROR_REPLY};
 use hostcall::prelude::*;
+use hostcall::{Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -176,7 +177,7 @@ fn an_unknown_service_is_answered_with_an_error(protocol: Protocol) {
 }
 
 fn a_producer_that_never_rings_is_served_within_the_poll_timeout(protocol: Protocol) {
-    let config = ListenerConfig { spin_polls: 0, max_wait: Duration::from_millis(20), ..Default::default() };
+    let config = ListenerConfig::default().with_spin_polls(0).with_max_wait(Duration::from_millis(20));
     let (listener, doorbell) = listener(config);
     // The buffer rings a doorbell nobody listens to.
     let silent: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());

@@ -9,6 +9,9 @@ mod common;
 use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
 use hostcall::{buffer_size, HostcallRuntime, QueueId};
+use hostcall::{
+    Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ListenerPool, ParkingDoorbell, Wave,
+};
 use std::sync::Arc;
 
 fn listener() -> Listener {

@@ -9,6 +9,8 @@ use hostcall::buffer::Protocol;
 use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
 use hostcall::threads::pool::{stripes, ListenerPool, STRIPE_ALIGN};
+use hostcall::{Error, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{HostMemory, HostcallBuffer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -59,7 +61,7 @@ fn stripes_are_disjoint_aligned_and_cover_the_buffer() {
 
 fn three_threads_split_one_buffer_and_each_serves_only_its_stripe(protocol: Protocol) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-    let config = ListenerConfig { thread_name: "striped".into(), ..ListenerConfig::default() };
+    let config = ListenerConfig::default().with_thread_name("striped".into());
     let pool = ListenerPool::start(3, doorbell.clone(), config).unwrap();
     let recorder = Recorder::default();
     pool.services().register_packet(ECHO, "echo", recorder.clone()).unwrap();

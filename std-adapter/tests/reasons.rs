@@ -9,6 +9,7 @@ use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
 use hostcall::services::printf::{PrintfMessage, Streams};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -99,7 +100,7 @@ fn bad_request() {
 
 #[test]
 fn open_messages() {
-    let limits = MessageLimits { max_open: 1, ..MessageLimits::default() };
+    let limits = MessageLimits::default().with_max_open(1);
     let (listener, buffer) = listener_with(limits, Arc::new(HostMemory), DevMemLimits::default());
     // Two lanes, each a message of several chunks: the second lane's BEGIN finds one open.
     let long = PrintfMessage::new(b"%d %d %d %d %d %d %d %d\n").int(1).int(2).int(3).int(4);
@@ -111,7 +112,7 @@ fn open_messages() {
 
 #[test]
 fn held_bytes() {
-    let limits = MessageLimits { max_held_bytes: OPEN_MESSAGE_OVERHEAD + 64, ..MessageLimits::default() };
+    let limits = MessageLimits::default().with_max_held_bytes(OPEN_MESSAGE_OVERHEAD + 64);
     let (listener, buffer) = listener_with(limits, Arc::new(HostMemory), DevMemLimits::default());
     let long = PrintfMessage::new("x".repeat(400).as_bytes()).into_words();
     assert_eq!(print(&buffer, 1, long), [ErrorCode::Refused.reply()]);
@@ -137,7 +138,7 @@ fn foreign_message() {
 
 #[test]
 fn message_size() {
-    let limits = MessageLimits { max_message_bytes: 64, ..MessageLimits::default() };
+    let limits = MessageLimits::default().with_max_message_bytes(64);
     let (listener, buffer) = listener_with(limits, Arc::new(HostMemory), DevMemLimits::default());
     let long = PrintfMessage::new("x".repeat(400).as_bytes()).into_words();
     assert_eq!(print(&buffer, 1, long), [ErrorCode::Refused.reply()]);
@@ -176,7 +177,7 @@ fn devmem_size() {
 
 #[test]
 fn devmem_count() {
-    let limits = DevMemLimits { max_allocations: 1, ..DevMemLimits::default() };
+    let limits = DevMemLimits::default().with_max_allocations(1);
     let (listener, buffer) = listener_with(MessageLimits::default(), Arc::new(HostMemory), limits);
     let replies = allocate(&buffer, 3, 64);
     assert_ne!(replies[0][0], 0);
@@ -186,7 +187,7 @@ fn devmem_count() {
 
 #[test]
 fn devmem_bytes() {
-    let limits = DevMemLimits { max_total: 8 << 10, ..DevMemLimits::default() };
+    let limits = DevMemLimits::default().with_max_total(8 << 10);
     let (listener, buffer) = listener_with(MessageLimits::default(), Arc::new(HostMemory), limits);
     assert_eq!(allocate(&buffer, 1, 64 << 10), [[0, ErrorCode::Refused as u64]]);
     assert_only(&listener, &buffer, Reason::DevmemBytes, 1);

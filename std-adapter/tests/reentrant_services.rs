@@ -11,6 +11,7 @@ use common::watchdog::returns_within;
 use hostcall::buffer::Protocol;
 use hostcall::lifecycle::{buffer_size, EmulatedWave};
 use hostcall::prelude::*;
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use hostcall::{HostcallRuntime, QueueId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};

@@ -5,6 +5,7 @@
 
 use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::sync::Arc;
 
 const ID: u32 = 100;

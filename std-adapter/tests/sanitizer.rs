@@ -14,6 +14,7 @@ use hostcall::prelude::*;
 use hostcall::services::sanitizer::{
     CodeObjects, HsaCodeObjects, NoCodeObjects, SanitizerConfig, MAX_LIST_AGE, MIN_RELIST_INTERVAL,
 };
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 
 const SANITIZER: u32 = 4;
 const WRITE: u64 = 1;
@@ -31,11 +32,9 @@ fn setup(config: SanitizerConfig, device: u32) -> Setup {
     let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
     let printed = Arc::new(Mutex::new(String::new()));
     let sink = printed.clone();
-    let config = SanitizerConfig {
-        sink: Arc::new(move |text: &str| sink.lock().unwrap().push_str(text)),
-        use_asan_runtime: false,
-        ..config
-    };
+    let config = config
+        .with_sink(Arc::new(move |text: &str| sink.lock().unwrap().push_str(text)))
+        .with_use_asan_runtime(false);
     listener.services().enable_sanitizer(config).unwrap();
     let buffer =
         Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap().with_device_ordinal(device));
@@ -52,7 +51,7 @@ fn three_lane_write(lane: usize) -> [u64; 8] {
 
 #[test]
 fn a_three_lane_out_of_bounds_write_is_reported_line_by_line() {
-    let s = setup(SanitizerConfig { code_objects: Arc::new(NoCodeObjects), ..SanitizerConfig::default() }, 2);
+    let s = setup(SanitizerConfig::default().with_code_objects(Arc::new(NoCodeObjects)), 2);
     let reply = Wave::with_activemask(s.buffer.clone(), (1 << 1) | (1 << 4) | (1 << 9))
         .call(SANITIZER, three_lane_write)
         .unwrap();
@@ -86,7 +85,7 @@ fn the_pc_is_named_by_its_code_object_and_offset() {
         load_size: 0x1_0000,
         load_delta: 0x10_0000,
     }];
-    let s = setup(SanitizerConfig { code_objects: Arc::new(objects), ..SanitizerConfig::default() }, 0);
+    let s = setup(SanitizerConfig::default().with_code_objects(Arc::new(objects)), 0);
     Wave::with_activemask(s.buffer.clone(), 0b10).call(SANITIZER, three_lane_write).unwrap();
     let printed = s.printed.lock().unwrap().clone();
     assert_eq!(
@@ -98,11 +97,7 @@ fn the_pc_is_named_by_its_code_object_and_offset() {
 
 #[test]
 fn no_abort_reports_are_rate_limited_per_pc() {
-    let config = SanitizerConfig {
-        code_objects: Arc::new(NoCodeObjects),
-        reports_per_pc: 2,
-        ..SanitizerConfig::default()
-    };
+    let config = SanitizerConfig::default().with_code_objects(Arc::new(NoCodeObjects)).with_reports_per_pc(2);
     let s = setup(config, 0);
     let wave = Wave::new(s.buffer.clone(), 1);
     for round in 0..5u64 {
@@ -120,11 +115,9 @@ fn no_abort_reports_are_rate_limited_per_pc() {
 #[test]
 fn child_process_entry() {
     let Ok(mode) = std::env::var("SANITIZER_CHILD") else { return };
-    let config = SanitizerConfig {
-        abort_on_error: mode != "continue",
-        code_objects: Arc::new(NoCodeObjects),
-        ..SanitizerConfig::default()
-    };
+    let config = SanitizerConfig::default()
+        .with_abort_on_error(mode != "continue")
+        .with_code_objects(Arc::new(NoCodeObjects));
     let s = setup(config, 0);
     Wave::new(s.buffer.clone(), 3)
         .call(SANITIZER, |lane| [0x40 + lane as u64, 0x77, 1, 2, 3, lane as u64, WRITE, 8])

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use hostcall::backend::hsa::LoadedCodeObject;
 use hostcall::prelude::*;
 use hostcall::services::sanitizer::{asan, SanitizerConfig};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 
 const NO_ABORT: u64 = 0xffff_ffff_0000_0000;
 
@@ -68,7 +69,7 @@ fn child_process_entry() {
     let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
     listener
         .services()
-        .enable_sanitizer(SanitizerConfig { code_objects: Arc::new(objects), ..SanitizerConfig::default() })
+        .enable_sanitizer(SanitizerConfig::default().with_code_objects(Arc::new(objects)))
         .unwrap();
     let buffer =
         Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap().with_device_ordinal(5));

@@ -13,6 +13,7 @@ mod standin;
 use hostcall::core::dispatch::SANITIZER;
 use hostcall::prelude::*;
 use hostcall::services::sanitizer::{HsaCodeObjects, SanitizerConfig, MAX_LIST_AGE};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use hsa_sys::LIBRARY_ENV;
 use standin::{with_watchdog, StandIn};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,16 +28,14 @@ fn reports_open_the_hsa_runtime_once() {
         standin.set_code_objects("0 100000 10000 1048576 file:///tmp/kernel.co#offset=0&size=65536");
         let reports = Arc::new(AtomicUsize::new(0));
         let counted = reports.clone();
-        let config = SanitizerConfig {
-            abort_on_error: false,
-            use_asan_runtime: false,
+        let config = SanitizerConfig::default()
+            .with_abort_on_error(false)
+            .with_use_asan_runtime(false)
             // Relaxed: read on this thread after the listener shut down.
-            sink: Arc::new(move |_: &str| {
+            .with_sink(Arc::new(move |_: &str| {
                 counted.fetch_add(1, Ordering::Relaxed);
-            }),
-            code_objects: Arc::new(HsaCodeObjects::default()),
-            ..SanitizerConfig::default()
-        };
+            }))
+            .with_code_objects(Arc::new(HsaCodeObjects::default()));
         let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
         let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
         listener.services().enable_sanitizer(config).unwrap();

@@ -7,6 +7,8 @@
 #![cfg(target_os = "linux")]
 
 use hostcall::prelude::*;
+
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ListenerPool, ParkingDoorbell, Wave};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -56,7 +58,7 @@ fn assert_idle(name: &str) {
 }
 
 fn config(name: &str) -> ListenerConfig {
-    ListenerConfig { thread_name: name.into(), ..ListenerConfig::default() }
+    ListenerConfig::default().with_thread_name(name.into())
 }
 
 fn add_call(buffer: &Arc<HostcallBuffer>) -> [u64; 2] {

@@ -9,8 +9,10 @@ mod common;
 use common::watchdog::returns_within;
 use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::DEVMEM;
+use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
+use hostcall::{Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -84,7 +86,7 @@ fn busy_device(
 fn a_device_that_calls_forever_does_not_hold_up_shutdown(protocol: Protocol) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let grace = Duration::from_millis(20);
-    let listener = start(&doorbell, ListenerConfig { shutdown_grace: grace, ..ListenerConfig::default() });
+    let listener = start(&doorbell, ListenerConfig::default().with_shutdown_grace(grace));
     let buffer = buffer(&doorbell, 8, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
     let (stop, outcomes) = (Arc::new(AtomicBool::new(false)), Arc::new(Outcomes::default()));
@@ -109,8 +111,7 @@ fn a_thousand_start_shutdown_cycles_with_a_busy_device(protocol: Protocol) {
     let cycling = buffer.clone();
     let (longest, took) =
         returns_within("1,000 start/shutdown cycles", Duration::from_secs(120), move || {
-            let config =
-                ListenerConfig { shutdown_grace: Duration::from_millis(1), ..ListenerConfig::default() };
+            let config = ListenerConfig::default().with_shutdown_grace(Duration::from_millis(1));
             let mut longest = Duration::ZERO;
             for _ in 0..1000 {
                 let listener = start(&doorbell, config.clone());
@@ -150,12 +151,10 @@ fn packets_after_the_grace_get_the_shutdown_error(protocol: Protocol) {
     let listening: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     // The listener sleeps 10 s between polls, and the buffer rings another doorbell: the
     // packets below stay submitted until shutdown wakes it.
-    let config = ListenerConfig {
-        spin_polls: 0,
-        min_wait: Duration::from_secs(10),
-        max_wait: Duration::from_secs(10),
-        ..ListenerConfig::default()
-    };
+    let config = ListenerConfig::default()
+        .with_spin_polls(0)
+        .with_min_wait(Duration::from_secs(10))
+        .with_max_wait(Duration::from_secs(10));
     let listener = start(&listening, config);
     listener.services().enable_devmem(Arc::new(HostMemory), DevMemLimits::default()).unwrap();
     let silent: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());

@@ -11,6 +11,7 @@ use hostcall::prelude::*;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::MessageLimits;
 use hostcall::services::printf::Streams;
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
@@ -193,7 +194,7 @@ fn devmem_refusals_log_a_bounded_number_of_warnings() {
     let (listener, buffer) = listener_with(2, Protocol::Stack);
     listener
         .services()
-        .enable_devmem(Arc::new(HostMemory), DevMemLimits { max_allocation: 64, ..DevMemLimits::default() })
+        .enable_devmem(Arc::new(HostMemory), DevMemLimits::default().with_max_allocation(64))
         .unwrap();
     let wave = Wave::new(buffer, 64);
     for _ in 0..16 {
@@ -214,7 +215,7 @@ fn refused_begins_log_a_bounded_number_of_warnings() {
     let _turn = serial();
     let started = Instant::now();
     let (listener, buffer) = listener_with(2, Protocol::Stack);
-    let limits = MessageLimits { max_open: 64, ..MessageLimits::default() };
+    let limits = MessageLimits::default().with_max_open(64);
     listener
         .services()
         .enable_printf(Streams { stdout: std::io::sink(), stderr: std::io::sink() }, limits)

@@ -81,6 +81,11 @@ impl Host<'_> {
             if seq == 0 || seq == self.0.served[index].load(Ordering::Relaxed) {
                 continue;
             }
+            // Lane 0's two lines of request words, before the mask words say which lanes take
+            // part: their misses then follow the head's at once (the likeliest first lane).
+            let lane0 = &self.0.requests[index].lanes[0];
+            crate::lane::prefetch(&lane0[0]);
+            crate::lane::prefetch(&lane0[lane0.len() - 1]);
             // Acquire: pairs with the Release fence of the wave's wrap refresh
             // (`View::refresh`), stored before this head: the refresh's zeroes are visible, so no
             // word older than them is read below.

@@ -91,10 +91,13 @@ impl Host<'_> {
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
     ) {
+        let (header, payload) = (&self.0.headers[index], &self.0.payloads[index]);
+        // Lane 0's slot, before the header: its miss then overlaps the header's instead of
+        // waiting for the activemask (the likeliest first lane; the others follow the mask).
+        crate::lane::prefetch(&payload.slots[0]);
         // Acquire: pairs with the Release store of `device_phase` in `Claimed::submit`, whose
         // value the caller read: the wave's header and payload writes happen before our reads.
         fence(Ordering::Acquire);
-        let (header, payload) = (&self.0.headers[index], &self.0.payloads[index]);
         // Relaxed: ordered by the fence above.
         let (service, activemask) =
             (header.service.load(Ordering::Relaxed), header.activemask.load(Ordering::Relaxed));
@@ -117,22 +120,8 @@ impl Host<'_> {
 /// Hints the CPU to fetch the request slot of every lane in `activemask` (only the lanes that
 /// exist), so a packet's cache misses overlap instead of coming one lane at a time. A device
 /// that just wrote the slots owns their lines, so each would otherwise be a miss in series.
-/// Not an access in Rust's memory model: a prefetch reads nothing the program sees.
 fn prefetch_lanes(payload: &Payload, activemask: u64) {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        for lane in crate::lane::lanes(activemask) {
-            let slot = payload.slots[lane].as_ptr().cast::<i8>();
-            // SAFETY: `_mm_prefetch` is a hint with no memory-safety requirement (it never
-            // faults and changes no value); `slot` is in bounds (lane < LANES) anyway. SSE, which
-            // it needs, is part of the x86_64 baseline.
-            #[allow(unused_unsafe)]
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(slot)
-            };
-        }
+    for lane in crate::lane::lanes(activemask) {
+        crate::lane::prefetch(&payload.slots[lane]);
     }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-    let _ = (payload, activemask);
 }

@@ -7,7 +7,7 @@ use super::Budgets;
 use hostcall::backend::host::ParkingDoorbell;
 use hostcall::buffer::{HostcallBuffer, Protocol};
 use hostcall::dispatch::registry::ThreadDispatch;
-use hostcall::dispatch::unknown_ids::REMEMBERED_UNKNOWN_IDS;
+use hostcall::dispatch::REMEMBERED_UNKNOWN_IDS;
 use hostcall::doorbell::Doorbell;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::printf::{PrintfSink, Stream};
@@ -16,7 +16,7 @@ use hostcall::{Listener, ListenerConfig, Services};
 use hostcall_core::dispatch::SANITIZER;
 use hostcall_core::lane::lanes;
 use hostcall_core::stack::{CONTROL_HOST_ERROR, CONTROL_READY};
-use hostcall_core::{Dispatch, DrainError, DrainReport, PacketRequest, Poller};
+use hostcall_core::{Dispatch, DrainError, PacketRequest, Poller};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,17 +83,15 @@ impl Host {
         let sanitizer_reports = Arc::new(AtomicUsize::new(0));
         if budgets.sanitizer {
             let reports = sanitizer_reports.clone();
-            let config = SanitizerConfig {
+            let config = SanitizerConfig::default()
                 // An aborting report stops the process by design: not what is under test here.
-                abort_on_error: false,
-                use_asan_runtime: false,
+                .with_abort_on_error(false)
+                .with_use_asan_runtime(false)
                 // Relaxed: a count read on this thread after the round that printed.
-                sink: Arc::new(move |_: &str| {
+                .with_sink(Arc::new(move |_: &str| {
                     reports.fetch_add(1, Ordering::Relaxed);
-                }),
-                code_objects: Arc::new(NoCodeObjects),
-                ..SanitizerConfig::default()
-            };
+                }))
+                .with_code_objects(Arc::new(NoCodeObjects));
             services.enable_sanitizer(config).expect("a fresh registry");
         }
         let poller = Poller::new();
@@ -140,13 +138,11 @@ impl Host {
             return;
         }
         self.poller.remove(self.buffer.as_ptr()).expect("registered in `new`");
-        let config = ListenerConfig {
-            spin_polls: 16,
-            min_wait: Duration::from_micros(50),
-            max_wait: Duration::from_millis(1),
-            shutdown_grace: Duration::ZERO,
-            ..ListenerConfig::default()
-        };
+        let config = ListenerConfig::default()
+            .with_spin_polls(16)
+            .with_min_wait(Duration::from_micros(50))
+            .with_max_wait(Duration::from_millis(1))
+            .with_shutdown_grace(Duration::ZERO);
         let doorbell: Arc<dyn Doorbell> = self.doorbell.clone();
         let listener = Listener::start_with_services(doorbell, config, self.services.clone());
         self.listener = Some(listener.expect("a listener thread"));
@@ -177,9 +173,11 @@ impl Host {
         let report = self.poller.poll_once(&recorder);
         let lane_calls =
             plan.served.iter().map(|&i| activemask_of(before, &self.geometry, i).count_ones()).sum();
-        let expected =
-            DrainReport { packets: plan.served.len() as u32, lane_calls, malformed: plan.malformed as u32 };
-        assert_eq!(report, expected, "the drain report");
+        assert_eq!(
+            (report.packets, report.lane_calls, report.malformed),
+            (plan.served.len() as u32, lane_calls, plan.malformed as u32),
+            "the drain report"
+        );
         recorder.served.into_inner()
     }
 

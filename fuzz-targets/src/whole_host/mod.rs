@@ -73,22 +73,18 @@ impl Budgets {
     fn decode(messages: u8, devmem_byte: u8) -> Self {
         let devmem = devmem_byte;
         let held = [OPEN_MESSAGE_OVERHEAD + 64, 1 << 10, 16 << 10, MessageLimits::default().max_held_bytes];
-        let messages = MessageLimits {
-            max_open: 1 + usize::from(messages & 7),
-            max_held_bytes: held[usize::from(messages >> 3 & 3)],
-            max_message_bytes: 8 << (messages >> 5),
-            ..MessageLimits::default()
-        };
+        let messages = MessageLimits::default()
+            .with_max_open(1 + usize::from(messages & 7))
+            .with_max_held_bytes(held[usize::from(messages >> 3 & 3)])
+            .with_max_message_bytes(8 << (messages >> 5));
         let total = [0, 16 << 10, 64 << 10, 5 << 20];
         let largest = [1, 4 << 10, 64 << 10, SLAB_BYTES];
         let count = [0, 1, 2, 16];
-        let devmem = DevMemLimits {
-            max_total: total[usize::from(devmem & 3)] + 2 * ALLOCATION_OVERHEAD,
-            max_allocation: largest[usize::from(devmem >> 2 & 3)],
-            max_allocations: count[usize::from(devmem >> 4 & 3)],
-            // One buffer here: its own budgets are the registry's defaults, never the bound.
-            ..DevMemLimits::default()
-        };
+        // One buffer here: its own budgets are the registry's defaults, never the bound.
+        let devmem = DevMemLimits::default()
+            .with_max_total(total[usize::from(devmem & 3)] + 2 * ALLOCATION_OVERHEAD)
+            .with_max_allocation(largest[usize::from(devmem >> 2 & 3)])
+            .with_max_allocations(count[usize::from(devmem >> 4 & 3)]);
         Self { messages, devmem, sanitizer: devmem_byte & 0x40 != 0 }
     }
 }

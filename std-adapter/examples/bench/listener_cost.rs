@@ -6,7 +6,7 @@ use crate::options::Options;
 use crate::{echo, request, ECHO};
 use hostcall::buffer::Protocol;
 use hostcall::core::{ClaimedPacket, CompletedPacket, Poller, SubmittedPacket, LANES};
-use hostcall::prelude::*;
+use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell, Services};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -13,7 +13,7 @@ use crate::rpc::{rpc_listener_round_trip, rpc_round_trip, RpcServer};
 use crate::throughput::{crossbeam_throughput, hostcall_throughput};
 use crate::wire::{llvm_rpc, wire_line};
 use hostcall::buffer::Protocol;
-use hostcall::prelude::*;
+use hostcall::ListenerConfig;
 
 /// Lanes per packet of the per-protocol listener-cost rows: a CUDA warp.
 const COST_LANES: u32 = 32;

@@ -6,7 +6,7 @@ use crate::options::Options;
 use crate::{echo, request, ECHO};
 use crossbeam_channel as channel;
 use hostcall::core::SLOT_WORDS;
-use hostcall::prelude::*;
+use hostcall::{ListenerConfig, Wave};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;

@@ -62,7 +62,7 @@ pub(crate) fn run(gpus: &[Gpu], options: &Options) -> Result<bool, Error> {
 
     // The checks, on every GPU, one process: a listener group of one thread per GPU.
     let groups: Vec<_> = gpus.iter().map(|gpu| gpu.host.group()).collect();
-    let config = ListenerConfig { thread_name: "cuda-check".into(), ..ListenerConfig::spinning() };
+    let config = ListenerConfig::spinning().with_thread_name("cuda-check".into());
     let listeners = DeviceListeners::start(&groups, 1, config, gpus[0].services.clone())?;
     for gpu in gpus {
         ok &= check(gpu, &listeners, options)?;

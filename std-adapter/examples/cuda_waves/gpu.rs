@@ -151,11 +151,9 @@ impl Gpu {
 
     /// A pool of `threads` spinning listener threads for this GPU alone, on its CPUs.
     pub(crate) fn pool(&self, threads: usize) -> Result<ListenerPool, Error> {
-        let config = ListenerConfig {
-            thread_name: format!("cuda-listener-{threads}t"),
-            cpus: self.host.cpus.clone(),
-            ..ListenerConfig::spinning()
-        };
+        let config = ListenerConfig::spinning()
+            .with_thread_name(format!("cuda-listener-{threads}t"))
+            .with_cpus(self.host.cpus.clone());
         ListenerPool::start_with_services(threads, self.doorbell.clone(), config, self.services.clone())
     }
 

@@ -66,8 +66,7 @@ pub(crate) fn scaling(gpus: &[Gpu], options: &Options) -> Result<(bool, String),
     // (threads per GPU, warps per GPU, GPUs, warp-calls/s of all of them)
     let mut table: Vec<(usize, u32, usize, f64)> = Vec::new();
     for &threads in &options.scaling_threads {
-        let config =
-            ListenerConfig { thread_name: format!("cuda-scaling-{threads}t"), ..ListenerConfig::spinning() };
+        let config = ListenerConfig::spinning().with_thread_name(format!("cuda-scaling-{threads}t"));
         let listeners = DeviceListeners::start(&groups, threads, config, gpus[0].services.clone())?;
         for &warps in &options.scaling_warps {
             let calls = (800_000 / warps).clamp(100, 4_000);
@@ -171,7 +170,7 @@ fn latency_idle_vs_loaded(
 ) -> Result<(bool, String), Error> {
     let mut ok = true;
     let groups: Vec<_> = gpus.iter().map(|gpu| gpu.host.group()).collect();
-    let config = ListenerConfig { thread_name: "cuda-latency".into(), ..ListenerConfig::spinning() };
+    let config = ListenerConfig::spinning().with_thread_name("cuda-latency".into());
     let listeners = DeviceListeners::start(&groups, LATENCY_THREADS, config, gpus[0].services.clone())?;
     let mut summary = Vec::new();
     for (g, gpu) in gpus.iter().enumerate() {

@@ -19,10 +19,9 @@
 //! phase protocol there.
 //!
 //! ```
-//! let backend = hostcall::backend::detect_with(&hostcall::backend::DetectOptions {
-//!     library: Some("/nonexistent/libhsa-runtime64.so.1".into()),
-//!     ..Default::default()
-//! });
+//! let options = hostcall::backend::DetectOptions::default()
+//!     .with_library(Some("/nonexistent/libhsa-runtime64.so.1".into()));
+//! let backend = hostcall::backend::detect_with(&options);
 //! assert_eq!(backend.kind, hostcall::backend::BackendKind::Host);
 //! println!("{}", backend.reason);
 //! ```
@@ -66,6 +65,7 @@ impl fmt::Display for BackendKind {
 
 /// How [`detect_with`] looks for HSA.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct DetectOptions {
     /// The runtime library to load; `None`: `HOSTCALL_HSA_LIB`, else `libhsa-runtime64.so.1`.
     pub library: Option<OsString>,
@@ -75,6 +75,12 @@ pub struct DetectOptions {
     /// Which GPU agent, counting from 0 in the runtime's order: its memory is placed near it.
     pub gpu: usize,
 }
+
+setters!(DetectOptions {
+    with_library: library: Option<OsString>,
+    with_atomics: atomics: AtomicsRequirement,
+    with_gpu: gpu: usize,
+});
 
 /// The chosen memory and doorbell, and why.
 #[derive(Debug, Clone)]

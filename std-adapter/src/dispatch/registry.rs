@@ -7,7 +7,7 @@
 //!
 //! What the device cannot do: make the host abort, or make it hold memory or write log lines
 //! without bound. An unknown id is answered with [`ErrorCode::UnknownService`] in every lane and
-//! counted in a fixed-size table ([`unknown_ids`](super::unknown_ids)); a handler that panics is
+//! counted in a fixed-size table (at most [`REMEMBERED_UNKNOWN_IDS`](super::REMEMBERED_UNKNOWN_IDS) ids); a handler that panics is
 //! answered with [`ErrorCode::ServicePanicked`] and the listener goes on, the panic counted and
 //! logged as one rate-limited record, never printed by the panic hook (`dispatch/panics.rs`: the
 //! first service call installs a filtering hook in front of the process's); every warning a device

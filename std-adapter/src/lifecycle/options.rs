@@ -15,11 +15,12 @@ use std::sync::Arc;
 /// ```
 /// use hostcall::lifecycle::EnableOptions;
 /// use hostcall::Protocol;
-/// let phase = EnableOptions { protocol: Protocol::Phase, ..EnableOptions::default() };
+/// let phase = EnableOptions::default().with_protocol(Protocol::Phase);
 /// assert_eq!(phase.occupied, None); // the runtime allocates the bitmap
 /// assert_eq!(EnableOptions::default().protocol, Protocol::Stack);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EnableOptions {
     /// The wire protocol the device code of the kernels using this buffer speaks. A code object
     /// carries no marker of which one it uses: the runtime chooses, per buffer.
@@ -43,6 +44,12 @@ pub struct EnableOptions {
     /// with each of its packets (`PacketRequest::device`: the sanitizer's report ids). Default 0.
     pub device_ordinal: u32,
 }
+
+setters!(EnableOptions {
+    with_protocol: protocol: Protocol,
+    with_occupied: occupied: Option<NonNull<u32>>,
+    with_device_ordinal: device_ordinal: u32,
+});
 
 impl Default for EnableOptions {
     fn default() -> Self {

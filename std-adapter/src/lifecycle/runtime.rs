@@ -220,11 +220,10 @@ impl HostcallRuntime {
     /// let mut memory: Vec<Line> = (0..lines).map(|_| Line([0; 64])).collect();
     /// let buffer = memory.as_mut_ptr().cast::<u8>();
     /// let mut occupied = [0u32; 1];
-    /// let options = EnableOptions {
-    ///     protocol: Protocol::Phase,
-    ///     occupied: std::ptr::NonNull::new(occupied.as_mut_ptr()),
-    ///     device_ordinal: 1,
-    /// };
+    /// let options = EnableOptions::default()
+    ///     .with_protocol(Protocol::Phase)
+    ///     .with_occupied(std::ptr::NonNull::new(occupied.as_mut_ptr()))
+    ///     .with_device_ordinal(1);
     /// // SAFETY: `memory` and `occupied` outlive the enablement; only the protocol touches them.
     /// unsafe { runtime.enable_with(buffer, 4, QueueId(7), options) }.unwrap();
     /// assert_eq!(hostcall::lifecycle::device_ordinal(buffer), Some(1));

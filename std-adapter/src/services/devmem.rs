@@ -84,6 +84,7 @@ pub fn block_alignment(size: u64) -> u64 {
 
 /// What DEVMEM will hand out. See the [module docs](self#budget).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DevMemLimits {
     /// The largest single allocation, in bytes asked for.
     pub max_allocation: u64,
@@ -97,6 +98,14 @@ pub struct DevMemLimits {
     /// The most allocations of one buffer's device live at once.
     pub max_allocations_per_buffer: usize,
 }
+
+setters!(DevMemLimits {
+    with_max_allocation: max_allocation: u64,
+    with_max_total: max_total: u64,
+    with_max_allocations: max_allocations: usize,
+    with_max_total_per_buffer: max_total_per_buffer: u64,
+    with_max_allocations_per_buffer: max_allocations_per_buffer: usize,
+});
 
 impl Default for DevMemLimits {
     fn default() -> Self {

@@ -97,6 +97,7 @@ pub struct Sender {
 
 /// Bounds on what devices may make the assembler hold. See the [module docs](self#budgets).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MessageLimits {
     /// The largest message, in bytes (rounded down to whole words).
     pub max_message_bytes: usize,
@@ -110,6 +111,13 @@ pub struct MessageLimits {
     /// are clamped). The byte budgets bind long before the default.
     pub max_open: usize,
 }
+
+setters!(MessageLimits {
+    with_max_message_bytes: max_message_bytes: usize,
+    with_max_held_bytes: max_held_bytes: usize,
+    with_max_held_bytes_per_buffer: max_held_bytes_per_buffer: usize,
+    with_max_open: max_open: usize,
+});
 
 impl Default for MessageLimits {
     fn default() -> Self {

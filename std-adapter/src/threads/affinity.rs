@@ -10,15 +10,9 @@
 //! scheduler puts it, and a warning is logged.
 
 /// Parses a CPU list as Linux writes it (`/sys/.../cpulist`: `0-3,8,10-11`, maybe a trailing
-/// newline): the CPUs in increasing order, no duplicates. `None` for a malformed list.
-///
-/// ```
-/// use hostcall::threads::affinity::parse_cpu_list;
-/// assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
-/// assert_eq!(parse_cpu_list(""), Some(vec![]));
-/// assert_eq!(parse_cpu_list("3-1"), None);
-/// ```
-pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
+/// newline): the CPUs in increasing order, no duplicates. `None` for a malformed list. Internal:
+/// what the CUDA backend reads from sysfs.
+pub(crate) fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
     /// Larger lists are refused rather than allocated (a corrupt file must not take memory).
     const MAX_CPUS: usize = 1 << 16;
     let mut cpus = Vec::new();
@@ -166,4 +160,16 @@ pub fn share_by(near: &[Vec<usize>], core_of: impl Fn(usize) -> usize) -> Vec<Ve
                 .collect()
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cpu_list;
+
+    #[test]
+    fn cpu_lists_parse_as_linux_writes_them() {
+        assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+    }
 }

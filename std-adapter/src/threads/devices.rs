@@ -38,8 +38,8 @@ pub struct DeviceGroup {
 /// A [`ListenerPool`] per device, sharing one [`Services`] registry.
 ///
 /// ```
-/// use hostcall::buffer::{HostcallBuffer, Protocol};
 /// use hostcall::prelude::*;
+/// use hostcall::{HostMemory, HostcallBuffer, ListenerConfig, ParkingDoorbell, Protocol, Services, Wave};
 /// use hostcall::threads::devices::{DeviceGroup, DeviceListeners};
 /// use std::sync::Arc;
 ///

@@ -55,9 +55,8 @@ pub fn stripes(num_packets: u32, threads: usize) -> Vec<Range<u32>> {
 /// `N` listener threads sharing one [`Services`] registry and one doorbell.
 ///
 /// ```
-/// use hostcall::buffer::{HostcallBuffer, Protocol};
-/// use hostcall::threads::pool::ListenerPool;
 /// use hostcall::prelude::*;
+/// use hostcall::{HostMemory, HostcallBuffer, ListenerConfig, ListenerPool, ParkingDoorbell, Protocol, Wave};
 /// use std::sync::Arc;
 ///
 /// let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());

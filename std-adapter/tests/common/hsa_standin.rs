@@ -144,7 +144,7 @@ impl StandIn {
 
     /// Detection options that load this copy.
     pub fn options(&self, atomics: AtomicsRequirement) -> DetectOptions {
-        DetectOptions { library: Some(self.path.clone().into()), atomics, ..DetectOptions::default() }
+        DetectOptions::default().with_library(Some(self.path.clone().into())).with_atomics(atomics)
     }
 
     /// # Safety

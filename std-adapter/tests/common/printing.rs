@@ -4,6 +4,7 @@ use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
 use hostcall::services::message::MessageLimits;
 use hostcall::services::printf::Streams;
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 

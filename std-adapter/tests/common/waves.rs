@@ -1,6 +1,6 @@
 //! Emulated waves hammering a buffer with calls whose every reply is checked.
 
-use hostcall::prelude::*;
+use hostcall::{HostcallBuffer, Services, Wave};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;

@@ -91,6 +91,7 @@ pub const DEFAULT_MAX_WORK: usize = 1 << 16;
 
 /// Bounds on what one message may make the host do. See the [module docs](self#budgets).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PrintfLimits {
     /// The largest width or precision accepted (digits or `*`); a larger one refuses the message.
     pub max_field: usize,
@@ -100,6 +101,12 @@ pub struct PrintfLimits {
     /// precision; printing stops before the conversion that would pass it.
     pub max_work: usize,
 }
+
+setters!(PrintfLimits {
+    with_max_field: max_field: usize,
+    with_max_output: max_output: usize,
+    with_max_work: max_work: usize,
+});
 
 impl Default for PrintfLimits {
     fn default() -> Self {

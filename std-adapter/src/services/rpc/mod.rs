@@ -67,11 +67,16 @@ use printf::Printf;
 
 /// Budgets of one buffer's RPC host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RpcLimits {
     /// Bytes kept of one lane's stream (a write, a path, a format string); a lane that declares
     /// more is read to its end, its bytes dropped, and answered as refused.
     pub stream_bytes: u64,
 }
+
+setters!(RpcLimits {
+    with_stream_bytes: stream_bytes: u64,
+});
 
 /// 64 KiB a lane.
 pub const DEFAULT_STREAM_BYTES: u64 = 64 << 10;

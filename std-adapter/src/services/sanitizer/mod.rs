@@ -22,6 +22,7 @@
 //!
 //! ```
 //! use hostcall::prelude::*;
+//! use hostcall::{HostcallBuffer, HostMemory, Listener, ListenerConfig, ParkingDoorbell, Wave};
 //! use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
 //! use std::sync::{Arc, Mutex};
 //!
@@ -29,12 +30,11 @@
 //! let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
 //! let printed = Arc::new(Mutex::new(String::new()));
 //! let sink = printed.clone();
-//! listener.services().enable_sanitizer(SanitizerConfig {
-//!     sink: Arc::new(move |text: &str| sink.lock().unwrap().push_str(text)),
-//!     code_objects: Arc::new(NoCodeObjects),
-//!     use_asan_runtime: false,
-//!     ..SanitizerConfig::default()
-//! }).unwrap();
+//! let config = SanitizerConfig::default()
+//!     .with_sink(Arc::new(move |text: &str| sink.lock().unwrap().push_str(text)))
+//!     .with_code_objects(Arc::new(NoCodeObjects))
+//!     .with_use_asan_runtime(false);
+//! listener.services().enable_sanitizer(config).unwrap();
 //! let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap());
 //! listener.add_buffer(buffer.clone()).unwrap();
 //!
@@ -93,6 +93,7 @@ impl ReportSink for Stderr {
 
 /// How the SANITIZER service reports.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct SanitizerConfig {
     /// Stop the process after a report the device marks as aborting (the default, as ASan does);
     /// `false`: report and go on (the ASan runtime is then called with `is_abort = false`).
@@ -110,6 +111,15 @@ pub struct SanitizerConfig {
     /// The window of [`SanitizerConfig::reports_per_pc`] (default [`WARNING_WINDOW`]).
     pub window: Duration,
 }
+
+setters!(SanitizerConfig {
+    with_abort_on_error: abort_on_error: bool,
+    with_use_asan_runtime: use_asan_runtime: bool,
+    with_sink: sink: Arc<dyn ReportSink>,
+    with_code_objects: code_objects: Arc<dyn CodeObjects>,
+    with_reports_per_pc: reports_per_pc: u32,
+    with_window: window: Duration,
+});
 
 impl Default for SanitizerConfig {
     fn default() -> Self {

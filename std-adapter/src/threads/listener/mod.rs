@@ -54,6 +54,7 @@ pub const MAX_BUFFERS: usize = 256;
 
 /// How a listener waits.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ListenerConfig {
     /// Polls without work before sleeping on the doorbell. `u32::MAX`: never sleep (a spinning
     /// listener: lowest latency, one core busy).
@@ -75,6 +76,15 @@ pub struct ListenerConfig {
     /// them while there are enough.
     pub cpus: Vec<usize>,
 }
+
+setters!(ListenerConfig {
+    with_spin_polls: spin_polls: u32,
+    with_min_wait: min_wait: Duration,
+    with_max_wait: max_wait: Duration,
+    with_shutdown_grace: shutdown_grace: Duration,
+    with_thread_name: thread_name: String,
+    with_cpus: cpus: Vec<usize>,
+});
 
 impl Default for ListenerConfig {
     fn default() -> Self {
@@ -130,6 +140,7 @@ static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
 ///
 /// ```
 /// use hostcall::prelude::*;
+/// use hostcall::{HostcallBuffer, HostMemory, Listener, ListenerConfig, ParkingDoorbell, Wave};
 /// use std::sync::Arc;
 ///
 /// let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
