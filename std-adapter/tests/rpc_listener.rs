@@ -8,6 +8,7 @@ use hostcall::core::rpc::{opcode, Client, View};
 use hostcall::core::sync::AtomicU32;
 use hostcall::core::{ClaimedPacket, CompletedPacket, SubmittedPacket};
 use hostcall::prelude::*;
+use hostcall::{DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
