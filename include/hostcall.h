@@ -472,6 +472,7 @@ int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
 #define HOSTCALL_REASON_SLOTS 32 /* room in `refusals`; `reasons` says how many are counted */
 /* The line protocol's number, as hostcall_buffer_stats_t reports a protocol (enable refuses it). */
 #define HOSTCALL_PROTOCOL_LINE 2u
+#define HOSTCALL_PROTOCOL_RPC 3u /* an LLVM libc GPU RPC buffer (statistics only; not enabled here) */
 
 /* The statistics structs are versioned by their first field: set `size` to sizeof(the struct)
  * before the call. The library writes the fields it knows and zeroes the rest up to `size`; a

@@ -57,12 +57,17 @@ pub fn protocol(protocol: u32) -> Result<Protocol, Failure> {
 /// `hostcall_enable_ex`, refuses it).
 pub const HOSTCALL_PROTOCOL_LINE: u32 = 2;
 
+/// `HOSTCALL_PROTOCOL_RPC`: an LLVM libc GPU RPC buffer, as statistics report it (the lifecycle,
+/// and so `hostcall_enable_ex`, refuses it).
+pub const HOSTCALL_PROTOCOL_RPC: u32 = 3;
+
 /// The C API's number of `protocol`.
 pub fn protocol_number(protocol: Protocol) -> u32 {
     match protocol {
         Protocol::Stack => HOSTCALL_PROTOCOL_STACK,
         Protocol::Phase => HOSTCALL_PROTOCOL_PHASE,
         Protocol::Line => HOSTCALL_PROTOCOL_LINE,
+        Protocol::Rpc { .. } => HOSTCALL_PROTOCOL_RPC,
     }
 }
 

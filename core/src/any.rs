@@ -10,6 +10,7 @@ use crate::host::{ChainError, DrainHandler, DrainReport};
 use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
 use crate::line;
 use crate::phase;
+use crate::rpc;
 use crate::scan::DrainScope;
 use crate::stack;
 #[cfg(not(loom))]
@@ -24,6 +25,12 @@ pub enum Protocol {
     Phase,
     /// The line protocol (PROTOCOL.md section 9, [`crate::line`]): this project's own.
     Line,
+    /// LLVM libc's GPU RPC ([`crate::rpc`]), its ports of `lanes` lanes (the client's warp or
+    /// wave width); a buffer's packet count is its port count.
+    Rpc {
+        /// Lanes per port (1 ..= [`LANES`](crate::LANES)).
+        lanes: u32,
+    },
 }
 
 impl Protocol {
@@ -40,6 +47,7 @@ impl Protocol {
             Self::Stack => stack::buffer_size(num_packets),
             Self::Phase => phase::buffer_size(num_packets),
             Self::Line => line::buffer_size(num_packets),
+            Self::Rpc { lanes } => rpc::buffer_size(num_packets as u64, lanes as u64),
         }
     }
 
@@ -54,7 +62,8 @@ impl Protocol {
     /// ```
     pub const fn range_capable(self) -> bool {
         match self {
-            Self::Stack => false,
+            // An RPC host may keep a call's state per port across turns: one host per buffer.
+            Self::Stack | Self::Rpc { .. } => false,
             Self::Phase | Self::Line => true,
         }
     }
@@ -65,6 +74,7 @@ impl Protocol {
             Self::Stack => stack::buffer_align(),
             Self::Phase => phase::buffer_align(),
             Self::Line => line::buffer_align(),
+            Self::Rpc { .. } => rpc::buffer_align(),
         }
     }
 }
@@ -78,6 +88,8 @@ pub enum AnyView<'a> {
     Phase(phase::View<'a>),
     /// The line protocol (PROTOCOL.md section 9).
     Line(line::View<'a>),
+    /// LLVM libc's GPU RPC ([`crate::rpc`]).
+    Rpc(rpc::View<'a>),
 }
 
 /// What a host keeps across drains for the protocols whose host copies requests into memory of
@@ -86,12 +98,14 @@ pub enum AnyView<'a> {
 #[derive(Debug, Default)]
 pub struct HostScratch {
     line: line::ScratchPayload,
+    /// Where an RPC buffer's hostcall packets are copied (built at the first).
+    rpc: Option<crate::lane::Payload>,
 }
 
 impl HostScratch {
     /// Scratch for every protocol, nothing of it initialised yet.
     pub const fn new() -> Self {
-        Self { line: line::ScratchPayload::new() }
+        Self { line: line::ScratchPayload::new(), rpc: None }
     }
 }
 
@@ -114,6 +128,9 @@ impl<'a> AnyView<'a> {
             Protocol::Stack => unsafe { stack::View::from_raw(base, len, num_packets) }.map(Self::Stack),
             Protocol::Phase => unsafe { phase::View::from_raw(base, len, num_packets) }.map(Self::Phase),
             Protocol::Line => unsafe { line::View::from_raw(base, len, num_packets) }.map(Self::Line),
+            Protocol::Rpc { lanes } => {
+                unsafe { rpc::View::from_raw(base, len, num_packets, u64::from(lanes)) }.map(Self::Rpc)
+            }
         }
     }
 
@@ -123,6 +140,7 @@ impl<'a> AnyView<'a> {
             Self::Stack(_) => Protocol::Stack,
             Self::Phase(_) => Protocol::Phase,
             Self::Line(_) => Protocol::Line,
+            Self::Rpc(view) => Protocol::Rpc { lanes: view.lanes() },
         }
     }
 
@@ -132,6 +150,7 @@ impl<'a> AnyView<'a> {
             Self::Stack(view) => view.geometry().num_packets(),
             Self::Phase(view) => view.num_packets(),
             Self::Line(view) => view.num_packets(),
+            Self::Rpc(view) => view.ports(),
         }
     }
 
@@ -159,9 +178,20 @@ impl<'a> AnyView<'a> {
         }
     }
 
-    /// Initialises the buffer: every packet free, nothing submitted (the protocol's `init`).
+    /// The RPC view, if this is an LLVM-RPC buffer.
+    pub fn rpc(self) -> Option<rpc::View<'a>> {
+        match self {
+            Self::Rpc(view) => Some(view),
+            _ => None,
+        }
+    }
+
+    /// Initialises the buffer: every packet free, nothing submitted (the protocol's `init`; an
+    /// RPC buffer has no prefix: its client object carries the addresses, see
+    /// [`rpc::client_object`]).
     pub fn init(&self, device_base: u64, doorbell: u64) {
         match self {
+            Self::Rpc(view) => view.init(),
             Self::Stack(view) => view.init(device_base, doorbell),
             Self::Phase(view) => view.init(device_base, doorbell),
             Self::Line(view) => view.init(device_base, doorbell),
@@ -174,6 +204,7 @@ impl<'a> AnyView<'a> {
             Self::Stack(view) => view.host().drain(handler),
             Self::Phase(view) => view.host().drain(handler),
             Self::Line(view) => view.host().drain(handler),
+            Self::Rpc(view) => view.host().drain(&mut None, handler),
         }
     }
 
@@ -185,6 +216,7 @@ impl<'a> AnyView<'a> {
             Self::Stack(_) => DrainScope::Whole,
             Self::Phase(view) => DrainScope::Window(view.scan_window()),
             Self::Line(view) => DrainScope::Window(view.scan_window()),
+            Self::Rpc(_) => DrainScope::Whole,
         }
     }
 
@@ -208,14 +240,18 @@ impl<'a> AnyView<'a> {
             Self::Stack(view) => view.host().drain(handler),
             Self::Phase(view) => view.host().drain_scope(scope, handler),
             Self::Line(view) => view.host().drain_scope(scope, &mut scratch.line, handler),
+            Self::Rpc(view) => view.host().drain_scope(scope, &mut scratch.rpc, handler),
         }
     }
 
     /// Producer: claims a free packet. A phase or line claim tries each index once from `start`
     /// (waves that start apart collide less); a stack claim pops the free-list and ignores `start`.
-    /// `Ok(None)`: none is free (retry); `Err`: the stack protocol's free-list is corrupt.
+    /// `Ok(None)`: none is free (retry); `Err`: the stack protocol's free-list is corrupt. An RPC
+    /// buffer's producers are [`rpc::Client`]s (the lock bits that keep two of them off one port
+    /// are the client's, not the buffer's): always `Ok(None)` here.
     pub fn claim(&self, start: usize) -> Result<Option<AnyClaimed<'a>>, ChainError> {
         Ok(match self {
+            Self::Rpc(_) => None,
             Self::Stack(view) => view.claim()?.map(AnyClaimed::Stack),
             Self::Phase(view) => view.claim(start).map(AnyClaimed::Phase),
             Self::Line(view) => view.claim(start).map(AnyClaimed::Line),

@@ -38,6 +38,14 @@ pub enum DrainError {
         /// The host's handshake word as read (`host_phase[index]`).
         host_word: u32,
     },
+    /// An LLVM-RPC port was handed over with an opcode this host serves no handler for. As LLVM's
+    /// server does, the port was handed back untouched (the client reads its own packet back).
+    UnhandledOpcode {
+        /// The port.
+        port: u32,
+        /// The opcode its header named.
+        opcode: u32,
+    },
 }
 
 impl fmt::Display for DrainError {
@@ -52,6 +60,9 @@ impl fmt::Display for DrainError {
                 "packet {index}: handshake words {device_word:#x} (device) and {host_word:#x} (host) \
                  have bits set that the protocol does not compare; compared on its bits only"
             ),
+            Self::UnhandledOpcode { port, opcode } => {
+                write!(f, "rpc port {port}: opcode {opcode:#x} has no handler; handed back untouched")
+            }
         }
     }
 }
@@ -123,6 +134,28 @@ pub trait DrainHandler {
     /// Something malformed was found and skipped.
     fn malformed(&mut self, error: DrainError) {
         let _ = error;
+    }
+    /// One turn on an LLVM-RPC port the device handed over (an RPC buffer's drain). Returns
+    /// whether it was served as a packet. The default keeps no state: ROCm's `'r'` opcodes and
+    /// this project's `'h'` become one packet of their hostcall service, given to
+    /// [`DrainHandler::serve`]; any other opcode is left untouched (the drain hands the port
+    /// back) and reported as [`DrainError::UnhandledOpcode`]. `scratch` is the host's memory the
+    /// packet is copied into.
+    fn rpc_turn(&mut self, turn: &mut crate::rpc::Turn<'_>, scratch: &crate::lane::Payload) -> bool
+    where
+        Self: Sized,
+    {
+        let (mask, opcode) = turn.header();
+        match crate::rpc::service_of(opcode) {
+            Some(service) => {
+                crate::rpc::serve_as_packet(turn, mask, service, scratch, self);
+                true
+            }
+            None => {
+                self.malformed(DrainError::UnhandledOpcode { port: turn.port(), opcode });
+                false
+            }
+        }
     }
 }
 

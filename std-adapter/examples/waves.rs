@@ -168,7 +168,9 @@ fn main() -> ExitCode {
         // The phase protocol needs no platform atomics, so HSA memory is usable without them.
         let atomics = match o.protocol {
             Protocol::Stack => hostcall::backend::hsa::AtomicsRequirement::Required,
-            Protocol::Phase | Protocol::Line => hostcall::backend::hsa::AtomicsRequirement::NotRequired,
+            Protocol::Phase | Protocol::Line | Protocol::Rpc { .. } => {
+                hostcall::backend::hsa::AtomicsRequirement::NotRequired
+            }
         };
         hostcall::backend::detect_with(&hostcall::backend::DetectOptions::default().with_atomics(atomics))
     };
@@ -198,6 +200,7 @@ fn main() -> ExitCode {
             Protocol::Stack => "stack",
             Protocol::Phase => "phase",
             Protocol::Line => "line",
+            Protocol::Rpc { .. } => "rpc",
         },
         if o.spin { "spinning" } else { "blocking" },
         o.waves,

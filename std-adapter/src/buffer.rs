@@ -83,7 +83,14 @@ impl HostcallBuffer {
         doorbell: Arc<dyn Doorbell>,
         protocol: Protocol,
     ) -> Result<Self, Error> {
-        let num_packets = packet_count(num_packets).map_err(|e| Error::Layout(e.into()))?;
+        // An LLVM-RPC buffer's count is its ports (1 ..= rpc::MAX_PORT_COUNT, its own rule).
+        let num_packets = match protocol {
+            Protocol::Rpc { lanes } => {
+                hostcall_core::rpc::check_geometry(num_packets, u64::from(lanes)).map(|(ports, _)| ports)
+            }
+            _ => packet_count(num_packets),
+        }
+        .map_err(|e| Error::Layout(e.into()))?;
         const STACK_ALIGN: usize = Protocol::Stack.buffer_align();
         const _: () = assert!(STACK_BASE_OFFSET % STACK_ALIGN == 0 && CACHE_LINE % STACK_ALIGN == 0);
         const _: () = assert!(CACHE_LINE % Protocol::Phase.buffer_align() == 0);

@@ -248,6 +248,7 @@ impl EmulatedWave {
                 RawWave::new_phase(base, len, n, self.occupied, doorbell, self.activemask)
             },
             Protocol::Line => Err(options::line_unsupported()),
+            Protocol::Rpc { .. } => Err(options::rpc_unsupported()),
         }?
         .with_start(self.start);
         match self.timeout {

@@ -129,6 +129,7 @@ fn scribble(view: AnyView<'_>, rng: &mut Rng) {
         AnyView::Stack(view) => scribble_stack(&view, rng),
         AnyView::Phase(view) => scribble_phase(&view, rng),
         AnyView::Line(view) => scribble_line(&view, rng),
+        AnyView::Rpc(_) => unreachable!("this test's buffers are stack, phase and line ones"),
     }
 }
 

@@ -161,14 +161,28 @@ fn packets_after_the_grace_get_the_shutdown_error(protocol: Protocol) {
     let buffer = buffer(&silent, 4, protocol);
     listener.add_buffer(buffer.clone()).unwrap();
     thread::sleep(Duration::from_millis(200)); // the listener is asleep at its longest wait
+                                               // Each lane's fill says it ran; the wave submits right after its last lane is filled.
+    let (filled, fills) = std::sync::mpsc::channel();
     let calls: Vec<_> = [ADD, DEVMEM]
         .into_iter()
         .map(|service| {
             let wave = Wave::new(buffer.clone(), 3).with_timeout(Duration::from_secs(10));
-            thread::spawn(move || (service, wave.call(service, |_| [0, 64, 0, 0, 0, 0, 0, 0]).unwrap()))
+            let filled = filled.clone();
+            thread::spawn(move || {
+                let fill = |_| {
+                    let _ = filled.send(());
+                    [0, 64, 0, 0, 0, 0, 0, 0]
+                };
+                (service, wave.call(service, fill).unwrap())
+            })
         })
         .collect();
-    thread::sleep(Duration::from_millis(100)); // both submitted, neither served
+    // Both waves filled (on a loaded machine their threads may start late), then a moment for the
+    // submits that follow: both submitted, neither served.
+    for _ in 0..2 * 3 {
+        fills.recv_timeout(WATCHDOG).expect("both waves fill their lanes");
+    }
+    thread::sleep(Duration::from_millis(100));
     returns_within("shutdown without a grace", WATCHDOG, move || listener.shutdown_timeout(Duration::ZERO));
     for call in calls {
         let (service, reply) = call.join().unwrap();

@@ -3,8 +3,8 @@
 //! packets and streams, and closing unlocks. One wave is one thread: it does for all its lanes
 //! what upstream's warp does lane by lane.
 
+use super::host::bit;
 use super::layout::LANE_BUFFER_SIZE;
-use super::server::bit;
 use super::stream::{fill_packet, packet_bytes, Cursor};
 use super::view::View;
 use crate::lane::{lanes, SLOT_WORDS};
@@ -206,11 +206,58 @@ impl ClientPort<'_> {
         }
     }
 
+    /// Stores lane `lane`'s words while the port is the client's (between open, or a reply, and
+    /// the next send): the producer path, which learns the call's lanes only at submit.
+    ///
+    /// # Panics
+    /// If the port is not the client's without waiting, or `lane >= lanes`.
+    pub fn write_lane(&mut self, lane: u32, words: &[u64; SLOT_WORDS]) {
+        assert!(self.owns, "write_lane on a port the host owns");
+        self.client.view.lane_buffer(self.port, lane).write(words);
+    }
+
+    /// Sends the lane buffers as they are, as a call of `opcode` by the lanes of `mask`: the
+    /// header is (re)written first (the port is the client's: it has not sent yet), then the flip.
+    ///
+    /// # Panics
+    /// If the port has already sent (only a port fresh from `try_open` may be retargeted).
+    pub fn send_as(&mut self, opcode: u32, mask: u64) {
+        assert!(self.owns && !self.receive, "send_as on a port that has already sent");
+        self.mask = mask & self.client.view.lane_mask();
+        let header = self.client.view.header(self.port);
+        // Relaxed: published by the Release fence of the flip below.
+        header.mask.store(self.mask, Ordering::Relaxed);
+        header.opcode.store(opcode, Ordering::Relaxed);
+        self.flip();
+    }
+
+    /// Whether the host has answered (the port is the client's again); on `true` the Acquire
+    /// fence of a completed wait has been issued and [`ClientPort::read_lane`] reads the answer.
+    pub fn poll(&mut self) -> bool {
+        self.wait_for_ownership(&mut |_| false).is_ok()
+    }
+
+    /// Lane `lane`'s words (meaningful while the port is the client's).
+    ///
+    /// # Panics
+    /// If `lane >= lanes`.
+    pub fn read_lane(&self, lane: u32) -> [u64; SLOT_WORDS] {
+        self.client.view.lane_buffer(self.port, lane).read()
+    }
+
     /// Closes the port: unlocks it (the client never flips at close; the host does when its last
     /// turn was a receive).
     pub fn close(self) {
         let (word, bit_of_port) = (&self.client.locks[self.port as usize / 32], 1u32 << (self.port % 32));
         // Release: pairs with the Acquire `fetch_or` of the next wave's `try_open`.
         word.fetch_and(!bit_of_port, Ordering::Release);
+    }
+}
+
+impl<'a> Client<'a> {
+    /// Claims a port for the hostcall producer path (see [`super::Claimed`]): tries each port once
+    /// from `start`; the header is written at submit.
+    pub fn claim(&self, start: u32) -> Option<super::Claimed<'a>> {
+        self.try_open(0, 0, start).map(super::Claimed::new)
     }
 }

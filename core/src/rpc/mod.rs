@@ -93,22 +93,24 @@
 
 mod client;
 mod client_object;
+mod host;
 mod layout;
 pub mod opcode;
 mod packet;
-mod server;
+mod producer;
 mod stream;
 pub mod version;
 mod view;
 
 pub use client::{Client, ClientPort, Stalled};
 pub use client_object::{check_client_symbol, client_object, offsets, ClientSymbolMismatch};
+pub use host::{Host, Turn};
 pub use layout::{
     buffer_align, buffer_size, check_geometry, Header, LaneBuffer, Layout, HEADER_SIZE, LANE_BUFFER_SIZE,
     MIN_ALIGN,
 };
-pub use packet::{serve_as_packet, service_of};
-pub use server::Turn;
+pub use packet::{opcode_of, serve_as_packet, service_of};
+pub use producer::{Claimed, Completed, Submitted};
 pub use stream::{
     fill_packet, packet_bytes, stream_packets, write_chunk, Cursor, StreamIn, StreamOut, FIRST_PACKET_BYTES,
     PACKET_BYTES,

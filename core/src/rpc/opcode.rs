@@ -18,6 +18,10 @@ pub const LIBC: u8 = b'c';
 pub const OFFLOAD: u8 = b'o';
 /// ROCm clr's namespace (`'r'`): ROCm's hostcall services carried over this transport.
 pub const ROCM: u8 = b'r';
+/// This project's own namespace (`'h'`): hostcall service id `n` (below 2^24) as one packet each
+/// way, for clients of this project's (emulated waves, the CUDA client) that call services other
+/// than ROCm's four. No upstream client sends it.
+pub const HOSTCALL: u8 = b'h';
 
 /// The libc opcodes (`'c' << 24 | n`).
 pub mod libc {

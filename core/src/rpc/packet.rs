@@ -1,31 +1,56 @@
-//! ROCm clr's `'r'` opcodes as this project's packets: one receive-then-send turn whose lanes
+//! ROCm clr's `'r'` opcodes (and this project's `'h'`) as hostcall packets: one receive-then-send turn whose lanes
 //! carry the same eight request words and two reply words as a hostcall packet, so every
 //! [`DrainHandler`] (and the services behind it) serves them unchanged.
 
-use super::opcode::{namespace, ROCM};
-use super::server::Turn;
+use super::host::Turn;
+use super::opcode::{namespace, HOSTCALL, ROCM};
 use crate::host::{DrainHandler, PacketRequest};
-use crate::lane::{Payload, SLOT_WORDS};
+use crate::lane::{Payload, REPLY_WORDS, SLOT_WORDS};
 
-/// The hostcall service id (PROTOCOL.md section 3) of a ROCm `'r'` opcode: FUNCTION (0) is
-/// FUNCTION_CALL (1), DEVMEM (1) is DEVMEM (3), SANITIZER (2) is SANITIZER (4), PRINTF (3) is
-/// PRINTF (2). `None` for any other opcode.
+/// The hostcall service id (PROTOCOL.md section 3) an opcode carries: a ROCm `'r'` opcode's
+/// (FUNCTION (0) is FUNCTION_CALL (1), DEVMEM (1) is DEVMEM (3), SANITIZER (2) is SANITIZER (4),
+/// PRINTF (3) is PRINTF (2)), or the id in the low 24 bits of this project's `'h'` namespace.
+/// `None` for any other opcode.
 ///
 /// ```
-/// use hostcall_core::rpc::{opcode::rocm, service_of};
+/// use hostcall_core::rpc::{opcode::{self, rocm, HOSTCALL}, service_of};
 /// assert_eq!(service_of(rocm::DEVMEM), Some(3));
+/// assert_eq!(service_of(opcode::opcode(HOSTCALL, 100)), Some(100));
 /// assert_eq!(service_of(0x6300_0002), None);
 /// ```
 pub const fn service_of(opcode: u32) -> Option<u32> {
-    if namespace(opcode) != ROCM {
-        return None;
-    }
-    match opcode & 0x00ff_ffff {
-        0 => Some(1),
-        1 => Some(3),
-        2 => Some(4),
-        3 => Some(2),
+    let n = opcode & 0x00ff_ffff;
+    match namespace(opcode) {
+        ROCM => match n {
+            0 => Some(1),
+            1 => Some(3),
+            2 => Some(4),
+            3 => Some(2),
+            _ => None,
+        },
+        HOSTCALL => Some(n),
         _ => None,
+    }
+}
+
+/// The opcode that carries hostcall service `service`: ROCm's `'r'` opcode for its four, else
+/// `'h' << 24 | service` (an id of 2^24 or more is carried as reserved id 0, which every host
+/// answers with an error).
+///
+/// ```
+/// use hostcall_core::rpc::{opcode_of, service_of};
+/// for id in [1, 2, 3, 4, 100] {
+///     assert_eq!(service_of(opcode_of(id)), Some(id));
+/// }
+/// ```
+pub const fn opcode_of(service: u32) -> u32 {
+    match service {
+        1 => super::opcode::rocm::FUNCTION,
+        2 => super::opcode::rocm::PRINTF,
+        3 => super::opcode::rocm::DEVMEM,
+        4 => super::opcode::rocm::SANITIZER,
+        id if id < 1 << 24 => super::opcode::opcode(HOSTCALL, id),
+        _ => super::opcode::opcode(HOSTCALL, 0),
     }
 }
 
@@ -49,8 +74,8 @@ pub fn serve_as_packet(
     handler.serve(&mut packet);
     let error = packet.has_error();
     for lane in turn.lanes(mask) {
-        // The reply in words 0..2 over the request's own copy of words 2..8.
-        turn.write(lane as u32, &payload.read_lane::<SLOT_WORDS>(lane));
+        // Only the reply's words: words 2..8 keep the request (and their cache line stays clean).
+        turn.write_first::<REPLY_WORDS>(lane as u32, &payload.read_lane::<REPLY_WORDS>(lane));
     }
     error
 }

@@ -9,7 +9,7 @@
 //! still read to its end (so the client stays in step with the host) but its bytes are dropped and
 //! the lane is marked; what the host keeps is bounded by the limit whatever the device claims.
 
-use super::server::Turn;
+use super::host::Turn;
 use crate::lane::{LANES, SLOT_WORDS};
 use core::ops::Range;
 

@@ -181,3 +181,47 @@ fn geometry_and_arrays_are_checked() {
     assert_eq!((view.ports(), view.lanes(), view.lane_mask()), (2, 4, 0b1111));
     assert!(Client::new(view, &[]).is_err());
 }
+
+/// The hostcall producer path over a port: claim, write lanes, submit as a service, the host's
+/// turn serves it as a packet of that service, the wait returns the reply; the port is free
+/// again after the release.
+#[test]
+fn the_producer_path_carries_hostcall_packets() {
+    use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket};
+    use crate::{PacketRequest, Payload};
+    let (ports, lanes) = (2u64, 4u64);
+    let mut raw = Raw::new(ports, lanes);
+    let locks = [crate::sync::AtomicU32::new(0)];
+    let view = raw.view(ports, lanes);
+    view.init();
+    let client = Client::new(view, &locks).unwrap();
+    let payload = Payload::default();
+    for service in [3u32, 100] {
+        let mut claimed = client.claim(1).expect("a free port");
+        claimed.write_lane(1, &[0, 64, 0, 0, 0, 0, 0, 5]);
+        claimed.write_lane(3, &[0, 128, 0, 0, 0, 0, 0, 5]);
+        let submitted = claimed.submit(service, 0b1010);
+        let mut turn = view.turn(1).expect("the host's turn");
+        assert_eq!(turn.header(), (0b1010, opcode_of(service)));
+        let error =
+            serve_as_packet(&mut turn, 0b1010, service, &payload, &mut |p: &mut PacketRequest<'_>| {
+                assert_eq!(p.service(), service);
+                for lane in p.lanes() {
+                    p.reply(lane, [p.request(lane)[1] + u64::from(service), 9]);
+                }
+            });
+        turn.finish();
+        assert!(!error);
+        let done = submitted.wait(|| {});
+        assert_eq!(
+            (done.reply(1), done.reply(3)),
+            ([64 + u64::from(service), 9], [128 + u64::from(service), 9])
+        );
+        drop(done);
+    }
+    // A claim dropped unsent frees its port; a port whose call is in flight is not claimed.
+    drop(client.claim(0).unwrap());
+    let in_flight = client.claim(0).unwrap().submit(3, 1);
+    assert_eq!(client.claim(0).unwrap().port(), 1);
+    drop(in_flight);
+}

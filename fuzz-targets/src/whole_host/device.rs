@@ -113,6 +113,9 @@ pub(super) fn run(host: &mut Host, input: &mut Input<'_>, listener_allowed: bool
                 let g = host.geometry;
                 host.words().store(g.activemask(i), input.u64());
                 match g.protocol {
+                    Protocol::Rpc { .. } => {
+                        unreachable!("whole_host draws stack, phase and line buffers only")
+                    }
                     Protocol::Stack | Protocol::Line => host.words().store(g.service(i), input.u64()),
                     Protocol::Phase => host.words().store32(g.service(i), input.u32()),
                 }
@@ -122,6 +125,9 @@ pub(super) fn run(host: &mut Host, input: &mut Input<'_>, listener_allowed: bool
                 let g = host.geometry;
                 let (device_word, host_word) = g.phases(i);
                 match (g.protocol, flags & 1 != 0) {
+                    (Protocol::Rpc { .. }, _) => {
+                        unreachable!("whole_host draws stack, phase and line buffers only")
+                    }
                     (Protocol::Stack, true) => host.words().store(g.ready_stack(), input.u64()),
                     (Protocol::Stack, false) => host.words().store32(g.service(i) + 4, input.u32()),
                     (Protocol::Phase | Protocol::Line, true) => {
@@ -174,6 +180,7 @@ impl Device {
         let words = host.words();
         words.store(g.activemask(i), activemask);
         match g.protocol {
+            Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
             Protocol::Stack => {
                 words.store(g.service(i), u64::from(service) | u64::from(CONTROL_READY) << 32);
                 words.store(g.header(i), words.load(g.ready_stack()));

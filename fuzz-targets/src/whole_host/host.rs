@@ -198,6 +198,7 @@ impl Host {
     fn served(&self, plan: &Plan) -> bool {
         let (g, words) = (&self.geometry, self.words());
         match g.protocol {
+            Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
             Protocol::Stack => {
                 words.load(g.ready_stack()) == 0
                     && plan.served.iter().all(|&i| words.load32(g.service(i) + 4) & CONTROL_READY == 0)
@@ -262,6 +263,7 @@ impl Host {
                 host_error |= self.model.lane(service, lane, &slot_of(before, &g, i, lane), reply);
             }
             match g.protocol {
+                Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
                 Protocol::Stack => {
                     write32(&mut expected, g.service(i) + 4, if host_error { CONTROL_HOST_ERROR } else { 0 })
                 }
@@ -345,6 +347,7 @@ fn plan(g: &Geometry, words: &[u64]) -> Plan {
     let n = g.n;
     let (mut served, mut malformed) = (Vec::new(), 0);
     match g.protocol {
+        Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
         Protocol::Stack => {
             let mask = (n as u64).next_power_of_two() - 1;
             let mut next = words[g.ready_stack() / 8];

@@ -31,6 +31,7 @@ pub(crate) struct Geometry {
 impl Geometry {
     pub(crate) fn new(protocol: Protocol, n: usize) -> Self {
         match protocol {
+            Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
             Protocol::Stack => Self {
                 protocol,
                 n,
@@ -71,6 +72,7 @@ impl Geometry {
     /// protocol: of request block `i`'s head (then the two mask words).
     pub(crate) fn header(&self, i: usize) -> usize {
         let size = match self.protocol {
+            Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
             Protocol::Stack => STACK_HEADER,
             Protocol::Phase => PHASE_HEADER,
             Protocol::Line => line::REQUEST_SIZE,
@@ -82,6 +84,7 @@ impl Geometry {
     /// tagged; the high half is the next word).
     pub(crate) fn activemask(&self, i: usize) -> usize {
         match self.protocol {
+            Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
             Protocol::Stack | Protocol::Line => self.header(i) + 8,
             Protocol::Phase => self.header(i),
         }
@@ -91,6 +94,7 @@ impl Geometry {
     /// the line protocol's is the head, tagged).
     pub(crate) fn service(&self, i: usize) -> usize {
         match self.protocol {
+            Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
             Protocol::Stack => self.header(i) + 16,
             Protocol::Phase => self.header(i) + 8,
             Protocol::Line => self.header(i),
@@ -107,6 +111,7 @@ impl Geometry {
     /// protocol: its [`Geometry::slot_words`] tagged words).
     pub(crate) fn slot(&self, i: usize, lane: usize) -> usize {
         match self.protocol {
+            Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
             Protocol::Line => self.header(i) + line::CACHE_LINE + lane * line::REQUEST_LINE_WORDS * 8,
             _ => self.payloads + i * PAYLOAD + lane * SLOT_WORDS * 8,
         }
@@ -115,6 +120,7 @@ impl Geometry {
     /// Words of one lane's request at [`Geometry::slot`]: 8, or the line protocol's 16 tagged.
     pub(crate) fn slot_words(&self) -> usize {
         match self.protocol {
+            Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
             Protocol::Line => line::REQUEST_LINE_WORDS,
             _ => SLOT_WORDS,
         }
@@ -124,6 +130,7 @@ impl Geometry {
     /// line protocol's 4 tagged reply words.
     pub(crate) fn reply(&self, i: usize, lane: usize) -> usize {
         match self.protocol {
+            Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
             Protocol::Line => self.payloads + i * line::REPLY_SIZE + lane * line::REPLY_LINE_WORDS * 8,
             _ => self.slot(i, lane),
         }

@@ -31,6 +31,12 @@
 //! - `wire_1l_line` / `llvm_rpc_1l`: the shared-memory traffic alone of one lane's round trip in
 //!   the line protocol's layout and in LLVM libc's GPU RPC's one-port layout, no project code on
 //!   either side (see `wire.rs`): what a layout costs before any instruction of ours.
+//! - `rpc_host_1l`: LLVM libc's GPU RPC on one port of one lane with this project's code on both
+//!   sides: the core's RPC client (open, send, receive, close per call) and `RpcHost::drain`
+//!   spinning with the ECHO service behind it (see `rpc.rs`; not through the `Listener`), beside
+//!   `llvm_rpc_1l`, the wire shape alone; `core_1l_rpc` the same client against the core's turn
+//!   alone (no call state, no service dispatch); `hostcall_1l_rpc` the same client through the
+//!   full listener (spinning), the buffer a `HostcallBuffer` of `Protocol::Rpc`.
 //! - `bare_1l_stack` / `bare_1l_phase`: ROCm's stack and phase algorithms alone, no project code
 //!   on either side, in the memory the project's buffers use (see `bare/`): the rows the full
 //!   paths are measured against. The report prints `hostcall_1l_spinning` and `core_1l_spinning`
@@ -99,6 +105,7 @@ mod options;
 mod pin;
 mod report;
 mod rows;
+mod rpc;
 mod throughput;
 mod wire;
 

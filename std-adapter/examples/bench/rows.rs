@@ -9,6 +9,7 @@ use crate::listener_cold::listener_cold;
 use crate::listener_cost::{listener_cost, listener_cost_hot};
 use crate::measure::Sample;
 use crate::options::Options;
+use crate::rpc::{rpc_listener_round_trip, rpc_round_trip, RpcServer};
 use crate::throughput::{crossbeam_throughput, hostcall_throughput};
 use crate::wire::{llvm_rpc, wire_line};
 use hostcall::buffer::Protocol;
@@ -64,6 +65,9 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
         row("core_1l_line_kept".into(), Compare::Floor, None, Box::new(core_round_trip_line_kept)),
         row("wire_1l_line".into(), Compare::Floor, None, Box::new(wire_line)),
         row("llvm_rpc_1l".into(), Compare::Floor, None, Box::new(llvm_rpc)),
+        row("core_1l_rpc".into(), Compare::Floor, None, Box::new(|o| rpc_round_trip(o, RpcServer::Core))),
+        row("rpc_host_1l".into(), Compare::Floor, None, Box::new(|o| rpc_round_trip(o, RpcServer::Host))),
+        row("hostcall_1l_rpc".into(), Compare::Floor, None, Box::new(rpc_listener_round_trip)),
         row("bare_1l_stack".into(), Compare::Floor, None, Box::new(bare_stack)),
         row("bare_1l_phase".into(), Compare::Floor, None, Box::new(bare_phase)),
         row(

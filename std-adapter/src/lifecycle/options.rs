@@ -124,6 +124,7 @@ impl Bitmap {
                 Ok(Self::Given(address))
             }
             (Protocol::Line, _) => Err(line_unsupported()),
+            (Protocol::Rpc { .. }, _) => Err(rpc_unsupported()),
             (Protocol::Phase, None) => {
                 let size = occupied_size(num_packets);
                 // A line of its own: the device's atomics on it share no line with anything.
@@ -156,4 +157,9 @@ impl Bitmap {
 /// side is not ROCm's code) is served through [`crate::Listener`] and [`crate::HostcallBuffer`].
 pub(super) fn line_unsupported() -> Error {
     Error::Unsupported("the lifecycle API serves the stack and phase protocols; the line protocol is served through Listener and HostcallBuffer".into())
+}
+
+/// The lifecycle API (ROCm's interface) does not set up LLVM-RPC buffers.
+pub(super) fn rpc_unsupported() -> Error {
+    Error::Unsupported("the lifecycle API serves the stack and phase protocols; an LLVM-RPC buffer is served through Listener (add_raw_protocol) or services::rpc::RpcHost".into())
 }

@@ -345,6 +345,7 @@ impl HostcallRuntime {
                 view.set_occupied_address(occupied);
             }
             Protocol::Line => return Err(super::options::line_unsupported()),
+            Protocol::Rpc { .. } => return Err(super::options::rpc_unsupported()),
         }
         // SAFETY: the caller's contract keeps the memory valid until `disable` removes it.
         unsafe { running.add_raw_protocol(protocol, buffer, len, n, device) }

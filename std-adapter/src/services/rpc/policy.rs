@@ -3,7 +3,7 @@
 //! the embedding runtime turns it on, and the two that run arbitrary host code only through an
 //! `unsafe` opt-in.
 
-use hostcall_core::rpc::opcode::{libc, namespace, LIBC, ROCM};
+use hostcall_core::rpc::opcode::{libc, namespace, HOSTCALL, LIBC, ROCM};
 
 /// A group of opcodes that one switch of [`RpcPolicy`] turns on or off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,8 +24,9 @@ pub enum OpcodeGroup {
     HostCall,
     /// `SYSTEM`: a shell command the device names. Off; `unsafe` to enable.
     System,
-    /// ROCm clr's `'r'` opcodes, served by the buffer's registered hostcall services (those
-    /// services have their own switches). On by default.
+    /// ROCm clr's `'r'` opcodes and this project's `'h'` (any hostcall service id), served by the
+    /// buffer's registered hostcall services (those services have their own switches). On by
+    /// default.
     Rocm,
 }
 
@@ -34,6 +35,9 @@ impl OpcodeGroup {
     pub fn of(opcode: u32) -> Option<Self> {
         if namespace(opcode) == ROCM {
             return (opcode & 0x00ff_ffff <= 3).then_some(Self::Rocm);
+        }
+        if namespace(opcode) == HOSTCALL {
+            return Some(Self::Rocm);
         }
         if namespace(opcode) != LIBC {
             return None;

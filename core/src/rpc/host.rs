@@ -17,8 +17,11 @@
 //! state of its own per port); this module only hands turns out.
 
 use super::view::View;
-use crate::lane::{lanes, Lanes, SLOT_WORDS};
+use crate::host::{DrainHandler, DrainReport};
+use crate::lane::{lanes, Lanes, Payload, SLOT_WORDS};
+use crate::scan::{clamped, DrainScope};
 use crate::sync::{fence, Ordering};
+use core::ops::Range;
 
 /// Whether a mailbox word says "flipped an odd number of times". Each side stores only 0 or 1;
 /// any other value a hostile device stores reads as 1, as upstream's `!old` does.
@@ -27,7 +30,68 @@ pub(super) const fn bit(word: u32) -> bool {
     word != 0
 }
 
+/// The host's side of an LLVM-RPC buffer ([`View::host`]) for a host that keeps no call state:
+/// each port the device has handed over is one turn given to the handler's
+/// [`DrainHandler::rpc_turn`] (whose default serves ROCm's `'r'` and this project's `'h'` opcodes
+/// as hostcall packets and hands any other back untouched). A host that serves LLVM libc's
+/// multi-packet opcodes keeps each call's state itself (the std crate's `RpcHost`).
+#[derive(Clone, Copy, Debug)]
+pub struct Host<'a>(View<'a>);
+
+impl Host<'_> {
+    /// One turn on every port the device has handed over.
+    pub fn drain(&self, scratch: &mut Option<Payload>, handler: &mut impl DrainHandler) -> DrainReport {
+        self.drain_range(0..self.0.ports() as usize, scratch, handler)
+    }
+
+    /// One turn on every port of `range` (clamped) the device has handed over. `scratch` is where
+    /// packets are copied for the services (built at the first turn, kept by the caller).
+    pub fn drain_range(
+        &self,
+        range: Range<usize>,
+        scratch: &mut Option<Payload>,
+        handler: &mut impl DrainHandler,
+    ) -> DrainReport {
+        let mut report = DrainReport::default();
+        for port in clamped(range, self.0.ports() as usize) {
+            let Some(mut turn) = self.0.turn(port as u32) else {
+                continue;
+            };
+            let payload = scratch.get_or_insert_with(Payload::default);
+            let (mask, _) = turn.header();
+            report.packets += 1;
+            if handler.rpc_turn(&mut turn, payload) {
+                report.lane_calls += mask.count_ones();
+            } else {
+                report.malformed += 1;
+            }
+            turn.finish();
+        }
+        report
+    }
+
+    /// As [`Host::drain_range`] over the scope's ports (the whole buffer for any other scope).
+    pub fn drain_scope(
+        &self,
+        scope: &DrainScope,
+        scratch: &mut Option<Payload>,
+        handler: &mut impl DrainHandler,
+    ) -> DrainReport {
+        match *scope {
+            DrainScope::Range { start, end } => {
+                self.drain_range(start as usize..end as usize, scratch, handler)
+            }
+            _ => self.drain(scratch, handler),
+        }
+    }
+}
+
 impl<'a> View<'a> {
+    /// The host's side of the buffer.
+    pub fn host(&self) -> Host<'a> {
+        Host(*self)
+    }
+
     /// Whether port `port` is the host's: its two mailboxes differ (a Relaxed look at each; see
     /// [`View::turn`] for the Acquire).
     ///
@@ -117,6 +181,19 @@ impl<'a> Turn<'a> {
     #[inline]
     pub fn write(&mut self, lane: u32, words: &[u64; SLOT_WORDS]) {
         self.view.lane_buffer(self.port, lane).write(words);
+    }
+
+    /// Stores the first `N` words of lane `lane` only (a reply that leaves the rest of the
+    /// request in place, and the cache lines past it untouched).
+    ///
+    /// # Panics
+    /// If `lane >= lane_count()` or `N > 8`.
+    #[inline]
+    pub fn write_first<const N: usize>(&mut self, lane: u32, words: &[u64; N]) {
+        let buffer = self.view.lane_buffer(self.port, lane);
+        for (word, value) in buffer.words[..N].iter().zip(words) {
+            word.write(*value);
+        }
     }
 
     /// Hands the port back: a Release fence, then the flipped host mailbox (a Relaxed store).
