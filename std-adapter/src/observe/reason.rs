@@ -55,6 +55,9 @@ pub enum Reason {
     HandlerPanic,
     /// Answered with the shutdown error: submitted after a listener's grace ran out.
     ShuttingDown,
+    /// A line-protocol request still incomplete after `line::STALL_LOOKS` looks (a word that
+    /// never arrived): not served, reported once per sequence, served if it completes later.
+    StalledRequest,
 }
 
 impl Reason {
@@ -78,6 +81,7 @@ impl Reason {
         Self::AllocationFailure,
         Self::HandlerPanic,
         Self::ShuttingDown,
+        Self::StalledRequest,
     ];
 
     /// A short name, for tables and logs.
@@ -99,6 +103,7 @@ impl Reason {
             Self::AllocationFailure => "allocation failure",
             Self::HandlerPanic => "handler panic",
             Self::ShuttingDown => "shutting down",
+            Self::StalledRequest => "stalled request",
         }
     }
 
@@ -115,7 +120,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 16;
+pub const REASONS: usize = 17;
 
 /// A snapshot of the count of each [`Reason`].
 ///
