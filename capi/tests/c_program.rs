@@ -315,9 +315,6 @@ fn the_header_layout_matches_rust() {
         ("error.bad_request", ErrorCode::BadRequest as u64),
         ("error.refused", ErrorCode::Refused as u64),
         ("error.shutting_down", ErrorCode::ShuttingDown as u64),
-        // The reasons' numbers: their order in `Reason::ALL`.
-        ("reason.malformed_packet", reason_number(hostcall_rs::observe::Reason::MalformedPacket)),
-        ("reason.stalled_request", reason_number(hostcall_rs::observe::Reason::StalledRequest)),
         // PROTOCOL.md section 4.
         ("msg.begin", 1),
         ("msg.end", 2),
@@ -525,10 +522,4 @@ fn the_workspace_readme_c_snippet_builds_and_runs() {
 #[test]
 fn the_c_guide_program_builds_and_runs() {
     readme_c_block_builds_and_runs("capi_readme", include_str!("../README.md"));
-}
-
-/// The number the C header gives `reason`: its index in `Reason::ALL`.
-fn reason_number(reason: hostcall_rs::observe::Reason) -> u64 {
-    hostcall_rs::observe::Reason::ALL.iter().position(|&r| r == reason).expect("every reason is in ALL")
-        as u64
 }

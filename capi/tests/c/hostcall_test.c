@@ -160,8 +160,6 @@ static int print_layout(void) {
     P("error.bad_request", HOSTCALL_ERROR_BAD_REQUEST);
     P("error.refused", HOSTCALL_ERROR_REFUSED);
     P("error.shutting_down", HOSTCALL_ERROR_SHUTTING_DOWN);
-    P("reason.malformed_packet", HOSTCALL_REASON_MALFORMED_PACKET);
-    P("reason.stalled_request", HOSTCALL_REASON_STALLED_REQUEST);
     P("msg.begin", HOSTCALL_MSG_BEGIN);
     P("msg.end", HOSTCALL_MSG_END);
     P("msg.reserved", HOSTCALL_MSG_RESERVED);
