@@ -161,7 +161,7 @@ fn a_pool_stripes_rpc_ports_and_counts_refusals() {
     let view = unsafe { View::from_raw(buffer.as_ptr(), buffer.len(), PORTS, 1) }.unwrap();
     let locks: Vec<AtomicU32> = (0..2).map(|_| AtomicU32::new(0)).collect();
     let client = Client::new(view, &locks).unwrap();
-    let long = vec![b'x'; 200];
+    let long = [b'x'; 200];
     for start in [0u32, 40] {
         // printf is on: served, on a port of either stripe.
         let (format, args) = (&b"port %d\n"[..], &[CArg::Int(start as i32)][..]);

@@ -95,12 +95,15 @@ impl Dispatch for Packets<'_> {
     }
 }
 
+/// Each RPC buffer's host, by base address.
+type Hosts = Vec<(usize, Arc<Mutex<RpcServing>>)>;
+
 /// The RPC buffers a listener serves, by base address.
 #[derive(Default)]
 pub(super) struct RpcBuffers {
     /// Bumped at every insert and remove, so the thread's cache knows to refresh.
     version: AtomicU64,
-    hosts: Mutex<Vec<(usize, Arc<Mutex<RpcServing>>)>>,
+    hosts: Mutex<Hosts>,
 }
 
 impl RpcBuffers {
@@ -135,7 +138,7 @@ pub(super) struct ListenerDispatch<'a> {
     registry: ThreadDispatch<'a>,
     rpc: &'a RpcBuffers,
     /// The version of `rpc` copied, and the copy.
-    cache: RefCell<(u64, Vec<(usize, Arc<Mutex<RpcServing>>)>)>,
+    cache: RefCell<(u64, Hosts)>,
 }
 
 impl<'a> ListenerDispatch<'a> {
