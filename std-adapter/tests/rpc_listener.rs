@@ -12,7 +12,7 @@ use hostcall::core::{ClaimedPacket, CompletedPacket, SubmittedPacket};
 use hostcall::observe::Reason;
 use hostcall::prelude::*;
 use hostcall::services::printf::Stream;
-use hostcall::services::rpc::client::{printf, printf_from, printf_opcode, CArg};
+use hostcall::services::rpc::client::{printf, printf_opcode, CArg};
 use hostcall::services::rpc::{RpcLimits, RpcOptions, RpcPolicy, SharedSink};
 use hostcall::threads::listener::BufferOptions;
 use hostcall::ListenerPool;
@@ -41,7 +41,7 @@ fn rpc_ports_are_served_beside_a_phase_buffer() {
     let (sink, output) = capture();
     let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
     // SAFETY: `memory` stays allocated until after `remove_raw`, touched only atomically.
-    unsafe { listener.add_raw_with(protocol, memory.as_ptr(), len, PORTS, 0, &options) }.unwrap();
+    unsafe { listener.add_raw_protocol(protocol, memory.as_ptr(), len, PORTS, 0, &options) }.unwrap();
     let phase = Arc::new(
         HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell.clone(), Protocol::Phase).unwrap(),
     );
@@ -81,7 +81,7 @@ fn rpc_ports_are_served_beside_a_phase_buffer() {
                     let args = [CArg::Int(call), CArg::Str(Some(b"lanes")), CArg::Double(0.5)];
                     let (format, args) = (&b"%d %s %.2f\n"[..], &args[..]);
                     let printed =
-                        printf(client, op, 0b101, None, &|_| (format, args), &mut patience()).unwrap();
+                        printf(client, 0, op, 0b101, None, &|_| (format, args), &mut patience()).unwrap();
                     let expected = format!("{call} lanes 0.50\n").len() as i32;
                     assert_eq!((printed[0], printed[2]), (expected, expected));
                 }
@@ -162,19 +162,14 @@ fn a_pool_stripes_rpc_ports_and_counts_refusals() {
     let locks: Vec<AtomicU32> = (0..2).map(|_| AtomicU32::new(0)).collect();
     let client = Client::new(view, &locks).unwrap();
     let long = [b'x'; 200];
+    // One lane's printf of `format` and `args` from port `start` (0: to stdout, 1: to stderr).
+    let print = |start: u32, stream: u32, format: &[u8], args: &[CArg<'_>]| {
+        let opcode = printf_opcode(stream, false);
+        printf(&client, start, opcode, 1, None, &|_| (format, args), &mut patience()).unwrap()[0]
+    };
     for start in [0u32, 40] {
         // printf is on: served, on a port of either stripe.
-        let (format, args) = (&b"port %d\n"[..], &[CArg::Int(start as i32)][..]);
-        let printed = printf_from(
-            &client,
-            start,
-            printf_opcode(0, false),
-            1,
-            None,
-            &|_| (format, args),
-            &mut patience(),
-        );
-        assert_eq!(printed.unwrap()[0], 7 + (start >= 10) as i32);
+        assert_eq!(print(start, 0, b"port %d\n", &[CArg::Int(start as i32)]), 7 + (start >= 10) as i32);
         // The console is off: followed, answered 0 bytes.
         let mut port = client.try_open(opcode::libc::WRITE_TO_STDOUT, 1, start).unwrap();
         port.send_n(|_| b"refused", &mut patience()).unwrap();
@@ -183,17 +178,7 @@ fn a_pool_stripes_rpc_ports_and_counts_refusals() {
         port.close();
         assert_eq!(written, 0);
         // A format past the stream budget: read to its end, answered -1.
-        let (format, args) = (&long[..], &[][..]);
-        let printed = printf_from(
-            &client,
-            start,
-            printf_opcode(1, false),
-            1,
-            None,
-            &|_| (format, args),
-            &mut patience(),
-        );
-        assert_eq!(printed.unwrap()[0], -1);
+        assert_eq!(print(start, 1, &long, &[]), -1);
     }
     let counters = pool.rpc_counters(buffer.as_ptr()).unwrap();
     assert_eq!((counters.calls_done, counters.refused_lanes), (6, 2), "the console writes");

@@ -61,22 +61,11 @@ pub fn printf_opcode(stream: u32, packed: bool) -> u32 {
     base + stream.min(2)
 }
 
-/// One printf call by the lanes of `mask` as LLVM libc's GPU printf makes it: `call(lane)` is the
-/// lane's format and arguments, `file` each lane's `FILE` for the `_STREAM` opcodes. Returns each
-/// lane's result (the characters printed, or -1).
+/// One printf call by the lanes of `mask` as LLVM libc's GPU printf makes it, on the first free
+/// port from `start` (a GPU warp starts from its warp id): `call(lane)` is the lane's format and
+/// arguments, `file` each lane's `FILE` for the `_STREAM` opcodes. Returns each lane's result
+/// (the characters printed, or -1).
 pub fn printf<'a>(
-    client: &Client<'_>,
-    opcode: u32,
-    mask: u64,
-    file: Option<&dyn Fn(u32) -> u64>,
-    call: &dyn Fn(u32) -> (&'a [u8], &'a [CArg<'a>]),
-    keep_waiting: &mut impl FnMut(u32) -> bool,
-) -> Result<[i32; LANES], Stalled> {
-    printf_from(client, 0, opcode, mask, file, call, keep_waiting)
-}
-
-/// [`printf`] on the first free port from `start` (a GPU warp starts from its warp id).
-pub fn printf_from<'a>(
     client: &Client<'_>,
     start: u32,
     opcode: u32,

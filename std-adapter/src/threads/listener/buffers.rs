@@ -124,30 +124,17 @@ impl Listener {
         device: u32,
     ) -> Result<(), Error> {
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.add_raw_protocol(Protocol::Stack, base, len, num_packets, device) }
+        unsafe {
+            self.add_raw_protocol(Protocol::Stack, base, len, num_packets, device, &BufferOptions::default())
+        }
     }
 
-    /// [`Listener::add_raw_on_device`] for a buffer of any protocol, initialised for it.
+    /// [`Listener::add_raw_on_device`] for a buffer of any protocol, initialised for it, served
+    /// as `options` say (an LLVM-RPC buffer's policy, budgets and output).
     ///
     /// # Safety
     /// As for [`Listener::add_raw`].
     pub unsafe fn add_raw_protocol(
-        &self,
-        protocol: Protocol,
-        base: *mut u8,
-        len: usize,
-        num_packets: u64,
-        device: u32,
-    ) -> Result<(), Error> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.add_raw_with(protocol, base, len, num_packets, device, &BufferOptions::default()) }
-    }
-
-    /// [`Listener::add_raw_protocol`], served as `options` say.
-    ///
-    /// # Safety
-    /// As for [`Listener::add_raw`].
-    pub unsafe fn add_raw_with(
         &self,
         protocol: Protocol,
         base: *mut u8,
