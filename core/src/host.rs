@@ -47,9 +47,9 @@ pub enum DrainError {
         opcode: u32,
     },
     /// A pending request stayed incomplete (a word that never carried its head's sequence) for
-    /// `looks` looks. It was not served, as no incomplete request is; it is still looked at, one
-    /// word a look, and served if that word arrives. Reported once per sequence. (The line
-    /// protocol, by a host that keeps [`line::Incomplete`](crate::line::Incomplete) memory.)
+    /// `looks` looks. It was not served, as no incomplete request is; it is still looked at (one
+    /// word every [`line::STALLED_LOOK_PERIOD`](crate::line::STALLED_LOOK_PERIOD)th scan) and
+    /// served if that word arrives. Reported once per sequence. (The line protocol, by a host that keeps [`line::Incomplete`](crate::line::Incomplete) memory.)
     Stalled {
         /// The packet's index.
         index: u32,
@@ -162,16 +162,25 @@ pub trait DrainHandler {
     where
         Self: Sized,
     {
-        let (mask, opcode) = turn.header();
-        match crate::rpc::service_of(opcode) {
-            Some(service) => {
-                crate::rpc::serve_as_packet(turn, mask, service, scratch, self);
-                true
-            }
-            None => {
-                self.malformed(DrainError::UnhandledOpcode { port: turn.port(), opcode });
-                false
-            }
+        stateless_rpc_turn(self, turn, scratch)
+    }
+}
+
+/// [`DrainHandler::rpc_turn`]'s default, for handlers that override it and fall back to it.
+pub(crate) fn stateless_rpc_turn(
+    handler: &mut impl DrainHandler,
+    turn: &mut crate::rpc::Turn<'_>,
+    scratch: &crate::lane::Payload,
+) -> bool {
+    let (mask, opcode) = turn.header();
+    match crate::rpc::service_of(opcode) {
+        Some(service) => {
+            crate::rpc::serve_as_packet(turn, mask, service, scratch, handler);
+            true
+        }
+        None => {
+            handler.malformed(DrainError::UnhandledOpcode { port: turn.port(), opcode });
+            false
         }
     }
 }

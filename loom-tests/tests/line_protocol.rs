@@ -20,9 +20,9 @@
 //! - each wave reads back its own reply for that call;
 //! - every packet ends up released;
 //! - a request whose last word lands only after the host remembered it incomplete and reported it
-//!   stalled (`line::Incomplete`, `STALL_LOOKS` = 2 under loom) is served by the first drain that
-//!   starts after the word landed (and its broken twin, a host that stops looking at a stalled
-//!   packet, fails).
+//!   stalled (`line::Incomplete`, `STALL_LOOKS` = 2 and `STALLED_LOOK_PERIOD` = 2 under loom) is
+//!   served within `STALLED_LOOK_PERIOD` drains that start after the word landed (and its broken
+//!   twin, a host that stops looking at a stalled packet, fails).
 //!
 //! A wave polls once, then blocks on its `Notify` until the host has served something (spinning
 //! on both sides would blow loom's branch budget; see the phase models). The notification
@@ -39,7 +39,7 @@
 
 use hostcall_core::line::{
     tag, Incomplete, Parts, Prefix, Reply, Request, ScratchPayload, View, CARRIED_REQUEST_WORDS, SEQ_MAX,
-    STALL_LOOKS,
+    STALLED_LOOK_PERIOD, STALL_LOOKS,
 };
 use hostcall_core::sync::{AtomicU32, Ordering};
 use hostcall_core::{DrainError, DrainHandler, PacketRequest, LANES, SLOT_WORDS};
@@ -337,9 +337,10 @@ fn a_sequence_stored_before_its_data_is_caught() {
 
 /// The slow wave (`line/incomplete.rs`): a request whose last word lands only after the host has
 /// remembered it incomplete and reported it stalled (`STALL_LOOKS` is 2 under loom) must still be
-/// served, by the first drain that starts after the word has landed. With `give_up` the host is
-/// the broken twin that stops looking at a packet once it has reported it stalled (what "a
-/// stalled request costs nothing" would be without the one-word look): the model must catch it.
+/// served, within `STALLED_LOOK_PERIOD` drains that start after the word landed. With `give_up`
+/// the host is the broken twin that stops looking at a packet once it has reported it stalled
+/// (what "a stalled request costs nothing" would be without its periodic look): the model must
+/// catch it.
 fn slow_wave(give_up: bool) {
     let model = Model::new(2, 1);
     let landed = Arc::new(loom::sync::atomic::AtomicBool::new(false));
@@ -396,7 +397,7 @@ fn slow_wave(give_up: bool) {
         }
     }
     let mut host = Host { model: &model, stalled: Vec::new(), served: 0 };
-    let mut notified = false;
+    let (mut notified, mut drains_after_landing) = (false, 0);
     while host.served == 0 {
         // Acquire: pairs with the device's Release store; a drain that starts after it sees the
         // last word (the model's check of the claim, not part of the protocol).
@@ -404,7 +405,12 @@ fn slow_wave(give_up: bool) {
         if !(give_up && notified) {
             view.host().drain_scope(&mut scope, &mut scratch, &mut incomplete, &mut host);
         }
-        assert!(host.served == 1 || !complete, "a complete request was not served");
+        drains_after_landing += u16::from(complete);
+        // A stalled packet is looked at every STALLED_LOOK_PERIOD scans.
+        assert!(
+            host.served == 1 || drains_after_landing < STALLED_LOOK_PERIOD,
+            "a complete request was not served"
+        );
         if !host.stalled.is_empty() && !notified {
             assert_eq!(
                 host.stalled,

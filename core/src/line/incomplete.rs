@@ -39,9 +39,11 @@
 //!
 //! Each look at a remembered request counts; at the [`STALL_LOOKS`]th the host reports the packet
 //! once as [`DrainError::Stalled`](crate::DrainError::Stalled) (the std crate counts it as
-//! `Reason::StalledRequest` and logs a rate-limited warning). The report changes nothing: the
-//! packet is still looked at, one word a look, and served if the word arrives (a slow wave is
-//! late, not lost); it is reported again only for a later sequence.
+//! `Reason::StalledRequest` and logs a rate-limited warning). From then on the packet is looked
+//! at (its head, then the remembered word) only every [`STALLED_LOOK_PERIOD`]th scan, and costs
+//! nothing in between but the entry's own check; it is still served when the word arrives (a slow
+//! wave is late, not lost), at most that many scans late, and a new call on the packet is seen
+//! as late; it is reported again only for a later sequence.
 //!
 //! The drains that keep no memory ([`Host::drain`](super::Host::drain),
 //! [`Host::drain_range`](super::Host::drain_range), [`Host::drain_window`](super::Host::drain_window),
@@ -65,6 +67,18 @@ pub const STALL_LOOKS: u16 = 4096;
 #[cfg(loom)]
 pub const STALL_LOOKS: u16 = 2;
 
+/// Once a request has been reported stalled, the host looks at its packet (its head, then the
+/// remembered word) only every this many scans, and loads nothing of it in between: a late word,
+/// or a new call on the packet, waits at most this many scans more. Under loom, 2.
+#[cfg(not(loom))]
+pub const STALLED_LOOK_PERIOD: u16 = 64;
+/// Once a request has been reported stalled, its packet is looked at every this many scans: 2
+/// under loom.
+#[cfg(loom)]
+pub const STALLED_LOOK_PERIOD: u16 = 2;
+
+const _: () = assert!(STALLED_LOOK_PERIOD >= 1 && STALL_LOOKS.checked_add(STALLED_LOOK_PERIOD).is_some());
+
 /// What the host remembers of one packet whose request it found incomplete: the sequence, the
 /// first position found not carrying it, and how many looks it has had (see the module docs of
 /// `line/incomplete.rs`, summed up at [`Host::drain_scope`](super::Host::drain_scope)). Host-private:
@@ -75,7 +89,8 @@ pub struct Incomplete {
     seq: u32,
     /// The first position found not carrying `seq`.
     position: u16,
-    /// Looks at `seq` so far, up to [`STALL_LOOKS`].
+    /// Looks at `seq` so far, up to [`STALL_LOOKS`]; past it, the scans since the last look
+    /// (`looks - STALL_LOOKS`, below [`STALLED_LOOK_PERIOD`]).
     looks: u16,
 }
 
@@ -180,6 +195,18 @@ impl Incomplete {
         }
         self.looks += 1;
         self.looks == STALL_LOOKS
+    }
+
+    /// Whether this scan passes the packet by without loading anything: its request was reported
+    /// stalled, and this is not one of the scans (every [`STALLED_LOOK_PERIOD`]th) that look.
+    #[inline]
+    pub(super) fn rests(&mut self) -> bool {
+        if self.looks < STALL_LOOKS {
+            return false;
+        }
+        let since = self.looks - STALL_LOOKS + 1;
+        self.looks = if since >= STALLED_LOOK_PERIOD { STALL_LOOKS } else { STALL_LOOKS + since };
+        self.looks != STALL_LOOKS
     }
 
     /// The request was served: nothing remembered.

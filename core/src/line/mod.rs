@@ -77,8 +77,9 @@
 //! remembered part, then the full take), bounded by its own packet count and
 //! [`LANES`](crate::LANES), serves a packet at most once per scan, and writes only that packet's
 //! reply words and `served[i]` (and its own memory). With that memory a request that never
-//! completes costs its head and one word a look, and is reported once as
-//! [`DrainError::Stalled`](crate::DrainError::Stalled) after [`STALL_LOOKS`] looks.
+//! completes costs its head and one word a look, is reported once as
+//! [`DrainError::Stalled`](crate::DrainError::Stalled) after [`STALL_LOOKS`] looks, and from
+//! then on is looked at only every [`STALLED_LOOK_PERIOD`]th scan.
 //!
 //! # Orderings
 //!
@@ -137,7 +138,7 @@ mod scratch;
 mod view;
 
 pub use host::Host;
-pub use incomplete::{Incomplete, STALL_LOOKS};
+pub use incomplete::{Incomplete, STALLED_LOOK_PERIOD, STALL_LOOKS};
 pub use layout::{
     buffer_align, buffer_size, next_seq, refreshes, seq_of, tag, untag, Layout, Prefix, Reply, Request,
     CACHE_LINE, CARRIED_REQUEST_WORDS, MIN_ALIGN, REPLY_LINE_WORDS, REPLY_SIZE, REQUEST_LINE_WORDS,

@@ -23,6 +23,12 @@ pub(crate) struct CostLoop {
     incomplete: NonNull<[Incomplete]>,
 }
 
+// SAFETY: `incomplete` is touched only by the poller's polls (one at a time, its poll lock) and
+// by `Drop`; everything else in it is `Send + Sync` already.
+unsafe impl Send for CostLoop {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for CostLoop {}
+
 impl Drop for CostLoop {
     fn drop(&mut self) {
         self.poller.remove(self.buffer.as_ptr()).unwrap();

@@ -55,6 +55,13 @@ pub enum Reason {
     HandlerPanic,
     /// Answered with the shutdown error: submitted after a listener's grace ran out.
     ShuttingDown,
+    /// An LLVM-RPC call refused (answered with its failure value, 0, null or -1, as LLVM's
+    /// server answers a failed call): its opcode group is off in the buffer's `RpcPolicy`, or
+    /// it named a `FILE` it may not use.
+    RpcRefused,
+    /// An LLVM-RPC lane's stream (a write, a path, a format, a string) longer than the buffer's
+    /// `RpcLimits::stream_bytes`: read to its end, dropped, the call answered as failed.
+    RpcStreamLength,
     /// A line-protocol request still incomplete after `line::STALL_LOOKS` looks (a word that
     /// never arrived): not served, reported once per sequence, served if it completes later.
     StalledRequest,
@@ -81,6 +88,8 @@ impl Reason {
         Self::AllocationFailure,
         Self::HandlerPanic,
         Self::ShuttingDown,
+        Self::RpcRefused,
+        Self::RpcStreamLength,
         Self::StalledRequest,
     ];
 
@@ -103,6 +112,8 @@ impl Reason {
             Self::AllocationFailure => "allocation failure",
             Self::HandlerPanic => "handler panic",
             Self::ShuttingDown => "shutting down",
+            Self::RpcRefused => "rpc refused",
+            Self::RpcStreamLength => "rpc stream length",
             Self::StalledRequest => "stalled request",
         }
     }
@@ -120,7 +131,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 17;
+pub const REASONS: usize = 19;
 
 /// A snapshot of the count of each [`Reason`].
 ///
