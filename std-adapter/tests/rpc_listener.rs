@@ -21,11 +21,17 @@ fn patience() -> impl FnMut(u32) -> bool {
     move |_| start.elapsed() < Duration::from_secs(10)
 }
 
+/// A listener on a doorbell of its own, serving ADD (`[r[0] + r[1], 7]`).
+fn listener_with_add(config: ListenerConfig) -> (Listener, Arc<dyn Doorbell>) {
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let listener = Listener::start(doorbell.clone(), config).unwrap();
+    listener.services().register_lane(ADD, "add", |r| Ok([r[0] + r[1], 7])).unwrap();
+    (listener, doorbell)
+}
+
 #[test]
 fn rpc_ports_are_served_beside_a_phase_buffer() {
-    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-    let listener = Listener::start(doorbell.clone(), ListenerConfig::spinning()).unwrap();
-    listener.services().register_lane(ADD, "add", |r| Ok([r[0] + r[1], 7])).unwrap();
+    let (listener, doorbell) = listener_with_add(ListenerConfig::spinning());
     let protocol = Protocol::Rpc { lanes: LANES };
     let len = protocol.buffer_size(PORTS as usize).unwrap();
     let memory = DeviceAllocation::new(Arc::new(HostMemory), len, protocol.buffer_align()).unwrap();
@@ -78,4 +84,24 @@ fn rpc_ports_are_served_beside_a_phase_buffer() {
     assert_eq!(stats.malformed, 1, "the unhandled opcode, counted");
     listener.remove_raw(memory.as_ptr()).unwrap();
     drop(memory);
+}
+
+/// A port is as wide as its client's warp: a wave with lanes outside it is refused with an error
+/// that says so (never a panic, never a reply missing lanes), and a wave that fits is served.
+#[test]
+fn a_wave_wider_than_the_ports_is_refused() {
+    let (listener, doorbell) = listener_with_add(ListenerConfig::default());
+    let protocol = Protocol::Rpc { lanes: LANES };
+    let buffer =
+        Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), PORTS, doorbell, protocol).unwrap());
+    listener.add_buffer(buffer.clone()).unwrap();
+    let wide = hostcall::Wave::new(buffer.clone(), LANES + 1).with_timeout(Duration::from_secs(10));
+    match wide.call(ADD, |_| [0; 8]) {
+        Err(hostcall::Error::Unsupported(why)) => assert!(why.contains("outside"), "{why}"),
+        other => panic!("a {}-lane wave on {LANES}-lane ports: {other:?}", LANES + 1),
+    }
+    let fits = hostcall::Wave::new(buffer.clone(), LANES).with_timeout(Duration::from_secs(10));
+    let reply = fits.call(ADD, |lane| [lane as u64, 1, 0, 0, 0, 0, 0, 0]).unwrap();
+    assert!((0..LANES as usize).all(|lane| reply.lane(lane) == [lane as u64 + 1, 7]));
+    assert_eq!(listener.shutdown().total().lane_calls, u64::from(LANES));
 }
