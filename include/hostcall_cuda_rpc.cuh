@@ -51,7 +51,10 @@
  *   7. close: __syncwarp, port_state[p] = outbox bit (clean: the port is the client's), then
  *      red.release.gpu.and of the lock bit (pairs with step 1's acquire of the next opener).
  *   keep_port (rpc_open): a whole warp keeps its port locked from one call to the next, skipping
- *   1 and 7; it must give it back with rpc_release_held before it ends.
+ *   1 and 7; it must give it back with rpc_release_held (from all 32 lanes) before it ends.
+ *
+ * The port count must be even: the headers (at 8P) and lane buffers (at 24P) are accessed 16
+ * bytes at a time (hostcall::backend::cuda::rpc_buffer refuses an odd count).
  *
  * Which port: LLVM's client scans from port 0 at every open, so under load every warp contends
  * for the same low ports' lock bits (and reads their mailboxes over PCIe). This client starts at
@@ -381,6 +384,9 @@ __device__ inline void rpc_call(rpc_client &c, unsigned opcode, const uint64_t (
     if (keep) {
         c.held = p.index;
         c.held_out = p.out;
+        /* Orders every lane's reply loads before the next call's fill, which may store into
+         * other lanes' buffers (the transposed fill). */
+        __syncwarp(w.mask);
     } else {
         detail::rpc_end(c, detail::rpc_index(p), p.out, true, w.mask, w.is_leader);
     }
@@ -399,13 +405,15 @@ __device__ inline void rpc_call(rpc_client &c, unsigned opcode, const uint64_t (
     }
 }
 
-/* Gives back the port a keep_port client holds. Call it from the whole warp, after its last
- * rpc_call. */
+/* Gives back the port a keep_port client holds. Call it from every lane of the warp, after its
+ * last rpc_call: it converges them first (__syncwarp of the whole warp), since parts of a warp
+ * arriving apart would each release the port, the second time perhaps while another warp holds
+ * it. */
 __device__ inline void rpc_release_held(rpc_client &c) {
+    __syncwarp();
     if (c.held == detail::NOT_HELD)
         return;
-    const unsigned mask = __activemask();
-    detail::rpc_end(c, c.held & ~detail::CLAIM_BUSY, c.held_out, true, mask, detail::rpc_is_leader(mask));
+    detail::rpc_end(c, c.held & ~detail::CLAIM_BUSY, c.held_out, true, 0xffffffffu, detail::lane_id() == 0);
     c.held = detail::NOT_HELD;
 }
 

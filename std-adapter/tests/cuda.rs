@@ -278,13 +278,14 @@ fn gpu_rpc_calls_on_whole_and_partial_warps_with_send_only_calls() {
     let pool = mix_pool(2, doorbell.clone());
     let (warps, calls) = (64u64, 12u64);
     let stream = Stream::new(cuda.clone()).unwrap();
-    let runs = [(0u64, true), (1, true), (0, false)];
+    let runs = [(0u64, true), (1, true), (0, false), (1, false)];
+    let mut results = Vec::new();
     for (keep, port_state) in runs {
         let (buffer, state) =
             cuda::rpc_buffer(&cuda, memory.clone(), 2 * warps, doorbell.clone(), &module).unwrap();
         assert_eq!(buffer.protocol(), Protocol::Rpc { lanes: 32 });
         pool.add_buffer(buffer.clone()).unwrap();
-        let counters = DeviceBuffer::new(cuda.clone(), 16).unwrap();
+        let counters = DeviceBuffer::new(cuda.clone(), 8 * (2 + calls as usize)).unwrap();
         let target = if port_state { state.device_address() } else { 0 };
         let args = [target, calls, keep, counters.device_address()];
         // SAFETY: matches `hc_rpc_mixed(void*, unsigned, unsigned, unsigned long long*)`; the
@@ -292,13 +293,16 @@ fn gpu_rpc_calls_on_whole_and_partial_warps_with_send_only_calls() {
         // which is waited for below.
         unsafe { mixed.launch(&stream, 8, 256, &args) }.unwrap();
         stream.synchronize_for(Duration::from_secs(60)).unwrap();
-        let c = counters.read_u64(2).unwrap();
+        let c = counters.read_u64(2 + calls as usize).unwrap();
+        results.push((keep, port_state, c[..2].to_vec(), c[2..].to_vec()));
+        pool.remove_buffer(&buffer).unwrap();
+    }
+    for (keep, port_state, c, per_call) in &results {
         assert_eq!(
             c,
-            vec![0, warps * mixed_lanes(calls)],
-            "keep={keep} port_state={port_state}: [errors, lane replies checked]"
+            &vec![0, warps * mixed_lanes(calls)],
+            "keep={keep} port_state={port_state}: [errors, lane replies checked]; errors by call {per_call:?}; all runs {results:?}"
         );
-        pool.remove_buffer(&buffer).unwrap();
     }
     let stats = pool.shutdown();
     let runs = runs.len() as u64;

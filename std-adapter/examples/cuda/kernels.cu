@@ -235,7 +235,8 @@ extern "C" __global__ void hc_line_mixed(const void *buffer, unsigned calls, uns
 // second port for them); after every fourth call the whole warp sends one packet and closes
 // without reading an answer (the port is left the host's: the next opener must find out); call 1
 // of each warp uses opcode UNKNOWN_OPCODE, which the host hands back untouched (the answer is the
-// request's words 0 and 1). counters as hc_calls: [0] += errors, [1] += lane replies checked.
+// request's words 0 and 1). counters as hc_calls: [0] += errors, [1] += lane replies checked;
+// [2 + call] += the errors of call `call` (which call broke, when one does).
 #define UNKNOWN_OPCODE ((static_cast<unsigned>('z') << 24) | 1u)
 extern "C" __global__ void hc_rpc_mixed(void *port_state, unsigned calls, unsigned keep, unsigned long long *counters) {
     const unsigned warp = hostcall::global_warp_id();
@@ -247,13 +248,17 @@ extern "C" __global__ void hc_rpc_mixed(void *port_state, unsigned calls, unsign
         if (call % 2 == 0 || (lane + call) % 3 != 0) {
             uint64_t request[8], reply[2];
             make_request(request, warp, lane, call);
+            unsigned long long e;
             if (call == 1) {
                 hostcall::rpc_call(c, UNKNOWN_OPCODE, request, reply);
-                errors += (reply[0] != request[0]) + (reply[1] != request[1]);
+                e = (reply[0] != request[0]) + (reply[1] != request[1]);
             } else {
                 hostcall::rpc_call(c, hostcall::rpc_hostcall_opcode(MIX_SERVICE), request, reply);
-                errors += (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
+                e = (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
             }
+            if (e != 0)
+                atomicAdd(&counters[2 + call], e);
+            errors += e;
             checked += 1;
         }
         __syncwarp(); // the next call starts with the whole warp again

@@ -270,7 +270,7 @@ pub fn line_buffer(
     Ok((Arc::new(buffer), state))
 }
 
-/// An LLVM-RPC buffer of `ports` ports of 32 lanes (a warp) for CUDA kernels
+/// An LLVM-RPC buffer of `ports` ports (an even count) of 32 lanes (a warp) for CUDA kernels
 /// (`include/hostcall_cuda_rpc.cuh`), reporting `cuda`'s ordinal: the buffer in pinned, mapped host
 /// memory; the client object built over its device address
 /// ([`client_object`](hostcall_core::rpc::client_object)) and copied into `module`'s
@@ -288,6 +288,11 @@ pub fn rpc_buffer(
     module: &Module,
 ) -> Result<(Arc<HostcallBuffer>, DeviceBuffer), Error> {
     use hostcall_core::rpc::{check_client_symbol, client_object, CLIENT_SYMBOL};
+    if ports % 2 != 0 {
+        return Err(Error::Unsupported(format!(
+            "{ports} RPC ports: the CUDA client needs an even count (it accesses headers and lane buffers 16 bytes at a time)"
+        )));
+    }
     let (_, symbol_size) = module.global(CLIENT_SYMBOL)?;
     check_client_symbol(symbol_size as u64).map_err(|e| Error::Unsupported(e.to_string()))?;
     let protocol = Protocol::Rpc { lanes: 32 };
