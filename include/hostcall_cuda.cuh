@@ -298,21 +298,16 @@ struct line_client;
 
 /* The choices phase_call and line_call make at their steps: this struct is what they do. A
  * benchmark measures an alternative by passing, as their template argument, a type derived from
- * it that hides one member (std-adapter/examples/cuda/variants.cuh holds the eight measured
+ * it that hides one member (std-adapter/examples/cuda/variants.cuh holds the seven measured
  * ones). Any choice changes how, never whether, the protocol's orderings are kept. */
 struct tuning {
     /* Phase step 3: the request and header stores are weak st.global (false) or st.relaxed.sys. */
     static constexpr bool sys_stores = false;
     /* Step 5: whether a call rings the doorbell. */
     static constexpr bool rings = true;
-    /* Phase (and RPC) step 3: whether a full warp stores its requests transposed, given whether
-     * its claim found other packets of the bitmap word (or ports of the lock word) in use (`busy`,
-     * a sign of load). */
+    /* Phase step 3: whether a full warp stores its requests transposed, given whether its claim
+     * found other packets of the bitmap word in use (`busy`, a sign of load). */
     static __device__ __forceinline__ bool phase_transposed(bool busy) { return busy; }
-    /* RPC steps 5 and 6 on a kept port (hostcall_cuda_rpc.cuh): whether the lanes take their reply
-     * as soon as its words differ from the request's, before the host's flip is seen (an
-     * acquire then comes only with the next call: only the reply words are ordered). */
-    static constexpr bool rpc_early_reply = false;
     /* Line steps 3 and 5: whether a full warp stores and polls transposed. */
     static constexpr bool line_transposed = true;
     /* Phase step 1, after the claim of packet `index` (its `bit` in its occupied word) succeeded:

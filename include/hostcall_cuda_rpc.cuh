@@ -52,9 +52,6 @@
  *      red.release.gpu.and of the lock bit (pairs with step 1's acquire of the next opener).
  *   keep_port (rpc_open): a whole warp keeps its port locked from one call to the next, skipping
  *   1 and 7; it must give it back with rpc_release_held (from all 32 lanes) before it ends.
- *   tuning::rpc_early_reply (a kept port only): steps 5 and 6 at once, every lane polling its own
- *   reply words (detail::rpc_wait_early: the reply without the acquire of the host's flip, which
- *   the next call awaits instead).
  *
  * The port count must be even: the headers (at 8P) and lane buffers (at 24P) are accessed 16
  * bytes at a time (hostcall::backend::cuda::rpc_buffer refuses an odd count).
@@ -134,12 +131,10 @@ struct rpc_client {
     unsigned start;
     wait_policy wait;
     /* keep_port: `held` is the kept port (with detail::CLAIM_BUSY as its open found it) or
-     * detail::NOT_HELD, `held_out` its outbox bit, `held_owns` whether the host's flip after
-     * the last answer was seen (not yet, after an early reply: tuning::rpc_early_reply). */
+     * detail::NOT_HELD, `held_out` its outbox bit. */
     bool keep_port;
     unsigned held;
     unsigned held_out;
-    bool held_owns;
 };
 
 /* An open port, the same in every lane of the call. */
@@ -169,7 +164,6 @@ __device__ inline rpc_client rpc_open(rpc_client_object &object, uint32_t *port_
     c.keep_port = keep_port;
     c.held = detail::NOT_HELD;
     c.held_out = 0;
-    c.held_owns = true;
     return c;
 }
 
@@ -311,40 +305,6 @@ __device__ inline void rpc_end(const rpc_client &c, unsigned index, unsigned out
     }
 }
 
-/* Steps 5 and 6 at once, for a kept port (tuning::rpc_early_reply): every lane polls its own two
- * reply words until both differ from its request's, and the leader looks at the inbox too. The
- * host writes an answer's words once, in its turn, before it flips, and until then they hold this
- * lane's request (stored before the __syncwarp of the flip, so no older value is read): words that
- * differ are the answer. The flip itself is not awaited (p.owns stays false: the next send waits
- * for it), so what the host wrote elsewhere before its flip is not yet ordered before the caller's
- * loads: only the reply words are. A reply equal to its request (or an opcode the host hands back
- * untouched) shows only by the flip: once the leader sees it, an acquire, then the words again. */
-__device__ inline void rpc_wait_early(const rpc_client &c, rpc_port &p, const warp_call &w, const uint64_t (&request)[8],
-                                      uint64_t (&r)[2]) {
-    const uint64_t *slot = rpc_lanes(c, p) + w.lane * 8u;
-    const uint32_t *inbox = &c.inbox[rpc_index(p)];
-    const uint64_t started = global_timer_ns();
-    unsigned sleep = c.wait.min_sleep_ns;
-    for (;;) {
-        ld_v2_sys(slot, r[0], r[1]);
-        unsigned flipped = 0;
-        if (w.is_leader)
-            /* Relaxed: a look; rpc_wait's acquire orders what follows a flip seen. */
-            flipped = (ld_relaxed_sys(inbox) != 0u ? 1u : 0u) == p.out;
-        if (__all_sync(w.mask, r[0] != request[0] && r[1] != request[1]))
-            return;
-        if (__shfl_sync(w.mask, flipped, w.leader) != 0u) {
-            rpc_wait(c, p, w.is_leader);
-            rpc_read(c, p, w.lane, r);
-            return;
-        }
-        if (global_timer_ns() - started > c.wait.spin_ns) {
-            __nanosleep(sleep);
-            sleep = sleep < c.wait.max_sleep_ns ? sleep * 2u : c.wait.max_sleep_ns;
-        }
-    }
-}
-
 __device__ __forceinline__ bool rpc_is_leader(unsigned mask) { return lane_id() == static_cast<unsigned>(__ffs(mask) - 1); }
 
 } // namespace detail
@@ -403,11 +363,8 @@ __device__ inline void rpc_call(rpc_client &c, unsigned opcode, const uint64_t (
         p.index = c.held;
         p.out = c.held_out;
         p.mask = w.mask;
-        p.owns = c.held_owns;
+        p.owns = true;
         p.receive = false;
-        /* After an early reply: the host's flip, before this call writes the port. */
-        if (!p.owns)
-            detail::rpc_wait(c, p, w.is_leader);
     } else {
         p = detail::rpc_begin(c, opcode, w.mask, w.is_leader, w.leader);
     }
@@ -418,20 +375,15 @@ __device__ inline void rpc_call(rpc_client &c, unsigned opcode, const uint64_t (
     const unsigned long long t2 = detail::clock_if(w.timed);
     detail::rpc_flip(c, p, w.is_leader);
     const unsigned long long t3 = detail::clock_if(w.timed);
-    uint64_t r[2];
-    if (Tuning::rpc_early_reply && keep) {
-        detail::rpc_wait_early(c, p, w, request, r);
-    } else {
-        detail::rpc_wait(c, p, w.is_leader);
-        detail::rpc_read(c, p, w.lane, r);
-    }
+    detail::rpc_wait(c, p, w.is_leader);
     const unsigned long long t4 = detail::clock_if(w.timed);
+    uint64_t r[2];
+    detail::rpc_read(c, p, w.lane, r);
     reply[0] = r[0];
     reply[1] = r[1];
     if (keep) {
         c.held = p.index;
         c.held_out = p.out;
-        c.held_owns = p.owns;
         /* Orders every lane's reply loads before the next call's fill, which may store into
          * other lanes' buffers (the transposed fill). */
         __syncwarp(w.mask);
@@ -461,13 +413,8 @@ __device__ inline void rpc_release_held(rpc_client &c) {
     __syncwarp();
     if (c.held == detail::NOT_HELD)
         return;
-    const bool is_leader = detail::lane_id() == 0;
-    rpc_port p = {c.held, 0xffffffffu, c.held_out, c.held_owns, false};
-    /* After an early reply: the host's flip, so that the port is closed as the client's. */
-    detail::rpc_wait(c, p, is_leader);
-    detail::rpc_end(c, detail::rpc_index(p), c.held_out, true, 0xffffffffu, is_leader);
+    detail::rpc_end(c, c.held & ~detail::CLAIM_BUSY, c.held_out, true, 0xffffffffu, detail::lane_id() == 0);
     c.held = detail::NOT_HELD;
-    c.held_owns = true;
 }
 
 /* A hostcall of `service` through the 'h' opcodes: the message streams and printf of

@@ -188,7 +188,6 @@ RPC_CALLS_KERNEL(hc_rpc_calls_lane_fill, variants::lane_fill, 0)
 RPC_CALLS_KERNEL(hc_rpc_calls_transposed_fill, variants::transposed_fill, 0)
 RPC_CALLS_KERNEL(hc_rpc_calls_keep_port_lane_fill, variants::lane_fill, KEEP_PACKET)
 RPC_CALLS_KERNEL(hc_rpc_calls_store_sys, variants::store_sys, 0)
-RPC_CALLS_KERNEL(hc_rpc_calls_keep_port_early_reply, variants::early_reply, KEEP_PACKET)
 
 // The ping-pong floor: one thread stores round r+1 to `to_host` (system scope, relaxed: one word
 // needs no fence) and spins until the host thread echoes it into `from_host`. With `fence`, a
@@ -236,8 +235,7 @@ extern "C" __global__ void hc_line_mixed(const void *buffer, unsigned calls, uns
 // second port for them); after every fourth call the whole warp sends one packet and closes
 // without reading an answer (the port is left the host's: the next opener must find out); call 1
 // of each warp uses opcode UNKNOWN_OPCODE, which the host hands back untouched (the answer is the
-// request's words 0 and 1). keep: 0 no, 1 keep_port, 2 keep_port with the early reply
-// (variants::early_reply). counters as hc_calls: [0] += errors, [1] += lane replies checked;
+// request's words 0 and 1). counters as hc_calls: [0] += errors, [1] += lane replies checked;
 // [2 + call] += the errors of call `call` (which call broke, when one does).
 #define UNKNOWN_OPCODE ((static_cast<unsigned>('z') << 24) | 1u)
 extern "C" __global__ void hc_rpc_mixed(void *port_state, unsigned calls, unsigned keep, unsigned long long *counters) {
@@ -255,11 +253,7 @@ extern "C" __global__ void hc_rpc_mixed(void *port_state, unsigned calls, unsign
                 hostcall::rpc_call(c, UNKNOWN_OPCODE, request, reply);
                 e = (reply[0] != request[0]) + (reply[1] != request[1]);
             } else {
-                if (keep == 2)
-                    hostcall::rpc_call<variants::early_reply>(c, hostcall::rpc_hostcall_opcode(MIX_SERVICE), request,
-                                                             reply);
-                else
-                    hostcall::rpc_call(c, hostcall::rpc_hostcall_opcode(MIX_SERVICE), request, reply);
+                hostcall::rpc_call(c, hostcall::rpc_hostcall_opcode(MIX_SERVICE), request, reply);
                 e = (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
             }
             if (e != 0)

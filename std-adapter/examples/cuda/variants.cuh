@@ -1,5 +1,5 @@
 /*
- * variants.cuh: the eight benchmark variants of the CUDA device side, beside the kernels that
+ * variants.cuh: the seven benchmark variants of the CUDA device side, beside the kernels that
  * measure them (kernels.cu). Each is a hostcall::tuning (include/hostcall_cuda.cuh) with one
  * choice changed, passed to phase_call or line_call as their template argument:
  *
@@ -120,12 +120,6 @@ struct lane_fill : hostcall::tuning {
 /* Phase: a full warp always stores transposed, busy or not. */
 struct transposed_fill : hostcall::tuning {
     static __device__ __forceinline__ bool phase_transposed(bool) { return true; }
-};
-
-/* RPC, a kept port: the reply taken as soon as its words differ from the request's, the host's
- * flip awaited by the next call (hostcall::tuning::rpc_early_reply). */
-struct early_reply : hostcall::tuning {
-    static constexpr bool rpc_early_reply = true;
 };
 
 } // namespace variants

@@ -18,13 +18,12 @@ fn goal(wire: Wire) -> Option<f64> {
 }
 
 /// The variants measured in the interleaved rounds: each protocol's fastest one-warp paths.
-const ROUNDS: [(Wire, &str); 7] = [
+const ROUNDS: [(Wire, &str); 6] = [
     (Wire::Phase, "keep-packet"),
     (Wire::Line, "keep-packet"),
     (Wire::Line, "keep-packet-pipelined-poll"),
     (Wire::Rpc, "default"),
     (Wire::Rpc, "keep-port"),
-    (Wire::Rpc, "keep-port-early-reply"),
     (Wire::Rpc, "llvm-open"),
 ];
 

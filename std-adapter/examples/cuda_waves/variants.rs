@@ -67,9 +67,8 @@ use RpcOpen::{Mailboxes, PortState};
 /// (the claim reads `host_phase`, as ROCm's device code does). Line: as phase where named alike;
 /// `one-lane`: only lane 0 calls. RPC: `llvm-open` reads both mailboxes at every open, as LLVM's
 /// client (the default keeps the port state in device memory); `keep-port` keeps the port locked
-/// between calls; `keep-port-early-reply` takes the reply once its words differ from the
-/// request's, the host's flip awaited by the next call (`tuning::rpc_early_reply`).
-pub(crate) const VARIANTS: [Variant; 24] = [
+/// between calls.
+pub(crate) const VARIANTS: [Variant; 23] = [
     v("default", "hc_calls", Phase, Table::All),
     v("store-sys", "hc_calls_store_sys", Phase, Table::None),
     v("fence-sc", "hc_calls_fence_sc", Phase, Table::None),
@@ -93,7 +92,6 @@ pub(crate) const VARIANTS: [Variant; 24] = [
     v("transposed-fill", "hc_rpc_calls_transposed_fill", Rpc(PortState), Table::None),
     v("keep-port-lane-fill", "hc_rpc_calls_keep_port_lane_fill", Rpc(PortState), Table::Loaded),
     v("store-sys", "hc_rpc_calls_store_sys", Rpc(PortState), Table::None),
-    v("keep-port-early-reply", "hc_rpc_calls_keep_port_early_reply", Rpc(PortState), Table::All),
 ];
 
 /// The variant of `kind`'s protocol named `name`.
