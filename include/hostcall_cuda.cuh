@@ -464,6 +464,19 @@ __device__ inline void wait_for_host(const phase_client &c, unsigned index, unsi
 
 __device__ __forceinline__ unsigned long long clock_if(bool timed) { return timed ? clock64() : 0ull; }
 
+/* Adds one call's steps to `timing`, from the clock64 reads at its start (t0) and after its
+ * claim, fill, release (line: submit), wait and reply (t5, read here). */
+__device__ __forceinline__ void add_steps(phase_timing *timing, unsigned long long t0, unsigned long long t1,
+                                          unsigned long long t2, unsigned long long t3, unsigned long long t4) {
+    const unsigned long long t5 = clock64();
+    timing->claim += t1 - t0;
+    timing->fill += t2 - t1;
+    timing->release += t3 - t2;
+    timing->wait += t4 - t3;
+    timing->reply += t5 - t4;
+    timing->calls += 1;
+}
+
 /* Who is calling, as phase_call and line_call both start: the active lanes, this lane, the leader
  * (lowest active lane), whether this lane times the steps, and the first clock read. */
 struct warp_call {
@@ -569,13 +582,7 @@ __device__ inline void phase_call(phase_client &c, unsigned service, const uint6
              * before): branch on them, so that step 7 is timed whole. */
             if ((r0 ^ r1) == 0x0123456789abcdefull)
                 timing->fill += 1; /* a 2^-64 chance of one cycle too many */
-            const unsigned long long t5 = clock64();
-            timing->claim += t1 - t0;
-            timing->fill += t2 - t1;
-            timing->release += t3 - t2;
-            timing->wait += t4 - t3;
-            timing->reply += t5 - t4;
-            timing->calls += 1;
+            detail::add_steps(timing, t0, t1, t2, t3, t4);
         }
     }
 }
@@ -908,15 +915,9 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
             /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
             detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
     }
-    if (timed) {
-        const unsigned long long t5 = clock64();
-        timing->claim += t1 - t0;
-        timing->fill += t2 - t1;
-        timing->release += t3 - t2; /* submit: mask words, head, device_seq, ring */
-        timing->wait += t4 - t3;
-        timing->reply += t5 - t4;
-        timing->calls += 1;
-    }
+    if (timed)
+        /* release: the submit (mask words, head, device_seq, ring) */
+        detail::add_steps(timing, t0, t1, t2, t3, t4);
 }
 
 /* Gives back the packet a keep_packet line client holds. Call it from the whole warp. */

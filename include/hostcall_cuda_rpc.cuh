@@ -395,13 +395,7 @@ __device__ inline void rpc_call(rpc_client &c, unsigned opcode, const uint64_t (
          * one cycle too many), so that the reply step is timed whole. */
         if ((r[0] ^ r[1]) == 0x0123456789abcdefull)
             timing->fill += 1;
-        const unsigned long long t5 = clock64();
-        timing->claim += t1 - w.t0;
-        timing->fill += t2 - t1;
-        timing->release += t3 - t2;
-        timing->wait += t4 - t3;
-        timing->reply += t5 - t4;
-        timing->calls += 1;
+        detail::add_steps(timing, w.t0, t1, t2, t3, t4);
     }
 }
 

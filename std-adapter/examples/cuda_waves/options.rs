@@ -113,7 +113,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
             Arg::Long("bench") => o.bench = true,
             Arg::Long("protocol") => {
                 let value = cli::string(&mut parser, "--protocol")?;
-                o.protocols = value.split(',').map(|name| wire(name)).collect::<Result<_, _>>()?;
+                o.protocols = value.split(',').map(wire).collect::<Result<_, _>>()?;
             }
             Arg::Long("threads") => o.threads = cli::list(&mut parser, "--threads", 1..=64)?,
             Arg::Long("warps") => o.warps = cli::list(&mut parser, "--warps", 1..=1 << 20)?,
