@@ -18,14 +18,17 @@
 //! reply at every drain.
 
 use crate::input::Input;
+use hostcall::buffer::Protocol;
 use hostcall::services::printf::{Streams, DEFAULT_MAX_OUTPUT};
 use hostcall::services::rpc::{RpcHost, RpcLimits, RpcPolicy};
+use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell};
 use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::rpc::opcode::{self, libc, rocm};
-use hostcall_core::rpc::{fill_packet, service_of, Client, Cursor, Header, LaneBuffer, Parts, View};
-use hostcall_core::sync::{AtomicU32, Ordering};
+use hostcall_core::rpc::{fill_packet, service_of, Client, Cursor, View};
+use hostcall_core::sync::Ordering;
 use hostcall_core::{ClaimedPacket, CompletedPacket, Dispatch, DrainHandler, PacketRequest, ServiceTable};
 use hostcall_core::{Payload, SubmittedPacket};
+use std::sync::Arc;
 
 /// The opcodes a header may name; one index past the end takes a raw `u32` from the input.
 const OPCODES: [u32; 16] = [
@@ -91,55 +94,29 @@ fn opcode_from(input: &mut Input<'_>) -> u32 {
     }
 }
 
-struct Buffer {
-    lanes: u32,
-    host_mailbox: Vec<AtomicU32>,
-    device_mailbox: Vec<AtomicU32>,
-    headers: Vec<Header>,
-    buffers: Vec<LaneBuffer>,
-    /// The client's lock bits (the device's own memory, outside the buffer).
-    locks: Vec<AtomicU32>,
+/// An RPC buffer of `ports` ports of `lanes` lanes in host memory, with its client's lock bits
+/// (the view of [`HostcallBuffer::view`] has them).
+fn rpc_buffer(ports: usize, lanes: u32) -> HostcallBuffer {
+    let doorbell = Arc::new(ParkingDoorbell::new());
+    let protocol = Protocol::Rpc { lanes };
+    HostcallBuffer::with_protocol(Arc::new(HostMemory), ports as u64, doorbell, protocol)
+        .expect("a valid geometry")
 }
 
-impl Buffer {
-    fn new(ports: usize, lanes: u32) -> Self {
-        let words = |n| (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
-        Self {
-            lanes,
-            host_mailbox: words(ports),
-            device_mailbox: words(ports),
-            headers: (0..ports).map(|_| Header::default()).collect(),
-            buffers: (0..ports * lanes as usize).map(|_| LaneBuffer::default()).collect(),
-            locks: words(ports.div_ceil(32)),
-        }
+/// Every word of a view, in order: host mailboxes, device mailboxes, headers, lane buffers.
+fn words(view: &View<'_>) -> Vec<u64> {
+    let ports = 0..view.ports();
+    let mut words: Vec<u64> =
+        ports.clone().map(|p| u64::from(view.host_mailbox(p).load(Ordering::Relaxed))).collect();
+    words.extend(ports.clone().map(|p| u64::from(view.device_mailbox(p).load(Ordering::Relaxed))));
+    for p in ports.clone() {
+        words.push(view.header(p).mask.load(Ordering::Relaxed));
+        words.push(u64::from(view.header(p).opcode.load(Ordering::Relaxed)));
     }
-
-    /// The view, with the client's lock bits.
-    fn view(&self) -> View<'_> {
-        let parts = Parts {
-            lanes: self.lanes,
-            host_mailbox: &self.host_mailbox,
-            device_mailbox: &self.device_mailbox,
-            headers: &self.headers,
-            buffers: &self.buffers,
-        };
-        View::from_parts(parts).and_then(|view| view.with_locks(&self.locks)).expect("a valid geometry")
+    for p in ports {
+        words.extend((0..view.lanes()).flat_map(|lane| view.lane_buffer(p, lane).read()));
     }
-
-    /// Every word, in order: host mailboxes, device mailboxes, headers, lane buffers.
-    fn words(&self) -> Vec<u64> {
-        let mut words: Vec<u64> =
-            self.host_mailbox.iter().map(|w| u64::from(w.load(Ordering::Relaxed))).collect();
-        words.extend(self.device_mailbox.iter().map(|w| u64::from(w.load(Ordering::Relaxed))));
-        for h in &self.headers {
-            words.push(h.mask.load(Ordering::Relaxed));
-            words.push(u64::from(h.opcode.load(Ordering::Relaxed)));
-        }
-        for b in &self.buffers {
-            words.extend(b.read());
-        }
-        words
-    }
+    words
 }
 
 /// Which host drains the buffers.
@@ -158,10 +135,10 @@ pub fn rpc_exchange(data: &[u8]) {
     let limit = 1 + u64::from(input.u8()) * 4;
     let flags = input.u8();
     let policy = if flags & op::POLICY_NONE == 0 { RpcPolicy::default() } else { RpcPolicy::none() };
-    let buffer = Buffer::new(ports, lanes);
-    let bystander = Buffer::new(1, lanes);
-    let view = buffer.view();
+    let (buffer, bystander) = (rpc_buffer(ports, lanes), rpc_buffer(1, lanes));
+    let view = buffer.view().rpc().expect("an RPC buffer");
     let limits = RpcLimits::default().with_stream_bytes(limit);
+    let bystander_view = bystander.view().rpc().expect("an RPC buffer");
     let mut served = if flags & op::BY_POLLER == 0 {
         Served::ByRpcHost {
             hostile: Box::new(RpcHost::new(ports as u32, policy, limits)),
@@ -182,38 +159,38 @@ pub fn rpc_exchange(data: &[u8]) {
             break;
         }
         let op = input.u8();
-        let port = usize::from(input.u8()) % ports;
+        let port = u32::from(input.u8()) % ports as u32;
         match op % 8 {
             op::FLIP => {
-                let b = &buffer.device_mailbox[port];
+                let b = view.device_mailbox(port);
                 b.store(u32::from(b.load(Ordering::Relaxed) == 0), Ordering::Relaxed);
             }
-            op::RAW_DEVICE => buffer.device_mailbox[port].store(input.u32(), Ordering::Relaxed),
+            op::RAW_DEVICE => view.device_mailbox(port).store(input.u32(), Ordering::Relaxed),
             op::HEADER => {
                 let mask = input.u64();
                 let opcode = opcode_from(&mut input);
-                buffer.headers[port].mask.store(mask, Ordering::Relaxed);
-                buffer.headers[port].opcode.store(opcode, Ordering::Relaxed);
+                view.header(port).mask.store(mask, Ordering::Relaxed);
+                view.header(port).opcode.store(opcode, Ordering::Relaxed);
             }
             op::LANE_WORD => {
                 let lane = u32::from(input.u8()) % lanes;
                 let word = usize::from(input.u8() % 8);
                 // Small stream lengths and strings often, anything sometimes.
                 let value = if input.u8() & 1 == 0 { u64::from(input.u8()) } else { input.u64() };
-                buffer.buffers[port * lanes as usize + lane as usize].words[word].write(value);
+                view.lane_buffer(port, lane).words[word].write(value);
             }
             // The device writes the host's own word.
-            op::RAW_HOST => buffer.host_mailbox[port].store(input.u32(), Ordering::Relaxed),
+            op::RAW_HOST => view.host_mailbox(port).store(input.u32(), Ordering::Relaxed),
             op::STREAM_AND_STOP => {
                 let (opcode, mask, declared, packets) =
                     (opcode_from(&mut input), input.u64(), input.u64(), input.u8());
-                stream_and_stop(&client, port as u32, opcode, mask, declared, packets);
+                stream_and_stop(&client, port, opcode, mask, declared, packets);
             }
-            op::DRAIN..=7 => drain_and_check(&buffer, &bystander, &mut served, &services, budget, limit),
+            op::DRAIN..=7 => drain_and_check(view, bystander_view, &mut served, &services, budget, limit),
             _ => unreachable!("an operation is its byte % 8"),
         }
     }
-    drain_and_check(&buffer, &bystander, &mut served, &services, budget, limit);
+    drain_and_check(view, bystander_view, &mut served, &services, budget, limit);
 }
 
 /// The client opens port `port` (if its lock and the mailboxes let it) for `opcode` by the lanes
@@ -257,25 +234,23 @@ impl<D: Dispatch + ?Sized> DrainHandler for PollerHandler<'_, D> {
 }
 
 fn drain_and_check(
-    buffer: &Buffer,
-    bystander: &Buffer,
+    view: View<'_>,
+    bystander_view: View<'_>,
     served: &mut Served,
     services: &ServiceTable<'_, 1>,
     budget: usize,
     limit: u64,
 ) {
-    let view = buffer.view();
-    let ports = buffer.host_mailbox.len();
-    let lanes = buffer.lanes as usize;
+    let ports = view.ports() as usize;
+    let lanes = view.lanes() as usize;
     let pending: Vec<bool> = (0..ports as u32).map(|p| view.pending(p)).collect();
-    let before = buffer.words();
+    let before = words(&view);
     let headers = 2 * ports;
     let lane_words = |words: &[u64], port: usize| {
         let start = 2 * ports + headers + port * lanes * 8;
         words[start..start + lanes * 8].to_vec()
     };
     // The bystander's client calls DEVMEM on every lane before the drain, and checks after it.
-    let bystander_view = bystander.view();
     let all_lanes = bystander_view.lane_mask();
     let call = Client::of(bystander_view).and_then(|client| client.claim(0)).map(|mut claimed| {
         for lane in 0..lanes {
@@ -300,15 +275,15 @@ fn drain_and_check(
             let asked: Vec<(u64, u32)> = (0..ports)
                 .map(|p| {
                     (
-                        buffer.headers[p].mask.load(Ordering::Relaxed),
-                        buffer.headers[p].opcode.load(Ordering::Relaxed),
+                        view.header(p as u32).mask.load(Ordering::Relaxed),
+                        view.header(p as u32).opcode.load(Ordering::Relaxed),
                     )
                 })
                 .collect();
             let mut handler = PollerHandler { services, malformed: 0 };
             let report = view.host().drain(scratch, &mut handler);
             bystander_view.host().drain(scratch, &mut handler);
-            let after = buffer.words();
+            let after = words(&view);
             let (mut unhandled, mut lane_calls) = (0, 0);
             for port in (0..ports).filter(|&p| pending[p]) {
                 let (mask, opcode) = asked[port];
@@ -342,7 +317,7 @@ fn drain_and_check(
         assert_eq!(answered.reply(lane), [0x1000, 0], "the bystander's lane {lane}");
     }
     drop(answered);
-    let after = buffer.words();
+    let after = words(&view);
     assert_eq!(turns, pending.iter().filter(|&&p| p).count(), "one turn per pending port");
     for port in 0..ports {
         if pending[port] {

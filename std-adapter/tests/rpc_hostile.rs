@@ -10,16 +10,18 @@
 //! waves must keep getting correct replies throughout (progress asserted, every reply checked),
 //! and what the host refuses is counted.
 //!
-//! The stream attacks use LLVM libc's `WRITE_TO_STDOUT`: a listener that hands `'c'` opcodes
-//! back unhandled keeps nothing for them (and counts each packet as an unhandled call); one that
-//! serves them keeps at most the RPC budget ([`DEFAULT_STREAM_BYTES`] a lane) for each, which is
-//! the bound asserted. The heap count is process-wide, so the tests of this file take turns
-//! (`serial`).
+//! The stream attacks use LLVM libc's `WRITE_TO_STDOUT`, which the listener's RPC host serves
+//! (its output counted, not printed): a stream in progress keeps at most the RPC budget
+//! ([`DEFAULT_STREAM_BYTES`] a lane), which is the bound asserted, and the host's counters
+//! ([`Listener::rpc_counters`]) say which calls are still in progress and what was refused. The
+//! heap count is process-wide, so the tests of this file take turns (`serial`).
 
 use hostcall::buffer::Protocol;
 use hostcall::core::rpc::{self, fill_packet, opcode, Client, ClientPort, Cursor};
+use hostcall::observe::Reason;
 use hostcall::prelude::*;
-use hostcall::services::rpc::DEFAULT_STREAM_BYTES;
+use hostcall::services::rpc::{RpcCounters, RpcOptions, SharedSink, DEFAULT_STREAM_BYTES};
+use hostcall::threads::listener::BufferOptions;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Stats, Wave};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,6 +29,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
+
+use common::rng::Rng;
 
 #[global_allocator]
 static GLOBAL: common::counting::Counting = common::counting::Counting;
@@ -54,13 +58,24 @@ fn patience() -> impl FnMut(u32) -> bool {
     move |_| start.elapsed() < PATIENCE
 }
 
-/// What an attack left behind: the listener's counters after shutdown, the heap's growth over
-/// the attack (measured before shutdown, while the host still holds whatever it keeps for the
-/// attacker's ports), and the ADD lane calls the waves made (warm-up included).
+/// What an attack left behind, taken once it and the waves are done, before shutdown (while the
+/// host still holds whatever it keeps for the attacker's ports): the listener's counters, the RPC
+/// buffer's host's, the hostcall packets served from the RPC buffer, the heap's growth over the
+/// attack, the bytes of console output, and the ADD lane calls the waves made (warm-up included).
 struct Aftermath {
     stats: Stats,
+    rpc: RpcCounters,
+    rpc_packets: u64,
     heap_growth: isize,
+    output_bytes: u64,
     wave_lane_calls: u64,
+}
+
+impl Aftermath {
+    /// Calls the RPC host has begun and not finished (the streams left open).
+    fn calls_in_progress(&self) -> u64 {
+        self.rpc.calls - self.rpc.calls_done
+    }
 }
 
 /// The attacker: a client of the RPC buffer, its view (for what no client should write), and
@@ -109,7 +124,14 @@ fn under_attack(attack: impl FnOnce(&Attacker<'_>) + Send + 'static) -> Aftermat
             };
             let (rpc_buffer, phase_buffer) =
                 (buffer(Protocol::Rpc { lanes: LANES }, PORTS), buffer(Protocol::Phase, 4));
-            listener.add_buffer(rpc_buffer.clone()).unwrap();
+            let output = Arc::new(AtomicU64::new(0));
+            let counted = output.clone();
+            // Relaxed: a count, read after the attack and the waves are done.
+            let sink = SharedSink::from_fn(move |_, bytes| {
+                counted.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            });
+            let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
+            listener.add_buffer_with(rpc_buffer.clone(), &options).unwrap();
             listener.add_buffer(phase_buffer.clone()).unwrap();
             let waves = [(&rpc_buffer, 1), (&rpc_buffer, 2), (&phase_buffer, 3)];
             for (buffer, id) in waves {
@@ -144,13 +166,23 @@ fn under_attack(attack: impl FnOnce(&Attacker<'_>) + Send + 'static) -> Aftermat
                 wave.join().expect("a wave got a wrong reply or none");
             }
             let heap_growth = common::counting::live_bytes() - before;
-            let stats = listener.shutdown();
-            let wave_lane_calls = wave_lane_calls.load(Ordering::Relaxed);
-            Aftermath { stats, heap_growth, wave_lane_calls }
+            let stats = listener.stats();
+            let rpc = listener.rpc_counters(rpc_buffer.as_ptr()).expect("an RPC buffer the listener serves");
+            let rpc_packets = stats.buffers[&(rpc_buffer.as_ptr() as usize)].packets;
+            listener.shutdown();
+            Aftermath {
+                stats,
+                rpc,
+                rpc_packets,
+                heap_growth,
+                output_bytes: output.load(Ordering::Relaxed),
+                wave_lane_calls: wave_lane_calls.load(Ordering::Relaxed),
+            }
         });
-    let Aftermath { stats, heap_growth, wave_lane_calls } = &aftermath;
+    let Aftermath { stats, rpc, heap_growth, output_bytes, .. } = &aftermath;
     println!(
-        "attack and waves: {took:?}; heap {heap_growth:+} bytes; malformed {}; the waves' lane calls {wave_lane_calls}",
+        "attack and waves: {took:?}; heap {heap_growth:+} bytes; output {output_bytes} bytes; malformed {}; \
+         the RPC host: {rpc:?}",
         stats.malformed
     );
     aftermath
@@ -211,32 +243,41 @@ fn a_client_that_opens_a_stream_and_stops() {
         }
     });
     assert_heap_bounded(&aftermath, "streams that stop");
+    assert_eq!(
+        aftermath.calls_in_progress(),
+        ATTACKER_PORTS as u64,
+        "the stopped streams, kept open: {:?}",
+        aftermath.rpc
+    );
+    assert_eq!(aftermath.output_bytes, 0, "nothing written of a stream that never ended");
 }
 
 #[test]
 fn a_client_that_declares_a_huge_length() {
     let _turn = serial();
-    // Lengths no budget allows, each followed by four times a lane's budget of packets.
+    // Lengths no budget allows, each followed by a lane's budget of packets and a little more
+    // (enough to end the stream just over the budget).
     let aftermath = under_attack(|attacker| {
         for (port, declared) in [u64::MAX, 1 << 40, DEFAULT_STREAM_BYTES + 1].into_iter().enumerate() {
-            stream_and_stop(attacker, port as u32, declared, 4 * DEFAULT_STREAM_BYTES / 64);
+            stream_and_stop(attacker, port as u32, declared, DEFAULT_STREAM_BYTES / 64 + 2);
         }
     });
     assert_heap_bounded(&aftermath, "huge lengths");
+    // The two lengths no stream reaches stay open; the one just over the budget ends, refused on
+    // each lane, and counted.
+    assert_eq!(aftermath.calls_in_progress(), 2, "{:?}", aftermath.rpc);
+    assert_eq!(aftermath.rpc.over_limit_lanes, u64::from(LANES), "{:?}", aftermath.rpc);
+    assert_eq!(aftermath.stats.refusals.get(Reason::RpcStreamLength), u64::from(LANES));
+    assert_eq!(aftermath.output_bytes, 0, "nothing written of a refused stream");
 }
 
-/// xorshift64*: reproducible random numbers without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
+/// The mailbox values a flipper writes.
+trait MailboxWord {
     /// 0, 1, or anything (the mailboxes' own values and the rest).
+    fn word(&mut self) -> u64;
+}
+
+impl MailboxWord for Rng {
     fn word(&mut self) -> u64 {
         match self.next() % 4 {
             0 => 0,
@@ -287,7 +328,13 @@ fn a_client_that_flips_its_mailboxes_at_random() {
         assert!(writes > 1000, "the flipper ran ({writes} writes)");
     });
     assert_heap_bounded(&aftermath, "random mailboxes");
-    assert!(aftermath.stats.malformed > 0, "nothing counted: {:?}", aftermath.stats);
+    // Turns beyond the hostcall packets served: the host took turns on the attacker's ports.
+    assert!(
+        aftermath.rpc.turns > aftermath.rpc_packets,
+        "{:?}, {} packets",
+        aftermath.rpc,
+        aftermath.rpc_packets
+    );
 }
 
 #[test]
@@ -312,7 +359,7 @@ fn a_header_with_lanes_the_buffer_lacks_is_served_on_the_lanes_it_has() {
     let add = &aftermath.stats.services[&ADD].1;
     // The waves' calls, and the attacker's counted on the four lanes that exist only.
     assert_eq!(add.lane_calls, aftermath.wave_lane_calls + CALLS * u64::from(LANES), "{add:?}");
-    assert_eq!(aftermath.stats.malformed, 0);
+    assert_eq!((aftermath.stats.malformed, aftermath.rpc.unhandled), (0, 0));
     assert_heap_bounded(&aftermath, "lanes beyond the buffer's");
 }
 
@@ -339,5 +386,6 @@ fn unknown_opcodes_are_handed_back_and_counted() {
         }
     });
     assert_eq!(aftermath.stats.malformed, u64::from(CALLS), "each unknown opcode, counted once");
+    assert_eq!(aftermath.rpc.unhandled, u64::from(CALLS), "{:?}", aftermath.rpc);
     assert_heap_bounded(&aftermath, "unknown opcodes");
 }

@@ -65,6 +65,8 @@ pub mod counting;
 #[allow(dead_code)] // not every test binary uses it
 pub mod printing;
 #[allow(dead_code)] // not every test binary uses it
+pub mod rng;
+#[allow(dead_code)] // not every test binary uses it
 pub mod watchdog;
 #[allow(dead_code)] // not every test binary uses it
 pub mod waves;
