@@ -52,19 +52,22 @@ impl Protocol {
     }
 
     /// Whether several hosts may serve one buffer of this protocol, each a disjoint range of
-    /// packet indices ([`DrainScope::Range`]): the phase and line protocols, whose host writes only
-    /// per-packet words. A stack buffer's host takes the whole ready-stack in one swap.
+    /// packet indices ([`DrainScope::Range`]): the phase, line and RPC protocols, whose host writes
+    /// only per-packet (per-port) words. A stack buffer's host takes the whole ready-stack in one
+    /// swap.
     ///
     /// ```
     /// use hostcall_core::Protocol;
     /// assert!(Protocol::Phase.range_capable() && Protocol::Line.range_capable());
+    /// assert!(Protocol::Rpc { lanes: 32 }.range_capable());
     /// assert!(!Protocol::Stack.range_capable());
     /// ```
     pub const fn range_capable(self) -> bool {
         match self {
-            // An RPC host may keep a call's state per port across turns: one host per buffer.
-            Self::Stack | Self::Rpc { .. } => false,
-            Self::Phase | Self::Line => true,
+            Self::Stack => false,
+            // The host writes only a port's mailbox word and lane buffers; a host that keeps
+            // calls in progress keeps them per port, so each range's host keeps its own.
+            Self::Phase | Self::Line | Self::Rpc { .. } => true,
         }
     }
 
@@ -244,17 +247,31 @@ impl<'a> AnyView<'a> {
         }
     }
 
+    /// The lanes one packet carries: all [`LANES`](crate::LANES) for the stack, phase and line
+    /// protocols, an RPC port's lanes (its client's warp width) for an RPC buffer. A producer
+    /// whose activemask has lanes outside it cannot call through this buffer.
+    pub fn lane_mask(&self) -> u64 {
+        match self {
+            Self::Rpc(view) => view.lane_mask(),
+            Self::Stack(_) | Self::Phase(_) | Self::Line(_) => crate::lane::LANE_MASK,
+        }
+    }
+
     /// Producer: claims a free packet. A phase or line claim tries each index once from `start`
-    /// (waves that start apart collide less); a stack claim pops the free-list and ignores `start`.
-    /// `Ok(None)`: none is free (retry); `Err`: the stack protocol's free-list is corrupt. An RPC
-    /// buffer's producers are [`rpc::Client`]s (the lock bits that keep two of them off one port
-    /// are the client's, not the buffer's): always `Ok(None)` here.
+    /// (waves that start apart collide less); a stack claim pops the free-list and ignores `start`;
+    /// an RPC claim tries each port once from `start` through the client's lock bits, which the
+    /// view must have ([`rpc::View::with_locks`]: a buffer's lock bits are the client's, not the
+    /// buffer's). `Ok(None)`: none is free (retry); `Err`: the stack protocol's free-list is
+    /// corrupt.
+    ///
+    /// # Panics
+    /// For an RPC view without lock bits (see [`rpc::View::claim`]).
     pub fn claim(&self, start: usize) -> Result<Option<AnyClaimed<'a>>, ChainError> {
         Ok(match self {
-            Self::Rpc(_) => None,
             Self::Stack(view) => view.claim()?.map(AnyClaimed::Stack),
             Self::Phase(view) => view.claim(start).map(AnyClaimed::Phase),
             Self::Line(view) => view.claim(start).map(AnyClaimed::Line),
+            Self::Rpc(view) => view.claim((start % view.ports() as usize) as u32).map(AnyClaimed::Rpc),
         })
     }
 }
@@ -270,6 +287,8 @@ pub enum AnyClaimed<'a> {
     Phase(phase::Claimed<'a>),
     /// A line-protocol packet.
     Line(line::Claimed<'a>),
+    /// An LLVM-RPC port, opened through the client's lock bits.
+    Rpc(rpc::Claimed<'a>),
 }
 
 /// A submitted packet of any protocol. Dropping it behaves as the protocol's handle does
@@ -283,6 +302,8 @@ pub enum AnySubmitted<'a> {
     Phase(phase::Submitted<'a>),
     /// A line-protocol packet.
     Line(line::Submitted<'a>),
+    /// An LLVM-RPC port, sent.
+    Rpc(rpc::Submitted<'a>),
 }
 
 /// An answered packet of any protocol. Dropping it releases the packet.
@@ -295,6 +316,8 @@ pub enum AnyCompleted<'a> {
     Phase(phase::Completed<'a>),
     /// A line-protocol packet.
     Line(line::Completed<'a>),
+    /// An LLVM-RPC port, answered.
+    Rpc(rpc::Completed<'a>),
 }
 
 impl<'a> ClaimedPacket for AnyClaimed<'a> {
@@ -306,6 +329,7 @@ impl<'a> ClaimedPacket for AnyClaimed<'a> {
             Self::Stack(packet) => packet.write_lane(lane, words),
             Self::Phase(packet) => packet.write_lane(lane, words),
             Self::Line(packet) => packet.write_lane(lane, words),
+            Self::Rpc(packet) => packet.write_lane(lane, words),
         }
     }
 
@@ -315,6 +339,7 @@ impl<'a> ClaimedPacket for AnyClaimed<'a> {
             Self::Stack(packet) => AnySubmitted::Stack(packet.submit(service, activemask)),
             Self::Phase(packet) => AnySubmitted::Phase(packet.submit(service, activemask)),
             Self::Line(packet) => AnySubmitted::Line(packet.submit(service, activemask)),
+            Self::Rpc(packet) => AnySubmitted::Rpc(packet.submit(service, activemask)),
         }
     }
 }
@@ -332,6 +357,7 @@ impl<'a> SubmittedPacket for AnySubmitted<'a> {
                 packet.wait_until(keep_waiting).map(AnyCompleted::Phase).map_err(Self::Phase)
             }
             Self::Line(packet) => packet.wait_until(keep_waiting).map(AnyCompleted::Line).map_err(Self::Line),
+            Self::Rpc(packet) => packet.wait_until(keep_waiting).map(AnyCompleted::Rpc).map_err(Self::Rpc),
         }
     }
 }
@@ -343,6 +369,7 @@ impl CompletedPacket for AnyCompleted<'_> {
             Self::Stack(packet) => packet.reply(lane),
             Self::Phase(packet) => packet.reply(lane),
             Self::Line(packet) => packet.reply(lane),
+            Self::Rpc(packet) => packet.reply(lane),
         }
     }
 
@@ -352,6 +379,7 @@ impl CompletedPacket for AnyCompleted<'_> {
             Self::Stack(packet) => packet.host_error(),
             Self::Phase(packet) => packet.host_error(),
             Self::Line(packet) => packet.host_error(),
+            Self::Rpc(packet) => packet.host_error(),
         }
     }
 }
@@ -376,6 +404,12 @@ mod tests {
         let base = memory.as_mut_ptr().cast::<u8>();
         // SAFETY: `memory` outlives the view and is only accessed through it.
         let view = unsafe { AnyView::from_raw(protocol, base, len, n as u64) }.unwrap();
+        // An RPC client's lock bits are its own memory, beside the buffer.
+        let locks = [crate::sync::AtomicU32::new(0)];
+        let view = match view {
+            AnyView::Rpc(rpc) => AnyView::Rpc(rpc.with_locks(&locks).unwrap()),
+            other => other,
+        };
         view.init(base as u64, 0);
         assert_eq!((view.protocol(), view.num_packets()), (protocol, 3));
         let mut packet = view.claim(1).unwrap().expect("a free packet");
@@ -400,6 +434,7 @@ mod tests {
         round_trip(Protocol::Stack);
         round_trip(Protocol::Phase);
         round_trip(Protocol::Line);
+        round_trip(Protocol::Rpc { lanes: 2 });
         assert!(matches!(
             // SAFETY: a null base is refused before any access.
             unsafe { AnyView::from_raw(Protocol::Phase, core::ptr::null_mut(), 1 << 20, 2) },

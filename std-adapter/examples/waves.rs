@@ -17,6 +17,10 @@
 //! through the PRINTF message stream, printed to stdout; the reply (characters printed) is checked.
 //! Waves may outnumber packets (`--packets`): a wave holds no packet between the chunks of its
 //! messages, and none is lost. The host's warnings go to stderr (`RUST_LOG` to choose).
+//!
+//! `--protocol rpc`: the buffer is LLVM libc's GPU RPC (ports as wide as the waves); each wave is
+//! its client, claiming a port through the client's lock bits, and each call goes out as one
+//! packet in this project's `'h'` opcodes (ROCm's `'r'` opcodes for FUNCTION_CALL and PRINTF).
 
 use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{FUNCTION_CALL, PRINTF};
@@ -59,7 +63,8 @@ Emulated waves making hostcalls through a listener; every reply is checked.
   --calls C            calls per wave, 0..=1000000000 [2000]
   --packets P          packets in the buffer, 2..=16777216 [W, at least 2]; fewer packets than
                        waves is allowed (waves wait for a free one); every protocol needs >= 2
-  --protocol NAME      stack (ROCm's default ABI), phase, or line (ours) [stack]
+  --protocol NAME      stack (ROCm's default ABI), phase, line (ours), or rpc (LLVM libc's
+                       GPU RPC, ports as wide as --lanes, at most 4096 packets) [stack]
   --printf N           every N-th call of each wave is a printf from all its lanes (0: none) [0]
   --spin               a listener that never sleeps
   --host-memory        host memory, without looking for HSA
@@ -102,7 +107,12 @@ fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Command<O
                 o.protocol = cli::choice(
                     &mut parser,
                     "--protocol",
-                    &[("stack", Protocol::Stack), ("phase", Protocol::Phase), ("line", Protocol::Line)],
+                    &[
+                        ("stack", Protocol::Stack),
+                        ("phase", Protocol::Phase),
+                        ("line", Protocol::Line),
+                        ("rpc", Protocol::Rpc { lanes: LANES as u32 }),
+                    ],
                 )?
             }
             Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
@@ -111,6 +121,10 @@ fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Command<O
     }
     if o.packets == 0 {
         o.packets = o.waves.max(2);
+    }
+    // An LLVM-RPC port is as wide as its client's warp: here, the wave.
+    if let Protocol::Rpc { lanes } = &mut o.protocol {
+        *lanes = o.lanes;
     }
     Ok(Command::Run(o))
 }
@@ -343,6 +357,8 @@ mod tests {
         assert_eq!((o.waves, o.lanes, o.packets, o.protocol, o.spin), (8, 3, 2, Protocol::Phase, true));
         assert_eq!(options(&["--calls", "0"]).calls, 0);
         assert_eq!(options(&["--protocol", "line"]).protocol, Protocol::Line);
+        assert_eq!(options(&["--protocol", "rpc", "--lanes", "32"]).protocol, Protocol::Rpc { lanes: 32 });
+        assert_eq!(options(&["--protocol", "rpc"]).protocol, Protocol::Rpc { lanes: 64 });
         assert!(options(&["--progress"]).progress && !options(&[]).progress);
         assert!(matches!(parse_args(&["--waves", "3", "--help"]), Ok(Command::Help)));
         assert!(matches!(parse_args(&["-h"]), Ok(Command::Help)));
@@ -353,7 +369,7 @@ mod tests {
         assert_eq!(error(&["--waves", "abc"]), "--waves: 'abc' is not a number in 1..=1024");
         assert_eq!(error(&["--bogus"]), "unknown flag '--bogus'");
         assert_eq!(error(&["stray"]), "unexpected argument 'stray'");
-        assert_eq!(error(&["--protocol", "tcp"]), "--protocol: 'tcp' is not one of stack, phase, line");
+        assert_eq!(error(&["--protocol", "tcp"]), "--protocol: 'tcp' is not one of stack, phase, line, rpc");
         assert!(error(&["--lanes", "4294967297"]).starts_with("--lanes: '4294967297'"));
         assert!(error(&["--lanes", "0"]).starts_with("--lanes: '0'"));
         assert!(error(&["--lanes", "65"]).starts_with("--lanes: '65'"));
@@ -392,6 +408,20 @@ mod tests {
             &["--waves", "2", "--lanes", "2", "--calls", "3", "--printf", "1"],
             &["--waves", "6", "--lanes", "4", "--calls", "30", "--packets", "2", "--protocol", "phase"],
             &["--waves", "6", "--lanes", "4", "--calls", "30", "--packets", "2"],
+            &[
+                "--waves",
+                "6",
+                "--lanes",
+                "4",
+                "--calls",
+                "30",
+                "--packets",
+                "2",
+                "--protocol",
+                "rpc",
+                "--printf",
+                "5",
+            ],
         ] {
             let out = run(&[args, &["--host-memory"][..]].concat());
             let stdout = String::from_utf8_lossy(&out.stdout);

@@ -3,6 +3,7 @@
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
+use hostcall_core::sync::AtomicU32;
 pub use hostcall_core::Protocol;
 use hostcall_core::{packet_count, AnyView, LayoutError};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +47,11 @@ pub struct HostcallBuffer {
     device_occupied: Option<DeviceAllocation>,
     /// The device ordinal its packets report to services ([`HostcallBuffer::with_device_ordinal`]).
     device_ordinal: u32,
+    /// An RPC buffer's client lock bits, one per port (empty for the other protocols): the
+    /// emulated waves' own memory, beside the buffer (on a GPU they are in the device's client
+    /// object), which [`HostcallBuffer::view`] hands them through
+    /// ([`rpc::View::with_locks`](hostcall_core::rpc::View::with_locks)).
+    rpc_locks: Box<[AtomicU32]>,
 }
 
 impl HostcallBuffer {
@@ -102,6 +108,10 @@ impl HostcallBuffer {
         let size = protocol.buffer_size(num_packets as usize).ok_or(Error::Layout(too_big))?;
         let allocation = DeviceAllocation::new(memory, offset + size, CACHE_LINE)?;
         let occupied = AtomicU64::new(0);
+        let lock_words = match protocol {
+            Protocol::Rpc { .. } => num_packets.div_ceil(32) as usize,
+            _ => 0,
+        };
         let buffer = Self {
             allocation,
             offset,
@@ -113,6 +123,7 @@ impl HostcallBuffer {
             device_seq: AtomicU64::new(0),
             device_occupied: None,
             device_ordinal: 0,
+            rpc_locks: (0..lock_words).map(|_| AtomicU32::new(0)).collect(),
         };
         buffer.reset();
         Ok(buffer)
@@ -144,7 +155,8 @@ impl HostcallBuffer {
         self.protocol
     }
 
-    /// The buffer's view, through the core's protocol switch (checked once more; cheap).
+    /// The buffer's view, through the core's protocol switch (checked once more; cheap). An RPC
+    /// buffer's view has the emulated client's lock bits, so waves can claim its ports.
     pub fn view(&self) -> AnyView<'_> {
         let (base, len, n) = (self.as_ptr(), self.size, self.num_packets());
         // SAFETY: `as_ptr()..as_ptr() + size` lies inside the allocation (`offset + size` bytes),
@@ -153,7 +165,12 @@ impl HostcallBuffer {
         // alignment); it lives as long as `self` and is only ever accessed through atomics (views
         // and device code).
         let view = unsafe { AnyView::from_raw(self.protocol, base, len, n) };
-        view.expect("the allocation was sized and aligned for this geometry")
+        match view.expect("the allocation was sized and aligned for this geometry") {
+            AnyView::Rpc(rpc) => {
+                AnyView::Rpc(rpc.with_locks(&self.rpc_locks).expect("one lock bit per port, sized above"))
+            }
+            other => other,
+        }
     }
 
     /// (Re-)initialises the shared memory: every packet free, nothing submitted. Waves in

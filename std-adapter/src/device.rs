@@ -265,6 +265,14 @@ fn call_on(
     request: impl Fn(usize) -> [u64; SLOT_WORDS],
 ) -> Result<Reply, Error> {
     let Call { service, activemask, waiting } = call;
+    let outside = activemask & !view.lane_mask();
+    if outside != 0 {
+        return Err(Error::Unsupported(format!(
+            "lanes {outside:#x} of the activemask are outside the buffer's packets (lanes {:#x}: an \
+             RPC port is as wide as its client's warp)",
+            view.lane_mask()
+        )));
+    }
     let mut backoff = Backoff::new(waiting.timeout, waiting.spin_only);
     let mut claimed = loop {
         match view.claim(start)? {

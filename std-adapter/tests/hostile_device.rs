@@ -1,6 +1,8 @@
 //! A hostile device: while emulated waves call and the listener serves, another thread writes
-//! random values all over the shared buffer (stack tops, phase words or tagged line words, prefix words, headers,
-//! payloads). Run once per wire protocol.
+//! random values all over the shared buffer (stack tops, phase words or tagged line words, prefix
+//! words, RPC mailboxes, headers with any lanes and opcodes, payloads and lane buffers with
+//! stream lengths). Run once per wire protocol (`rpc_hostile.rs` has the RPC client's own
+//! attacks: streams that stop, huge lengths, its own ports' mailboxes flipped at random).
 //!
 //! The listener must not crash, hang or touch memory outside the buffer (the buffer sits between
 //! two canary-filled guard regions, checked at the end), and must report what it found. Waves may
@@ -8,7 +10,7 @@
 //! buffer is re-initialised, new waves get correct replies.
 
 use hostcall::buffer::Protocol;
-use hostcall::core::{line, phase, stack, AnyView, LANES, SLOT_WORDS};
+use hostcall::core::{line, phase, rpc, stack, AnyView, LANES, SLOT_WORDS};
 use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
 use hostcall::{HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
@@ -129,7 +131,28 @@ fn scribble(view: AnyView<'_>, rng: &mut Rng) {
         AnyView::Stack(view) => scribble_stack(&view, rng),
         AnyView::Phase(view) => scribble_phase(&view, rng),
         AnyView::Line(view) => scribble_line(&view, rng),
-        AnyView::Rpc(_) => unreachable!("this test's buffers are stack, phase and line ones"),
+        AnyView::Rpc(view) => scribble_rpc(&view, rng),
+    }
+}
+
+fn scribble_rpc(view: &rpc::View<'_>, rng: &mut Rng) {
+    let port = rng.below(PACKETS) as u32;
+    let v = rng.value();
+    // Opcodes the host knows (a hostcall service, ROCm's, LLVM libc's streams) and any other.
+    let opcodes =
+        [rpc::opcode_of(ADD), rpc::opcode::rocm::PRINTF, rpc::opcode::libc::WRITE_TO_STDOUT, v as u32];
+    // Relaxed everywhere: a hostile device promises no ordering at all.
+    match rng.below(10) {
+        0 | 1 => view.device_mailbox(port).store(v as u32, Ordering::Relaxed),
+        2 => view.host_mailbox(port).store(v as u32, Ordering::Relaxed),
+        3 => view.header(port).mask.store(v, Ordering::Relaxed),
+        4 => view.header(port).opcode.store(opcodes[rng.below(4) as usize], Ordering::Relaxed),
+        5 => view.header(port).padding.store(v as u32, Ordering::Relaxed),
+        _ => {
+            let (lane, word) =
+                (rng.below(u64::from(view.lanes())) as u32, rng.below(SLOT_WORDS as u64) as usize);
+            view.lane_buffer(port, lane).words[word].write(v);
+        }
     }
 }
 

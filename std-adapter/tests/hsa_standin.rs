@@ -144,11 +144,15 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
         // Its doorbell field holds the signal's handle; the signal is an amd_signal_t.
         let signal = backend.doorbell.handle();
         let doorbell_field = match protocol {
-            Protocol::Stack => 16,
-            Protocol::Phase | Protocol::Line => 40,
-            Protocol::Rpc { .. } => unreachable!("the stand-in's buffers are stack, phase and line ones"),
+            Protocol::Stack => Some(16),
+            Protocol::Phase | Protocol::Line => Some(40),
+            // LLVM's layout has no prefix and its client rings nothing; the emulated waves ring
+            // the buffer's doorbell all the same.
+            Protocol::Rpc { .. } => None,
         };
-        assert_eq!(word(base, doorbell_field), signal);
+        if let Some(field) = doorbell_field {
+            assert_eq!(word(base, field), signal);
+        }
         assert_eq!(standin.signals(), [signal]);
         assert_eq!(signal % 64, 0);
         assert_eq!(

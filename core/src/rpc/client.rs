@@ -11,12 +11,11 @@ use crate::lane::{lanes, SLOT_WORDS};
 use crate::sync::{fence, spin_hint, AtomicU32, Ordering};
 use crate::view::LayoutError;
 
-/// The client of one buffer: the view and the lock bits (one per port; in device code they are
-/// part of the `__llvm_rpc_client` object, private to the device).
+/// The client of one buffer: the view with the lock bits (one per port; in device code they are
+/// part of the `__llvm_rpc_client` object, private to the device; see [`View::with_locks`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Client<'a> {
     view: View<'a>,
-    locks: &'a [AtomicU32],
 }
 
 /// A client gave up waiting for the host (its `keep_waiting` said stop). The port is left as it
@@ -27,11 +26,12 @@ pub struct Stalled;
 impl<'a> Client<'a> {
     /// A client of `view` with `locks` (at least `ceil(ports / 32)` words, zeroed: no port held).
     pub fn new(view: View<'a>, locks: &'a [AtomicU32]) -> Result<Self, LayoutError> {
-        let expected = view.ports().div_ceil(32) as usize;
-        if locks.len() < expected {
-            return Err(LayoutError::ArrayLength { array: "locks", expected, given: locks.len() });
-        }
-        Ok(Self { view, locks })
+        view.with_locks(locks).map(|view| Self { view })
+    }
+
+    /// The client of a view that has its lock bits ([`View::with_locks`]), else `None`.
+    pub fn of(view: View<'a>) -> Option<Self> {
+        view.has_locks().then_some(Self { view })
     }
 
     /// Opens a port for a call of `opcode` by the lanes of `mask`: tries each port once from
@@ -46,7 +46,7 @@ impl<'a> Client<'a> {
     }
 
     fn try_open_port(&self, opcode: u32, mask: u64, port: u32) -> Option<ClientPort<'a>> {
-        let (word, bit_of_port) = (&self.locks[port as usize / 32], 1u32 << (port % 32));
+        let (word, bit_of_port) = (&self.view.locks[port as usize / 32], 1u32 << (port % 32));
         // Acquire: pairs with the Release `fetch_and` of the previous holder's `close`, so this
         // wave's accesses to the port come after that holder's.
         if word.fetch_or(bit_of_port, Ordering::Acquire) & bit_of_port != 0 {
@@ -287,7 +287,8 @@ impl ClientPort<'_> {
     /// Closes the port: unlocks it (the client never flips at close; the host does when its last
     /// turn was a receive).
     pub fn close(self) {
-        let (word, bit_of_port) = (&self.client.locks[self.port as usize / 32], 1u32 << (self.port % 32));
+        let (word, bit_of_port) =
+            (&self.client.view.locks[self.port as usize / 32], 1u32 << (self.port % 32));
         // Release: pairs with the Acquire `fetch_or` of the next wave's `try_open`.
         word.fetch_and(!bit_of_port, Ordering::Release);
     }

@@ -4,9 +4,26 @@
 //! the service's opcode ([`opcode_of`]) and sends the lanes as they were written; the wait is the
 //! client's wait for the host's flip; releasing closes the port.
 
-use super::client::ClientPort;
+use super::client::{Client, ClientPort};
 use super::packet::opcode_of;
-use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
+use super::view::View;
+use crate::host::ErrorCode;
+use crate::lane::{lanes, ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
+
+impl<'a> View<'a> {
+    /// Producer: claims a port for a hostcall through the view's lock bits, as
+    /// [`Client::claim`] does (each port tried once from `start`; `None` when every port is
+    /// locked or still the host's).
+    ///
+    /// # Panics
+    /// If the view has no lock bits ([`View::with_locks`]): a view the host serves has none, and
+    /// claiming without them would let two waves take one port.
+    pub fn claim(&self, start: u32) -> Option<Claimed<'a>> {
+        let client = Client::of(*self)
+            .expect("an RPC view without the client's lock bits cannot claim (View::with_locks)");
+        client.claim(start)
+    }
+}
 
 /// An open port, lanes being written. Dropping it closes the port unsent.
 #[derive(Debug)]
@@ -88,9 +105,11 @@ impl CompletedPacket for Completed<'_> {
         self.port.as_ref().map_or([0; REPLY_WORDS], |port| port.read_first(lane as u32))
     }
 
-    /// LLVM-RPC carries no error flag: as in the phase protocol, only the reply words say.
+    /// LLVM-RPC carries no error flag: as in the phase protocol, only the reply words say
+    /// (whether some lane of the call has an error reply).
     fn host_error(&self) -> bool {
-        false
+        let mask = self.port.as_ref().map_or(0, ClientPort::mask);
+        lanes(mask).any(|lane| ErrorCode::from_reply(self.reply(lane)).is_some())
     }
 }
 

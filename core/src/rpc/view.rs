@@ -1,5 +1,5 @@
 //! [`View`]: a checked view of one LLVM-RPC buffer and its initialisation. The host's turns are
-//! in `server.rs`, the client's side in `client.rs`.
+//! in `host.rs`, the client's side in `client.rs`.
 
 use super::layout::{check_geometry, Header, LaneBuffer};
 #[cfg(not(loom))]
@@ -21,6 +21,10 @@ pub struct View<'a> {
     pub(super) headers: &'a [Header],
     /// `ports * lanes` lane buffers, port-major.
     pub(super) buffers: &'a [LaneBuffer],
+    /// The client's lock bits, one per port ([`View::with_locks`]): not part of the buffer (on a
+    /// GPU they are in the device's client object), so empty in a view the host serves, which
+    /// never reads them.
+    pub(super) locks: &'a [AtomicU32],
 }
 
 /// The parts of a buffer held separately (loom models and tests allocate them normally).
@@ -73,7 +77,25 @@ impl<'a> View<'a> {
             }
         }
         let Parts { host_mailbox, device_mailbox, headers, buffers, .. } = parts;
-        Ok(Self { lanes, host_mailbox, device_mailbox, headers, buffers })
+        Ok(Self { lanes, host_mailbox, device_mailbox, headers, buffers, locks: &[] })
+    }
+
+    /// The same view with the client's lock bits `locks` (at least `ceil(ports / 32)` words, one
+    /// bit per port: memory only the client side touches, zeroed while no client runs), so that
+    /// it can [`claim`](View::claim) ports as a [`Client`](super::Client) does: what emulated
+    /// waves on an RPC buffer use. The host's side never reads them.
+    pub fn with_locks(self, locks: &'a [AtomicU32]) -> Result<Self, LayoutError> {
+        let expected = self.ports().div_ceil(32) as usize;
+        if locks.len() < expected {
+            return Err(LayoutError::ArrayLength { array: "locks", expected, given: locks.len() });
+        }
+        Ok(Self { locks, ..self })
+    }
+
+    /// Whether the view has the client's lock bits ([`View::with_locks`]).
+    #[inline]
+    pub fn has_locks(&self) -> bool {
+        !self.locks.is_empty()
     }
 
     /// A view over raw memory laid out as [`Layout`] describes for `ports` ports of `lanes` lanes.
@@ -130,10 +152,11 @@ impl<'a> View<'a> {
     }
 
     /// Initialises the buffer: both mailboxes 0 (every port the client's, nothing pending),
-    /// headers and lane buffers zeroed. Call before the device runs; Relaxed stores, published
+    /// headers and lane buffers zeroed, and the lock bits of a view that has them
+    /// ([`View::with_locks`]) cleared. Call before the device runs; Relaxed stores, published
     /// by however the runtime hands the buffer to the device (a kernel launch).
     pub fn init(&self) {
-        for word in self.host_mailbox.iter().chain(self.device_mailbox) {
+        for word in self.host_mailbox.iter().chain(self.device_mailbox).chain(self.locks) {
             word.store(0, Ordering::Relaxed);
         }
         for header in self.headers {
@@ -146,19 +169,41 @@ impl<'a> View<'a> {
         }
     }
 
+    /// Port `port`'s host mailbox word (the host writes it; a device can write anything there):
+    /// for tests and hostile-device models, the host's own reads go through [`View::turn`].
+    ///
+    /// # Panics
+    /// If `port >= ports`.
+    #[inline]
+    pub fn host_mailbox(&self, port: u32) -> &'a AtomicU32 {
+        &self.host_mailbox[port as usize]
+    }
+
+    /// Port `port`'s device mailbox word (the client writes it), as [`View::host_mailbox`].
+    ///
+    /// # Panics
+    /// If `port >= ports`.
+    #[inline]
+    pub fn device_mailbox(&self, port: u32) -> &'a AtomicU32 {
+        &self.device_mailbox[port as usize]
+    }
+
     /// Port `port`'s lane `lane` buffer.
     ///
     /// # Panics
     /// If `port >= ports` or `lane >= lanes` (the callers bound both by the host's geometry).
     #[inline]
-    pub(super) fn lane_buffer(&self, port: u32, lane: u32) -> &'a LaneBuffer {
+    pub fn lane_buffer(&self, port: u32, lane: u32) -> &'a LaneBuffer {
         assert!(lane < self.lanes, "lane {lane} of a {}-lane port", self.lanes);
         &self.buffers[port as usize * self.lanes as usize + lane as usize]
     }
 
     /// Port `port`'s header.
+    ///
+    /// # Panics
+    /// If `port >= ports`.
     #[inline]
-    pub(super) fn header(&self, port: u32) -> &'a Header {
+    pub fn header(&self, port: u32) -> &'a Header {
         &self.headers[port as usize]
     }
 }

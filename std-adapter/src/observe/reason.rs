@@ -55,6 +55,13 @@ pub enum Reason {
     HandlerPanic,
     /// Answered with the shutdown error: submitted after a listener's grace ran out.
     ShuttingDown,
+    /// An LLVM-RPC call refused (answered with its failure value, 0, null or -1, as LLVM's
+    /// server answers a failed call): its opcode group is off in the buffer's `RpcPolicy`, or
+    /// it named a `FILE` it may not use.
+    RpcRefused,
+    /// An LLVM-RPC lane's stream (a write, a path, a format, a string) longer than the buffer's
+    /// `RpcLimits::stream_bytes`: read to its end, dropped, the call answered as failed.
+    RpcStreamLength,
 }
 
 impl Reason {
@@ -78,6 +85,8 @@ impl Reason {
         Self::AllocationFailure,
         Self::HandlerPanic,
         Self::ShuttingDown,
+        Self::RpcRefused,
+        Self::RpcStreamLength,
     ];
 
     /// A short name, for tables and logs.
@@ -99,6 +108,8 @@ impl Reason {
             Self::AllocationFailure => "allocation failure",
             Self::HandlerPanic => "handler panic",
             Self::ShuttingDown => "shutting down",
+            Self::RpcRefused => "rpc refused",
+            Self::RpcStreamLength => "rpc stream length",
         }
     }
 
@@ -115,7 +126,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 16;
+pub const REASONS: usize = 18;
 
 /// A snapshot of the count of each [`Reason`].
 ///

@@ -4,22 +4,37 @@
 /// function (`fn name(protocol: Protocol)`) with that protocol: the tests are written once.
 #[allow(unused_macros)] // used through the macros below
 macro_rules! protocol_tests {
-    ([$($module:ident: $protocol:ident),*] $names:tt) => {
-        $(protocol_tests!(@module $module $protocol $names);)*
+    ([$($module:ident: $protocol:expr),*] $names:tt) => {
+        $(protocol_tests!(@module $module ($protocol) $names);)*
     };
-    (@module $module:ident $protocol:ident [$($name:ident),*]) => {
+    (@module $module:ident $protocol:tt [$($name:ident),*]) => {
         mod $module {
-            $(#[test] fn $name() { super::$name(hostcall::buffer::Protocol::$protocol) })*
+            #[allow(unused_imports)] // the protocol's expression names it
+            use hostcall::buffer::Protocol;
+            $(#[test] fn $name() { super::$name($protocol) })*
         }
     };
 }
 
+/// The protocol the tests run LLVM-RPC buffers with: ports of 64 lanes, as wide as the widest
+/// wave, so every wave of the tests fits a port (a narrower port refuses wider waves, which
+/// `rpc_listener.rs` checks).
+#[allow(dead_code)] // not every test binary uses it
+pub const RPC: hostcall::buffer::Protocol = hostcall::buffer::Protocol::Rpc { lanes: 64 };
+
 /// Runs each named test function once per wire protocol, as `stack_protocol::name`,
-/// `phase_protocol::name` and `line_protocol::name`.
+/// `phase_protocol::name`, `line_protocol::name` and `rpc_protocol::name` (LLVM-RPC buffers of
+/// [`RPC`]'s geometry, their ports claimed by emulated waves through the client's lock bits and
+/// their calls carried in this project's `'h'` opcodes, ROCm's `'r'` for ROCm's four services).
 #[allow(unused_macros)] // not every test binary uses it
 macro_rules! for_every_protocol {
     ($($name:ident),* $(,)?) => {
-        protocol_tests!([stack_protocol: Stack, phase_protocol: Phase, line_protocol: Line] [$($name),*]);
+        protocol_tests!([
+            stack_protocol: Protocol::Stack,
+            phase_protocol: Protocol::Phase,
+            line_protocol: Protocol::Line,
+            rpc_protocol: crate::common::RPC
+        ] [$($name),*]);
     };
 }
 
@@ -28,7 +43,7 @@ macro_rules! for_every_protocol {
 #[allow(unused_macros)] // not every test binary uses it
 macro_rules! for_rocm_protocols {
     ($($name:ident),* $(,)?) => {
-        protocol_tests!([stack_protocol: Stack, phase_protocol: Phase] [$($name),*]);
+        protocol_tests!([stack_protocol: Protocol::Stack, phase_protocol: Protocol::Phase] [$($name),*]);
     };
 }
 
@@ -37,7 +52,7 @@ macro_rules! for_rocm_protocols {
 #[allow(unused_macros)] // not every test binary uses it
 macro_rules! for_splittable_protocols {
     ($($name:ident),* $(,)?) => {
-        protocol_tests!([phase_protocol: Phase, line_protocol: Line] [$($name),*]);
+        protocol_tests!([phase_protocol: Protocol::Phase, line_protocol: Protocol::Line] [$($name),*]);
     };
 }
 

@@ -61,18 +61,20 @@ pub fn printf_opcode(stream: u32, packed: bool) -> u32 {
     base + stream.min(2)
 }
 
-/// One printf call by the lanes of `mask` as LLVM libc's GPU printf makes it: `call(lane)` is the
-/// lane's format and arguments, `file` each lane's `FILE` for the `_STREAM` opcodes. Returns each
-/// lane's result (the characters printed, or -1).
+/// One printf call by the lanes of `mask` as LLVM libc's GPU printf makes it, on the first free
+/// port from `start` (a GPU warp starts from its warp id): `call(lane)` is the lane's format and
+/// arguments, `file` each lane's `FILE` for the `_STREAM` opcodes. Returns each lane's result
+/// (the characters printed, or -1).
 pub fn printf<'a>(
     client: &Client<'_>,
+    start: u32,
     opcode: u32,
     mask: u64,
     file: Option<&dyn Fn(u32) -> u64>,
     call: &dyn Fn(u32) -> (&'a [u8], &'a [CArg<'a>]),
     keep_waiting: &mut impl FnMut(u32) -> bool,
 ) -> Result<[i32; LANES], Stalled> {
-    let mut port = open(client, opcode, mask, keep_waiting)?;
+    let mut port = open(client, opcode, mask, start, keep_waiting)?;
     let result = exchange(&mut port, opcode, file, call, keep_waiting);
     port.close();
     result
@@ -82,11 +84,12 @@ fn open<'c>(
     client: &Client<'c>,
     opcode: u32,
     mask: u64,
+    start: u32,
     keep_waiting: &mut impl FnMut(u32) -> bool,
 ) -> Result<ClientPort<'c>, Stalled> {
     let mut polls = 0;
     loop {
-        if let Some(port) = client.try_open(opcode, mask, 0) {
+        if let Some(port) = client.try_open(opcode, mask, start) {
             return Ok(port);
         }
         polls += 1;

@@ -49,12 +49,14 @@
 pub mod client;
 mod console;
 mod memory;
+mod options;
 mod policy;
 mod printf;
 mod stream_file;
 #[cfg(test)]
 mod tests;
 
+pub use options::{RpcOptions, SharedSink};
 pub use policy::{OpcodeGroup, RpcPolicy};
 
 use crate::rate_limit::warn_limited;
@@ -103,6 +105,20 @@ pub struct RpcCounters {
     pub refused_lanes: u64,
     /// Lanes whose stream was longer than [`RpcLimits::stream_bytes`].
     pub over_limit_lanes: u64,
+}
+
+impl std::ops::Add for RpcCounters {
+    type Output = Self;
+    fn add(self, o: Self) -> Self {
+        Self {
+            turns: self.turns + o.turns,
+            calls: self.calls + o.calls,
+            calls_done: self.calls_done + o.calls_done,
+            unhandled: self.unhandled + o.unhandled,
+            refused_lanes: self.refused_lanes + o.refused_lanes,
+            over_limit_lanes: self.over_limit_lanes + o.over_limit_lanes,
+        }
+    }
 }
 
 /// What a call's turn may use besides the port.
@@ -194,24 +210,37 @@ impl RpcHost {
         sink: &mut dyn PrintfSink,
         services: &D,
     ) {
+        self.take_turn(&mut turn, sink, services);
+        turn.finish();
+    }
+
+    /// [`RpcHost::serve`] without handing the port back (the caller finishes the turn, as a
+    /// poller's drain does). Returns `false` when the turn was an opcode this host does not serve
+    /// (the port is left untouched) or a port past this host's count.
+    pub fn take_turn<D: Dispatch + ?Sized>(
+        &mut self,
+        turn: &mut Turn<'_>,
+        sink: &mut dyn PrintfSink,
+        services: &D,
+    ) -> bool {
         self.counters.turns += 1;
         let Some(slot) = self.calls.get_mut(turn.port() as usize) else {
-            turn.finish(); // a port past this host's count: never served
-            return;
+            return false; // a port past this host's count: never served
         };
+        let unhandled = self.counters.unhandled;
         let call = match slot.take() {
             Some(call) => Some(call),
             None => {
                 self.counters.calls += 1;
                 let (mask, opcode) = turn.header();
-                self.begin(&mut turn, mask, opcode, services)
+                self.begin(turn, mask, opcode, services)
             }
         };
         if let Some(mut call) = call {
             let mut cx = Context { sink, counters: &mut self.counters };
             let done = match &mut call {
-                Call::Write(write) => write.turn(&mut turn, &mut cx),
-                Call::Printf(printf) => printf.turn(&mut turn, &mut cx),
+                Call::Write(write) => write.turn(turn, &mut cx),
+                Call::Printf(printf) => printf.turn(turn, &mut cx),
             };
             if done {
                 self.counters.calls_done += 1;
@@ -221,7 +250,7 @@ impl RpcHost {
         } else {
             self.counters.calls_done += 1;
         }
-        turn.finish();
+        self.counters.unhandled == unhandled
     }
 
     /// The call an opcode begins, or `None` when this first turn is the whole call (`NOOP`,

@@ -44,6 +44,8 @@ pub(super) struct Printf {
     pending: Vec<VecDeque<u64>>,
     /// Whether each lane asked for a string in the round in progress.
     asking: [bool; LANES],
+    /// Whether each lane sent a stream over the limit (counted as that, not as refused).
+    over_limit: [bool; LANES],
     strings: Vec<VecDeque<Vec<u8>>>,
 }
 
@@ -65,6 +67,7 @@ impl Printf {
             blocks: per_lane(),
             pending: per_lane(),
             asking: [false; LANES],
+            over_limit: [false; LANES],
             strings: per_lane(),
         }
     }
@@ -90,8 +93,9 @@ impl Printf {
         for lane in turn.lanes(self.mask) {
             let bytes = std::mem::take(&mut self.current[lane]);
             let kept = self.input.kept(lane as u32);
-            if !kept {
+            if !kept && !self.over_limit[lane] {
                 cx.counters.over_limit_lanes += 1;
+                self.over_limit[lane] = true;
                 self.targets[lane] = None;
             }
             match self.stage {
@@ -115,8 +119,9 @@ impl Printf {
                     // One lane's strings together are bounded by the stream limit too.
                     let held: usize = self.strings[lane].iter().map(Vec::len).sum();
                     let string = until_nul(&bytes);
-                    if kept && (held + string.len()) as u64 > self.limit {
+                    if kept && !self.over_limit[lane] && (held + string.len()) as u64 > self.limit {
                         cx.counters.over_limit_lanes += 1;
+                        self.over_limit[lane] = true;
                         self.targets[lane] = None;
                     }
                     let keep = self.targets[lane].is_some();
@@ -159,7 +164,9 @@ impl Printf {
                     }
                 }
                 None => {
-                    cx.counters.refused_lanes += 1;
+                    if !self.over_limit[lane] {
+                        cx.counters.refused_lanes += 1;
+                    }
                     u64::MAX // -1, as the client's `int` reads it
                 }
             };

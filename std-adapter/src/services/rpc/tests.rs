@@ -275,7 +275,7 @@ mod printf {
         let results = run(&buffer, &mut host, &mut out, &services, |client| {
             let file = file.map(|f| move |lane| f(lane));
             let file_ref = file.as_ref().map(|f| f as &dyn Fn(u32) -> u64);
-            printf(&client, opcode, mask, file_ref, &|lane| call(lane), &mut patience()).unwrap()
+            printf(&client, 0, opcode, mask, file_ref, &|lane| call(lane), &mut patience()).unwrap()
         });
         (out.stdout, out.stderr, results[..4].to_vec(), host.counters())
     }

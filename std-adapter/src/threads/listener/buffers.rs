@@ -1,7 +1,7 @@
 //! The listener's add/remove API: which buffers it serves, each held (claimed process-wide,
 //! counted in the registry's lane capacity) while it is served.
 
-use super::Listener;
+use super::{BufferOptions, Listener};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
 use crate::threads::claims;
@@ -14,6 +14,12 @@ impl Listener {
     /// [`Error::AlreadyServed`] if another listener serves it (or memory of it), whichever API
     /// added it there.
     pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
+        self.add_buffer_with(buffer, &BufferOptions::default())
+    }
+
+    /// [`Listener::add_buffer`], served as `options` say (an LLVM-RPC buffer's policy, budgets
+    /// and output: [`BufferOptions::rpc`]).
+    pub fn add_buffer_with(&self, buffer: Arc<HostcallBuffer>, options: &BufferOptions) -> Result<(), Error> {
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_shut_down() {
             return Err(Error::ShutDown);
@@ -27,7 +33,7 @@ impl Listener {
             let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
             self.shared.poller.add_on_device(buffer.protocol(), base, len, n, buffer.device_ordinal())
         }?;
-        self.shared.note_served(buffer.as_ptr(), served);
+        self.shared.note_served(buffer.as_ptr(), served, buffer.protocol(), n, options);
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
@@ -45,9 +51,20 @@ impl Listener {
         buffer: Arc<HostcallBuffer>,
         range: std::ops::Range<u32>,
     ) -> Result<(), Error> {
+        self.add_buffer_range_with(buffer, range, &BufferOptions::default())
+    }
+
+    /// [`Listener::add_buffer_range`], served as `options` say. An LLVM-RPC buffer's range is
+    /// a range of ports, whose calls this listener's host of the buffer follows.
+    pub fn add_buffer_range_with(
+        &self,
+        buffer: Arc<HostcallBuffer>,
+        range: std::ops::Range<u32>,
+        options: &BufferOptions,
+    ) -> Result<(), Error> {
         if !buffer.protocol().range_capable() {
             return Err(Error::Unsupported(
-                "only a phase- or line-protocol buffer can be split between listeners".into(),
+                "only a phase-, line- or RPC-protocol buffer can be split between listeners".into(),
             ));
         }
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
@@ -67,7 +84,7 @@ impl Listener {
             let (protocol, device) = (buffer.protocol(), buffer.device_ordinal());
             self.shared.poller.add_range_on_device(protocol, base, len, n, range, device)
         }?;
-        self.shared.note_served(buffer.as_ptr(), served);
+        self.shared.note_served(buffer.as_ptr(), served, buffer.protocol(), n, options);
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
@@ -107,10 +124,13 @@ impl Listener {
         device: u32,
     ) -> Result<(), Error> {
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.add_raw_protocol(Protocol::Stack, base, len, num_packets, device) }
+        unsafe {
+            self.add_raw_protocol(Protocol::Stack, base, len, num_packets, device, &BufferOptions::default())
+        }
     }
 
-    /// [`Listener::add_raw_on_device`] for a buffer of any protocol, initialised for it.
+    /// [`Listener::add_raw_on_device`] for a buffer of any protocol, initialised for it, served
+    /// as `options` say (an LLVM-RPC buffer's policy, budgets and output).
     ///
     /// # Safety
     /// As for [`Listener::add_raw`].
@@ -121,6 +141,7 @@ impl Listener {
         len: usize,
         num_packets: u64,
         device: u32,
+        options: &BufferOptions,
     ) -> Result<(), Error> {
         let _owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_shut_down() {
@@ -130,8 +151,14 @@ impl Listener {
         let served = self.shared.hold(claim, protocol, base, num_packets, num_packets);
         // SAFETY: forwarded from this function's contract.
         unsafe { self.shared.poller.add_on_device(protocol, base, len, num_packets, device) }?;
-        self.shared.note_served(base, served);
+        self.shared.note_served(base, served, protocol, num_packets, options);
         Ok(())
+    }
+
+    /// The counters of the LLVM-RPC buffer at `base`'s host in this listener (`None`: not an
+    /// RPC buffer served here). Its refusals are also in [`Listener::stats`], by reason.
+    pub fn rpc_counters(&self, base: *const u8) -> Option<crate::services::rpc::RpcCounters> {
+        self.shared.rpc.counters(base as usize)
     }
 
     /// Stops serving a buffer added with [`Listener::add_raw`]. Refused from the listener's own

@@ -46,7 +46,10 @@ use std::thread::{JoinHandle, ThreadId};
 use std::time::Duration;
 
 mod buffers;
+mod rpc;
 mod thread;
+
+pub use rpc::BufferOptions;
 
 /// Most buffers one listener serves at once (the core poller's fixed capacity). Start more
 /// listeners for more; one buffer is never served by two (a second add is refused).
@@ -117,6 +120,8 @@ struct Shared {
     /// its process-wide claim and its packets in the registry's lane capacity. Released when the
     /// buffer is removed or the thread has been joined.
     served: Mutex<HashMap<usize, Served>>,
+    /// The LLVM-RPC buffers' hosts (the calls in progress on their ports).
+    rpc: rpc::RpcBuffers,
     /// Names this listener in the process-wide claims.
     id: u64,
     stop: AtomicBool,
@@ -180,6 +185,7 @@ impl Listener {
             doorbell,
             owned: Mutex::new(HashMap::new()),
             served: Mutex::new(HashMap::new()),
+            rpc: rpc::RpcBuffers::default(),
             // Relaxed: only uniqueness matters.
             id: NEXT_LISTENER_ID.fetch_add(1, Ordering::Relaxed),
             stop: AtomicBool::new(false),
@@ -301,8 +307,20 @@ impl Shared {
         Served { _claim: claim, packets, _counted: counted }
     }
 
-    /// Keeps the buffer at `base` claimed and counted in the registry until it is removed.
-    fn note_served(&self, base: *const u8, served: Served) {
+    /// Keeps the buffer at `base` claimed and counted in the registry until it is removed; an
+    /// RPC buffer (`protocol`, `ports`) gets its host, served as `options` say.
+    fn note_served(
+        &self,
+        base: *const u8,
+        served: Served,
+        protocol: Protocol,
+        ports: u64,
+        options: &BufferOptions,
+    ) {
+        if let Protocol::Rpc { .. } = protocol {
+            let ports = u32::try_from(ports).unwrap_or(u32::MAX);
+            self.rpc.insert(base as usize, rpc::RpcServing::new(ports, &options.rpc));
+        }
         log::info!(
             "{}: serving buffer {base:p} ({:?}, {} packets)",
             self.config.thread_name,
@@ -315,6 +333,7 @@ impl Shared {
     /// The buffer at `base` is no longer served: its claim is released, its counters left.
     fn forget_served(&self, base: *const u8) {
         log::info!("{}: no longer serving buffer {base:p}", self.config.thread_name);
+        self.rpc.remove(base as usize);
         self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&(base as usize));
     }
 }

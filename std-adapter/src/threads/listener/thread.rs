@@ -1,19 +1,20 @@
 //! The listener thread: the poll loop and its doorbell waits, then the bounded shutdown (serve
 //! for the grace, answer the rest with the shutdown error).
 
+use super::rpc::ListenerDispatch;
 use super::Shared;
-use crate::dispatch::registry::{reply_error_all, ThreadDispatch};
+use crate::dispatch::registry::reply_error_all;
 use crate::observe::Reason;
 use crate::threads::affinity;
 use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, PacketRequest};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-fn poll(shared: &Shared, dispatch: &ThreadDispatch<'_>) -> DrainReport {
-    dispatch.poll_started();
+fn poll(shared: &Shared, dispatch: &ListenerDispatch<'_>) -> DrainReport {
+    dispatch.registry().poll_started();
     let report = shared.poller.poll_once(dispatch);
     if report.packets == 0 {
-        dispatch.services().events().empty_scan();
+        dispatch.registry().services().events().empty_scan();
     }
     report
 }
@@ -24,7 +25,7 @@ pub(super) fn run(shared: &Shared) {
         log::warn!("{}: could not pin to CPUs {:?}; running unpinned", config.thread_name, config.cpus);
     }
     log::info!("{}: listener started", config.thread_name);
-    let dispatch = shared.services.dispatcher();
+    let dispatch = ListenerDispatch::new(shared.services.dispatcher(), &shared.rpc);
     let poll = |shared: &Shared| poll(shared, &dispatch);
     let mut last_seen = shared.doorbell.value();
     let mut wait = config.min_wait;
@@ -43,7 +44,7 @@ pub(super) fn run(shared: &Shared) {
         }
         let now = shared.doorbell.wait(last_seen, wait);
         let rung = now != last_seen;
-        dispatch.services().events().woke(rung);
+        dispatch.registry().services().events().woke(rung);
         if rung {
             wait = config.min_wait;
             idle_polls = 0;
@@ -59,7 +60,7 @@ pub(super) fn run(shared: &Shared) {
 /// submitted with the shutdown error (one last poll), and returns. The grace ends early once the
 /// buffers have been quiet (no packet found) for `min_wait` (at most the grace): an idle
 /// listener stops within about that, not the whole grace.
-fn finish(shared: &Shared, dispatch: &ThreadDispatch<'_>) {
+fn finish(shared: &Shared, dispatch: &ListenerDispatch<'_>) {
     // Relaxed: written before the Release store of `stop` that the caller's Acquire load saw.
     let grace = Duration::from_nanos(shared.grace_nanos.load(Ordering::Relaxed));
     let started = Instant::now();
@@ -99,7 +100,7 @@ fn finish(shared: &Shared, dispatch: &ThreadDispatch<'_>) {
 /// packet with [`ErrorCode::ShuttingDown`] (checked per packet, so one poll over many packets
 /// does not stretch the grace), counted as [`Reason::ShuttingDown`].
 struct Closing<'d, 'a> {
-    dispatch: &'d ThreadDispatch<'a>,
+    dispatch: &'d ListenerDispatch<'a>,
     until: Instant,
     /// Packets answered with the shutdown error.
     refused: std::cell::Cell<u64>,
@@ -112,12 +113,23 @@ impl Dispatch for Closing<'_, '_> {
         } else {
             reply_error_all(packet, ErrorCode::ShuttingDown);
             let lanes = u64::from(packet.activemask().count_ones());
-            self.dispatch.services().count_refusal(Reason::ShuttingDown, lanes, packet.buffer());
+            self.dispatch.registry().services().count_refusal(Reason::ShuttingDown, lanes, packet.buffer());
             self.refused.set(self.refused.get() + 1);
         }
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
         self.dispatch.malformed(buffer, error);
+    }
+
+    /// An RPC buffer's host goes on following its calls; the packets they make are answered as
+    /// above (`packets` is the poller's wrapper of this dispatch).
+    fn rpc_turn(
+        &self,
+        buffer: usize,
+        turn: &mut hostcall_core::rpc::Turn<'_>,
+        packets: &dyn Dispatch,
+    ) -> Option<bool> {
+        self.dispatch.rpc_turn(buffer, turn, packets)
     }
 }
