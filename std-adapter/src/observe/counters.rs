@@ -150,13 +150,44 @@ impl Counters {
 }
 
 /// The live counters behind [`ListenerEvents`](super::ListenerEvents): added to by listener
-/// threads, once per wait or empty poll (not sharded: an idle listener's events are rare, a busy
-/// one's polls find packets).
+/// threads, once per wait or empty poll. The waits are rare (one per sleep); the empty polls
+/// are a spinning listener's every poll, so they are counted in per-thread shards as the
+/// services' counters are: with one word, every pool thread spinning would take that word's
+/// line exclusive on every poll, against all the others.
 #[derive(Debug, Default)]
 pub(crate) struct EventTally {
     doorbell_wakes: AtomicU64,
     timeout_polls: AtomicU64,
-    empty_scans: AtomicU64,
+    empty_scans: ShardedCount,
+}
+
+/// One count in per-thread shards (see [`Counters`]).
+#[derive(Debug)]
+struct ShardedCount {
+    shards: Box<[PaddedCount]>,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct PaddedCount(AtomicU64);
+
+impl Default for ShardedCount {
+    fn default() -> Self {
+        Self { shards: (0..=EXCLUSIVE_SHARDS).map(|_| PaddedCount::default()).collect() }
+    }
+}
+
+impl ShardedCount {
+    #[inline]
+    fn add(&self, n: u64) {
+        let (index, alone) = shard_of_thread();
+        add(&self.shards[index].0, n, alone);
+    }
+
+    fn total(&self) -> u64 {
+        // Relaxed: statistics, see `add`.
+        self.shards.iter().map(|shard| shard.0.load(Ordering::Relaxed)).sum()
+    }
 }
 
 impl EventTally {
@@ -168,9 +199,9 @@ impl EventTally {
     }
 
     /// A poll found no packet.
+    #[inline]
     pub(crate) fn empty_scan(&self) {
-        // Relaxed: a statistic; nothing is published through it.
-        self.empty_scans.fetch_add(1, Ordering::Relaxed);
+        self.empty_scans.add(1);
     }
 
     pub(crate) fn snapshot(&self) -> super::ListenerEvents {
@@ -178,7 +209,7 @@ impl EventTally {
         super::ListenerEvents {
             doorbell_wakes: self.doorbell_wakes.load(Ordering::Relaxed),
             timeout_polls: self.timeout_polls.load(Ordering::Relaxed),
-            empty_scans: self.empty_scans.load(Ordering::Relaxed),
+            empty_scans: self.empty_scans.total(),
         }
     }
 }
