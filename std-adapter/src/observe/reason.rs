@@ -62,6 +62,9 @@ pub enum Reason {
     /// An LLVM-RPC lane's stream (a write, a path, a format, a string) longer than the buffer's
     /// `RpcLimits::stream_bytes`: read to its end, dropped, the call answered as failed.
     RpcStreamLength,
+    /// An LLVM-RPC `fopen` answered null: the buffer's device holds `RpcLimits::open_files`
+    /// host files.
+    RpcOpenFiles,
 }
 
 impl Reason {
@@ -87,6 +90,7 @@ impl Reason {
         Self::ShuttingDown,
         Self::RpcRefused,
         Self::RpcStreamLength,
+        Self::RpcOpenFiles,
     ];
 
     /// A short name, for tables and logs.
@@ -110,6 +114,7 @@ impl Reason {
             Self::ShuttingDown => "shutting down",
             Self::RpcRefused => "rpc refused",
             Self::RpcStreamLength => "rpc stream length",
+            Self::RpcOpenFiles => "rpc open files",
         }
     }
 
@@ -126,7 +131,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 18;
+pub const REASONS: usize = 19;
 
 /// A snapshot of the count of each [`Reason`].
 ///
