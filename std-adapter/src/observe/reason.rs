@@ -62,6 +62,9 @@ pub enum Reason {
     /// An LLVM-RPC lane's stream (a write, a path, a format, a string) longer than the buffer's
     /// `RpcLimits::stream_bytes`: read to its end, dropped, the call answered as failed.
     RpcStreamLength,
+    /// An LLVM-RPC `fopen` answered null: the buffer's device holds `RpcLimits::open_files`
+    /// host files.
+    RpcOpenFiles,
     /// A line-protocol request still incomplete after `line::STALL_LOOKS` looks (a word that
     /// never arrived): not served, reported once per sequence, served if it completes later.
     StalledRequest,
@@ -90,6 +93,7 @@ impl Reason {
         Self::ShuttingDown,
         Self::RpcRefused,
         Self::RpcStreamLength,
+        Self::RpcOpenFiles,
         Self::StalledRequest,
     ];
 
@@ -114,6 +118,7 @@ impl Reason {
             Self::ShuttingDown => "shutting down",
             Self::RpcRefused => "rpc refused",
             Self::RpcStreamLength => "rpc stream length",
+            Self::RpcOpenFiles => "rpc open files",
             Self::StalledRequest => "stalled request",
         }
     }
@@ -131,7 +136,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 19;
+pub const REASONS: usize = 20;
 
 /// A snapshot of the count of each [`Reason`].
 ///

@@ -134,6 +134,9 @@ impl ListenerPool {
             let k = self.next_whole.fetch_add(1, Ordering::Relaxed) % self.listeners.len();
             return self.listeners[k].add_buffer_with(buffer, options);
         }
+        // The stripes of an RPC buffer share its file table: a `FILE` opened on one port is good
+        // on every port.
+        let options = &BufferOptions { rpc: options.rpc.clone().with_one_file_table(), ..options.clone() };
         let ranges = stripes(buffer.num_packets() as u32, self.listeners.len());
         for (k, (listener, range)) in self.listeners.iter().zip(ranges).enumerate() {
             if range.is_empty() {

@@ -1,7 +1,8 @@
 //! How a listener serves one LLVM-RPC buffer ([`RpcOptions`]): given when the buffer is added,
 //! kept with the buffer's [`RpcHost`](super::RpcHost) while it is served.
 
-use super::{RpcLimits, RpcPolicy};
+use super::files::SharedFiles;
+use super::RpcPolicy;
 use crate::services::printf::{PrintfSink, StdStreams, Stream};
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +26,38 @@ pub struct RpcOptions {
     pub limits: RpcLimits,
     /// Where console writes and printf output to stdout and stderr go.
     pub sink: SharedSink,
+    /// The buffer's file table, when the hosts of a pool's stripes share one (set by the pool;
+    /// otherwise each host makes its own).
+    pub(crate) files: Option<SharedFiles>,
+}
+
+/// Budgets of one buffer's RPC host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RpcLimits {
+    /// Bytes kept of one lane's stream (a write, a path, a format string); a lane that declares
+    /// more is read to its end, its bytes dropped, and answered as refused.
+    pub stream_bytes: u64,
+    /// Host files one buffer's device may hold open at once (its `FILE` table); an `fopen`
+    /// past it gets a null `FILE`.
+    pub open_files: u32,
+}
+
+setters!(RpcLimits {
+    with_stream_bytes: stream_bytes: u64,
+    with_open_files: open_files: u32,
+});
+
+/// 64 open files a buffer.
+pub const DEFAULT_OPEN_FILES: u32 = 64;
+
+/// 64 KiB a lane.
+pub const DEFAULT_STREAM_BYTES: u64 = 64 << 10;
+
+impl Default for RpcLimits {
+    fn default() -> Self {
+        Self { stream_bytes: DEFAULT_STREAM_BYTES, open_files: DEFAULT_OPEN_FILES }
+    }
 }
 
 setters!(RpcOptions {
@@ -32,6 +65,21 @@ setters!(RpcOptions {
     with_limits: limits: RpcLimits,
     with_sink: sink: SharedSink,
 });
+
+impl RpcOptions {
+    /// These options with one file table of their own, for every host made from them (the
+    /// stripes of one buffer).
+    pub(crate) fn with_one_file_table(mut self) -> Self {
+        self.files = Some(SharedFiles::new(self.limits.open_files));
+        self
+    }
+
+    /// The host of `ports` ports these options describe.
+    pub(crate) fn host(&self, ports: u32) -> super::RpcHost {
+        let files = self.files.clone().unwrap_or_else(|| SharedFiles::new(self.limits.open_files));
+        super::RpcHost::with_files(ports, self.policy, self.limits, files)
+    }
+}
 
 /// A [`PrintfSink`] several hosts may write to (the stripes of a buffer a pool splits, or
 /// several buffers): each write takes its lock.

@@ -47,11 +47,7 @@ pub(super) struct RpcServing {
 
 impl RpcServing {
     pub(super) fn new(ports: u32, options: &RpcOptions) -> Self {
-        Self {
-            host: RpcHost::new(ports, options.policy, options.limits),
-            sink: options.sink.clone(),
-            reported: RpcCounters::default(),
-        }
+        Self { host: options.host(ports), sink: options.sink.clone(), reported: RpcCounters::default() }
     }
 
     /// One turn; the host's refusals since the last turn are counted for the buffer.
@@ -71,11 +67,15 @@ impl RpcServing {
         if now != self.reported {
             let refused = now.refused_lanes - self.reported.refused_lanes;
             let over = now.over_limit_lanes - self.reported.over_limit_lanes;
-            if refused > 0 {
-                services.count_refusal(Reason::RpcRefused, refused, buffer);
-            }
-            if over > 0 {
-                services.count_refusal(Reason::RpcStreamLength, over, buffer);
+            let files = now.open_files_refused - self.reported.open_files_refused;
+            for (reason, n) in [
+                (Reason::RpcRefused, refused),
+                (Reason::RpcStreamLength, over),
+                (Reason::RpcOpenFiles, files),
+            ] {
+                if n > 0 {
+                    services.count_refusal(reason, n, buffer);
+                }
             }
             self.reported = now;
         }
@@ -119,6 +119,10 @@ impl RpcBuffers {
     /// Forgets the buffer at `base` (once the poller no longer touches it).
     pub(super) fn remove(&self, base: usize) {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, host) in hosts.iter().filter(|(b, _)| *b == base) {
+            // Closed now, not when the thread's cache lets go of the host.
+            host.lock().unwrap_or_else(|p| p.into_inner()).host.close_files();
+        }
         hosts.retain(|(b, _)| *b != base);
         // Release: as in `insert`.
         self.version.fetch_add(1, Ordering::Release);
