@@ -469,6 +469,7 @@ int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
 #define HOSTCALL_REASON_ALLOCATION_FAILURE 13
 #define HOSTCALL_REASON_HANDLER_PANIC 14
 #define HOSTCALL_REASON_SHUTTING_DOWN 15
+#define HOSTCALL_REASON_STUCK_SERVICE 16 /* a service call ran past the listener's stuck_after */
 #define HOSTCALL_REASON_SLOTS 32 /* room in `refusals`; `reasons` says how many are counted */
 /* The line protocol's number, as hostcall_buffer_stats_t reports a protocol (enable refuses it). */
 #define HOSTCALL_PROTOCOL_LINE 2u

@@ -243,3 +243,60 @@ fn packets_report_the_device_of_their_buffer() {
     poller.remove(a_base).unwrap();
     poller.remove(b_base).unwrap();
 }
+
+/// A dispatch that stops the poll after its first packet ([`Dispatch::proceed`]).
+struct StopAfterOne<'t> {
+    services: &'t ServiceTable<'t, 2>,
+    served: core::cell::Cell<u32>,
+}
+
+impl Dispatch for StopAfterOne<'_> {
+    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        self.services.dispatch(packet);
+        self.served.set(self.served.get() + 1);
+    }
+    fn proceed(&self) -> bool {
+        self.served.get() == 0
+    }
+}
+
+#[test]
+fn a_dispatch_that_says_no_ends_the_poll_before_the_next_buffer() {
+    let n = 2usize;
+    let len = stack::buffer_size(n).unwrap();
+    let (mut a_mem, mut b_mem) = (raw(len), raw(len));
+    let (a_base, b_base) = (a_mem.as_mut_ptr() as *mut u8, b_mem.as_mut_ptr() as *mut u8);
+    // SAFETY: both allocations outlive the views and the poller (removed below) and are only
+    // accessed through atomics.
+    let (a, b) = unsafe {
+        (
+            stack::View::from_raw(a_base, len, n as u64).unwrap(),
+            stack::View::from_raw(b_base, len, n as u64).unwrap(),
+        )
+    };
+    a.init(a_base as u64, 0);
+    b.init(b_base as u64, 0);
+    let poller = Poller::<2>::new();
+    let mut services = ServiceTable::<2>::new();
+    services.register(1, &add_one).ok().unwrap();
+    // SAFETY: as above.
+    unsafe {
+        poller.add(Protocol::Stack, a_base, len, n as u64).unwrap();
+        poller.add(Protocol::Stack, b_base, len, n as u64).unwrap();
+    }
+    let mut claimed = [a.claim().unwrap().unwrap(), b.claim().unwrap().unwrap()];
+    for c in &mut claimed {
+        c.write_lane(0, &[41, 0, 0, 0, 0, 0, 0, 0]);
+    }
+    let [first, second] = claimed.map(|c| c.submit(1, 1));
+    let stopping = StopAfterOne { services: &services, served: core::cell::Cell::new(0) };
+    assert_eq!(poller.poll_once(&stopping).packets, 1, "the poll ends after the first buffer");
+    assert_eq!(stopping.served.get(), 1);
+    assert_eq!(poller.poll_once(&services).packets, 1, "the other buffer's packet waited for the next poll");
+    for done in [first.wait(|| {}), second.wait(|| {})] {
+        assert_eq!(done.reply(0), [42, 0]);
+    }
+    // Nothing is left pinned: both removals return at once.
+    poller.remove(a_base).unwrap();
+    poller.remove(b_base).unwrap();
+}

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// a bad free, an allocation failure, a request it cannot parse, a lane handler's panic); every
 /// active lane of the packet for the reasons that answer a whole packet (an unknown service, a
 /// packet service's panic, shutting down); one finding for a malformed packet; one message for
-/// the printf limits (the message is cut, the lane still answered).
+/// the printf limits (the message is cut, the lane still answered); one call for a stuck service.
 ///
 /// ```
 /// use hostcall::observe::Reason;
@@ -55,6 +55,10 @@ pub enum Reason {
     HandlerPanic,
     /// Answered with the shutdown error: submitted after a listener's grace ran out.
     ShuttingDown,
+    /// A service call ran past its listener's
+    /// [`stuck_after`](crate::ListenerConfig::stuck_after) (one count per call; its packet is
+    /// answered when the call returns, and the listener's other buffers are served meanwhile).
+    StuckService,
 }
 
 impl Reason {
@@ -78,6 +82,7 @@ impl Reason {
         Self::AllocationFailure,
         Self::HandlerPanic,
         Self::ShuttingDown,
+        Self::StuckService,
     ];
 
     /// A short name, for tables and logs.
@@ -99,6 +104,7 @@ impl Reason {
             Self::AllocationFailure => "allocation failure",
             Self::HandlerPanic => "handler panic",
             Self::ShuttingDown => "shutting down",
+            Self::StuckService => "stuck service",
         }
     }
 
@@ -115,7 +121,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 16;
+pub const REASONS: usize = 17;
 
 /// A snapshot of the count of each [`Reason`].
 ///

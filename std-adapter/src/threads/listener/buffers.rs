@@ -1,11 +1,11 @@
 //! The listener's add/remove API: which buffers it serves, each held (claimed process-wide,
 //! counted in the registry's lane capacity) while it is served.
 
-use super::Listener;
+use super::{relay, Listener, Shared, MAX_BUFFERS};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
-use crate::threads::claims;
-use hostcall_core::Protocol;
+use crate::threads::claims::{self, Claim};
+use hostcall_core::{Poller, Protocol};
 use std::sync::Arc;
 
 impl Listener {
@@ -19,15 +19,11 @@ impl Listener {
             return Err(Error::ShutDown);
         }
         let claim = claims::claim_whole(buffer.as_ptr() as usize, buffer.len(), self.shared.id)?;
-        let (base, n) = (buffer.as_ptr(), buffer.num_packets());
-        let served = self.shared.hold(claim, buffer.protocol(), base, n, n);
-        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
-        // poller; a `HostcallBuffer` is accessed only atomically.
-        unsafe {
-            let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
-            self.shared.poller.add_on_device(buffer.protocol(), base, len, n, buffer.device_ordinal())
-        }?;
-        self.shared.note_served(buffer.as_ptr(), served);
+        let registration = registration_of(&buffer, None);
+        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has stopped serving it (or
+        // the listener's threads, which hold `owned` through `Shared`, have ended); a
+        // `HostcallBuffer` is accessed only atomically.
+        unsafe { self.shared.serve(claim, registration, buffer.num_packets()) }?;
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
@@ -57,17 +53,10 @@ impl Listener {
         let claim =
             claims::claim_range(buffer.as_ptr() as usize, buffer.len(), range.clone(), self.shared.id)?;
         let packets = u64::from(range.end.saturating_sub(range.start));
-        let (base, n) = (buffer.as_ptr(), buffer.num_packets());
-        let served = self.shared.hold(claim, buffer.protocol(), base, packets, n);
-        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
-        // poller; a `HostcallBuffer` is accessed only atomically; the caller keeps the ranges of
-        // the listeners serving this buffer disjoint (see above).
-        unsafe {
-            let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
-            let (protocol, device) = (buffer.protocol(), buffer.device_ordinal());
-            self.shared.poller.add_range_on_device(protocol, base, len, n, range, device)
-        }?;
-        self.shared.note_served(buffer.as_ptr(), served);
+        let registration = registration_of(&buffer, Some(range));
+        // SAFETY: as in `add_buffer`; the caller keeps the ranges of the listeners serving this
+        // buffer disjoint (see above).
+        unsafe { self.shared.serve(claim, registration, packets) }?;
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
@@ -76,10 +65,11 @@ impl Listener {
     /// the listener's own thread (a service), where it would wait for its own poll.
     pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<Arc<HostcallBuffer>, Error> {
         self.refuse_own_thread()?;
+        let base = buffer.as_ptr() as usize;
+        // Not under `owned`: the removal may wait for a stuck call of this buffer.
+        self.shared.unserve(base)?;
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        self.shared.poller.remove(buffer.as_ptr())?;
-        self.shared.forget_served(buffer.as_ptr());
-        Ok(owned.remove(&(buffer.as_ptr() as usize)).expect("registered buffers are owned"))
+        Ok(owned.remove(&base).expect("registered buffers are owned"))
     }
 
     /// Starts serving a stack-protocol buffer in memory the caller manages (the C ABI's path).
@@ -127,19 +117,142 @@ impl Listener {
             return Err(Error::ShutDown);
         }
         let claim = claims::claim_whole(base as usize, len, self.shared.id)?;
-        let served = self.shared.hold(claim, protocol, base, num_packets, num_packets);
+        let registration =
+            Registration { protocol, base: base as usize, len, num_packets, range: None, device };
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.shared.poller.add_on_device(protocol, base, len, num_packets, device) }?;
-        self.shared.note_served(base, served);
-        Ok(())
+        unsafe { self.shared.serve(claim, registration, num_packets) }
     }
 
     /// Stops serving a buffer added with [`Listener::add_raw`]. Refused from the listener's own
     /// thread, as [`Listener::remove_buffer`].
     pub fn remove_raw(&self, base: *mut u8) -> Result<(), Error> {
         self.refuse_own_thread()?;
-        self.shared.poller.remove(base)?;
-        self.shared.forget_served(base);
+        self.shared.unserve(base as usize)
+    }
+}
+
+/// The registration of `buffer` (all of it, or packets `range`).
+fn registration_of(buffer: &HostcallBuffer, range: Option<std::ops::Range<u32>>) -> Registration {
+    Registration {
+        protocol: buffer.protocol(),
+        base: buffer.as_ptr() as usize,
+        len: buffer.len(),
+        num_packets: buffer.num_packets(),
+        range,
+        device: buffer.device_ordinal(),
+    }
+}
+
+/// What a served buffer holds (dropped when it is no longer served).
+pub(super) struct Served {
+    pub(super) claim: Claim,
+    /// Its per-buffer counters in the registry.
+    pub(super) counted: crate::observe::ServedBuffer,
+    /// How to register it with a poller (again, on another seat).
+    pub(super) registration: Registration,
+    /// The seat whose thread serves it.
+    pub(super) home: u64,
+    /// Being removed: not handed to another seat.
+    pub(super) leaving: bool,
+}
+
+/// What a poller registration of a served buffer is made of.
+#[derive(Clone, Debug)]
+pub(super) struct Registration {
+    protocol: Protocol,
+    base: usize,
+    len: usize,
+    num_packets: u64,
+    /// The packets served, for a buffer shared with other listeners.
+    range: Option<std::ops::Range<u32>>,
+    device: u32,
+}
+
+impl Registration {
+    /// Registers the buffer with `poller`.
+    ///
+    /// # Safety
+    /// As for [`Poller::add`]: the memory stays valid, accessed only atomically, until it is
+    /// removed from `poller` or `poller` drains it no more; for a range, no other poller serves
+    /// an index of it.
+    pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>) -> Result<(), Error> {
+        let Self { protocol, base, len, num_packets, device, .. } = *self;
+        let base = base as *mut u8;
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            match self.range.clone() {
+                None => poller.add_on_device(protocol, base, len, num_packets, device),
+                Some(range) => poller.add_range_on_device(protocol, base, len, num_packets, range, device),
+            }
+        }
+        .map_err(Error::from)
+    }
+}
+
+impl Shared {
+    /// The seat serving the buffers now.
+    pub(super) fn active(&self) -> Arc<relay::Seat> {
+        self.crew.lock().unwrap_or_else(|p| p.into_inner()).active.clone()
+    }
+
+    /// Starts serving `registration` on the active seat, holding `claim` and the buffer's counters
+    /// (`packets` of its packets served here) until it is removed.
+    ///
+    /// # Safety
+    /// As for [`Registration::register`], until [`Shared::unserve`] for it returns or the
+    /// listener's threads have ended.
+    unsafe fn serve(&self, claim: Claim, registration: Registration, packets: u64) -> Result<(), Error> {
+        let Registration { protocol, base, num_packets, .. } = registration;
+        let counted = self.services.count_buffer(base, protocol, num_packets);
+        let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        let active = self.active(); // under `served`: no relief moves buffers meanwhile
+                                    // SAFETY: forwarded from this function's contract.
+        unsafe { registration.register(&active.poller) }?;
+        log::info!("{}: serving buffer {base:#x} ({protocol:?}, {packets} packets)", self.config.thread_name);
+        let entry = Served { claim, counted, registration, home: active.id, leaving: false };
+        served.insert(base, entry);
         Ok(())
+    }
+
+    /// Stops serving the buffer at `base`: when this returns no thread of the listener touches it;
+    /// its claim is released, its counters left. Waits for a poll in progress on it (a stuck
+    /// call of it: until that call returns).
+    fn unserve(&self, base: usize) -> Result<(), Error> {
+        let not_registered = Error::Poller(hostcall_core::PollerError::NotRegistered { base });
+        let seat = {
+            let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(entry) = served.get_mut(&base) else { return Err(not_registered) };
+            entry.leaving = true; // stays on its seat from here
+            let crew = self.crew.lock().unwrap_or_else(|p| p.into_inner());
+            let home = entry.home;
+            let seat = std::iter::once(&crew.active).chain(&crew.stuck).find(|s| s.id == home).cloned();
+            match seat {
+                Some(seat) => seat,
+                None => {
+                    let entry = served.remove(&base); // its thread has ended
+                    drop((crew, served));
+                    self.let_go(entry);
+                    return Ok(());
+                }
+            }
+        };
+        let removed = seat.poller.remove(base as *mut u8);
+        let entry = self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&base);
+        self.let_go(entry);
+        log::info!("{}: no longer serving buffer {base:#x}", self.config.thread_name);
+        removed.map_err(Error::from)
+    }
+
+    /// Lets go of what a buffer no longer served held (called without the listener's locks):
+    /// when no listener of the registry serves it any more, the services forget it
+    /// ([`PacketService::forget_buffer`](crate::dispatch::registry::PacketService::forget_buffer)),
+    /// and then its claim is released (so a buffer added at its address later, here or by
+    /// another listener, starts with nothing of it).
+    pub(super) fn let_go(&self, entry: Option<Served>) {
+        let Some(Served { claim, counted, registration, .. }) = entry else { return };
+        if counted.release() {
+            self.services.forget_buffer(registration.base);
+        }
+        drop(claim);
     }
 }
