@@ -55,7 +55,7 @@ impl Running {
 }
 
 impl CallWatch {
-    /// Call `sequence` (non-zero) of service `service` on the buffer at `buffer` starts.
+    /// Call `sequence` of service `service` on the buffer at `buffer` starts.
     #[inline]
     fn begin(&self, sequence: u64, service: u32, buffer: usize) {
         // Relaxed: published by the Release store of `state` just below.
@@ -64,7 +64,7 @@ impl CallWatch {
         // Release: pairs with the Acquire load in `running`: the watchdog that sees this call
         // sees its service and buffer, and everything this thread did before it (its drains of
         // the buffers the watchdog may hand to another thread).
-        self.state.store(sequence & SEQUENCE, Ordering::Release);
+        self.state.store(sequence, Ordering::Release);
     }
 
     /// The call ended; the flags the watchdog set on it.
@@ -129,8 +129,9 @@ impl<'d, 'a> Watched<'d, 'a> {
 impl Dispatch for Watched<'_, '_> {
     #[inline]
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        // Wraps within the 62 sequence bits, skipping 0 (idle).
-        let sequence = (self.sequence.get() % SEQUENCE) + 1;
+        // Within the 62 sequence bits: after 2^62 calls one is numbered 0 (idle), and the watchdog
+        // does not see that one call.
+        let sequence = self.sequence.get().wrapping_add(1) & SEQUENCE;
         self.sequence.set(sequence);
         self.watch.begin(sequence, packet.service(), packet.buffer());
         self.dispatch.dispatch(packet);
