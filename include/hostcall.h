@@ -469,7 +469,12 @@ int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
 #define HOSTCALL_REASON_ALLOCATION_FAILURE 13
 #define HOSTCALL_REASON_HANDLER_PANIC 14
 #define HOSTCALL_REASON_SHUTTING_DOWN 15
-#define HOSTCALL_REASON_STUCK_SERVICE 16 /* a service call ran past the listener's stuck_after */
+/* An LLVM-RPC call its buffer's policy has off (or naming a FILE it may not use); a lane's stream
+ * longer than the buffer's limit; an fopen past the buffer's budget of open files. */
+#define HOSTCALL_REASON_RPC_REFUSED 16
+#define HOSTCALL_REASON_RPC_STREAM_LENGTH 17
+#define HOSTCALL_REASON_RPC_OPEN_FILES 18
+#define HOSTCALL_REASON_STUCK_SERVICE 19 /* a service call ran past the listener's stuck_after */
 #define HOSTCALL_REASON_SLOTS 32 /* room in `refusals`; `reasons` says how many are counted */
 /* The line protocol's number, as hostcall_buffer_stats_t reports a protocol (enable refuses it). */
 #define HOSTCALL_PROTOCOL_LINE 2u

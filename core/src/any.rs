@@ -52,19 +52,22 @@ impl Protocol {
     }
 
     /// Whether several hosts may serve one buffer of this protocol, each a disjoint range of
-    /// packet indices ([`DrainScope::Range`]): the phase and line protocols, whose host writes only
-    /// per-packet words. A stack buffer's host takes the whole ready-stack in one swap.
+    /// packet indices ([`DrainScope::Range`]): the phase, line and RPC protocols, whose host writes
+    /// only per-packet (per-port) words. A stack buffer's host takes the whole ready-stack in one
+    /// swap.
     ///
     /// ```
     /// use hostcall_core::Protocol;
     /// assert!(Protocol::Phase.range_capable() && Protocol::Line.range_capable());
+    /// assert!(Protocol::Rpc { lanes: 32 }.range_capable());
     /// assert!(!Protocol::Stack.range_capable());
     /// ```
     pub const fn range_capable(self) -> bool {
         match self {
-            // An RPC host may keep a call's state per port across turns: one host per buffer.
-            Self::Stack | Self::Rpc { .. } => false,
-            Self::Phase | Self::Line => true,
+            Self::Stack => false,
+            // The host writes only a port's mailbox word and lane buffers; a host that keeps
+            // calls in progress keeps them per port, so each range's host keeps its own.
+            Self::Phase | Self::Line | Self::Rpc { .. } => true,
         }
     }
 

@@ -23,6 +23,23 @@ pub trait Dispatch {
     fn malformed(&self, buffer: usize, error: DrainError) {
         let _ = (buffer, error);
     }
+    /// One turn on a port of the LLVM-RPC buffer at `buffer` (its base address), for a host that
+    /// keeps that buffer's calls in progress itself (the std crate's listener keeps an `RpcHost`
+    /// per buffer). `packets` serves the hostcall packets the turn makes (`'r'`, `'h'`, `MALLOC`)
+    /// with the buffer's origin set. Returns `Some(served)` when this dispatch took the turn (the
+    /// drain then hands the port back; `served` is false for an opcode it has no handler for),
+    /// `None` to leave it to the stateless default ([`DrainHandler::rpc_turn`]).
+    ///
+    /// [`DrainHandler::rpc_turn`]: crate::DrainHandler::rpc_turn
+    fn rpc_turn(
+        &self,
+        buffer: usize,
+        turn: &mut crate::rpc::Turn<'_>,
+        packets: &dyn Dispatch,
+    ) -> Option<bool> {
+        let _ = (buffer, turn, packets);
+        None
+    }
     /// Whether [`Poller::poll_once`](crate::Poller::poll_once) goes on to drain the next buffer:
     /// asked before each buffer of a poll. `false` ends the poll there (the buffers not yet
     /// drained are left to a later poll, or to another poller): a host whose thread was held up

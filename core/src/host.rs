@@ -145,16 +145,25 @@ pub trait DrainHandler {
     where
         Self: Sized,
     {
-        let (mask, opcode) = turn.header();
-        match crate::rpc::service_of(opcode) {
-            Some(service) => {
-                crate::rpc::serve_as_packet(turn, mask, service, scratch, self);
-                true
-            }
-            None => {
-                self.malformed(DrainError::UnhandledOpcode { port: turn.port(), opcode });
-                false
-            }
+        stateless_rpc_turn(self, turn, scratch)
+    }
+}
+
+/// [`DrainHandler::rpc_turn`]'s default, for handlers that override it and fall back to it.
+pub(crate) fn stateless_rpc_turn(
+    handler: &mut impl DrainHandler,
+    turn: &mut crate::rpc::Turn<'_>,
+    scratch: &crate::lane::Payload,
+) -> bool {
+    let (mask, opcode) = turn.header();
+    match crate::rpc::service_of(opcode) {
+        Some(service) => {
+            crate::rpc::serve_as_packet(turn, mask, service, scratch, handler);
+            true
+        }
+        None => {
+            handler.malformed(DrainError::UnhandledOpcode { port: turn.port(), opcode });
+            false
         }
     }
 }

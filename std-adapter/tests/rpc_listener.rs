@@ -1,15 +1,24 @@
-//! LLVM-RPC buffers served by the same `Listener` as the other protocols, beside a phase buffer:
-//! ROCm's `'r'` opcodes and this project's `'h'` reach the listener's hostcall services through
-//! the core's producer path; an opcode the listener has no handler for is handed back untouched
+//! LLVM-RPC buffers served by the same `Listener` (and `ListenerPool`) as the other protocols,
+//! beside a phase buffer: ROCm's `'r'` opcodes and this project's `'h'` reach the listener's
+//! hostcall services through the core's producer path; LLVM libc's `'c'` opcodes are followed
+//! turn by turn by the listener's host of the buffer, with the policy, budgets and output sink
+//! the buffer was added with; an opcode the listener has no handler for is handed back untouched
 //! (the client reads its own packet, so it does not hang), counted as malformed.
 
 use hostcall::buffer::Protocol;
 use hostcall::core::rpc::{opcode, Client, View};
 use hostcall::core::sync::AtomicU32;
 use hostcall::core::{ClaimedPacket, CompletedPacket, SubmittedPacket};
+use hostcall::observe::Reason;
 use hostcall::prelude::*;
+use hostcall::services::printf::Stream;
+use hostcall::services::rpc::client::{printf, printf_opcode, CArg};
+use hostcall::services::rpc::{RpcLimits, RpcOptions, RpcPolicy, SharedSink};
+use hostcall::threads::listener::BufferOptions;
+use hostcall::ListenerPool;
 use hostcall::{DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const ADD: u32 = 100;
@@ -35,8 +44,10 @@ fn rpc_ports_are_served_beside_a_phase_buffer() {
     let protocol = Protocol::Rpc { lanes: LANES };
     let len = protocol.buffer_size(PORTS as usize).unwrap();
     let memory = DeviceAllocation::new(Arc::new(HostMemory), len, protocol.buffer_align()).unwrap();
+    let (sink, output) = capture();
+    let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
     // SAFETY: `memory` stays allocated until after `remove_raw`, touched only atomically.
-    unsafe { listener.add_raw_protocol(protocol, memory.as_ptr(), len, PORTS, 0) }.unwrap();
+    unsafe { listener.add_raw_protocol(protocol, memory.as_ptr(), len, PORTS, 0, &options) }.unwrap();
     let phase = Arc::new(
         HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell.clone(), Protocol::Phase).unwrap(),
     );
@@ -67,13 +78,47 @@ fn rpc_ports_are_served_beside_a_phase_buffer() {
                 }
             });
         }
+        // libc's printf, many turns a call, on the other ports at the same time.
+        for wave in 4..8u32 {
+            let client = &client;
+            s.spawn(move || {
+                for call in 0..20i32 {
+                    let op = printf_opcode(wave % 2, wave >= 6);
+                    let args = [CArg::Int(call), CArg::Str(Some(b"lanes")), CArg::Double(0.5)];
+                    let (format, args) = (&b"%d %s %.2f\n"[..], &args[..]);
+                    let printed =
+                        printf(client, 0, op, 0b101, None, &|_| (format, args), &mut patience()).unwrap();
+                    let expected = format!("{call} lanes 0.50\n").len() as i32;
+                    assert_eq!((printed[0], printed[2]), (expected, expected));
+                }
+            });
+        }
         // The phase buffer is served at the same time.
         let wave = hostcall::Wave::new(phase.clone(), 1);
         assert_eq!(wave.call(ADD, |_| [40, 2, 0, 0, 0, 0, 0, 0]).unwrap().lane(0), [42, 7]);
     });
+    let output = output.lock().unwrap();
+    for call in 0..20 {
+        let line = format!("{call} lanes 0.50\n").into_bytes();
+        let count = |stream| output.iter().filter(|(s, bytes)| *s == stream && *bytes == line).count();
+        assert_eq!(
+            (count(Stream::Stdout), count(Stream::Stderr)),
+            (4, 4),
+            "call {call}: 2 lanes x 2 waves each"
+        );
+    }
+    drop(output);
+
+    // A console write: the bytes written come back, the output is the sink's.
+    let mut port = client.try_open(opcode::libc::WRITE_TO_STDOUT_NEWLINE, 1, 0).unwrap();
+    port.send_n(|_| b"through the listener", &mut patience()).unwrap();
+    let mut written = 0;
+    port.recv(|_, w| written = w[0], &mut patience()).unwrap();
+    port.close();
+    assert_eq!(written, 21);
 
     // An unhandled opcode: the port comes back untouched.
-    let mut port = client.try_open(opcode::libc::WRITE_TO_STDOUT, 1, 0).unwrap();
+    let mut port = client.try_open(opcode::opcode(opcode::OFFLOAD, 5), 1, 0).unwrap();
     port.send(|_| [5, 0x6f6c6c6568, 0, 0, 0, 0, 0, 0], &mut patience()).unwrap();
     let mut echoed = [0; 2];
     port.recv(|_, w| echoed = [w[0], w[1]], &mut patience()).unwrap();
@@ -82,8 +127,77 @@ fn rpc_ports_are_served_beside_a_phase_buffer() {
     let stats = listener.services().stats();
     assert!(stats.total().lane_calls >= 200 * 3);
     assert_eq!(stats.malformed, 1, "the unhandled opcode, counted");
+    let counters = listener.rpc_counters(memory.as_ptr()).unwrap();
+    assert_eq!((counters.calls, counters.calls_done, counters.unhandled), (282, 282, 1));
+    assert_eq!(counters.refused_lanes + counters.over_limit_lanes, 0);
     listener.remove_raw(memory.as_ptr()).unwrap();
+    assert!(listener.rpc_counters(memory.as_ptr()).is_none(), "forgotten with the buffer");
     drop(memory);
+}
+
+type Captured = Arc<Mutex<Vec<(Stream, Vec<u8>)>>>;
+
+/// A sink that records each write, and what it recorded.
+fn capture() -> (SharedSink, Captured) {
+    let output = Captured::default();
+    let into = output.clone();
+    (SharedSink::from_fn(move |stream, bytes| into.lock().unwrap().push((stream, bytes.to_vec()))), output)
+}
+
+/// A pool's threads serve stripes of one RPC buffer's ports: a call on any port is followed by
+/// the thread whose stripe holds it; refusals of the buffer's policy and budgets are counted by
+/// reason, for the buffer and the registry, and each refused call is answered as failed.
+#[test]
+fn a_pool_stripes_rpc_ports_and_counts_refusals() {
+    const PORTS: u64 = 64; // two stripes of 32 over two threads
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::spinning()).unwrap();
+    let protocol = Protocol::Rpc { lanes: 1 };
+    let buffer =
+        Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), PORTS, doorbell, protocol).unwrap());
+    let (sink, output) = capture();
+    let rpc = RpcOptions::default()
+        .with_policy(RpcPolicy::default().without_console())
+        .with_limits(RpcLimits::default().with_stream_bytes(100))
+        .with_sink(sink);
+    pool.add_buffer_with(buffer.clone(), &BufferOptions::default().with_rpc(rpc)).unwrap();
+    assert!(pool.listeners().iter().all(|l| l.rpc_counters(buffer.as_ptr()).is_some()));
+
+    // SAFETY: the buffer outlives the view (it is used below only while the pool serves it).
+    let view = unsafe { View::from_raw(buffer.as_ptr(), buffer.len(), PORTS, 1) }.unwrap();
+    let locks: Vec<AtomicU32> = (0..2).map(|_| AtomicU32::new(0)).collect();
+    let client = Client::new(view, &locks).unwrap();
+    let long = [b'x'; 200];
+    // One lane's printf of `format` and `args` from port `start` (0: to stdout, 1: to stderr).
+    let print = |start: u32, stream: u32, format: &[u8], args: &[CArg<'_>]| {
+        let opcode = printf_opcode(stream, false);
+        printf(&client, start, opcode, 1, None, &|_| (format, args), &mut patience()).unwrap()[0]
+    };
+    for start in [0u32, 40] {
+        // printf is on: served, on a port of either stripe.
+        assert_eq!(print(start, 0, b"port %d\n", &[CArg::Int(start as i32)]), 7 + (start >= 10) as i32);
+        // The console is off: followed, answered 0 bytes.
+        let mut port = client.try_open(opcode::libc::WRITE_TO_STDOUT, 1, start).unwrap();
+        port.send_n(|_| b"refused", &mut patience()).unwrap();
+        let mut written = u64::MAX;
+        port.recv(|_, w| written = w[0], &mut patience()).unwrap();
+        port.close();
+        assert_eq!(written, 0);
+        // A format past the stream budget: read to its end, answered -1.
+        assert_eq!(print(start, 1, &long, &[]), -1);
+    }
+    let counters = pool.rpc_counters(buffer.as_ptr()).unwrap();
+    assert_eq!((counters.calls_done, counters.refused_lanes), (6, 2), "the console writes");
+    assert_eq!(counters.over_limit_lanes, 2, "the long formats");
+    let stats = pool.stats();
+    assert_eq!(stats.refusals.get(Reason::RpcRefused), 2);
+    assert_eq!(stats.refusals.get(Reason::RpcStreamLength), 2);
+    let of_buffer = stats.buffers[&(buffer.as_ptr() as usize)].refusals;
+    assert_eq!((of_buffer.get(Reason::RpcRefused), of_buffer.get(Reason::RpcStreamLength)), (2, 2));
+    let output = output.lock().unwrap();
+    assert_eq!(*output, [(Stream::Stdout, b"port 0\n".to_vec()), (Stream::Stdout, b"port 40\n".to_vec())]);
+    drop(output);
+    pool.remove_buffer(&buffer).unwrap();
 }
 
 /// A port is as wide as its client's warp: a wave with lanes outside it is refused with an error

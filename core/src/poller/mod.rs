@@ -379,10 +379,29 @@ struct DispatchTo<'d, D: ?Sized> {
 
 impl<D: Dispatch + ?Sized> DrainHandler for DispatchTo<'_, D> {
     fn serve(&mut self, packet: &mut PacketRequest<'_>) {
+        Dispatch::dispatch(self, packet);
+    }
+    fn malformed(&mut self, error: DrainError) {
+        self.dispatch.malformed(self.base, error);
+    }
+    /// The dispatch's own turn if it keeps the buffer's calls ([`Dispatch::rpc_turn`]), else the
+    /// stateless default.
+    fn rpc_turn(&mut self, turn: &mut crate::rpc::Turn<'_>, scratch: &crate::lane::Payload) -> bool {
+        match self.dispatch.rpc_turn(self.base, turn, &*self) {
+            Some(served) => served,
+            None => crate::host::stateless_rpc_turn(self, turn, scratch),
+        }
+    }
+}
+
+/// The packets an RPC turn makes, with the buffer's origin set (for [`Dispatch::rpc_turn`]).
+impl<D: Dispatch + ?Sized> Dispatch for DispatchTo<'_, D> {
+    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
         packet.set_origin(self.device, self.base);
         self.dispatch.dispatch(packet);
     }
-    fn malformed(&mut self, error: DrainError) {
+    fn malformed(&self, buffer: usize, error: DrainError) {
+        let _ = buffer; // always this registration's buffer
         self.dispatch.malformed(self.base, error);
     }
 }

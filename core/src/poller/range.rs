@@ -1,4 +1,4 @@
-//! The range API of [`Poller`]: registering a phase or line buffer of which this poller serves
+//! The range API of [`Poller`]: registering a phase, line or RPC buffer of which this poller serves
 //! only a range of packet indices, so that several pollers (one per host thread) share one buffer
 //! (see the module docs of `poller`).
 
@@ -7,7 +7,7 @@ use crate::any::{AnyView, Protocol};
 use crate::scan::DrainScope;
 
 impl<const N: usize> Poller<N> {
-    /// Registers an initialised buffer of a range-capable `protocol` (phase or line, see
+    /// Registers an initialised buffer of a range-capable `protocol` (phase, line or RPC, see
     /// [`Protocol::range_capable`]) of which this poller serves only the packets `range` (clamped
     /// to the buffer). Several pollers (one per host thread) may serve one buffer this way, each
     /// with its own, disjoint range; every packet of the buffer must be in some poller's range or

@@ -348,7 +348,7 @@ impl HostcallRuntime {
             Protocol::Rpc { .. } => return Err(super::options::rpc_unsupported()),
         }
         // SAFETY: the caller's contract keeps the memory valid until `disable` removes it.
-        unsafe { running.add_raw_protocol(protocol, buffer, len, n, device) }
+        unsafe { running.add_raw_protocol(protocol, buffer, len, n, device, &Default::default()) }
     }
 
     fn start_listener(&self) -> Result<Listener, Error> {

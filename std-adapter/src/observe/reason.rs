@@ -55,6 +55,16 @@ pub enum Reason {
     HandlerPanic,
     /// Answered with the shutdown error: submitted after a listener's grace ran out.
     ShuttingDown,
+    /// An LLVM-RPC call refused (answered with its failure value, 0, null or -1, as LLVM's
+    /// server answers a failed call): its opcode group is off in the buffer's `RpcPolicy`, or
+    /// it named a `FILE` it may not use.
+    RpcRefused,
+    /// An LLVM-RPC lane's stream (a write, a path, a format, a string) longer than the buffer's
+    /// `RpcLimits::stream_bytes`: read to its end, dropped, the call answered as failed.
+    RpcStreamLength,
+    /// An LLVM-RPC `fopen` answered null: the buffer's device holds `RpcLimits::open_files`
+    /// host files.
+    RpcOpenFiles,
     /// A service call ran past its listener's
     /// [`stuck_after`](crate::ListenerConfig::stuck_after) (one count per call; its packet is
     /// answered when the call returns, and the listener's other buffers are served meanwhile).
@@ -82,6 +92,9 @@ impl Reason {
         Self::AllocationFailure,
         Self::HandlerPanic,
         Self::ShuttingDown,
+        Self::RpcRefused,
+        Self::RpcStreamLength,
+        Self::RpcOpenFiles,
         Self::StuckService,
     ];
 
@@ -104,6 +117,9 @@ impl Reason {
             Self::AllocationFailure => "allocation failure",
             Self::HandlerPanic => "handler panic",
             Self::ShuttingDown => "shutting down",
+            Self::RpcRefused => "rpc refused",
+            Self::RpcStreamLength => "rpc stream length",
+            Self::RpcOpenFiles => "rpc open files",
             Self::StuckService => "stuck service",
         }
     }
@@ -121,7 +137,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 17;
+pub const REASONS: usize = 20;
 
 /// A snapshot of the count of each [`Reason`].
 ///

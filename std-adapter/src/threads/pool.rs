@@ -1,5 +1,5 @@
 //! [`ListenerPool`]: several listener threads sharing one service registry, splitting each
-//! phase- or line-protocol buffer's packets between them.
+//! phase-, line- or RPC-protocol buffer's packets (ports) between them.
 //!
 //! One listener thread serves a few million warp-calls a second; a GPU with thousands of waves
 //! wants more. The phase and line protocols
@@ -21,7 +21,7 @@ use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::observe::Stats;
 use crate::threads::affinity;
-use crate::threads::listener::{Listener, ListenerConfig};
+use crate::threads::listener::{BufferOptions, Listener, ListenerConfig};
 use hostcall_core::PollerError;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -122,17 +122,27 @@ impl ListenerPool {
     /// Starts serving `buffer`: a phase or line buffer split into [`stripes`] over the threads
     /// (threads whose stripe is empty do not get it), a stack buffer whole to one thread.
     pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
+        self.add_buffer_with(buffer, &BufferOptions::default())
+    }
+
+    /// [`ListenerPool::add_buffer`], served as `options` say. An LLVM-RPC buffer's ports are
+    /// striped as a phase buffer's packets are; each thread's host follows the calls on its own
+    /// ports, all of them with the same options (and one output sink).
+    pub fn add_buffer_with(&self, buffer: Arc<HostcallBuffer>, options: &BufferOptions) -> Result<(), Error> {
         if !buffer.protocol().range_capable() {
             // Relaxed: only spreads buffers over threads; any value is correct.
             let k = self.next_whole.fetch_add(1, Ordering::Relaxed) % self.listeners.len();
-            return self.listeners[k].add_buffer(buffer);
+            return self.listeners[k].add_buffer_with(buffer, options);
         }
+        // The stripes of an RPC buffer share its file table: a `FILE` opened on one port is good
+        // on every port.
+        let options = &BufferOptions { rpc: options.rpc.clone().with_one_file_table(), ..options.clone() };
         let ranges = stripes(buffer.num_packets() as u32, self.listeners.len());
         for (k, (listener, range)) in self.listeners.iter().zip(ranges).enumerate() {
             if range.is_empty() {
                 continue;
             }
-            if let Err(e) = listener.add_buffer_range(buffer.clone(), range) {
+            if let Err(e) = listener.add_buffer_range_with(buffer.clone(), range, options) {
                 for earlier in &self.listeners[..k] {
                     let _ = earlier.remove_buffer(&buffer);
                 }
@@ -157,6 +167,12 @@ impl ListenerPool {
         } else {
             Err(Error::Poller(PollerError::NotRegistered { base: buffer.as_ptr() as usize }))
         }
+    }
+
+    /// The counters of the LLVM-RPC buffer at `base`'s hosts, summed over the threads that serve
+    /// a stripe of it (`None`: no thread serves it as an RPC buffer).
+    pub fn rpc_counters(&self, base: *const u8) -> Option<crate::services::rpc::RpcCounters> {
+        self.listeners.iter().filter_map(|l| l.rpc_counters(base)).reduce(|a, b| a + b)
     }
 
     /// The counters so far (all threads together: they share the registry).

@@ -61,18 +61,20 @@ pub fn printf_opcode(stream: u32, packed: bool) -> u32 {
     base + stream.min(2)
 }
 
-/// One printf call by the lanes of `mask` as LLVM libc's GPU printf makes it: `call(lane)` is the
-/// lane's format and arguments, `file` each lane's `FILE` for the `_STREAM` opcodes. Returns each
-/// lane's result (the characters printed, or -1).
+/// One printf call by the lanes of `mask` as LLVM libc's GPU printf makes it, on the first free
+/// port from `start` (a GPU warp starts from its warp id): `call(lane)` is the lane's format and
+/// arguments, `file` each lane's `FILE` for the `_STREAM` opcodes. Returns each lane's result
+/// (the characters printed, or -1).
 pub fn printf<'a>(
     client: &Client<'_>,
+    start: u32,
     opcode: u32,
     mask: u64,
     file: Option<&dyn Fn(u32) -> u64>,
     call: &dyn Fn(u32) -> (&'a [u8], &'a [CArg<'a>]),
     keep_waiting: &mut impl FnMut(u32) -> bool,
 ) -> Result<[i32; LANES], Stalled> {
-    let mut port = open(client, opcode, mask, keep_waiting)?;
+    let mut port = open(client, opcode, mask, start, keep_waiting)?;
     let result = exchange(&mut port, opcode, file, call, keep_waiting);
     port.close();
     result
@@ -82,11 +84,12 @@ fn open<'c>(
     client: &Client<'c>,
     opcode: u32,
     mask: u64,
+    start: u32,
     keep_waiting: &mut impl FnMut(u32) -> bool,
 ) -> Result<ClientPort<'c>, Stalled> {
     let mut polls = 0;
     loop {
-        if let Some(port) = client.try_open(opcode, mask, 0) {
+        if let Some(port) = client.try_open(opcode, mask, start) {
             return Ok(port);
         }
         polls += 1;
@@ -157,4 +160,113 @@ fn nul_terminated(bytes: &[u8]) -> Vec<u8> {
     let mut out = bytes[..end].to_vec();
     out.push(0);
     out
+}
+
+/// One lane's calls of the opcodes beyond printf and the console, as LLVM libc's GPU code makes
+/// them (lane 0, from the first free port): what the tests and emulated waves send.
+pub mod one_lane {
+    use super::{nul_terminated, open, Stalled};
+    use hostcall_core::rpc::opcode::libc;
+    use hostcall_core::rpc::{packet_bytes, write_chunk, Client};
+
+    type Patience<'p> = &'p mut dyn FnMut(u32) -> bool;
+
+    /// `fopen(path, mode)`: the `FILE` value (0: null).
+    pub fn fopen(
+        client: &Client<'_>,
+        path: &[u8],
+        mode: &[u8],
+        mut wait: Patience<'_>,
+    ) -> Result<u64, Stalled> {
+        let mut port = open(client, libc::OPEN_FILE, 1, 0, &mut wait)?;
+        let path = nul_terminated(path);
+        port.send_n(|_| &path, &mut wait)?;
+        let mut words = [0u64; 8];
+        write_chunk(&mut words, 0, &nul_terminated(mode)[..mode.len().min(63) + 1]);
+        port.send(|_| words, &mut wait)?;
+        let mut file = 0;
+        port.recv(|_, w| file = w[0], &mut wait)?;
+        port.close();
+        Ok(file)
+    }
+
+    /// A one-packet call (`CLOSE_FILE`, `FEOF` .. `UNGETC`): sends `words`, returns word 0 of
+    /// the answer (`CLEARERR`'s is the request's own word 0).
+    pub fn one_packet(
+        client: &Client<'_>,
+        opcode: u32,
+        words: [u64; 8],
+        mut wait: Patience<'_>,
+    ) -> Result<u64, Stalled> {
+        let mut port = open(client, opcode, 1, 0, &mut wait)?;
+        port.send(|_| words, &mut wait)?;
+        let mut answer = 0;
+        port.recv(|_, w| answer = w[0], &mut wait)?;
+        port.close();
+        Ok(answer)
+    }
+
+    /// `fread` (`READ_FROM_STREAM`: the bytes and the count) or `fgets` (`READ_FGETS`: the line
+    /// with its NUL, or nothing; no count) of up to `size` bytes from `file`.
+    pub fn read(
+        client: &Client<'_>,
+        opcode: u32,
+        size: u64,
+        file: u64,
+        mut wait: Patience<'_>,
+    ) -> Result<(Vec<u8>, Option<u64>), Stalled> {
+        let mut port = open(client, opcode, 1, 0, &mut wait)?;
+        port.send(|_| [size, file, 0, 0, 0, 0, 0, 0], &mut wait)?;
+        let mut data = Vec::new();
+        port.recv_n(|_, _, _, chunk| data.extend_from_slice(chunk), &mut wait)?;
+        let mut count = None;
+        if opcode == libc::READ_FROM_STREAM {
+            port.recv(|_, w| count = Some(w[0]), &mut wait)?;
+        }
+        port.close();
+        Ok((data, count))
+    }
+
+    /// `REMOVE`, `RENAME`, `SYSTEM` (each string sent as a stream with its NUL) or `HOST_CALL`
+    /// (`strings[0]` the argument block as is, then `function`): word 0 of the answer.
+    pub fn strings(
+        client: &Client<'_>,
+        opcode: u32,
+        strings: &[&[u8]],
+        function: u64,
+        mut wait: Patience<'_>,
+    ) -> Result<u64, Stalled> {
+        let mut port = open(client, opcode, 1, 0, &mut wait)?;
+        for string in strings {
+            let bytes = if opcode == libc::HOST_CALL { string.to_vec() } else { nul_terminated(string) };
+            port.send_n(|_| &bytes, &mut wait)?;
+        }
+        if opcode == libc::HOST_CALL {
+            port.send(|_| [function, 0, 0, 0, 0, 0, 0, 0], &mut wait)?;
+        }
+        let mut answer = 0;
+        port.recv(|_, w| answer = w[0], &mut wait)?;
+        port.close();
+        Ok(answer)
+    }
+
+    /// `exit(status)` (`EXIT`) or `abort()` (`ABORT`): the empty round trip, then the status.
+    pub fn exit(
+        client: &Client<'_>,
+        opcode: u32,
+        status: i32,
+        mut wait: Patience<'_>,
+    ) -> Result<(), Stalled> {
+        let mut port = open(client, opcode, 1, 0, &mut wait)?;
+        port.send(|_| [0; 8], &mut wait)?;
+        port.recv(|_, _| {}, &mut wait)?;
+        port.send(|_| [status as u32 as u64, 0, 0, 0, 0, 0, 0, 0], &mut wait)?;
+        port.close();
+        Ok(())
+    }
+
+    /// The bytes of a packet (for a mode or an argument block read back).
+    pub fn bytes(words: &[u64; 8]) -> [u8; 64] {
+        packet_bytes(words)
+    }
 }

@@ -3,7 +3,7 @@
 //! lane's `FILE` value, then each lane's bytes as a stream, answered in the stream's last turn
 //! with the bytes written (plus the newline, when all were written).
 
-use super::stream_file::{read_console_targets, receive_bytes};
+use super::stream_file::{read_targets, receive_bytes, Target};
 use super::Context;
 use crate::services::printf::Stream;
 use hostcall_core::rpc::{StreamIn, Turn};
@@ -17,7 +17,7 @@ pub(super) struct Write {
     awaiting_files: bool,
     /// Whether the console group is on (else every lane is answered 0 bytes).
     allowed: bool,
-    targets: [Option<Stream>; LANES],
+    targets: [Option<Target>; LANES],
     newline: bool,
     input: StreamIn,
     bytes: Vec<Vec<u8>>,
@@ -31,7 +31,7 @@ impl Write {
             mask,
             awaiting_files: target.is_none(),
             allowed,
-            targets: [target.filter(|_| allowed); LANES],
+            targets: [target.map(Target::Console).filter(|_| allowed); LANES],
             newline,
             input: StreamIn::new(mask, limit),
             bytes: vec![Vec::new(); LANES],
@@ -47,7 +47,7 @@ impl Write {
     pub(super) fn turn(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
         if self.awaiting_files {
             self.awaiting_files = false;
-            read_console_targets(turn, self.mask, self.allowed, &mut self.targets);
+            read_targets(turn, self.mask, self.allowed, cx.files_allowed, &mut self.targets);
             return false;
         }
         let done = receive_bytes(&mut self.input, turn, &mut self.bytes);
@@ -57,16 +57,19 @@ impl Write {
         for lane in turn.lanes(self.mask) {
             let size = self.input.size(lane as u32);
             let written = match self.targets[lane] {
-                Some(stream) if self.input.kept(lane as u32) => {
+                Some(target) if self.input.kept(lane as u32) => {
                     let mut out = std::mem::take(&mut self.bytes[lane]);
                     let all = out.len() as u64 == size;
                     if self.newline && all {
                         out.push(b'\n');
                     }
-                    match cx.sink.write_stream(stream, &out) {
-                        Ok(()) => out.len() as u64,
-                        Err(_) => 0,
-                    }
+                    cx.write(target, &out).map_or_else(
+                        || {
+                            cx.counters.refused_lanes += 1;
+                            0
+                        },
+                        |n| n as u64,
+                    )
                 }
                 Some(_) => {
                     cx.counters.over_limit_lanes += 1;

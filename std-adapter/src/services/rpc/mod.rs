@@ -7,11 +7,17 @@
 //! never waits on a device, so a client that stops mid-call holds only its own port's few
 //! words of state (and at most [`RpcLimits::stream_bytes`] a lane).
 //!
-//! Served now: `NOOP`, the console writes, the printf family (to stdout and stderr), `MALLOC` and
-//! `FREE` (through the DEVMEM service), and the `'r'` opcodes (through the buffer's
-//! [`Dispatch`]). Every other opcode, known or not, is answered as LLVM's server answers an
-//! opcode it has no handler for (the port is handed back untouched, `RPC_UNHANDLED_OPCODE`),
-//! counted in [`RpcCounters::unhandled`] and logged (rate-limited).
+//! Served: every opcode of LLVM's server at [`hostcall_core::rpc::version`]: `NOOP`, the console
+//! writes, the printf family (to stdout, stderr or an opened file), `MALLOC` and `FREE` (through
+//! the DEVMEM service), the files (`fopen`, `fclose`, `fread`, `fgets`, the stream calls,
+//! `remove`, `rename`: C stdio on the host, `FILE`s as checked handles, see `files`), `EXIT` and
+//! `ABORT`, `HOST_CALL`, `SYSTEM`, and the `'r'` and `'h'` opcodes (through the buffer's
+//! [`Dispatch`]); each group only as the buffer's [`RpcPolicy`] allows (a refused call is
+//! followed to its end and answered with C's failure value, counted in
+//! [`RpcCounters::refused_lanes`] and logged, rate-limited). Any other opcode is answered as
+//! LLVM's server answers an opcode it has no handler for (the port is handed back untouched,
+//! `RPC_UNHANDLED_OPCODE`), counted in [`RpcCounters::unhandled`] and logged (rate-limited).
+//! A listener keeps one host per RPC buffer it serves ([`crate::threads::listener::BufferOptions`]).
 //!
 //! ```
 //! use hostcall::services::printf::Streams;
@@ -48,13 +54,20 @@
 
 pub mod client;
 mod console;
+mod file_calls;
+#[cfg(test)]
+mod file_tests;
+mod files;
+mod gather;
 mod memory;
+mod options;
 mod policy;
 mod printf;
 mod stream_file;
 #[cfg(test)]
 mod tests;
 
+pub use options::{RpcLimits, RpcOptions, SharedSink, DEFAULT_OPEN_FILES, DEFAULT_STREAM_BYTES};
 pub use policy::{OpcodeGroup, RpcPolicy};
 
 use crate::rate_limit::warn_limited;
@@ -64,28 +77,6 @@ use hostcall_core::rpc::opcode::{libc, status};
 use hostcall_core::rpc::{serve_as_packet, service_of, Turn, View};
 use hostcall_core::{Dispatch, PacketRequest, Payload};
 use printf::Printf;
-
-/// Budgets of one buffer's RPC host.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RpcLimits {
-    /// Bytes kept of one lane's stream (a write, a path, a format string); a lane that declares
-    /// more is read to its end, its bytes dropped, and answered as refused.
-    pub stream_bytes: u64,
-}
-
-setters!(RpcLimits {
-    with_stream_bytes: stream_bytes: u64,
-});
-
-/// 64 KiB a lane.
-pub const DEFAULT_STREAM_BYTES: u64 = 64 << 10;
-
-impl Default for RpcLimits {
-    fn default() -> Self {
-        Self { stream_bytes: DEFAULT_STREAM_BYTES }
-    }
-}
 
 /// What one buffer's RPC host did, counted since it was made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -101,14 +92,39 @@ pub struct RpcCounters {
     /// Lanes answered with a failure because their opcode group is off, or they named a stream
     /// they may not use.
     pub refused_lanes: u64,
-    /// Lanes whose stream was longer than [`RpcLimits::stream_bytes`].
+    /// Lanes whose stream (or read) was longer than [`RpcLimits::stream_bytes`].
     pub over_limit_lanes: u64,
+    /// `fopen`s answered null because the buffer held [`RpcLimits::open_files`] files.
+    pub open_files_refused: u64,
+}
+
+impl std::ops::Add for RpcCounters {
+    type Output = Self;
+    fn add(self, o: Self) -> Self {
+        Self {
+            turns: self.turns + o.turns,
+            calls: self.calls + o.calls,
+            calls_done: self.calls_done + o.calls_done,
+            unhandled: self.unhandled + o.unhandled,
+            refused_lanes: self.refused_lanes + o.refused_lanes,
+            over_limit_lanes: self.over_limit_lanes + o.over_limit_lanes,
+            open_files_refused: self.open_files_refused + o.open_files_refused,
+        }
+    }
 }
 
 /// What a call's turn may use besides the port.
 pub(crate) struct Context<'a> {
     pub(crate) sink: &'a mut dyn PrintfSink,
     pub(crate) counters: &'a mut RpcCounters,
+    /// The buffer's open files.
+    pub(crate) files: &'a files::SharedFiles,
+    /// Whether stdout and stderr may be used by the stream calls (the console group).
+    pub(crate) console_allowed: bool,
+    /// Whether stdin and host files may be used (the files group).
+    pub(crate) files_allowed: bool,
+    /// [`RpcLimits::stream_bytes`].
+    pub(crate) limit: u64,
 }
 
 /// A call in progress on one port.
@@ -116,6 +132,11 @@ pub(crate) struct Context<'a> {
 enum Call {
     Write(Box<Write>),
     Printf(Box<Printf>),
+    /// A one-turn call on a stream (`opcode`, lanes).
+    OnStream(u32, u64),
+    Read(Box<file_calls::Read>),
+    Gather(Box<gather::Gather>),
+    Ending(gather::Ending),
 }
 
 /// The host of one LLVM-RPC buffer: the call in progress on each port, the policy and budgets,
@@ -129,18 +150,42 @@ pub struct RpcHost {
     /// Where `'r'` opcodes' lanes are copied for the hostcall services (host memory, never the
     /// shared buffer).
     scratch: Box<Payload>,
+    /// The files the buffer's device opened (closed when the last host of the buffer goes).
+    files: files::SharedFiles,
 }
 
 impl RpcHost {
     /// The host of a buffer of `ports` ports.
     pub fn new(ports: u32, policy: RpcPolicy, limits: RpcLimits) -> Self {
+        Self::with_files(ports, policy, limits, files::SharedFiles::new(limits.open_files))
+    }
+
+    /// A host of a buffer whose file table `files` other hosts (of other ports) share.
+    pub(crate) fn with_files(
+        ports: u32,
+        policy: RpcPolicy,
+        limits: RpcLimits,
+        files: files::SharedFiles,
+    ) -> Self {
         Self {
             policy,
             limits,
             calls: (0..ports).map(|_| None).collect(),
             counters: RpcCounters::default(),
             scratch: Box::default(),
+            files,
         }
+    }
+
+    /// Host files the buffer's device holds open.
+    pub fn open_files(&self) -> usize {
+        self.files.lock().open()
+    }
+
+    /// Closes the buffer's files (it is no longer served: also those other hosts of its ports
+    /// share).
+    pub(crate) fn close_files(&mut self) {
+        self.files.lock().close_all();
     }
 
     /// The counters so far.
@@ -163,6 +208,9 @@ impl RpcHost {
             .map(|call| match call {
                 Call::Write(write) => write.held_bytes(),
                 Call::Printf(printf) => printf.held_bytes(),
+                Call::Read(read) => read.held_bytes(),
+                Call::Gather(gather) => gather.held_bytes(),
+                Call::OnStream(..) | Call::Ending(_) => 0,
             })
             .sum()
     }
@@ -194,24 +242,51 @@ impl RpcHost {
         sink: &mut dyn PrintfSink,
         services: &D,
     ) {
+        self.take_turn(&mut turn, sink, services);
+        turn.finish();
+    }
+
+    /// [`RpcHost::serve`] without handing the port back (the caller finishes the turn, as a
+    /// poller's drain does). Returns `false` when the turn was an opcode this host does not serve
+    /// (the port is left untouched) or a port past this host's count.
+    pub fn take_turn<D: Dispatch + ?Sized>(
+        &mut self,
+        turn: &mut Turn<'_>,
+        sink: &mut dyn PrintfSink,
+        services: &D,
+    ) -> bool {
         self.counters.turns += 1;
         let Some(slot) = self.calls.get_mut(turn.port() as usize) else {
-            turn.finish(); // a port past this host's count: never served
-            return;
+            return false; // a port past this host's count: never served
         };
+        let (unhandled, refused) = (self.counters.unhandled, self.counters.refused_lanes);
         let call = match slot.take() {
             Some(call) => Some(call),
             None => {
                 self.counters.calls += 1;
                 let (mask, opcode) = turn.header();
-                self.begin(&mut turn, mask, opcode, services)
+                self.begin(turn, mask, opcode, services)
             }
         };
         if let Some(mut call) = call {
-            let mut cx = Context { sink, counters: &mut self.counters };
+            let mut cx = Context {
+                sink,
+                counters: &mut self.counters,
+                files: &self.files,
+                console_allowed: self.policy.allows(OpcodeGroup::Console),
+                files_allowed: self.policy.allows(OpcodeGroup::Files),
+                limit: self.limits.stream_bytes,
+            };
             let done = match &mut call {
-                Call::Write(write) => write.turn(&mut turn, &mut cx),
-                Call::Printf(printf) => printf.turn(&mut turn, &mut cx),
+                Call::Write(write) => write.turn(turn, &mut cx),
+                Call::Printf(printf) => printf.turn(turn, &mut cx),
+                Call::OnStream(opcode, mask) => {
+                    file_calls::serve_stream_call(turn, *mask, *opcode, &mut cx);
+                    true
+                }
+                Call::Read(read) => read.turn(turn, &mut cx),
+                Call::Gather(gather) => gather.turn(turn, &mut cx),
+                Call::Ending(ending) => ending.turn(turn, &mut cx),
             };
             if done {
                 self.counters.calls_done += 1;
@@ -221,7 +296,16 @@ impl RpcHost {
         } else {
             self.counters.calls_done += 1;
         }
-        turn.finish();
+        if self.counters.refused_lanes > refused {
+            warn_limited!(
+                "rpc: port {}: opcode {:#x}: {} lanes refused (their opcode group is off in the buffer's \
+                 RpcPolicy, or they named a FILE they may not use); answered as failed",
+                turn.port(),
+                turn.header().1,
+                self.counters.refused_lanes - refused
+            );
+        }
+        self.counters.unhandled == unhandled
     }
 
     /// The call an opcode begins, or `None` when this first turn is the whole call (`NOOP`,
@@ -249,6 +333,16 @@ impl RpcHost {
             libc::WRITE_TO_STDERR => write(Some(Stream::Stderr), false),
             libc::WRITE_TO_STDOUT_NEWLINE => write(Some(Stream::Stdout), true),
             libc::WRITE_TO_STREAM => write(None, false),
+            libc::CLOSE_FILE | libc::FEOF..=libc::UNGETC => Some(Call::OnStream(opcode, mask)),
+            libc::READ_FROM_STREAM | libc::READ_FGETS => {
+                Some(Call::Read(Box::new(file_calls::Read::new(mask, opcode == libc::READ_FGETS))))
+            }
+            libc::OPEN_FILE | libc::REMOVE | libc::RENAME | libc::SYSTEM | libc::HOST_CALL => {
+                Some(Call::Gather(Box::new(gather::Gather::new(mask, opcode, allowed, limit))))
+            }
+            libc::EXIT | libc::ABORT => {
+                Some(Call::Ending(gather::Ending::new(mask, opcode == libc::ABORT, allowed)))
+            }
             libc::PRINTF_TO_STDOUT..=libc::PRINTF_TO_STREAM_PACKED => {
                 let packed = opcode >= libc::PRINTF_TO_STDOUT_PACKED;
                 let target = match (opcode - libc::PRINTF_TO_STDOUT) % 3 {

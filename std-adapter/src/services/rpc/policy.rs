@@ -9,14 +9,16 @@ use hostcall_core::rpc::opcode::{libc, namespace, HOSTCALL, LIBC, ROCM};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OpcodeGroup {
     /// `NOOP` and the console writes (`WRITE_TO_STDOUT`, `_STDERR`, `_STDOUT_NEWLINE`, and
-    /// `WRITE_TO_STREAM` to stdout or stderr). On by default.
+    /// `WRITE_TO_STREAM` to stdout or stderr), and the stream calls (`fflush`, `feof`, ...) on
+    /// stdout and stderr, which touch nothing but the buffer's output sink. On by default.
     Console,
     /// The printf family to stdout or stderr. On by default.
     Printf,
     /// `MALLOC` and `FREE` through the backend's device memory. On by default.
     Memory,
-    /// Files: open, close, read, `fgets`, the stream calls, remove, rename, and writes or printf
-    /// to an opened file. Off by default.
+    /// Files: open, close, read, `fgets`, the stream calls, remove, rename, reads of stdin, and
+    /// writes or printf to an opened file (also needs the console or printf group). Off by
+    /// default.
     Files,
     /// `EXIT` and `ABORT`, which end the host process. Off by default.
     Exit,
@@ -146,9 +148,27 @@ impl RpcPolicy {
         self
     }
 
-    /// Without the console writes.
+    /// Without the console writes (and the stream calls on stdout and stderr).
     pub fn without_console(mut self) -> Self {
         self.console = false;
+        self
+    }
+
+    /// Without the printf family.
+    pub fn without_printf(mut self) -> Self {
+        self.printf = false;
+        self
+    }
+
+    /// Without `MALLOC` and `FREE`.
+    pub fn without_memory(mut self) -> Self {
+        self.memory = false;
+        self
+    }
+
+    /// Without ROCm's `'r'` opcodes and this project's `'h'`.
+    pub fn without_rocm(mut self) -> Self {
+        self.rocm = false;
         self
     }
 

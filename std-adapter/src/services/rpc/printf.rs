@@ -10,7 +10,7 @@
 //! word 0 = the characters printed, word 1 = 0. Strings are fetched first to last; a lane's
 //! strings together are kept up to the stream limit (past it the lane is answered -1).
 
-use super::stream_file::{read_console_targets, receive_bytes};
+use super::stream_file::{read_targets, receive_bytes, Target};
 use super::Context;
 use crate::services::printf::{argument_kinds, format_partial, ArgKind, PrintfLimits, PrintfMessage, Stream};
 use hostcall_core::rpc::{StreamIn, Turn};
@@ -32,7 +32,7 @@ pub(super) struct Printf {
     packed: bool,
     allowed: bool,
     stage: Stage,
-    targets: [Option<Stream>; LANES],
+    targets: [Option<Target>; LANES],
     limit: u64,
     input: StreamIn,
     /// The stream being received, per lane.
@@ -44,6 +44,8 @@ pub(super) struct Printf {
     pending: Vec<VecDeque<u64>>,
     /// Whether each lane asked for a string in the round in progress.
     asking: [bool; LANES],
+    /// Whether each lane sent a stream over the limit (counted as that, not as refused).
+    over_limit: [bool; LANES],
     strings: Vec<VecDeque<Vec<u8>>>,
 }
 
@@ -56,7 +58,7 @@ impl Printf {
             packed,
             allowed,
             stage: if target.is_none() { Stage::Files } else { Stage::Format },
-            targets: [target.filter(|_| allowed); LANES],
+            targets: [target.map(Target::Console).filter(|_| allowed); LANES],
             limit,
             input: StreamIn::new(mask, limit),
             current: per_lane(),
@@ -65,6 +67,7 @@ impl Printf {
             blocks: per_lane(),
             pending: per_lane(),
             asking: [false; LANES],
+            over_limit: [false; LANES],
             strings: per_lane(),
         }
     }
@@ -79,7 +82,7 @@ impl Printf {
     /// One turn; `true` when the call is over.
     pub(super) fn turn(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
         if self.stage == Stage::Files {
-            read_console_targets(turn, self.mask, self.allowed, &mut self.targets);
+            read_targets(turn, self.mask, self.allowed, cx.files_allowed, &mut self.targets);
             self.stage = Stage::Format;
             return false;
         }
@@ -90,8 +93,9 @@ impl Printf {
         for lane in turn.lanes(self.mask) {
             let bytes = std::mem::take(&mut self.current[lane]);
             let kept = self.input.kept(lane as u32);
-            if !kept {
+            if !kept && !self.over_limit[lane] {
                 cx.counters.over_limit_lanes += 1;
+                self.over_limit[lane] = true;
                 self.targets[lane] = None;
             }
             match self.stage {
@@ -115,8 +119,9 @@ impl Printf {
                     // One lane's strings together are bounded by the stream limit too.
                     let held: usize = self.strings[lane].iter().map(Vec::len).sum();
                     let string = until_nul(&bytes);
-                    if kept && (held + string.len()) as u64 > self.limit {
+                    if kept && !self.over_limit[lane] && (held + string.len()) as u64 > self.limit {
                         cx.counters.over_limit_lanes += 1;
+                        self.over_limit[lane] = true;
                         self.targets[lane] = None;
                     }
                     let keep = self.targets[lane].is_some();
@@ -149,17 +154,23 @@ impl Printf {
         }
         for lane in turn.lanes(self.mask) {
             let printed = match self.targets[lane] {
-                Some(stream) => {
+                Some(target) => {
                     let mut out = Vec::new();
                     let (printed, _) =
                         format_partial(&self.message(lane)[1..], &PrintfLimits::default(), &mut out);
-                    match cx.sink.write_stream(stream, &out) {
-                        Ok(()) => printed as u64,
-                        Err(_) => u64::MAX,
+                    match cx.write(target, &out) {
+                        Some(n) if n == out.len() => printed as u64,
+                        Some(_) => u64::MAX,
+                        None => {
+                            cx.counters.refused_lanes += 1;
+                            u64::MAX
+                        }
                     }
                 }
                 None => {
-                    cx.counters.refused_lanes += 1;
+                    if !self.over_limit[lane] {
+                        cx.counters.refused_lanes += 1;
+                    }
                     u64::MAX // -1, as the client's `int` reads it
                 }
             };

@@ -1,7 +1,7 @@
 //! The `FILE` values a device holds. LLVM's server hands the device host `FILE*` pointers, the
 //! low two bits tagging stdin (1), stdout (2) and stderr (3); this host keeps those three tags
-//! and hands out nothing else but handles into a table of its own (value `index << 2`), so a
-//! device never sees, and never makes the host use, a host pointer.
+//! and hands out nothing else but handles into a table of its own (`files`), so a device never
+//! sees, and never makes the host use, a host pointer.
 
 /// A device's `FILE` value, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,22 +28,35 @@ impl StreamFile {
     }
 }
 
-/// Reads each lane's `FILE` value from this turn's packet into the console stream it names
-/// (stdin and host files are not console streams: `None`, as is every lane unless `allowed`).
-pub(super) fn read_console_targets(
+/// Where a write or a printf of one lane goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Target {
+    /// The buffer's output sink.
+    Console(crate::services::printf::Stream),
+    /// A host file, by the device's handle (checked against the table at each use).
+    File(u64),
+}
+
+/// Reads each lane's `FILE` value from this turn's packet into the target it names: stdout and
+/// stderr when `console` (the call's group is on), a handle when `files` too; `None` (refused)
+/// for stdin and for anything not allowed.
+pub(super) fn read_targets(
     turn: &hostcall_core::rpc::Turn<'_>,
     mask: u64,
-    allowed: bool,
-    targets: &mut [Option<crate::services::printf::Stream>],
+    console: bool,
+    files: bool,
+    targets: &mut [Option<Target>],
 ) {
     use crate::services::printf::Stream;
     for lane in turn.lanes(mask) {
-        targets[lane] = match StreamFile::decode(turn.read(lane as u32)[0]) {
-            StreamFile::Stdout => Some(Stream::Stdout),
-            StreamFile::Stderr => Some(Stream::Stderr),
+        let value = turn.read(lane as u32)[0];
+        targets[lane] = match StreamFile::decode(value) {
+            StreamFile::Stdout => Some(Target::Console(Stream::Stdout)),
+            StreamFile::Stderr => Some(Target::Console(Stream::Stderr)),
+            StreamFile::Handle(_) if files => Some(Target::File(value)),
             StreamFile::Stdin | StreamFile::Handle(_) => None,
         }
-        .filter(|_| allowed);
+        .filter(|_| console);
     }
 }
 
@@ -55,4 +68,22 @@ pub(super) fn receive_bytes(
     bytes: &mut [Vec<u8>],
 ) -> bool {
     input.receive(turn, &mut |lane, _, chunk: &[u8]| bytes[lane as usize].extend_from_slice(chunk))
+}
+
+impl super::Context<'_> {
+    /// Writes `bytes` to `target`: `Some(bytes written)` (short when the write failed), `None`
+    /// for a handle the buffer's table does not hold (refused).
+    pub(super) fn write(&mut self, target: Target, bytes: &[u8]) -> Option<usize> {
+        match target {
+            Target::Console(stream) => {
+                Some(if self.sink.write_stream(stream, bytes).is_ok() { bytes.len() } else { 0 })
+            }
+            Target::File(handle) => {
+                let mut table = self.files.lock();
+                let file = table.get(handle)?;
+                // SAFETY: `file` is open while the table is locked; `bytes` is readable.
+                Some(unsafe { ::libc::fwrite(bytes.as_ptr().cast(), 1, bytes.len(), file) })
+            }
+        }
+    }
 }

@@ -10,7 +10,7 @@ use hostcall_core::{ErrorCode, ServiceTable};
 use std::time::{Duration, Instant};
 
 /// A buffer of `ports` x `lanes` in parts, and the client's locks.
-struct Buffer {
+pub(super) struct Buffer {
     lanes: u32,
     host_mailbox: Vec<AtomicU32>,
     device_mailbox: Vec<AtomicU32>,
@@ -20,7 +20,7 @@ struct Buffer {
 }
 
 impl Buffer {
-    fn new(ports: usize, lanes: u32) -> Self {
+    pub(super) fn new(ports: usize, lanes: u32) -> Self {
         let words = |n| (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();
         Self {
             lanes,
@@ -32,7 +32,7 @@ impl Buffer {
         }
     }
 
-    fn view(&self) -> View<'_> {
+    pub(super) fn view(&self) -> View<'_> {
         View::from_parts(Parts {
             lanes: self.lanes,
             host_mailbox: &self.host_mailbox,
@@ -43,18 +43,18 @@ impl Buffer {
         .unwrap()
     }
 
-    fn client(&self) -> Client<'_> {
+    pub(super) fn client(&self) -> Client<'_> {
         Client::new(self.view(), &self.locks).unwrap()
     }
 }
 
-fn patience() -> impl FnMut(u32) -> bool {
+pub(super) fn patience() -> impl FnMut(u32) -> bool {
     let start = Instant::now();
     move |_| start.elapsed() < Duration::from_secs(10)
 }
 
 /// Runs `device` on a thread while `host` drains the buffer; fails instead of hanging.
-fn run<T: Send>(
+pub(super) fn run<T: Send>(
     buffer: &Buffer,
     host: &mut RpcHost,
     sink: &mut Streams<Vec<u8>, Vec<u8>>,
@@ -87,7 +87,7 @@ fn open<'a>(client: &Client<'a>, opcode: u32, mask: u64) -> ClientPort<'a> {
 }
 
 /// One write call from the lanes of `mask`, `data(lane)` each; the bytes written per lane.
-fn write(
+pub(super) fn write(
     client: &Client<'_>,
     opcode: u32,
     mask: u64,
@@ -106,7 +106,7 @@ fn write(
     written
 }
 
-fn sink() -> Streams<Vec<u8>, Vec<u8>> {
+pub(super) fn sink() -> Streams<Vec<u8>, Vec<u8>> {
     Streams { stdout: Vec::new(), stderr: Vec::new() }
 }
 
@@ -142,7 +142,8 @@ fn console_writes_as_llvm_serves_them() {
 #[test]
 fn a_refused_or_oversized_write_is_followed_and_answered_zero() {
     let buffer = Buffer::new(1, 2);
-    let mut host = RpcHost::new(1, RpcPolicy::default().without_console(), RpcLimits { stream_bytes: 100 });
+    let mut host =
+        RpcHost::new(1, RpcPolicy::default().without_console(), RpcLimits::default().with_stream_bytes(100));
     let mut out = sink();
     let services = ServiceTable::<1>::new();
     let refused = run(&buffer, &mut host, &mut out, &services, |client| {
@@ -151,7 +152,7 @@ fn a_refused_or_oversized_write_is_followed_and_answered_zero() {
     assert_eq!(&refused[..2], &[0, 0]);
     assert_eq!(host.counters().refused_lanes, 2);
 
-    let mut host = RpcHost::new(1, RpcPolicy::default(), RpcLimits { stream_bytes: 100 });
+    let mut host = RpcHost::new(1, RpcPolicy::default(), RpcLimits::default().with_stream_bytes(100));
     let sizes = run(&buffer, &mut host, &mut out, &services, |client| {
         write(&client, libc::WRITE_TO_STDOUT, 0b11, None, &|lane| {
             vec![b'a' + lane as u8; 40 + 1000 * lane as usize]
@@ -275,7 +276,7 @@ mod printf {
         let results = run(&buffer, &mut host, &mut out, &services, |client| {
             let file = file.map(|f| move |lane| f(lane));
             let file_ref = file.as_ref().map(|f| f as &dyn Fn(u32) -> u64);
-            printf(&client, opcode, mask, file_ref, &|lane| call(lane), &mut patience()).unwrap()
+            printf(&client, 0, opcode, mask, file_ref, &|lane| call(lane), &mut patience()).unwrap()
         });
         (out.stdout, out.stderr, results[..4].to_vec(), host.counters())
     }

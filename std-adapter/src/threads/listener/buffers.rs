@@ -1,7 +1,7 @@
 //! The listener's add/remove API: which buffers it serves, each held (claimed process-wide,
 //! counted in the registry's lane capacity) while it is served.
 
-use super::{relay, Listener, Shared, MAX_BUFFERS};
+use super::{relay, BufferOptions, Listener, Shared, MAX_BUFFERS};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
 use crate::threads::claims::{self, Claim};
@@ -14,6 +14,12 @@ impl Listener {
     /// [`Error::AlreadyServed`] if another listener serves it (or memory of it), whichever API
     /// added it there.
     pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
+        self.add_buffer_with(buffer, &BufferOptions::default())
+    }
+
+    /// [`Listener::add_buffer`], served as `options` say (an LLVM-RPC buffer's policy, budgets
+    /// and output: [`BufferOptions::rpc`]).
+    pub fn add_buffer_with(&self, buffer: Arc<HostcallBuffer>, options: &BufferOptions) -> Result<(), Error> {
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_shut_down() {
             return Err(Error::ShutDown);
@@ -23,7 +29,7 @@ impl Listener {
         // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has stopped serving it (or
         // the listener's threads, which hold `owned` through `Shared`, have ended); a
         // `HostcallBuffer` is accessed only atomically.
-        unsafe { self.shared.serve(claim, registration, buffer.num_packets()) }?;
+        unsafe { self.shared.serve(claim, registration, buffer.num_packets(), options) }?;
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
@@ -41,9 +47,20 @@ impl Listener {
         buffer: Arc<HostcallBuffer>,
         range: std::ops::Range<u32>,
     ) -> Result<(), Error> {
+        self.add_buffer_range_with(buffer, range, &BufferOptions::default())
+    }
+
+    /// [`Listener::add_buffer_range`], served as `options` say. An LLVM-RPC buffer's range is
+    /// a range of ports, whose calls this listener's host of the buffer follows.
+    pub fn add_buffer_range_with(
+        &self,
+        buffer: Arc<HostcallBuffer>,
+        range: std::ops::Range<u32>,
+        options: &BufferOptions,
+    ) -> Result<(), Error> {
         if !buffer.protocol().range_capable() {
             return Err(Error::Unsupported(
-                "only a phase- or line-protocol buffer can be split between listeners".into(),
+                "only a phase-, line- or RPC-protocol buffer can be split between listeners".into(),
             ));
         }
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
@@ -56,7 +73,7 @@ impl Listener {
         let registration = registration_of(&buffer, Some(range));
         // SAFETY: as in `add_buffer`; the caller keeps the ranges of the listeners serving this
         // buffer disjoint (see above).
-        unsafe { self.shared.serve(claim, registration, packets) }?;
+        unsafe { self.shared.serve(claim, registration, packets, options) }?;
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
@@ -97,10 +114,13 @@ impl Listener {
         device: u32,
     ) -> Result<(), Error> {
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.add_raw_protocol(Protocol::Stack, base, len, num_packets, device) }
+        unsafe {
+            self.add_raw_protocol(Protocol::Stack, base, len, num_packets, device, &BufferOptions::default())
+        }
     }
 
-    /// [`Listener::add_raw_on_device`] for a buffer of any protocol, initialised for it.
+    /// [`Listener::add_raw_on_device`] for a buffer of any protocol, initialised for it, served
+    /// as `options` say (an LLVM-RPC buffer's policy, budgets and output).
     ///
     /// # Safety
     /// As for [`Listener::add_raw`].
@@ -111,6 +131,7 @@ impl Listener {
         len: usize,
         num_packets: u64,
         device: u32,
+        options: &BufferOptions,
     ) -> Result<(), Error> {
         let _owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_shut_down() {
@@ -120,7 +141,13 @@ impl Listener {
         let registration =
             Registration { protocol, base: base as usize, len, num_packets, range: None, device };
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.shared.serve(claim, registration, num_packets) }
+        unsafe { self.shared.serve(claim, registration, num_packets, options) }
+    }
+
+    /// The counters of the LLVM-RPC buffer at `base`'s host in this listener (`None`: not an
+    /// RPC buffer served here). Its refusals are also in [`Listener::stats`], by reason.
+    pub fn rpc_counters(&self, base: *const u8) -> Option<crate::services::rpc::RpcCounters> {
+        self.shared.rpc.counters(base as usize)
     }
 
     /// Stops serving a buffer added with [`Listener::add_raw`]. Refused from the listener's own
@@ -201,13 +228,29 @@ impl Shared {
     /// # Safety
     /// As for [`Registration::register`], until [`Shared::unserve`] for it returns or the
     /// listener's threads have ended.
-    unsafe fn serve(&self, claim: Claim, registration: Registration, packets: u64) -> Result<(), Error> {
+    unsafe fn serve(
+        &self,
+        claim: Claim,
+        registration: Registration,
+        packets: u64,
+        options: &BufferOptions,
+    ) -> Result<(), Error> {
         let Registration { protocol, base, num_packets, .. } = registration;
         let counted = self.services.count_buffer(base, protocol, num_packets);
         let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
-        let active = self.active(); // under `served`: no relief moves buffers meanwhile
-                                    // SAFETY: forwarded from this function's contract.
-        unsafe { registration.register(&active.poller) }?;
+        // Under `served`: no relief moves buffers meanwhile.
+        let active = self.active();
+        if let Protocol::Rpc { .. } = protocol {
+            // Its host (for every port: a range's indices are the buffer's), found by every thread
+            // of this listener by base address (`rpc.rs`).
+            let ports = u32::try_from(num_packets).unwrap_or(u32::MAX);
+            self.rpc.insert(base, super::rpc::RpcServing::new(ports, &options.rpc));
+        }
+        // SAFETY: forwarded from this function's contract.
+        if let Err(e) = unsafe { registration.register(&active.poller) } {
+            self.rpc.remove(base);
+            return Err(e);
+        }
         log::info!("{}: serving buffer {base:#x} ({protocol:?}, {packets} packets)", self.config.thread_name);
         let entry = Served { claim, counted, registration, home: active.id, leaving: false };
         served.insert(base, entry);
@@ -250,6 +293,7 @@ impl Shared {
     /// another listener, starts with nothing of it).
     pub(super) fn let_go(&self, entry: Option<Served>) {
         let Some(Served { claim, counted, registration, .. }) = entry else { return };
+        self.rpc.remove(registration.base);
         if counted.release() {
             self.services.forget_buffer(registration.base);
         }

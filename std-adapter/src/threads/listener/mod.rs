@@ -68,10 +68,13 @@ use std::time::Duration;
 mod buffers;
 use buffers::Served;
 mod relay;
+mod rpc;
 mod thread;
 mod watch;
 
 pub(crate) use thread::listener_of_this_thread;
+
+pub use rpc::BufferOptions;
 
 /// Most buffers one listener serves at once (the core poller's fixed capacity). Start more
 /// listeners for more; one buffer is never served by two (a second add is refused).
@@ -157,6 +160,8 @@ struct Shared {
     /// its process-wide claim and its packets in the registry's lane capacity. Released when the
     /// buffer is removed or the thread has been joined.
     served: Mutex<HashMap<usize, Served>>,
+    /// The LLVM-RPC buffers' hosts (the calls in progress on their ports).
+    rpc: rpc::RpcBuffers,
     /// Names this listener in the process-wide claims.
     id: u64,
     stop: AtomicBool,
@@ -211,6 +216,7 @@ impl Listener {
             doorbell,
             owned: Mutex::new(HashMap::new()),
             served: Mutex::new(HashMap::new()),
+            rpc: rpc::RpcBuffers::default(),
             // Relaxed: only uniqueness matters.
             id: NEXT_LISTENER_ID.fetch_add(1, Ordering::Relaxed),
             stop: AtomicBool::new(false),

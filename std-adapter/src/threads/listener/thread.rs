@@ -3,9 +3,10 @@
 //! abandoned inside a stuck call hands its buffer back and ends (`relay.rs`).
 
 use super::relay::{self, Seat};
+use super::rpc::ListenerDispatch;
 use super::watch::Watched;
 use super::Shared;
-use crate::dispatch::registry::{reply_error_all, ThreadDispatch};
+use crate::dispatch::registry::reply_error_all;
 use crate::observe::Reason;
 use crate::threads::affinity;
 use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, PacketRequest, Poller};
@@ -27,13 +28,13 @@ pub(crate) fn listener_of_this_thread() -> u64 {
 
 fn poll<const N: usize>(
     poller: &Poller<N>,
-    dispatch: &ThreadDispatch<'_>,
+    dispatch: &ListenerDispatch<'_>,
     watched: &Watched<'_, '_>,
 ) -> DrainReport {
-    dispatch.poll_started();
+    dispatch.registry().poll_started();
     let report = poller.poll_once(watched);
     if report.packets == 0 {
-        dispatch.services().events().empty_scan();
+        dispatch.registry().services().events().empty_scan();
     }
     report
 }
@@ -64,7 +65,7 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
         log::warn!("{}: could not pin to CPUs {:?}; running unpinned", seat.name, config.cpus);
     }
     log::info!("{}: listener thread started", seat.name);
-    let dispatch = shared.services.dispatcher();
+    let dispatch = ListenerDispatch::new(shared.services.dispatcher(), &shared.rpc);
     let returned = |service, buffer| relay::returned(seat, service, buffer);
     let watched = Watched::new(&dispatch, &seat.watch, &returned);
     let poll = || poll(&seat.poller, &dispatch, &watched);
@@ -91,7 +92,7 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
         }
         let now = shared.doorbell.wait(last_seen, wait);
         let rung = now != last_seen;
-        dispatch.services().events().woke(rung);
+        dispatch.registry().services().events().woke(rung);
         if rung {
             wait = config.min_wait;
             idle_polls = 0;
@@ -177,13 +178,28 @@ impl Dispatch for Closing<'_, '_, '_> {
         } else {
             reply_error_all(packet, ErrorCode::ShuttingDown);
             let lanes = u64::from(packet.activemask().count_ones());
-            self.dispatch.dispatch.services().count_refusal(Reason::ShuttingDown, lanes, packet.buffer());
+            self.dispatch.dispatch.registry().services().count_refusal(
+                Reason::ShuttingDown,
+                lanes,
+                packet.buffer(),
+            );
             self.refused.set(self.refused.get() + 1);
         }
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
         self.dispatch.malformed(buffer, error);
+    }
+
+    /// An RPC buffer's host goes on following its calls; the packets they make are answered as
+    /// above (`packets` is the poller's wrapper of this dispatch).
+    fn rpc_turn(
+        &self,
+        buffer: usize,
+        turn: &mut hostcall_core::rpc::Turn<'_>,
+        packets: &dyn Dispatch,
+    ) -> Option<bool> {
+        self.dispatch.rpc_turn(buffer, turn, packets)
     }
 
     fn proceed(&self) -> bool {

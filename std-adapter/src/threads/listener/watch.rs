@@ -18,7 +18,8 @@
 //! buffers the watchdog gave to another thread are never drained by two. The cost on the thread,
 //! per packet: two plain stores and one uncontended swap (no clock read, no syscall).
 
-use crate::dispatch::registry::ThreadDispatch;
+use super::rpc::ListenerDispatch;
+use hostcall_core::rpc::Turn;
 use hostcall_core::{Dispatch, DrainError, PacketRequest};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -98,14 +99,17 @@ impl CallWatch {
     }
 }
 
-/// A listener thread's dispatch: its [`ThreadDispatch`] with every packet's call shown in its
+/// A listener thread's dispatch: its [`ListenerDispatch`] with every packet's call (and every
+/// LLVM-RPC turn, whose host may run a service of its own: a console write, a file) shown in its
 /// [`CallWatch`], and the poll stopped once the watchdog abandoned the thread.
 pub(super) struct Watched<'d, 'a> {
-    pub(super) dispatch: &'d ThreadDispatch<'a>,
+    pub(super) dispatch: &'d ListenerDispatch<'a>,
     pub(super) watch: &'d CallWatch,
     sequence: Cell<u64>,
     /// The flags the watchdog set on calls of this thread so far (`ABANDONED` stays).
     flags: Cell<u64>,
+    /// Inside an RPC turn (whose watch covers the packets it makes).
+    in_turn: Cell<bool>,
     /// Called with the service id and buffer of a call the watchdog reported, when it returns
     /// (rare: the call ran long).
     on_reported: &'d dyn Fn(u32, usize),
@@ -113,11 +117,18 @@ pub(super) struct Watched<'d, 'a> {
 
 impl<'d, 'a> Watched<'d, 'a> {
     pub(super) fn new(
-        dispatch: &'d ThreadDispatch<'a>,
+        dispatch: &'d ListenerDispatch<'a>,
         watch: &'d CallWatch,
         on_reported: &'d dyn Fn(u32, usize),
     ) -> Self {
-        Self { dispatch, watch, sequence: Cell::new(0), flags: Cell::new(0), on_reported }
+        Self {
+            dispatch,
+            watch,
+            sequence: Cell::new(0),
+            flags: Cell::new(0),
+            in_turn: Cell::new(false),
+            on_reported,
+        }
     }
 
     /// Whether the watchdog gave this thread's other buffers to another thread.
@@ -126,26 +137,47 @@ impl<'d, 'a> Watched<'d, 'a> {
     }
 }
 
-impl Dispatch for Watched<'_, '_> {
+impl Watched<'_, '_> {
+    /// Runs `call` (service `service` on the buffer at `buffer`) with it shown in the watch.
     #[inline]
-    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+    fn watched<R>(&self, service: u32, buffer: usize, call: impl FnOnce() -> R) -> R {
         // Within the 62 sequence bits: after 2^62 calls one is numbered 0 (idle), and the watchdog
         // does not see that one call.
         let sequence = self.sequence.get().wrapping_add(1) & SEQUENCE;
         self.sequence.set(sequence);
-        self.watch.begin(sequence, packet.service(), packet.buffer());
-        self.dispatch.dispatch(packet);
+        self.watch.begin(sequence, service, buffer);
+        let result = call();
         let flags = self.watch.end();
         if flags != 0 {
             self.flags.set(self.flags.get() | (flags & ABANDONED));
             if flags & REPORTED != 0 {
-                (self.on_reported)(packet.service(), packet.buffer());
+                (self.on_reported)(service, buffer);
             }
         }
+        result
+    }
+}
+
+impl Dispatch for Watched<'_, '_> {
+    #[inline]
+    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        if self.in_turn.get() {
+            return self.dispatch.dispatch(packet); // the turn's watch covers it
+        }
+        self.watched(packet.service(), packet.buffer(), || self.dispatch.dispatch(packet));
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
         self.dispatch.malformed(buffer, error);
+    }
+
+    /// Watched as one call, named by its opcode.
+    fn rpc_turn(&self, buffer: usize, turn: &mut Turn<'_>, packets: &dyn Dispatch) -> Option<bool> {
+        let (_, opcode) = turn.header();
+        self.in_turn.set(true);
+        let served = self.watched(opcode, buffer, || self.dispatch.rpc_turn(buffer, turn, packets));
+        self.in_turn.set(false);
+        served
     }
 
     #[inline]

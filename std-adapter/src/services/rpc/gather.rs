@@ -1,0 +1,206 @@
+//! The calls that send the host strings, then get one word back, as LLVM's server does them:
+//! `OPEN_FILE` (the path as a stream, then a packet with the mode; answered with the `FILE`),
+//! `REMOVE` (the path), `RENAME` (two paths), `SYSTEM` (the command), `HOST_CALL` (the argument
+//! block as a stream, then a packet with the function's address; answered with its result); and
+//! `EXIT` and `ABORT` (an empty round trip, then the status).
+//!
+//! A refused call (its group off, or a stream over the limit) is still followed packet by packet
+//! and answered with C's failure value: a null `FILE`, -1 for `remove`, `rename` and `system`, 0
+//! for a host call. Differences on purpose: an `OPEN_FILE` over the buffer's budget of open files
+//! gets a null `FILE` (counted); a host call of address 0 is refused rather than crashing the
+//! host; `EXIT` and `ABORT` are refused by default (counted and logged: the device's program goes
+//! on as if the host had not heard), and with [`RpcPolicy::with_exit`](super::RpcPolicy::with_exit)
+//! end the host process by `std::process::exit(status)` and `std::process::abort()` (LLVM's
+//! server: `quick_exit`, `abort`).
+
+use super::files::{c_string, OpenError};
+use super::Context;
+use crate::rate_limit::warn_limited;
+use hostcall_core::rpc::opcode::libc as op;
+use hostcall_core::rpc::{packet_bytes, StreamIn, Turn};
+use hostcall_core::LANES;
+
+/// -1 as the client's `int` reads word 0.
+const FAILED: u64 = -1i64 as u64;
+
+/// A string-sending call in progress.
+#[derive(Debug)]
+pub(super) struct Gather {
+    mask: u64,
+    opcode: u32,
+    allowed: bool,
+    limit: u64,
+    input: StreamIn,
+    /// The streams received so far, per lane (the one in progress last).
+    streams: Vec<Vec<Vec<u8>>>,
+    /// Lanes that sent a stream over the limit.
+    over: u64,
+    /// The streams are in; the last packet (mode, function address) is next.
+    last_packet: bool,
+}
+
+impl Gather {
+    /// A call of `opcode` by the lanes of `mask`, refused (followed, answered failed) unless
+    /// `allowed`.
+    pub(super) fn new(mask: u64, opcode: u32, allowed: bool, limit: u64) -> Self {
+        let streams = (0..LANES).map(|_| vec![Vec::new()]).collect();
+        Self {
+            mask,
+            opcode,
+            allowed,
+            limit,
+            input: StreamIn::new(mask, limit),
+            streams,
+            over: 0,
+            last_packet: false,
+        }
+    }
+
+    /// Bytes received so far.
+    pub(super) fn held_bytes(&self) -> usize {
+        self.streams.iter().flatten().map(Vec::len).sum()
+    }
+
+    /// One turn; `true` when the call is over.
+    pub(super) fn turn(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
+        if self.last_packet {
+            for lane in turn.lanes(self.mask) {
+                let words = turn.read(lane as u32);
+                let answer = self.last(lane, &words, cx);
+                turn.write_first::<1>(lane as u32, &[answer]);
+            }
+            return true;
+        }
+        let streams = &mut self.streams;
+        let done = self.input.receive(turn, &mut |lane, _, chunk: &[u8]| {
+            if let Some(current) = streams[lane as usize].last_mut() {
+                current.extend_from_slice(chunk);
+            }
+        });
+        if !done {
+            return false;
+        }
+        for lane in turn.lanes(self.mask) {
+            if !self.input.kept(lane as u32) && self.over & 1 << lane == 0 {
+                self.over |= 1 << lane;
+                cx.counters.over_limit_lanes += 1;
+            }
+        }
+        let received = self.streams.first().map_or(0, Vec::len);
+        if self.opcode == op::RENAME && received < 2 {
+            self.streams.iter_mut().for_each(|s| s.push(Vec::new()));
+            self.input = StreamIn::new(self.mask, self.limit);
+            return false;
+        }
+        if matches!(self.opcode, op::OPEN_FILE | op::HOST_CALL) {
+            self.last_packet = true;
+            return false;
+        }
+        for lane in turn.lanes(self.mask) {
+            let answer = self.now(lane, cx);
+            turn.write_first::<1>(lane as u32, &[answer]);
+        }
+        true
+    }
+
+    /// Whether lane `lane` is served (else counted as refused, unless over the limit).
+    fn served(&self, lane: usize, cx: &mut Context<'_>) -> bool {
+        if self.over & 1 << lane != 0 {
+            return false;
+        }
+        if !self.allowed {
+            cx.counters.refused_lanes += 1;
+        }
+        self.allowed
+    }
+
+    /// The answer of `REMOVE`, `RENAME` or `SYSTEM`, in the turn of the last stream's last packet.
+    fn now(&self, lane: usize, cx: &mut Context<'_>) -> u64 {
+        if !self.served(lane, cx) {
+            return FAILED;
+        }
+        let paths: Vec<_> = self.streams[lane].iter().map(|s| c_string(s)).collect();
+        // SAFETY: NUL-terminated strings (`c_string`); the calls read them only.
+        let result = unsafe {
+            match self.opcode {
+                op::REMOVE => ::libc::remove(paths[0].as_ptr()),
+                op::RENAME => ::libc::rename(paths[0].as_ptr(), paths[1].as_ptr()),
+                _ => ::libc::system(paths[0].as_ptr()),
+            }
+        };
+        result as i64 as u64
+    }
+
+    /// The answer of `OPEN_FILE` or `HOST_CALL`, from its last packet `words`.
+    fn last(&mut self, lane: usize, words: &[u64; 8], cx: &mut Context<'_>) -> u64 {
+        if !self.served(lane, cx) {
+            return 0;
+        }
+        if self.opcode == op::OPEN_FILE {
+            let mode = packet_bytes(words);
+            return match cx.files.lock().fopen(&self.streams[lane][0], &mode) {
+                Ok(handle) => handle,
+                Err(OpenError::Budget) => {
+                    cx.counters.open_files_refused += 1;
+                    0
+                }
+                Err(OpenError::Failed) => 0,
+            };
+        }
+        if words[0] == 0 {
+            cx.counters.refused_lanes += 1;
+            return 0;
+        }
+        type HostFunction = unsafe extern "C" fn(*mut std::ffi::c_void) -> u64;
+        // SAFETY: the embedding runtime enabled host calls through `RpcPolicy::with_host_calls`,
+        // whose contract makes every kernel that can reach this buffer trusted to name a host
+        // function of this signature; the argument block is the lane's bytes, writable.
+        unsafe {
+            let function = std::mem::transmute::<usize, HostFunction>(words[0] as usize);
+            function(self.streams[lane][0].as_mut_ptr().cast())
+        }
+    }
+}
+
+/// An `EXIT` or `ABORT` in progress.
+#[derive(Debug)]
+pub(super) struct Ending {
+    mask: u64,
+    abort: bool,
+    allowed: bool,
+    /// The empty round trip is done; the status is next.
+    status_next: bool,
+}
+
+impl Ending {
+    /// An exit (`abort`: an abort) of the lanes of `mask`, ending the host only if `allowed`.
+    pub(super) fn new(mask: u64, abort: bool, allowed: bool) -> Self {
+        Self { mask, abort, allowed, status_next: false }
+    }
+
+    /// One turn; `true` when the call is over (if it is allowed, the process is).
+    pub(super) fn turn(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
+        if !self.status_next {
+            self.status_next = true;
+            return false;
+        }
+        let Some(lane) = turn.lanes(self.mask).next() else {
+            return true;
+        };
+        let status = turn.read(lane as u32)[0] as i32;
+        let what = if self.abort { "abort()".to_string() } else { format!("exit({status})") };
+        if self.allowed {
+            log::error!("rpc: port {}: the device called {what}: ending the host process", turn.port());
+            if self.abort {
+                std::process::abort();
+            }
+            std::process::exit(status);
+        }
+        cx.counters.refused_lanes += u64::from(self.mask.count_ones());
+        warn_limited!(
+            "rpc: port {}: the device called {what}; refused (RpcPolicy::with_exit lets it end the host)",
+            turn.port()
+        );
+        true
+    }
+}
