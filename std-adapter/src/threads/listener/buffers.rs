@@ -264,7 +264,11 @@ impl Shared {
         let not_registered = Error::Poller(hostcall_core::PollerError::NotRegistered { base });
         let seat = {
             let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(entry) = served.get_mut(&base) else { return Err(not_registered) };
+            let Some(entry) = served.get_mut(&base) else {
+                // Let go of when its thread ended after a shutdown: removing it still works.
+                let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner()).remove(&base);
+                return if ended { Ok(()) } else { Err(not_registered) };
+            };
             entry.leaving = true; // stays on its seat from here
             let crew = self.crew.lock().unwrap_or_else(|p| p.into_inner());
             let home = entry.home;

@@ -134,7 +134,7 @@ impl Default for ListenerConfig {
             shutdown_grace: Duration::from_millis(20),
             thread_name: "hostcall-listener".into(),
             cpus: Vec::new(),
-            stuck_after: Duration::from_millis(50),
+            stuck_after: Duration::from_millis(100),
             stuck_threads: 4,
         }
     }
@@ -160,6 +160,9 @@ struct Shared {
     /// its process-wide claim and its packets in the registry's lane capacity. Released when the
     /// buffer is removed or the thread has been joined.
     served: Mutex<HashMap<usize, Served>>,
+    /// The buffers let go of by their thread when it ended after a shutdown: removing one of
+    /// them is still answered `Ok` (as before the shutdown), once.
+    ended: Mutex<std::collections::HashSet<usize>>,
     /// The LLVM-RPC buffers' hosts (the calls in progress on their ports).
     rpc: rpc::RpcBuffers,
     /// Names this listener in the process-wide claims.
@@ -209,13 +212,14 @@ impl Listener {
         config: ListenerConfig,
         services: Arc<Services>,
     ) -> Result<Self, Error> {
-        let first = relay::Seat::new(config.thread_name.clone());
+        let first = relay::Seat::new(&config.thread_name, 0);
         let shared = Arc::new(Shared {
             crew: Mutex::new(relay::Crew::new(first.clone())),
             services,
             doorbell,
             owned: Mutex::new(HashMap::new()),
             served: Mutex::new(HashMap::new()),
+            ended: Mutex::new(std::collections::HashSet::new()),
             rpc: rpc::RpcBuffers::default(),
             // Relaxed: only uniqueness matters.
             id: NEXT_LISTENER_ID.fetch_add(1, Ordering::Relaxed),

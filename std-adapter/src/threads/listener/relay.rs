@@ -51,7 +51,10 @@ pub(super) struct Seat {
     pub(super) id: u64,
     pub(super) poller: Poller<MAX_BUFFERS>,
     pub(super) watch: CallWatch,
-    /// The thread's name.
+    /// The thread's name: the listener's (every seat's thread has it, so a thread is told by its
+    /// name whatever seat it serves).
+    pub(super) thread_name: String,
+    /// The seat's name in the log: the thread's, and which relief it is.
     pub(super) name: String,
     /// The seat's thread, until it is joined.
     pub(super) thread: Mutex<Option<JoinHandle<()>>>,
@@ -76,12 +79,18 @@ struct Seen {
 static NEXT_SEAT: AtomicU64 = AtomicU64::new(1);
 
 impl Seat {
-    pub(super) fn new(name: String) -> Arc<Self> {
+    /// Seat `relief` (0: the listener's first) of the listener whose threads are `thread_name`.
+    pub(super) fn new(thread_name: &str, relief: u64) -> Arc<Self> {
+        let name = match relief {
+            0 => thread_name.to_owned(),
+            n => format!("{thread_name} (relief {n})"),
+        };
         Arc::new(Self {
             // Relaxed: only uniqueness matters.
             id: NEXT_SEAT.fetch_add(1, Ordering::Relaxed),
             poller: Poller::new(),
             watch: CallWatch::default(),
+            thread_name: thread_name.to_owned(),
             name,
             thread: Mutex::new(None),
             seen: Mutex::new(Seen::default()),
@@ -110,14 +119,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Looks at every seat of `shared` (see the module docs).
-fn check(shared: &Arc<Shared>, now: Instant) {
-    let seats: Vec<Arc<Seat>> = {
+/// Looks at every seat of `shared` (see the module docs); `seats` is scratch space, kept from
+/// call to call so that an idle tick allocates nothing.
+fn check(shared: &Arc<Shared>, now: Instant, seats: &mut Vec<Arc<Seat>>) {
+    seats.clear();
+    {
         let crew = lock(&shared.crew);
-        std::iter::once(crew.active.clone()).chain(crew.stuck.iter().cloned()).collect()
-    };
+        seats.push(crew.active.clone());
+        seats.extend(crew.stuck.iter().cloned());
+    }
     let stuck_after = shared.config.stuck_after;
-    for seat in seats {
+    for seat in seats.drain(..) {
         let mut seen = lock(&seat.seen);
         let Some(mut running) = seat.watch.running() else {
             seen.call = None;
@@ -181,7 +193,7 @@ fn relieve(shared: &Arc<Shared>, seat: &Arc<Seat>, running: Running) {
         );
         return;
     }
-    let next = Seat::new(format!("{}-r{}", shared.config.thread_name, crew.relieved + 1));
+    let next = Seat::new(&shared.config.thread_name, crew.relieved + 1);
     let (go, gate) = mpsc::channel::<bool>();
     let Ok(thread) = super::thread::spawn_gated(shared.clone(), next.clone(), gate) else {
         warn_limited!("{}: could not start a thread to serve the other buffers; they wait", seat.name);
@@ -259,6 +271,7 @@ pub(super) fn release(shared: &Shared, seat: &Arc<Seat>) {
     for base in mine {
         let entry = lock(&shared.served).remove(&base);
         shared.let_go(entry);
+        lock(&shared.ended).insert(base);
     }
     lock(&shared.crew).stuck.retain(|s| !Arc::ptr_eq(s, seat));
 }
@@ -301,22 +314,24 @@ fn tick(listeners: &[Arc<Shared>]) -> Duration {
 }
 
 fn watchdog_loop() {
+    // Kept from tick to tick: an idle tick allocates nothing.
+    let (mut listeners, mut seats) = (Vec::<Arc<Shared>>::new(), Vec::new());
     loop {
-        let listeners: Vec<Arc<Shared>> = {
+        {
             let mut watchdog = lock(&WATCHDOG);
             watchdog.listeners.retain(|l| l.strong_count() > 0);
             if watchdog.listeners.is_empty() {
                 watchdog.running = false;
                 return;
             }
-            watchdog.listeners.iter().filter_map(Weak::upgrade).collect()
-        };
+            listeners.extend(watchdog.listeners.iter().filter_map(Weak::upgrade));
+        }
         let now = Instant::now();
         for shared in &listeners {
-            check(shared, now);
+            check(shared, now, &mut seats);
         }
         let pause = tick(&listeners);
-        drop(listeners);
+        listeners.clear();
         std::thread::sleep(pause);
     }
 }

@@ -41,7 +41,7 @@ fn poll<const N: usize>(
 
 /// Starts the thread of `seat`.
 pub(super) fn spawn(shared: Arc<Shared>, seat: Arc<Seat>) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new().name(seat.name.clone()).spawn(move || run(&shared, &seat))
+    std::thread::Builder::new().name(seat.thread_name.clone()).spawn(move || run(&shared, &seat))
 }
 
 /// Starts the thread of `seat`, which waits for `gate`: `true` to run, `false` (or a closed
@@ -51,7 +51,7 @@ pub(super) fn spawn_gated(
     seat: Arc<Seat>,
     gate: mpsc::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new().name(seat.name.clone()).spawn(move || {
+    std::thread::Builder::new().name(seat.thread_name.clone()).spawn(move || {
         if gate.recv() == Ok(true) {
             run(&shared, &seat);
         }

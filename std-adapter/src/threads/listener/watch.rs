@@ -171,11 +171,13 @@ impl Dispatch for Watched<'_, '_> {
         self.dispatch.malformed(buffer, error);
     }
 
-    /// Watched as one call, named by its opcode.
+    /// Watched as one call, named by the hostcall service its opcode carries (`'r'`, `'h'`), or
+    /// else by the opcode itself.
     fn rpc_turn(&self, buffer: usize, turn: &mut Turn<'_>, packets: &dyn Dispatch) -> Option<bool> {
         let (_, opcode) = turn.header();
+        let id = hostcall_core::rpc::service_of(opcode).unwrap_or(opcode);
         self.in_turn.set(true);
-        let served = self.watched(opcode, buffer, || self.dispatch.rpc_turn(buffer, turn, packets));
+        let served = self.watched(id, buffer, || self.dispatch.rpc_turn(buffer, turn, packets));
         self.in_turn.set(false);
         served
     }
