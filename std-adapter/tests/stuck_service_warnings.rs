@@ -6,6 +6,7 @@
 #[macro_use]
 mod common;
 
+use common::logs;
 use common::watchdog::returns_within;
 use hostcall::buffer::Protocol;
 use hostcall::observe::Reason;
@@ -18,26 +19,9 @@ use std::time::{Duration, Instant};
 const BLOCK: u32 = 300;
 const PATIENCE: Duration = Duration::from_secs(30);
 
-static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::Level::Warn
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            LINES.lock().unwrap_or_else(|p| p.into_inner()).push(record.args().to_string());
-        }
-    }
-    fn flush(&self) {}
-}
-
 /// The captured lines that contain every one of `words`.
 fn lines_with(words: &[&str]) -> Vec<String> {
-    let lines = LINES.lock().unwrap_or_else(|p| p.into_inner());
-    lines.iter().filter(|line| words.iter().all(|w| line.contains(w))).cloned().collect()
+    logs::lines().iter().filter(|line| words.iter().all(|w| line.contains(w))).cloned().collect()
 }
 
 /// Waits until a captured line contains every one of `words`.
@@ -47,11 +31,7 @@ fn wait_for_line(words: &[&str]) -> String {
         if let Some(line) = lines_with(words).pop() {
             return line;
         }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "no warning with {words:?}; captured: {:?}",
-            LINES.lock().unwrap()
-        );
+        assert!(started.elapsed() < PATIENCE, "no warning with {words:?}; captured: {:?}", *logs::lines());
         std::thread::sleep(Duration::from_millis(2));
     }
 }
@@ -90,8 +70,7 @@ fn a_stuck_call_is_warned_about_and_its_return_too(protocol: Protocol) {
 
 #[test]
 fn every_protocol_warns_about_a_stuck_call() {
-    log::set_logger(&Capture).unwrap();
-    log::set_max_level(log::LevelFilter::Warn);
+    logs::install();
     returns_within("stuck-call warnings", PATIENCE * 4, || {
         for protocol in [Protocol::Stack, Protocol::Phase, Protocol::Line, common::RPC] {
             a_stuck_call_is_warned_about_and_its_return_too(protocol);

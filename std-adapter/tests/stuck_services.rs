@@ -80,16 +80,32 @@ fn counted_stuck(stats: impl Fn() -> hostcall::observe::Stats) -> u64 {
     }
 }
 
+/// A listener serving two buffers of `protocol`, one of them inside a BLOCK call.
+struct Blocked {
+    doorbell: Arc<dyn Doorbell>,
+    listener: Listener,
+    stuck: Arc<HostcallBuffer>,
+    other: Arc<HostcallBuffer>,
+    /// The blocked call (see [`block`]).
+    call: JoinHandle<u64>,
+    /// Lets BLOCK return.
+    release: Sender<()>,
+}
+
+fn blocked(protocol: Protocol) -> Blocked {
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let listener = Listener::start(doorbell.clone(), config()).unwrap();
+    let (entered, release) = register(listener.services());
+    let (stuck, other) = (buffer(&doorbell, protocol), buffer(&doorbell, protocol));
+    listener.add_buffer(stuck.clone()).unwrap();
+    listener.add_buffer(other.clone()).unwrap();
+    let call = block(&stuck, &entered);
+    Blocked { doorbell, listener, stuck, other, call, release }
+}
+
 fn another_buffer_is_served_while_a_service_blocks(protocol: Protocol) {
     returns_within("a listener with a blocked service", PATIENCE * 2, move || {
-        let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-        let listener = Listener::start(doorbell.clone(), config()).unwrap();
-        let (entered, release) = register(listener.services());
-        let (stuck, victim) = (buffer(&doorbell, protocol), buffer(&doorbell, protocol));
-        listener.add_buffer(stuck.clone()).unwrap();
-        listener.add_buffer(victim.clone()).unwrap();
-
-        let call = block(&stuck, &entered);
+        let Blocked { doorbell: _, listener, stuck, other: victim, call, release } = blocked(protocol);
         served(&victim, 200);
         assert_eq!(counted_stuck(|| listener.stats()), 1, "the stuck call is counted once");
         let of_buffer = listener.stats().buffers[&(stuck.as_ptr() as usize)].refusals;
@@ -106,13 +122,7 @@ fn another_buffer_is_served_while_a_service_blocks(protocol: Protocol) {
 
 fn shutdown_returns_while_a_service_blocks(protocol: Protocol) {
     returns_within("shutdown with a blocked service", PATIENCE * 2, move || {
-        let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-        let listener = Listener::start(doorbell.clone(), config()).unwrap();
-        let (entered, release) = register(listener.services());
-        let (stuck, other) = (buffer(&doorbell, protocol), buffer(&doorbell, protocol));
-        listener.add_buffer(stuck.clone()).unwrap();
-        listener.add_buffer(other.clone()).unwrap();
-        let call = block(&stuck, &entered);
+        let Blocked { doorbell, listener, stuck, other, call, release } = blocked(protocol);
 
         let grace = Duration::from_millis(20);
         let (listener, took) = returns_within("shutdown", PATIENCE, move || {
