@@ -479,7 +479,7 @@ int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
 #define HOSTCALL_REASON_SLOTS 32 /* room in `refusals`; `reasons` says how many are counted */
 /* The line protocol's number, as hostcall_buffer_stats_t reports a protocol (enable refuses it). */
 #define HOSTCALL_PROTOCOL_LINE 2u
-#define HOSTCALL_PROTOCOL_RPC 3u /* an LLVM libc GPU RPC buffer (statistics only; not enabled here) */
+#define HOSTCALL_PROTOCOL_RPC 3u /* an LLVM libc GPU RPC buffer (hostcall_enable_ex: the rpc_* options) */
 
 /* The statistics structs are versioned by their first field: set `size` to sizeof(the struct)
  * before the call. The library writes the fields it knows and zeroes the rest up to `size`; a
@@ -584,8 +584,8 @@ int hostcall_rpc_client_object(uint32_t ports, uint64_t device_base, uint64_t sy
  * must be in HOSTCALL_ENABLE_OPTIONS_SIZE_V1..=HOSTCALL_ENABLE_OPTIONS_MAX_SIZE. */
 typedef struct hostcall_enable_options {
     uint32_t size;     /* sizeof(hostcall_enable_options_t) */
-    uint32_t protocol; /* HOSTCALL_PROTOCOL_STACK (default) or HOSTCALL_PROTOCOL_PHASE; other
-                        * values: HOSTCALL_ERR_OPTIONS */
+    uint32_t protocol; /* HOSTCALL_PROTOCOL_STACK (default), HOSTCALL_PROTOCOL_PHASE or
+                        * HOSTCALL_PROTOCOL_RPC (size >= V2); other values: HOSTCALL_ERR_OPTIONS */
     /* Phase protocol only (not NULL with the stack protocol: HOSTCALL_ERR_OPTIONS): the occupied
      * bitmap device code claims packets in, HOSTCALL_PHASE_OCCUPIED_WORDS(num_packets) uint32_t,
      * zeroed, 4-aligned (checked: HOSTCALL_ERR_MISALIGNED), overlapping no enabled buffer
@@ -601,14 +601,42 @@ typedef struct hostcall_enable_options {
                               * the buffer and reported with each of its packets to services
                               * (SANITIZER's reports name it) */
     uint32_t reserved;       /* must be 0 */
+    /* Version 2 (HOSTCALL_ENABLE_OPTIONS_SIZE_V2): an LLVM libc GPU RPC buffer, protocol
+     * HOSTCALL_PROTOCOL_RPC, num_packets its ports (1 ..= HOSTCALL_RPC_MAX_PORTS), the buffer
+     * hostcall_rpc_buffer_size(ports, rpc_lanes) bytes, HOSTCALL_RPC_BUFFER_ALIGN-aligned. Every
+     * opcode of LLVM's server is served by the listener, each group as the policy says. For any
+     * other protocol all five fields must be 0. */
+    uint32_t rpc_lanes;        /* lanes a port: the client's warp width (32 NVPTX, 64 or 32 AMDGPU) */
+    uint32_t rpc_allow;        /* HOSTCALL_RPC_GROUP_* bits served besides the defaults */
+    uint32_t rpc_deny;         /* HOSTCALL_RPC_GROUP_* bits not served (wins over rpc_allow) */
+    uint32_t rpc_open_files;   /* host files the device may hold open at once (0: 64) */
+    uint64_t rpc_stream_bytes; /* bytes kept of one lane's stream: path, format, write (0: 65536) */
 } hostcall_enable_options_t;
 
+/* The opcode groups of an RPC buffer's policy. Console, printf, memory and ROCm's ('r', and this
+ * project's 'h') are served by default; files, exit/abort (which end the host process) and the
+ * two that run arbitrary host code are not. A refused call is followed to its end and answered
+ * with C's failure value (0, NULL, -1), counted as HOSTCALL_REASON_RPC_REFUSED, and logged. */
+#define HOSTCALL_RPC_GROUP_CONSOLE 1u
+#define HOSTCALL_RPC_GROUP_PRINTF 2u
+#define HOSTCALL_RPC_GROUP_MEMORY 4u
+#define HOSTCALL_RPC_GROUP_FILES 8u /* fopen, fread, fgets, fseek, remove, rename, stdin, ... */
+#define HOSTCALL_RPC_GROUP_EXIT 16u /* exit() and abort() of the host process */
+/* Unsafe: the device then calls any host address as a function, or runs any shell command: every
+ * kernel that can reach the buffer is trusted with the whole host process. */
+#define HOSTCALL_RPC_GROUP_HOST_CALLS_UNSAFE 32u
+#define HOSTCALL_RPC_GROUP_SYSTEM_UNSAFE 64u
+#define HOSTCALL_RPC_GROUP_ROCM 128u
+
 #define HOSTCALL_ENABLE_OPTIONS_SIZE_V1 24u
+#define HOSTCALL_ENABLE_OPTIONS_SIZE_V2 48u
 #define HOSTCALL_ENABLE_OPTIONS_MAX_SIZE 1024u
 #define HOSTCALL_ENABLE_OPTIONS_INIT                                                                  \
-    { (uint32_t)sizeof(hostcall_enable_options_t), HOSTCALL_PROTOCOL_STACK, NULL, 0u, 0u }
+    { (uint32_t)sizeof(hostcall_enable_options_t), HOSTCALL_PROTOCOL_STACK, NULL, 0u, 0u, 0u, 0u, 0u, 0u, 0u }
 
-HOSTCALL_STATIC_ASSERT(sizeof(hostcall_enable_options_t) == 24, "enable options size (64-bit hosts)");
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_enable_options_t) == 48, "enable options size (64-bit hosts)");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, rpc_lanes) == 24, "options.rpc_lanes");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, rpc_stream_bytes) == 40, "options.rpc_stream_bytes");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, size) == 0, "options.size");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, protocol) == 4, "options.protocol");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, occupied) == 8, "options.occupied");
@@ -619,8 +647,11 @@ HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, reserved) == 20, "opt
  * hostcall_buffer_size_for(protocol, num_packets) bytes aligned to
  * hostcall_buffer_alignment_for(protocol) (null and alignment checked), valid until
  * hostcall_disable returns for it (or the process ends). Returns HOSTCALL_OK or a HOSTCALL_ERR_*
- * code; on failure nothing changed (no bitmap is left allocated). hostcall_disable and
- * hostcall_emulated_call work on buffers of either of ROCm's protocols. */
+ * code; on failure nothing changed (no bitmap is left allocated). hostcall_disable works on
+ * buffers of every protocol, hostcall_emulated_call on either of ROCm's. An RPC buffer (protocol
+ * HOSTCALL_PROTOCOL_RPC) is hostcall_rpc_buffer_size(num_packets, options->rpc_lanes) bytes; the
+ * runtime copies hostcall_rpc_client_object(num_packets, its device address, ...) into the device
+ * image's HOSTCALL_RPC_CLIENT_SYMBOL before the first launch. */
 int hostcall_enable_ex(void *buffer, uint32_t num_packets, const void *queue,
                        const hostcall_enable_options_t *options);
 

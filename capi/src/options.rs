@@ -3,6 +3,7 @@
 
 use crate::status::{Failure, HOSTCALL_ERR_OPTIONS};
 use hostcall_rs::lifecycle::EnableOptions;
+use hostcall_rs::services::rpc::{RpcLimits, RpcPolicy};
 use hostcall_rs::Protocol;
 use std::ptr::NonNull;
 
@@ -34,15 +35,44 @@ pub struct HostcallEnableOptions {
     pub device_ordinal: u32,
     /// Must be zero.
     pub reserved: u32,
+    /// Version 2, `HOSTCALL_PROTOCOL_RPC` only (else zero): lanes a port.
+    pub rpc_lanes: u32,
+    /// `HOSTCALL_RPC_GROUP_*` groups served besides the defaults.
+    pub rpc_allow: u32,
+    /// `HOSTCALL_RPC_GROUP_*` groups not served (wins over `rpc_allow`).
+    pub rpc_deny: u32,
+    /// Host files the device may hold open (0: the default).
+    pub rpc_open_files: u32,
+    /// Bytes kept of one lane's stream (0: the default).
+    pub rpc_stream_bytes: u64,
 }
 
-/// The size of version 1 (the fields above): the smallest `size` accepted.
+/// The size of version 1 (up to `reserved`): the smallest `size` accepted.
 pub const HOSTCALL_ENABLE_OPTIONS_SIZE_V1: u32 = 24;
+/// The size of version 2 (the RPC fields).
+pub const HOSTCALL_ENABLE_OPTIONS_SIZE_V2: u32 = 48;
+
+/// `HOSTCALL_RPC_GROUP_CONSOLE`.
+pub const HOSTCALL_RPC_GROUP_CONSOLE: u32 = 1;
+/// `HOSTCALL_RPC_GROUP_PRINTF`.
+pub const HOSTCALL_RPC_GROUP_PRINTF: u32 = 2;
+/// `HOSTCALL_RPC_GROUP_MEMORY`.
+pub const HOSTCALL_RPC_GROUP_MEMORY: u32 = 4;
+/// `HOSTCALL_RPC_GROUP_FILES`.
+pub const HOSTCALL_RPC_GROUP_FILES: u32 = 8;
+/// `HOSTCALL_RPC_GROUP_EXIT`.
+pub const HOSTCALL_RPC_GROUP_EXIT: u32 = 16;
+/// `HOSTCALL_RPC_GROUP_HOST_CALLS_UNSAFE`.
+pub const HOSTCALL_RPC_GROUP_HOST_CALLS_UNSAFE: u32 = 32;
+/// `HOSTCALL_RPC_GROUP_SYSTEM_UNSAFE`.
+pub const HOSTCALL_RPC_GROUP_SYSTEM_UNSAFE: u32 = 64;
+/// `HOSTCALL_RPC_GROUP_ROCM`.
+pub const HOSTCALL_RPC_GROUP_ROCM: u32 = 128;
 /// The largest `size` accepted (a sanity bound on what is read).
 pub const HOSTCALL_ENABLE_OPTIONS_MAX_SIZE: u32 = 1024;
 
 const _: () =
-    assert!(std::mem::size_of::<HostcallEnableOptions>() == HOSTCALL_ENABLE_OPTIONS_SIZE_V1 as usize);
+    assert!(std::mem::size_of::<HostcallEnableOptions>() == HOSTCALL_ENABLE_OPTIONS_SIZE_V2 as usize);
 
 /// The protocol numbered `protocol` in the C API.
 pub fn protocol(protocol: u32) -> Result<Protocol, Failure> {
@@ -57,8 +87,8 @@ pub fn protocol(protocol: u32) -> Result<Protocol, Failure> {
 /// `hostcall_enable_ex`, refuses it).
 pub const HOSTCALL_PROTOCOL_LINE: u32 = 2;
 
-/// `HOSTCALL_PROTOCOL_RPC`: an LLVM libc GPU RPC buffer, as statistics report it (the lifecycle,
-/// and so `hostcall_enable_ex`, refuses it).
+/// `HOSTCALL_PROTOCOL_RPC`: an LLVM libc GPU RPC buffer (`hostcall_enable_ex` with the version-2
+/// fields).
 pub const HOSTCALL_PROTOCOL_RPC: u32 = 3;
 
 /// The C API's number of `protocol`.
@@ -91,18 +121,31 @@ pub unsafe fn read(options: *const HostcallEnableOptions) -> Result<EnableOption
             ),
         ));
     }
-    // SAFETY: `size` >= the struct's size, readable by the contract; `read_unaligned` needs no
-    // alignment, and every bit pattern is valid for its integer and raw-pointer fields.
-    let known = unsafe { options.read_unaligned() };
+    // The fields `size` covers; the others keep their zero defaults.
+    let mut raw = [0u8; std::mem::size_of::<HostcallEnableOptions>()];
     let bytes = options.cast::<u8>();
-    // SAFETY: bytes `V1..size` are readable by the contract; a byte read needs no alignment.
-    let newer_set =
-        (HOSTCALL_ENABLE_OPTIONS_SIZE_V1..size).any(|at| unsafe { bytes.add(at as usize).read() } != 0);
+    for (at, byte) in raw.iter_mut().enumerate().take(size as usize) {
+        // SAFETY: bytes `0..size` are readable by the contract; a byte read needs no alignment.
+        *byte = unsafe { bytes.add(at).read() };
+    }
+    // SAFETY: `raw` holds the struct's bytes; every bit pattern is valid for its integer and
+    // raw-pointer fields; `read_unaligned` needs no alignment.
+    let known = unsafe { raw.as_ptr().cast::<HostcallEnableOptions>().read_unaligned() };
+    // SAFETY: bytes `raw.len()..size` are readable by the contract.
+    let newer_set = (raw.len() as u32..size).any(|at| unsafe { bytes.add(at as usize).read() } != 0);
     if known.reserved != 0 || newer_set {
         return Err(Failure::new(
             HOSTCALL_ERR_OPTIONS,
             "options this library does not know are set (reserved fields must be zero)",
         ));
+    }
+    if known.protocol == HOSTCALL_PROTOCOL_RPC {
+        return rpc(&known);
+    }
+    if known.rpc_lanes | known.rpc_allow | known.rpc_deny | known.rpc_open_files != 0
+        || known.rpc_stream_bytes != 0
+    {
+        return Err(Failure::new(HOSTCALL_ERR_OPTIONS, "options.rpc_* are set, but the protocol is not RPC"));
     }
     let protocol = protocol(known.protocol)?;
     if protocol == Protocol::Stack && !known.occupied.is_null() {
@@ -115,4 +158,56 @@ pub unsafe fn read(options: *const HostcallEnableOptions) -> Result<EnableOption
         .with_protocol(protocol)
         .with_occupied(NonNull::new(known.occupied))
         .with_device_ordinal(known.device_ordinal))
+}
+
+/// The options of an RPC buffer (`HOSTCALL_PROTOCOL_RPC`).
+fn rpc(known: &HostcallEnableOptions) -> Result<EnableOptions, Failure> {
+    let groups = HOSTCALL_RPC_GROUP_ROCM * 2 - 1;
+    if known.rpc_lanes == 0 || (known.rpc_allow | known.rpc_deny) & !groups != 0 || !known.occupied.is_null()
+    {
+        return Err(Failure::new(
+            HOSTCALL_ERR_OPTIONS,
+            "an RPC buffer needs options.rpc_lanes, HOSTCALL_RPC_GROUP_* bits only, and no occupied bitmap",
+        ));
+    }
+    let on = |group| known.rpc_allow & group != 0 && known.rpc_deny & group == 0;
+    let off = |group| known.rpc_deny & group != 0;
+    let mut policy = RpcPolicy::default();
+    for (group, deny) in [
+        (HOSTCALL_RPC_GROUP_CONSOLE, RpcPolicy::without_console as fn(RpcPolicy) -> RpcPolicy),
+        (HOSTCALL_RPC_GROUP_PRINTF, RpcPolicy::without_printf),
+        (HOSTCALL_RPC_GROUP_MEMORY, RpcPolicy::without_memory),
+        (HOSTCALL_RPC_GROUP_ROCM, RpcPolicy::without_rocm),
+    ] {
+        if off(group) {
+            policy = deny(policy);
+        }
+    }
+    if on(HOSTCALL_RPC_GROUP_FILES) {
+        policy = policy.with_files();
+    }
+    if on(HOSTCALL_RPC_GROUP_EXIT) {
+        policy = policy.with_exit();
+    }
+    if on(HOSTCALL_RPC_GROUP_HOST_CALLS_UNSAFE) {
+        // SAFETY: the C caller asked for it by the name that says unsafe; the header states the
+        // contract of `RpcPolicy::with_host_calls` beside it.
+        policy = unsafe { policy.with_host_calls() };
+    }
+    if on(HOSTCALL_RPC_GROUP_SYSTEM_UNSAFE) {
+        // SAFETY: as above, for `RpcPolicy::with_system`.
+        policy = unsafe { policy.with_system() };
+    }
+    let mut limits = RpcLimits::default();
+    if known.rpc_open_files != 0 {
+        limits = limits.with_open_files(known.rpc_open_files);
+    }
+    if known.rpc_stream_bytes != 0 {
+        limits = limits.with_stream_bytes(known.rpc_stream_bytes);
+    }
+    Ok(EnableOptions::default()
+        .with_protocol(Protocol::Rpc { lanes: known.rpc_lanes })
+        .with_device_ordinal(known.device_ordinal)
+        .with_rpc_policy(policy)
+        .with_rpc_limits(limits))
 }

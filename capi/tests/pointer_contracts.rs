@@ -97,6 +97,11 @@ fn phase_options(occupied: *mut u32) -> HostcallEnableOptions {
         occupied,
         device_ordinal: 0,
         reserved: 0,
+        rpc_lanes: 0,
+        rpc_allow: 0,
+        rpc_deny: 0,
+        rpc_open_files: 0,
+        rpc_stream_bytes: 0,
     }
 }
 

@@ -13,6 +13,7 @@ use hostcall_core::stack::{buffer_size, payloads_offset, CONTROL_READY, HEADERS_
 use hostcall_core::{LANES, SLOT_WORDS};
 use std::path::PathBuf;
 
+mod rpc_exchange;
 mod whole_host;
 
 fn seeds_dir(target: &str) -> PathBuf {
@@ -337,7 +338,8 @@ fn all_seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let drain = drain_seeds().into_iter().map(|(name, bytes)| ("drain_buffer_image", name, bytes));
     let ops = ops_seeds().into_iter().map(|(name, bytes)| ("producer_consumer_ops", name, bytes));
     let whole = whole_host::seeds().into_iter().map(|(name, bytes)| ("whole_host", name, bytes));
-    drain.chain(ops).chain(whole).collect()
+    let rpc = rpc_exchange::seeds().into_iter().map(|(name, bytes)| ("rpc_exchange", name, bytes));
+    drain.chain(ops).chain(whole).chain(rpc).collect()
 }
 
 #[test]
@@ -347,6 +349,7 @@ fn seeds_pass() {
         match target {
             "drain_buffer_image" => crate::drain_buffer_image(&bytes),
             "whole_host" => crate::whole_host(&bytes),
+            "rpc_exchange" => crate::rpc_exchange(&bytes),
             _ => crate::producer_consumer_ops(&bytes),
         }
     }

@@ -8,13 +8,23 @@
 //! `%Lf` is compared with C's `%f` of the same double (the device sends an f64, not a long
 //! double), and `%s` never passes NULL (the protocol's null pointer is the empty string).
 //!
+//! Each message also goes through LLVM libc's GPU RPC printf (`PRINTF_TO_STDOUT`, and its
+//! `_PACKED` twin every other message): a one-lane client sends the format and a `va_list` of the
+//! same C arguments, this crate's `RpcHost` formats it; its output and the count the client gets
+//! must be `snprintf`'s too.
+//!
 //! The corpus is deterministic (a fixed-seed PRNG): a grid of flags x width x precision over
 //! special values, then random messages. `HOSTCALL_PRINTF_CASES=n` sets the number of random
 //! messages (default 6000) and `HOSTCALL_PRINTF_SEED` the seed.
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
-use hostcall::services::printf::format;
+use hostcall::services::printf::{format, Streams};
+use hostcall::services::rpc::client::{printf as rpc_printf, printf_opcode, CArg as RpcArg};
+use hostcall::services::rpc::{RpcHost, RpcLimits, RpcPolicy};
 use hostcall_core::message::PackedWords;
+use hostcall_core::rpc::{Client, Header, LaneBuffer, Parts, View};
+use hostcall_core::sync::AtomicU32;
+use hostcall_core::ServiceTable;
 use std::ffi::{c_char, c_int, c_void, CString};
 
 extern "C" {
@@ -373,10 +383,74 @@ fn our_output(pieces: &[Piece]) -> Result<(Vec<u8>, usize), hostcall::services::
     Ok((out, n))
 }
 
+/// One port of one lane, its client's lock and its host: the RPC path, driven on one thread (the
+/// client's waits take the host's turns).
+struct RpcPath {
+    mailboxes: [AtomicU32; 2],
+    lock: [AtomicU32; 1],
+    header: [Header; 1],
+    lane: [LaneBuffer; 1],
+    host: RpcHost,
+    out: Streams<Vec<u8>, Vec<u8>>,
+}
+
+impl RpcPath {
+    fn new() -> Self {
+        let limits = RpcLimits::default().with_stream_bytes(1 << 20);
+        Self {
+            mailboxes: [AtomicU32::new(0), AtomicU32::new(0)],
+            lock: [AtomicU32::new(0)],
+            header: [Header::default()],
+            lane: [LaneBuffer::default()],
+            host: RpcHost::new(1, RpcPolicy::default(), limits),
+            out: Streams { stdout: Vec::new(), stderr: Vec::new() },
+        }
+    }
+
+    /// The output and result of one printf of `pieces` through the RPC opcodes.
+    fn output(&mut self, pieces: &[Piece], packed: bool) -> (Vec<u8>, i32) {
+        let format: String = pieces.iter().map(|p| p.our_format.as_str()).collect();
+        let args: Vec<RpcArg<'_>> = pieces
+            .iter()
+            .flat_map(|p| {
+                let value = p.value.as_ref().map(|v| match v {
+                    CArg::Int(v) => RpcArg::Int(*v),
+                    CArg::LongLong(v) => RpcArg::Long(*v),
+                    CArg::Double(v) => RpcArg::Double(*v),
+                    CArg::Str(s) => RpcArg::Str(Some(s.as_bytes())),
+                    CArg::Ptr(v) => RpcArg::Ptr(*v),
+                    CArg::CountPtr => RpcArg::Ptr(0),
+                });
+                p.stars.iter().map(|&s| RpcArg::Int(s)).chain(value)
+            })
+            .collect();
+        let (a, b) = self.mailboxes.split_at(1);
+        let parts = Parts {
+            lanes: 1,
+            host_mailbox: a,
+            device_mailbox: b,
+            headers: &self.header,
+            buffers: &self.lane,
+        };
+        let view = View::from_parts(parts).unwrap();
+        let client = Client::new(view, &self.lock).unwrap();
+        let (host, out, services) = (&mut self.host, &mut self.out, ServiceTable::<1>::new());
+        let mut take_the_hosts_turn = |polls: u32| {
+            host.drain(&view, out, &services);
+            polls < 1000
+        };
+        let opcode = printf_opcode(0, packed);
+        let call = |_| (format.as_bytes(), &args[..]);
+        let result = rpc_printf(&client, 0, opcode, 1, None, &call, &mut take_the_hosts_turn).unwrap();
+        (std::mem::take(&mut self.out.stdout), result[0])
+    }
+}
+
 struct Tally {
     messages: usize,
     conversions: usize,
     mismatches: Vec<String>,
+    rpc: RpcPath,
 }
 
 impl Tally {
@@ -391,7 +465,20 @@ impl Tally {
             expected_count += r as usize;
         }
         let ours = our_output(pieces);
-        if ours.as_ref().ok() == Some(&(expected.clone(), expected_count)) {
+        let packed = self.messages % 2 == 0;
+        let rpc = self.rpc.output(pieces, packed);
+        let rpc_matches = rpc == (expected.clone(), expected_count as i32);
+        if ours.as_ref().ok() == Some(&(expected.clone(), expected_count)) && rpc_matches {
+            return;
+        }
+        if !rpc_matches && self.mismatches.len() < env_or("HOSTCALL_PRINTF_SHOW", 25) as usize {
+            let format: String = pieces.iter().map(|p| p.our_format.as_str()).collect();
+            self.mismatches.push(format!(
+                "RPC printf (packed {packed}) of {format:?}:\n  C:   {:?} ({expected_count})\n  RPC: {:?} ({})",
+                String::from_utf8_lossy(&expected),
+                String::from_utf8_lossy(&rpc.0),
+                rpc.1
+            ));
             return;
         }
         if self.mismatches.len() < env_or("HOSTCALL_PRINTF_SHOW", 25) as usize {
@@ -477,7 +564,7 @@ fn int_grid(tally: &mut Tally) {
 
 #[test]
 fn printf_matches_glibc_snprintf() {
-    let mut tally = Tally { messages: 0, conversions: 0, mismatches: Vec::new() };
+    let mut tally = Tally { messages: 0, conversions: 0, mismatches: Vec::new(), rpc: RpcPath::new() };
     float_grid(&mut tally);
     int_grid(&mut tally);
     let grid = tally.conversions;

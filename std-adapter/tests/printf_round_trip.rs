@@ -109,3 +109,63 @@ fn a_wave_prints_through_packets() {
     assert_eq!(outputs, expected_outputs);
     assert_eq!(printf.with(|s| s.assembler().open_messages()), 0);
 }
+
+/// The same messages as LLVM libc's GPU printf sends them (one call, a lane each, each lane its
+/// own format, as LLVM's client allows; one opcode, so all to stdout), over the RPC printf opcodes
+/// to this crate's `RpcHost`, aligned and packed: the same output and counts as through hostcall
+/// packets. (The bad control word and the missing argument have no RPC form: the host sizes the
+/// argument block from the format.)
+#[test]
+fn a_wave_prints_through_the_rpc_opcodes() {
+    use hostcall::services::printf::Streams;
+    use hostcall::services::rpc::client::{printf, printf_opcode, CArg};
+    use hostcall::services::rpc::{RpcHost, RpcLimits, RpcPolicy};
+    use hostcall_core::rpc::{Client, LaneBuffer, Parts};
+    use hostcall_core::sync::AtomicU32;
+
+    let long = "a string longer than one call's fifty-six bytes, so it spans chunks";
+    let long20 = long.repeat(20);
+    let cases: Vec<(&[u8], Vec<CArg<'_>>)> = vec![
+        (b"lane %d: %s\n", vec![CArg::Int(0), CArg::Str(Some(long.as_bytes()))]),
+        (b"%.3s|%08.3f|%#x\n", vec![CArg::Str(Some(b"truncated")), CArg::Double(-2.5), CArg::Uint(255)]),
+        (b"to stdout %c%c\n", vec![CArg::Int(i32::from(b'o')), CArg::Int(i32::from(b'k'))]),
+        (b"", vec![]),
+        (long20.as_bytes(), vec![]),
+    ];
+    let expected: Vec<Vec<u8>> = vec![
+        format!("lane 0: {long}\n").into_bytes(),
+        b"tru|-002.500|0xff\n".to_vec(),
+        b"to stdout ok\n".to_vec(),
+        Vec::new(),
+        long20.clone().into_bytes(),
+    ];
+    let lanes = cases.len() as u32;
+    let mailboxes = [AtomicU32::new(0), AtomicU32::new(0)];
+    let (host_mailbox, device_mailbox) = mailboxes.split_at(1);
+    let headers = [hostcall_core::rpc::Header::default()];
+    let buffers: Vec<LaneBuffer> = (0..lanes).map(|_| LaneBuffer::default()).collect();
+    let parts = Parts { lanes, host_mailbox, device_mailbox, headers: &headers, buffers: &buffers };
+    let view = hostcall_core::rpc::View::from_parts(parts).unwrap();
+    let locks = [AtomicU32::new(0)];
+    let client = Client::new(view, &locks).unwrap();
+    for packed in [false, true] {
+        let mut host = RpcHost::new(1, RpcPolicy::default(), RpcLimits::default());
+        let mut out = Streams { stdout: Vec::new(), stderr: Vec::new() };
+        let services = ServiceTable::<1>::new();
+        let mut take_the_hosts_turn = |polls: u32| {
+            host.drain(&view, &mut out, &services);
+            polls < 1000
+        };
+        // Asked for every lane of the warp; only the mask's are sent.
+        let call = |lane: u32| cases.get(lane as usize).map_or((&b""[..], &[][..]), |(f, a)| (*f, &a[..]));
+        let mask = (1u64 << lanes) - 1;
+        let printed =
+            printf(&client, 0, printf_opcode(0, packed), mask, None, &call, &mut take_the_hosts_turn)
+                .unwrap();
+        for (lane, bytes) in expected.iter().enumerate() {
+            assert_eq!(printed[lane], bytes.len() as i32, "lane {lane}, packed {packed}");
+        }
+        // The lanes print in lane order, each whole.
+        assert_eq!(out.stdout, expected.concat(), "packed {packed}");
+    }
+}

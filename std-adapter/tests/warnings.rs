@@ -5,9 +5,6 @@
 //! global allocator its live heap bytes; both are process-wide, so the tests of this file take
 //! turns (`SERIAL`).
 
-#[path = "common/logs.rs"]
-mod logs;
-
 use hostcall::core::dispatch::{DEVMEM, PRINTF};
 use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
@@ -15,10 +12,13 @@ use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::message::MessageLimits;
 use hostcall::services::printf::Streams;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+mod common;
+
+use common::logs;
 
 /// The most lines one kind of warning may log in a burst (the crate's `WARNINGS_PER_WINDOW`;
 /// written out so that the test does not depend on the constant it checks).
@@ -49,42 +49,10 @@ fn lines_with(text: &str) -> usize {
 
 // -- The counting allocator --
 
-/// `System`, keeping the bytes live.
-struct Counting;
-
-static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards every call to `System` unchanged; counting touches only an atomic.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // Relaxed: a statistic, read by the test thread around work it waited for.
-        LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for `alloc` is forwarded.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: as for `alloc`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: common::counting::Counting = common::counting::Counting;
 
-fn live_bytes() -> isize {
-    LIVE_BYTES.load(Ordering::Relaxed)
-}
+use common::counting::live_bytes;
 
 // -- Setup --
 

@@ -5,6 +5,8 @@ use crate::measure::{Sample, Timed};
 use crate::options::Options;
 use crate::{echo, request, ECHO};
 use hostcall::buffer::Protocol;
+use hostcall::core::rpc::Client;
+use hostcall::core::sync::AtomicU32;
 use hostcall::core::{ClaimedPacket, CompletedPacket, Poller, SubmittedPacket, LANES};
 use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell, Services};
 use std::hint::black_box;
@@ -144,11 +146,23 @@ fn clock_pair_ns(n: u64) -> f64 {
 }
 
 pub(crate) fn run_callgrind(packets: u64, lanes: u32, protocol: Protocol) {
-    let cost = CostLoop::with(protocol, 2);
+    let ports = if matches!(protocol, Protocol::Rpc { .. }) { 1 } else { 2 };
+    let cost = CostLoop::with(protocol, ports);
     let view = cost.buffer.view();
-    let claim = || view.claim(0).expect("a sound buffer").expect("a free packet");
     let t = Instant::now();
-    let (checksum, _) = listener_loop::<_, false>(&cost, claim, packets, lanes as usize);
+    let (checksum, _) = match view.rpc() {
+        // An RPC buffer's producer is the core's client (its lock word is the device's own).
+        Some(rpc) => {
+            let locks = [AtomicU32::new(0)];
+            let client = Client::new(rpc, &locks).expect("one lock word");
+            let claim = || client.claim(0).expect("the port is free between calls");
+            listener_loop::<_, false>(&cost, claim, packets, lanes as usize)
+        }
+        None => {
+            let claim = || view.claim(0).expect("a sound buffer").expect("a free packet");
+            listener_loop::<_, false>(&cost, claim, packets, lanes as usize)
+        }
+    };
     let ns = t.elapsed().as_nanos() as f64 / packets.max(1) as f64;
     println!("callgrind-listener: protocol={protocol:?} packets={packets} lanes={lanes} checksum={checksum} ns_per_packet={ns:.0}");
 }

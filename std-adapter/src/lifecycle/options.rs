@@ -4,6 +4,7 @@
 use crate::buffer::Protocol;
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
+use crate::services::rpc::{RpcLimits, RpcPolicy};
 use hostcall_core::{packet_count, phase, GeometryError, LayoutError};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -43,17 +44,30 @@ pub struct EnableOptions {
     /// buffer's registration ([`device_ordinal`](super::device_ordinal)) and handed to services
     /// with each of its packets (`PacketRequest::device`: the sanitizer's report ids). Default 0.
     pub device_ordinal: u32,
+    /// [`Protocol::Rpc`] only: the opcode groups served (console, printf, memory and ROCm's by
+    /// default). Console and printf output goes to the process's stdout and stderr.
+    pub rpc_policy: RpcPolicy,
+    /// [`Protocol::Rpc`] only: the budgets of the buffer's host.
+    pub rpc_limits: RpcLimits,
 }
 
 setters!(EnableOptions {
     with_protocol: protocol: Protocol,
     with_occupied: occupied: Option<NonNull<u32>>,
     with_device_ordinal: device_ordinal: u32,
+    with_rpc_policy: rpc_policy: RpcPolicy,
+    with_rpc_limits: rpc_limits: RpcLimits,
 });
 
 impl Default for EnableOptions {
     fn default() -> Self {
-        Self { protocol: Protocol::Stack, occupied: None, device_ordinal: 0 }
+        Self {
+            protocol: Protocol::Stack,
+            occupied: None,
+            device_ordinal: 0,
+            rpc_policy: RpcPolicy::default(),
+            rpc_limits: RpcLimits::default(),
+        }
     }
 }
 
@@ -66,6 +80,12 @@ impl Default for EnableOptions {
 /// assert!(buffer_size_for(Protocol::Phase, 1).is_err()); // every protocol needs 2 packets
 /// ```
 pub fn buffer_size_for(protocol: Protocol, num_packets: u32) -> Result<usize, Error> {
+    if let Protocol::Rpc { lanes } = protocol {
+        // An LLVM-RPC buffer's count is its ports (1 ..= rpc::MAX_PORT_COUNT, its own rule).
+        let (ports, lanes) = hostcall_core::rpc::check_geometry(u64::from(num_packets), u64::from(lanes))
+            .map_err(|e| Error::Layout(e.into()))?;
+        return Ok(hostcall_core::rpc::buffer_size(u64::from(ports), u64::from(lanes)).unwrap_or(usize::MAX));
+    }
     let n = packet_count(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))? as usize;
     protocol
         .buffer_size(n)
@@ -108,9 +128,9 @@ impl Bitmap {
         memory: &Arc<dyn DeviceMemory>,
     ) -> Result<Self, Error> {
         match (options.protocol, options.occupied) {
-            (Protocol::Stack, None) => Ok(Self::None),
-            (Protocol::Stack, Some(_)) => {
-                Err(Error::Unsupported("a stack-protocol buffer has no occupied bitmap".into()))
+            (Protocol::Stack | Protocol::Rpc { .. }, None) => Ok(Self::None),
+            (Protocol::Stack | Protocol::Rpc { .. }, Some(_)) => {
+                Err(Error::Unsupported("only a phase-protocol buffer has an occupied bitmap".into()))
             }
             (Protocol::Phase, Some(given)) => {
                 let address = given.as_ptr() as usize;
@@ -124,7 +144,6 @@ impl Bitmap {
                 Ok(Self::Given(address))
             }
             (Protocol::Line, _) => Err(line_unsupported()),
-            (Protocol::Rpc { .. }, _) => Err(rpc_unsupported()),
             (Protocol::Phase, None) => {
                 let size = occupied_size(num_packets);
                 // A line of its own: the device's atomics on it share no line with anything.
@@ -159,7 +178,8 @@ pub(super) fn line_unsupported() -> Error {
     Error::Unsupported("the lifecycle API serves the stack and phase protocols; the line protocol is served through Listener and HostcallBuffer".into())
 }
 
-/// The lifecycle API (ROCm's interface) does not set up LLVM-RPC buffers.
+/// Emulated waves of the lifecycle API speak ROCm's protocols; an LLVM-RPC buffer's device side
+/// is `hostcall_core::rpc::Client`.
 pub(super) fn rpc_unsupported() -> Error {
-    Error::Unsupported("the lifecycle API serves the stack and phase protocols; an LLVM-RPC buffer is served through Listener (add_raw_protocol) or services::rpc::RpcHost".into())
+    Error::Unsupported("emulated waves of the lifecycle API speak the stack and phase protocols; an LLVM-RPC buffer's device side is hostcall_core::rpc::Client".into())
 }

@@ -13,8 +13,9 @@ use crate::memory::DeviceMemory;
 use crate::services::devmem::DevMemLimits;
 use crate::services::message::MessageLimits;
 use crate::services::printf::StdStreams;
+use crate::services::rpc::RpcOptions;
 use crate::services::sanitizer::SanitizerConfig;
-use crate::threads::listener::{Listener, ListenerConfig};
+use crate::threads::listener::{BufferOptions, Listener, ListenerConfig};
 use hostcall_core::{phase, stack};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -275,6 +276,7 @@ impl HostcallRuntime {
             protocol: options.protocol,
             occupied,
             device: options.device_ordinal,
+            rpc: RpcOptions::default().with_policy(options.rpc_policy).with_limits(options.rpc_limits),
         };
         // SAFETY: forwarded from this function's contract; `checked_len` checked the address.
         match unsafe { self.serve(&mut listener, layout) } {
@@ -325,13 +327,13 @@ impl HostcallRuntime {
     /// As [`HostcallRuntime::enable_with`], with `layout.len` the protocol's buffer size for
     /// `layout.num_packets` and `layout.buffer` non-null and aligned for the protocol.
     unsafe fn serve(&self, listener: &mut Option<Listener>, layout: Layout) -> Result<(), Error> {
-        let Layout { buffer, len, num_packets, protocol, occupied, device } = layout;
+        let Layout { buffer, len, num_packets, protocol, occupied, device, rpc } = layout;
         let n = u64::from(num_packets);
         let running = match listener {
             Some(running) => running,
             None => listener.insert(self.start_listener()?),
         };
-        // SAFETY (both arms): the caller's contract: `len` valid bytes, accessed only atomically.
+        // SAFETY (every arm): the caller's contract: `len` valid bytes, accessed only atomically.
         // No wave can use the buffer yet (it is enabled only once this returns), so initialising
         // is safe.
         match protocol {
@@ -345,10 +347,14 @@ impl HostcallRuntime {
                 view.set_occupied_address(occupied);
             }
             Protocol::Line => return Err(super::options::line_unsupported()),
-            Protocol::Rpc { .. } => return Err(super::options::rpc_unsupported()),
+            Protocol::Rpc { lanes } => {
+                let view = unsafe { hostcall_core::rpc::View::from_raw(buffer, len, n, u64::from(lanes)) }?;
+                view.init();
+            }
         }
+        let options = BufferOptions::default().with_rpc(rpc);
         // SAFETY: the caller's contract keeps the memory valid until `disable` removes it.
-        unsafe { running.add_raw_protocol(protocol, buffer, len, n, device, &Default::default()) }
+        unsafe { running.add_raw_protocol(protocol, buffer, len, n, device, &options) }
     }
 
     fn start_listener(&self) -> Result<Listener, Error> {
@@ -384,6 +390,8 @@ struct Layout {
     occupied: u64,
     /// The device ordinal its packets report to services.
     device: u32,
+    /// How an LLVM-RPC buffer is served.
+    rpc: RpcOptions,
 }
 
 /// The services every runtime starts with: PRINTF to the process's streams, DEVMEM from `memory`,

@@ -39,7 +39,9 @@ macro_rules! for_every_protocol {
 }
 
 /// One test module per ROCm ABI (stack, phase): for what only ROCm's ABIs have, such as the
-/// lifecycle API that ROCm's runtime calls.
+/// lifecycle API that ROCm's runtime calls (which refuses line and RPC buffers: ROCm's device
+/// code finds a hostcall buffer through the kernel's implicit arguments, an RPC client through
+/// its `__llvm_rpc_client` object).
 #[allow(unused_macros)] // not every test binary uses it
 macro_rules! for_rocm_protocols {
     ($($name:ident),* $(,)?) => {
@@ -48,7 +50,9 @@ macro_rules! for_rocm_protocols {
 }
 
 /// One test module per protocol whose buffers several listeners may split into ranges (phase,
-/// line: not the stack protocol, whose one ready stack cannot be split).
+/// line: not the stack protocol, whose one ready stack cannot be split, nor LLVM-RPC, whose host
+/// may keep a call's state per port across turns, so one host serves a whole buffer:
+/// `Protocol::range_capable`).
 #[allow(unused_macros)] // not every test binary uses it
 macro_rules! for_splittable_protocols {
     ($($name:ident),* $(,)?) => {
@@ -57,9 +61,13 @@ macro_rules! for_splittable_protocols {
 }
 
 #[allow(dead_code)] // not every test binary uses it
+pub mod counting;
+#[allow(dead_code)] // not every test binary uses it
 pub mod logs;
 #[allow(dead_code)] // not every test binary uses it
 pub mod printing;
+#[allow(dead_code)] // not every test binary uses it
+pub mod rng;
 #[allow(dead_code)] // not every test binary uses it
 pub mod watchdog;
 #[allow(dead_code)] // not every test binary uses it
