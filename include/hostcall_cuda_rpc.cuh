@@ -12,6 +12,7 @@
  *
  *   hostcall::rpc_port p = hostcall::rpc_open_port(c, opcode);   // or a conversation of its own:
  *   hostcall::rpc_send(c, p, words); hostcall::rpc_recv(c, p, words); hostcall::rpc_close(c, p);
+ *   hostcall::rpc_send_n(c, p, bytes, size);                     // a stream (LLVM's 'c' opcodes)
  *
  * A warp is a client of 32 lanes: the buffer's lane count (Protocol::Rpc { lanes: 32 } on the
  * host) must be 32. Lanes that call together (__activemask()) share one port.
@@ -340,6 +341,53 @@ __device__ inline void rpc_recv(rpc_client &c, rpc_port &p, uint64_t (&words)[8]
     detail::rpc_wait(c, p, is_leader);
     detail::rpc_read(c, p, detail::lane_id(), words);
     p.receive = true;
+}
+
+namespace detail {
+
+/* Up to `count` (at most 8) words of the bytes from `bytes + at` to `bytes + size`, little-endian,
+ * the rest zero. */
+__device__ inline void rpc_pack(uint64_t *words, unsigned count, const unsigned char *bytes, uint64_t at,
+                                uint64_t size) {
+    for (unsigned k = 0; k < count; ++k) {
+        uint64_t w = 0;
+        for (unsigned b = 0; b < 8; ++b) {
+            const uint64_t i = at + 8u * k + b;
+            if (i < size)
+                w |= static_cast<uint64_t>(bytes[i]) << (8u * b);
+        }
+        words[k] = w;
+    }
+}
+
+/* The largest `v` of the lanes of `mask`. */
+__device__ inline uint64_t rpc_max(unsigned mask, uint64_t v) {
+    for (unsigned lane = 0; lane < 32; ++lane) {
+        if ((mask >> lane) & 1u) {
+            const uint64_t other = __shfl_sync(mask, static_cast<unsigned long long>(v), lane);
+            v = other > v ? other : v;
+        }
+    }
+    return v;
+}
+
+} // namespace detail
+
+/* Sends this lane's `size` bytes at `data` as a stream (upstream's Port::send_n): the first
+ * packet carries the size in word 0 and the first 56 bytes, each next one 64 bytes, as many
+ * packets as the longest lane of the call needs (a lane whose bytes are done sends zeroes). */
+template <typename Tuning = tuning>
+__device__ inline void rpc_send_n(rpc_client &c, rpc_port &p, const void *data, uint64_t size) {
+    const unsigned char *bytes = static_cast<const unsigned char *>(data);
+    uint64_t words[8];
+    words[0] = size;
+    detail::rpc_pack(words + 1, 7, bytes, 0, size);
+    rpc_send<Tuning>(c, p, words);
+    const uint64_t longest = detail::rpc_max(p.mask, size);
+    for (uint64_t at = 56; at < longest; at += 64) {
+        detail::rpc_pack(words, 8, bytes, at, size);
+        rpc_send<Tuning>(c, p, words);
+    }
 }
 
 /* Closes the port: unlocks it (a port closed after a send stays the host's until it answers; the

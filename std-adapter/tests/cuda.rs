@@ -385,3 +385,51 @@ fn gpu_rpc_printf_prints_what_the_host_formats() {
     let lengths: Vec<u64> = expected.iter().map(|l| l.len() as u64).collect();
     assert_eq!(counts, lengths, "each lane's count");
 }
+
+/// LLVM libc's `puts` on the wire from the GPU: 4 lanes of one warp write lines of 20 to 290
+/// bytes with `WRITE_TO_STDOUT_NEWLINE` (a `'c'` opcode, served by the listener as LLVM's server
+/// does), each line a stream of 1 to 5 packets (`rpc_send_n`); the host's output is exactly the
+/// lanes' lines, and each lane's answer is its line's length with the newline.
+#[test]
+#[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
+fn gpu_rpc_console_writes_stream_as_llvm_libc_does() {
+    use hostcall::services::rpc::{RpcOptions, SharedSink};
+    use hostcall::threads::listener::BufferOptions;
+    let test = "gpu_rpc_console_writes_stream_as_llvm_libc_does";
+    let cuda = cuda_device(test);
+    let module = kernels(test, &cuda);
+    let kernel = module.kernel("hc_rpc_puts").unwrap();
+    let memory = Arc::new(CudaMemory::new(cuda.clone()));
+    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::spinning()).unwrap();
+    let printed = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = printed.clone();
+    let sink = SharedSink::from_fn(move |_, bytes| into.lock().unwrap().extend_from_slice(bytes));
+    let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
+    let (buffer, state) = cuda::rpc_buffer(&cuda, memory, 32, doorbell, &module).unwrap();
+    pool.add_buffer_with(buffer.clone(), &options).unwrap();
+    let lanes = 4u64;
+    let results = DeviceBuffer::new(cuda.clone(), 32 * 8).unwrap();
+    let stream = Stream::new(cuda.clone()).unwrap();
+    // SAFETY: matches `hc_rpc_puts(void*, unsigned, unsigned long long*)`; all outlive the kernel.
+    unsafe { kernel.launch(&stream, 1, 32, &[state.device_address(), lanes, results.device_address()]) }
+        .unwrap();
+    stream.synchronize_for(Duration::from_secs(60)).unwrap();
+    pool.remove_buffer(&buffer).unwrap();
+    let expected: Vec<String> = (0..lanes)
+        .map(|lane| {
+            let line: String =
+                (0..20 + 90 * lane).map(|i| (b'a' + ((i + lane) % 26) as u8) as char).collect();
+            line + "\n"
+        })
+        .collect();
+    let text = String::from_utf8(printed.lock().unwrap().clone()).unwrap();
+    let mut lines: Vec<String> = text.split_inclusive('\n').map(String::from).collect();
+    lines.sort();
+    let mut sorted = expected.clone();
+    sorted.sort();
+    assert_eq!(lines, sorted, "the lanes' lines (in any order)");
+    let counts = results.read_u64(lanes as usize).unwrap();
+    let lengths: Vec<u64> = expected.iter().map(|l| l.len() as u64).collect();
+    assert_eq!(counts, lengths, "each lane's count, the newline included");
+}

@@ -339,6 +339,28 @@ extern "C" __global__ void hc_rpc_printf(void *port_state, unsigned lanes, long 
     results[lane] = n;
 }
 
+// LLVM libc's puts on the wire: lanes 0..lanes-1 of warp 0 each write a line of 20 + 90 * lane
+// bytes ('a' + (i + lane) % 26 at byte i: up to 5 packets of the stream) with the 'c' opcode
+// WRITE_TO_STDOUT_NEWLINE, as LLVM libc's device code does (open, send_n, recv, close);
+// `results[lane]` = the host's answer, the bytes written (with the newline).
+#define LIBC_WRITE_TO_STDOUT_NEWLINE ((static_cast<unsigned>('c') << 24) | 5u)
+extern "C" __global__ void hc_rpc_puts(void *port_state, unsigned lanes, unsigned long long *results) {
+    hostcall::rpc_client c = hostcall::rpc_open(__llvm_rpc_client, static_cast<uint32_t *>(port_state));
+    const unsigned lane = hostcall::detail::lane_id();
+    if (hostcall::global_warp_id() != 0 || lane >= lanes)
+        return;
+    char line[20 + 90 * 31];
+    const unsigned size = 20u + 90u * lane;
+    for (unsigned i = 0; i < size; ++i)
+        line[i] = static_cast<char>('a' + (i + lane) % 26u);
+    hostcall::rpc_port p = hostcall::rpc_open_port(c, LIBC_WRITE_TO_STDOUT_NEWLINE);
+    hostcall::rpc_send_n(c, p, line, size);
+    uint64_t answer[8];
+    hostcall::rpc_recv(c, p, answer);
+    hostcall::rpc_close(c, p);
+    results[lane] = answer[0];
+}
+
 // FUNCTION_CALL (id 1): each lane asks the host to run `function(out, in)` on
 // in = {lane, warp, 7, ...}; the host function (cuda_waves/main.rs: `add_mul`) answers
 // {in[0] + in[1], in[0] * in[2]}. counters[0] += errors, counters[1] += replies checked.
