@@ -156,7 +156,8 @@ fn a_pool_thread_keeps_serving_while_a_service_blocks(protocol: Protocol) {
         let pool = ListenerPool::start(2, doorbell.clone(), config()).unwrap();
         let (entered, release) = register(pool.services());
         // Small buffers: a phase, line or rpc buffer of 8 packets is one stripe, on thread 0; stack
-        // buffers go round robin, so the first and third share thread 0.
+        // buffers go round robin, so the first and third share thread 0 (either way the stuck and
+        // the victim buffer share a thread).
         let (stuck, elsewhere, victim) =
             (buffer(&doorbell, protocol), buffer(&doorbell, protocol), buffer(&doorbell, protocol));
         for b in [&stuck, &elsewhere, &victim] {
