@@ -588,15 +588,16 @@ __device__ inline void phase_call(phase_client &c, unsigned service, const uint6
 }
 
 /* Gives back the packet a keep_packet client holds (step 8 of its last call, with the shadow
- * store). Call it from the whole warp, after its last phase_call. */
+ * store). Call it from every lane of the warp, after its last phase_call: it converges them
+ * first (__syncwarp of the whole warp; parts of a warp arriving apart would each release the
+ * packet, the second time perhaps while another warp holds it, as rpc_release_held did on the
+ * H200 before it converged), which also orders every lane's last reply load before the release. */
 __device__ inline void phase_release_held(phase_client &c) {
+    __syncwarp();
     if (c.held == detail::NOT_HELD)
         return;
     const unsigned index = c.held & ~detail::CLAIM_BUSY;
-    const unsigned mask = __activemask();
-    /* Orders every lane's last reply load before the release. */
-    __syncwarp(mask);
-    if (detail::lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
+    if (detail::lane_id() == 0) {
         /* Relaxed: published by the release below (see phase_call). */
         detail::st_relaxed_gpu(&c.shadow[index], c.held_phase);
         /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
@@ -920,14 +921,14 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
         detail::add_steps(timing, t0, t1, t2, t3, t4);
 }
 
-/* Gives back the packet a keep_packet line client holds. Call it from the whole warp. */
+/* Gives back the packet a keep_packet line client holds. Call it from every lane of the warp:
+ * it converges them first, as phase_release_held. */
 __device__ inline void line_release_held(line_client &c) {
+    __syncwarp();
     if (c.held == detail::NOT_HELD)
         return;
     const unsigned index = c.held;
-    const unsigned mask = __activemask();
-    __syncwarp(mask);
-    if (detail::lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
+    if (detail::lane_id() == 0) {
         /* Relaxed: published by the release below. */
         detail::st_relaxed_gpu(&c.device_seq[index], c.held_seq);
         /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */

@@ -65,6 +65,9 @@ pub enum Reason {
     /// An LLVM-RPC `fopen` answered null: the buffer's device holds `RpcLimits::open_files`
     /// host files.
     RpcOpenFiles,
+    /// A line-protocol request still incomplete after `line::STALL_LOOKS` looks (a word that
+    /// never arrived): not served, reported once per sequence, served if it completes later.
+    StalledRequest,
     /// A service call ran past its listener's
     /// [`stuck_after`](crate::ListenerConfig::stuck_after) (one count per call; its packet is
     /// answered when the call returns, and the listener's other buffers are served meanwhile).
@@ -95,6 +98,7 @@ impl Reason {
         Self::RpcRefused,
         Self::RpcStreamLength,
         Self::RpcOpenFiles,
+        Self::StalledRequest,
         Self::StuckService,
     ];
 
@@ -120,6 +124,7 @@ impl Reason {
             Self::RpcRefused => "rpc refused",
             Self::RpcStreamLength => "rpc stream length",
             Self::RpcOpenFiles => "rpc open files",
+            Self::StalledRequest => "stalled request",
             Self::StuckService => "stuck service",
         }
     }
@@ -137,7 +142,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 20;
+pub const REASONS: usize = 21;
 
 /// A snapshot of the count of each [`Reason`].
 ///

@@ -5,7 +5,9 @@ use super::{relay, BufferOptions, Listener, Shared, MAX_BUFFERS};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
 use crate::threads::claims::{self, Claim};
+use hostcall_core::line::Incomplete;
 use hostcall_core::{Poller, Protocol};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 impl Listener {
@@ -181,7 +183,56 @@ pub(super) struct Served {
     pub(super) home: u64,
     /// Being removed: not handed to another seat.
     pub(super) leaving: bool,
+    /// A line buffer's memory of the requests found incomplete, given to the poller that serves
+    /// it (and to the next one, when a relief hands it on).
+    pub(super) incomplete: Option<IncompleteMemory>,
 }
+
+impl Served {
+    /// Registers the buffer with `poller`, with its memory of incomplete requests.
+    ///
+    /// # Safety
+    /// As for [`Registration::register`]; and no other poller drains the buffer from now on
+    /// (the incomplete-request memory is this poller's alone, `set_incomplete_memory`).
+    pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>) -> Result<(), Error> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.registration.register(poller) }?;
+        if let Some(memory) = &self.incomplete {
+            let base = self.registration.base as *mut u8;
+            // SAFETY: `self` keeps the memory until the buffer is no longer served (`let_go`,
+            // after its removal from this poller, or after its thread ended); the caller makes
+            // this the only poller that drains the buffer, so the only one that touches it.
+            let given = unsafe { poller.set_incomplete_memory(base, memory.0) };
+            debug_assert!(given.is_ok(), "the buffer was just registered");
+        }
+        Ok(())
+    }
+}
+
+/// One entry per packet served of a line buffer ([`hostcall_core::line::Incomplete`]), which the
+/// poller reads and writes through a raw pointer while the buffer is registered: held as that
+/// pointer (a `Box` moved into a map would claim unique access to it), freed on drop, which
+/// comes only after the pollers let go of it (the buffer removed from the poller that drains it,
+/// or its thread ended; a poller it was handed away from drains it no more: `relay.rs`).
+pub(super) struct IncompleteMemory(NonNull<[Incomplete]>);
+
+impl IncompleteMemory {
+    fn new(packets: u64) -> Self {
+        let entries = vec![Incomplete::default(); packets as usize].into_boxed_slice();
+        Self(NonNull::from(Box::leak(entries)))
+    }
+}
+
+impl Drop for IncompleteMemory {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::leak` in `new`; no poll uses it any more (see the type's docs).
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+// SAFETY: the memory is plain data, touched only by the poller's polls (one at a time) while
+// registered, and freed by whichever thread drops it after that.
+unsafe impl Send for IncompleteMemory {}
 
 /// What a poller registration of a served buffer is made of.
 #[derive(Clone, Debug)]
@@ -246,13 +297,15 @@ impl Shared {
             let ports = u32::try_from(num_packets).unwrap_or(u32::MAX);
             self.rpc.insert(base, super::rpc::RpcServing::new(ports, &options.rpc));
         }
-        // SAFETY: forwarded from this function's contract.
-        if let Err(e) = unsafe { registration.register(&active.poller) } {
+        let incomplete = (protocol == Protocol::Line).then(|| IncompleteMemory::new(packets));
+        let entry = Served { claim, counted, registration, home: active.id, leaving: false, incomplete };
+        // SAFETY: forwarded from this function's contract; a new registration: no poller drains
+        // it yet.
+        if let Err(e) = unsafe { entry.register(&active.poller) } {
             self.rpc.remove(base);
             return Err(e);
         }
         log::info!("{}: serving buffer {base:#x} ({protocol:?}, {packets} packets)", self.config.thread_name);
-        let entry = Served { claim, counted, registration, home: active.id, leaving: false };
         served.insert(base, entry);
         Ok(())
     }

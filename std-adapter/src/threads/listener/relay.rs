@@ -211,7 +211,7 @@ fn relieve(shared: &Arc<Shared>, seat: &Arc<Seat>, running: Running) {
         }
         // SAFETY: the buffer stays valid while it is in `served` (its add's contract, or
         // `owned`); its new seat's thread drains it, the old one never again (see `Watched`).
-        match unsafe { entry.registration.register(&next.poller) } {
+        match unsafe { entry.register(&next.poller) } {
             Ok(()) => {
                 entry.home = next.id;
                 given.push(*base);
@@ -252,7 +252,7 @@ pub(super) fn hand_back(shared: &Shared, seat: &Arc<Seat>) -> bool {
             continue;
         }
         // SAFETY: as in `relieve`: valid while in `served`; this seat's thread drains it no more.
-        match unsafe { entry.registration.register(&crew.active.poller) } {
+        match unsafe { entry.register(&crew.active.poller) } {
             Ok(()) => entry.home = crew.active.id,
             Err(e) => log::error!("{}: buffer {base:#x} could not be handed back: {e}", seat.name),
         }
