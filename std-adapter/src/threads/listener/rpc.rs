@@ -120,8 +120,8 @@ impl RpcBuffers {
     pub(super) fn remove(&self, base: usize) {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
         for (_, host) in hosts.iter().filter(|(b, _)| *b == base) {
-            // Closed now, not when the thread's cache lets go of the host.
-            host.lock().unwrap_or_else(|p| p.into_inner()).host.close_files();
+            // Files closed and calls dropped now, not when the thread's cache lets go of the host.
+            host.lock().unwrap_or_else(|p| p.into_inner()).host.retire();
         }
         hosts.retain(|(b, _)| *b != base);
         // Release: as in `insert`.
