@@ -40,6 +40,14 @@ pub trait Dispatch {
         let _ = (buffer, turn, packets);
         None
     }
+    /// Whether [`Poller::poll_once`](crate::Poller::poll_once) goes on to drain the next buffer:
+    /// asked before each buffer of a poll. `false` ends the poll there (the buffers not yet
+    /// drained are left to a later poll, or to another poller): a host whose thread was held up
+    /// in a service hands its other buffers to another thread this way. The default is `true`.
+    #[inline]
+    fn proceed(&self) -> bool {
+        true
+    }
 }
 
 /// A service that answers one lane at a time from its request words: the one lane-service type
@@ -88,10 +96,42 @@ where
 /// ```
 pub fn serve_lanes(
     packet: &mut PacketRequest<'_>,
+    serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode>,
+) -> u32 {
+    serve_lanes_from(packet, 0, serve)
+}
+
+/// [`serve_lanes`] for the active lanes from `first` up only (none when `first >= LANES`): a
+/// host that catches a panicking service once per packet, not once per lane, goes on with the
+/// lanes after the one that panicked (the std crate's registry).
+///
+/// ```
+/// use hostcall_core::dispatch::serve_lanes_from;
+/// # #[cfg(not(loom))] {
+/// # let prefix = hostcall_core::stack::Prefix::default();
+/// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];
+/// # let payloads = [hostcall_core::Payload::default(), hostcall_core::Payload::default()];
+/// # let view = hostcall_core::stack::View::from_parts(&prefix, &headers, &payloads).unwrap();
+/// # view.init(0, 0);
+/// # let packet = view.claim().unwrap().unwrap();
+/// # let submitted = packet.submit(9, 0b1011);
+/// view.host().drain(&mut |p: &mut hostcall_core::PacketRequest<'_>| {
+///     let mut served = Vec::new();
+///     serve_lanes_from(p, 1, |lane, _| { served.push(lane); Ok([0, 0]) });
+///     assert_eq!(served, [1, 3]);
+/// });
+/// # drop(submitted);
+/// # }
+/// ```
+#[inline]
+pub fn serve_lanes_from(
+    packet: &mut PacketRequest<'_>,
+    first: usize,
     mut serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode>,
 ) -> u32 {
+    let from = if first < crate::lane::LANES { u64::MAX << first } else { 0 };
     let mut errors = 0;
-    for lane in packet.lanes() {
+    for lane in crate::lane::lanes(packet.activemask() & from) {
         match serve(lane, &packet.request(lane)) {
             Ok(reply) => packet.reply(lane, reply),
             Err(code) => {

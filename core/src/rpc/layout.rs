@@ -42,6 +42,14 @@ impl LaneBuffer {
     /// The eight words (Relaxed loads: the handshake orders them).
     #[inline]
     pub fn read(&self) -> [u64; SLOT_WORDS] {
+        self.read_first()
+    }
+
+    /// The first `K` words only (as [`LaneBuffer::read`]): a reader that needs fewer words
+    /// leaves the rest, and the cache line they may lie in, alone.
+    #[inline]
+    pub fn read_first<const K: usize>(&self) -> [u64; K] {
+        const { assert!(K <= SLOT_WORDS) };
         core::array::from_fn(|i| self.words[i].read())
     }
 

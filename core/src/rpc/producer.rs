@@ -100,8 +100,9 @@ impl<'a> SubmittedPacket for Submitted<'a> {
 
 impl CompletedPacket for Completed<'_> {
     fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
-        let words = self.port.as_ref().map_or([0; SLOT_WORDS], |port| port.read_lane(lane as u32));
-        [words[0], words[1]]
+        // Only the reply's words: the rest of the lane buffer may lie in a line of its own
+        // (`ClientPort::recv_first`).
+        self.port.as_ref().map_or([0; REPLY_WORDS], |port| port.read_first(lane as u32))
     }
 
     /// LLVM-RPC carries no error flag: as in the phase protocol, only the reply words say

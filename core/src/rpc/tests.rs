@@ -225,3 +225,27 @@ fn the_producer_path_carries_hostcall_packets() {
     assert_eq!(client.claim(0).unwrap().port(), 1);
     drop(in_flight);
 }
+
+/// The client writes a call's header with its first send, beside the lane stores and the flip,
+/// not at open (see `ClientPort::write_header_once`); a reply read with `recv_first` is its
+/// first words.
+#[test]
+fn the_header_goes_out_with_the_first_send_and_a_short_reply_is_read_short() {
+    let mut raw = Raw::new(1, 1);
+    let locks = [crate::sync::AtomicU32::new(0)];
+    let view = raw.view(1, 1);
+    view.init();
+    let client = Client::new(view, &locks).unwrap();
+    let mut port = client.try_open(0x6300_0002, 1, 0).unwrap();
+    assert_eq!(view.headers[0].opcode.load(Ordering::Relaxed), 0, "nothing written at open");
+    port.send(|_| [5, 6, 7, 8, 9, 10, 11, 12], &mut no_stall()).unwrap();
+    assert_eq!(view.headers[0].opcode.load(Ordering::Relaxed), 0x6300_0002, "written by the send");
+    let mut turn = view.turn(0).unwrap();
+    assert_eq!(turn.header(), (1, 0x6300_0002));
+    turn.write_first(0, &[50, 60]);
+    turn.finish();
+    let mut reply = [0; 2];
+    port.recv_first(|_, words| reply = words, &mut no_stall()).unwrap();
+    assert_eq!((reply, port.read_first::<3>(0)), ([50, 60], [50, 60, 7]));
+    port.close();
+}

@@ -5,17 +5,38 @@ use crate::measure::{Sample, Timed};
 use crate::options::Options;
 use crate::{echo, request, ECHO};
 use hostcall::buffer::Protocol;
+use hostcall::core::line::Incomplete;
+use hostcall::core::rpc::Client;
+use hostcall::core::sync::AtomicU32;
 use hostcall::core::{ClaimedPacket, CompletedPacket, Poller, SubmittedPacket, LANES};
 use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell, Services};
 use std::hint::black_box;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Producer and listener on one thread: the listener's own work per packet, no cross-core traffic.
 pub(crate) struct CostLoop {
-    pub(crate) buffer: HostcallBuffer,
     pub(crate) poller: Poller<1>,
+    pub(crate) buffer: HostcallBuffer,
     pub(crate) services: Services,
+    /// A line buffer's memory of incomplete requests, as a listener gives its poller (raw: the
+    /// poller reads and writes it; freed by `Drop` after the poller).
+    incomplete: NonNull<[Incomplete]>,
+}
+
+// SAFETY: `incomplete` is touched only by the poller's polls (one at a time, its poll lock) and
+// by `Drop`; everything else in it is `Send + Sync` already.
+unsafe impl Send for CostLoop {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for CostLoop {}
+
+impl Drop for CostLoop {
+    fn drop(&mut self) {
+        self.poller.remove(self.buffer.as_ptr()).unwrap();
+        // SAFETY: made by `Box::leak` in `with`; the buffer is removed, so no poll uses it.
+        drop(unsafe { Box::from_raw(self.incomplete.as_ptr()) });
+    }
 }
 
 impl CostLoop {
@@ -31,12 +52,18 @@ impl CostLoop {
         let buffer =
             HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell, protocol).expect("buffer");
         let poller = Poller::new();
+        let incomplete =
+            NonNull::from(Box::leak(vec![Incomplete::default(); packets as usize].into_boxed_slice()));
         // SAFETY: `buffer` lives in the same struct as `poller` and is dropped after it (field
-        // order), and is accessed only through views.
-        unsafe { poller.add(protocol, buffer.as_ptr(), buffer.len(), buffer.num_packets()) }.unwrap();
+        // order), and is accessed only through views; `incomplete` is freed only after the
+        // buffer's removal (`Drop`).
+        unsafe {
+            poller.add(protocol, buffer.as_ptr(), buffer.len(), buffer.num_packets()).unwrap();
+            poller.set_incomplete_memory(buffer.as_ptr(), incomplete).unwrap();
+        }
         let services = Services::new();
         services.register_lane(ECHO, "echo", |r| Ok(echo(r))).unwrap();
-        Self { buffer, poller, services }
+        Self { poller, buffer, services, incomplete }
     }
 }
 
@@ -144,11 +171,23 @@ fn clock_pair_ns(n: u64) -> f64 {
 }
 
 pub(crate) fn run_callgrind(packets: u64, lanes: u32, protocol: Protocol) {
-    let cost = CostLoop::with(protocol, 2);
+    let ports = if matches!(protocol, Protocol::Rpc { .. }) { 1 } else { 2 };
+    let cost = CostLoop::with(protocol, ports);
     let view = cost.buffer.view();
-    let claim = || view.claim(0).expect("a sound buffer").expect("a free packet");
     let t = Instant::now();
-    let (checksum, _) = listener_loop::<_, false>(&cost, claim, packets, lanes as usize);
+    let (checksum, _) = match view.rpc() {
+        // An RPC buffer's producer is the core's client (its lock word is the device's own).
+        Some(rpc) => {
+            let locks = [AtomicU32::new(0)];
+            let client = Client::new(rpc, &locks).expect("one lock word");
+            let claim = || client.claim(0).expect("the port is free between calls");
+            listener_loop::<_, false>(&cost, claim, packets, lanes as usize)
+        }
+        None => {
+            let claim = || view.claim(0).expect("a sound buffer").expect("a free packet");
+            listener_loop::<_, false>(&cost, claim, packets, lanes as usize)
+        }
+    };
     let ns = t.elapsed().as_nanos() as f64 / packets.max(1) as f64;
     println!("callgrind-listener: protocol={protocol:?} packets={packets} lanes={lanes} checksum={checksum} ns_per_packet={ns:.0}");
 }

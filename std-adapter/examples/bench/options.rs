@@ -68,7 +68,7 @@ pub(crate) enum Mode {
 
 pub(crate) const USAGE: &str = "\
 usage: bench [--quick] [--rounds N] [--no-pin] [--only NAME]...
-       bench --callgrind-listener N [--lanes L] [--protocol stack|phase|line]
+       bench --callgrind-listener N [--lanes L] [--protocol stack|phase|line|rpc]
 
 Hostcall round trips and throughput beside a ping-pong floor and crossbeam-channel.
 
@@ -83,7 +83,8 @@ Hostcall round trips and throughput beside a ping-pong floor and crossbeam-chann
                             some row
   --callgrind-listener N    only the listener-cost loop, N packets (1..=1000000000), for callgrind
   --lanes L                 lanes per packet of that loop, 1..=64 [64]
-  --protocol P              that loop's buffer: stack, phase or line [stack]
+  --protocol P              that loop's buffer: stack, phase, line or rpc (one port of L
+                            lanes, the core's RPC client as the producer) [stack]
   -h, --help                this text";
 
 /// Parses the command line (without the program name).
@@ -110,7 +111,13 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
                 protocol = Some(cli::choice(
                     &mut parser,
                     "--protocol",
-                    &[("stack", Protocol::Stack), ("phase", Protocol::Phase), ("line", Protocol::Line)],
+                    &[
+                        ("stack", Protocol::Stack),
+                        ("phase", Protocol::Phase),
+                        ("line", Protocol::Line),
+                        // Its lanes per port are the packet's (`--lanes`), set below.
+                        ("rpc", Protocol::Rpc { lanes: 0 }),
+                    ],
                 )?)
             }
             Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
@@ -123,7 +130,12 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
     }
     Ok(Command::Run(match (callgrind, lanes, protocol) {
         (Some(packets), lanes, protocol) => {
-            Mode::Callgrind(packets, lanes.unwrap_or(LANES as u32), protocol.unwrap_or(Protocol::Stack))
+            let lanes = lanes.unwrap_or(LANES as u32);
+            let protocol = match protocol.unwrap_or(Protocol::Stack) {
+                Protocol::Rpc { .. } => Protocol::Rpc { lanes },
+                other => other,
+            };
+            Mode::Callgrind(packets, lanes, protocol)
         }
         (None, Some(_), _) => return Err("--lanes: only with --callgrind-listener".into()),
         (None, _, Some(_)) => return Err("--protocol: only with --callgrind-listener".into()),
@@ -169,6 +181,10 @@ mod tests {
         assert!(matches!(
             parse_args(&["--callgrind-listener", "10", "--protocol", "line"]),
             Ok(Command::Run(Mode::Callgrind(10, 64, Protocol::Line)))
+        ));
+        assert!(matches!(
+            parse_args(&["--callgrind-listener", "10", "--lanes", "4", "--protocol", "rpc"]),
+            Ok(Command::Run(Mode::Callgrind(10, 4, Protocol::Rpc { lanes: 4 })))
         ));
         assert!(matches!(parse_args(&["--help"]), Ok(Command::Help)));
     }

@@ -31,6 +31,7 @@ thread_local! {
 
 /// Runs `call` (one service call) with its panic caught: `Err(description)` of the panic, which
 /// the panic hook did not print.
+#[inline]
 pub(crate) fn catch_service_panic<R>(call: impl FnOnce() -> R) -> Result<R, String> {
     install_filter();
     DEPTH.with(|depth| depth.set(depth.get() + 1));

@@ -2,18 +2,20 @@
 
 use super::histogram::{Histogram, TimeBuckets};
 use super::stats::ServiceStats;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Counters of one service (or of the unknown ids, or of one buffer), in [`COUNTER_SHARDS`]
-/// shards on separate cache lines: each listener thread adds to its own shard, so several threads
-/// serving packets of one service do not fight over one line; a snapshot sums the shards.
+/// Counters of one service (or of the unknown ids, or of one buffer), in shards on separate
+/// cache lines: each of the first [`EXCLUSIVE_SHARDS`] threads that count holds a shard of its
+/// own while it lives (so several threads serving packets of one service do not fight over one
+/// line, and a thread adds to its shard without a locked instruction); threads beyond them share
+/// the last shard, with atomic adds. A snapshot sums the shards.
 #[derive(Debug)]
 pub(crate) struct Counters {
     shards: Box<[Shard]>,
 }
 
-/// Shards per counter set; threads beyond it share shards (still correct, just contended).
-const COUNTER_SHARDS: usize = 16;
+/// Shards a thread may hold alone; one more is shared by every other thread.
+const EXCLUSIVE_SHARDS: usize = 16;
 
 /// One thread's share of a service's counters, alone on its cache lines.
 #[derive(Debug, Default)]
@@ -28,18 +30,75 @@ struct Shard {
 
 impl Default for Counters {
     fn default() -> Self {
-        Self { shards: (0..COUNTER_SHARDS).map(|_| Shard::default()).collect() }
+        Self { shards: (0..=EXCLUSIVE_SHARDS).map(|_| Shard::default()).collect() }
     }
 }
 
-/// This thread's shard index, handed out round robin on first use.
-fn shard_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        // Relaxed: a counter handing out distinct-ish numbers; nothing is published through it.
-        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % COUNTER_SHARDS;
+/// Adds `n` to a counter word; `alone`: the calling thread is the only one that adds to it (it
+/// holds the word's shard, see [`ShardLease`]), so a load and a store lose nothing, where a
+/// locked add would cost every packet one locked instruction per word (six a packet) and wait
+/// for the reply stores before it to leave the store buffer. Relaxed either way: statistics
+/// only, nothing is published through them; a snapshot's Relaxed load sees some value each word
+/// had, and a wave that got its reply still sees its packet counted (the host's Release store of
+/// the reply's phase, or of READY clear, comes after these stores).
+#[inline]
+pub(crate) fn add(counter: &AtomicU64, n: u64, alone: bool) {
+    if alone {
+        counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    } else {
+        counter.fetch_add(n, Ordering::Relaxed);
     }
-    SHARD.with(|shard| *shard)
+}
+
+/// The shard a thread adds to: one of the exclusive ones, held from the thread's first count to
+/// its end, or the shared one when all are held.
+struct ShardLease {
+    index: usize,
+}
+
+/// Bit `i`: exclusive shard `i` is held by a live thread.
+static HELD: AtomicU32 = AtomicU32::new(0);
+
+impl ShardLease {
+    fn take() -> Self {
+        let mut held = HELD.load(Ordering::Relaxed);
+        loop {
+            let index = held.trailing_ones() as usize;
+            if index >= EXCLUSIVE_SHARDS {
+                return Self { index: EXCLUSIVE_SHARDS };
+            }
+            // Acquire: pairs with the Release `fetch_and` of the lease's last holder (`drop`),
+            // so its last stores to the shard come before this thread's loads of them.
+            match HELD.compare_exchange_weak(held, held | 1 << index, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Self { index },
+                Err(now) => held = now,
+            }
+        }
+    }
+
+    fn alone(&self) -> bool {
+        self.index < EXCLUSIVE_SHARDS
+    }
+}
+
+impl Drop for ShardLease {
+    fn drop(&mut self) {
+        if self.alone() {
+            // Release: pairs with the Acquire CAS of the next holder (`take`).
+            HELD.fetch_and(!(1 << self.index), Ordering::Release);
+        }
+    }
+}
+
+thread_local! {
+    static LEASE: ShardLease = ShardLease::take();
+}
+
+/// This thread's shard index and whether it holds it alone (the shared shard while the thread's
+/// locals are being destroyed).
+#[inline]
+fn shard_of_thread() -> (usize, bool) {
+    LEASE.try_with(|lease| (lease.index, lease.alone())).unwrap_or((EXCLUSIVE_SHARDS, false))
 }
 
 /// How long a packet took, in clock ticks (`crate::observe::histogram::ticks`).
@@ -57,19 +116,17 @@ impl Counters {
     /// timing if measured.
     #[inline]
     pub(crate) fn count(&self, lanes: u64, errors: u64, timing: Option<Timing>) {
-        let shard = &self.shards[shard_index()];
-        // Relaxed: statistics only; no other memory is published through them. A wave that got
-        // its reply still sees them counted: the host's Release store of the reply's phase (or
-        // READY clear) comes after these adds.
-        shard.packets.fetch_add(1, Ordering::Relaxed);
-        shard.lane_calls.fetch_add(lanes, Ordering::Relaxed);
+        let (index, alone) = shard_of_thread();
+        let shard = &self.shards[index];
+        add(&shard.packets, 1, alone);
+        add(&shard.lane_calls, lanes, alone);
         if errors != 0 {
-            shard.errors.fetch_add(errors, Ordering::Relaxed);
+            add(&shard.errors, errors, alone);
         }
         if let Some(timing) = timing {
-            shard.service_time.record(timing.service);
+            shard.service_time.record(timing.service, alone);
             if let Some(wait) = timing.queue_wait {
-                shard.queue_wait.record(wait);
+                shard.queue_wait.record(wait, alone);
             }
         }
     }
@@ -93,13 +150,44 @@ impl Counters {
 }
 
 /// The live counters behind [`ListenerEvents`](super::ListenerEvents): added to by listener
-/// threads, once per wait or empty poll (not sharded: an idle listener's events are rare, a busy
-/// one's polls find packets).
+/// threads, once per wait or empty poll. The waits are rare (one per sleep); the empty polls
+/// are a spinning listener's every poll, so they are counted in per-thread shards as the
+/// services' counters are: with one word, every pool thread spinning would take that word's
+/// line exclusive on every poll, against all the others.
 #[derive(Debug, Default)]
 pub(crate) struct EventTally {
     doorbell_wakes: AtomicU64,
     timeout_polls: AtomicU64,
-    empty_scans: AtomicU64,
+    empty_scans: ShardedCount,
+}
+
+/// One count in per-thread shards (see [`Counters`]).
+#[derive(Debug)]
+struct ShardedCount {
+    shards: Box<[PaddedCount]>,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct PaddedCount(AtomicU64);
+
+impl Default for ShardedCount {
+    fn default() -> Self {
+        Self { shards: (0..=EXCLUSIVE_SHARDS).map(|_| PaddedCount::default()).collect() }
+    }
+}
+
+impl ShardedCount {
+    #[inline]
+    fn add(&self, n: u64) {
+        let (index, alone) = shard_of_thread();
+        add(&self.shards[index].0, n, alone);
+    }
+
+    fn total(&self) -> u64 {
+        // Relaxed: statistics, see `add`.
+        self.shards.iter().map(|shard| shard.0.load(Ordering::Relaxed)).sum()
+    }
 }
 
 impl EventTally {
@@ -111,9 +199,9 @@ impl EventTally {
     }
 
     /// A poll found no packet.
+    #[inline]
     pub(crate) fn empty_scan(&self) {
-        // Relaxed: a statistic; nothing is published through it.
-        self.empty_scans.fetch_add(1, Ordering::Relaxed);
+        self.empty_scans.add(1);
     }
 
     pub(crate) fn snapshot(&self) -> super::ListenerEvents {
@@ -121,7 +209,41 @@ impl EventTally {
         super::ListenerEvents {
             doorbell_wakes: self.doorbell_wakes.load(Ordering::Relaxed),
             timeout_polls: self.timeout_polls.load(Ordering::Relaxed),
-            empty_scans: self.empty_scans.load(Ordering::Relaxed),
+            empty_scans: self.empty_scans.total(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More threads than exclusive shards, each counting while the others do: no count is lost (two threads adding with plain stores to one shard would
+    /// lose some).
+    #[test]
+    fn threads_beyond_the_exclusive_shards_lose_no_count() {
+        let counters = Counters::default();
+        let per_thread = 200_000u64;
+        let threads = 2 * EXCLUSIVE_SHARDS as u64 + 3;
+        let barrier = std::sync::Barrier::new(threads as usize);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    barrier.wait();
+                    for _ in 0..per_thread {
+                        counters.count(2, 1, Some(Timing { service: 5, queue_wait: Some(0) }));
+                    }
+                });
+            }
+        });
+        let total = counters.snapshot();
+        assert_eq!(
+            (total.packets, total.lane_calls, total.errors),
+            (threads * per_thread, 2 * threads * per_thread, threads * per_thread)
+        );
+        assert_eq!(
+            (total.service_time.count(), total.queue_wait.count()),
+            (threads * per_thread, threads * per_thread)
+        );
     }
 }

@@ -64,12 +64,12 @@ impl Default for TimeBuckets {
 }
 
 impl TimeBuckets {
-    /// Counts one duration of `ticks`.
+    /// Counts one duration of `ticks`; `alone`: the caller is the only thread that adds to these
+    /// buckets (see `counters::add`).
     #[inline]
-    pub(crate) fn record(&self, ticks: u64) {
+    pub(crate) fn record(&self, ticks: u64, alone: bool) {
         let bucket = ((u64::BITS - ticks.leading_zeros()) as usize).min(BUCKETS - 1);
-        // Relaxed: statistics only; nothing is published through them.
-        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        super::counters::add(&self.counts[bucket], 1, alone);
     }
 
     /// Adds these buckets into `into`.
@@ -179,7 +179,7 @@ mod tests {
     fn durations_land_in_their_power_of_two() {
         let buckets = TimeBuckets::default();
         for ticks in [0, 1, 2, 3, 4, 1000, u64::MAX] {
-            buckets.record(ticks);
+            buckets.record(ticks, false);
         }
         let mut h = Histogram::default();
         buckets.add_to(&mut h);

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// a bad free, an allocation failure, a request it cannot parse, a lane handler's panic); every
 /// active lane of the packet for the reasons that answer a whole packet (an unknown service, a
 /// packet service's panic, shutting down); one finding for a malformed packet; one message for
-/// the printf limits (the message is cut, the lane still answered).
+/// the printf limits (the message is cut, the lane still answered); one call for a stuck service.
 ///
 /// ```
 /// use hostcall::observe::Reason;
@@ -65,6 +65,13 @@ pub enum Reason {
     /// An LLVM-RPC `fopen` answered null: the buffer's device holds `RpcLimits::open_files`
     /// host files.
     RpcOpenFiles,
+    /// A line-protocol request still incomplete after `line::STALL_LOOKS` looks (a word that
+    /// never arrived): not served, reported once per sequence, served if it completes later.
+    StalledRequest,
+    /// A service call ran past its listener's
+    /// [`stuck_after`](crate::ListenerConfig::stuck_after) (one count per call; its packet is
+    /// answered when the call returns, and the listener's other buffers are served meanwhile).
+    StuckService,
 }
 
 impl Reason {
@@ -91,6 +98,8 @@ impl Reason {
         Self::RpcRefused,
         Self::RpcStreamLength,
         Self::RpcOpenFiles,
+        Self::StalledRequest,
+        Self::StuckService,
     ];
 
     /// A short name, for tables and logs.
@@ -115,6 +124,8 @@ impl Reason {
             Self::RpcRefused => "rpc refused",
             Self::RpcStreamLength => "rpc stream length",
             Self::RpcOpenFiles => "rpc open files",
+            Self::StalledRequest => "stalled request",
+            Self::StuckService => "stuck service",
         }
     }
 
@@ -131,7 +142,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 19;
+pub const REASONS: usize = 21;
 
 /// A snapshot of the count of each [`Reason`].
 ///
