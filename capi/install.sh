@@ -5,7 +5,7 @@
 #   LIBDIR/libhostcall_capi.so.0.Y        -> libhostcall_capi.so.X.Y.Z (the name programs load)
 #   LIBDIR/libhostcall_capi.so            -> libhostcall_capi.so.0.Y   (the name -lhostcall_capi finds)
 #   LIBDIR/libhostcall_capi.a             the static library
-#   INCLUDEDIR/hostcall.h, hostcall_cuda.cuh
+#   INCLUDEDIR/hostcall.h, hostcall_cuda.cuh, hostcall_cuda_rpc.cuh
 #   LIBDIR/pkgconfig/hostcall.pc          cc prog.c $(pkg-config --cflags --libs hostcall)
 #   LIBDIR/pkgconfig/hostcall-static.pc   cc prog.c $(pkg-config --cflags --libs hostcall-static)
 #
@@ -73,7 +73,7 @@ ln -sf "libhostcall_capi.so.$version" "$lib/libhostcall_capi.so.$abi"
 ln -sf "libhostcall_capi.so.$abi" "$lib/libhostcall_capi.so"
 install -m 644 "$built/libhostcall_capi.a" "$lib/libhostcall_capi.a"
 # `-L` so a symlink is installed as the file it names (capi/include links to ../include).
-for header in hostcall.h hostcall_cuda.cuh; do
+for header in hostcall.h hostcall_cuda.cuh hostcall_cuda_rpc.cuh; do
   cp -L "include/$header" "$inc/$header"
   chmod 644 "$inc/$header"
 done

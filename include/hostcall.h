@@ -452,7 +452,9 @@ int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
  * what a service finds in one lane (budgets, bad frees, allocation failures, bad requests, a lane
  * handler's panic), every lane of the packet for what answers a whole packet (unknown service,
  * shutting down), one finding for a malformed packet, one message for the printf limits
- * (FOREIGN_MESSAGE: a message chunk naming a message another lane has open: a guessed id). */
+ * (FOREIGN_MESSAGE: a message chunk naming a message another lane has open: a guessed id), one
+ * request for STALLED_REQUEST (a line request still incomplete after line::STALL_LOOKS looks,
+ * reported once per sequence, still served if it completes). */
 #define HOSTCALL_REASON_UNKNOWN_SERVICE 0
 #define HOSTCALL_REASON_MALFORMED_PACKET 1
 #define HOSTCALL_REASON_BAD_REQUEST 2
@@ -474,6 +476,7 @@ int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
 #define HOSTCALL_REASON_RPC_REFUSED 16
 #define HOSTCALL_REASON_RPC_STREAM_LENGTH 17
 #define HOSTCALL_REASON_RPC_OPEN_FILES 18
+#define HOSTCALL_REASON_STALLED_REQUEST 19
 #define HOSTCALL_REASON_SLOTS 32 /* room in `refusals`; `reasons` says how many are counted */
 /* The line protocol's number, as hostcall_buffer_stats_t reports a protocol (enable refuses it). */
 #define HOSTCALL_PROTOCOL_LINE 2u

@@ -433,6 +433,22 @@ __device__ inline void ring_at(uint64_t *doorbell, uint64_t *last_ring) {
 
 __device__ inline void ring(const phase_client &c) { ring_at(c.doorbell, c.last_ring); }
 
+/* Polls the host-written word `word` with acquire loads until `bit_of(word) == value`, since
+ * `started`: spin for wait.spin_ns, then __nanosleep from min_sleep_ns doubling to max_sleep_ns.
+ * `bit_of` is the protocol's reading of the word (phase: its low bit; rpc: non-zero). The caller's
+ * comment names the release the acquire pairs with. */
+template <typename BitOf>
+__device__ inline void poll_acquire_sys(const unsigned *word, unsigned value, const wait_policy &wait,
+                                        uint64_t started, BitOf bit_of) {
+    unsigned sleep = wait.min_sleep_ns;
+    while (bit_of(ld_acquire_sys(word)) != value) {
+        if (global_timer_ns() - started > wait.spin_ns) {
+            __nanosleep(sleep);
+            sleep = sleep < wait.max_sleep_ns ? sleep * 2u : wait.max_sleep_ns;
+        }
+    }
+}
+
 /* Step 6 (leader): waits until host_phase[index] == phase, with acquire semantics. */
 template <typename Tuning>
 __device__ inline void wait_for_host(const phase_client &c, unsigned index, unsigned phase) {
@@ -440,19 +456,26 @@ __device__ inline void wait_for_host(const phase_client &c, unsigned index, unsi
     const uint64_t started = global_timer_ns();
     if (Tuning::phase_wait_first(c, host, phase, started))
         return;
-    unsigned sleep = c.wait.min_sleep_ns;
     /* Acquire: pairs with the host's Release store of host_phase in phase::View::serve_packet; the
      * replies it wrote before are visible to the loads that follow (the other lanes' through the
      * __syncwarp in phase_call). */
-    while ((ld_acquire_sys(host) & 1u) != phase) {
-        if (global_timer_ns() - started > c.wait.spin_ns) {
-            __nanosleep(sleep);
-            sleep = sleep < c.wait.max_sleep_ns ? sleep * 2u : c.wait.max_sleep_ns;
-        }
-    }
+    poll_acquire_sys(host, phase, c.wait, started, [](unsigned w) { return w & 1u; });
 }
 
 __device__ __forceinline__ unsigned long long clock_if(bool timed) { return timed ? clock64() : 0ull; }
+
+/* Adds one call's steps to `timing`, from the clock64 reads at its start (t0) and after its
+ * claim, fill, release (line: submit), wait and reply (t5, read here). */
+__device__ __forceinline__ void add_steps(phase_timing *timing, unsigned long long t0, unsigned long long t1,
+                                          unsigned long long t2, unsigned long long t3, unsigned long long t4) {
+    const unsigned long long t5 = clock64();
+    timing->claim += t1 - t0;
+    timing->fill += t2 - t1;
+    timing->release += t3 - t2;
+    timing->wait += t4 - t3;
+    timing->reply += t5 - t4;
+    timing->calls += 1;
+}
 
 /* Who is calling, as phase_call and line_call both start: the active lanes, this lane, the leader
  * (lowest active lane), whether this lane times the steps, and the first clock read. */
@@ -559,27 +582,22 @@ __device__ inline void phase_call(phase_client &c, unsigned service, const uint6
              * before): branch on them, so that step 7 is timed whole. */
             if ((r0 ^ r1) == 0x0123456789abcdefull)
                 timing->fill += 1; /* a 2^-64 chance of one cycle too many */
-            const unsigned long long t5 = clock64();
-            timing->claim += t1 - t0;
-            timing->fill += t2 - t1;
-            timing->release += t3 - t2;
-            timing->wait += t4 - t3;
-            timing->reply += t5 - t4;
-            timing->calls += 1;
+            detail::add_steps(timing, t0, t1, t2, t3, t4);
         }
     }
 }
 
 /* Gives back the packet a keep_packet client holds (step 8 of its last call, with the shadow
- * store). Call it from the whole warp, after its last phase_call. */
+ * store). Call it from every lane of the warp, after its last phase_call: it converges them
+ * first (__syncwarp of the whole warp; parts of a warp arriving apart would each release the
+ * packet, the second time perhaps while another warp holds it, as rpc_release_held did on the
+ * H200 before it converged), which also orders every lane's last reply load before the release. */
 __device__ inline void phase_release_held(phase_client &c) {
+    __syncwarp();
     if (c.held == detail::NOT_HELD)
         return;
     const unsigned index = c.held & ~detail::CLAIM_BUSY;
-    const unsigned mask = __activemask();
-    /* Orders every lane's last reply load before the release. */
-    __syncwarp(mask);
-    if (detail::lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
+    if (detail::lane_id() == 0) {
         /* Relaxed: published by the release below (see phase_call). */
         detail::st_relaxed_gpu(&c.shadow[index], c.held_phase);
         /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
@@ -898,25 +916,19 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
             /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
             detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
     }
-    if (timed) {
-        const unsigned long long t5 = clock64();
-        timing->claim += t1 - t0;
-        timing->fill += t2 - t1;
-        timing->release += t3 - t2; /* submit: mask words, head, device_seq, ring */
-        timing->wait += t4 - t3;
-        timing->reply += t5 - t4;
-        timing->calls += 1;
-    }
+    if (timed)
+        /* release: the submit (mask words, head, device_seq, ring) */
+        detail::add_steps(timing, t0, t1, t2, t3, t4);
 }
 
-/* Gives back the packet a keep_packet line client holds. Call it from the whole warp. */
+/* Gives back the packet a keep_packet line client holds. Call it from every lane of the warp:
+ * it converges them first, as phase_release_held. */
 __device__ inline void line_release_held(line_client &c) {
+    __syncwarp();
     if (c.held == detail::NOT_HELD)
         return;
     const unsigned index = c.held;
-    const unsigned mask = __activemask();
-    __syncwarp(mask);
-    if (detail::lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
+    if (detail::lane_id() == 0) {
         /* Relaxed: published by the release below. */
         detail::st_relaxed_gpu(&c.device_seq[index], c.held_seq);
         /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
@@ -927,12 +939,21 @@ __device__ inline void line_release_held(line_client &c) {
 
 /* ---- Message streams (PROTOCOL.md section 4) ---- */
 
+/* One hostcall of `service` by the calling lanes, on any client of these headers: the message
+ * streams and printf below are written once over it (this overload for the phase protocol; the
+ * RPC client's is in hostcall_cuda_rpc.cuh, found by argument-dependent lookup). */
+template <typename Tuning = tuning>
+__device__ inline void service_call(phase_client &c, unsigned service, const uint64_t (&request)[8],
+                                    uint64_t (&reply)[2]) {
+    phase_call<Tuning>(c, service, request, reply);
+}
+
 /* Sends `count` words as one message to `service` (each active lane its own message, of its own
  * length; lanes whose message ended drop out of later calls). `reply` gets the answer to the END
  * chunk, or the host's error reply if the stream was refused on the way. */
-template <typename Tuning = tuning>
-__device__ inline void phase_send_message(phase_client &c, unsigned service, const uint64_t *words,
-                                          unsigned count, uint64_t (&reply)[2]) {
+template <typename Tuning = tuning, typename Client>
+__device__ inline void send_message(Client &c, unsigned service, const uint64_t *words, unsigned count,
+                                    uint64_t (&reply)[2]) {
     uint64_t id = 0;
     unsigned sent = 0;
     bool begin = true;
@@ -946,7 +967,7 @@ __device__ inline void phase_send_message(phase_client &c, unsigned service, con
         for (unsigned k = 0; k < HOSTCALL_MSG_MAX_WORDS; ++k)
             request[k + 1] = k < len ? words[sent + k] : 0;
         uint64_t answer[2];
-        phase_call<Tuning>(c, service, request, answer);
+        service_call<Tuning>(c, service, request, answer);
         if (end || answer[0] == HOSTCALL_ERROR_REPLY) {
             reply[0] = answer[0];
             reply[1] = answer[1];
@@ -1009,11 +1030,12 @@ struct printf_message {
     template <typename T> __device__ void arg(T *p) { push(reinterpret_cast<uint64_t>(p)); }
 };
 
-/* printf through the PRINTF service (id 2) of the host: returns the number of characters the
- * host printed, or -1 (the message did not fit HOSTCALL_CUDA_PRINTF_MAX_WORDS words, or the
- * host refused it). `to_stderr`: the control word's bit 0. */
-template <typename... Args>
-__device__ int phase_printf_to(phase_client &c, bool to_stderr, const char *format, Args... args) {
+/* printf through the PRINTF service (id 2) of the host, on any client (service_call): returns
+ * the number of characters the host printed, or -1 (the message did not fit
+ * HOSTCALL_CUDA_PRINTF_MAX_WORDS words, or the host refused it). `to_stderr`: the control word's
+ * bit 0. */
+template <typename Client, typename... Args>
+__device__ int printf_to(Client &c, bool to_stderr, const char *format, Args... args) {
     printf_message m;
     m.count = 0;
     m.overflow = false;
@@ -1023,14 +1045,14 @@ __device__ int phase_printf_to(phase_client &c, bool to_stderr, const char *form
     if (m.overflow)
         return -1;
     uint64_t reply[2];
-    phase_send_message(c, HOSTCALL_SERVICE_PRINTF, m.words, m.count, reply);
+    send_message(c, HOSTCALL_SERVICE_PRINTF, m.words, m.count, reply);
     if (reply[0] == HOSTCALL_ERROR_REPLY)
         return -1;
     return static_cast<int>(static_cast<int64_t>(reply[0]));
 }
 
 template <typename... Args> __device__ int phase_printf(phase_client &c, const char *format, Args... args) {
-    return phase_printf_to(c, false, format, args...);
+    return printf_to(c, false, format, args...);
 }
 
 /* ---- The stack protocol: REQUIRES PLATFORM ATOMICS (see the top of this file) ---- */

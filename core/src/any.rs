@@ -225,7 +225,10 @@ impl<'a> AnyView<'a> {
 
     /// Host: serves the submitted packets of `scope` once, updating its private state. A stack
     /// buffer is drained whole whatever the scope. A line buffer's requests are copied into
-    /// `scratch` (see [`line::Host::drain_scope`]): keep one per host thread for every drain.
+    /// `scratch` (see [`line::Host::drain_scope`]): keep one per host thread for every drain; and
+    /// `incomplete` is that buffer's memory of the requests it found incomplete (one entry per
+    /// packet of the scope, kept across its drains; empty: none, every pending request read in
+    /// full at every look). The other protocols ignore it.
     ///
     /// Always inlined: it is the poller's inner step, and left to itself the compiler stopped
     /// inlining it once the protocols' scans grew a few instructions, which cost every packet of
@@ -237,12 +240,13 @@ impl<'a> AnyView<'a> {
         &self,
         scope: &mut DrainScope,
         scratch: &mut HostScratch,
+        incomplete: &mut [line::Incomplete],
         handler: &mut impl DrainHandler,
     ) -> DrainReport {
         match self {
             Self::Stack(view) => view.host().drain(handler),
             Self::Phase(view) => view.host().drain_scope(scope, handler),
-            Self::Line(view) => view.host().drain_scope(scope, &mut scratch.line, handler),
+            Self::Line(view) => view.host().drain_scope(scope, &mut scratch.line, incomplete, handler),
             Self::Rpc(view) => view.host().drain_scope(scope, &mut scratch.rpc, handler),
         }
     }
@@ -418,7 +422,7 @@ mod tests {
         let submitted = packet.submit(5, 0b11);
         let mut scope = view.scope();
         let mut scratch = HostScratch::new();
-        let report = view.drain_scope(&mut scope, &mut scratch, &mut |p: &mut PacketRequest<'_>| {
+        let report = view.drain_scope(&mut scope, &mut scratch, &mut [], &mut |p: &mut PacketRequest<'_>| {
             p.reply(0, [p.request(0)[0] + 1, 0]);
             p.reply_error(1, ErrorCode::Refused);
         });

@@ -46,6 +46,18 @@ pub enum DrainError {
         /// The opcode its header named.
         opcode: u32,
     },
+    /// A pending request stayed incomplete (a word that never carried its head's sequence) for
+    /// `looks` looks. It was not served, as no incomplete request is; it is still looked at (one
+    /// word every [`line::STALLED_LOOK_PERIOD`](crate::line::STALLED_LOOK_PERIOD)th scan) and
+    /// served if that word arrives. Reported once per sequence. (The line protocol, by a host that keeps [`line::Incomplete`](crate::line::Incomplete) memory.)
+    Stalled {
+        /// The packet's index.
+        index: u32,
+        /// The sequence of its head.
+        seq: u32,
+        /// The looks it has had ([`line::STALL_LOOKS`](crate::line::STALL_LOOKS)).
+        looks: u32,
+    },
 }
 
 impl fmt::Display for DrainError {
@@ -63,6 +75,11 @@ impl fmt::Display for DrainError {
             Self::UnhandledOpcode { port, opcode } => {
                 write!(f, "rpc port {port}: opcode {opcode:#x} has no handler; handed back untouched")
             }
+            Self::Stalled { index, seq, looks } => write!(
+                f,
+                "packet {index}: its request of sequence {seq} is still incomplete after {looks} looks \
+                 (a word never arrived); not served, and served if it completes"
+            ),
         }
     }
 }

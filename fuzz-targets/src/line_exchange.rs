@@ -13,8 +13,9 @@
 //! - `2`: a drain alone;
 //! - `3`: `init` again (recovery), after dropping a kept packet.
 //!
-//! Every drain goes through one scratch payload kept for the whole input (`View::drain_scope`, as
-//! a poller drains), so what an earlier packet left in it is there for the next.
+//! Every drain goes through one scratch payload and one memory of incomplete requests kept for the
+//! whole input (`View::drain_scope`, as a poller drains), so what an earlier packet left in them
+//! is there for the next (an `init` leaves the memory as it was, as a poller's is).
 //!
 //! Checked:
 //! - no panic, no hang; a drain serves each packet at most once and at most `n` packets;
@@ -67,6 +68,7 @@ pub fn line_exchange(data: &[u8]) {
     let mut clean = true;
     let mut ops = 0;
     let mut scratch = ScratchPayload::new();
+    let mut incomplete = vec![line::Incomplete::default(); n];
     let mut kept: Option<line::Claimed<'_>> = None;
     while !input.is_empty() && ops < 256 {
         ops += 1;
@@ -83,7 +85,7 @@ pub fn line_exchange(data: &[u8]) {
                     packet.write_lane(lane, &request(lane));
                 }
                 let submitted = packet.submit(1, mask);
-                let report = drain_checked(&view, &words, n, &mut scratch);
+                let report = drain_checked(&view, &words, n, &mut scratch, &mut incomplete);
                 match submitted.wait_until(|polls| polls < 1) {
                     Ok(done) => {
                         for lane in hostcall_core::lane::lanes(mask) {
@@ -111,7 +113,7 @@ pub fn line_exchange(data: &[u8]) {
                 clean = false;
             }
             2 => {
-                drain_checked(&view, &words, n, &mut scratch);
+                drain_checked(&view, &words, n, &mut scratch, &mut incomplete);
             }
             _ => {
                 drop(kept.take());
@@ -131,6 +133,7 @@ fn drain_checked<'w>(
     words: &impl Fn() -> &'w [hostcall_core::sync::AtomicU64],
     n: usize,
     scratch: &mut ScratchPayload,
+    incomplete: &mut [line::Incomplete],
 ) -> hostcall_core::DrainReport {
     let layout = line::Layout::new(n).expect("a small buffer");
     let relaxed = hostcall_core::sync::Ordering::Relaxed;
@@ -141,7 +144,9 @@ fn drain_checked<'w>(
     let before: Vec<u64> = words().iter().map(|w| w.load(relaxed)).collect();
     let mut seen = Vec::new();
     let report =
-        view.host().drain_scope(&mut DrainScope::Whole, scratch, &mut |p: &mut PacketRequest<'_>| {
+        view.host().drain_scope(&mut DrainScope::Whole, scratch, incomplete, &mut |p: &mut PacketRequest<
+            '_,
+        >| {
             seen.push(p.index());
             serve(p);
         });

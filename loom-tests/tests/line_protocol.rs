@@ -18,7 +18,11 @@
 //! - every call is served exactly once, with the request as its wave wrote it for that call (never
 //!   an older call's word with the same sequence, never a half-written one);
 //! - each wave reads back its own reply for that call;
-//! - every packet ends up released.
+//! - every packet ends up released;
+//! - a request whose last word lands only after the host remembered it incomplete and reported it
+//!   stalled (`line::Incomplete`, `STALL_LOOKS` = 2 and `STALLED_LOOK_PERIOD` = 2 under loom) is
+//!   served within `STALLED_LOOK_PERIOD` drains that start after the word landed (and its broken
+//!   twin, a host that stops looking at a stalled packet, fails).
 //!
 //! A wave polls once, then blocks on its `Notify` until the host has served something (spinning
 //! on both sides would blow loom's branch budget; see the phase models). The notification
@@ -33,9 +37,12 @@
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 cargo test -p loom-tests --release --test line_protocol`
 #![cfg(loom)]
 
-use hostcall_core::line::{tag, Parts, Prefix, Reply, Request, View, CARRIED_REQUEST_WORDS, SEQ_MAX};
+use hostcall_core::line::{
+    tag, Incomplete, Parts, Prefix, Reply, Request, ScratchPayload, View, CARRIED_REQUEST_WORDS, SEQ_MAX,
+    STALLED_LOOK_PERIOD, STALL_LOOKS,
+};
 use hostcall_core::sync::{AtomicU32, Ordering};
-use hostcall_core::{PacketRequest, LANES, SLOT_WORDS};
+use hostcall_core::{DrainError, DrainHandler, PacketRequest, LANES, SLOT_WORDS};
 use loom::sync::{Arc, Notify};
 use loom::thread;
 
@@ -326,4 +333,115 @@ fn without_the_wrap_refresh_a_stale_word_is_taken() {
 #[should_panic(expected = "not this call's")]
 fn a_sequence_stored_before_its_data_is_caught() {
     check("line: flag before data (must fail)", 1, || broken_twin(true, true, &[0b01]));
+}
+
+/// The slow wave (`line/incomplete.rs`): a request whose last word lands only after the host has
+/// remembered it incomplete and reported it stalled (`STALL_LOOKS` is 2 under loom) must still be
+/// served, within `STALLED_LOOK_PERIOD` drains that start after the word landed. With `give_up`
+/// the host is the broken twin that stops looking at a packet once it has reported it stalled
+/// (what "a stalled request costs nothing" would be without its periodic look): the model must
+/// catch it.
+fn slow_wave(give_up: bool) {
+    let model = Model::new(2, 1);
+    let landed = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+    // The host's stalled report, told to the device (a flag: a `Notify` may wake spuriously).
+    let reported = Arc::new((loom::sync::atomic::AtomicBool::new(false), Notify::new()));
+    let device = {
+        let (model, landed, reported) = (model.clone(), landed.clone(), reported.clone());
+        thread::spawn(move || {
+            let view = model.view();
+            let (request_block, reply_block) = (view.request(0), view.reply(0));
+            let seq = hostcall_core::line::next_seq(0);
+            let value = request(0, 0, 0)[0];
+            // Lane 0's low word, the mask and the head; the high word (the last) held back.
+            request_block.lanes[0][0].store(tag(value as u32, seq), Ordering::Relaxed);
+            request_block.mask[0].store(tag(1, seq), Ordering::Relaxed);
+            request_block.mask[1].store(tag(0, seq), Ordering::Relaxed);
+            request_block.head.store(tag(SERVICE, seq), Ordering::Relaxed);
+            // Until the host has remembered it and reported it stalled.
+            while !reported.0.load(loom::sync::atomic::Ordering::Acquire) {
+                reported.1.wait();
+            }
+            request_block.lanes[0][1].store(tag((value >> 32) as u32, seq), Ordering::Relaxed);
+            // Release: pairs with the host's Acquire load of `landed` (the model's check only).
+            landed.store(true, loom::sync::atomic::Ordering::Release);
+            while !reply_block.lanes[0].iter().all(|w| w.load(Ordering::Acquire) >> 32 == u64::from(seq)) {
+                model.wake[0].wait();
+            }
+            let half = |k: usize| reply_block.lanes[0][k].load(Ordering::Relaxed) & 0xffff_ffff;
+            assert_eq!(
+                [half(1) << 32 | half(0), half(3) << 32 | half(2)],
+                reply_for(value),
+                "not this call's reply"
+            );
+        })
+    };
+    let view = model.view();
+    let (mut scope, mut scratch) = (hostcall_core::DrainScope::Whole, ScratchPayload::new());
+    let mut incomplete = [Incomplete::default(); 2];
+    struct Host<'m> {
+        model: &'m Model,
+        stalled: Vec<DrainError>,
+        served: u32,
+    }
+    impl DrainHandler for Host<'_> {
+        fn serve(&mut self, p: &mut PacketRequest<'_>) {
+            let asked = request(0, 0, 0);
+            assert_eq!(p.request(0), asked, "not this call's request");
+            p.reply(0, reply_for(asked[0]));
+            self.served += 1;
+            let _ = self.model;
+        }
+        fn malformed(&mut self, error: DrainError) {
+            self.stalled.push(error);
+        }
+    }
+    let mut host = Host { model: &model, stalled: Vec::new(), served: 0 };
+    let (mut notified, mut drains_after_landing) = (false, 0);
+    while host.served == 0 {
+        // Acquire: pairs with the device's Release store; a drain that starts after it sees the
+        // last word (the model's check of the claim, not part of the protocol).
+        let complete = landed.load(loom::sync::atomic::Ordering::Acquire);
+        if !(give_up && notified) {
+            view.host().drain_scope(&mut scope, &mut scratch, &mut incomplete, &mut host);
+        }
+        drains_after_landing += u16::from(complete);
+        // A stalled packet is looked at every STALLED_LOOK_PERIOD scans.
+        assert!(
+            host.served == 1 || drains_after_landing < STALLED_LOOK_PERIOD,
+            "a complete request was not served"
+        );
+        if !host.stalled.is_empty() && !notified {
+            assert_eq!(
+                host.stalled,
+                [DrainError::Stalled { index: 0, seq: 1, looks: u32::from(STALL_LOOKS) }]
+            );
+            notified = true;
+            // Release: pairs with the device's Acquire load (the model's sequencing only).
+            reported.0.store(true, loom::sync::atomic::Ordering::Release);
+            reported.1.notify();
+        }
+        if host.served == 0 {
+            thread::yield_now();
+        }
+    }
+    model.wake[0].notify();
+    device.join().unwrap();
+    assert_eq!(host.stalled.len(), 1, "reported once");
+}
+
+/// A slow wave's last word lands after the host remembered its request and reported it stalled:
+/// served, with its own request and reply.
+#[test]
+fn a_slow_word_landing_after_the_stalled_report_is_served() {
+    assert_eq!(STALL_LOOKS, 2);
+    check("line: slow wave after the stalled report", 3, || slow_wave(false));
+}
+
+/// Broken twin: the host stops looking at a packet it reported stalled; the late word is never
+/// taken.
+#[test]
+#[should_panic(expected = "a complete request was not served")]
+fn a_host_that_gives_up_on_a_stalled_request_is_caught() {
+    check("line: host gives up on a stalled request (must fail)", 1, || slow_wave(true));
 }

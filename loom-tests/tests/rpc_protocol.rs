@@ -13,7 +13,10 @@
 //! The models prove that the host reads the request as the client wrote it, the client reads the
 //! host's reply, and two calls in a row on one port (the second opened only after the host's flip)
 //! see their own packets. Each has a broken twin whose flip comes before its Release fence, which
-//! must fail with loom's race report. Run with
+//! must fail with loom's race report. The producer path's claim (`AnyView::claim` over the
+//! client's lock bits, what emulated waves use) is checked too: two waves on one port, the
+//! second's lane write ordered after the first's by the lock bit, with a twin whose unlock is
+//! Relaxed. Run with
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=3 cargo test -p loom-tests --release --test rpc_protocol`
 #![cfg(loom)]
 
@@ -179,4 +182,56 @@ fn client_flip_before_its_fence_races() {
         turn.finish();
         client.join().unwrap();
     });
+}
+
+/// The producer path's claim (`AnyView::claim` on an RPC view with its client's lock bits), by two
+/// waves on one port: wave A claims, writes its lane and lets go (`unlock`); wave B claims once A
+/// has let go and writes the same lane. The lock bit's Release (at close) and Acquire (at open)
+/// must order A's write before B's; a broken twin that unlocks with a Relaxed `fetch_and` must
+/// fail with loom's race report.
+fn two_waves_claim_one_port(unlock: fn(&Model, hostcall_core::AnyClaimed<'_>)) {
+    use hostcall_core::{AnyView, ClaimedPacket};
+    let model = Model::new();
+    // Wave A (this thread) holds the port before wave B starts; its write comes after.
+    let view = AnyView::Rpc(model.view().with_locks(&model.locks).unwrap());
+    let mut claimed = view.claim(0).unwrap().expect("the port is free at first");
+    let wave_b = {
+        let model = model.clone();
+        thread::spawn(move || {
+            let view = AnyView::Rpc(model.view().with_locks(&model.locks).unwrap());
+            let mut claimed = loop {
+                match view.claim(0).unwrap() {
+                    Some(claimed) => break claimed,
+                    None => thread::yield_now(),
+                }
+            };
+            claimed.write_lane(0, &request(2));
+        })
+    };
+    claimed.write_lane(0, &request(1));
+    unlock(&model, claimed);
+    wave_b.join().unwrap();
+    assert_eq!(model.locks[0].load(Ordering::Relaxed), 0, "both waves let go");
+}
+
+/// Dropping a claimed port unsent closes it: the lock bit's Release `fetch_and`.
+fn close(_: &Model, claimed: hostcall_core::AnyClaimed<'_>) {
+    drop(claimed);
+}
+
+/// A test-only close: the handle forgotten and the lock bit cleared with a Relaxed `fetch_and`.
+fn close_relaxed(model: &Model, claimed: hostcall_core::AnyClaimed<'_>) {
+    std::mem::forget(claimed);
+    model.locks[0].fetch_and(!1, Ordering::Relaxed);
+}
+
+#[test]
+fn two_waves_claim_one_port_in_turn() {
+    check("rpc two_waves_claim_one_port_in_turn", || two_waves_claim_one_port(close));
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn a_relaxed_unlock_races_with_the_next_claim() {
+    check("rpc a_relaxed_unlock_races_with_the_next_claim", || two_waves_claim_one_port(close_relaxed));
 }

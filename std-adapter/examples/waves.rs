@@ -20,7 +20,8 @@
 //!
 //! `--protocol rpc`: the buffer is LLVM libc's GPU RPC (ports as wide as the waves); each wave is
 //! its client, claiming a port through the client's lock bits, and each call goes out as one
-//! packet in this project's `'h'` opcodes (ROCm's `'r'` opcodes for FUNCTION_CALL and PRINTF).
+//! packet in this project's `'h'` opcodes (ROCm's `'r'` opcode for FUNCTION_CALL); `--printf`
+//! calls are LLVM libc's GPU printf (`PRINTF_TO_STDOUT`), formatted by the listener's RPC host.
 
 use hostcall::buffer::Protocol;
 use hostcall::core::dispatch::{FUNCTION_CALL, PRINTF};
@@ -269,6 +270,9 @@ fn main() -> ExitCode {
     let elapsed = started.elapsed();
     progress.finish();
     let interrupted = cli::progress::interrupted();
+    // An RPC buffer's host counts every call it finished, the printf calls (LLVM libc's opcodes,
+    // not hostcall packets) included.
+    let rpc_calls_done = listener.rpc_counters(buffer.as_ptr()).map(|counters| counters.calls_done);
     let stats = listener.shutdown();
     latencies.sort_unstable();
     // Percentiles of the timed calls; "-" when there were none (`--calls 0`, or only printfs).
@@ -280,7 +284,7 @@ fn main() -> ExitCode {
     let calls = if interrupted { done.load(Ordering::Relaxed) } else { o.waves * o.calls };
     let lane_calls = calls * u64::from(o.lanes);
     let errors = errors.load(Ordering::Relaxed) + stats.total().errors;
-    let missing = calls.saturating_sub(stats.total().packets);
+    let missing = calls.saturating_sub(rpc_calls_done.unwrap_or(stats.total().packets));
     if interrupted {
         println!(
             "waves: interrupted after {calls} of {} calls; the listener's counters:\n{stats}",
@@ -304,18 +308,55 @@ fn main() -> ExitCode {
     }
 }
 
-/// Every lane of `wave` prints one line through PRINTF; returns the number of wrong replies.
+/// Every lane of `wave` prints one line: through the PRINTF message stream, or on an LLVM-RPC
+/// buffer as LLVM libc's GPU printf does (`PRINTF_TO_STDOUT`: the format and the argument block
+/// as streams, formatted on the host). Returns the number of wrong replies (each lane's reply is
+/// the characters printed).
 fn print_from_lanes(wave: &Wave, w: u64, c: u64) -> u64 {
+    const FORMAT: &[u8] = b"[wave %llu lane %d] call %llu: %.3f\n";
     let line = |lane: usize| format!("[wave {w} lane {lane}] call {c}: {:.3}\n", lane as f64 / 64.0);
+    let lanes = (0..64usize).filter(|&l| wave.activemask() >> l & 1 == 1);
+    if let Some(view) = wave.buffer().view().rpc() {
+        use hostcall::services::rpc::client::{printf, printf_opcode, CArg};
+        let client =
+            hostcall::core::rpc::Client::of(view).expect("a buffer's view has its client's lock bits");
+        let args: Vec<[CArg<'_>; 4]> = (0..LANES)
+            .map(|lane| {
+                [
+                    CArg::Long(w as i64),
+                    CArg::Int(lane as i32),
+                    CArg::Long(c as i64),
+                    CArg::Double(lane as f64 / 64.0),
+                ]
+            })
+            .collect();
+        let started = Instant::now();
+        let mut keep_waiting = |_| started.elapsed() < std::time::Duration::from_secs(10);
+        let call = |lane: u32| (FORMAT, &args[lane as usize][..]);
+        return match printf(
+            &client,
+            w as u32,
+            printf_opcode(0, false),
+            wave.activemask(),
+            None,
+            &call,
+            &mut keep_waiting,
+        ) {
+            Ok(printed) => lanes.filter(|&l| printed[l] as usize != line(l).len()).count() as u64,
+            Err(_) => {
+                eprintln!("wave {w} call {c}: printf: no answer within 10 s");
+                lanes.count() as u64
+            }
+        };
+    }
     let reply = wave.send_messages(PRINTF, |lane| {
-        hostcall::services::printf::PrintfMessage::new(b"[wave %llu lane %d] call %llu: %.3f\n")
+        hostcall::services::printf::PrintfMessage::new(FORMAT)
             .uint(w)
             .int(lane as i64)
             .uint(c)
             .float(lane as f64 / 64.0)
             .into_words()
     });
-    let lanes = (0..64usize).filter(|&l| wave.activemask() >> l & 1 == 1);
     match reply {
         Ok(reply) => lanes.filter(|&l| reply.lane(l) != [line(l).len() as u64, 0]).count() as u64,
         Err(e) => {

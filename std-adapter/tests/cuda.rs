@@ -181,10 +181,7 @@ fn gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap() {
     let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
     let pool = mix_pool(2, doorbell.clone());
     let (warps, calls) = (64u64, 12u64);
-    // Lanes calling per warp: all 32 on even calls, the 21 or 22 with (lane + call) % 3 != 0 on odd.
-    let per_warp: u64 = (0..calls)
-        .map(|call| (0..32).filter(|lane| call % 2 == 0 || (lane + call) % 3 != 0).count() as u64)
-        .sum();
+    let per_warp = mixed_lanes(calls);
     let stream = Stream::new(cuda.clone()).unwrap();
     let mut packets = 0;
     for keep in [0u64, 1] {
@@ -253,4 +250,186 @@ fn every_gpu_makes_verified_hostcalls_in_one_process() {
     let stats = listeners.shutdown();
     assert_eq!(stats.total().packets, warps * calls * gpus.len() as u64);
     assert_eq!(stats.total().errors, 0);
+}
+
+/// Lanes calling per warp in `hc_rpc_mixed` (and `hc_line_mixed`): all 32 on even calls, those
+/// with (lane + call) % 3 != 0 on odd ones.
+fn mixed_lanes(calls: u64) -> u64 {
+    (0..calls).map(|call| (0..32).filter(|lane| call % 2 == 0 || (lane + call) % 3 != 0).count() as u64).sum()
+}
+
+/// The RPC client of `include/hostcall_cuda_rpc.cuh` (LLVM libc's wire, this project's `'h'`
+/// opcodes) on whole and partial warps, with and without keep-port, with its port state and with
+/// LLVM's open (both mailboxes read at every open): every lane's reply checked on the GPU; the
+/// send-only calls (every fourth call) leave ports the host's, which later opens must find; the
+/// unknown opcode of call 1 comes back untouched, counted as malformed. The client
+/// object goes into the module's `__llvm_rpc_client`, its size checked first (`rpc_buffer`).
+#[test]
+#[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
+fn gpu_rpc_calls_on_whole_and_partial_warps_with_send_only_calls() {
+    let test = "gpu_rpc_calls_on_whole_and_partial_warps_with_send_only_calls";
+    let cuda = cuda_device(test);
+    let module = kernels(test, &cuda);
+    let (_, symbol_size) = module.global(hostcall::core::rpc::CLIENT_SYMBOL).unwrap();
+    assert_eq!(symbol_size, hostcall::core::rpc::CLIENT_OBJECT_SIZE);
+    let mixed = module.kernel("hc_rpc_mixed").unwrap();
+    let memory = Arc::new(CudaMemory::new(cuda.clone()));
+    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+    let pool = mix_pool(2, doorbell.clone());
+    let (warps, calls) = (64u64, 12u64);
+    let stream = Stream::new(cuda.clone()).unwrap();
+    let runs = [(0u64, true), (1, true), (0, false), (1, false)];
+    let mut results = Vec::new();
+    for (keep, port_state) in runs {
+        let (buffer, state) =
+            cuda::rpc_buffer(&cuda, memory.clone(), 2 * warps, doorbell.clone(), &module).unwrap();
+        assert_eq!(buffer.protocol(), Protocol::Rpc { lanes: 32 });
+        pool.add_buffer(buffer.clone()).unwrap();
+        let counters = DeviceBuffer::new(cuda.clone(), 8 * (2 + calls as usize)).unwrap();
+        let target = if port_state { state.device_address() } else { 0 };
+        let args = [target, calls, keep, counters.device_address()];
+        // SAFETY: matches `hc_rpc_mixed(void*, unsigned, unsigned, unsigned long long*)`; the
+        // port state, the buffer (the client object's) and the counters outlive the kernel,
+        // which is waited for below.
+        unsafe { mixed.launch(&stream, 8, 256, &args) }.unwrap();
+        stream.synchronize_for(Duration::from_secs(60)).unwrap();
+        let c = counters.read_u64(2 + calls as usize).unwrap();
+        results.push((keep, port_state, c[..2].to_vec(), c[2..].to_vec()));
+        // The send-only packets may still be the host's when the kernel ends (no warp waits for
+        // their answers): the host's counts below are taken once it has served them all.
+        let view = buffer.view().rpc().expect("an RPC buffer");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while (0..view.ports()).any(|port| view.pending(port)) {
+            assert!(std::time::Instant::now() < deadline, "ports still pending 10 s after the kernel");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        pool.remove_buffer(&buffer).unwrap();
+    }
+    for (keep, port_state, c, per_call) in &results {
+        assert_eq!(
+            c,
+            &vec![0, warps * mixed_lanes(calls)],
+            "keep={keep} port_state={port_state}: [errors, lane replies checked]; errors by call {per_call:?}; all runs {results:?}"
+        );
+    }
+    let stats = pool.shutdown();
+    let runs = runs.len() as u64;
+    // The lanes that call together may reach the host as more than one packet (a warp's lanes
+    // need not reconverge after a branch), so the host's counts are of lanes: per warp and run,
+    // every mix call's lanes (all but call 1's, the unknown opcode's) and 32 per send-only call.
+    let unknown_lanes = (0..32).filter(|lane| (lane + 1) % 3 != 0).count() as u64;
+    let mix_lanes = runs * warps * (mixed_lanes(calls) - unknown_lanes + 32 * (calls / 4));
+    assert_eq!(stats.services[&100].1.lane_calls, mix_lanes, "{stats:?}");
+    assert_eq!(stats.total().errors, 0);
+    // The unknown opcode is counted as malformed once a packet: once per warp and run at least,
+    // once per calling lane at most.
+    let unknown = runs * warps;
+    assert!((unknown..=unknown * unknown_lanes).contains(&stats.malformed), "malformed {}", stats.malformed);
+}
+
+/// printf on the GPU through the RPC client (the PRINTF service's message stream over `'h'`
+/// opcodes): 4 lanes of one warp, lines of different lengths; the host's output is exactly the
+/// lines the same format gives on the host, and every lane gets its line's length back.
+#[test]
+#[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
+fn gpu_rpc_printf_prints_what_the_host_formats() {
+    struct Capture(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl hostcall::services::printf::PrintfSink for Capture {
+        fn write_stream(
+            &mut self,
+            _: hostcall::services::printf::Stream,
+            bytes: &[u8],
+        ) -> std::io::Result<()> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(())
+        }
+    }
+    let test = "gpu_rpc_printf_prints_what_the_host_formats";
+    let cuda = cuda_device(test);
+    let module = kernels(test, &cuda);
+    let kernel = module.kernel("hc_rpc_printf").unwrap();
+    let memory = Arc::new(CudaMemory::new(cuda.clone()));
+    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+    let pool = ListenerPool::start(1, doorbell.clone(), ListenerConfig::spinning()).unwrap();
+    let printed = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let limits = hostcall::services::message::MessageLimits::default();
+    pool.services().enable_printf(Capture(printed.clone()), limits).unwrap();
+    let (buffer, state) = cuda::rpc_buffer(&cuda, memory, 32, doorbell, &module).unwrap();
+    pool.add_buffer(buffer.clone()).unwrap();
+    let lanes = 4u64;
+    let results = DeviceBuffer::new(cuda.clone(), 32 * 8).unwrap();
+    let stream = Stream::new(cuda.clone()).unwrap();
+    // SAFETY: matches `hc_rpc_printf(void*, unsigned, long long*)`; all outlive the kernel.
+    unsafe { kernel.launch(&stream, 1, 32, &[state.device_address(), lanes, results.device_address()]) }
+        .unwrap();
+    stream.synchronize_for(Duration::from_secs(60)).unwrap();
+    pool.remove_buffer(&buffer).unwrap();
+    let names = ["a", "bb", "a much longer string, to make this lane's message span more calls", "dddd"];
+    let expected: Vec<String> = (0..lanes)
+        .map(|lane| {
+            format!(
+                "cuda: rpc printf from the GPU: lane {lane} of warp 0, {}, {:.3}, 0x{:x}\n",
+                names[lane as usize % 4],
+                1.5 * lane as f64,
+                0xabcdu64 << lane
+            )
+        })
+        .collect();
+    let text = String::from_utf8(printed.lock().unwrap().clone()).unwrap();
+    let mut lines: Vec<String> = text.split_inclusive('\n').map(String::from).collect();
+    lines.sort();
+    let mut sorted = expected.clone();
+    sorted.sort();
+    assert_eq!(lines, sorted, "the lanes' lines (in any order)");
+    let counts = results.read_u64(lanes as usize).unwrap();
+    let lengths: Vec<u64> = expected.iter().map(|l| l.len() as u64).collect();
+    assert_eq!(counts, lengths, "each lane's count");
+}
+
+/// LLVM libc's `puts` on the wire from the GPU: 4 lanes of one warp write lines of 20 to 290
+/// bytes with `WRITE_TO_STDOUT_NEWLINE` (a `'c'` opcode, served by the listener as LLVM's server
+/// does), each line a stream of 1 to 5 packets (`rpc_send_n`); the host's output is exactly the
+/// lanes' lines, and each lane's answer is its line's length with the newline.
+#[test]
+#[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
+fn gpu_rpc_console_writes_stream_as_llvm_libc_does() {
+    use hostcall::services::rpc::{RpcOptions, SharedSink};
+    use hostcall::threads::listener::BufferOptions;
+    let test = "gpu_rpc_console_writes_stream_as_llvm_libc_does";
+    let cuda = cuda_device(test);
+    let module = kernels(test, &cuda);
+    let kernel = module.kernel("hc_rpc_puts").unwrap();
+    let memory = Arc::new(CudaMemory::new(cuda.clone()));
+    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::spinning()).unwrap();
+    let printed = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = printed.clone();
+    let sink = SharedSink::from_fn(move |_, bytes| into.lock().unwrap().extend_from_slice(bytes));
+    let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
+    let (buffer, state) = cuda::rpc_buffer(&cuda, memory, 32, doorbell, &module).unwrap();
+    pool.add_buffer_with(buffer.clone(), &options).unwrap();
+    let lanes = 4u64;
+    let results = DeviceBuffer::new(cuda.clone(), 32 * 8).unwrap();
+    let stream = Stream::new(cuda.clone()).unwrap();
+    // SAFETY: matches `hc_rpc_puts(void*, unsigned, unsigned long long*)`; all outlive the kernel.
+    unsafe { kernel.launch(&stream, 1, 32, &[state.device_address(), lanes, results.device_address()]) }
+        .unwrap();
+    stream.synchronize_for(Duration::from_secs(60)).unwrap();
+    pool.remove_buffer(&buffer).unwrap();
+    let expected: Vec<String> = (0..lanes)
+        .map(|lane| {
+            let line: String =
+                (0..20 + 90 * lane).map(|i| (b'a' + ((i + lane) % 26) as u8) as char).collect();
+            line + "\n"
+        })
+        .collect();
+    let text = String::from_utf8(printed.lock().unwrap().clone()).unwrap();
+    let mut lines: Vec<String> = text.split_inclusive('\n').map(String::from).collect();
+    lines.sort();
+    let mut sorted = expected.clone();
+    sorted.sort();
+    assert_eq!(lines, sorted, "the lanes' lines (in any order)");
+    let counts = results.read_u64(lanes as usize).unwrap();
+    let lengths: Vec<u64> = expected.iter().map(|l| l.len() as u64).collect();
+    assert_eq!(counts, lengths, "each lane's count, the newline included");
 }

@@ -314,3 +314,38 @@ fn an_idle_listener_shuts_down_without_waiting_its_grace() {
     listener.shutdown_timeout(Duration::from_secs(5));
     assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
 }
+
+#[test]
+fn stalled_request() {
+    use hostcall::core::{line, AnyClaimed, AnySubmitted, CompletedPacket, Protocol, SubmittedPacket};
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    // Spinning: the looks (`line::STALL_LOOKS` of them) come within milliseconds.
+    let listener = Listener::start(doorbell.clone(), ListenerConfig::spinning()).unwrap();
+    listener.services().register_lane(ECHO, "echo", |r| Ok([r[0], r[7]])).unwrap();
+    let buffer =
+        Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, Protocol::Line).unwrap());
+    listener.add_buffer(buffer.clone()).unwrap();
+    let view = buffer.view();
+    let Ok(Some(AnyClaimed::Line(mut packet))) = view.claim(2) else { panic!("a free line packet") };
+    let (index, seq) = (packet.index(), packet.seq());
+    packet.write_lane(5, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    // The wave's last word is held back: it still carries sequence 0.
+    let word = &view.line().unwrap().request(index).lanes[5][15];
+    let stored = AnySubmitted::Line(packet.submit(ECHO, 1 << 5));
+    let landed = word.swap(0, Ordering::Relaxed);
+    assert_eq!(line::seq_of(landed), seq);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while listener.stats().refusals.get(Reason::StalledRequest) == 0 {
+        assert!(Instant::now() < deadline, "the listener never reported the stalled request");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(20)); // more looks: still reported once
+    assert_only(&listener, &buffer, Reason::StalledRequest, 1);
+    assert_eq!(listener.stats().malformed, 0, "late is not malformed");
+    // The word lands after the report: the call is served.
+    word.store(landed, Ordering::Relaxed);
+    let Ok(done) = stored.wait_until(|_| Instant::now() < deadline) else {
+        panic!("the late call was not served")
+    };
+    assert_eq!(done.reply(5), [1, 8]);
+}

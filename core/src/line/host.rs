@@ -1,10 +1,11 @@
 //! [`Host`]: the host's side of the line protocol, the scan that polls each packet's head, takes a request
 //! only when every word of it carries the head's sequence, serves it, and answers in tagged words.
 
+use super::incomplete::{Entries, Incomplete, Look, STALL_LOOKS};
 use super::layout::{seq_of, tag, untag, CARRIED_REQUEST_WORDS};
 use super::scratch::{own_memory, Place, Scratch, ScratchPayload};
 use super::view::View;
-use crate::host::{DrainHandler, DrainReport, PacketRequest};
+use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
 use crate::lane::{lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
 use crate::scan::{clamped, DrainScope, ScanWindow};
 use crate::sync::{fence, Ordering};
@@ -35,7 +36,8 @@ impl Host<'_> {
         let mut report = DrainReport::default();
         let (mut memory, mut initialised) = (own_memory(), false);
         let mut place = Place::Own(&mut memory, &mut initialised);
-        self.scan(clamped(range, self.0.requests.len()), &mut place, handler, &mut report);
+        let range = clamped(range, self.0.requests.len());
+        self.scan(range, &mut place, &mut no_entries(), handler, &mut report);
         report
     }
 
@@ -44,21 +46,78 @@ impl Host<'_> {
     pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
         let (mut memory, mut initialised) = (own_memory(), false);
         let place = &mut Place::Own(&mut memory, &mut initialised);
-        window.drain(self.0.requests.len(), |range, report| self.scan(range, place, handler, report))
+        let entries = &mut no_entries();
+        window.drain(self.0.requests.len(), |range, report| self.scan(range, place, entries, handler, report))
     }
 
     /// Serves the packets of `scope` once (as [`Host::drain`], [`Host::drain_window`] or
     /// [`Host::drain_range`]), copying requests into `scratch`. The other drains use a scratch of
     /// their own, zeroed in part whenever a scan serves something (4,032 bytes for a 1-lane
     /// packet); a host that keeps one `scratch` for every drain zeroes it once.
+    ///
+    /// `incomplete` is this buffer's memory of the requests it found incomplete, one entry per
+    /// packet of the scope (entry `k` for packet `start + k` of a [`DrainScope::Range`], packet
+    /// `k` otherwise), kept by the host across drains of this buffer and zeroed before the first.
+    /// With it a request that stays incomplete costs one word a look, and after [`STALL_LOOKS`]
+    /// looks it is reported once as [`DrainError::Stalled`] and then looked at every
+    /// [`STALLED_LOOK_PERIOD`](super::STALLED_LOOK_PERIOD)th scan (still served if it completes); the
+    /// packets without an entry (all, for an empty slice) are read in full at every look, as the
+    /// other drains do. What is served is the same either way (`line/incomplete.rs` says why).
+    ///
+    /// ```
+    /// # #[cfg(not(loom))] {
+    /// use hostcall_core::line::{Incomplete, Parts, Prefix, Reply, Request, ScratchPayload, View, STALLED_LOOK_PERIOD, STALL_LOOKS};
+    /// use hostcall_core::{sync::AtomicU32, DrainError, DrainScope, PacketRequest};
+    ///
+    /// let (prefix, words) = (Prefix::default(), |n| (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>());
+    /// let (device_seq, occupied, served) = (words(2), words(1), words(2));
+    /// let (requests, replies): (Vec<Request>, Vec<Reply>) = (vec![Request::default(), Request::default()],
+    ///     vec![Reply::default(), Reply::default()]);
+    /// let parts = Parts { prefix: &prefix, device_seq: &device_seq, occupied: &occupied, served: &served,
+    ///     requests: &requests, replies: &replies };
+    /// let buffer = View::from_parts(parts).unwrap();
+    /// buffer.init(0, 0);
+    /// let mut packet = buffer.claim(0).expect("a free packet");
+    /// packet.write_lane(0, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    /// let submitted = packet.submit(7, 1);
+    /// // The device's last word never arrives (it still carries sequence 0)...
+    /// requests[0].lanes[0][15].store(0, std::sync::atomic::Ordering::Relaxed);
+    /// let (mut scope, mut scratch) = (DrainScope::Whole, ScratchPayload::new());
+    /// let mut incomplete = [Incomplete::default(); 2];
+    /// let mut stalled = Vec::new();
+    /// struct Host<'s>(&'s mut Vec<DrainError>);
+    /// impl hostcall_core::DrainHandler for Host<'_> {
+    ///     fn serve(&mut self, p: &mut PacketRequest<'_>) { p.reply(0, [p.request(0)[7], 0]); }
+    ///     fn malformed(&mut self, e: DrainError) { self.0.push(e); }
+    /// }
+    /// for _ in 0..STALL_LOOKS {
+    ///     let report = buffer.host().drain_scope(&mut scope, &mut scratch, &mut incomplete, &mut Host(&mut stalled));
+    ///     assert_eq!(report.packets, 0);
+    /// }
+    /// assert_eq!(stalled, [DrainError::Stalled { index: 0, seq: 1, looks: u32::from(STALL_LOOKS) }]);
+    /// // ... until it does: a late word is served.
+    /// requests[0].lanes[0][15].store(hostcall_core::line::tag(0, 1), std::sync::atomic::Ordering::Relaxed);
+    /// let served: u32 = (0..STALLED_LOOK_PERIOD)
+    ///     .map(|_| buffer.host().drain_scope(&mut scope, &mut scratch, &mut incomplete, &mut Host(&mut stalled)).packets)
+    ///     .sum();
+    /// assert_eq!(served, 1, "within STALLED_LOOK_PERIOD scans");
+    /// assert_eq!(submitted.wait(|| {}).reply(0), [8, 0]);
+    /// # }
+    /// ```
     pub fn drain_scope(
         &self,
         scope: &mut DrainScope,
         scratch: &mut ScratchPayload,
+        incomplete: &mut [Incomplete],
         handler: &mut impl DrainHandler,
     ) -> DrainReport {
+        let first = match *scope {
+            DrainScope::Range { start, .. } => start as usize,
+            DrainScope::Whole | DrainScope::Window(_) => 0,
+        };
         let place = &mut Place::Kept(scratch);
-        scope.drain(self.0.requests.len(), |range, report| self.scan(range, place, handler, report))
+        let entries = &mut Entries { first, entries: incomplete };
+        scope.drain(self.0.requests.len(), |range, report| self.scan(range, place, entries, handler, report))
     }
 
     /// Serves every complete pending packet in `range` once; returns the highest index served.
@@ -66,6 +125,7 @@ impl Host<'_> {
         &self,
         range: Range<usize>,
         place: &mut Place<'_>,
+        entries: &mut Entries<'_>,
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
     ) -> Option<u32> {
@@ -74,6 +134,10 @@ impl Host<'_> {
         let mut scratch = place.scratch();
         let mut highest = None;
         for index in range {
+            let mut entry = entries.get(index);
+            if entry.as_deref_mut().is_some_and(Incomplete::rests) {
+                continue; // a request reported stalled, between two looks (nothing loaded)
+            }
             // Relaxed: a poll; the data comes in the same word as its sequence.
             let head = self.0.requests[index].head.load(Ordering::Relaxed);
             let seq = seq_of(head);
@@ -81,18 +145,33 @@ impl Host<'_> {
             if seq == 0 || seq == self.0.served[index].load(Ordering::Relaxed) {
                 continue;
             }
-            // Lane 0's two lines of request words, before the mask words say which lanes take
-            // part: their misses then follow the head's at once (the likeliest first lane).
-            let lane0 = &self.0.requests[index].lanes[0];
-            crate::lane::prefetch(&lane0[0]);
-            crate::lane::prefetch(&lane0[lane0.len() - 1]);
             // Acquire: pairs with the Release fence of the wave's wrap refresh
             // (`View::refresh`), stored before this head: the refresh's zeroes are visible, so no
             // word older than them is read below.
             fence(Ordering::Acquire);
+            let request = &self.0.requests[index];
+            if let Some(entry) = entry.as_deref_mut() {
+                if let Look::Incomplete = entry.look(request, seq) {
+                    count_look(entry, index, seq, handler, report);
+                    continue; // one word loaded: the one it waits for (`line/incomplete.rs`)
+                }
+            }
+            // Lane 0's two lines of request words, before the mask words say which lanes take
+            // part: their misses then follow the head's at once (the likeliest first lane).
+            let lane0 = &request.lanes[0];
+            crate::lane::prefetch(&lane0[0]);
+            crate::lane::prefetch(&lane0[lane0.len() - 1]);
             let Some(activemask) = self.take(index, seq, &mut scratch) else {
-                continue; // still arriving, or never complete: not served, looked at again next scan
+                // Still arriving, or never complete: not served, looked at again next scan.
+                if let Some(entry) = entry {
+                    entry.remember(request, seq);
+                    count_look(entry, index, seq, handler, report);
+                }
+                continue;
             };
+            if let Some(entry) = entry {
+                entry.forget();
+            }
             let payload = scratch.payload();
             let mut request = PacketRequest::new(index as u32, head as u32, activemask, payload);
             handler.serve(&mut request);
@@ -163,4 +242,25 @@ impl Host<'_> {
             }
         }
     }
+}
+
+/// Counts a look that found packet `index`'s request of sequence `seq` incomplete, and reports it
+/// stalled at the [`STALL_LOOKS`]th.
+#[inline]
+fn count_look(
+    entry: &mut Incomplete,
+    index: usize,
+    seq: u32,
+    handler: &mut impl DrainHandler,
+    report: &mut DrainReport,
+) {
+    if entry.count_look() {
+        report.malformed += 1;
+        handler.malformed(DrainError::Stalled { index: index as u32, seq, looks: u32::from(STALL_LOOKS) });
+    }
+}
+
+/// The memory of a drain that keeps none: no packet has an entry.
+fn no_entries() -> Entries<'static> {
+    Entries { first: 0, entries: &mut [] }
 }

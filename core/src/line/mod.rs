@@ -52,8 +52,11 @@
 //! # Why a torn or stale view is never taken for a call
 //!
 //! The host serves packet `i` when its head's sequence `s` is neither 0 nor `served[i]`, and only
-//! if both mask words and all 16 words of every active lane carry `s`; otherwise it leaves the
-//! packet for a later scan. The wave takes its reply only when all 4 words of every active lane
+//! if both mask words and all 16 words of every active lane carry `s` (read in one full take);
+//! otherwise it leaves the packet for a later scan. A host that keeps memory of the requests it
+//! found incomplete ([`Incomplete`], see [`Host::drain_scope`]) starts later looks at the first
+//! word that did not carry `s` and serves only after a full take as above, so what it serves is
+//! the same: the memory decides where a look starts, never what is taken. The wave takes its reply only when all 4 words of every active lane
 //! carry `s`. Each word is one atomic access, so a word carrying `s` holds data stored with `s`:
 //!
 //! - *torn*: a view mixing calls has some word with another sequence: refused;
@@ -70,9 +73,13 @@
 //! - *abandoned*: a dropped [`Claimed`] uses its sequence up, so words it wrote never match a
 //!   later call; a dropped [`Submitted`] leaks the packet (the host still answers it).
 //!
-//! Whatever a hostile device writes, the host reads each word once per look, bounded by its own
-//! packet count and [`LANES`](crate::LANES), serves a packet at most once per scan, and writes
-//! only that packet's reply words and `served[i]`.
+//! Whatever a hostile device writes, the host reads each word at most twice per look (the
+//! remembered part, then the full take), bounded by its own packet count and
+//! [`LANES`](crate::LANES), serves a packet at most once per scan, and writes only that packet's
+//! reply words and `served[i]` (and its own memory). With that memory a request that never
+//! completes costs its head and one word a look, is reported once as
+//! [`DrainError::Stalled`](crate::DrainError::Stalled) after [`STALL_LOOKS`] looks, and from
+//! then on is looked at only every [`STALLED_LOOK_PERIOD`]th scan.
 //!
 //! # Orderings
 //!
@@ -124,12 +131,14 @@
 //! ```
 
 mod host;
+mod incomplete;
 mod layout;
 mod producer;
 mod scratch;
 mod view;
 
 pub use host::Host;
+pub use incomplete::{Incomplete, STALLED_LOOK_PERIOD, STALL_LOOKS};
 pub use layout::{
     buffer_align, buffer_size, next_seq, refreshes, seq_of, tag, untag, Layout, Prefix, Reply, Request,
     CACHE_LINE, CARRIED_REQUEST_WORDS, MIN_ALIGN, REPLY_LINE_WORDS, REPLY_SIZE, REQUEST_LINE_WORDS,

@@ -13,6 +13,8 @@ use crate::test_support::{packets, words};
 extern crate std;
 use std::{boxed::Box, vec::Vec};
 
+mod stalled;
+
 /// A line buffer allocated in parts.
 struct Buffer {
     prefix: Prefix,
@@ -98,8 +100,9 @@ fn a_kept_scratch_serves_every_shape_and_is_zeroed_once() {
     let view = b.view();
     let mut scratch = ScratchPayload::new();
     let mut scope = DrainScope::Window(view.scan_window());
+    let mut incomplete = [Incomplete::default(); 3];
     // Idle drains leave it untouched.
-    assert_eq!(view.host().drain_scope(&mut scope, &mut scratch, &mut echo).packets, 0);
+    assert_eq!(view.host().drain_scope(&mut scope, &mut scratch, &mut incomplete, &mut echo).packets, 0);
     assert!(std::format!("{scratch:?}").contains("initialised: false"));
     // Whole, one-lane and split masks one after the other through the same scratch: each lane
     // reads its own request, whatever an earlier packet left in the slots of inactive lanes, and
@@ -111,14 +114,19 @@ fn a_kept_scratch_serves_every_shape_and_is_zeroed_once() {
         }
         let submitted = packet.submit(9, mask);
         let mut inactive = 0u64;
-        let report = view.host().drain_scope(&mut scope, &mut scratch, &mut |p: &mut PacketRequest<'_>| {
-            for lane in 0..LANES {
-                if p.activemask() & 1 << lane == 0 {
-                    inactive = inactive.wrapping_add(p.request(lane)[0]); // initialised: readable
+        let report = view.host().drain_scope(
+            &mut scope,
+            &mut scratch,
+            &mut incomplete,
+            &mut |p: &mut PacketRequest<'_>| {
+                for lane in 0..LANES {
+                    if p.activemask() & 1 << lane == 0 {
+                        inactive = inactive.wrapping_add(p.request(lane)[0]); // initialised: readable
+                    }
                 }
-            }
-            echo(p)
-        });
+                echo(p)
+            },
+        );
         assert_eq!(report, DrainReport { packets: 1, lane_calls: mask.count_ones(), malformed: 0 });
         let done = submitted.wait(|| panic!("answered by the drain"));
         for lane in crate::lane::lanes(mask) {

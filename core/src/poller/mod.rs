@@ -27,6 +27,8 @@
 use crate::any::{AnyView, HostScratch, Protocol};
 use crate::dispatch::Dispatch;
 use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
+#[cfg(doc)]
+use crate::line;
 use crate::scan::DrainScope;
 use crate::sync::Lock;
 use crate::view::LayoutError;
@@ -251,9 +253,52 @@ impl<const N: usize> Poller<N> {
                 view,
                 device,
                 scope,
+                incomplete: None,
                 generation: 0,
             })
             .ok_or(PollerError::Full { capacity: N })
+    }
+
+    /// Gives the line buffer registered at `base` memory for what its host remembers of the
+    /// requests it found incomplete ([`line::Incomplete`], one entry per packet this poller serves
+    /// of it: all of them, or its range's), so that a request that stays incomplete costs one
+    /// word a look and is reported stalled ([`DrainError::Stalled`]) after
+    /// [`line::STALL_LOOKS`] looks (see [`line::Host::drain_scope`]). Without it every pending
+    /// request is read in full at every look. Polls from the next one on use it; any other
+    /// protocol ignores it.
+    ///
+    /// ```
+    /// use hostcall_core::{line, Poller, Protocol};
+    /// # #[repr(C, align(64))]
+    /// # struct Line([u64; 8]);
+    /// let len = line::buffer_size(4).unwrap();
+    /// let mut memory: Vec<Line> = (0..len.div_ceil(64)).map(|_| Line([0; 8])).collect();
+    /// let base = memory.as_mut_ptr().cast::<u8>();
+    /// // SAFETY: `memory` outlives the registration (removed below); only the poller touches it.
+    /// unsafe { line::View::from_raw(base, len, 4) }.unwrap().init(base as u64, 0);
+    /// let poller = Poller::<1>::new();
+    /// let incomplete = Box::into_raw(vec![line::Incomplete::default(); 4].into_boxed_slice());
+    /// // SAFETY: as above; `incomplete` is freed only after `remove` returns.
+    /// unsafe {
+    ///     poller.add(Protocol::Line, base, len, 4).unwrap();
+    ///     poller.set_incomplete_memory(base, std::ptr::NonNull::new(incomplete).unwrap()).unwrap();
+    /// }
+    /// poller.remove(base).unwrap();
+    /// // SAFETY: made by `Box::into_raw` above, no longer used by the poller.
+    /// drop(unsafe { Box::from_raw(incomplete) });
+    /// ```
+    ///
+    /// # Safety
+    /// `memory` must be valid for reads and writes, initialised (e.g. zeroed:
+    /// [`line::Incomplete::default`]), and accessed by nothing but this poller until
+    /// [`Poller::remove`] for `base` returns or no poll of this poller will run again.
+    pub unsafe fn set_incomplete_memory(
+        &self,
+        base: *mut u8,
+        memory: core::ptr::NonNull<[crate::line::Incomplete]>,
+    ) -> Result<(), PollerError> {
+        let mut table = self.table.lock();
+        table.set_incomplete(base, memory).ok_or(PollerError::NotRegistered { base: base as usize })
     }
 
     /// The protocol of the buffer registered at `base`, if any.
@@ -314,7 +359,14 @@ impl<const N: usize> Poller<N> {
             // `unpin` below). For a range, `add_phase_range`'s contract makes this poller the only
             // host writer of the range's `host_phase` words and reply words; the poll lock makes
             // this poll the only one of this poller.
-            report += r.view.drain_scope(scope, scratch, &mut to);
+            // The line memory (`set_incomplete_memory`) is this registration's alone, valid while
+            // it is registered, and only polls touch it: the poll lock makes this the only access.
+            let incomplete = match r.incomplete {
+                // SAFETY: as just said (the contract of `set_incomplete_memory`).
+                Some(memory) => unsafe { &mut *memory.as_ptr() },
+                None => &mut [],
+            };
+            report += r.view.drain_scope(scope, scratch, incomplete, &mut to);
             self.pins.unpin(slot);
         }
         report

@@ -35,9 +35,11 @@
 //! | lock; version changed: refresh the copy (slot 3 gone); pin the rest; unlock | | |
 
 use crate::any::{AnyView, Protocol};
+use crate::line::Incomplete;
 use crate::scan::DrainScope;
 use crate::sync::{AtomicU32, Ordering};
 use core::fmt;
+use core::ptr::NonNull;
 
 /// One registration: the buffer's geometry, checked once by `add`, the view `add` built from it,
 /// and its initial drain scope.
@@ -55,6 +57,9 @@ pub(super) struct Registered {
     pub(super) device: u32,
     /// The scope a fresh registration starts with (a poll copies it into its own state once).
     pub(super) scope: DrainScope,
+    /// A line buffer's memory of incomplete requests (`Poller::set_incomplete_memory`), if given:
+    /// the caller's, used only by polls while registered.
+    pub(super) incomplete: Option<NonNull<[Incomplete]>>,
     /// Distinguishes this registration from earlier ones of the same slot.
     pub(super) generation: u64,
 }
@@ -69,6 +74,7 @@ impl fmt::Debug for Registered {
             .field("protocol", &self.protocol)
             .field("device", &self.device)
             .field("scope", &self.scope)
+            .field("incomplete", &self.incomplete.map(|m| m.len()))
             .field("generation", &self.generation)
             .finish()
     }
@@ -113,6 +119,14 @@ impl<const N: usize> Table<N> {
         self.serving.push((slot, registered)).ok()?;
         self.taken[slot] = true;
         self.version += 1;
+        Some(())
+    }
+
+    /// Gives the registration serving `base` its line memory; `None` if none serves it.
+    pub(super) fn set_incomplete(&mut self, base: *mut u8, memory: NonNull<[Incomplete]>) -> Option<()> {
+        let at = self.position(base)?;
+        self.serving[at].1.incomplete = Some(memory);
+        self.version += 1; // the next poll copies it
         Some(())
     }
 

@@ -6,6 +6,7 @@ use crate::options::Options;
 use crate::{echo, request, ECHO};
 use crossbeam_channel as channel;
 use hostcall::buffer::Protocol;
+use hostcall::core::line::Incomplete;
 use hostcall::core::HostScratch;
 use hostcall::core::{AnyView, ClaimedPacket, CompletedPacket, PacketRequest, SubmittedPacket, SLOT_WORDS};
 use hostcall::prelude::*;
@@ -180,14 +181,20 @@ fn core_host(o: &Options, protocol: Protocol) -> (Arc<HostcallBuffer>, CoreHost)
             // The host's state, kept across drains as a poller keeps it (the line protocol's
             // scratch payload is zeroed once, not per drain).
             let (mut scope, mut scratch) = (view.scope(), HostScratch::new());
+            let mut incomplete = vec![Incomplete::default(); view.num_packets() as usize];
             // Relaxed: the flag carries no data.
             while !stop.load(Ordering::Relaxed) {
-                view.drain_scope(&mut scope, &mut scratch, &mut |packet: &mut PacketRequest<'_>| {
-                    for lane in packet.lanes() {
-                        let reply = echo(&packet.request(lane));
-                        packet.reply(lane, reply);
-                    }
-                });
+                view.drain_scope(
+                    &mut scope,
+                    &mut scratch,
+                    &mut incomplete,
+                    &mut |packet: &mut PacketRequest<'_>| {
+                        for lane in packet.lanes() {
+                            let reply = echo(&packet.request(lane));
+                            packet.reply(lane, reply);
+                        }
+                    },
+                );
                 spin_loop();
             }
         })

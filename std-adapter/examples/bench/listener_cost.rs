@@ -5,19 +5,38 @@ use crate::measure::{Sample, Timed};
 use crate::options::Options;
 use crate::{echo, request, ECHO};
 use hostcall::buffer::Protocol;
+use hostcall::core::line::Incomplete;
 use hostcall::core::rpc::Client;
 use hostcall::core::sync::AtomicU32;
 use hostcall::core::{ClaimedPacket, CompletedPacket, Poller, SubmittedPacket, LANES};
 use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell, Services};
 use std::hint::black_box;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Producer and listener on one thread: the listener's own work per packet, no cross-core traffic.
 pub(crate) struct CostLoop {
-    pub(crate) buffer: HostcallBuffer,
     pub(crate) poller: Poller<1>,
+    pub(crate) buffer: HostcallBuffer,
     pub(crate) services: Services,
+    /// A line buffer's memory of incomplete requests, as a listener gives its poller (raw: the
+    /// poller reads and writes it; freed by `Drop` after the poller).
+    incomplete: NonNull<[Incomplete]>,
+}
+
+// SAFETY: `incomplete` is touched only by the poller's polls (one at a time, its poll lock) and
+// by `Drop`; everything else in it is `Send + Sync` already.
+unsafe impl Send for CostLoop {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for CostLoop {}
+
+impl Drop for CostLoop {
+    fn drop(&mut self) {
+        self.poller.remove(self.buffer.as_ptr()).unwrap();
+        // SAFETY: made by `Box::leak` in `with`; the buffer is removed, so no poll uses it.
+        drop(unsafe { Box::from_raw(self.incomplete.as_ptr()) });
+    }
 }
 
 impl CostLoop {
@@ -33,12 +52,18 @@ impl CostLoop {
         let buffer =
             HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell, protocol).expect("buffer");
         let poller = Poller::new();
+        let incomplete =
+            NonNull::from(Box::leak(vec![Incomplete::default(); packets as usize].into_boxed_slice()));
         // SAFETY: `buffer` lives in the same struct as `poller` and is dropped after it (field
-        // order), and is accessed only through views.
-        unsafe { poller.add(protocol, buffer.as_ptr(), buffer.len(), buffer.num_packets()) }.unwrap();
+        // order), and is accessed only through views; `incomplete` is freed only after the
+        // buffer's removal (`Drop`).
+        unsafe {
+            poller.add(protocol, buffer.as_ptr(), buffer.len(), buffer.num_packets()).unwrap();
+            poller.set_incomplete_memory(buffer.as_ptr(), incomplete).unwrap();
+        }
         let services = Services::new();
         services.register_lane(ECHO, "echo", |r| Ok(echo(r))).unwrap();
-        Self { buffer, poller, services }
+        Self { poller, buffer, services, incomplete }
     }
 }
 

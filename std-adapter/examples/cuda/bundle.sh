@@ -13,7 +13,7 @@ TEST=$(cargo test --release -p hostcall --features cuda --test cuda --no-run --m
 cp target/release/examples/cuda_waves "$DEST/cuda_waves"
 cp "$TEST" "$DEST/cuda-tests"
 cp std-adapter/examples/cuda/kernels.cu std-adapter/examples/cuda/variants.cuh "$DEST/src/"
-cp include/hostcall.h include/hostcall_cuda.cuh "$DEST/src/include/"
+cp include/hostcall.h include/hostcall_cuda.cuh include/hostcall_cuda_rpc.cuh "$DEST/src/include/"
 cp std-adapter/examples/cuda/run-on-device.sh "$DEST/run-on-device.sh"
 if command -v nvcc >/dev/null; then
     nvcc -arch=sm_90 -cubin -I include -o "$DEST/kernels.cubin" std-adapter/examples/cuda/kernels.cu

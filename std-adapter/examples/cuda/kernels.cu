@@ -3,6 +3,7 @@
 //   nvcc -arch=sm_90 -cubin -I include -o kernels.cubin std-adapter/examples/cuda/kernels.cu
 // (variants.cuh, the benchmark variants of the protocol calls, is found beside this file).
 #include "hostcall_cuda.cuh"
+#include "hostcall_cuda_rpc.cuh"
 #include "variants.cuh"
 
 // The lane service of the example (id MIX_SERVICE): a hash of all 8 request words, and the sum
@@ -27,7 +28,12 @@ __device__ __forceinline__ void make_request(uint64_t (&r)[8], unsigned warp, un
         r[k] = r[0] * (k + 1) ^ (static_cast<uint64_t>(lane) << (k * 4));
 }
 
-// Kernel flags (the protocol calls' variants are tunings, variants.cuh): open the client with keep_packet; only lane 0 of
+// The RPC client object (LLVM libc's rpc::Client): the host builds it over the RPC buffer it serves
+// and copies it here before each launch (hostcall::backend::cuda::rpc_buffer).
+__device__ hostcall::rpc_client_object __llvm_rpc_client;
+
+// Kernel flags (the protocol calls' variants are tunings, variants.cuh): open the client with keep_packet
+// (keep_port for RPC); only lane 0 of
 // each warp calls (and checks: the host expects warps x calls replies).
 #define KEEP_PACKET (1u << 16)
 #define ONE_LANE (1u << 17)
@@ -75,6 +81,23 @@ struct line_protocol {
         hostcall::line_call<Tuning>(c, MIX_SERVICE, request, reply, timing);
     }
     static __device__ void release_held(client &c) { hostcall::line_release_held(c); }
+};
+
+// LLVM libc's RPC (hostcall_cuda_rpc.cuh): `buffer` is the port state in device memory (null: read
+// the mailboxes at every open, as LLVM's client does); the buffer itself is the client object's.
+// The lane service through this project's 'h' opcodes.
+struct rpc_protocol {
+    using client = hostcall::rpc_client;
+    static __device__ client open(const void *port_state, hostcall::wait_policy policy, unsigned start, bool keep) {
+        return hostcall::rpc_open(__llvm_rpc_client, static_cast<uint32_t *>(const_cast<void *>(port_state)), policy,
+                                  start, keep);
+    }
+    template <typename Tuning>
+    static __device__ void call(client &c, const uint64_t (&request)[8], uint64_t (&reply)[2],
+                                hostcall::phase_timing *timing) {
+        hostcall::rpc_call<Tuning>(c, hostcall::rpc_hostcall_opcode(MIX_SERVICE), request, reply, timing);
+    }
+    static __device__ void release_held(client &c) { hostcall::rpc_release_held(c); }
 };
 
 // Every warp makes `calls` calls; every lane (only lane 0 with ONE_LANE) checks its reply.
@@ -158,6 +181,14 @@ LINE_CALLS_KERNEL(hc_line_calls_keep_packet_lane_fill, variants::lane_fill, KEEP
 LINE_CALLS_KERNEL(hc_line_calls_one_lane, hostcall::tuning, ONE_LANE)
 LINE_CALLS_KERNEL(hc_line_calls_keep_packet_pipelined, variants::pipelined, KEEP_PACKET)
 
+#define RPC_CALLS_KERNEL(name, tuning, flags) PROTOCOL_CALLS_KERNEL(name, rpc_protocol, tuning, flags)
+RPC_CALLS_KERNEL(hc_rpc_calls, hostcall::tuning, 0)
+RPC_CALLS_KERNEL(hc_rpc_calls_keep_port, hostcall::tuning, KEEP_PACKET)
+RPC_CALLS_KERNEL(hc_rpc_calls_lane_fill, variants::lane_fill, 0)
+RPC_CALLS_KERNEL(hc_rpc_calls_transposed_fill, variants::transposed_fill, 0)
+RPC_CALLS_KERNEL(hc_rpc_calls_keep_port_lane_fill, variants::lane_fill, KEEP_PACKET)
+RPC_CALLS_KERNEL(hc_rpc_calls_store_sys, variants::store_sys, 0)
+
 // The ping-pong floor: one thread stores round r+1 to `to_host` (system scope, relaxed: one word
 // needs no fence) and spins until the host thread echoes it into `from_host`. With `fence`, a
 // fence.sc.sys comes before each store (what a release store of the phase costs on top).
@@ -195,6 +226,51 @@ extern "C" __global__ void hc_line_mixed(const void *buffer, unsigned calls, uns
         __syncwarp(); // the next call starts with the whole warp again
     }
     hostcall::line_release_held(c);
+    add_counts(counters, errors, checked);
+}
+
+// The RPC client's edge cases on the device (tests/cuda.rs), each warp on the buffer of
+// __llvm_rpc_client with `port_state` (null: LLVM's open, reading the mailboxes): whole-warp calls
+// alternate with calls from the lanes where (lane + call) % 3 != 0 (a keep_port client opens a
+// second port for them); after every fourth call the whole warp sends one packet and closes
+// without reading an answer (the port is left the host's: the next opener must find out); call 1
+// of each warp uses opcode UNKNOWN_OPCODE, which the host hands back untouched (the answer is the
+// request's words 0 and 1). counters as hc_calls: [0] += errors, [1] += lane replies checked;
+// [2 + call] += the errors of call `call` (which call broke, when one does).
+#define UNKNOWN_OPCODE ((static_cast<unsigned>('z') << 24) | 1u)
+extern "C" __global__ void hc_rpc_mixed(void *port_state, unsigned calls, unsigned keep, unsigned long long *counters) {
+    const unsigned warp = hostcall::global_warp_id();
+    const unsigned lane = hostcall::detail::lane_id();
+    hostcall::rpc_client c = hostcall::rpc_open(__llvm_rpc_client, static_cast<uint32_t *>(port_state),
+                                                hostcall::default_wait_policy(), warp, keep != 0);
+    unsigned long long errors = 0, checked = 0;
+    for (unsigned call = 0; call < calls; ++call) {
+        if (call % 2 == 0 || (lane + call) % 3 != 0) {
+            uint64_t request[8], reply[2];
+            make_request(request, warp, lane, call);
+            unsigned long long e;
+            if (call == 1) {
+                hostcall::rpc_call(c, UNKNOWN_OPCODE, request, reply);
+                e = (reply[0] != request[0]) + (reply[1] != request[1]);
+            } else {
+                hostcall::rpc_call(c, hostcall::rpc_hostcall_opcode(MIX_SERVICE), request, reply);
+                e = (reply[0] != mix(request)) + (reply[1] != request[0] + request[1]);
+            }
+            if (e != 0)
+                atomicAdd(&counters[2 + call], e);
+            errors += e;
+            checked += 1;
+        }
+        __syncwarp(); // the next call starts with the whole warp again
+        if (call % 4 == 3) {
+            uint64_t request[8];
+            make_request(request, warp, lane, 1000u + call);
+            hostcall::rpc_port p = hostcall::rpc_open_port(c, hostcall::rpc_hostcall_opcode(MIX_SERVICE));
+            hostcall::rpc_send(c, p, request);
+            hostcall::rpc_close(c, p);
+        }
+    }
+    hostcall::rpc_release_held(c);
     add_counts(counters, errors, checked);
 }
 
@@ -248,6 +324,41 @@ extern "C" __global__ void hc_printf(const void *buffer, unsigned lanes, long lo
     const int n = hostcall::phase_printf(c, "cuda: printf from the GPU: lane %u of warp %d, %s, %.3f, 0x%llx\n", lane,
                                          0, names[lane % 4], 1.5 * lane, 0xabcdull << lane);
     results[lane] = n;
+}
+
+// printf through the RPC client ('h' opcodes to the PRINTF service, its message stream), as
+// hc_printf: lanes 0..lanes-1 of warp 0 print one line each; `results[lane]` = the host's count.
+extern "C" __global__ void hc_rpc_printf(void *port_state, unsigned lanes, long long *results) {
+    hostcall::rpc_client c = hostcall::rpc_open(__llvm_rpc_client, static_cast<uint32_t *>(port_state));
+    const unsigned lane = hostcall::detail::lane_id();
+    if (hostcall::global_warp_id() != 0 || lane >= lanes)
+        return;
+    const char *names[4] = {"a", "bb", "a much longer string, to make this lane's message span more calls", "dddd"};
+    const int n = hostcall::rpc_printf(c, "cuda: rpc printf from the GPU: lane %u of warp %d, %s, %.3f, 0x%llx\n", lane,
+                                       0, names[lane % 4], 1.5 * lane, 0xabcdull << lane);
+    results[lane] = n;
+}
+
+// LLVM libc's puts on the wire: lanes 0..lanes-1 of warp 0 each write a line of 20 + 90 * lane
+// bytes ('a' + (i + lane) % 26 at byte i: up to 5 packets of the stream) with the 'c' opcode
+// WRITE_TO_STDOUT_NEWLINE, as LLVM libc's device code does (open, send_n, recv, close);
+// `results[lane]` = the host's answer, the bytes written (with the newline).
+#define LIBC_WRITE_TO_STDOUT_NEWLINE ((static_cast<unsigned>('c') << 24) | 5u)
+extern "C" __global__ void hc_rpc_puts(void *port_state, unsigned lanes, unsigned long long *results) {
+    hostcall::rpc_client c = hostcall::rpc_open(__llvm_rpc_client, static_cast<uint32_t *>(port_state));
+    const unsigned lane = hostcall::detail::lane_id();
+    if (hostcall::global_warp_id() != 0 || lane >= lanes)
+        return;
+    char line[20 + 90 * 31];
+    const unsigned size = 20u + 90u * lane;
+    for (unsigned i = 0; i < size; ++i)
+        line[i] = static_cast<char>('a' + (i + lane) % 26u);
+    hostcall::rpc_port p = hostcall::rpc_open_port(c, LIBC_WRITE_TO_STDOUT_NEWLINE);
+    hostcall::rpc_send_n(c, p, line, size);
+    uint64_t answer[8];
+    hostcall::rpc_recv(c, p, answer);
+    hostcall::rpc_close(c, p);
+    results[lane] = answer[0];
 }
 
 // FUNCTION_CALL (id 1): each lane asks the host to run `function(out, in)` on

@@ -1,15 +1,18 @@
-//! The checks on every GPU: every reply verified, printf, FUNCTION_CALL; before them, with
+//! The checks on every GPU: every reply verified (phase and RPC), printf (both), FUNCTION_CALL; before them, with
 //! `--bench`, the one-GPU benchmark, and with `--scaling`, the multi-GPU one.
 
 use crate::add_mul;
 use crate::bench::bench;
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, RpcOpen};
 use crate::options::{Options, LATENCY, THROUGHPUT};
 use crate::scaling::scaling;
+use crate::variants::Kind;
 use hostcall::backend::cuda::{self, DeviceBuffer};
+use hostcall::buffer::HostcallBuffer;
 use hostcall::threads::devices::DeviceListeners;
 use hostcall::threads::listener::ListenerConfig;
 use hostcall::Error;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) fn run(gpus: &[Gpu], options: &Options) -> Result<bool, Error> {
@@ -125,49 +128,73 @@ fn check(gpu: &Gpu, pool: &DeviceListeners, options: &Options) -> Result<bool, E
         pool.remove_buffer(&buffer)?;
     }
 
-    // PRINTF through the message stream: 4 lanes of one warp, lines of different lengths.
+    // PRINTF through the message stream: 4 lanes of one warp, lines of different lengths, on a
+    // phase buffer and through the RPC client's 'h' opcodes.
     {
         let (buffer, _state) = gpu.buffer(32)?;
-        pool.add_buffer(buffer.clone())?;
-        let results = DeviceBuffer::new(cuda.clone(), 32 * 8)?;
-        let kernel = gpu.module.kernel("hc_printf")?;
-        let lanes = 4u64;
-        let before = gpu.printed.lock().unwrap_or_else(|p| p.into_inner()).len();
-        // SAFETY: matches `hc_printf(const void*, unsigned, long long*)`; all outlive the kernel.
-        unsafe {
-            kernel.launch(&gpu.stream, 1, 32, &[buffer.device_address(), lanes, results.device_address()])?
-        };
-        gpu.stream.synchronize_for(Duration::from_secs(60))?;
-        let counts = results.read_u64(lanes as usize)?;
-        let printed = gpu.printed.lock().unwrap_or_else(|p| p.into_inner())[before..].to_vec();
-        let text = String::from_utf8_lossy(&printed);
-        let lines = text.lines().filter(|l| l.starts_with("cuda: printf from the GPU: lane ")).count() as u64;
-        let total: u64 = counts.iter().map(|&n| n as i64).filter(|&n| n > 0).map(|n| n as u64).sum();
-        let good = lines == lanes && total == printed.len() as u64 && counts.iter().all(|&n| (n as i64) > 0);
-        ok &= good;
-        println!(
-            "cuda: printf device={device} lanes={lanes} lines={lines} bytes={} replies={counts:?} ok={good}",
-            printed.len()
-        );
-        pool.remove_buffer(&buffer)?;
+        ok &= printf(gpu, pool, &buffer, buffer.device_address(), "hc_printf", "printf from the GPU")?;
+        let (buffer, state) = gpu.host.rpc_buffer(32, &gpu.module)?;
+        ok &= printf(gpu, pool, &buffer, state.device_address(), "hc_rpc_printf", "rpc printf from the GPU")?;
     }
 
-    // Every warp count, every reply verified (phase protocol, one listener thread).
-    let default_kernel = gpu.module.kernel("hc_calls")?;
-    for &warps in &options.warps {
-        let calls = if warps >= 1056 { 20 } else { 200 };
-        let policy = if warps >= 1056 { THROUGHPUT } else { LATENCY };
-        let r = gpu.calls(pool, &default_kernel, warps, calls, policy, false)?;
-        ok &= r.ok();
-        println!(
-            "cuda: verify device={device} warps={} calls={} lane_replies_checked={} expected={} errors={} ok={}",
-            r.warps,
-            r.calls,
-            r.checked,
-            r.expected,
-            r.errors,
-            r.ok()
-        );
+    // Every warp count, every reply verified (phase protocol, then the RPC client, one listener
+    // thread).
+    let phase = (Kind::Phase, gpu.module.kernel("hc_calls")?);
+    let rpc = (Kind::Rpc(RpcOpen::PortState), gpu.module.kernel("hc_rpc_calls")?);
+    for (kind, kernel) in [phase, rpc] {
+        for &warps in &options.warps {
+            let calls = if warps >= 1056 { 20 } else { 200 };
+            let policy = if warps >= 1056 { THROUGHPUT } else { LATENCY };
+            let r = gpu.run(kind, pool, &kernel, (warps, calls), policy, false)?;
+            ok &= r.ok();
+            println!(
+                "cuda: verify device={device} protocol={} warps={} calls={} lane_replies_checked={} expected={} errors={} ok={}",
+                kind.protocol(),
+                r.warps,
+                r.calls,
+                r.checked,
+                r.expected,
+                r.errors,
+                r.ok()
+            );
+        }
     }
     Ok(ok)
+}
+
+/// Runs printf `kernel` (`hc_printf` or `hc_rpc_printf`: 4 lanes of one warp print one line each,
+/// starting `cuda: {what}: lane `) on `buffer`, passing it `target`; whether every line came out
+/// whole and every lane got the host's count.
+fn printf(
+    gpu: &Gpu,
+    pool: &DeviceListeners,
+    buffer: &Arc<HostcallBuffer>,
+    target: u64,
+    kernel: &str,
+    what: &str,
+) -> Result<bool, Error> {
+    pool.add_buffer(buffer.clone())?;
+    let results = DeviceBuffer::new(gpu.cuda.clone(), 32 * 8)?;
+    let kernel = gpu.module.kernel(kernel)?;
+    let lanes = 4u64;
+    let before = gpu.printed.lock().unwrap_or_else(|p| p.into_inner()).len();
+    // SAFETY: matches `hc_printf(const void*, unsigned, long long*)` and `hc_rpc_printf(void*,
+    // unsigned, long long*)`; all outlive the kernel.
+    unsafe { kernel.launch(&gpu.stream, 1, 32, &[target, lanes, results.device_address()])? };
+    gpu.stream.synchronize_for(Duration::from_secs(60))?;
+    let counts = results.read_u64(lanes as usize)?;
+    let printed = gpu.printed.lock().unwrap_or_else(|p| p.into_inner())[before..].to_vec();
+    let text = String::from_utf8_lossy(&printed);
+    let prefix = format!("cuda: {what}: lane ");
+    let lines = text.lines().filter(|l| l.starts_with(&prefix)).count() as u64;
+    let total: u64 = counts.iter().map(|&n| n as i64).filter(|&n| n > 0).map(|n| n as u64).sum();
+    let good = lines == lanes && total == printed.len() as u64 && counts.iter().all(|&n| (n as i64) > 0);
+    println!(
+        "cuda: printf device={} kernel={} lanes={lanes} lines={lines} bytes={} replies={counts:?} ok={good}",
+        gpu.cuda.ordinal(),
+        kernel.name(),
+        printed.len()
+    );
+    pool.remove_buffer(buffer)?;
+    Ok(good)
 }

@@ -2,6 +2,7 @@
 //! reading back what they measured ([`Run`]).
 
 use crate::options::Policy;
+use crate::variants::Kind;
 use crate::{mix, MIX};
 use hostcall::backend::cuda::{Cuda, CudaGpu, CudaMemory, DeviceBuffer, Kernel, Module, Stream};
 use hostcall::buffer::HostcallBuffer;
@@ -55,6 +56,21 @@ impl Serve for DeviceListeners {
     fn remove(&self, buffer: &HostcallBuffer) -> Result<(), Error> {
         self.remove_buffer(buffer)
     }
+}
+
+/// How the RPC client learns whether a port is its own at open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RpcOpen {
+    /// From its port state in device memory (no read of host memory for a clean port).
+    PortState,
+    /// From both mailboxes in host memory, at every open (LLVM's client).
+    Mailboxes,
+}
+
+/// The ports of an RPC buffer for `warps` warps: one each (from 32, in multiples of 16, which
+/// keeps the lane buffers 128-byte aligned), at most the port limit.
+pub(crate) fn rpc_ports(warps: u32) -> u64 {
+    u64::from(warps.max(32).next_multiple_of(16).min(hostcall::core::rpc::MAX_PORT_COUNT))
 }
 
 /// What printf printed, kept for checking.
@@ -182,7 +198,7 @@ impl Gpu {
     ) -> Result<Run, Error> {
         let (buffer, _state) = self.buffer(warps.max(32))?;
         pool.add(buffer.clone())?;
-        let result = self.calls_on(&buffer, kernel, warps, calls, policy, timed);
+        let result = self.calls_on(buffer.device_address(), kernel, warps, calls, policy, timed);
         pool.remove(&buffer)?;
         result
     }
@@ -191,7 +207,7 @@ impl Gpu {
     /// threads in disjoint packet ranges, as a phase buffer is.
     pub(crate) fn line_calls(
         &self,
-        pool: &ListenerPool,
+        pool: &dyn Serve,
         kernel: &Kernel,
         warps: u32,
         calls: u32,
@@ -199,15 +215,61 @@ impl Gpu {
         timed: bool,
     ) -> Result<Run, Error> {
         let (buffer, _state) = self.host.line_buffer(u64::from(warps.max(32)))?;
-        pool.add_buffer(buffer.clone())?;
-        let result = self.calls_on(&buffer, kernel, warps, calls, policy, timed);
-        pool.remove_buffer(&buffer)?;
+        pool.add(buffer.clone())?;
+        let result = self.calls_on(buffer.device_address(), kernel, warps, calls, policy, timed);
+        pool.remove(&buffer)?;
         result
     }
 
+    /// Runs `kernel` of a variant of `kind` on a fresh buffer of its protocol: `shape` is
+    /// (warps, calls per warp).
+    pub(crate) fn run(
+        &self,
+        kind: Kind,
+        pool: &dyn Serve,
+        kernel: &Kernel,
+        shape: (u32, u32),
+        policy: Policy,
+        timed: bool,
+    ) -> Result<Run, Error> {
+        let (warps, calls) = shape;
+        match kind {
+            Kind::Phase => self.calls(pool, kernel, warps, calls, policy, timed),
+            Kind::Line => self.line_calls(pool, kernel, warps, calls, policy, timed),
+            Kind::Rpc(open) => self.rpc_calls(pool, kernel, shape, policy, timed, open),
+        }
+    }
+
+    /// As [`Gpu::calls`] on an LLVM-RPC buffer of [`rpc_ports`] ports, its client object written
+    /// into this GPU's module (`include/hostcall_cuda_rpc.cuh`, the `'h'` opcodes). `open`:
+    /// whether the warps keep the port state in device memory or read the mailboxes at every
+    /// open, as LLVM's client does.
+    pub(crate) fn rpc_calls(
+        &self,
+        pool: &dyn Serve,
+        kernel: &Kernel,
+        shape: (u32, u32),
+        policy: Policy,
+        timed: bool,
+        open: RpcOpen,
+    ) -> Result<Run, Error> {
+        let (warps, calls) = shape;
+        let (buffer, state) = self.host.rpc_buffer(rpc_ports(warps), &self.module)?;
+        pool.add(buffer.clone())?;
+        let target = match open {
+            RpcOpen::PortState => state.device_address(),
+            RpcOpen::Mailboxes => 0,
+        };
+        let result = self.calls_on(target, kernel, warps, calls, policy, timed);
+        pool.remove(&buffer)?;
+        result
+    }
+
+    /// Launches `kernel` on `target` (its first argument: the buffer's device address, or the
+    /// RPC client's port state) and reads back what it measured.
     pub(crate) fn calls_on(
         &self,
-        buffer: &HostcallBuffer,
+        target: u64,
         kernel: &Kernel,
         warps: u32,
         calls: u32,
@@ -221,7 +283,7 @@ impl Gpu {
         let per_call = DeviceBuffer::new(self.cuda.clone(), calls as usize * 8)?;
         let clocks = DeviceBuffer::new(self.cuda.clone(), 32)?;
         let args = [
-            buffer.device_address(),
+            target,
             u64::from(calls),
             u64::from(policy.spin_ns),
             u64::from(policy.min_sleep_ns),

@@ -67,6 +67,7 @@ mod cli;
 mod gpu;
 mod options;
 mod scaling;
+mod variants;
 
 use check::run;
 use gpu::Gpu;

@@ -27,10 +27,36 @@ pub(crate) const THROUGHPUT: Policy = Policy {
     poll_stagger_ns: 500,
 };
 
+/// The wire protocols the benchmark measures (`--protocol`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wire {
+    /// PROTOCOL.md section 2.
+    Phase,
+    /// PROTOCOL.md section 9.
+    Line,
+    /// LLVM libc's GPU RPC (`include/hostcall_cuda_rpc.cuh`).
+    Rpc,
+}
+
+impl Wire {
+    /// Its name on the command line and in the output.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Wire::Phase => "phase",
+            Wire::Line => "line",
+            Wire::Rpc => "rpc",
+        }
+    }
+}
+
+const WIRES: [(&str, Wire); 3] = [("phase", Wire::Phase), ("line", Wire::Line), ("rpc", Wire::Rpc)];
+
 #[derive(Debug)]
 pub(crate) struct Options {
     pub(crate) module: PathBuf,
     pub(crate) bench: bool,
+    /// The protocols `--bench` measures.
+    pub(crate) protocols: Vec<Wire>,
     pub(crate) threads: Vec<usize>,
     pub(crate) warps: Vec<u32>,
     pub(crate) repeat: usize,
@@ -45,13 +71,15 @@ pub(crate) struct Options {
 }
 
 pub(crate) const USAGE: &str = "\
-usage: cuda_waves [--module FILE] [--gpus N] [--bench] [--threads LIST] [--warps LIST] [--repeat N]
-                  [--scaling] [--scaling-threads LIST] [--scaling-warps LIST]
+usage: cuda_waves [--module FILE] [--gpus N] [--bench] [--protocol LIST] [--threads LIST] [--warps LIST]
+                  [--repeat N] [--scaling] [--scaling-threads LIST] [--scaling-warps LIST]
 
-Real GPU warps making hostcalls against this crate's listener (CUDA, phase protocol).
+Real GPU warps making hostcalls against this crate's listener (CUDA: the phase, line and LLVM
+libc RPC protocols).
 
   --module FILE     the kernels' cubin [kernels.cubin]
   --bench           also the floor, latency variants and throughput table
+  --protocol LIST   the protocols --bench measures, of phase, line, rpc [phase,line,rpc]
   --threads LIST    listener threads of the throughput table, each 1..=64 [1,2,4,8]
   --warps LIST      warp counts, each 1..=1048576 [1,32,1056,4224]
   --repeat N        runs per throughput cell, 1..=100 [3]
@@ -69,6 +97,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
     let mut o = Options {
         module: PathBuf::from("kernels.cubin"),
         bench: false,
+        protocols: WIRES.iter().map(|&(_, wire)| wire).collect(),
         threads: vec![1, 2, 4, 8],
         warps: vec![1, 32, 1056, 4224],
         repeat: 3,
@@ -82,6 +111,10 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
         match arg {
             Arg::Long("module") => o.module = parser.value().map_err(|e| format!("--module: {e}"))?.into(),
             Arg::Long("bench") => o.bench = true,
+            Arg::Long("protocol") => {
+                let value = cli::string(&mut parser, "--protocol")?;
+                o.protocols = value.split(',').map(wire).collect::<Result<_, _>>()?;
+            }
             Arg::Long("threads") => o.threads = cli::list(&mut parser, "--threads", 1..=64)?,
             Arg::Long("warps") => o.warps = cli::list(&mut parser, "--warps", 1..=1 << 20)?,
             Arg::Long("repeat") => o.repeat = cli::number(&mut parser, "--repeat", 1..=100)?,
@@ -98,6 +131,14 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
         }
     }
     Ok(Command::Run(o))
+}
+
+/// The protocol named `name`.
+fn wire(name: &str) -> Result<Wire, String> {
+    match WIRES.iter().find(|(n, _)| *n == name) {
+        Some(&(_, wire)) => Ok(wire),
+        None => Err(format!("--protocol: '{name}' is not one of phase, line, rpc")),
+    }
 }
 
 #[cfg(test)]
@@ -127,7 +168,13 @@ mod tests {
             (o.gpus, o.scaling, o.scaling_threads, o.scaling_warps),
             (Some(2), true, vec![1, 16], vec![1056, 4224])
         );
+        let Ok(Command::Run(o)) = parse_args(&["--protocol", "rpc,phase"]) else { panic!("not parsed") };
+        assert_eq!(o.protocols, vec![Wire::Rpc, Wire::Phase]);
         assert!(matches!(parse_args(&["-h"]), Ok(Command::Help)));
+        assert_eq!(
+            parse_args(&["--protocol", "rpc,stack"]).map(|_| ()).unwrap_err(),
+            "--protocol: 'stack' is not one of phase, line, rpc"
+        );
         let error = |args: &[&str]| parse_args(args).map(|_| ()).unwrap_err();
         assert_eq!(error(&["--gpus", "0"]), "--gpus: '0' is not a number in 1..=64");
         assert_eq!(error(&["--warps", "1,0"]), "--warps: '0' is not a number in 1..=1048576");

@@ -36,7 +36,7 @@ fn together(
                     let (buffer, _state) = gpu.buffer(warps.max(32))?;
                     listeners.add_buffer(buffer.clone())?;
                     start.wait();
-                    let run = gpu.calls_on(&buffer, kernel, warps, calls, policy, false);
+                    let run = gpu.calls_on(buffer.device_address(), kernel, warps, calls, policy, false);
                     listeners.remove_buffer(&buffer)?;
                     run
                 })

@@ -19,6 +19,9 @@
 //! - `slow-service`: one call to a service that blocks for `--block-ms` (10 s by default) on the
 //!   adversary's buffer, made at the start of the run; the shutdown is timed while it still blocks
 //!   (when `--block-ms` outlasts the run);
+//! - `stale-line`: a line buffer of `--stale-packets` packets (1,024: 10 MiB), each request written
+//!   once with one word stale and then left, served beside the victim (never served; each reported
+//!   stalled once);
 //! - `sanitizer`: `--reports` SANITIZER reports (300 by default) spread over the first second,
 //!   through the default SANITIZER service (its code-object lookup opens the HSA runtime named by
 //!   `HOSTCALL_HSA_LIB`, such as the tests' stand-in, or none: the run says which).
@@ -37,6 +40,7 @@ use std::time::{Duration, Instant};
 mod cli;
 mod sanitizer;
 mod slow_service;
+mod stale_line;
 mod threads;
 
 use cli::{Arg, Command};
@@ -69,6 +73,7 @@ fn adversaries() -> Vec<(&'static str, Option<Start>)> {
         ("none", None),
         ("slow-service", Some(slow_service::start as Start)),
         ("sanitizer", Some(sanitizer::start as Start)),
+        ("stale-line", Some(stale_line::start as Start)),
     ]
 }
 
@@ -80,6 +85,7 @@ pub(crate) struct Options {
     pub(crate) packets: u64,
     pub(crate) block_ms: u64,
     pub(crate) reports: u64,
+    pub(crate) stale_packets: u64,
 }
 
 const USAGE: &str = "\
@@ -88,12 +94,13 @@ usage: interference [OPTIONS]
 A victim buffer's one-lane calls on a listener, without and then with an adversary buffer on the
 same listener; prints the victim's p50/p99/max and the listener threads' CPU time.
 
-  --adversary A        none, slow-service, sanitizer [slow-service]
+  --adversary A        none, slow-service, sanitizer, stale-line [slow-service]
   --protocol P         stack, phase, line [stack]
   --seconds S          how long the victim calls, each run, 0.1..=600 [2]
   --packets N          packets of each buffer, 2..=4096 [8]
   --block-ms MS        slow-service: how long the service blocks, 0..=600000 [10000]
   --reports R          sanitizer: reports over the first second, 0..=100000 [300]
+  --stale-packets N    stale-line: packets of the stale line buffer, 2..=65536 [1024]
   -h, --help           this text";
 
 fn parse(mut parser: cli::Parser) -> Result<Command<Options>, String> {
@@ -104,6 +111,7 @@ fn parse(mut parser: cli::Parser) -> Result<Command<Options>, String> {
         packets: 8,
         block_ms: 10_000,
         reports: 300,
+        stale_packets: 1024,
     };
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         match arg {
@@ -123,6 +131,9 @@ fn parse(mut parser: cli::Parser) -> Result<Command<Options>, String> {
             Arg::Long("packets") => o.packets = cli::number(&mut parser, "--packets", 2..=4096)?,
             Arg::Long("block-ms") => o.block_ms = cli::number(&mut parser, "--block-ms", 0..=600_000)?,
             Arg::Long("reports") => o.reports = cli::number(&mut parser, "--reports", 0..=100_000)?,
+            Arg::Long("stale-packets") => {
+                o.stale_packets = cli::number(&mut parser, "--stale-packets", 2..=65_536)?
+            }
             Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
             other => return Err(cli::unexpected(other)),
         }

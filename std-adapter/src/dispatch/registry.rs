@@ -232,6 +232,12 @@ impl Services {
     }
 
     fn count_malformed(&self, buffer: usize, error: DrainError) {
+        if let DrainError::Stalled { .. } = error {
+            // Not malformed (a slow wave's request completes later and is served): its own count.
+            self.count_refusal(Reason::StalledRequest, 1, buffer);
+            warn_limited!("buffer {buffer:#x}: {error}");
+            return;
+        }
         // Relaxed: a statistic; nothing is published through it.
         self.malformed.fetch_add(1, Ordering::Relaxed);
         self.count_refusal(Reason::MalformedPacket, 1, buffer);

@@ -65,6 +65,9 @@ pub enum Reason {
     /// An LLVM-RPC `fopen` answered null: the buffer's device holds `RpcLimits::open_files`
     /// host files.
     RpcOpenFiles,
+    /// A line-protocol request still incomplete after `line::STALL_LOOKS` looks (a word that
+    /// never arrived): not served, reported once per sequence, served if it completes later.
+    StalledRequest,
 }
 
 impl Reason {
@@ -91,6 +94,7 @@ impl Reason {
         Self::RpcRefused,
         Self::RpcStreamLength,
         Self::RpcOpenFiles,
+        Self::StalledRequest,
     ];
 
     /// A short name, for tables and logs.
@@ -115,6 +119,7 @@ impl Reason {
             Self::RpcRefused => "rpc refused",
             Self::RpcStreamLength => "rpc stream length",
             Self::RpcOpenFiles => "rpc open files",
+            Self::StalledRequest => "stalled request",
         }
     }
 
@@ -131,7 +136,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 19;
+pub const REASONS: usize = 20;
 
 /// A snapshot of the count of each [`Reason`].
 ///

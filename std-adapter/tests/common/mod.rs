@@ -50,13 +50,16 @@ macro_rules! for_rocm_protocols {
 }
 
 /// One test module per protocol whose buffers several listeners may split into ranges (phase,
-/// line: not the stack protocol, whose one ready stack cannot be split, nor LLVM-RPC, whose host
-/// may keep a call's state per port across turns, so one host serves a whole buffer:
+/// line, LLVM-RPC: not the stack protocol, whose one ready stack cannot be split;
 /// `Protocol::range_capable`).
 #[allow(unused_macros)] // not every test binary uses it
 macro_rules! for_splittable_protocols {
     ($($name:ident),* $(,)?) => {
-        protocol_tests!([phase_protocol: Protocol::Phase, line_protocol: Protocol::Line] [$($name),*]);
+        protocol_tests!([
+            phase_protocol: Protocol::Phase,
+            line_protocol: Protocol::Line,
+            rpc_protocol: crate::common::RPC
+        ] [$($name),*]);
     };
 }
 

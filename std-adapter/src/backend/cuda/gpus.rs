@@ -13,7 +13,8 @@
 
 use super::doorbell::MappedDoorbell;
 use super::driver::{probe, Cuda};
-use super::memory::{line_buffer, phase_buffer, CudaMemory, DeviceBuffer};
+use super::launch::Module;
+use super::memory::{line_buffer, phase_buffer, rpc_buffer, CudaMemory, DeviceBuffer};
 use super::topology::Topology;
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
@@ -60,6 +61,18 @@ impl CudaGpu {
     pub fn line_buffer(&self, num_packets: u64) -> Result<(Arc<HostcallBuffer>, DeviceBuffer), Error> {
         let doorbell: Arc<dyn Doorbell> = self.doorbell.clone();
         line_buffer(&self.cuda, self.memory.clone(), num_packets, doorbell)
+    }
+
+    /// An LLVM-RPC buffer of `ports` ports for this GPU's kernels in `module` ([`rpc_buffer`]: the
+    /// client object is written into the module); keep the returned port state alive as long as
+    /// the buffer is used.
+    pub fn rpc_buffer(
+        &self,
+        ports: u64,
+        module: &Module,
+    ) -> Result<(Arc<HostcallBuffer>, DeviceBuffer), Error> {
+        let doorbell: Arc<dyn Doorbell> = self.doorbell.clone();
+        rpc_buffer(&self.cuda, self.memory.clone(), ports, doorbell, module)
     }
 }
 

@@ -48,6 +48,32 @@ impl Module {
         )?;
         Ok(Kernel { module: self.clone(), function, name: name.to_owned() })
     }
+
+    /// The device address and size in bytes of the module's global variable `name` (an
+    /// unmangled name, such as the RPC client object's `__llvm_rpc_client`).
+    pub fn global(&self, name: &str) -> Result<(u64, usize), Error> {
+        self.cuda.make_current()?;
+        let cname =
+            CString::new(name).map_err(|_| Error::Cuda(format!("global name {name:?} holds a NUL")))?;
+        let (mut address, mut size) = (0, 0);
+        // SAFETY: the module is loaded; writes the global's address and size.
+        check(
+            unsafe { sys::cuModuleGetGlobal_v2(&mut address, &mut size, self.module, cname.as_ptr()) },
+            &format!("cuModuleGetGlobal({name})"),
+        )?;
+        Ok((address, size))
+    }
+
+    /// Copies `bytes` into the global variable `name`, whose size must be `bytes.len()`
+    /// (synchronously: no kernel may be using the global meanwhile).
+    pub fn write_global(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        let (address, size) = self.global(name)?;
+        if size != bytes.len() {
+            return Err(Error::Cuda(format!("global {name} has {size} bytes, {} given", bytes.len())));
+        }
+        // SAFETY: `bytes` is readable for its length, which is the global's size.
+        check(unsafe { sys::cuMemcpyHtoD_v2(address, bytes.as_ptr().cast(), size) }, "cuMemcpyHtoD")
+    }
 }
 
 impl Drop for Module {

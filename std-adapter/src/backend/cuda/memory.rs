@@ -1,7 +1,8 @@
 //! Memory: [`CudaMemory`] (pinned, mapped host memory both sides reach), [`DeviceBuffer`]
-//! (device-local memory) and the buffers built from them.
+//! (device-local memory) and the buffers built from them (phase, line, LLVM-RPC, stack).
 
 use super::driver::{check, Cuda};
+use super::launch::Module;
 use crate::buffer::{HostcallBuffer, Protocol};
 use crate::doorbell::Doorbell;
 use crate::error::Error;
@@ -266,6 +267,41 @@ pub fn line_buffer(
         .with_device_ordinal(cuda.ordinal() as u32);
     let base = state.device_address();
     buffer.set_line_device_state(base + layout.shadow as u64, base)?;
+    Ok((Arc::new(buffer), state))
+}
+
+/// An LLVM-RPC buffer of `ports` ports (an even count) of 32 lanes (a warp) for CUDA kernels
+/// (`include/hostcall_cuda_rpc.cuh`), reporting `cuda`'s ordinal: the buffer in pinned, mapped host
+/// memory; the client object built over its device address
+/// ([`client_object`](hostcall_core::rpc::client_object)) and copied into `module`'s
+/// [`CLIENT_SYMBOL`](hostcall_core::rpc::CLIENT_SYMBOL), whose size is checked first
+/// ([`check_client_symbol`](hostcall_core::rpc::check_client_symbol): an
+/// [`Error::Unsupported`] when the device code was built against another `rpc.h`); and the CUDA
+/// client's port state, `u32[ports]` in device memory (returned zeroed: keep it alive as long as
+/// the buffer is used, and pass its address to the kernels, or null for LLVM's open). The module
+/// holds one client object: one buffer at a time per module, written before the launches that use it.
+pub fn rpc_buffer(
+    cuda: &Arc<Cuda>,
+    memory: Arc<CudaMemory>,
+    ports: u64,
+    doorbell: Arc<dyn Doorbell>,
+    module: &Module,
+) -> Result<(Arc<HostcallBuffer>, DeviceBuffer), Error> {
+    use hostcall_core::rpc::{check_client_symbol, client_object, CLIENT_SYMBOL};
+    if ports % 2 != 0 {
+        return Err(Error::Unsupported(format!(
+            "{ports} RPC ports: the CUDA client needs an even count (it accesses headers and lane buffers 16 bytes at a time)"
+        )));
+    }
+    let (_, symbol_size) = module.global(CLIENT_SYMBOL)?;
+    check_client_symbol(symbol_size as u64).map_err(|e| Error::Unsupported(e.to_string()))?;
+    let protocol = Protocol::Rpc { lanes: 32 };
+    let buffer = HostcallBuffer::with_protocol(memory, ports, doorbell, protocol)?
+        .with_device_ordinal(cuda.ordinal() as u32);
+    let object = client_object(buffer.num_packets() as u32, buffer.device_address())
+        .map_err(|e| Error::Layout(e.into()))?;
+    module.write_global(CLIENT_SYMBOL, &object)?;
+    let state = DeviceBuffer::new(cuda.clone(), 4 * buffer.num_packets() as usize)?;
     Ok((Arc::new(buffer), state))
 }
 

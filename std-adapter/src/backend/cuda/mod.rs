@@ -11,7 +11,9 @@
 //!   host and the GPU share.
 //! - [`DeviceBuffer`]: device-local memory (`cuMemAlloc`), for what only the GPU touches: the
 //!   phase protocol's `occupied` bitmap and the device state of `include/hostcall_cuda.cuh`.
-//! - [`phase_buffer`]: a phase buffer in [`CudaMemory`] whose bitmap lives in a [`DeviceBuffer`].
+//! - [`phase_buffer`]: a phase buffer in [`CudaMemory`] whose bitmap lives in a [`DeviceBuffer`];
+//!   [`line_buffer`] likewise; [`rpc_buffer`]: an LLVM-RPC buffer whose client object goes into a
+//!   module's `__llvm_rpc_client` ([`Module::write_global`]).
 //! - [`MappedDoorbell`]: a `u64` in mapped host memory the device stores to; the listener may
 //!   poll it (a spinning listener ignores it).
 //! - [`Module`], [`Kernel`], [`Stream`]: load a PTX or cubin file, launch a kernel.
@@ -36,5 +38,7 @@ pub use doorbell::MappedDoorbell;
 pub use driver::{probe, Cuda};
 pub use gpus::{open_gpus, CudaGpu};
 pub use launch::{Kernel, Module, Stream};
-pub use memory::{line_buffer, phase_buffer, stack_buffer, CudaMemory, DeviceBuffer, DeviceStateLayout};
+pub use memory::{
+    line_buffer, phase_buffer, rpc_buffer, stack_buffer, CudaMemory, DeviceBuffer, DeviceStateLayout,
+};
 pub use topology::Topology;

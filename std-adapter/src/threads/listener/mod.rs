@@ -38,8 +38,10 @@ use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::observe::Stats;
 use crate::threads::claims::Claim;
+use hostcall_core::line::Incomplete;
 use hostcall_core::{Poller, Protocol};
 use std::collections::HashMap;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, ThreadId};
@@ -137,7 +139,33 @@ struct Served {
     packets: u64,
     /// Its per-buffer counters in the registry.
     _counted: crate::observe::ServedBuffer,
+    /// A line buffer's memory of the requests found incomplete, given to the poller.
+    incomplete: Option<IncompleteMemory>,
 }
+
+/// One entry per packet served of a line buffer ([`hostcall_core::line::Incomplete`]), which the
+/// poller reads and writes through a raw pointer while the buffer is registered: held as that
+/// pointer (a `Box` moved into a map would claim unique access to it), freed on drop, which
+/// comes only after the poller let go of it (the buffer removed, or the thread joined).
+struct IncompleteMemory(NonNull<[Incomplete]>);
+
+impl IncompleteMemory {
+    fn new(packets: u64) -> Self {
+        let entries = vec![Incomplete::default(); packets as usize].into_boxed_slice();
+        Self(NonNull::from(Box::leak(entries)))
+    }
+}
+
+impl Drop for IncompleteMemory {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::leak` in `new`; no poll uses it any more (see the type's docs).
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+// SAFETY: the memory is plain data, touched only by the poller's polls (one at a time) while
+// registered, and freed by whichever thread drops it after that.
+unsafe impl Send for IncompleteMemory {}
 
 static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -304,11 +332,13 @@ impl Shared {
         num_packets: u64,
     ) -> Served {
         let counted = self.services.count_buffer(base as usize, protocol, num_packets);
-        Served { _claim: claim, packets, _counted: counted }
+        let incomplete = (protocol == Protocol::Line).then(|| IncompleteMemory::new(packets));
+        Served { _claim: claim, packets, _counted: counted, incomplete }
     }
 
     /// Keeps the buffer at `base` claimed and counted in the registry until it is removed; an
-    /// RPC buffer (`protocol`, `ports`) gets its host, served as `options` say.
+    /// RPC buffer (`protocol`, `ports`) gets its host, served as `options` say; a line buffer's
+    /// memory of incomplete requests is given to the poller.
     fn note_served(
         &self,
         base: *const u8,
@@ -320,6 +350,13 @@ impl Shared {
         if let Protocol::Rpc { .. } = protocol {
             let ports = u32::try_from(ports).unwrap_or(u32::MAX);
             self.rpc.insert(base as usize, rpc::RpcServing::new(ports, &options.rpc));
+        }
+        if let Some(memory) = &served.incomplete {
+            // SAFETY: `served` keeps the memory until the buffer is removed from the poller
+            // (`forget_served` after `Poller::remove`) or the thread has been joined; nothing
+            // else touches it.
+            let given = unsafe { self.poller.set_incomplete_memory(base.cast_mut(), memory.0) };
+            debug_assert!(given.is_ok(), "the buffer was just registered");
         }
         log::info!(
             "{}: serving buffer {base:p} ({:?}, {} packets)",

@@ -1,0 +1,1 @@
+../../include/hostcall_cuda_rpc.cuh
