@@ -477,6 +477,8 @@ int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
 #define HOSTCALL_REASON_RPC_STREAM_LENGTH 17
 #define HOSTCALL_REASON_RPC_OPEN_FILES 18
 #define HOSTCALL_REASON_STALLED_REQUEST 19
+/* A service call that ran past its listener's stuck_after (one count per call). */
+#define HOSTCALL_REASON_STUCK_SERVICE 20
 #define HOSTCALL_REASON_SLOTS 32 /* room in `refusals`; `reasons` says how many are counted */
 /* The line protocol's number, as hostcall_buffer_stats_t reports a protocol (enable refuses it). */
 #define HOSTCALL_PROTOCOL_LINE 2u

@@ -40,6 +40,14 @@ pub trait Dispatch {
         let _ = (buffer, turn, packets);
         None
     }
+    /// Whether [`Poller::poll_once`](crate::Poller::poll_once) goes on to drain the next buffer:
+    /// asked before each buffer of a poll. `false` ends the poll there (the buffers not yet
+    /// drained are left to a later poll, or to another poller): a host whose thread was held up
+    /// in a service hands its other buffers to another thread this way. The default is `true`.
+    #[inline]
+    fn proceed(&self) -> bool {
+        true
+    }
 }
 
 /// A service that answers one lane at a time from its request words: the one lane-service type

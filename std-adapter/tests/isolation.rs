@@ -170,8 +170,36 @@ fn one_buffer_cannot_take_another_s_devmem_budget(protocol: Protocol) {
     assert_eq!(s.counted(Reason::DevmemCount), (0, 1));
 }
 
+/// The victim leaves a message open and a block live, and its buffer is removed and added again
+/// at the same address: the new registration inherits neither. Ending the old message is refused
+/// (its id names nothing) and prints nothing; freeing the old block is refused (it belongs to no
+/// buffer now) and the block stays live; the buffer's new calls work as for a new one.
+fn a_buffer_added_again_at_its_address_inherits_nothing(protocol: Protocol) {
+    let memory = Arc::new(CountingMemory::default());
+    let s = two_devices(protocol, memory.clone(), DevMemLimits::default());
+    let words =
+        PrintfMessage::new(b"left open: %s\n").string(b"more than one chunk of seven words").into_words();
+    let begun = call(&s.victim, PRINTF, chunk(true, false, 0, &words[..7]));
+    let id = Descriptor::raw_id(begun[0]);
+    let [address, 0] = call(&s.victim, DEVMEM, [0, 4096, 0, 0, 0, 0, 0, 0]) else { panic!("allocation") };
+
+    s.listener.remove_buffer(&s.victim).unwrap();
+    s.listener.add_buffer(s.victim.clone()).unwrap();
+    let rest = &words[7..words.len().min(14)];
+    assert_eq!(call(&s.victim, PRINTF, chunk(false, true, id, rest)), ErrorCode::BadRequest.reply());
+    assert_eq!(call(&s.victim, DEVMEM, [address, 0, 0, 0, 0, 0, 0, 0]), [0, ErrorCode::BadRequest as u64]);
+    assert_eq!(memory.live.load(Ordering::Relaxed), 1, "the old block stays live, owned by no buffer");
+    assert_eq!(s.stdout.text(), "", "the old message printed nothing");
+
+    let line = PrintfMessage::new(b"new\n").into_words();
+    assert_eq!(call(&s.victim, PRINTF, chunk(true, true, 0, &line)), [4, 0], "a new message works");
+    let [fresh, 0] = call(&s.victim, DEVMEM, [0, 64, 0, 0, 0, 0, 0, 0]) else { panic!("allocation") };
+    assert_eq!(call(&s.victim, DEVMEM, [fresh, 0, 0, 0, 0, 0, 0, 0]), [0, 0], "and a new block is its own");
+}
+
 for_every_protocol!(
     another_buffer_cannot_end_continue_or_drop_a_message,
     another_buffer_cannot_free_a_block,
     one_buffer_cannot_take_another_s_devmem_budget,
+    a_buffer_added_again_at_its_address_inherits_nothing,
 );

@@ -266,7 +266,10 @@ fn shutting_down() {
         listener.stats()
     });
     assert_eq!(stats.refusals.get(Reason::ShuttingDown), 2, "{stats}");
-    assert_eq!(stats.refusals.total(), 2, "{stats}");
+    // The slow call may also have run past the listener's `stuck_after` (then it is counted once).
+    let stuck = stats.refusals.get(Reason::StuckService);
+    assert!(stuck <= 1, "{stats}");
+    assert_eq!(stats.refusals.total() - stuck, 2, "{stats}");
     // The buffer is no longer served after the shutdown: its counters went with it.
     assert!(!stats.buffers.contains_key(&base));
 }

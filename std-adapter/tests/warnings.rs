@@ -13,43 +13,23 @@ use hostcall::services::message::MessageLimits;
 use hostcall::services::printf::Streams;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 mod common;
+
+use common::logs;
 
 /// The most lines one kind of warning may log in a burst (the crate's `WARNINGS_PER_WINDOW`;
 /// written out so that the test does not depend on the constant it checks).
 const LINES_PER_KIND: usize = 10;
 
-// -- The capturing logger --
-
-static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::Level::Warn
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            LINES.lock().unwrap_or_else(|p| p.into_inner()).push(record.args().to_string());
-        }
-    }
-    fn flush(&self) {}
-}
-
 /// Takes this file's turn, with the logger installed and the captured lines cleared.
 fn serial() -> MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        log::set_logger(&Capture).unwrap();
-        log::set_max_level(log::LevelFilter::Warn);
-    });
+    logs::install();
     let turn = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    LINES.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    logs::lines().clear();
     turn
 }
 
@@ -64,7 +44,7 @@ fn burst_bound(started: Instant, kinds: usize) -> usize {
 
 /// Captured lines containing `text`.
 fn lines_with(text: &str) -> usize {
-    LINES.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|line| line.contains(text)).count()
+    logs::lines().iter().filter(|line| line.contains(text)).count()
 }
 
 // -- The counting allocator --

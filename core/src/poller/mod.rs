@@ -339,7 +339,8 @@ impl<const N: usize> Poller<N> {
         self.len() == 0
     }
 
-    /// Drains every registered buffer once, each with its own protocol, dispatching each packet.
+    /// Drains every registered buffer once, each with its own protocol, dispatching each packet;
+    /// before each buffer it asks [`Dispatch::proceed`], and stops the poll when that says no.
     /// Scanned buffers go through their [`ScanWindow`](crate::ScanWindow)s (ranges whole). Returns at once with nothing served if another poll is in progress.
     pub fn poll_once<D: Dispatch + ?Sized>(&self, dispatch: &D) -> DrainReport {
         let Some(mut polling) = self.polling.try_lock() else {
@@ -349,6 +350,9 @@ impl<const N: usize> Poller<N> {
         let mut pinned = self.pin_all(version, serving);
         let mut report = DrainReport::default();
         while let Some(&(slot, ref r)) = pinned.next() {
+            if !dispatch.proceed() {
+                break; // the rest are unpinned by `pinned`'s drop
+            }
             let (generation, scope) = &mut scopes[slot];
             if *generation != r.generation {
                 (*generation, *scope) = (r.generation, r.scope);

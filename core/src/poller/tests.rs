@@ -18,15 +18,22 @@ fn add_one(request: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
     Ok([request[0] + 1, 0])
 }
 
-#[test]
-fn one_poll_serves_both_protocols_side_by_side() {
-    let (n_stack, n_phase) = (3usize, 5usize);
+/// A stack buffer of `n_stack` packets and a phase buffer of `n_phase`, initialised, in raw
+/// memory: (memory, base, length) of each, and their views. The views' lifetime is the caller's
+/// to keep: the memory must outlive them and every registration of it.
+struct TwoBuffers {
+    _memory: (Vec<Line>, Vec<Line>),
+    stack: (*mut u8, usize, stack::View<'static>),
+    phase: (*mut u8, usize, phase::View<'static>),
+}
+
+fn two_buffers(n_stack: usize, n_phase: usize) -> TwoBuffers {
     let stack_len = stack::buffer_size(n_stack).unwrap();
     let phase_len = phase::buffer_size(n_phase).unwrap();
     let (mut stack_mem, mut phase_mem) = (raw(stack_len), raw(phase_len));
     let (stack_base, phase_base) = (stack_mem.as_mut_ptr() as *mut u8, phase_mem.as_mut_ptr() as *mut u8);
-    // SAFETY: both allocations outlive the views and the poller (removed below) and are only
-    // accessed through atomics.
+    // SAFETY: both allocations live in the returned struct, whose users keep it beyond the views
+    // (see above); they are only accessed through atomics.
     let (stack, phase) = unsafe {
         (
             stack::View::from_raw(stack_base, stack_len, n_stack as u64).unwrap(),
@@ -35,6 +42,18 @@ fn one_poll_serves_both_protocols_side_by_side() {
     };
     stack.init(stack_base as u64, 0);
     phase.init(phase_base as u64, 0);
+    TwoBuffers {
+        _memory: (stack_mem, phase_mem),
+        stack: (stack_base, stack_len, stack),
+        phase: (phase_base, phase_len, phase),
+    }
+}
+
+#[test]
+fn one_poll_serves_both_protocols_side_by_side() {
+    let (n_stack, n_phase) = (3usize, 5usize);
+    let buffers = two_buffers(n_stack, n_phase);
+    let ((stack_base, stack_len, stack), (phase_base, phase_len, phase)) = (buffers.stack, buffers.phase);
 
     let poller = Poller::<4>::new();
     let mut services = ServiceTable::<2>::new();
@@ -240,6 +259,51 @@ fn packets_report_the_device_of_their_buffer() {
         "each packet names its device and buffer"
     );
     assert_eq!((x.wait(|| {}).reply(0)[0], y.wait(|| {}).reply(0)[0]), (0, 7));
+    poller.remove(a_base).unwrap();
+    poller.remove(b_base).unwrap();
+}
+
+/// A dispatch that stops the poll after its first packet ([`Dispatch::proceed`]).
+struct StopAfterOne<'t> {
+    services: &'t ServiceTable<'t, 2>,
+    served: core::cell::Cell<u32>,
+}
+
+impl Dispatch for StopAfterOne<'_> {
+    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        self.services.dispatch(packet);
+        self.served.set(self.served.get() + 1);
+    }
+    fn proceed(&self) -> bool {
+        self.served.get() == 0
+    }
+}
+
+#[test]
+fn a_dispatch_that_says_no_ends_the_poll_before_the_next_buffer() {
+    let buffers = two_buffers(2, 2);
+    let ((a_base, a_len, a), (b_base, b_len, b)) = (buffers.stack, buffers.phase);
+    let poller = Poller::<2>::new();
+    let mut services = ServiceTable::<2>::new();
+    services.register(1, &add_one).ok().unwrap();
+    // SAFETY: `buffers` outlives the registrations (removed below).
+    unsafe {
+        poller.add(Protocol::Stack, a_base, a_len, 2).unwrap();
+        poller.add(Protocol::Phase, b_base, b_len, 2).unwrap();
+    }
+    let mut first = a.claim().unwrap().unwrap();
+    first.write_lane(0, &[41, 0, 0, 0, 0, 0, 0, 0]);
+    let first = first.submit(1, 1);
+    let mut second = b.claim(0).unwrap();
+    second.write_lane(0, &[41, 0, 0, 0, 0, 0, 0, 0]);
+    let second = second.submit(1, 1);
+    let stopping = StopAfterOne { services: &services, served: core::cell::Cell::new(0) };
+    assert_eq!(poller.poll_once(&stopping).packets, 1, "the poll ends after the first buffer");
+    assert_eq!(stopping.served.get(), 1);
+    assert_eq!(poller.poll_once(&services).packets, 1, "the other buffer's packet waited for the next poll");
+    assert_eq!(first.wait(|| {}).reply(0), [42, 0]);
+    assert_eq!(second.wait(|| {}).reply(0), [42, 0]);
+    // Nothing is left pinned: both removals return at once.
     poller.remove(a_base).unwrap();
     poller.remove(b_base).unwrap();
 }

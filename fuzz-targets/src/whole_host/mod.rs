@@ -9,7 +9,9 @@
 //! unknown ids) and arbitrary writes anywhere in the buffer (headers, prefix, phase words,
 //! payload slots, the ready-stack; line: heads, mask and lane words, `device_seq`, `served`),
 //! interleaved with host rounds. On request the remaining
-//! rounds are served by a [`Listener`] thread instead, one registration per round.
+//! rounds are served by a [`Listener`] thread instead, one registration per round (each removal
+//! makes the services forget the buffer: its open messages dropped, its DEVMEM blocks owned by no
+//! buffer, so the model drops and orphans them).
 //!
 //! Input: byte 0 the shape (bit 0 the protocol, stack or phase, unless bit 5 asks for a line
 //! buffer; bits 1..=3 the packet count less 2; bit 4 whether the listener may take over), byte 1 the message limits, byte 2 the DEVMEM limits

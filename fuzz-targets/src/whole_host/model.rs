@@ -16,18 +16,31 @@ pub(crate) struct DevMemModel {
     limits: DevMemLimits,
     /// Live blocks: address and cost.
     pub(crate) live: BTreeMap<u64, u64>,
+    /// Blocks still live whose buffer is no longer served (its listener round ended): owned by
+    /// no buffer, so never freed again by a device; counted in the budget.
+    pub(crate) orphans: BTreeMap<u64, u64>,
     /// What they cost together (pages and bookkeeping).
     pub(crate) bytes: u64,
 }
 
 impl DevMemModel {
     pub(crate) fn new(limits: DevMemLimits) -> Self {
-        Self { limits, live: BTreeMap::new(), bytes: 0 }
+        Self { limits, live: BTreeMap::new(), orphans: BTreeMap::new(), bytes: 0 }
     }
 
     /// Bytes the live blocks take from the backend (their pages).
     pub(crate) fn pages(&self) -> u64 {
-        self.bytes - self.live.len() as u64 * ALLOCATION_OVERHEAD
+        self.bytes - self.blocks() as u64 * ALLOCATION_OVERHEAD
+    }
+
+    /// Blocks live, orphans included.
+    pub(crate) fn blocks(&self) -> usize {
+        self.live.len() + self.orphans.len()
+    }
+
+    /// The buffer is no longer served: its blocks stay live, owned by no buffer.
+    pub(crate) fn forget_buffer(&mut self) {
+        self.orphans.append(&mut self.live);
     }
 
     fn lane(&mut self, request: &[u64; SLOT_WORDS], reply: [u64; 2]) -> bool {
@@ -50,7 +63,7 @@ impl DevMemModel {
         let size = request[1];
         let refused = size == 0
             || size > limits.max_allocation
-            || self.live.len() >= limits.max_allocations
+            || self.blocks() >= limits.max_allocations
             || self.bytes + size.div_ceil(BLOCK_ALIGN) * BLOCK_ALIGN + ALLOCATION_OVERHEAD > limits.max_total;
         if refused {
             assert_eq!(reply, [0, ErrorCode::Refused as u64], "allocation of {size} bytes must be refused");
@@ -62,7 +75,7 @@ impl DevMemModel {
         let cost = size.div_ceil(BLOCK_ALIGN) * BLOCK_ALIGN + ALLOCATION_OVERHEAD;
         assert!(self.live.insert(address, cost).is_none(), "block {address:#x} handed out twice");
         self.bytes += cost;
-        assert!(self.bytes <= limits.max_total && self.live.len() <= limits.max_allocations);
+        assert!(self.bytes <= limits.max_total && self.blocks() <= limits.max_allocations);
         false
     }
 }
@@ -83,6 +96,11 @@ pub(crate) struct PrintfModel {
 impl PrintfModel {
     pub(crate) fn new(limits: MessageLimits) -> Self {
         Self { limits, open: BTreeMap::new(), printed: Vec::new() }
+    }
+
+    /// The buffer is no longer served: its open messages are dropped.
+    pub(crate) fn forget_buffer(&mut self) {
+        self.open.clear();
     }
 
     fn max_words(&self) -> usize {

@@ -38,6 +38,13 @@ use crate::rate_limit::{error_limited, warn_limited};
 pub trait PacketService: Send + Sync {
     /// Serve the packet.
     fn serve(&self, packet: &mut PacketRequest<'_>);
+    /// The buffer at `buffer` (a [`PacketRequest::buffer`]) is no longer served by any listener
+    /// of the registry: drop what is kept for it, so that a buffer registered later at the same
+    /// address starts with nothing of it (the message services drop its open messages, DEVMEM
+    /// lets go of its ownership of blocks). The default keeps nothing.
+    fn forget_buffer(&self, buffer: usize) {
+        let _ = buffer;
+    }
 }
 
 enum Handler {
@@ -180,6 +187,21 @@ impl Services {
         num_packets: u64,
     ) -> ServedBuffer {
         self.buffers.serve(base, protocol, num_packets)
+    }
+
+    /// Tells every packet service that the buffer at `base` is no longer served
+    /// ([`PacketService::forget_buffer`]); a listener calls it when the last of its registrations
+    /// in this registry is gone. Not under any listener lock: a service takes its own.
+    pub(crate) fn forget_buffer(&self, base: usize) {
+        let entries: Vec<Arc<Entry>> =
+            self.entries.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for entry in entries {
+            if let Handler::Packet(service) = &entry.handler {
+                if let Err(panic) = catch_service_panic(|| service.forget_buffer(base)) {
+                    error_limited!("service {} panicked forgetting buffer {base:#x} ({panic})", entry.name);
+                }
+            }
+        }
     }
 
     /// The listener threads' event counters.

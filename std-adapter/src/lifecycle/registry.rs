@@ -73,7 +73,9 @@ pub(super) fn remove_listener_thread(id: ThreadId) {
 /// disable would wait for its own poll to end).
 pub(super) fn refuse_listener_thread() -> Result<(), Error> {
     let me = std::thread::current().id();
-    if listener_threads().contains(&me) {
+    // Any thread of any listener (a runtime's listener hands its buffers to another thread while
+    // one is stuck in a service: `threads/listener/relay.rs`).
+    if crate::threads::listener::listener_of_this_thread() != 0 || listener_threads().contains(&me) {
         return Err(Error::CalledFromListener);
     }
     Ok(())

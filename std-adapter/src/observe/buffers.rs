@@ -49,31 +49,50 @@ pub(crate) struct BufferTallies {
     len: AtomicUsize,
 }
 
-/// Keeps a buffer's tally while a listener serves it; dropped when it stops.
+/// Keeps a buffer's tally while a listener serves it; dropped (or released) when it stops.
 #[derive(Debug)]
 pub(crate) struct ServedBuffer {
-    tallies: Arc<BufferTallies>,
+    /// `None` once released.
+    tallies: Option<Arc<BufferTallies>>,
     base: usize,
+}
+
+impl ServedBuffer {
+    /// Stops counting; whether this was the buffer's last holder (no listener of the registry
+    /// serves it any more).
+    pub(crate) fn release(mut self) -> bool {
+        self.tallies.take().is_some_and(|tallies| tallies.unhold(self.base))
+    }
 }
 
 impl Drop for ServedBuffer {
     fn drop(&mut self) {
-        let mut map = self.tallies.map.write().unwrap_or_else(|p| p.into_inner());
-        if let Some((holders, _)) = map.get_mut(&self.base) {
-            *holders -= 1;
-            if *holders == 0 {
-                map.remove(&self.base);
-            }
+        if let Some(tallies) = self.tallies.take() {
+            tallies.unhold(self.base);
         }
-        // Relaxed: written under the map's lock; readers are ordered after it by the poller's
-        // table lock (a buffer is counted here before the poller can hand out its packets).
-        self.tallies.len.store(map.len(), Ordering::Relaxed);
-        // Release: pairs with the Acquire load in `generation`.
-        self.tallies.generation.fetch_add(1, Ordering::Release);
     }
 }
 
 impl BufferTallies {
+    /// One holder of the buffer at `base` lets go; whether it was the last.
+    fn unhold(&self, base: usize) -> bool {
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let mut last = false;
+        if let Some((holders, _)) = map.get_mut(&base) {
+            *holders -= 1;
+            if *holders == 0 {
+                map.remove(&base);
+                last = true;
+            }
+        }
+        // Relaxed: written under the map's lock; readers are ordered after it by the poller's
+        // table lock (a buffer is counted here before the poller can hand out its packets).
+        self.len.store(map.len(), Ordering::Relaxed);
+        // Release: pairs with the Acquire load in `generation`.
+        self.generation.fetch_add(1, Ordering::Release);
+        last
+    }
+
     /// Counts the buffer at `base` from now on (a second listener of it shares the tally).
     pub(crate) fn serve(self: &Arc<Self>, base: usize, protocol: Protocol, num_packets: u64) -> ServedBuffer {
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
@@ -87,16 +106,16 @@ impl BufferTallies {
             (0, Arc::new(tally))
         });
         entry.0 += 1;
-        // Relaxed: as in `ServedBuffer::drop`.
+        // Relaxed: as in `unhold`.
         self.len.store(map.len(), Ordering::Relaxed);
         // Release: pairs with the Acquire load in `generation`.
         self.generation.fetch_add(1, Ordering::Release);
-        ServedBuffer { tallies: self.clone(), base }
+        ServedBuffer { tallies: Some(self.clone()), base }
     }
 
     /// The version of the map (changes when a buffer is added or removed).
     pub(crate) fn generation(&self) -> u64 {
-        // Acquire: pairs with the Release increments in `serve` and `ServedBuffer::drop`, so a
+        // Acquire: pairs with the Release increments in `serve` and `unhold`, so a
         // cache refreshed after seeing a new generation sees the map it names.
         self.generation.load(Ordering::Acquire)
     }
@@ -116,7 +135,7 @@ impl BufferTallies {
 
     /// Whether no buffer is served (then packets are not looked up).
     pub(crate) fn is_empty(&self) -> bool {
-        // Relaxed: see `ServedBuffer::drop`.
+        // Relaxed: see `unhold`.
         self.len.load(Ordering::Relaxed) == 0
     }
 

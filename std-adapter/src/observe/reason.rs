@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// a bad free, an allocation failure, a request it cannot parse, a lane handler's panic); every
 /// active lane of the packet for the reasons that answer a whole packet (an unknown service, a
 /// packet service's panic, shutting down); one finding for a malformed packet; one message for
-/// the printf limits (the message is cut, the lane still answered).
+/// the printf limits (the message is cut, the lane still answered); one call for a stuck service.
 ///
 /// ```
 /// use hostcall::observe::Reason;
@@ -68,6 +68,10 @@ pub enum Reason {
     /// A line-protocol request still incomplete after `line::STALL_LOOKS` looks (a word that
     /// never arrived): not served, reported once per sequence, served if it completes later.
     StalledRequest,
+    /// A service call ran past its listener's
+    /// [`stuck_after`](crate::ListenerConfig::stuck_after) (one count per call; its packet is
+    /// answered when the call returns, and the listener's other buffers are served meanwhile).
+    StuckService,
 }
 
 impl Reason {
@@ -95,6 +99,7 @@ impl Reason {
         Self::RpcStreamLength,
         Self::RpcOpenFiles,
         Self::StalledRequest,
+        Self::StuckService,
     ];
 
     /// A short name, for tables and logs.
@@ -120,6 +125,7 @@ impl Reason {
             Self::RpcStreamLength => "rpc stream length",
             Self::RpcOpenFiles => "rpc open files",
             Self::StalledRequest => "stalled request",
+            Self::StuckService => "stuck service",
         }
     }
 
@@ -136,7 +142,7 @@ impl fmt::Display for Reason {
 }
 
 /// How many reasons there are.
-pub const REASONS: usize = 20;
+pub const REASONS: usize = 21;
 
 /// A snapshot of the count of each [`Reason`].
 ///

@@ -37,6 +37,10 @@
 //! buffer is refused exactly as a free of an address DEVMEM never handed out (`[0, BadRequest]`,
 //! counted as [`Reason::BadFree`], logged): the block stays live for its owner, and the reply
 //! does not tell a device that probes addresses whether another device's block lives there.
+//! When no listener serves the buffer any more ([`PacketService::forget_buffer`]), its blocks
+//! stay live (a kernel may still use them) but belong to no buffer: a buffer registered later at
+//! the same address cannot free them; they count against the registry's budget until the
+//! service is dropped.
 //!
 //! # Replies
 //!
@@ -128,7 +132,8 @@ struct Block {
     /// Bytes charged to the budgets.
     cost: u64,
     /// The buffer whose request allocated it ([`PacketRequest::buffer`]): only it may free it.
-    owner: usize,
+    /// `None` once that buffer is no longer served (`Live::orphan`): then no buffer may.
+    owner: Option<usize>,
 }
 
 /// What one buffer's device holds.
@@ -155,7 +160,8 @@ impl Live {
     /// Records `block`, live at `address`.
     fn insert(&mut self, address: u64, block: Block) {
         self.bytes += block.cost;
-        let usage = self.by_buffer.entry(block.owner).or_default();
+        let owner = block.owner.expect("a block is inserted with its owner");
+        let usage = self.by_buffer.entry(owner).or_default();
         usage.bytes += block.cost;
         usage.blocks += 1;
         self.blocks.insert(address, block);
@@ -165,7 +171,9 @@ impl Live {
     fn remove(&mut self, address: u64, buffer: usize) -> Result<Block, FreeRefused> {
         match self.blocks.get(&address) {
             None => return Err(FreeRefused::NotAllocated),
-            Some(block) if block.owner != buffer => return Err(FreeRefused::Foreign { owner: block.owner }),
+            Some(block) if block.owner != Some(buffer) => {
+                return Err(FreeRefused::Foreign { owner: block.owner })
+            }
             Some(_) => {}
         }
         let block = self.blocks.remove(&address).expect("found above");
@@ -180,10 +188,24 @@ impl Live {
     }
 }
 
+impl Live {
+    /// `buffer` is served no more: its blocks are kept (a kernel may still use them) but owned by
+    /// no buffer, so no buffer registered later (at the same address or another) can free them;
+    /// they count against the registry's budget until the service is dropped.
+    fn orphan(&mut self, buffer: usize) {
+        if self.by_buffer.remove(&buffer).is_none() {
+            return;
+        }
+        for block in self.blocks.values_mut().filter(|b| b.owner == Some(buffer)) {
+            block.owner = None;
+        }
+    }
+}
+
 /// Why a free is refused (the device is answered the same either way).
 enum FreeRefused {
     NotAllocated,
-    Foreign { owner: usize },
+    Foreign { owner: Option<usize> },
 }
 
 /// The DEVMEM packet service: the live blocks and their budget.
@@ -246,7 +268,7 @@ impl DevMem {
         if let Some(why) = over(cost) {
             return Err(refuse(Reason::DevmemBytes, why));
         }
-        live.insert(address, Block { _allocation: allocation, cost, owner: buffer });
+        live.insert(address, Block { _allocation: allocation, cost, owner: Some(buffer) });
         Ok(address)
     }
 
@@ -259,8 +281,12 @@ impl DevMem {
                     FreeRefused::NotAllocated => warn_limited!(
                         "devmem: buffer {buffer:#x}: free of {address:#x}, which devmem did not allocate (refused)"
                     ),
-                    FreeRefused::Foreign { owner } => warn_limited!(
+                    FreeRefused::Foreign { owner: Some(owner) } => warn_limited!(
                         "devmem: buffer {buffer:#x}: free of {address:#x}, a block of buffer {owner:#x} \
+                         (refused; the block stays live)"
+                    ),
+                    FreeRefused::Foreign { owner: None } => warn_limited!(
+                        "devmem: buffer {buffer:#x}: free of {address:#x}, a block of a buffer no longer served \
                          (refused; the block stays live)"
                     ),
                 }
@@ -303,6 +329,10 @@ fn aligned_block(
 }
 
 impl PacketService for DevMem {
+    fn forget_buffer(&self, buffer: usize) {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).orphan(buffer);
+    }
+
     fn serve(&self, packet: &mut PacketRequest<'_>) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let buffer = packet.buffer();

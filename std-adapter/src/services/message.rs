@@ -365,6 +365,11 @@ impl<F: FnMut(&[u64]) -> [u64; 2]> SharedMessageService<F> {
 }
 
 impl<F: FnMut(&[u64]) -> [u64; 2] + Send> PacketService for SharedMessageService<F> {
+    /// Drops the open messages of the buffer's lanes ([`Assembler::forget_buffer`]).
+    fn forget_buffer(&self, buffer: usize) {
+        self.with(|service| service.assembler_mut().forget_buffer(buffer));
+    }
+
     fn serve(&self, packet: &mut PacketRequest<'_>) {
         let buffer = packet.buffer();
         self.with(|service| {

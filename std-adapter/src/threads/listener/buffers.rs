@@ -1,11 +1,13 @@
 //! The listener's add/remove API: which buffers it serves, each held (claimed process-wide,
 //! counted in the registry's lane capacity) while it is served.
 
-use super::{BufferOptions, Listener};
+use super::{relay, BufferOptions, Listener, Shared, MAX_BUFFERS};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
-use crate::threads::claims;
-use hostcall_core::Protocol;
+use crate::threads::claims::{self, Claim};
+use hostcall_core::line::Incomplete;
+use hostcall_core::{Poller, Protocol};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 impl Listener {
@@ -25,15 +27,11 @@ impl Listener {
             return Err(Error::ShutDown);
         }
         let claim = claims::claim_whole(buffer.as_ptr() as usize, buffer.len(), self.shared.id)?;
-        let (base, n) = (buffer.as_ptr(), buffer.num_packets());
-        let served = self.shared.hold(claim, buffer.protocol(), base, n, n);
-        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
-        // poller; a `HostcallBuffer` is accessed only atomically.
-        unsafe {
-            let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
-            self.shared.poller.add_on_device(buffer.protocol(), base, len, n, buffer.device_ordinal())
-        }?;
-        self.shared.note_served(buffer.as_ptr(), served, buffer.protocol(), n, options);
+        let registration = registration_of(&buffer, None);
+        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has stopped serving it (or
+        // the listener's threads, which hold `owned` through `Shared`, have ended); a
+        // `HostcallBuffer` is accessed only atomically.
+        unsafe { self.shared.serve(claim, registration, buffer.num_packets(), options) }?;
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
@@ -74,17 +72,10 @@ impl Listener {
         let claim =
             claims::claim_range(buffer.as_ptr() as usize, buffer.len(), range.clone(), self.shared.id)?;
         let packets = u64::from(range.end.saturating_sub(range.start));
-        let (base, n) = (buffer.as_ptr(), buffer.num_packets());
-        let served = self.shared.hold(claim, buffer.protocol(), base, packets, n);
-        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has removed it from the
-        // poller; a `HostcallBuffer` is accessed only atomically; the caller keeps the ranges of
-        // the listeners serving this buffer disjoint (see above).
-        unsafe {
-            let (base, len, n) = (buffer.as_ptr(), buffer.len(), buffer.num_packets());
-            let (protocol, device) = (buffer.protocol(), buffer.device_ordinal());
-            self.shared.poller.add_range_on_device(protocol, base, len, n, range, device)
-        }?;
-        self.shared.note_served(buffer.as_ptr(), served, buffer.protocol(), n, options);
+        let registration = registration_of(&buffer, Some(range));
+        // SAFETY: as in `add_buffer`; the caller keeps the ranges of the listeners serving this
+        // buffer disjoint (see above).
+        unsafe { self.shared.serve(claim, registration, packets, options) }?;
         owned.insert(buffer.as_ptr() as usize, buffer);
         Ok(())
     }
@@ -93,10 +84,11 @@ impl Listener {
     /// the listener's own thread (a service), where it would wait for its own poll.
     pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<Arc<HostcallBuffer>, Error> {
         self.refuse_own_thread()?;
+        let base = buffer.as_ptr() as usize;
+        // Not under `owned`: the removal may wait for a stuck call of this buffer.
+        self.shared.unserve(base)?;
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        self.shared.poller.remove(buffer.as_ptr())?;
-        self.shared.forget_served(buffer.as_ptr());
-        Ok(owned.remove(&(buffer.as_ptr() as usize)).expect("registered buffers are owned"))
+        Ok(owned.remove(&base).expect("registered buffers are owned"))
     }
 
     /// Starts serving a stack-protocol buffer in memory the caller manages (the C ABI's path).
@@ -148,11 +140,10 @@ impl Listener {
             return Err(Error::ShutDown);
         }
         let claim = claims::claim_whole(base as usize, len, self.shared.id)?;
-        let served = self.shared.hold(claim, protocol, base, num_packets, num_packets);
+        let registration =
+            Registration { protocol, base: base as usize, len, num_packets, range: None, device };
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.shared.poller.add_on_device(protocol, base, len, num_packets, device) }?;
-        self.shared.note_served(base, served, protocol, num_packets, options);
-        Ok(())
+        unsafe { self.shared.serve(claim, registration, num_packets, options) }
     }
 
     /// The counters of the LLVM-RPC buffer at `base`'s host in this listener (`None`: not an
@@ -165,8 +156,204 @@ impl Listener {
     /// thread, as [`Listener::remove_buffer`].
     pub fn remove_raw(&self, base: *mut u8) -> Result<(), Error> {
         self.refuse_own_thread()?;
-        self.shared.poller.remove(base)?;
-        self.shared.forget_served(base);
+        self.shared.unserve(base as usize)
+    }
+}
+
+/// The registration of `buffer` (all of it, or packets `range`).
+fn registration_of(buffer: &HostcallBuffer, range: Option<std::ops::Range<u32>>) -> Registration {
+    Registration {
+        protocol: buffer.protocol(),
+        base: buffer.as_ptr() as usize,
+        len: buffer.len(),
+        num_packets: buffer.num_packets(),
+        range,
+        device: buffer.device_ordinal(),
+    }
+}
+
+/// What a served buffer holds (dropped when it is no longer served).
+pub(super) struct Served {
+    pub(super) claim: Claim,
+    /// Its per-buffer counters in the registry.
+    pub(super) counted: crate::observe::ServedBuffer,
+    /// How to register it with a poller (again, on another seat).
+    pub(super) registration: Registration,
+    /// The seat whose thread serves it.
+    pub(super) home: u64,
+    /// Being removed: not handed to another seat.
+    pub(super) leaving: bool,
+    /// A line buffer's memory of the requests found incomplete, given to the poller that serves
+    /// it (and to the next one, when a relief hands it on).
+    pub(super) incomplete: Option<IncompleteMemory>,
+}
+
+impl Served {
+    /// Registers the buffer with `poller`, with its memory of incomplete requests.
+    ///
+    /// # Safety
+    /// As for [`Registration::register`]; and no other poller drains the buffer from now on
+    /// (the incomplete-request memory is this poller's alone, `set_incomplete_memory`).
+    pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>) -> Result<(), Error> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.registration.register(poller) }?;
+        if let Some(memory) = &self.incomplete {
+            let base = self.registration.base as *mut u8;
+            // SAFETY: `self` keeps the memory until the buffer is no longer served (`let_go`,
+            // after its removal from this poller, or after its thread ended); the caller makes
+            // this the only poller that drains the buffer, so the only one that touches it.
+            let given = unsafe { poller.set_incomplete_memory(base, memory.0) };
+            debug_assert!(given.is_ok(), "the buffer was just registered");
+        }
         Ok(())
+    }
+}
+
+/// One entry per packet served of a line buffer ([`hostcall_core::line::Incomplete`]), which the
+/// poller reads and writes through a raw pointer while the buffer is registered: held as that
+/// pointer (a `Box` moved into a map would claim unique access to it), freed on drop, which
+/// comes only after the pollers let go of it (the buffer removed from the poller that drains it,
+/// or its thread ended; a poller it was handed away from drains it no more: `relay.rs`).
+pub(super) struct IncompleteMemory(NonNull<[Incomplete]>);
+
+impl IncompleteMemory {
+    fn new(packets: u64) -> Self {
+        let entries = vec![Incomplete::default(); packets as usize].into_boxed_slice();
+        Self(NonNull::from(Box::leak(entries)))
+    }
+}
+
+impl Drop for IncompleteMemory {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::leak` in `new`; no poll uses it any more (see the type's docs).
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+// SAFETY: the memory is plain data, touched only by the poller's polls (one at a time) while
+// registered, and freed by whichever thread drops it after that.
+unsafe impl Send for IncompleteMemory {}
+
+/// What a poller registration of a served buffer is made of.
+#[derive(Clone, Debug)]
+pub(super) struct Registration {
+    protocol: Protocol,
+    base: usize,
+    len: usize,
+    num_packets: u64,
+    /// The packets served, for a buffer shared with other listeners.
+    range: Option<std::ops::Range<u32>>,
+    device: u32,
+}
+
+impl Registration {
+    /// Registers the buffer with `poller`.
+    ///
+    /// # Safety
+    /// As for [`Poller::add`]: the memory stays valid, accessed only atomically, until it is
+    /// removed from `poller` or `poller` drains it no more; for a range, no other poller serves
+    /// an index of it.
+    pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>) -> Result<(), Error> {
+        let Self { protocol, base, len, num_packets, device, .. } = *self;
+        let base = base as *mut u8;
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            match self.range.clone() {
+                None => poller.add_on_device(protocol, base, len, num_packets, device),
+                Some(range) => poller.add_range_on_device(protocol, base, len, num_packets, range, device),
+            }
+        }
+        .map_err(Error::from)
+    }
+}
+
+impl Shared {
+    /// The seat serving the buffers now.
+    pub(super) fn active(&self) -> Arc<relay::Seat> {
+        self.crew.lock().unwrap_or_else(|p| p.into_inner()).active.clone()
+    }
+
+    /// Starts serving `registration` on the active seat, holding `claim` and the buffer's counters
+    /// (`packets` of its packets served here) until it is removed.
+    ///
+    /// # Safety
+    /// As for [`Registration::register`], until [`Shared::unserve`] for it returns or the
+    /// listener's threads have ended.
+    unsafe fn serve(
+        &self,
+        claim: Claim,
+        registration: Registration,
+        packets: u64,
+        options: &BufferOptions,
+    ) -> Result<(), Error> {
+        let Registration { protocol, base, num_packets, .. } = registration;
+        let counted = self.services.count_buffer(base, protocol, num_packets);
+        let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        // Under `served`: no relief moves buffers meanwhile.
+        let active = self.active();
+        if let Protocol::Rpc { .. } = protocol {
+            // Its host (for every port: a range's indices are the buffer's), found by every thread
+            // of this listener by base address (`rpc.rs`).
+            let ports = u32::try_from(num_packets).unwrap_or(u32::MAX);
+            self.rpc.insert(base, super::rpc::RpcServing::new(ports, &options.rpc));
+        }
+        let incomplete = (protocol == Protocol::Line).then(|| IncompleteMemory::new(packets));
+        let entry = Served { claim, counted, registration, home: active.id, leaving: false, incomplete };
+        // SAFETY: forwarded from this function's contract; a new registration: no poller drains
+        // it yet.
+        if let Err(e) = unsafe { entry.register(&active.poller) } {
+            self.rpc.remove(base);
+            return Err(e);
+        }
+        log::info!("{}: serving buffer {base:#x} ({protocol:?}, {packets} packets)", self.config.thread_name);
+        served.insert(base, entry);
+        Ok(())
+    }
+
+    /// Stops serving the buffer at `base`: when this returns no thread of the listener touches it;
+    /// its claim is released, its counters left. Waits for a poll in progress on it (a stuck
+    /// call of it: until that call returns).
+    fn unserve(&self, base: usize) -> Result<(), Error> {
+        let not_registered = Error::Poller(hostcall_core::PollerError::NotRegistered { base });
+        let seat = {
+            let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(entry) = served.get_mut(&base) else {
+                // Let go of when its thread ended after a shutdown: removing it still works.
+                let ended = self.ended.lock().unwrap_or_else(|p| p.into_inner()).remove(&base);
+                return if ended { Ok(()) } else { Err(not_registered) };
+            };
+            entry.leaving = true; // stays on its seat from here
+            let crew = self.crew.lock().unwrap_or_else(|p| p.into_inner());
+            let home = entry.home;
+            let seat = std::iter::once(&crew.active).chain(&crew.stuck).find(|s| s.id == home).cloned();
+            match seat {
+                Some(seat) => seat,
+                None => {
+                    let entry = served.remove(&base); // its thread has ended
+                    drop((crew, served));
+                    self.let_go(entry);
+                    return Ok(());
+                }
+            }
+        };
+        let removed = seat.poller.remove(base as *mut u8);
+        let entry = self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&base);
+        self.let_go(entry);
+        log::info!("{}: no longer serving buffer {base:#x}", self.config.thread_name);
+        removed.map_err(Error::from)
+    }
+
+    /// Lets go of what a buffer no longer served held (called without the listener's locks):
+    /// when no listener of the registry serves it any more, the services forget it
+    /// ([`PacketService::forget_buffer`](crate::dispatch::registry::PacketService::forget_buffer)),
+    /// and then its claim is released (so a buffer added at its address later, here or by
+    /// another listener, starts with nothing of it).
+    pub(super) fn let_go(&self, entry: Option<Served>) {
+        let Some(Served { claim, counted, registration, .. }) = entry else { return };
+        self.rpc.remove(registration.base);
+        if counted.release() {
+            self.services.forget_buffer(registration.base);
+        }
+        drop(claim);
     }
 }

@@ -12,7 +12,9 @@
 //! [`ListenerConfig::min_wait`], so an idle listener stops at once), then answers every packet still submitted with the
 //! shutdown error ([`ErrorCode::ShuttingDown`], through [`reply_error_all`], so DEVMEM gets
 //! `[0, 5]`) and joins the thread. It returns after the grace plus at most one packet's service
-//! time (a service already running is not interrupted) plus one poll. A packet submitted after
+//! time or [`ListenerConfig::stuck_after`] (and a watchdog tick), whichever is less, plus one
+//! poll: a service call already running is not interrupted, and one past `stuck_after` is left
+//! to finish on its own (see "Stuck services" below). A packet submitted after
 //! that last poll is not answered by this listener (it stays submitted, for the next listener of
 //! the buffer); a device that may still call should use a timeout. The thread is stopped by a
 //! flag of this listener's own and woken with a [`Doorbell::ring`]: other listeners sleeping on
@@ -29,27 +31,48 @@
 //! buffer's memory (see `threads::claims`), and a buffer another listener serves is refused with
 //! [`Error::AlreadyServed`].
 //!
+//! # Stuck services
+//!
+//! A service call that blocks does not stall the listener's other buffers (PROTOCOL.md 7.9; the
+//! mechanism in `relay.rs`, the thread's side in `watch.rs`). A process-wide watchdog thread sees
+//! a call running past [`ListenerConfig::stuck_after`]: it counts it
+//! ([`Reason::StuckService`](crate::observe::Reason::StuckService), in [`Stats::refusals`] and the
+//! buffer's), warns (rate-limited: the thread, the service id, the buffer, how long so far; and
+//! once more when the call returns, how long it took), and hands every other buffer to a new
+//! thread, while fewer than [`ListenerConfig::stuck_threads`] threads of the listener are inside
+//! stuck calls. The stuck thread keeps only the buffer of its call; when the call returns it
+//! hands that buffer back and ends. The cost on the listener thread is a few words it writes
+//! around each packet (two stores and an uncontended swap).
+//!
+//! While its call runs, a buffer stays claimed by this listener and served by the thread inside
+//! the call: its other packets wait, removing it waits for the call, and after a shutdown the
+//! thread answers what is left on it with the shutdown error and releases its claim once the
+//! call has returned. Until then the listener's state (its services, the [`HostcallBuffer`]s it
+//! holds) stays alive; memory given with [`Listener::add_raw`] must stay valid until the claim is
+//! released (another add of it succeeds).
+//!
 //! [`ErrorCode::ShuttingDown`]: hostcall_core::ErrorCode::ShuttingDown
 //! [`reply_error_all`]: crate::dispatch::registry::reply_error_all
+//! [`Poller`]: hostcall_core::Poller
 
 use crate::buffer::HostcallBuffer;
 use crate::dispatch::registry::Services;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::observe::Stats;
-use crate::threads::claims::Claim;
-use hostcall_core::line::Incomplete;
-use hostcall_core::{Poller, Protocol};
 use std::collections::HashMap;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::{JoinHandle, ThreadId};
 use std::time::Duration;
 
 mod buffers;
+use buffers::Served;
+mod relay;
 mod rpc;
 mod thread;
+mod watch;
+
+pub(crate) use thread::listener_of_this_thread;
 
 pub use rpc::BufferOptions;
 
@@ -80,6 +103,15 @@ pub struct ListenerConfig {
     /// [`crate::threads::affinity`]. A [`crate::ListenerPool`] gives each of its threads one of
     /// them while there are enough.
     pub cpus: Vec<usize>,
+    /// A service call running this long is stuck: counted
+    /// ([`Reason::StuckService`](crate::observe::Reason::StuckService)), warned about, and the
+    /// listener's other buffers are handed to a new thread (see [`Listener`]'s "Stuck services").
+    /// Noticed within a quarter of it (at least 1 ms, at most 100 ms later).
+    pub stuck_after: Duration,
+    /// The most threads of this listener left inside stuck calls at once (each keeps only the
+    /// buffer of its call); past it, a stuck call's other buffers wait for it, as with one
+    /// thread. Not counted during shutdown, which always hands the other buffers on.
+    pub stuck_threads: usize,
 }
 
 setters!(ListenerConfig {
@@ -89,6 +121,8 @@ setters!(ListenerConfig {
     with_shutdown_grace: shutdown_grace: Duration,
     with_thread_name: thread_name: String,
     with_cpus: cpus: Vec<usize>,
+    with_stuck_after: stuck_after: Duration,
+    with_stuck_threads: stuck_threads: usize,
 });
 
 impl Default for ListenerConfig {
@@ -100,6 +134,8 @@ impl Default for ListenerConfig {
             shutdown_grace: Duration::from_millis(20),
             thread_name: "hostcall-listener".into(),
             cpus: Vec::new(),
+            stuck_after: Duration::from_millis(100),
+            stuck_threads: 4,
         }
     }
 }
@@ -112,7 +148,9 @@ impl ListenerConfig {
 }
 
 struct Shared {
-    poller: Poller<MAX_BUFFERS>,
+    /// The seats: the active one serving the buffers, and those whose thread is inside a stuck
+    /// call (`relay.rs`). Lock order: `owned`, then `served`, then `crew`.
+    crew: Mutex<relay::Crew>,
     services: Arc<Services>,
     doorbell: Arc<dyn Doorbell>,
     /// Keeps each registered buffer alive while the poller may touch it (the contract of
@@ -122,6 +160,9 @@ struct Shared {
     /// its process-wide claim and its packets in the registry's lane capacity. Released when the
     /// buffer is removed or the thread has been joined.
     served: Mutex<HashMap<usize, Served>>,
+    /// The buffers let go of by their thread when it ended after a shutdown: removing one of
+    /// them is still answered `Ok` (as before the shutdown), once.
+    ended: Mutex<std::collections::HashSet<usize>>,
     /// The LLVM-RPC buffers' hosts (the calls in progress on their ports).
     rpc: rpc::RpcBuffers,
     /// Names this listener in the process-wide claims.
@@ -129,43 +170,10 @@ struct Shared {
     stop: AtomicBool,
     /// The grace of the shutdown asked, in nanoseconds; written before `stop` is set.
     grace_nanos: AtomicU64,
+    /// When the shutdown was asked (the grace counts from it, on every thread); set before `stop`.
+    stop_asked: std::sync::OnceLock<std::time::Instant>,
     config: ListenerConfig,
 }
-
-/// What a served buffer holds (dropped when it is no longer served).
-struct Served {
-    _claim: Claim,
-    /// The packets served here (all of them, or a range).
-    packets: u64,
-    /// Its per-buffer counters in the registry.
-    _counted: crate::observe::ServedBuffer,
-    /// A line buffer's memory of the requests found incomplete, given to the poller.
-    incomplete: Option<IncompleteMemory>,
-}
-
-/// One entry per packet served of a line buffer ([`hostcall_core::line::Incomplete`]), which the
-/// poller reads and writes through a raw pointer while the buffer is registered: held as that
-/// pointer (a `Box` moved into a map would claim unique access to it), freed on drop, which
-/// comes only after the poller let go of it (the buffer removed, or the thread joined).
-struct IncompleteMemory(NonNull<[Incomplete]>);
-
-impl IncompleteMemory {
-    fn new(packets: u64) -> Self {
-        let entries = vec![Incomplete::default(); packets as usize].into_boxed_slice();
-        Self(NonNull::from(Box::leak(entries)))
-    }
-}
-
-impl Drop for IncompleteMemory {
-    fn drop(&mut self) {
-        // SAFETY: made by `Box::leak` in `new`; no poll uses it any more (see the type's docs).
-        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
-    }
-}
-
-// SAFETY: the memory is plain data, touched only by the poller's polls (one at a time) while
-// registered, and freed by whichever thread drops it after that.
-unsafe impl Send for IncompleteMemory {}
 
 static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -189,9 +197,6 @@ static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
 /// ```
 pub struct Listener {
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-    /// The listener thread's id (also after it has been joined).
-    thread_id: ThreadId,
 }
 
 impl Listener {
@@ -207,28 +212,27 @@ impl Listener {
         config: ListenerConfig,
         services: Arc<Services>,
     ) -> Result<Self, Error> {
+        let first = relay::Seat::new(&config.thread_name, 0);
         let shared = Arc::new(Shared {
-            poller: Poller::new(),
+            crew: Mutex::new(relay::Crew::new(first.clone())),
             services,
             doorbell,
             owned: Mutex::new(HashMap::new()),
             served: Mutex::new(HashMap::new()),
+            ended: Mutex::new(std::collections::HashSet::new()),
             rpc: rpc::RpcBuffers::default(),
             // Relaxed: only uniqueness matters.
             id: NEXT_LISTENER_ID.fetch_add(1, Ordering::Relaxed),
             stop: AtomicBool::new(false),
             grace_nanos: AtomicU64::new(0),
+            stop_asked: std::sync::OnceLock::new(),
             config,
         });
-        let thread = {
-            let shared = shared.clone();
-            std::thread::Builder::new()
-                .name(shared.config.thread_name.clone())
-                .spawn(move || thread::run(&shared))
-                .map_err(|e| Error::Thread(e.to_string()))?
-        };
-        let thread_id = thread.thread().id();
-        Ok(Self { shared, thread: Mutex::new(Some(thread)), thread_id })
+        let thread =
+            thread::spawn(shared.clone(), first.clone()).map_err(|e| Error::Thread(e.to_string()))?;
+        *first.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(thread);
+        relay::watch(&shared);
+        Ok(Self { shared })
     }
 
     /// The service registry (register services before or while waves run).
@@ -241,14 +245,17 @@ impl Listener {
         &self.shared.doorbell
     }
 
-    /// The id of the listener thread, `None` once it has been joined.
+    /// The id of the listener thread serving its buffers now, `None` once it has been joined.
+    /// (After a stuck service call, another thread takes over: see "Stuck services" above.)
     pub fn thread_id(&self) -> Option<std::thread::ThreadId> {
-        self.thread.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|t| t.thread().id())
+        let active = self.shared.active();
+        let thread = active.thread.lock().unwrap_or_else(|p| p.into_inner());
+        thread.as_ref().map(|t| t.thread().id())
     }
 
     /// Number of buffers served.
     pub fn buffer_count(&self) -> usize {
-        self.shared.poller.len()
+        self.shared.served.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// The counters so far.
@@ -280,28 +287,51 @@ impl Listener {
         let nanos = u64::try_from(grace.as_nanos()).unwrap_or(u64::MAX);
         // Relaxed: published by the Release store of `stop` just below.
         self.shared.grace_nanos.store(nanos, Ordering::Relaxed);
+        let asked = *self.shared.stop_asked.get_or_init(std::time::Instant::now);
         // Release: pairs with the Acquire load in `run`. Then a ring wakes this listener's thread
         // if it sleeps on the doorbell; to any other listener on the doorbell it is a spurious
         // ring (one poll), so they keep working.
         self.shared.stop.store(true, Ordering::Release);
         self.shared.doorbell.ring();
-        if std::thread::current().id() == self.thread_id {
+        if self.on_own_thread() {
             return self.stats();
         }
-        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(thread) = thread {
+        // The active thread ends within the grace, or is relieved within `stuck_after` (and a
+        // tick) if it is stuck in a call, and its successor ends within the grace: wait for the
+        // thread serving the buffers now, until that is the one that ended.
+        let config = &self.shared.config;
+        let patience =
+            grace.saturating_add(config.stuck_after.saturating_mul(2)).saturating_add(Duration::from_secs(1));
+        loop {
+            let active = self.shared.active();
+            let thread = active.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let Some(thread) = thread else { break };
+            while !thread.is_finished() && asked.elapsed() < patience {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            if !thread.is_finished() {
+                log::error!(
+                    "{}: the listener thread did not stop within {patience:?}; left running",
+                    active.name
+                );
+                break;
+            }
             if thread.join().is_err() {
                 log::error!("the listener thread panicked");
             }
-            // The thread is gone: nothing serves the buffers any more.
-            let _owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-            self.shared.served.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            if Arc::ptr_eq(&self.shared.active(), &active) {
+                break;
+            }
         }
         self.stats()
     }
 
+    fn on_own_thread(&self) -> bool {
+        thread::listener_of_this_thread() == self.shared.id
+    }
+
     fn refuse_own_thread(&self) -> Result<(), Error> {
-        if std::thread::current().id() == self.thread_id {
+        if self.on_own_thread() {
             return Err(Error::CalledFromListener);
         }
         Ok(())
@@ -317,60 +347,5 @@ impl Drop for Listener {
 impl std::fmt::Debug for Listener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Listener").field("buffers", &self.buffer_count()).finish()
-    }
-}
-
-impl Shared {
-    /// What serving the buffer at `base` (of `protocol`, `num_packets` packets; `packets` of them
-    /// served here) holds: `claim`, the count served, its per-buffer counters.
-    fn hold(
-        &self,
-        claim: Claim,
-        protocol: Protocol,
-        base: *const u8,
-        packets: u64,
-        num_packets: u64,
-    ) -> Served {
-        let counted = self.services.count_buffer(base as usize, protocol, num_packets);
-        let incomplete = (protocol == Protocol::Line).then(|| IncompleteMemory::new(packets));
-        Served { _claim: claim, packets, _counted: counted, incomplete }
-    }
-
-    /// Keeps the buffer at `base` claimed and counted in the registry until it is removed; an
-    /// RPC buffer (`protocol`, `ports`) gets its host, served as `options` say; a line buffer's
-    /// memory of incomplete requests is given to the poller.
-    fn note_served(
-        &self,
-        base: *const u8,
-        served: Served,
-        protocol: Protocol,
-        ports: u64,
-        options: &BufferOptions,
-    ) {
-        if let Protocol::Rpc { .. } = protocol {
-            let ports = u32::try_from(ports).unwrap_or(u32::MAX);
-            self.rpc.insert(base as usize, rpc::RpcServing::new(ports, &options.rpc));
-        }
-        if let Some(memory) = &served.incomplete {
-            // SAFETY: `served` keeps the memory until the buffer is removed from the poller
-            // (`forget_served` after `Poller::remove`) or the thread has been joined; nothing
-            // else touches it.
-            let given = unsafe { self.poller.set_incomplete_memory(base.cast_mut(), memory.0) };
-            debug_assert!(given.is_ok(), "the buffer was just registered");
-        }
-        log::info!(
-            "{}: serving buffer {base:p} ({:?}, {} packets)",
-            self.config.thread_name,
-            self.poller.protocol(base.cast_mut()).unwrap_or(Protocol::Stack),
-            served.packets
-        );
-        self.served.lock().unwrap_or_else(|p| p.into_inner()).insert(base as usize, served);
-    }
-
-    /// The buffer at `base` is no longer served: its claim is released, its counters left.
-    fn forget_served(&self, base: *const u8) {
-        log::info!("{}: no longer serving buffer {base:p}", self.config.thread_name);
-        self.rpc.remove(base as usize);
-        self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&(base as usize));
     }
 }

@@ -1,41 +1,89 @@
 //! The listener thread: the poll loop and its doorbell waits, then the bounded shutdown (serve
-//! for the grace, answer the rest with the shutdown error).
+//! for the grace, answer the rest with the shutdown error). Each thread serves one [`Seat`]; one
+//! abandoned inside a stuck call hands its buffer back and ends (`relay.rs`).
 
+use super::relay::{self, Seat};
 use super::rpc::ListenerDispatch;
+use super::watch::Watched;
 use super::Shared;
 use crate::dispatch::registry::reply_error_all;
 use crate::observe::Reason;
 use crate::threads::affinity;
-use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, PacketRequest};
+use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, PacketRequest, Poller};
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-fn poll(shared: &Shared, dispatch: &ListenerDispatch<'_>) -> DrainReport {
+thread_local! {
+    /// The id of the listener this thread serves (0: none).
+    static LISTENER: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The id of the listener whose thread this is (0 on any other thread).
+pub(crate) fn listener_of_this_thread() -> u64 {
+    LISTENER.with(Cell::get)
+}
+
+fn poll<const N: usize>(
+    poller: &Poller<N>,
+    dispatch: &ListenerDispatch<'_>,
+    watched: &Watched<'_, '_>,
+) -> DrainReport {
     dispatch.registry().poll_started();
-    let report = shared.poller.poll_once(dispatch);
+    let report = poller.poll_once(watched);
     if report.packets == 0 {
         dispatch.registry().services().events().empty_scan();
     }
     report
 }
 
-pub(super) fn run(shared: &Shared) {
+/// Starts the thread of `seat`.
+pub(super) fn spawn(shared: Arc<Shared>, seat: Arc<Seat>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name(seat.thread_name.clone()).spawn(move || run(&shared, &seat))
+}
+
+/// Starts the thread of `seat`, which waits for `gate`: `true` to run, `false` (or a closed
+/// gate) to end at once.
+pub(super) fn spawn_gated(
+    shared: Arc<Shared>,
+    seat: Arc<Seat>,
+    gate: mpsc::Receiver<bool>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name(seat.thread_name.clone()).spawn(move || {
+        if gate.recv() == Ok(true) {
+            run(&shared, &seat);
+        }
+    })
+}
+
+fn run(shared: &Shared, seat: &Arc<Seat>) {
     let config = &shared.config;
+    LISTENER.with(|l| l.set(shared.id));
     if !config.cpus.is_empty() && !affinity::pin_current_thread(&config.cpus) {
-        log::warn!("{}: could not pin to CPUs {:?}; running unpinned", config.thread_name, config.cpus);
+        log::warn!("{}: could not pin to CPUs {:?}; running unpinned", seat.name, config.cpus);
     }
-    log::info!("{}: listener started", config.thread_name);
+    log::info!("{}: listener thread started", seat.name);
     let dispatch = ListenerDispatch::new(shared.services.dispatcher(), &shared.rpc);
-    let poll = |shared: &Shared| poll(shared, &dispatch);
+    let returned = |service, buffer| relay::returned(seat, service, buffer);
+    let watched = Watched::new(&dispatch, &seat.watch, &returned);
+    let poll = || poll(&seat.poller, &dispatch, &watched);
     let mut last_seen = shared.doorbell.value();
     let mut wait = config.min_wait;
     let mut idle_polls = 0u32;
     // Acquire: pairs with the Release store in `shutdown_timeout`.
     while !shared.stop.load(Ordering::Acquire) {
-        if poll(shared).packets > 0 {
+        if poll().packets > 0 {
+            if watched.abandoned() {
+                break;
+            }
             idle_polls = 0;
             wait = config.min_wait;
             continue;
+        }
+        if watched.abandoned() {
+            break;
         }
         if idle_polls < config.spin_polls {
             idle_polls += 1;
@@ -53,34 +101,51 @@ pub(super) fn run(shared: &Shared) {
         }
         last_seen = now;
     }
-    finish(shared, &dispatch);
+    if watched.abandoned() && !relay::hand_back(shared, seat) {
+        log::info!("{}: gave its buffer back after a stuck call; thread ends", seat.name);
+        return;
+    }
+    loop {
+        // A fresh watch (an abandoned one would stop every poll before its first buffer).
+        let closing = Watched::new(&dispatch, &seat.watch, &returned);
+        finish(shared, seat, &closing);
+        if !closing.abandoned() {
+            break;
+        }
+        // Stuck in a call during the grace: the other buffers went to a new thread; what is left
+        // here is the stuck call's buffer, answered by the next round.
+        relay::hand_back(shared, seat);
+    }
+    relay::release(shared, seat);
 }
 
 /// After shutdown was asked: serves normally for the grace, then answers whatever is still
 /// submitted with the shutdown error (one last poll), and returns. The grace ends early once the
 /// buffers have been quiet (no packet found) for `min_wait` (at most the grace): an idle
 /// listener stops within about that, not the whole grace.
-fn finish(shared: &Shared, dispatch: &ListenerDispatch<'_>) {
+fn finish(shared: &Shared, seat: &Seat, dispatch: &Watched<'_, '_>) {
     // Relaxed: written before the Release store of `stop` that the caller's Acquire load saw.
     let grace = Duration::from_nanos(shared.grace_nanos.load(Ordering::Relaxed));
-    let started = Instant::now();
+    let started = shared.stop_asked.get().copied().unwrap_or_else(Instant::now);
     let until = started.checked_add(grace).unwrap_or_else(|| started + Duration::from_secs(3600));
     let quiet = shared.config.min_wait.min(grace);
     let closing = Closing { dispatch, until, refused: std::cell::Cell::new(0) };
-    let mut last_packet = started;
+    let mut last_packet = Instant::now();
     loop {
         let now = Instant::now();
-        if now >= until || now.duration_since(last_packet) >= quiet {
+        if now >= until || now.duration_since(last_packet) >= quiet || dispatch.abandoned() {
             break;
         }
-        if shared.poller.poll_once(&closing).packets == 0 {
+        if seat.poller.poll_once(&closing).packets == 0 {
             std::thread::sleep(Duration::from_micros(50).min(quiet));
         } else {
             last_packet = Instant::now();
         }
     }
-    shared.poller.poll_once(&closing);
-    let name = &shared.config.thread_name;
+    if !dispatch.abandoned() {
+        seat.poller.poll_once(&closing);
+    }
+    let name = &seat.name;
     if closing.refused.get() > 0 {
         log::warn!(
             "{name}: listener shut down: {} packets still submitted after the grace of {grace:?} answered \
@@ -99,21 +164,25 @@ fn finish(shared: &Shared, dispatch: &ListenerDispatch<'_>) {
 /// The dispatch of a listener shutting down: serves normally until `until`, then answers every
 /// packet with [`ErrorCode::ShuttingDown`] (checked per packet, so one poll over many packets
 /// does not stretch the grace), counted as [`Reason::ShuttingDown`].
-struct Closing<'d, 'a> {
-    dispatch: &'d ListenerDispatch<'a>,
+struct Closing<'d, 'w, 'a> {
+    dispatch: &'d Watched<'w, 'a>,
     until: Instant,
     /// Packets answered with the shutdown error.
     refused: std::cell::Cell<u64>,
 }
 
-impl Dispatch for Closing<'_, '_> {
+impl Dispatch for Closing<'_, '_, '_> {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
         if Instant::now() < self.until {
             self.dispatch.dispatch(packet);
         } else {
             reply_error_all(packet, ErrorCode::ShuttingDown);
             let lanes = u64::from(packet.activemask().count_ones());
-            self.dispatch.registry().services().count_refusal(Reason::ShuttingDown, lanes, packet.buffer());
+            self.dispatch.dispatch.registry().services().count_refusal(
+                Reason::ShuttingDown,
+                lanes,
+                packet.buffer(),
+            );
             self.refused.set(self.refused.get() + 1);
         }
     }
@@ -131,5 +200,9 @@ impl Dispatch for Closing<'_, '_> {
         packets: &dyn Dispatch,
     ) -> Option<bool> {
         self.dispatch.rpc_turn(buffer, turn, packets)
+    }
+
+    fn proceed(&self) -> bool {
+        self.dispatch.proceed()
     }
 }
