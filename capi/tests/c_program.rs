@@ -156,7 +156,7 @@ fn the_c_program_runs_the_lifecycle_against_the_static_library() {
 /// The C program enables two buffers, makes calls, leaves a thread calling in a loop, and
 /// returns from `main` without disabling: it must exit with 0 promptly. On a quiet machine it
 /// takes well under a second; the bound is 3 s so that a loaded machine does not fail it, still far
-/// below what the defect it guards against costs (exit waiting out a listener's 10 s timeout).
+/// below the 10 s after which the test calls it a hang.
 #[test]
 fn a_c_program_exits_promptly_with_buffers_still_enabled() {
     let exe = c_test(Link::Shared);
