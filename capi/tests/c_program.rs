@@ -154,7 +154,9 @@ fn the_c_program_runs_the_lifecycle_against_the_static_library() {
 }
 
 /// The C program enables two buffers, makes calls, leaves a thread calling in a loop, and
-/// returns from `main` without disabling: it must exit with 0 within a second.
+/// returns from `main` without disabling: it must exit with 0 promptly. On a quiet machine it
+/// takes well under a second; the bound is 3 s so that a loaded machine does not fail it, still far
+/// below the 10 s after which the test calls it a hang.
 #[test]
 fn a_c_program_exits_promptly_with_buffers_still_enabled() {
     let exe = c_test(Link::Shared);
@@ -176,7 +178,7 @@ fn a_c_program_exits_promptly_with_buffers_still_enabled() {
     eprintln!("the C program exited with {status} after {elapsed:?}");
     assert!(status.success(), "{status}: {out}");
     assert!(out.contains("exiting with two buffers enabled"), "{out}");
-    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
 }
 
 /// ROCm's device printf, device malloc and function calls through the C ABI, in both protocols:

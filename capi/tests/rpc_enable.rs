@@ -79,11 +79,11 @@ fn an_rpc_buffer_is_enabled_and_served_through_the_c_abi() {
     let locks = [AtomicU32::new(0)];
     let client = Client::new(view, &locks).unwrap();
     let w = &mut patience();
-    let file = fopen(&client, &path_bytes, b"w", w).unwrap();
+    let file = fopen(&client, 0, &path_bytes, b"w", w).unwrap();
     assert!(file != 0 && file & 3 == 0, "a handle, not a host pointer: {file:#x}");
-    let closed = one_packet(&client, libc::CLOSE_FILE, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
-    let system = strings(&client, libc::SYSTEM, &[b"true"], 0, w).unwrap();
-    let flushed = one_packet(&client, libc::FFLUSH, [2, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+    let closed = one_packet(&client, 0, libc::CLOSE_FILE, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+    let system = strings(&client, 0, libc::SYSTEM, &[b"true"], 0, w).unwrap();
+    let flushed = one_packet(&client, 0, libc::FFLUSH, [2, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
     assert_eq!((closed, system, flushed), (0, u64::MAX, 0), "fclose served, system refused, stdout flushed");
     assert!(path.exists());
     let counted = refusals(base);

@@ -12,6 +12,7 @@ use hostcall::core::{ClaimedPacket, CompletedPacket, SubmittedPacket};
 use hostcall::observe::Reason;
 use hostcall::prelude::*;
 use hostcall::services::printf::Stream;
+use hostcall::services::rpc::client::one_lane::{fopen, one_packet};
 use hostcall::services::rpc::client::{printf, printf_opcode, CArg};
 use hostcall::services::rpc::{RpcLimits, RpcOptions, RpcPolicy, SharedSink};
 use hostcall::threads::listener::BufferOptions;
@@ -157,7 +158,7 @@ fn a_pool_stripes_rpc_ports_and_counts_refusals() {
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), PORTS, doorbell, protocol).unwrap());
     let (sink, output) = capture();
     let rpc = RpcOptions::default()
-        .with_policy(RpcPolicy::default().without_console())
+        .with_policy(RpcPolicy::default().without_console().with_files())
         .with_limits(RpcLimits::default().with_stream_bytes(100))
         .with_sink(sink);
     pool.add_buffer_with(buffer.clone(), &BufferOptions::default().with_rpc(rpc)).unwrap();
@@ -197,7 +198,27 @@ fn a_pool_stripes_rpc_ports_and_counts_refusals() {
     let output = output.lock().unwrap();
     assert_eq!(*output, [(Stream::Stdout, b"port 0\n".to_vec()), (Stream::Stdout, b"port 40\n".to_vec())]);
     drop(output);
+
+    // One FILE table for the buffer: a file opened on a port of one thread's stripe is closed on
+    // a port of the other's; one left open is closed when the buffer is removed.
+    let path = std::env::temp_dir().join(format!("hostcall-rpc-pool-{}.txt", std::process::id()));
+    let name = path.to_str().unwrap().as_bytes().to_vec();
+    let w = &mut patience();
+    let file = fopen(&client, 0, &name, b"w", w).unwrap();
+    assert_ne!(file, 0);
+    assert_eq!(one_packet(&client, 40, opcode::libc::CLOSE_FILE, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap(), 0);
+    let kept = fopen(&client, 40, &name, b"r", w).unwrap();
+    assert_ne!(kept, 0);
+    assert!(open_fds_on(&path) > 0, "the file is open while the buffer is served");
     pool.remove_buffer(&buffer).unwrap();
+    assert_eq!(open_fds_on(&path), 0, "closed with the buffer");
+    std::fs::remove_file(&path).unwrap();
+}
+
+/// This process's descriptors open on `path` (Linux's `/proc/self/fd`).
+fn open_fds_on(path: &std::path::Path) -> usize {
+    let fds = std::fs::read_dir("/proc/self/fd").unwrap();
+    fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok()).filter(|target| target == path).count()
 }
 
 /// A port is as wide as its client's warp: a wave with lanes outside it is refused with an error

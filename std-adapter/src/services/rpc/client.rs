@@ -164,6 +164,8 @@ fn nul_terminated(bytes: &[u8]) -> Vec<u8> {
 
 /// One lane's calls of the opcodes beyond printf and the console, as LLVM libc's GPU code makes
 /// them (lane 0, from the first free port): what the tests and emulated waves send.
+/// One lane's calls of the opcodes beyond printf and the console, as LLVM libc's GPU code makes
+/// them (lane 0, on the first free port from `start`): what the tests and emulated waves send.
 pub mod one_lane {
     use super::{nul_terminated, open, Stalled};
     use hostcall_core::rpc::opcode::libc;
@@ -174,11 +176,12 @@ pub mod one_lane {
     /// `fopen(path, mode)`: the `FILE` value (0: null).
     pub fn fopen(
         client: &Client<'_>,
+        start: u32,
         path: &[u8],
         mode: &[u8],
         mut wait: Patience<'_>,
     ) -> Result<u64, Stalled> {
-        let mut port = open(client, libc::OPEN_FILE, 1, 0, &mut wait)?;
+        let mut port = open(client, libc::OPEN_FILE, 1, start, &mut wait)?;
         let path = nul_terminated(path);
         port.send_n(|_| &path, &mut wait)?;
         let mut words = [0u64; 8];
@@ -194,11 +197,12 @@ pub mod one_lane {
     /// the answer (`CLEARERR`'s is the request's own word 0).
     pub fn one_packet(
         client: &Client<'_>,
+        start: u32,
         opcode: u32,
         words: [u64; 8],
         mut wait: Patience<'_>,
     ) -> Result<u64, Stalled> {
-        let mut port = open(client, opcode, 1, 0, &mut wait)?;
+        let mut port = open(client, opcode, 1, start, &mut wait)?;
         port.send(|_| words, &mut wait)?;
         let mut answer = 0;
         port.recv(|_, w| answer = w[0], &mut wait)?;
@@ -210,12 +214,13 @@ pub mod one_lane {
     /// with its NUL, or nothing; no count) of up to `size` bytes from `file`.
     pub fn read(
         client: &Client<'_>,
+        start: u32,
         opcode: u32,
         size: u64,
         file: u64,
         mut wait: Patience<'_>,
     ) -> Result<(Vec<u8>, Option<u64>), Stalled> {
-        let mut port = open(client, opcode, 1, 0, &mut wait)?;
+        let mut port = open(client, opcode, 1, start, &mut wait)?;
         port.send(|_| [size, file, 0, 0, 0, 0, 0, 0], &mut wait)?;
         let mut data = Vec::new();
         port.recv_n(|_, _, _, chunk| data.extend_from_slice(chunk), &mut wait)?;
@@ -231,12 +236,13 @@ pub mod one_lane {
     /// (`strings[0]` the argument block as is, then `function`): word 0 of the answer.
     pub fn strings(
         client: &Client<'_>,
+        start: u32,
         opcode: u32,
         strings: &[&[u8]],
         function: u64,
         mut wait: Patience<'_>,
     ) -> Result<u64, Stalled> {
-        let mut port = open(client, opcode, 1, 0, &mut wait)?;
+        let mut port = open(client, opcode, 1, start, &mut wait)?;
         for string in strings {
             let bytes = if opcode == libc::HOST_CALL { string.to_vec() } else { nul_terminated(string) };
             port.send_n(|_| &bytes, &mut wait)?;
@@ -253,11 +259,12 @@ pub mod one_lane {
     /// `exit(status)` (`EXIT`) or `abort()` (`ABORT`): the empty round trip, then the status.
     pub fn exit(
         client: &Client<'_>,
+        start: u32,
         opcode: u32,
         status: i32,
         mut wait: Patience<'_>,
     ) -> Result<(), Stalled> {
-        let mut port = open(client, opcode, 1, 0, &mut wait)?;
+        let mut port = open(client, opcode, 1, start, &mut wait)?;
         port.send(|_| [0; 8], &mut wait)?;
         port.recv(|_, _| {}, &mut wait)?;
         port.send(|_| [status as u32 as u64, 0, 0, 0, 0, 0, 0, 0], &mut wait)?;

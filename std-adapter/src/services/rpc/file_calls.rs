@@ -13,6 +13,8 @@
 //! `fclose` of stdin, stdout or stderr is refused (the device cannot close the host's streams);
 //! a read's size is cut to [`RpcLimits::stream_bytes`](super::RpcLimits::stream_bytes) (a short
 //! read, counted as over the limit), where LLVM's server allocates whatever the device asks.
+//! As there, a read of stdin (or of a pipe the device opened) waits for its bytes on the
+//! listener thread: the files group is for kernels whose host I/O the runtime trusts.
 
 use super::files::stdin;
 use super::stream_file::StreamFile;
@@ -196,9 +198,11 @@ impl Read {
             // SAFETY: `file` is open; `buffer` has `size` writable bytes (fgets writes at most
             // `size` including its NUL).
             unsafe {
-                if fgets {
+                if fgets && size == 0 {
+                    0 // C's fgets of no room reads nothing
+                } else if fgets {
                     let line = ::libc::fgets(buffer.as_mut_ptr().cast(), size as i32, file);
-                    if line.is_null() || size == 0 {
+                    if line.is_null() {
                         0
                     } else {
                         buffer.iter().position(|&b| b == 0).map_or(size, |n| n + 1) as u64

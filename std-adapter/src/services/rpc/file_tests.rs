@@ -36,7 +36,7 @@ fn files_as_llvm_serves_them() {
     let (pa, pb) = (bytes(&a), bytes(&b));
     let results = run(&buffer, &mut host, &mut out, &services, |client| {
         let w = &mut patience();
-        let file = fopen(&client, &pa, b"w", w).unwrap();
+        let file = fopen(&client, 0, &pa, b"w", w).unwrap();
         let text = |_| b"hello\nworld\n".to_vec();
         let written = write(&client, libc::WRITE_TO_STREAM, 1, Some(&|_| file), &text)[0];
         let args = [CArg::Int(42)];
@@ -49,32 +49,33 @@ fn files_as_llvm_serves_them() {
             &|_| (&b"n=%d\n"[..], &args[..]),
             w,
         );
-        let flushed = one_packet(&client, libc::FFLUSH, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
-        let told = one_packet(&client, libc::FTELL, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
-        let closed = one_packet(&client, libc::CLOSE_FILE, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
-        let closed_again = one_packet(&client, libc::CLOSE_FILE, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
-        let file = fopen(&client, &pa, b"r", w).unwrap();
-        let second = fopen(&client, &pa, b"r", w).unwrap();
-        let over_budget = fopen(&client, &pa, b"r", w).unwrap();
-        let line = read(&client, libc::READ_FGETS, 64, file, w).unwrap();
-        let three = read(&client, libc::READ_FROM_STREAM, 3, file, w).unwrap();
-        let pushed = one_packet(&client, libc::UNGETC, [u64::from(b'X'), file, 0, 0, 0, 0, 0, 0], w).unwrap();
-        let two = read(&client, libc::READ_FROM_STREAM, 2, file, w).unwrap();
-        let at_eof_early = one_packet(&client, libc::FEOF, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
-        let rest = read(&client, libc::READ_FROM_STREAM, 100, file, w).unwrap();
-        let at_eof = one_packet(&client, libc::FEOF, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
-        one_packet(&client, libc::CLEARERR, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
-        let after_clear = one_packet(&client, libc::FEOF, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
-        let sought = one_packet(&client, libc::FSEEK, [file, 6, 0, 0, 0, 0, 0, 0], w).unwrap(); // SEEK_SET
-        let again = read(&client, libc::READ_FGETS, 64, file, w).unwrap();
-        let error = one_packet(&client, libc::FERROR, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
-        let none = read(&client, libc::READ_FGETS, 64, file, w).unwrap();
+        let flushed = one_packet(&client, 0, libc::FFLUSH, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+        let told = one_packet(&client, 0, libc::FTELL, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+        let closed = one_packet(&client, 0, libc::CLOSE_FILE, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+        let closed_again = one_packet(&client, 0, libc::CLOSE_FILE, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+        let file = fopen(&client, 0, &pa, b"r", w).unwrap();
+        let second = fopen(&client, 0, &pa, b"r", w).unwrap();
+        let over_budget = fopen(&client, 0, &pa, b"r", w).unwrap();
+        let line = read(&client, 0, libc::READ_FGETS, 64, file, w).unwrap();
+        let three = read(&client, 0, libc::READ_FROM_STREAM, 3, file, w).unwrap();
+        let pushed =
+            one_packet(&client, 0, libc::UNGETC, [u64::from(b'X'), file, 0, 0, 0, 0, 0, 0], w).unwrap();
+        let two = read(&client, 0, libc::READ_FROM_STREAM, 2, file, w).unwrap();
+        let at_eof_early = one_packet(&client, 0, libc::FEOF, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+        let rest = read(&client, 0, libc::READ_FROM_STREAM, 100, file, w).unwrap();
+        let at_eof = one_packet(&client, 0, libc::FEOF, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+        one_packet(&client, 0, libc::CLEARERR, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+        let after_clear = one_packet(&client, 0, libc::FEOF, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+        let sought = one_packet(&client, 0, libc::FSEEK, [file, 6, 0, 0, 0, 0, 0, 0], w).unwrap(); // SEEK_SET
+        let again = read(&client, 0, libc::READ_FGETS, 64, file, w).unwrap();
+        let error = one_packet(&client, 0, libc::FERROR, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
+        let none = read(&client, 0, libc::READ_FGETS, 64, file, w).unwrap();
         for f in [file, second] {
-            assert_eq!(one_packet(&client, libc::CLOSE_FILE, [f, 0, 0, 0, 0, 0, 0, 0], w).unwrap(), 0);
+            assert_eq!(one_packet(&client, 0, libc::CLOSE_FILE, [f, 0, 0, 0, 0, 0, 0, 0], w).unwrap(), 0);
         }
-        let renamed = strings(&client, libc::RENAME, &[&pa, &pb], 0, w).unwrap();
-        let removed = strings(&client, libc::REMOVE, &[&pb], 0, w).unwrap();
-        let removed_again = strings(&client, libc::REMOVE, &[&pb], 0, w).unwrap();
+        let renamed = strings(&client, 0, libc::RENAME, &[&pa, &pb], 0, w).unwrap();
+        let removed = strings(&client, 0, libc::REMOVE, &[&pb], 0, w).unwrap();
+        let removed_again = strings(&client, 0, libc::REMOVE, &[&pb], 0, w).unwrap();
         (
             (file & 3, written, printed.unwrap()[0], flushed, told, closed, closed_again),
             (second != 0 && second != file, over_budget, line, three, pushed, two, at_eof_early),
@@ -117,7 +118,7 @@ fn files_exit_abort_host_calls_and_system_are_refused_by_default() {
     let services = ServiceTable::<1>::new();
     let answers = run(&buffer, &mut host, &mut out, &services, |client| {
         let w = &mut patience();
-        let mut call = |opcode, words| one_packet(&client, opcode, words, &mut *w).unwrap();
+        let mut call = |opcode, words| one_packet(&client, 0, opcode, words, &mut *w).unwrap();
         let on_stream = [
             call(libc::FEOF, [4, 0, 0, 0, 0, 0, 0, 0]),
             call(libc::FERROR, [4, 0, 0, 0, 0, 0, 0, 0]),
@@ -127,14 +128,14 @@ fn files_exit_abort_host_calls_and_system_are_refused_by_default() {
             call(libc::FTELL, [3, 0, 0, 0, 0, 0, 0, 0]),
         ];
         let w = &mut patience();
-        let opened = fopen(&client, &p, b"w", w).unwrap();
-        let fread = read(&client, libc::READ_FROM_STREAM, 10, 1, w).unwrap();
-        let removed = strings(&client, libc::REMOVE, &[&p], 0, w).unwrap();
-        let system = strings(&client, libc::SYSTEM, &[b"exit 3"], 0, w).unwrap();
+        let opened = fopen(&client, 0, &p, b"w", w).unwrap();
+        let fread = read(&client, 0, libc::READ_FROM_STREAM, 10, 1, w).unwrap();
+        let removed = strings(&client, 0, libc::REMOVE, &[&p], 0, w).unwrap();
+        let system = strings(&client, 0, libc::SYSTEM, &[b"exit 3"], 0, w).unwrap();
         let called =
-            strings(&client, libc::HOST_CALL, &[&[1, 2, 3]], add_one as *const () as u64, w).unwrap();
-        exit(&client, libc::EXIT, 7, w).unwrap();
-        exit(&client, libc::ABORT, 0, w).unwrap();
+            strings(&client, 0, libc::HOST_CALL, &[&[1, 2, 3]], add_one as *const () as u64, w).unwrap();
+        exit(&client, 0, libc::EXIT, 7, w).unwrap();
+        exit(&client, 0, libc::ABORT, 0, w).unwrap();
         (on_stream, opened, fread, removed, system, called)
     });
     // The abort's status packet: the client does not wait for the host to take it.
@@ -168,10 +169,10 @@ fn host_calls_and_system_through_their_unsafe_opt_ins() {
     let long = vec![b'x'; 300];
     let answers = run(&buffer, &mut host, &mut out, &services, |client| {
         let w = &mut patience();
-        let called = strings(&client, libc::HOST_CALL, &[&[41]], add_one as *const () as u64, w).unwrap();
-        let null = strings(&client, libc::HOST_CALL, &[&[41]], 0, w).unwrap();
-        let system = strings(&client, libc::SYSTEM, &[b"exit 3"], 0, w).unwrap();
-        let too_long = strings(&client, libc::SYSTEM, &[&long], 0, w).unwrap();
+        let called = strings(&client, 0, libc::HOST_CALL, &[&[41]], add_one as *const () as u64, w).unwrap();
+        let null = strings(&client, 0, libc::HOST_CALL, &[&[41]], 0, w).unwrap();
+        let system = strings(&client, 0, libc::SYSTEM, &[b"exit 3"], 0, w).unwrap();
+        let too_long = strings(&client, 0, libc::SYSTEM, &[&long], 0, w).unwrap();
         (called, null, system, too_long)
     });
     assert_eq!(answers, (42, 0, 3 << 8, EOF), "a wait status: exit code 3");

@@ -8,8 +8,8 @@
 //! and answered with C's failure value: a null `FILE`, -1 for `remove`, `rename` and `system`, 0
 //! for a host call. Differences on purpose: an `OPEN_FILE` over the buffer's budget of open files
 //! gets a null `FILE` (counted); a host call of address 0 is refused rather than crashing the
-//! host; `EXIT` and `ABORT` are refused by default (counted and logged: the device's program goes
-//! on as if the host had not heard), and with [`RpcPolicy::with_exit`](super::RpcPolicy::with_exit)
+//! host; `EXIT` and `ABORT` are refused by default (counted and logged: the device's side ends its
+//! own program as it always does after the call, and the host process goes on), and with [`RpcPolicy::with_exit`](super::RpcPolicy::with_exit)
 //! end the host process by `std::process::exit(status)` and `std::process::abort()` (LLVM's
 //! server: `quick_exit`, `abort`).
 

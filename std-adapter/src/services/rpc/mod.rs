@@ -182,10 +182,11 @@ impl RpcHost {
         self.files.lock().open()
     }
 
-    /// Closes the buffer's files (it is no longer served: also those other hosts of its ports
-    /// share).
-    pub(crate) fn close_files(&mut self) {
+    /// The buffer is no longer served: closes its files (also those other hosts of its ports
+    /// share) and drops the calls in progress.
+    pub(crate) fn retire(&mut self) {
         self.files.lock().close_all();
+        self.calls.iter_mut().for_each(|call| *call = None);
     }
 
     /// The counters so far.

@@ -111,7 +111,7 @@ impl RpcBuffers {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
         hosts.retain(|(b, _)| *b != base);
         hosts.push((base, Arc::new(Mutex::new(serving))));
-        // Release: pairs with the Acquire load in `ListenerDispatch::host`; the cache then copies
+        // Release: pairs with the Acquire load in `ListenerDispatch::refresh`; the cache then copies
         // the list under its lock anyway.
         self.version.fetch_add(1, Ordering::Release);
     }
@@ -120,8 +120,8 @@ impl RpcBuffers {
     pub(super) fn remove(&self, base: usize) {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
         for (_, host) in hosts.iter().filter(|(b, _)| *b == base) {
-            // Closed now, not when the thread's cache lets go of the host.
-            host.lock().unwrap_or_else(|p| p.into_inner()).host.close_files();
+            // Files closed and calls dropped now, not when the thread's cache lets go of the host.
+            host.lock().unwrap_or_else(|p| p.into_inner()).host.retire();
         }
         hosts.retain(|(b, _)| *b != base);
         // Release: as in `insert`.
