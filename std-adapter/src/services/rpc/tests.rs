@@ -48,9 +48,11 @@ impl Buffer {
     }
 }
 
+/// A watchdog, not a timing bound: 60 s, so that a machine loaded by parallel builds (two spinning
+/// threads among dozens on two cores) does not fail a test that would otherwise hang.
 pub(super) fn patience() -> impl FnMut(u32) -> bool {
     let start = Instant::now();
-    move |_| start.elapsed() < Duration::from_secs(10)
+    move |_| start.elapsed() < Duration::from_secs(60)
 }
 
 /// Runs `device` on a thread while `host` drains the buffer; fails instead of hanging.
@@ -68,7 +70,7 @@ pub(super) fn run<T: Send>(
         let start = Instant::now();
         while !wave.is_finished() {
             host.drain(&view, sink, services);
-            assert!(start.elapsed() < Duration::from_secs(20), "the wave did not finish");
+            assert!(start.elapsed() < Duration::from_secs(120), "the wave did not finish");
         }
         wave.join().unwrap()
     })
