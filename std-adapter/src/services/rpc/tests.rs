@@ -201,7 +201,7 @@ fn unknown_opcodes_and_noop_do_not_hang_the_client() {
                 port.close();
                 break;
             }
-            assert!(start.elapsed() < Duration::from_secs(10));
+            assert!(start.elapsed() < Duration::from_secs(60));
         }
         echoed
     });
