@@ -83,6 +83,8 @@ fn busy_device(
 
 /// A device that calls without pause while shutdown is asked: shutdown returns within the grace
 /// plus a margin (before: never, while the device called; 19.9 s for a device calling for 20 s).
+/// The margin is 3 s, a watchdog for "waits for the device" rather than a timing bound, so that a
+/// machine loaded by parallel builds does not fail it (quiet: well under 100 ms).
 fn a_device_that_calls_forever_does_not_hold_up_shutdown(protocol: Protocol) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let grace = Duration::from_millis(20);
@@ -96,13 +98,15 @@ fn a_device_that_calls_forever_does_not_hold_up_shutdown(protocol: Protocol) {
     }
     let (_, took) = returns_within("shutdown with a device calling", WATCHDOG, move || listener.shutdown());
     println!("{protocol:?}: shutdown with a device calling took {took:?} (grace {grace:?})");
-    assert!(took < grace + Duration::from_millis(500), "shutdown took {took:?}");
+    assert!(took < grace + Duration::from_secs(3), "shutdown took {took:?}");
     stop.store(true, Ordering::Relaxed);
     device.into_iter().for_each(|t| t.join().unwrap());
 }
 
 /// A thousand start/serve/shutdown cycles on one buffer, a device calling all along (before: the
-/// first shutdown never returned).
+/// first shutdown never returned). No shutdown may take 3 s (a bound far above the 1 ms grace, so
+/// that a loaded machine's scheduling does not fail it; it still catches one that waits for the
+/// device).
 fn a_thousand_start_shutdown_cycles_with_a_busy_device(protocol: Protocol) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let buffer = buffer(&doorbell, 8, protocol);
@@ -138,7 +142,7 @@ fn a_thousand_start_shutdown_cycles_with_a_busy_device(protocol: Protocol) {
         "{protocol:?}: 1,000 cycles in {took:?} (longest shutdown {longest:?}); device: {served} served, \
          {refused} refused, {timed_out} timed out"
     );
-    assert!(served > 0 && longest < Duration::from_secs(1));
+    assert!(served > 0 && longest < Duration::from_secs(3), "served {served}, longest {longest:?}");
 }
 
 fn buffer_doorbell(buffer: &HostcallBuffer) -> Arc<dyn Doorbell> {
