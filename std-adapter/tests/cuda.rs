@@ -375,15 +375,7 @@ fn gpu_rpc_printf_prints_what_the_host_formats() {
             )
         })
         .collect();
-    let text = String::from_utf8(printed.lock().unwrap().clone()).unwrap();
-    let mut lines: Vec<String> = text.split_inclusive('\n').map(String::from).collect();
-    lines.sort();
-    let mut sorted = expected.clone();
-    sorted.sort();
-    assert_eq!(lines, sorted, "the lanes' lines (in any order)");
-    let counts = results.read_u64(lanes as usize).unwrap();
-    let lengths: Vec<u64> = expected.iter().map(|l| l.len() as u64).collect();
-    assert_eq!(counts, lengths, "each lane's count");
+    assert_lanes_printed(&printed.lock().unwrap(), &expected, &results);
 }
 
 /// LLVM libc's `puts` on the wire from the GPU: 4 lanes of one warp write lines of 20 to 290
@@ -423,13 +415,19 @@ fn gpu_rpc_console_writes_stream_as_llvm_libc_does() {
             line + "\n"
         })
         .collect();
-    let text = String::from_utf8(printed.lock().unwrap().clone()).unwrap();
-    let mut lines: Vec<String> = text.split_inclusive('\n').map(String::from).collect();
+    assert_lanes_printed(&printed.lock().unwrap(), &expected, &results);
+}
+
+/// The host printed exactly the lanes' `expected` lines (in any order), and each lane's answer in
+/// `results` is its line's length (the newline included).
+fn assert_lanes_printed(printed: &[u8], expected: &[String], results: &DeviceBuffer) {
+    let text = String::from_utf8(printed.to_vec()).unwrap();
+    let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
     lines.sort();
-    let mut sorted = expected.clone();
+    let mut sorted: Vec<&str> = expected.iter().map(String::as_str).collect();
     sorted.sort();
     assert_eq!(lines, sorted, "the lanes' lines (in any order)");
-    let counts = results.read_u64(lanes as usize).unwrap();
+    let counts = results.read_u64(expected.len()).unwrap();
     let lengths: Vec<u64> = expected.iter().map(|l| l.len() as u64).collect();
     assert_eq!(counts, lengths, "each lane's count, the newline included");
 }
