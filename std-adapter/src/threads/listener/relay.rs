@@ -294,16 +294,35 @@ struct Watchdog {
 
 static WATCHDOG: Mutex<Watchdog> = Mutex::new(Watchdog { listeners: Vec::new(), running: false });
 
-/// Puts `shared` under the watchdog, starting its thread if none runs.
+/// Puts `shared` under the watchdog, starting its thread if none runs. A thread it starts has
+/// made its first look (its thread start-up and its lists' first allocations) before this returns,
+/// so that a listener's warm calls never share a window with the watchdog's one-time allocations.
 pub(super) fn watch(shared: &Arc<Shared>) {
-    let mut watchdog = lock(&WATCHDOG);
-    watchdog.listeners.push(Arc::downgrade(shared));
-    if !watchdog.running {
-        let spawned = std::thread::Builder::new().name("hostcall-watchdog".into()).spawn(watchdog_loop);
-        match spawned {
-            Ok(_) => watchdog.running = true,
-            Err(e) => log::error!("no watchdog thread ({e}): stuck services will not be noticed"),
+    let started = {
+        let mut watchdog = lock(&WATCHDOG);
+        watchdog.listeners.push(Arc::downgrade(shared));
+        if watchdog.running {
+            None
+        } else {
+            let (ready, first_look) = std::sync::mpsc::sync_channel(1);
+            let spawned = std::thread::Builder::new()
+                .name("hostcall-watchdog".into())
+                .spawn(move || watchdog_loop(ready));
+            match spawned {
+                Ok(_) => {
+                    watchdog.running = true;
+                    Some(first_look)
+                }
+                Err(e) => {
+                    log::error!("no watchdog thread ({e}): stuck services will not be noticed");
+                    None
+                }
+            }
         }
+    };
+    // Outside the lock: the first look takes it. Bounded, so a start never hangs on it.
+    if let Some(first_look) = started {
+        let _ = first_look.recv_timeout(Duration::from_secs(1));
     }
 }
 
@@ -313,9 +332,10 @@ fn tick(listeners: &[Arc<Shared>]) -> Duration {
     (shortest / 4).clamp(Duration::from_millis(1), Duration::from_millis(100))
 }
 
-fn watchdog_loop() {
+fn watchdog_loop(ready: std::sync::mpsc::SyncSender<()>) {
     // Kept from tick to tick: an idle tick allocates nothing.
-    let (mut listeners, mut seats) = (Vec::<Arc<Shared>>::new(), Vec::new());
+    let (mut listeners, mut seats) = (Vec::<Arc<Shared>>::with_capacity(8), Vec::with_capacity(8));
+    let mut ready = Some(ready);
     loop {
         {
             let mut watchdog = lock(&WATCHDOG);
@@ -332,6 +352,9 @@ fn watchdog_loop() {
         }
         let pause = tick(&listeners);
         listeners.clear();
+        if let Some(ready) = ready.take() {
+            let _ = ready.send(()); // the starter may have stopped waiting: nothing to do then
+        }
         std::thread::sleep(pause);
     }
 }
