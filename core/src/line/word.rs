@@ -89,10 +89,8 @@ fn packed_tops(values: &[u64]) -> u64 {
 /// ```
 #[inline]
 pub fn encode_request(request: &[u64; SLOT_WORDS], seq: u32) -> [u64; REQUEST_LANE_WORDS] {
-    let carried = &request[..CARRIED_REQUEST_WORDS];
-    core::array::from_fn(|k| {
-        word(if k < CARRIED_REQUEST_WORDS { carried[k] } else { packed_tops(carried) }, seq)
-    })
+    let top = word(packed_tops(&request[..CARRIED_REQUEST_WORDS]), seq);
+    core::array::from_fn(|k| if k < CARRIED_REQUEST_WORDS { word(request[k], seq) } else { top })
 }
 
 /// The request a lane's line words hold, whatever their sequences (the words not carried are
@@ -112,7 +110,8 @@ pub fn decode_request(words: &[u64; REQUEST_LANE_WORDS]) -> [u64; SLOT_WORDS] {
 /// ```
 #[inline]
 pub fn encode_reply(reply: [u64; REPLY_WORDS], seq: u32) -> [u64; REPLY_LANE_WORDS] {
-    core::array::from_fn(|k| word(if k < REPLY_WORDS { reply[k] } else { packed_tops(&reply) }, seq))
+    const _: () = assert!(REPLY_WORDS == 2 && REPLY_LANE_WORDS == 3);
+    [word(reply[0], seq), word(reply[1], seq), word(packed_tops(&reply), seq)]
 }
 
 /// The reply a lane's line words hold, whatever their sequences.
