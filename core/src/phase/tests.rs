@@ -7,8 +7,8 @@ use crate::lane::{PacketEvent, PacketState, Payload, LANES};
 use crate::scan::ScanWindow;
 use crate::sync::{AtomicU32, Ordering};
 use crate::test_support::{echo, words, Collect};
-use in_parts::PhaseBuffer;
 use crate::view::LayoutError;
+use in_parts::PhaseBuffer;
 use proptest::prelude::*;
 
 extern crate std;
