@@ -4,7 +4,7 @@
 use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
 use crate::{line, phase, rpc, stack};
 
-/// A claimed packet of any protocol (from [`AnyView::claim`]). Dropping it returns the packet
+/// A claimed packet of any protocol (from [`AnyView::claim`](super::AnyView::claim)). Dropping it returns the packet
 /// unsent, as the protocol's handle does.
 #[derive(Debug)]
 #[must_use = "dropping a claimed packet returns it unsent"]
