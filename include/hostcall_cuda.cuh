@@ -264,9 +264,34 @@ __host__ __device__ inline wait_policy default_wait_policy() {
     return p;
 }
 
+namespace detail {
+constexpr unsigned NOT_HELD = 0xffffffffu;
+
+/* What every client (phase, line, RPC) keeps besides its buffer's addresses: where its claims
+ * start looking (its global warp id by default), how it waits, and what it keeps between calls.
+ * `keep` (keep_packet of phase_open and line_open, keep_port of rpc_open): a call by the whole
+ * warp keeps its packet (port) claimed for the next whole-warp call, which then skips the claim
+ * and the release; `held` is that index (with its claim's CLAIM_BUSY flag) or NOT_HELD, and
+ * `held_state` the protocol's word for it (phase: the phase last stored; line: the last
+ * sequence; RPC: the outbox bit). The warp must give it back (phase_release_held,
+ * line_release_held, rpc_release_held) before it ends, or it stays claimed for good. */
+struct claims {
+    unsigned start;
+    wait_policy wait;
+    bool keep;
+    unsigned held;
+    unsigned held_state;
+};
+
+__device__ __forceinline__ claims fresh_claims(unsigned start, wait_policy wait, bool keep) {
+    claims c = {start, wait, keep, NOT_HELD, 0};
+    return c;
+}
+} // namespace detail
+
 /* A warp's handle on one phase buffer: the prefix, read once (it lives in host memory, so every
  * read of it is a PCIe round trip), plus the device state's addresses. */
-struct phase_client {
+struct phase_client : detail::claims {
     unsigned *device_phase;               /* host memory */
     const unsigned *host_phase;           /* host memory */
     unsigned *occupied;                   /* device memory */
@@ -276,16 +301,8 @@ struct phase_client {
     hostcall_payload_t *payloads;         /* host memory */
     uint64_t *doorbell;                   /* host memory, or null */
     unsigned num_packets;
-    unsigned start; /* where this warp's claims start looking (its global warp id by default) */
-    wait_policy wait;
-    /* keep_packet (phase_open): a call by the whole warp keeps its packet claimed for the next
-     * whole-warp call, which then skips the claim (step 1), the shadow (step 2) and the release
-     * (step 8). `held` is that packet (with its claim's CLAIM_BUSY flag) or NOT_HELD, and
-     * `held_phase` the phase last stored to it. The warp must give it back with
-     * phase_release_held before it ends, or the packet stays occupied for good. */
-    bool keep_packet;
-    unsigned held;
-    unsigned held_phase;
+    /* keep (keep_packet): a kept packet's calls also skip the shadow (step 2); held_state is
+     * its phase. */
 };
 
 /* Per-step clock64 cycles of the leader lane, summed over calls (phase_call with a timing
@@ -344,12 +361,8 @@ __device__ inline unsigned global_warp_id() {
     return block * ((threads_per_block + 31u) / 32u) + thread_in_block / 32u;
 }
 
-namespace detail {
-constexpr unsigned NOT_HELD = 0xffffffffu;
-}
-
 /* Reads the prefix of the phase buffer at `buffer` (its device address). Every lane may call it;
- * the loads of one warp coalesce. `keep_packet`: see phase_client. */
+ * the loads of one warp coalesce. `keep_packet`: see detail::claims. */
 __device__ inline phase_client phase_open(const void *buffer, wait_policy wait = default_wait_policy(),
                                           unsigned start = global_warp_id(), bool keep_packet = false) {
     const hostcall_phase_prefix_t *prefix = static_cast<const hostcall_phase_prefix_t *>(buffer);
@@ -365,41 +378,47 @@ __device__ inline phase_client phase_open(const void *buffer, wait_policy wait =
     c.occupied = reinterpret_cast<unsigned *>(occupied);
     c.shadow = reinterpret_cast<unsigned *>(occupied + HOSTCALL_CUDA_SHADOW_OFFSET(c.num_packets));
     c.last_ring = reinterpret_cast<uint64_t *>(occupied + HOSTCALL_CUDA_RING_OFFSET(c.num_packets));
-    c.start = start;
-    c.wait = wait;
-    c.keep_packet = keep_packet;
-    c.held = detail::NOT_HELD;
-    c.held_phase = 0;
+    static_cast<detail::claims &>(c) = detail::fresh_claims(start, wait, keep_packet);
     return c;
 }
 
 namespace detail {
 
-/* Step 1 (leader): claims a packet whose occupied bit was clear, from c.start upwards, wrapping;
- * when every packet is busy, sleeps and tries again. Returns the index, with CLAIM_BUSY set when
- * other packets of its bitmap word were in use (a sign of load, which picks the fill). */
+/* Set in a claimed index when other entries of its bitmap word were in use (a sign of load,
+ * which picks the fill). */
 constexpr unsigned CLAIM_BUSY = 1u << 31;
 
-template <typename Tuning>
-__device__ inline unsigned phase_claim(const phase_client &c) {
-    const unsigned n = c.num_packets;
-    unsigned index = c.start % n;
+/* Claims an entry of the device-memory bitmap `bits` (n entries: the phase and line protocols'
+ * occupied bits, the RPC client's lock bits) from `start` upwards, wrapping: an entry whose bit
+ * was clear is taken when `take(index, bit)` says so (a hook that refuses has given the bit back
+ * itself); when every entry is busy, sleeps (64 ns doubling to 4 us) and tries again. Returns the
+ * index, with CLAIM_BUSY set when other entries of its word were in use. */
+template <typename Take>
+__device__ inline unsigned claim_bit(unsigned *bits, unsigned n, unsigned start, Take take) {
+    unsigned index = start % n;
     unsigned sleep = 64;
     for (;;) {
         for (unsigned k = 0; k < n; ++k) {
             const unsigned bit = 1u << (index % 32u);
-            /* Acquire: pairs with the release `red.and` of the packet's previous holder (step 8),
-             * so its shadow store and its reads of the reply happen before our use. */
-            const unsigned old = atom_or_acquire_gpu(&c.occupied[index / 32u], bit);
-            if ((old & bit) == 0) {
-                if (Tuning::phase_claim_agrees(c, index, bit))
-                    return old != 0 ? index | CLAIM_BUSY : index;
-            }
+            /* Acquire: pairs with the release `red.and` of the entry's previous holder (its
+             * release step), so its device-state stores and its reads of the packet happen before
+             * our use. */
+            const unsigned old = atom_or_acquire_gpu(&bits[index / 32u], bit);
+            if ((old & bit) == 0 && take(index, bit))
+                return old != 0 ? index | CLAIM_BUSY : index;
             index = index + 1 == n ? 0 : index + 1;
         }
         __nanosleep(sleep);
         sleep = sleep < 4096u ? sleep * 2u : sleep;
     }
+}
+
+/* Step 1 (leader): claims a packet whose occupied bit was clear (claim_bit); the tuning's hook
+ * may refuse it. */
+template <typename Tuning>
+__device__ inline unsigned phase_claim(const phase_client &c) {
+    return claim_bit(c.occupied, c.num_packets, c.start,
+                     [&](unsigned index, unsigned bit) { return Tuning::phase_claim_agrees(c, index, bit); });
 }
 
 /* Step 5 (leader): rings when the last ring (`last`, read by ring_last) is older than the
@@ -433,20 +452,33 @@ __device__ inline void ring_at(uint64_t *doorbell, uint64_t *last_ring) {
 
 __device__ inline void ring(const phase_client &c) { ring_at(c.doorbell, c.last_ring); }
 
-/* Polls the host-written word `word` with acquire loads until `bit_of(word) == value`, since
- * `started`: spin for wait.spin_ns, then __nanosleep from min_sleep_ns doubling to max_sleep_ns.
- * `bit_of` is the protocol's reading of the word (phase: its low bit; rpc: non-zero). The caller's
- * comment names the release the acquire pairs with. */
-template <typename BitOf>
-__device__ inline void poll_acquire_sys(const unsigned *word, unsigned value, const wait_policy &wait,
-                                        uint64_t started, BitOf bit_of) {
-    unsigned sleep = wait.min_sleep_ns;
-    while (bit_of(ld_acquire_sys(word)) != value) {
+/* How every wait loop paces its polls of host memory (wait_policy): no pause for spin_ns after
+ * `started`, then __nanosleep from min_sleep_ns doubling to max_sleep_ns. */
+struct backoff {
+    const wait_policy &wait;
+    uint64_t started;
+    unsigned sleep;
+
+    __device__ backoff(const wait_policy &w, uint64_t since) : wait(w), started(since), sleep(w.min_sleep_ns) {}
+
+    /* After a poll that did not find what it waits for. */
+    __device__ __forceinline__ void pause() {
         if (global_timer_ns() - started > wait.spin_ns) {
             __nanosleep(sleep);
             sleep = sleep < wait.max_sleep_ns ? sleep * 2u : wait.max_sleep_ns;
         }
     }
+};
+
+/* Polls the host-written word `word` with acquire loads until `bit_of(word) == value`, paced by a
+ * backoff since `started`. `bit_of` is the protocol's reading of the word (phase: its low bit;
+ * rpc: non-zero). The caller's comment names the release the acquire pairs with. */
+template <typename BitOf>
+__device__ inline void poll_acquire_sys(const unsigned *word, unsigned value, const wait_policy &wait,
+                                        uint64_t started, BitOf bit_of) {
+    backoff pace(wait, started);
+    while (bit_of(ld_acquire_sys(word)) != value)
+        pace.pause();
 }
 
 /* Step 6 (leader): waits until host_phase[index] == phase, with acquire semantics. */
@@ -512,7 +544,7 @@ __device__ inline void phase_call(phase_client &c, unsigned service, const uint6
 
     /* Only a whole warp may keep a packet: two divergent parts of one warp may be in phase_call
      * at once, and must not share it. */
-    const bool keep = c.keep_packet && mask == 0xffffffffu;
+    const bool keep = c.keep && mask == 0xffffffffu;
     const bool held = keep && c.held != detail::NOT_HELD;
     unsigned claimed = c.held;
     if (!held) {
@@ -526,7 +558,7 @@ __device__ inline void phase_call(phase_client &c, unsigned service, const uint6
 
     uint64_t *slot = &c.payloads[index].slots[lane][0];
     constexpr bool sys = Tuning::sys_stores;
-    unsigned phase = c.held_phase;
+    unsigned phase = c.held_state;
     if (is_leader && !held)
         /* A load of device memory, issued early so it overlaps the stores. */
         phase = detail::ld_relaxed_gpu(&c.shadow[index]);
@@ -569,7 +601,7 @@ __device__ inline void phase_call(phase_client &c, unsigned service, const uint6
     reply[1] = r1;
     if (keep) {
         c.held = claimed;
-        c.held_phase = __shfl_sync(mask, phase, leader);
+        c.held_state = __shfl_sync(mask, phase, leader);
     }
     /* Orders every lane's reply load before the leader's release of the packet. */
     __syncwarp(mask);
@@ -599,7 +631,7 @@ __device__ inline void phase_release_held(phase_client &c) {
     const unsigned index = c.held & ~detail::CLAIM_BUSY;
     if (detail::lane_id() == 0) {
         /* Relaxed: published by the release below (see phase_call). */
-        detail::st_relaxed_gpu(&c.shadow[index], c.held_phase);
+        detail::st_relaxed_gpu(&c.shadow[index], c.held_state);
         /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
         detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
     }
@@ -648,7 +680,7 @@ __device__ inline void phase_release_held(phase_client &c) {
 #define HOSTCALL_LINE_REPLY_WORDS (sizeof(hostcall_line_reply_t) / 8u)
 
 /* A warp's handle on one line buffer: the prefix, read once. */
-struct line_client {
+struct line_client : detail::claims {
     uint64_t *requests;  /* host memory: Request[n] */
     uint64_t *replies;   /* host memory: Reply[n] */
     unsigned *device_seq; /* device memory */
@@ -656,13 +688,8 @@ struct line_client {
     uint64_t *last_ring;  /* device memory */
     uint64_t *doorbell;   /* host memory, or null */
     unsigned num_packets;
-    unsigned start;
-    wait_policy wait;
-    /* keep_packet: as phase_client's; `held_seq` is the held packet's last sequence, stored to
-     * device_seq by line_release_held. */
-    bool keep_packet;
-    unsigned held;
-    unsigned held_seq;
+    /* keep (keep_packet): held_state is the kept packet's last sequence, stored to device_seq
+     * by line_release_held. */
 };
 
 __device__ inline line_client line_open(const void *buffer, wait_policy wait = default_wait_policy(),
@@ -678,34 +705,15 @@ __device__ inline line_client line_open(const void *buffer, wait_policy wait = d
     c.num_packets = detail::ld_relaxed_sys(reinterpret_cast<const unsigned *>(&prefix->num_packets));
     c.occupied = reinterpret_cast<unsigned *>(occupied);
     c.last_ring = reinterpret_cast<uint64_t *>(occupied + HOSTCALL_CUDA_RING_OFFSET(c.num_packets));
-    c.start = start;
-    c.wait = wait;
-    c.keep_packet = keep_packet;
-    c.held = detail::NOT_HELD;
-    c.held_seq = 0;
+    static_cast<detail::claims &>(c) = detail::fresh_claims(start, wait, keep_packet);
     return c;
 }
 
 namespace detail {
 
-/* Step 1 (leader): as phase_claim without the phase check. */
+/* Step 1 (leader): claim_bit on the occupied bits, every clear one taken. */
 __device__ inline unsigned line_claim(const line_client &c) {
-    const unsigned n = c.num_packets;
-    unsigned index = c.start % n;
-    unsigned sleep = 64;
-    for (;;) {
-        for (unsigned k = 0; k < n; ++k) {
-            const unsigned bit = 1u << (index % 32u);
-            /* Acquire: pairs with the release `red.and` of the previous holder (step 6): its
-             * device_seq store and its reply reads happen before our use. */
-            const unsigned old = atom_or_acquire_gpu(&c.occupied[index / 32u], bit);
-            if ((old & bit) == 0)
-                return index;
-            index = index + 1 == n ? 0 : index + 1;
-        }
-        __nanosleep(sleep);
-        sleep = sleep < 4096u ? sleep * 2u : sleep;
-    }
+    return claim_bit(c.occupied, c.num_packets, c.start, [](unsigned, unsigned) { return true; }) & ~CLAIM_BUSY;
 }
 
 /* Step 2: the wrap refresh, by the active lanes together. */
@@ -803,23 +811,18 @@ __device__ __forceinline__ void line_look_take(const line_look &look, unsigned s
 
 } // namespace detail
 
-/* One look at a time: a piece seen is not loaded again; __all_sync decides. Spins for
- * wait_policy::spin_ns, then backs off with __nanosleep. */
+/* One look at a time: a piece seen is not loaded again; __all_sync decides; paced by a backoff. */
 __device__ __forceinline__ void tuning::line_wait(const line_client &c, unsigned mask, const uint64_t *first,
                                                   const uint64_t *second, unsigned seq, uint64_t &d0, uint64_t &d1) {
     bool seen0 = false, seen1 = false;
-    const uint64_t started = detail::global_timer_ns();
-    unsigned sleep = c.wait.min_sleep_ns;
+    detail::backoff pace(c.wait, detail::global_timer_ns());
     detail::line_look x = {0, 0, 0, 0};
     detail::line_look_issue(x, first, second, seen0, seen1);
     for (;;) {
         detail::line_look_take(x, seq, seen0, seen1, d0, d1);
         if (__all_sync(mask, seen0 && seen1))
             break;
-        if (detail::global_timer_ns() - started > c.wait.spin_ns) {
-            __nanosleep(sleep);
-            sleep = sleep < c.wait.max_sleep_ns ? sleep * 2u : c.wait.max_sleep_ns;
-        }
+        pace.pause();
         detail::line_look_issue(x, first, second, seen0, seen1);
     }
 }
@@ -833,9 +836,9 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
     const bool is_leader = w.is_leader, timed = w.timed;
     const unsigned long long t0 = w.t0;
 
-    const bool keep = c.keep_packet && mask == 0xffffffffu;
+    const bool keep = c.keep && mask == 0xffffffffu;
     const bool held = keep && c.held != detail::NOT_HELD;
-    unsigned index = c.held, previous = c.held_seq;
+    unsigned index = c.held, previous = c.held_state;
     if (!held) {
         if (is_leader) {
             index = detail::line_claim(c);
@@ -908,7 +911,7 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
     }
     if (keep) {
         c.held = index;
-        c.held_seq = seq;
+        c.held_state = seq;
     } else {
         /* Orders every lane's reply loads before the release of the packet. */
         __syncwarp(mask);
@@ -930,7 +933,7 @@ __device__ inline void line_release_held(line_client &c) {
     const unsigned index = c.held;
     if (detail::lane_id() == 0) {
         /* Relaxed: published by the release below. */
-        detail::st_relaxed_gpu(&c.device_seq[index], c.held_seq);
+        detail::st_relaxed_gpu(&c.device_seq[index], c.held_state);
         /* Release: pairs with the acquire fetch_or of the next claimer (step 1). */
         detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
     }

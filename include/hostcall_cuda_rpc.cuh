@@ -121,7 +121,7 @@ __host__ __device__ constexpr uint32_t rpc_hostcall_opcode(uint32_t service) {
 }
 
 /* A warp's handle on one buffer: the client object's pointers, read once. */
-struct rpc_client {
+struct rpc_client : detail::claims {
     uint32_t *lock;          /* device memory: the object's lock bits */
     const uint32_t *inbox;   /* host memory */
     uint32_t *outbox;        /* host memory */
@@ -129,13 +129,8 @@ struct rpc_client {
     uint64_t *packet;        /* host memory */
     uint32_t *port_state;    /* device memory, or null */
     unsigned ports;
-    unsigned start;
-    wait_policy wait;
-    /* keep_port: `held` is the kept port (with detail::CLAIM_BUSY as its open found it) or
-     * detail::NOT_HELD, `held_out` its outbox bit. */
-    bool keep_port;
-    unsigned held;
-    unsigned held_out;
+    /* keep (keep_port): `held` is the kept port (with detail::CLAIM_BUSY as its open found it),
+     * held_state its outbox bit. */
 };
 
 /* An open port, the same in every lane of the call. */
@@ -160,11 +155,7 @@ __device__ inline rpc_client rpc_open(rpc_client_object &object, uint32_t *port_
     c.packet = object.packet;
     c.port_state = port_state;
     c.ports = object.port_count;
-    c.start = start;
-    c.wait = wait;
-    c.keep_port = keep_port;
-    c.held = detail::NOT_HELD;
-    c.held_out = 0;
+    static_cast<detail::claims &>(c) = detail::fresh_claims(start, wait, keep_port);
     return c;
 }
 
@@ -197,25 +188,14 @@ __device__ inline bool rpc_owned(const rpc_client &c, unsigned index, unsigned &
  * every port is busy. Returns the index (with CLAIM_BUSY when other ports of its lock word were
  * held: a sign of load) and its outbox bit in `out`. */
 __device__ inline unsigned rpc_claim(const rpc_client &c, unsigned &out) {
-    const unsigned n = c.ports;
-    unsigned index = c.start % n;
-    unsigned sleep = 64;
-    for (;;) {
-        for (unsigned k = 0; k < n; ++k) {
-            const unsigned bit = 1u << (index % 32u);
-            /* Acquire: pairs with the release `red.and` of the port's previous holder (step 7). */
-            const unsigned old = atom_or_acquire_gpu(&c.lock[index / 32u], bit);
-            if ((old & bit) == 0) {
-                if (rpc_owned(c, index, out))
-                    return old != 0 ? index | CLAIM_BUSY : index;
-                /* Release: keeps the lock's release chain for the next opener (we wrote nothing). */
-                red_and_release_gpu(&c.lock[index / 32u], ~bit);
-            }
-            index = index + 1 == n ? 0 : index + 1;
-        }
-        __nanosleep(sleep);
-        sleep = sleep < 4096u ? sleep * 2u : sleep;
-    }
+    /* claim_bit's acquire pairs with the release `red.and` of the port's previous holder (step 7). */
+    return claim_bit(c.lock, c.ports, c.start, [&](unsigned index, unsigned bit) {
+        if (rpc_owned(c, index, out))
+            return true;
+        /* Release: keeps the lock's release chain for the next opener (we wrote nothing). */
+        red_and_release_gpu(&c.lock[index / 32u], ~bit);
+        return false;
+    });
 }
 
 /* Steps 1 and 2 by the calling lanes: the leader opens a port and writes its header; every lane
@@ -405,11 +385,11 @@ __device__ inline void rpc_call(rpc_client &c, unsigned opcode, const uint64_t (
                                 phase_timing *timing = nullptr) {
     const detail::warp_call w = detail::begin_call(timing);
     /* Only a whole warp may keep a port: two divergent parts of one warp may call at once. */
-    const bool keep = c.keep_port && w.mask == 0xffffffffu;
+    const bool keep = c.keep && w.mask == 0xffffffffu;
     rpc_port p;
     if (keep && c.held != detail::NOT_HELD) {
         p.index = c.held;
-        p.out = c.held_out;
+        p.out = c.held_state;
         p.mask = w.mask;
         p.owns = true;
         p.receive = false;
@@ -431,7 +411,7 @@ __device__ inline void rpc_call(rpc_client &c, unsigned opcode, const uint64_t (
     reply[1] = r[1];
     if (keep) {
         c.held = p.index;
-        c.held_out = p.out;
+        c.held_state = p.out;
         /* Orders every lane's reply loads before the next call's fill, which may store into
          * other lanes' buffers (the transposed fill). */
         __syncwarp(w.mask);
@@ -455,7 +435,7 @@ __device__ inline void rpc_release_held(rpc_client &c) {
     __syncwarp();
     if (c.held == detail::NOT_HELD)
         return;
-    detail::rpc_end(c, c.held & ~detail::CLAIM_BUSY, c.held_out, true, 0xffffffffu, detail::lane_id() == 0);
+    detail::rpc_end(c, c.held & ~detail::CLAIM_BUSY, c.held_state, true, 0xffffffffu, detail::lane_id() == 0);
     c.held = detail::NOT_HELD;
 }
 

@@ -89,11 +89,54 @@ fn a_phase_buffer_keeps_its_bitmap_in_device_memory() {
     assert_eq!(state.read_u64(4).unwrap(), vec![0; 4]);
 }
 
-/// The example's kernels (`HOSTCALL_CUDA_MODULE`); a test that runs without them fails.
-fn kernels(test: &str, cuda: &Arc<Cuda>) -> Arc<Module> {
-    let path = std::env::var_os("HOSTCALL_CUDA_MODULE")
-        .unwrap_or_else(|| panic!("{test}: HOSTCALL_CUDA_MODULE is not set (the path of kernels.cubin)"));
-    Module::load(cuda.clone(), std::path::Path::new(&path)).unwrap()
+/// The path of the example's kernels (`HOSTCALL_CUDA_MODULE`); a test that runs without it fails.
+fn module_path(test: &str) -> std::ffi::OsString {
+    std::env::var_os("HOSTCALL_CUDA_MODULE")
+        .unwrap_or_else(|| panic!("{test}: HOSTCALL_CUDA_MODULE is not set (the path of kernels.cubin)"))
+}
+
+/// What every kernel test sets up: the device, the example's kernels, pinned mapped memory, a
+/// doorbell in it and a stream.
+struct Gpu {
+    cuda: Arc<Cuda>,
+    module: Arc<Module>,
+    memory: Arc<CudaMemory>,
+    bell: Arc<MappedDoorbell>,
+    doorbell: Arc<dyn Doorbell>,
+    stream: Stream,
+}
+
+impl Gpu {
+    fn new(test: &str) -> Gpu {
+        let cuda = cuda_device(test);
+        let module = Module::load(cuda.clone(), std::path::Path::new(&module_path(test))).unwrap();
+        let memory = Arc::new(CudaMemory::new(cuda.clone()));
+        let bell = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
+        let doorbell: Arc<dyn Doorbell> = bell.clone();
+        let stream = Stream::new(cuda.clone()).unwrap();
+        Gpu { cuda, module, memory, bell, doorbell, stream }
+    }
+
+    fn kernel(&self, name: &str) -> Kernel {
+        self.module.kernel(name).unwrap()
+    }
+
+    /// A device buffer of `bytes` zeroed bytes (the kernels' counters and results).
+    fn zeroed(&self, bytes: usize) -> DeviceBuffer {
+        DeviceBuffer::new(self.cuda.clone(), bytes).unwrap()
+    }
+
+    /// Launches `kernel` on `grid` blocks of `block` threads and waits for it (60 s at most).
+    ///
+    /// # Safety
+    ///
+    /// As [`Kernel::launch`]: `args` match the kernel's parameters in order and size, and what
+    /// they point to outlives the kernel (this waits for it).
+    unsafe fn launch_and_wait(&self, kernel: &Kernel, grid: u32, block: u32, args: &[u64]) {
+        // SAFETY: the caller's contract.
+        unsafe { kernel.launch(&self.stream, grid, block, args) }.unwrap();
+        self.stream.synchronize_for(Duration::from_secs(60)).unwrap();
+    }
 }
 
 /// A pool of `threads` listener threads serving the example's lane service (id 100, `mix`).
@@ -141,25 +184,22 @@ fn mix(r: &[u64; SLOT_WORDS]) -> u64 {
 #[test]
 #[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
-    let test = "gpu_warps_make_verified_hostcalls_through_two_listener_threads";
-    let cuda = cuda_device(test);
-    let module = kernels(test, &cuda);
-    let kernel = module.kernel("hc_calls").unwrap();
-    let memory = Arc::new(CudaMemory::new(cuda.clone()));
-    let bell = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
-    let doorbell: Arc<dyn Doorbell> = bell.clone();
-    let pool = mix_pool(2, doorbell.clone());
+    let gpu = Gpu::new("gpu_warps_make_verified_hostcalls_through_two_listener_threads");
+    let kernel = gpu.kernel("hc_calls");
+    let pool = mix_pool(2, gpu.doorbell.clone());
     let (warps, calls) = (64u64, 50u64);
-    let (buffer, _state) = cuda::phase_buffer(&cuda, memory, warps, doorbell).unwrap();
+    let (buffer, _state) =
+        cuda::phase_buffer(&gpu.cuda, gpu.memory.clone(), warps, gpu.doorbell.clone()).unwrap();
     pool.add_buffer(buffer.clone()).unwrap();
-    let c = run_hc_calls(&cuda, &kernel, &buffer, calls);
+    let c = run_hc_calls(&gpu.cuda, &kernel, &buffer, calls);
     assert_eq!(c, vec![0, warps * 32 * calls], "[errors, lane replies checked]");
     // The warps rang the doorbell's value word at +8 (the global timer, odd) and left the rest of
     // the amd_signal_t alone.
-    let value = bell.signal().value.load(Ordering::Acquire);
+    let signal = gpu.bell.signal();
+    let value = signal.value.load(Ordering::Acquire);
     assert!(value != INIT as i64 && value % 2 == 1, "doorbell value {value:#x}: the device did not ring +8");
-    assert_eq!(bell.signal().kind.load(Ordering::Relaxed), AMD_SIGNAL_KIND_USER);
-    assert_eq!(bell.signal().event_mailbox_ptr.load(Ordering::Relaxed), 0);
+    assert_eq!(signal.kind.load(Ordering::Relaxed), AMD_SIGNAL_KIND_USER);
+    assert_eq!(signal.event_mailbox_ptr.load(Ordering::Relaxed), 0);
     let stats = pool.shutdown();
     assert_eq!(stats.total().packets, warps * calls);
     assert_eq!(stats.total().errors, 0);
@@ -172,30 +212,24 @@ fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
 #[test]
 #[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap() {
-    let test = "gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap";
-    let cuda = cuda_device(test);
-    let module = kernels(test, &cuda);
-    let (mixed, set_seq) =
-        (module.kernel("hc_line_mixed").unwrap(), module.kernel("hc_line_set_seq").unwrap());
-    let memory = Arc::new(CudaMemory::new(cuda.clone()));
-    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
-    let pool = mix_pool(2, doorbell.clone());
+    let gpu = Gpu::new("gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap");
+    let (mixed, set_seq) = (gpu.kernel("hc_line_mixed"), gpu.kernel("hc_line_set_seq"));
+    let pool = mix_pool(2, gpu.doorbell.clone());
     let (warps, calls) = (64u64, 12u64);
     let per_warp = mixed_lanes(calls);
-    let stream = Stream::new(cuda.clone()).unwrap();
     let mut packets = 0;
     for keep in [0u64, 1] {
-        let (buffer, _state) = cuda::line_buffer(&cuda, memory.clone(), 2 * warps, doorbell.clone()).unwrap();
+        let (buffer, _state) =
+            cuda::line_buffer(&gpu.cuda, gpu.memory.clone(), 2 * warps, gpu.doorbell.clone()).unwrap();
         pool.add_buffer(buffer.clone()).unwrap();
         let start = u64::from(hostcall::core::line::SEQ_MAX - 5);
         // SAFETY: matches `hc_line_set_seq(const void*, unsigned)`; the buffer outlives it.
-        unsafe { set_seq.launch(&stream, 1, 1, &[buffer.device_address(), start]) }.unwrap();
-        let counters = DeviceBuffer::new(cuda.clone(), 16).unwrap();
+        unsafe { gpu.launch_and_wait(&set_seq, 1, 1, &[buffer.device_address(), start]) };
+        let counters = gpu.zeroed(16);
         let args = [buffer.device_address(), calls, keep, counters.device_address()];
         // SAFETY: matches `hc_line_mixed(const void*, unsigned, unsigned, unsigned long long*)`;
-        // everything it points to outlives the kernel, which is waited for below.
-        unsafe { mixed.launch(&stream, 8, 256, &args) }.unwrap();
-        stream.synchronize_for(Duration::from_secs(60)).unwrap();
+        // the buffer and the counters outlive the kernel.
+        unsafe { gpu.launch_and_wait(&mixed, 8, 256, &args) };
         let c = counters.read_u64(2).unwrap();
         assert_eq!(c, vec![0, warps * per_warp], "keep={keep}: [errors, lane replies checked]");
         pool.remove_buffer(&buffer).unwrap();
@@ -214,8 +248,7 @@ fn every_gpu_makes_verified_hostcalls_in_one_process() {
     if visible < 2 {
         eprintln!("{test}: {visible} GPU visible: the multi-GPU part runs on that one only");
     }
-    let path = std::env::var_os("HOSTCALL_CUDA_MODULE")
-        .unwrap_or_else(|| panic!("{test}: HOSTCALL_CUDA_MODULE is not set (the path of kernels.cubin)"));
+    let path = module_path(test);
     let gpus = cuda::open_gpus(None).unwrap();
     assert_eq!(gpus.len(), visible);
     let groups: Vec<_> = gpus.iter().map(|gpu| gpu.group()).collect();
@@ -267,32 +300,25 @@ fn mixed_lanes(calls: u64) -> u64 {
 #[test]
 #[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn gpu_rpc_calls_on_whole_and_partial_warps_with_send_only_calls() {
-    let test = "gpu_rpc_calls_on_whole_and_partial_warps_with_send_only_calls";
-    let cuda = cuda_device(test);
-    let module = kernels(test, &cuda);
-    let (_, symbol_size) = module.global(hostcall::core::rpc::CLIENT_SYMBOL).unwrap();
+    let gpu = Gpu::new("gpu_rpc_calls_on_whole_and_partial_warps_with_send_only_calls");
+    let (_, symbol_size) = gpu.module.global(hostcall::core::rpc::CLIENT_SYMBOL).unwrap();
     assert_eq!(symbol_size, hostcall::core::rpc::CLIENT_OBJECT_SIZE);
-    let mixed = module.kernel("hc_rpc_mixed").unwrap();
-    let memory = Arc::new(CudaMemory::new(cuda.clone()));
-    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
-    let pool = mix_pool(2, doorbell.clone());
+    let mixed = gpu.kernel("hc_rpc_mixed");
+    let pool = mix_pool(2, gpu.doorbell.clone());
     let (warps, calls) = (64u64, 12u64);
-    let stream = Stream::new(cuda.clone()).unwrap();
     let runs = [(0u64, true), (1, true), (0, false), (1, false)];
     let mut results = Vec::new();
     for (keep, port_state) in runs {
         let (buffer, state) =
-            cuda::rpc_buffer(&cuda, memory.clone(), 2 * warps, doorbell.clone(), &module).unwrap();
+            cuda::rpc_buffer(&gpu.cuda, gpu.memory.clone(), 2 * warps, gpu.doorbell.clone(), &gpu.module)
+                .unwrap();
         assert_eq!(buffer.protocol(), Protocol::Rpc { lanes: 32 });
         pool.add_buffer(buffer.clone()).unwrap();
-        let counters = DeviceBuffer::new(cuda.clone(), 8 * (2 + calls as usize)).unwrap();
+        let counters = gpu.zeroed(8 * (2 + calls as usize));
         let target = if port_state { state.device_address() } else { 0 };
-        let args = [target, calls, keep, counters.device_address()];
         // SAFETY: matches `hc_rpc_mixed(void*, unsigned, unsigned, unsigned long long*)`; the
-        // port state, the buffer (the client object's) and the counters outlive the kernel,
-        // which is waited for below.
-        unsafe { mixed.launch(&stream, 8, 256, &args) }.unwrap();
-        stream.synchronize_for(Duration::from_secs(60)).unwrap();
+        // port state, the buffer (the client object's) and the counters outlive the kernel.
+        unsafe { gpu.launch_and_wait(&mixed, 8, 256, &[target, calls, keep, counters.device_address()]) };
         let c = counters.read_u64(2 + calls as usize).unwrap();
         results.push((keep, port_state, c[..2].to_vec(), c[2..].to_vec()));
         // The send-only packets may still be the host's when the kernel ends (no warp waits for
@@ -344,25 +370,21 @@ fn gpu_rpc_printf_prints_what_the_host_formats() {
             Ok(())
         }
     }
-    let test = "gpu_rpc_printf_prints_what_the_host_formats";
-    let cuda = cuda_device(test);
-    let module = kernels(test, &cuda);
-    let kernel = module.kernel("hc_rpc_printf").unwrap();
-    let memory = Arc::new(CudaMemory::new(cuda.clone()));
-    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
-    let pool = ListenerPool::start(1, doorbell.clone(), ListenerConfig::spinning()).unwrap();
+    let gpu = Gpu::new("gpu_rpc_printf_prints_what_the_host_formats");
+    let kernel = gpu.kernel("hc_rpc_printf");
+    let pool = ListenerPool::start(1, gpu.doorbell.clone(), ListenerConfig::spinning()).unwrap();
     let printed = Arc::new(std::sync::Mutex::new(Vec::new()));
     let limits = hostcall::services::message::MessageLimits::default();
     pool.services().enable_printf(Capture(printed.clone()), limits).unwrap();
-    let (buffer, state) = cuda::rpc_buffer(&cuda, memory, 32, doorbell, &module).unwrap();
+    let (buffer, state) =
+        cuda::rpc_buffer(&gpu.cuda, gpu.memory.clone(), 32, gpu.doorbell.clone(), &gpu.module).unwrap();
     pool.add_buffer(buffer.clone()).unwrap();
     let lanes = 4u64;
-    let results = DeviceBuffer::new(cuda.clone(), 32 * 8).unwrap();
-    let stream = Stream::new(cuda.clone()).unwrap();
+    let results = gpu.zeroed(32 * 8);
     // SAFETY: matches `hc_rpc_printf(void*, unsigned, long long*)`; all outlive the kernel.
-    unsafe { kernel.launch(&stream, 1, 32, &[state.device_address(), lanes, results.device_address()]) }
-        .unwrap();
-    stream.synchronize_for(Duration::from_secs(60)).unwrap();
+    unsafe {
+        gpu.launch_and_wait(&kernel, 1, 32, &[state.device_address(), lanes, results.device_address()])
+    };
     pool.remove_buffer(&buffer).unwrap();
     let names = ["a", "bb", "a much longer string, to make this lane's message span more calls", "dddd"];
     let expected: Vec<String> = (0..lanes)
@@ -387,26 +409,22 @@ fn gpu_rpc_printf_prints_what_the_host_formats() {
 fn gpu_rpc_console_writes_stream_as_llvm_libc_does() {
     use hostcall::services::rpc::{RpcOptions, SharedSink};
     use hostcall::threads::listener::BufferOptions;
-    let test = "gpu_rpc_console_writes_stream_as_llvm_libc_does";
-    let cuda = cuda_device(test);
-    let module = kernels(test, &cuda);
-    let kernel = module.kernel("hc_rpc_puts").unwrap();
-    let memory = Arc::new(CudaMemory::new(cuda.clone()));
-    let doorbell: Arc<dyn Doorbell> = Arc::new(MappedDoorbell::new(memory.clone()).unwrap());
-    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::spinning()).unwrap();
+    let gpu = Gpu::new("gpu_rpc_console_writes_stream_as_llvm_libc_does");
+    let kernel = gpu.kernel("hc_rpc_puts");
+    let pool = ListenerPool::start(2, gpu.doorbell.clone(), ListenerConfig::spinning()).unwrap();
     let printed = Arc::new(std::sync::Mutex::new(Vec::new()));
     let into = printed.clone();
     let sink = SharedSink::from_fn(move |_, bytes| into.lock().unwrap().extend_from_slice(bytes));
     let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
-    let (buffer, state) = cuda::rpc_buffer(&cuda, memory, 32, doorbell, &module).unwrap();
+    let (buffer, state) =
+        cuda::rpc_buffer(&gpu.cuda, gpu.memory.clone(), 32, gpu.doorbell.clone(), &gpu.module).unwrap();
     pool.add_buffer_with(buffer.clone(), &options).unwrap();
     let lanes = 4u64;
-    let results = DeviceBuffer::new(cuda.clone(), 32 * 8).unwrap();
-    let stream = Stream::new(cuda.clone()).unwrap();
+    let results = gpu.zeroed(32 * 8);
     // SAFETY: matches `hc_rpc_puts(void*, unsigned, unsigned long long*)`; all outlive the kernel.
-    unsafe { kernel.launch(&stream, 1, 32, &[state.device_address(), lanes, results.device_address()]) }
-        .unwrap();
-    stream.synchronize_for(Duration::from_secs(60)).unwrap();
+    unsafe {
+        gpu.launch_and_wait(&kernel, 1, 32, &[state.device_address(), lanes, results.device_address()])
+    };
     pool.remove_buffer(&buffer).unwrap();
     let expected: Vec<String> = (0..lanes)
         .map(|lane| {

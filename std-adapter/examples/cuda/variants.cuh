@@ -65,8 +65,7 @@ struct pipelined : hostcall::tuning {
                                                      uint64_t &d0, uint64_t &d1) {
         using namespace hostcall::detail;
         bool seen0 = false, seen1 = false;
-        const uint64_t started = global_timer_ns();
-        unsigned sleep = c.wait.min_sleep_ns;
+        backoff pace(c.wait, global_timer_ns());
         line_look x = {0, 0, 0, 0}, y = {0, 0, 0, 0};
         line_look_issue(x, first, second, seen0, seen1);
         spin_ns(c.wait.poll_stagger_ns);
@@ -75,10 +74,7 @@ struct pipelined : hostcall::tuning {
             line_look_take(x, seq, seen0, seen1, d0, d1);
             if (__all_sync(mask, seen0 && seen1))
                 break;
-            if (global_timer_ns() - started > c.wait.spin_ns) {
-                __nanosleep(sleep);
-                sleep = sleep < c.wait.max_sleep_ns ? sleep * 2u : c.wait.max_sleep_ns;
-            }
+            pace.pause();
             line_look_issue(x, first, second, seen0, seen1);
             line_look_take(y, seq, seen0, seen1, d0, d1);
             if (__all_sync(mask, seen0 && seen1))

@@ -26,7 +26,8 @@ pub(crate) fn start(arena: &Arena<'_>) -> Running {
         let request = line.request(index);
         for (lane, words) in request.lanes.iter().enumerate() {
             for (k, line_word) in words.iter().enumerate() {
-                // The last word of the last lane never arrives.
+                // The last word of the last lane never arrives. Relaxed: the head's Release below
+                // publishes the words, as a device's does.
                 let stale = lane == LANES - 1 && k == words.len() - 1;
                 let data = (lane * words.len() + k) as u64;
                 line_word.store(word(data, if stale { seq - 1 } else { seq }), Ordering::Relaxed);
