@@ -60,7 +60,8 @@
 //! found incomplete ([`Incomplete`], see [`Host::drain_scope`]) starts later looks at the first
 //! word that did not carry `s` and serves only after a full take as above, so what it serves is
 //! the same: the memory decides where a look starts, never what is taken. The wave takes its
-//! reply only when all 3 words of every active lane carry `s`. Each word is one atomic access, so a word carrying `s` holds data stored with `s`:
+//! reply only when all 3 words of every active lane carry `s`. Each word is one atomic access, so
+//! a word carrying `s` holds data stored with `s`:
 //!
 //! - *torn*: a view mixing calls has some word with another sequence: refused;
 //! - *in flight*: words not yet stored still hold an older sequence: refused;
@@ -72,7 +73,8 @@
 //!   current cycle, which carries `s` only if the call with sequence `s` wrote it; the refresh of
 //!   `SEQ_MAX` clears the values of the cycle's call 1 before the next cycle's call 1. The wave
 //!   reads its own zeroes or newer values (coherence), so its replies need no fence at all. Two
-//!   refreshes (the zeroes and a fence each) per 127 calls is the whole cost;
+//!   refreshes per 127 calls is the whole cost (each 769 zeroed words, 6 KB, and a fence: about
+//!   12 stores a call, spread);
 //! - *abandoned*: a dropped [`Claimed`] uses its sequence up, so words it wrote never match a
 //!   later call; a dropped [`Submitted`] leaks the packet (the host still answers it).
 //!
