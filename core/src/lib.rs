@@ -66,7 +66,7 @@
 //! [`DrainScope`]), the checks and slicing of raw memory and parts (`view/`), the layout
 //! arithmetic and ABI asserts (`layout.rs`), the claim bitmap (`occupied.rs`), the producer traits
 //! and wait ([`lane`]), and what the host is given and reports ([`PacketRequest`], [`ErrorCode`],
-//! [`DrainError`]). The switch is `any.rs`: a [`Protocol`] variant and one arm in each `match`
+//! [`DrainError`]). The switch is `any/`: a [`Protocol`] variant and one arm in each `match`
 //! there ([`AnyView`], [`AnyClaimed`] and its siblings, [`HostScratch`]); the [`Poller`] then
 //! serves it. PROTOCOL.md's "Adding a protocol" has the full list.
 //!
@@ -161,6 +161,7 @@ pub mod __internal {
         view.ready_stack()
     }
 
+    pub use crate::phase::in_parts::PhaseBuffer;
     pub use crate::poller::model::{add_view, remove_without_waiting};
 }
 

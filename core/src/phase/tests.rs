@@ -6,50 +6,17 @@ use crate::host::{DrainError, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY
 use crate::lane::{PacketEvent, PacketState, Payload, LANES};
 use crate::scan::ScanWindow;
 use crate::sync::{AtomicU32, Ordering};
-use crate::test_support::{echo, packets, words, Collect};
+use crate::test_support::{echo, words, Collect};
 use crate::view::LayoutError;
+use in_parts::PhaseBuffer;
 use proptest::prelude::*;
 
 extern crate std;
-use std::{boxed::Box, collections::BTreeSet, vec, vec::Vec};
+use std::{collections::BTreeSet, vec, vec::Vec};
 
-/// A phase buffer allocated in parts.
-pub(crate) struct Parts {
-    prefix: Prefix,
-    device_phase: Box<[AtomicU32]>,
-    host_phase: Box<[AtomicU32]>,
-    occupied: Box<[AtomicU32]>,
-    headers: Box<[Header]>,
-    payloads: Box<[Payload]>,
-}
-
-impl Parts {
-    pub(crate) fn new(n: usize) -> Self {
-        Self {
-            prefix: Prefix::default(),
-            device_phase: words(n),
-            host_phase: words(n),
-            occupied: words(occupied_words(n)),
-            headers: packets(n),
-            payloads: packets(n),
-        }
-    }
-    fn parts(&self) -> super::Parts<'_> {
-        super::Parts {
-            prefix: &self.prefix,
-            device_phase: &self.device_phase,
-            host_phase: &self.host_phase,
-            occupied: &self.occupied,
-            headers: &self.headers,
-            payloads: &self.payloads,
-        }
-    }
-    pub(crate) fn view(&self) -> View<'_> {
-        let v = View::from_parts(self.parts()).unwrap();
-        v.init(0, 0);
-        v
-    }
-}
+mod properties;
+mod raw;
+mod window;
 
 fn request(tag: u64) -> [u64; 8] {
     [tag, 0, 0, 0, 0, 0, 0, 0]
@@ -62,7 +29,7 @@ fn occupied_bit(v: &View<'_>, i: usize) -> bool {
 #[test]
 fn init_writes_the_prefix_and_frees_every_packet() {
     for n in [2usize, 5, 33] {
-        let parts = Parts::new(n);
+        let parts = PhaseBuffer::new(n);
         let v = View::from_parts(parts.parts()).unwrap();
         for w in parts.device_phase.iter().chain(parts.host_phase.iter()).chain(parts.occupied.iter()) {
             w.store(0xdead_beef, Ordering::Relaxed);
@@ -89,7 +56,7 @@ fn init_writes_the_prefix_and_frees_every_packet() {
 
 #[test]
 fn round_trips_answer_each_lane_and_alternate_the_phase() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     for round in 0..10u64 {
         let mut c = v.claim(0).unwrap();
@@ -117,7 +84,7 @@ fn round_trips_answer_each_lane_and_alternate_the_phase() {
 
 #[test]
 fn two_packets_in_flight_at_once() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     let mut a = v.claim(0).unwrap();
     let mut b = v.claim(0).unwrap();
@@ -134,7 +101,7 @@ fn two_packets_in_flight_at_once() {
 
 #[test]
 fn claim_fails_when_every_packet_is_occupied() {
-    let parts = Parts::new(3);
+    let parts = PhaseBuffer::new(3);
     let v = parts.view();
     let held: Vec<_> = (0..3).map(|_| v.claim(1).unwrap()).collect();
     assert_eq!(held.iter().map(|c| c.index()).collect::<Vec<_>>(), [1, 2, 0], "from the start, wrapping");
@@ -146,7 +113,7 @@ fn claim_fails_when_every_packet_is_occupied() {
 #[test]
 fn a_non_power_of_two_count_spanning_two_bitmap_words() {
     let n = 37;
-    let parts = Parts::new(n);
+    let parts = PhaseBuffer::new(n);
     let v = parts.view();
     let mut claimed: Vec<_> = (0..n).map(|k| v.claim(k * 7).unwrap()).collect();
     let indices: BTreeSet<_> = claimed.iter().map(|c| c.index()).collect();
@@ -169,7 +136,7 @@ fn a_non_power_of_two_count_spanning_two_bitmap_words() {
 
 #[test]
 fn dropping_a_claim_frees_it_unsent() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     let c = v.claim(1).unwrap();
     assert_eq!(c.index(), 1);
@@ -181,7 +148,7 @@ fn dropping_a_claim_frees_it_unsent() {
 
 #[test]
 fn an_abandoned_submit_is_not_reclaimed_before_the_host_answers() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     let s = v.claim(0).unwrap().submit(1, 1);
     let blocker = v.claim(0).unwrap();
@@ -198,7 +165,7 @@ fn an_abandoned_submit_is_not_reclaimed_before_the_host_answers() {
 
 #[test]
 fn a_bitmap_outside_the_buffer_takes_the_claims() {
-    let parts = Parts::new(33);
+    let parts = PhaseBuffer::new(33);
     let outside = words(2);
     let v = parts.view().with_occupied(&outside).unwrap();
     let held = v.claim(32).unwrap();
@@ -218,7 +185,7 @@ fn a_bitmap_outside_the_buffer_takes_the_claims() {
 
 #[test]
 fn wait_until_gives_the_packet_back() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     let s = v.claim(0).unwrap().submit(1, 1);
     let s = s.wait_until(|polls| polls < 3).expect_err("not answered");
@@ -228,7 +195,7 @@ fn wait_until_gives_the_packet_back() {
 
 #[test]
 fn errors_travel_only_in_the_reply_words() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     let s = v.claim(0).unwrap().submit(99, 0b11);
     let mut saw_error = false;
@@ -248,7 +215,7 @@ fn errors_travel_only_in_the_reply_words() {
 
 #[test]
 fn from_parts_checks_every_length() {
-    let parts = Parts::new(3);
+    let parts = PhaseBuffer::new(3);
     let short = words(2);
     let mut p = parts.parts();
     p.host_phase = &short;
@@ -267,64 +234,9 @@ fn from_parts_checks_every_length() {
     assert!(matches!(View::from_parts(p), Err(LayoutError::Geometry(_))));
 }
 
-/// A raw, line-aligned allocation.
-#[repr(C, align(64))]
-struct Line([u64; 8]);
-
-fn raw(size: usize) -> Vec<Line> {
-    (0..size.div_ceil(64) + 1).map(|_| Line([0; 8])).collect()
-}
-
-#[test]
-fn from_raw_checks_address_size_and_count() {
-    let n = 5;
-    let size = buffer_size(n).unwrap();
-    let mut mem = raw(size);
-    let base = mem.as_mut_ptr() as *mut u8;
-    // SAFETY (all calls): `mem` outlives the views and is only accessed through them.
-    unsafe {
-        assert!(View::from_raw(base, size, n as u64).is_ok());
-        assert!(View::from_raw(base.add(8), size, n as u64).is_ok(), "8-aligned is enough");
-        assert_eq!(
-            View::from_raw(base, size - 1, n as u64).err(),
-            Some(LayoutError::TooSmall { needed: size, given: size - 1 })
-        );
-        assert!(matches!(View::from_raw(base.add(4), size, n as u64), Err(LayoutError::Misaligned { .. })));
-        assert!(matches!(View::from_raw(base, size, 1), Err(LayoutError::Geometry(_))));
-        assert!(matches!(View::from_raw(base, size, u64::MAX), Err(LayoutError::Geometry(_))));
-        assert_eq!(View::from_raw(core::ptr::null_mut(), size, 2).err(), Some(LayoutError::Null));
-    }
-}
-
-#[test]
-fn a_raw_buffer_round_trips_and_the_prefix_points_at_its_arrays() {
-    let n = 4;
-    let size = buffer_size(n).unwrap();
-    let mut mem = raw(size);
-    let base = mem.as_mut_ptr() as *mut u8;
-    // SAFETY: `mem` outlives the view and is only accessed through it.
-    let v = unsafe { View::from_raw(base, size, n as u64) }.unwrap();
-    v.init(base as u64, 0);
-    let device_phase = v.prefix().device_phase.load(Ordering::Relaxed) as usize;
-    assert_eq!(device_phase, v.device_phase(0) as *const AtomicU32 as usize);
-    assert_eq!(v.prefix().host_phase.load(Ordering::Relaxed) as usize, v.host_phase(0) as *const _ as usize);
-    assert_eq!(v.prefix().headers.load(Ordering::Relaxed) as usize, v.header(0) as *const _ as usize);
-    assert_eq!(v.prefix().payloads.load(Ordering::Relaxed) as usize, v.payload(0) as *const _ as usize);
-    assert_eq!(v.prefix().occupied.load(Ordering::Relaxed) as usize, v.occupied_word(0) as *const _ as usize);
-    assert_eq!(v.payload(n - 1) as *const Payload as usize + 4096, base as usize + size);
-    let mut c = v.claim(3).unwrap();
-    c.write_lane(2, &request(41));
-    let s = c.submit(8, 1 << 2);
-    // The device's view of the wire: the raw u32 at device_phase[3] is 1.
-    // SAFETY: in bounds of `mem` (the layout), aligned, read while no one writes.
-    assert_eq!(unsafe { *(device_phase as *const u32).add(3) }, 1);
-    assert_eq!(v.host().drain(&mut echo).packets, 1);
-    assert_eq!(s.wait(|| {}).reply(2), [42, 8]);
-}
-
 #[test]
 fn garbage_upper_bits_are_reported_served_once_and_echoed() {
-    let parts = Parts::new(3);
+    let parts = PhaseBuffer::new(3);
     let v = parts.view();
     v.device_phase(1).store(0xffff_fff3, Ordering::Relaxed); // bit 0 set: pending
     v.device_phase(2).store(0x10, Ordering::Relaxed); // bit 0 clear: not pending
@@ -338,228 +250,9 @@ fn garbage_upper_bits_are_reported_served_once_and_echoed() {
     assert_eq!(v.host().drain(&mut h), DrainReport::default());
 }
 
-/// Serves packet `index` by hand as a device would (no handle), for window tests.
-fn submit_at(v: &View<'_>, index: usize) {
-    let d = v.device_phase(index).load(Ordering::Relaxed);
-    v.header(index).activemask.store(1, Ordering::Relaxed);
-    v.device_phase(index).store(d ^ 1, Ordering::Release);
-}
-
-#[test]
-fn the_window_narrows_to_the_packets_in_use_and_never_misses_one() {
-    let n = 200u32;
-    let parts = Parts::new(n as usize);
-    let v = parts.view();
-    let mut w = v.scan_window();
-    assert!(w.full_scan_due());
-    submit_at(&v, 3);
-    let mut h = Collect::default();
-    assert_eq!(v.host().drain_window(&mut w, &mut h).packets, 1);
-    assert_eq!(w.limit(), 4 + ScanWindow::SLACK, "narrowed after the full scan");
-
-    // A busy prefix: the packet above the limit waits, but at most FULL_SCAN_PERIOD calls.
-    let high = n as usize - 1;
-    submit_at(&v, high);
-    let mut calls = 0;
-    loop {
-        submit_at(&v, 0);
-        calls += 1;
-        let mut h = Collect::default();
-        v.host().drain_window(&mut w, &mut h);
-        if h.served.contains(&(high as u32)) {
-            break;
-        }
-        assert!(calls <= ScanWindow::FULL_SCAN_PERIOD, "packet {high} missed");
-    }
-    assert_eq!(calls, ScanWindow::FULL_SCAN_PERIOD, "served at the periodic full scan");
-    assert_eq!(w.limit(), n, "the full scan that found it widened the window");
-
-    // An idle prefix: a packet above the limit is served in the same call.
-    for _ in 0..ScanWindow::FULL_SCAN_PERIOD {
-        v.host().drain_window(&mut w, &mut Collect::default());
-    }
-    assert_eq!(w.limit(), ScanWindow::SLACK);
-    submit_at(&v, 150);
-    let mut h = Collect::default();
-    assert_eq!(v.host().drain_window(&mut w, &mut h).packets, 1);
-    assert_eq!(h.served, [150]);
-}
-
-#[test]
-fn a_window_from_a_larger_buffer_stays_in_bounds() {
-    let big = Parts::new(100);
-    let mut w = big.view().scan_window();
-    let small = Parts::new(3);
-    let v = small.view();
-    for i in 0..3 {
-        submit_at(&v, i);
-    }
-    assert_eq!(v.host().drain_window(&mut w, &mut Collect::default()).packets, 3);
-}
-
-/// The phase protocol's words, read back as the shared `PacketState` machine.
-fn state_of(v: &View<'_>, i: usize, held: bool) -> PacketState {
-    let differ =
-        (v.device_phase(i).load(Ordering::Relaxed) ^ v.host_phase(i).load(Ordering::Relaxed)) & 1 != 0;
-    match (occupied_bit(v, i), differ, held) {
-        (false, false, _) => PacketState::Free,
-        (true, true, _) => PacketState::Ready,
-        (true, false, false) => PacketState::Served,
-        (true, false, true) => PacketState::Claimed,
-        (false, true, _) => unreachable!("an unoccupied packet is pending only after an abandoned submit"),
-    }
-}
-
-proptest! {
-    /// Any bytes at all in the phase words, headers and bitmap: the drain returns, serves only
-    /// packets in range, each at most once per scan, and leaves no packet pending.
-    #[test]
-    fn drain_survives_any_shared_words(
-        n in 2usize..70,
-        device in proptest::collection::vec(any::<u32>(), 70),
-        host in proptest::collection::vec(any::<u32>(), 70),
-        masks in proptest::collection::vec(any::<u64>(), 70),
-        services in proptest::collection::vec(any::<u32>(), 70),
-        occupied in any::<u32>(),
-        window_calls in 0u32..40,
-    ) {
-        let parts = Parts::new(n);
-        let v = parts.view();
-        for i in 0..n {
-            v.device_phase(i).store(device[i], Ordering::Relaxed);
-            v.host_phase(i).store(host[i], Ordering::Relaxed);
-            v.header(i).activemask.store(masks[i], Ordering::Relaxed);
-            v.header(i).service.store(services[i], Ordering::Relaxed);
-        }
-        v.occupied_word(0).store(occupied, Ordering::Relaxed);
-        let pending: BTreeSet<u32> = (0..n).filter(|&i| (device[i] ^ host[i]) & 1 != 0).map(|i| i as u32).collect();
-
-        let mut w = v.scan_window();
-        for _ in 0..window_calls {
-            v.host().drain_window(&mut w, &mut Collect::default());
-            prop_assert!(w.limit() <= n as u32);
-        }
-        let mut h = Collect::default();
-        let report = if window_calls == 0 { v.host().drain(&mut h) } else { v.host().drain_window(&mut w, &mut h) };
-        let unique: BTreeSet<u32> = h.served.iter().copied().collect();
-        prop_assert_eq!(unique.len(), h.served.len(), "a packet was served twice in one scan");
-        prop_assert!(h.served.iter().all(|&i| (i as usize) < n));
-        prop_assert_eq!(report.packets as usize, h.served.len());
-        prop_assert_eq!(report.malformed as usize, h.errors.len());
-        if window_calls == 0 {
-            prop_assert_eq!(unique, pending, "a full scan serves exactly the pending packets");
-        }
-        for (i, &written) in device.iter().enumerate().take(n) {
-            let (d, hp) = (v.device_phase(i).load(Ordering::Relaxed), v.host_phase(i).load(Ordering::Relaxed));
-            prop_assert_eq!(d, written, "the host never writes device_phase");
-            if h.served.contains(&(i as u32)) {
-                prop_assert_eq!(hp, d);
-            }
-        }
-        prop_assert_eq!(v.occupied_word(0).load(Ordering::Relaxed), occupied, "the host never touches occupied");
-    }
-
-    /// Sequential use against the shared state machine: every claim is a distinct free packet,
-    /// every submitted lane is answered once with its own reply, and the words always read back as
-    /// the state the handles are in.
-    #[test]
-    fn sequential_ops_follow_the_packet_state_machine(
-        n in 2usize..6,
-        ops in proptest::collection::vec((0u8..5, 0usize..8), 1..80),
-    ) {
-        let parts = Parts::new(n);
-        let v = parts.view();
-        let mut model = vec![PacketState::Free; n];
-        let mut claimed: Vec<Claimed<'_>> = Vec::new();
-        let mut submitted: Vec<(u64, usize, Submitted<'_>)> = Vec::new();
-        let mut tag = 0u64;
-        for (op, start) in ops {
-            match op {
-                0 => match v.claim(start) {
-                    Some(c) => {
-                        model[c.index()] = model[c.index()].apply(PacketEvent::Claim).unwrap();
-                        claimed.push(c);
-                    }
-                    None => prop_assert!(model.iter().all(|s| *s != PacketState::Free)),
-                },
-                1 => if let Some(mut c) = claimed.pop() {
-                    tag += 1;
-                    c.write_lane(start % LANES, &request(tag));
-                    let i = c.index();
-                    submitted.push((tag, start % LANES, c.submit(5, 1 << (start % LANES))));
-                    model[i] = model[i].apply(PacketEvent::Submit).unwrap();
-                },
-                2 => {
-                    let mut h = Collect::default();
-                    v.host().drain(&mut h);
-                    let ready = model.iter().filter(|s| **s == PacketState::Ready).count();
-                    prop_assert_eq!(h.served.len(), ready);
-                    for &i in &h.served {
-                        model[i as usize] = model[i as usize].apply(PacketEvent::Serve).unwrap();
-                    }
-                }
-                3 => if !submitted.is_empty() {
-                    let (tag, lane, s) = submitted.remove(start % submitted.len());
-                    let i = s.index();
-                    match s.wait_until(|_| false) {
-                        Ok(done) => {
-                            prop_assert_eq!(model[i], PacketState::Served);
-                            prop_assert_eq!(done.reply(lane), [tag + 1, 5]);
-                            drop(done);
-                            model[i] = model[i].apply(PacketEvent::Release).unwrap();
-                        }
-                        Err(s) => {
-                            prop_assert_eq!(model[i], PacketState::Ready);
-                            submitted.push((tag, lane, s));
-                        }
-                    }
-                },
-                _ => if !claimed.is_empty() {
-                    let c = claimed.remove(start % claimed.len());
-                    let i = c.index();
-                    drop(c);
-                    model[i] = model[i].apply(PacketEvent::Release).unwrap();
-                }
-            }
-            let held: BTreeSet<usize> = claimed.iter().map(|c| c.index()).collect();
-            for (i, s) in model.iter().enumerate() {
-                prop_assert_eq!(state_of(&v, i, held.contains(&i)), *s, "packet {}", i);
-            }
-        }
-    }
-}
-
-#[test]
-fn drain_range_serves_only_its_range_and_clamps() {
-    let parts = Parts::new(6);
-    let view = parts.view();
-    let submitted: Vec<_> = (0..6)
-        .map(|i| {
-            let mut p = view.claim(i).unwrap();
-            assert_eq!(p.index(), i);
-            p.write_lane(0, &request(i as u64));
-            p.submit(3, 1)
-        })
-        .collect();
-    let mut low = Collect::default();
-    assert_eq!(view.host().drain_range(0..2, &mut low).packets, 2);
-    assert_eq!(low.served, vec![0, 1]);
-    let mut out_of_bounds = Collect::default();
-    assert_eq!(view.host().drain_range(6..100, &mut out_of_bounds).packets, 0);
-    #[allow(clippy::reversed_empty_ranges)]
-    let backwards = view.host().drain_range(5..1, &mut out_of_bounds).packets;
-    assert_eq!(backwards, 0);
-    let mut high = Collect::default();
-    assert_eq!(view.host().drain_range(2..100, &mut high).packets, 4);
-    assert_eq!(high.served, vec![2, 3, 4, 5]);
-    for s in submitted {
-        assert!(s.is_served());
-    }
-}
-
 #[test]
 fn set_occupied_address_rewrites_only_that_field() {
-    let parts = Parts::new(4);
+    let parts = PhaseBuffer::new(4);
     let view = parts.view();
     let before = view.prefix().headers.load(Ordering::Relaxed);
     view.set_occupied_address(0xdead_b000);
