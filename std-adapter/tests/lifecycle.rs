@@ -260,16 +260,7 @@ fn a_process_exits_promptly_with_buffers_still_enabled() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(10) {
-            child.kill().unwrap();
-            panic!("the child hangs at exit");
-        }
-        thread::sleep(Duration::from_millis(1));
-    };
+    let status = common::watchdog::exits_within(&mut child, "the child", Duration::from_secs(10));
     let elapsed = started.elapsed();
     let mut out = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
