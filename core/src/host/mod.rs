@@ -5,7 +5,9 @@
 //!
 //! Each protocol's `Host` walks its own shared words and hands every submitted packet to the same
 //! handler as a [`PacketRequest`]; services never learn which protocol carried it. This module
-//! names no protocol: the protocols use it, never the other way round.
+//! names one protocol only, for the one hook a handler may take over per protocol
+//! ([`DrainHandler::rpc_turn`], an LLVM-RPC port's turn, and its stateless default); the protocols
+//! use the rest, never the other way round.
 
 mod reply;
 mod request;

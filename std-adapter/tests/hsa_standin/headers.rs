@@ -8,17 +8,7 @@ fn the_c_self_test_passes() {
     let flags = ["-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-pthread", "selftest.c"];
     let binary = standin::compile("hsa-standin-selftest", "", &flags);
     let mut child = std::process::Command::new(&binary).stdout(std::process::Stdio::piped()).spawn().unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("the C self-test hangs");
-        }
-        thread::sleep(Duration::from_millis(10));
-    };
+    let status = common::watchdog::exits_within(&mut child, "the C self-test", Duration::from_secs(60));
     assert!(status.success(), "the C self-test failed ({status}); its message is on stderr above");
 }
 

@@ -14,7 +14,8 @@ fn a_thousand_enable_disable_cycles_race_with_live_waves() {
     const CYCLES: u64 = 250;
     let runtime = Arc::new(runtime());
     let stop = Arc::new(AtomicBool::new(false));
-    let residents: Vec<Arc<Memory>> = (0..2).map(|_| Arc::new(Memory::buffer(PACKETS))).collect();
+    let residents: Vec<Arc<RawMemory>> =
+        (0..2).map(|_| Arc::new(RawMemory::buffer(Protocol::Stack, PACKETS))).collect();
     for (i, memory) in residents.iter().enumerate() {
         // SAFETY: the residents outlive their enablement (disabled at the end).
         unsafe { runtime.enable(memory.at(0), PACKETS, QueueId(0x0500_0000 + i as u64)) }.unwrap();
@@ -44,7 +45,7 @@ fn a_thousand_enable_disable_cycles_race_with_live_waves() {
             thread::spawn(move || {
                 barrier.wait();
                 for cycle in 0..CYCLES {
-                    let mut memory = Memory::buffer(PACKETS);
+                    let mut memory = RawMemory::buffer(Protocol::Stack, PACKETS);
                     let queue = QueueId(0x0600_0000 + t);
                     // SAFETY: `memory` is freed only after `disable` returns.
                     unsafe { runtime.enable(memory.at(0), PACKETS, queue) }.unwrap();
@@ -92,7 +93,7 @@ fn the_listener_restarts_under_racing_enables_and_disables() {
         .map(|t| {
             let runtime = runtime.clone();
             thread::spawn(move || {
-                let memory = Memory::buffer(2);
+                let memory = RawMemory::buffer(Protocol::Stack, 2);
                 for cycle in 0..100u64 {
                     let queue = QueueId(0x0700_0000 + t);
                     // SAFETY: `memory` outlives every enablement.
