@@ -145,6 +145,7 @@ impl DrainScope {
 
 /// `range` clamped to a buffer of `num_packets` packets: a range comes from the caller, never
 /// trusted for bounds (an empty or out-of-bounds range scans nothing).
+#[inline]
 pub(crate) fn clamped(range: Range<usize>, num_packets: usize) -> Range<usize> {
     range.start.min(num_packets)..range.end.min(num_packets)
 }

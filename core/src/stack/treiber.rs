@@ -96,6 +96,7 @@ impl<'a> TaggedStack<'a> {
     /// only shares the cache line, instead of taking it exclusive on every poll and making each
     /// producer's next push (and, on the free-list's neighbouring word, each claim and release)
     /// win it back.
+    #[inline]
     pub fn take_all(&self) -> ChainWalk<'a> {
         // Relaxed: only decides whether to swap. Reading 0 is as if the swap below had run just
         // before a concurrent push (the next poll takes that push); nothing is read through it.
@@ -131,6 +132,7 @@ pub struct ChainWalk<'a> {
 impl Iterator for ChainWalk<'_> {
     type Item = Result<TaggedPtr, ChainError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let ptr = match self.geometry.decode(self.next) {
             Ok(None) => return None,
