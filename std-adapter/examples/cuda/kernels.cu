@@ -287,9 +287,9 @@ extern "C" __global__ void hc_line_set_seq(const void *buffer, unsigned seq) {
 // The link's bandwidth between the GPU and mapped host memory, by whole warps: `groups` blocks
 // of 4 KB (256 pieces of 16 bytes) at `host`, one warp per block at a time. mode 0: load whole
 // lines (load k of lane L reads piece 32 k + L: 512 contiguous bytes per instruction, as a
-// transposed reply poll), summed into `sink`; mode 1: store whole lines the same way (a
-// transposed line request); mode 2: store piece 8 L + k (16 bytes of each of 32 lines per
-// instruction, as a lane that stores its own 128-byte slot).
+// transposed reply poll reads whole lines), summed into `sink`; mode 1: store whole lines the
+// same way (as a transposed fill); mode 2: store piece 8 L + k (16 bytes of each of 32 lines per
+// instruction, as lanes that each store their own 128 bytes).
 extern "C" __global__ void hc_link(uint64_t *host, unsigned long long groups, unsigned mode,
                                    unsigned long long *sink) {
     const unsigned lane = hostcall::detail::lane_id();
