@@ -161,6 +161,7 @@ pub mod __internal {
         view.ready_stack()
     }
 
+    pub use crate::phase::in_parts::PhaseBuffer;
     pub use crate::poller::model::{add_view, remove_without_waiting};
 }
 

@@ -16,6 +16,9 @@
 //! answered in its reply words only, and the lane calls counted are the lanes that exist. Either
 //! way, a well-behaved client of another buffer that the same host serves gets its correct
 //! reply at every drain.
+//!
+//! One thread plays both sides, so every shared word is loaded and stored Relaxed: there is no
+//! other thread to order against (the loom models check the orderings).
 
 use crate::input::Input;
 use hostcall::buffer::Protocol;

@@ -117,57 +117,9 @@ impl Shared {
 }
 
 /// A phase buffer allocated in parts (loom's atomics cannot view raw memory), initialised: what
-/// the phase models and the poller's model run on.
-#[derive(Debug)]
-pub struct PhaseBuffer {
-    prefix: hostcall_core::phase::Prefix,
-    device_phase: Vec<hostcall_core::sync::AtomicU32>,
-    host_phase: Vec<hostcall_core::sync::AtomicU32>,
-    occupied: Vec<hostcall_core::sync::AtomicU32>,
-    headers: Vec<hostcall_core::phase::Header>,
-    payloads: Vec<Payload>,
-}
-
-impl PhaseBuffer {
-    /// `n` packets, every one free.
-    pub fn new(n: usize) -> Self {
-        use hostcall_core::phase::{occupied_words, Header, Prefix};
-        let words = |k: usize| (0..k).map(|_| hostcall_core::sync::AtomicU32::new(0)).collect::<Vec<_>>();
-        let buffer = Self {
-            prefix: Prefix::default(),
-            device_phase: words(n),
-            host_phase: words(n),
-            occupied: words(occupied_words(n)),
-            headers: (0..n).map(|_| Header::default()).collect(),
-            payloads: (0..n).map(|_| Payload::default()).collect(),
-        };
-        buffer.view().init(0, 0);
-        buffer
-    }
-
-    /// A view of the buffer.
-    pub fn view(&self) -> hostcall_core::phase::View<'_> {
-        hostcall_core::phase::View::from_parts(hostcall_core::phase::Parts {
-            prefix: &self.prefix,
-            device_phase: &self.device_phase,
-            host_phase: &self.host_phase,
-            occupied: &self.occupied,
-            headers: &self.headers,
-            payloads: &self.payloads,
-        })
-        .expect("a valid buffer")
-    }
-
-    /// An address unique to the buffer (its prefix's), to register it under.
-    pub fn base(&self) -> *mut u8 {
-        &self.prefix as *const hostcall_core::phase::Prefix as *mut u8
-    }
-
-    /// Packet `index`'s payload.
-    pub fn payload(&self, index: usize) -> &Payload {
-        &self.payloads[index]
-    }
-}
+/// the phase models and the poller's model run on. The core's own type, the one its phase tests
+/// use too.
+pub use hostcall_core::__internal::PhaseBuffer;
 
 /// Both lanes of the shrunk loom wave are active.
 pub const ACTIVEMASK: u64 = (1 << LANES) - 1;

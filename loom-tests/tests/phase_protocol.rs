@@ -32,9 +32,7 @@ use hostcall_core::sync::Ordering;
 use hostcall_core::{PacketRequest, LANES, LANE_MASK};
 use loom::sync::{Arc, Notify};
 use loom::thread;
-use loom_tests::PhaseBuffer;
-use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-use std::time::Instant;
+use loom_tests::{check, check_bounded, PhaseBuffer};
 
 const SERVICE: u32 = 7;
 
@@ -72,27 +70,6 @@ impl Model {
             self.wake.iter().enumerate().filter(|(w, _)| *w != except).for_each(|(_, n)| n.notify());
         }
     }
-}
-
-/// Runs `model` under loom with the preemption bound from `LOOM_MAX_PREEMPTIONS` (default 3),
-/// capped at `max_bound`, and prints the executions explored and the time taken (see them with
-/// `--nocapture`).
-fn check(name: &str, max_bound: usize, model: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(builder.preemption_bound.unwrap_or(3).min(max_bound));
-    let bound = builder.preemption_bound.unwrap_or(0);
-    let executions = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = executions.clone();
-    let start = Instant::now();
-    builder.check(move || {
-        counter.fetch_add(1, StdOrdering::Relaxed);
-        model();
-    });
-    println!(
-        "loom model {name}: {} executions, preemption bound {bound}, {:.2} s",
-        executions.load(StdOrdering::Relaxed),
-        start.elapsed().as_secs_f64()
-    );
 }
 
 /// Lane `lane` of wave `wave` asks for this...
@@ -194,7 +171,7 @@ fn waves_and_a_host(waves: usize, packets: usize) {
 
 #[test]
 fn two_waves_two_packets() {
-    check("phase: 2 waves, 2 packets", usize::MAX, || waves_and_a_host(2, 2));
+    check("phase: 2 waves, 2 packets", || waves_and_a_host(2, 2));
 }
 
 /// Capped at one preemption: 364k executions, about a minute; with two preemptions the model did
@@ -202,7 +179,7 @@ fn two_waves_two_packets() {
 /// only exercised here.
 #[test]
 fn three_waves_two_packets() {
-    check("phase: 3 waves, 2 packets", 1, || waves_and_a_host(3, 2));
+    check_bounded("phase: 3 waves, 2 packets", 1, || waves_and_a_host(3, 2));
 }
 
 /// A wave that abandons its submitted packet: the bitmap frees it at once, but the next claimer
@@ -211,7 +188,7 @@ fn three_waves_two_packets() {
 /// along, so both waves go through packet 0.
 #[test]
 fn an_abandoned_packet_is_reused_only_after_the_host_answers() {
-    check("phase: abandoned submit, 2 waves, 2 packets", usize::MAX, || {
+    check("phase: abandoned submit, 2 waves, 2 packets", || {
         let mut model = Model::new(2, 2);
         let settings = Arc::get_mut(&mut model).expect("not shared yet");
         (settings.host_wakes_all, settings.release_wakes_others) = (true, true);
@@ -246,7 +223,7 @@ fn an_abandoned_packet_is_reused_only_after_the_host_answers() {
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn a_relaxed_phase_flip_is_caught() {
-    check("phase: relaxed flip (must fail)", usize::MAX, || {
+    check("phase: relaxed flip (must fail)", || {
         let model = Model::new(2, 1);
         let device = {
             let model = model.clone();

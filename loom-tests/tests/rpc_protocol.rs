@@ -211,6 +211,7 @@ fn two_waves_claim_one_port(unlock: fn(&Model, hostcall_core::AnyClaimed<'_>)) {
     claimed.write_lane(0, &request(1));
     unlock(&model, claimed);
     wave_b.join().unwrap();
+    // Relaxed: after the join, which orders wave B's unlock before this load.
     assert_eq!(model.locks[0].load(Ordering::Relaxed), 0, "both waves let go");
 }
 

@@ -335,6 +335,8 @@ fn stalled_request() {
     // The wave's last word is held back: it still carries sequence 0.
     let word = &view.line().unwrap().request(index).lanes[5][15];
     let stored = AnySubmitted::Line(packet.submit(ECHO, 1 << 5));
+    // Relaxed, as the wave's own stores of its words: every word carries its sequence, so the
+    // line protocol orders nothing by it (the listener's Acquire loads find the tag, or do not).
     let landed = word.swap(0, Ordering::Relaxed);
     assert_eq!(line::seq_of(landed), seq);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -346,7 +348,7 @@ fn stalled_request() {
     assert_only(&listener, &buffer, Reason::StalledRequest, 1);
     assert_eq!(listener.stats().malformed, 0, "late is not malformed");
     // The word lands after the report: the call is served.
-    word.store(landed, Ordering::Relaxed);
+    word.store(landed, Ordering::Relaxed); // Relaxed: as the swap above
     let Ok(done) = stored.wait_until(|_| Instant::now() < deadline) else {
         panic!("the late call was not served")
     };

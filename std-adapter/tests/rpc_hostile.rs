@@ -139,6 +139,9 @@ fn under_attack(attack: impl FnOnce(&Attacker<'_>) + Send + 'static) -> Aftermat
             }
 
             let before = common::counting::live_bytes();
+            // Relaxed, both: `attacking` only tells the waves when to stop (nothing is published
+            // with it), and `wave_lane_calls` is read after every wave is joined (the join orders
+            // their adds before the load).
             let attacking = Arc::new(AtomicBool::new(true));
             let wave_lane_calls = Arc::new(AtomicU64::new(0));
             let wave_threads: Vec<_> = waves
@@ -345,6 +348,8 @@ fn a_header_with_lanes_the_buffer_lacks_is_served_on_the_lanes_it_has() {
         for call in 0..CALLS {
             let mut port = attacker.open(rpc::opcode_of(ADD), 0);
             // Every lane of a 64-lane warp, on ports of four: the host must mask the header.
+            // Relaxed, as the client's own header stores: the Release fence of the send's mailbox
+            // flip publishes it.
             attacker.view.header(port.port()).mask.store(u64::MAX, Ordering::Relaxed);
             attacker.send(&mut port, |lane| [call, u64::from(lane), 9, 0, 0, 0, 0, 0]);
             let mut replies = [[0u64; 2]; LANES as usize];

@@ -119,6 +119,8 @@
 //! ```
 
 mod host;
+#[cfg(any(test, loom))]
+pub(crate) mod in_parts;
 mod layout;
 mod producer;
 mod view;

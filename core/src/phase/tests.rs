@@ -6,50 +6,13 @@ use crate::host::{DrainError, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY
 use crate::lane::{PacketEvent, PacketState, Payload, LANES};
 use crate::scan::ScanWindow;
 use crate::sync::{AtomicU32, Ordering};
-use crate::test_support::{echo, packets, words, Collect};
+use crate::test_support::{echo, words, Collect};
 use crate::view::LayoutError;
+use in_parts::PhaseBuffer;
 use proptest::prelude::*;
 
 extern crate std;
-use std::{boxed::Box, collections::BTreeSet, vec, vec::Vec};
-
-/// A phase buffer allocated in parts.
-pub(crate) struct Parts {
-    prefix: Prefix,
-    device_phase: Box<[AtomicU32]>,
-    host_phase: Box<[AtomicU32]>,
-    occupied: Box<[AtomicU32]>,
-    headers: Box<[Header]>,
-    payloads: Box<[Payload]>,
-}
-
-impl Parts {
-    pub(crate) fn new(n: usize) -> Self {
-        Self {
-            prefix: Prefix::default(),
-            device_phase: words(n),
-            host_phase: words(n),
-            occupied: words(occupied_words(n)),
-            headers: packets(n),
-            payloads: packets(n),
-        }
-    }
-    fn parts(&self) -> super::Parts<'_> {
-        super::Parts {
-            prefix: &self.prefix,
-            device_phase: &self.device_phase,
-            host_phase: &self.host_phase,
-            occupied: &self.occupied,
-            headers: &self.headers,
-            payloads: &self.payloads,
-        }
-    }
-    pub(crate) fn view(&self) -> View<'_> {
-        let v = View::from_parts(self.parts()).unwrap();
-        v.init(0, 0);
-        v
-    }
-}
+use std::{collections::BTreeSet, vec, vec::Vec};
 
 fn request(tag: u64) -> [u64; 8] {
     [tag, 0, 0, 0, 0, 0, 0, 0]
@@ -62,7 +25,7 @@ fn occupied_bit(v: &View<'_>, i: usize) -> bool {
 #[test]
 fn init_writes_the_prefix_and_frees_every_packet() {
     for n in [2usize, 5, 33] {
-        let parts = Parts::new(n);
+        let parts = PhaseBuffer::new(n);
         let v = View::from_parts(parts.parts()).unwrap();
         for w in parts.device_phase.iter().chain(parts.host_phase.iter()).chain(parts.occupied.iter()) {
             w.store(0xdead_beef, Ordering::Relaxed);
@@ -89,7 +52,7 @@ fn init_writes_the_prefix_and_frees_every_packet() {
 
 #[test]
 fn round_trips_answer_each_lane_and_alternate_the_phase() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     for round in 0..10u64 {
         let mut c = v.claim(0).unwrap();
@@ -117,7 +80,7 @@ fn round_trips_answer_each_lane_and_alternate_the_phase() {
 
 #[test]
 fn two_packets_in_flight_at_once() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     let mut a = v.claim(0).unwrap();
     let mut b = v.claim(0).unwrap();
@@ -134,7 +97,7 @@ fn two_packets_in_flight_at_once() {
 
 #[test]
 fn claim_fails_when_every_packet_is_occupied() {
-    let parts = Parts::new(3);
+    let parts = PhaseBuffer::new(3);
     let v = parts.view();
     let held: Vec<_> = (0..3).map(|_| v.claim(1).unwrap()).collect();
     assert_eq!(held.iter().map(|c| c.index()).collect::<Vec<_>>(), [1, 2, 0], "from the start, wrapping");
@@ -146,7 +109,7 @@ fn claim_fails_when_every_packet_is_occupied() {
 #[test]
 fn a_non_power_of_two_count_spanning_two_bitmap_words() {
     let n = 37;
-    let parts = Parts::new(n);
+    let parts = PhaseBuffer::new(n);
     let v = parts.view();
     let mut claimed: Vec<_> = (0..n).map(|k| v.claim(k * 7).unwrap()).collect();
     let indices: BTreeSet<_> = claimed.iter().map(|c| c.index()).collect();
@@ -169,7 +132,7 @@ fn a_non_power_of_two_count_spanning_two_bitmap_words() {
 
 #[test]
 fn dropping_a_claim_frees_it_unsent() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     let c = v.claim(1).unwrap();
     assert_eq!(c.index(), 1);
@@ -181,7 +144,7 @@ fn dropping_a_claim_frees_it_unsent() {
 
 #[test]
 fn an_abandoned_submit_is_not_reclaimed_before_the_host_answers() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     let s = v.claim(0).unwrap().submit(1, 1);
     let blocker = v.claim(0).unwrap();
@@ -198,7 +161,7 @@ fn an_abandoned_submit_is_not_reclaimed_before_the_host_answers() {
 
 #[test]
 fn a_bitmap_outside_the_buffer_takes_the_claims() {
-    let parts = Parts::new(33);
+    let parts = PhaseBuffer::new(33);
     let outside = words(2);
     let v = parts.view().with_occupied(&outside).unwrap();
     let held = v.claim(32).unwrap();
@@ -218,7 +181,7 @@ fn a_bitmap_outside_the_buffer_takes_the_claims() {
 
 #[test]
 fn wait_until_gives_the_packet_back() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     let s = v.claim(0).unwrap().submit(1, 1);
     let s = s.wait_until(|polls| polls < 3).expect_err("not answered");
@@ -228,7 +191,7 @@ fn wait_until_gives_the_packet_back() {
 
 #[test]
 fn errors_travel_only_in_the_reply_words() {
-    let parts = Parts::new(2);
+    let parts = PhaseBuffer::new(2);
     let v = parts.view();
     let s = v.claim(0).unwrap().submit(99, 0b11);
     let mut saw_error = false;
@@ -248,7 +211,7 @@ fn errors_travel_only_in_the_reply_words() {
 
 #[test]
 fn from_parts_checks_every_length() {
-    let parts = Parts::new(3);
+    let parts = PhaseBuffer::new(3);
     let short = words(2);
     let mut p = parts.parts();
     p.host_phase = &short;
@@ -324,7 +287,7 @@ fn a_raw_buffer_round_trips_and_the_prefix_points_at_its_arrays() {
 
 #[test]
 fn garbage_upper_bits_are_reported_served_once_and_echoed() {
-    let parts = Parts::new(3);
+    let parts = PhaseBuffer::new(3);
     let v = parts.view();
     v.device_phase(1).store(0xffff_fff3, Ordering::Relaxed); // bit 0 set: pending
     v.device_phase(2).store(0x10, Ordering::Relaxed); // bit 0 clear: not pending
@@ -348,7 +311,7 @@ fn submit_at(v: &View<'_>, index: usize) {
 #[test]
 fn the_window_narrows_to_the_packets_in_use_and_never_misses_one() {
     let n = 200u32;
-    let parts = Parts::new(n as usize);
+    let parts = PhaseBuffer::new(n as usize);
     let v = parts.view();
     let mut w = v.scan_window();
     assert!(w.full_scan_due());
@@ -387,9 +350,9 @@ fn the_window_narrows_to_the_packets_in_use_and_never_misses_one() {
 
 #[test]
 fn a_window_from_a_larger_buffer_stays_in_bounds() {
-    let big = Parts::new(100);
+    let big = PhaseBuffer::new(100);
     let mut w = big.view().scan_window();
-    let small = Parts::new(3);
+    let small = PhaseBuffer::new(3);
     let v = small.view();
     for i in 0..3 {
         submit_at(&v, i);
@@ -423,7 +386,7 @@ proptest! {
         occupied in any::<u32>(),
         window_calls in 0u32..40,
     ) {
-        let parts = Parts::new(n);
+        let parts = PhaseBuffer::new(n);
         let v = parts.view();
         for i in 0..n {
             v.device_phase(i).store(device[i], Ordering::Relaxed);
@@ -467,7 +430,7 @@ proptest! {
         n in 2usize..6,
         ops in proptest::collection::vec((0u8..5, 0usize..8), 1..80),
     ) {
-        let parts = Parts::new(n);
+        let parts = PhaseBuffer::new(n);
         let v = parts.view();
         let mut model = vec![PacketState::Free; n];
         let mut claimed: Vec<Claimed<'_>> = Vec::new();
@@ -531,7 +494,7 @@ proptest! {
 
 #[test]
 fn drain_range_serves_only_its_range_and_clamps() {
-    let parts = Parts::new(6);
+    let parts = PhaseBuffer::new(6);
     let view = parts.view();
     let submitted: Vec<_> = (0..6)
         .map(|i| {
@@ -559,7 +522,7 @@ fn drain_range_serves_only_its_range_and_clamps() {
 
 #[test]
 fn set_occupied_address_rewrites_only_that_field() {
-    let parts = Parts::new(4);
+    let parts = PhaseBuffer::new(4);
     let view = parts.view();
     let before = view.prefix().headers.load(Ordering::Relaxed);
     view.set_occupied_address(0xdead_b000);

@@ -1,7 +1,9 @@
 use super::*;
-use crate::dispatch::ServiceTable;
+use crate::dispatch::{Dispatch, ServiceTable};
+use crate::host::{DrainReport, PacketRequest};
 use crate::host::{ErrorCode, ERROR_REPLY};
 use crate::lane::SLOT_WORDS;
+use crate::view::LayoutError;
 use crate::{phase, stack};
 
 extern crate std;

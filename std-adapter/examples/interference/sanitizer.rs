@@ -43,6 +43,7 @@ pub(crate) fn start(arena: &Arena<'_>) -> Running {
             }
         })
     };
+    // Relaxed loads: counts for a display line, ordered with nothing else.
     let note = move || {
         format!(
             "{} of {reports} reports sent, {} printed; {hsa}",

@@ -26,7 +26,8 @@ pub(crate) fn start(arena: &Arena<'_>) -> Running {
         let request = line.request(index);
         for (lane, words) in request.lanes.iter().enumerate() {
             for (k, word) in words.iter().enumerate() {
-                // The last word of the last lane never arrives.
+                // The last word of the last lane never arrives. Relaxed: the head's Release below
+                // publishes the words, as a device's does.
                 let stale = lane == LANES - 1 && k == words.len() - 1;
                 word.store(tag((lane * 16 + k) as u32, if stale { seq - 1 } else { seq }), Ordering::Relaxed);
             }

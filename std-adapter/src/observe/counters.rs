@@ -61,6 +61,8 @@ static HELD: AtomicU32 = AtomicU32::new(0);
 
 impl ShardLease {
     fn take() -> Self {
+        // Relaxed: only a guess at the free bits; the compare-exchange below checks it, and its
+        // Acquire (or its Relaxed failure, another guess) is what the loop acts on.
         let mut held = HELD.load(Ordering::Relaxed);
         loop {
             let index = held.trailing_ones() as usize;

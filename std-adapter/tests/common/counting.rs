@@ -26,16 +26,19 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // Relaxed: as in `alloc`.
         LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
         // SAFETY: as for `alloc`.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Relaxed: as in `alloc`.
         LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
         // SAFETY: as for `alloc`.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // Relaxed: as in `alloc`.
         LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
         // SAFETY: as for `alloc`.
         unsafe { System.dealloc(ptr, layout) }

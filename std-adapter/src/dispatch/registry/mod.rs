@@ -15,10 +15,12 @@
 //! except for DEVMEM, whose device code takes any non-zero word 0 as an address: there it is
 //! `[0, code]` ([`error_reply`]). FUNCTION_CALL, which jumps to any address the device sends,
 //! exists only after the `unsafe` [`Services::enable_function_calls`].
+//!
+//! Here: the registry ([`Services`]) and its entries. `registry/thread.rs`: [`ThreadDispatch`],
+//! a listener thread's cached view of it. `registry/serve.rs`: serving one packet with an entry
+//! (the panic guard, the counting) and the error replies ([`error_reply`], [`reply_error_all`]).
 
-use hostcall_core::dispatch::serve_lanes_from;
 use hostcall_core::{Dispatch, DrainError, ErrorCode, LaneService, PacketRequest, SLOT_WORDS};
-use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,11 +29,17 @@ use std::sync::{Arc, RwLock};
 use crate::dispatch::panics::catch_service_panic;
 use crate::dispatch::unknown_ids::UnknownIds;
 use crate::error::Error;
-use crate::observe::counters::{Counters, EventTally, Timing};
-use crate::observe::histogram::ticks;
-use crate::observe::scope::{Scope, Sink};
-use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, SortedTallies, Stats};
+use crate::observe::counters::{Counters, EventTally};
+use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, Stats};
 use crate::rate_limit::{error_limited, warn_limited};
+use serve::serve_entry;
+
+mod serve;
+mod thread;
+
+pub(crate) use serve::serve_lanes_guarded;
+pub use serve::{error_reply, reply_error_all};
+pub use thread::ThreadDispatch;
 
 /// A service that answers a whole packet at once: write a reply (or error reply) for each lane
 /// in `packet.lanes()`.
@@ -151,12 +159,7 @@ impl Services {
     /// share no written cache line on the way to a handler (the registry's lock and the
     /// entries' reference counts would be such lines). Dispatches exactly like `Services`.
     pub fn dispatcher(&self) -> ThreadDispatch<'_> {
-        ThreadDispatch {
-            services: self,
-            cache: RefCell::new((u64::MAX, IdMap::default())),
-            buffers: RefCell::new((u64::MAX, Vec::new())),
-            poll_start: std::cell::Cell::new(None),
-        }
+        ThreadDispatch::new(self)
     }
 
     /// A snapshot of the counters (see [`crate::observe`]).
@@ -267,69 +270,6 @@ impl Services {
     }
 }
 
-/// The reply words of an error for a lane of service `service`: `[ERROR_REPLY, code]`
-/// ([`ErrorCode::reply`]), except for DEVMEM, `[0, code]`: ROCm's device allocator checks the
-/// address for null and takes any other value, `u64::MAX` included, as memory it may use.
-///
-/// ```
-/// use hostcall::dispatch::registry::error_reply;
-/// use hostcall::core::dispatch::{DEVMEM, PRINTF};
-/// use hostcall::core::ErrorCode;
-/// assert_eq!(error_reply(PRINTF, ErrorCode::Refused), [u64::MAX, 4]);
-/// assert_eq!(error_reply(DEVMEM, ErrorCode::Refused), [0, 4]);
-/// ```
-pub fn error_reply(service: u32, code: ErrorCode) -> [u64; 2] {
-    // The core's rule, which `PacketRequest::reply_error` (lane handlers' errors) applies too.
-    code.reply_for(service)
-}
-
-/// Answers every active lane of `packet` with [`error_reply`] for its service, flagging the packet.
-pub fn reply_error_all(packet: &mut PacketRequest<'_>, code: ErrorCode) {
-    let reply = error_reply(packet.service(), code);
-    for lane in packet.lanes() {
-        packet.reply_with_error(lane, reply);
-    }
-}
-
-/// Serves every active lane with `serve`: the core's [`serve_lanes_from`], with a panic guard
-/// (a panic answers the lane it happened on with [`ErrorCode::ServicePanicked`] and the lanes
-/// after it are served as usual; `name` names the service in the log). Returns the error count.
-/// Lane handlers are served through it, and packet services that answer lane by lane (the
-/// message services) use it too.
-///
-/// One guard a packet, not one a lane: the guard's set-up (the hook check and the thread's
-/// service depth) cost every lane about 50 host instructions (callgrind, a 32-lane packet:
-/// 1,600 of stack's 3,470 in `poll_once`). After a panic the lanes from the next one on are
-/// served under a fresh guard.
-pub(crate) fn serve_lanes_guarded(
-    name: &str,
-    packet: &mut PacketRequest<'_>,
-    mut serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode>,
-) -> u64 {
-    let errors = Cell::new(0u64);
-    // The lane being served: the one that panicked, when the guard catches a panic.
-    let serving = Cell::new(0usize);
-    let mut first = 0;
-    loop {
-        let served = catch_service_panic(|| {
-            serve_lanes_from(packet, first, |lane, request| {
-                serving.set(lane);
-                let reply = serve(lane, request);
-                errors.set(errors.get() + u64::from(reply.is_err()));
-                reply
-            })
-        });
-        let Err(panic) = served else { return errors.get() };
-        let lane = serving.get();
-        crate::observe::count(Reason::HandlerPanic);
-        error_limited!("service {name} panicked on lane {lane} ({panic}); answered with an error");
-        packet.reply_error(lane, ErrorCode::ServicePanicked);
-        errors.set(errors.get() + 1);
-        // Ends: every panic is at a lane from `first` on.
-        first = lane + 1;
-    }
-}
-
 /// Dispatching through the registry itself (not a listener's [`ThreadDispatch`]): the packet's
 /// buffer counters are looked up under a lock (when any buffer is counted), and the queue wait is
 /// not known (the registry does not see a poll start).
@@ -344,118 +284,5 @@ impl Dispatch for Services {
 
     fn malformed(&self, buffer: usize, error: DrainError) {
         self.count_malformed(buffer, error);
-    }
-}
-
-/// One listener thread's view of a [`Services`] registry (see [`Services::dispatcher`]). Not
-/// `Sync`: each thread makes its own.
-pub struct ThreadDispatch<'a> {
-    services: &'a Services,
-    /// The registry's generation when last copied, and the copy.
-    cache: RefCell<(u64, IdMap<Arc<Entry>>)>,
-    /// The buffer counters' generation when last copied, and the copy, sorted by base address
-    /// (a binary search a packet: no hashing on the serving path).
-    buffers: RefCell<(u64, SortedTallies)>,
-    /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks.
-    poll_start: std::cell::Cell<Option<u64>>,
-}
-
-impl ThreadDispatch<'_> {
-    /// Copies the registry again if it changed since the last copy.
-    fn refresh(&self) {
-        // Acquire: pairs with the Release increments in `insert` and `unregister`. (A packet
-        // submitted after a registration returned is served after it anyway: the packet's own
-        // Release/Acquire hand-off orders the increment before this load.)
-        let generation = self.services.generation.load(Ordering::Acquire);
-        let mut cache = self.cache.borrow_mut();
-        if cache.0 != generation {
-            let entries = self.services.entries.read().unwrap_or_else(|p| p.into_inner());
-            *cache = (generation, entries.clone());
-        }
-        let generation = self.services.buffers.generation();
-        let mut buffers = self.buffers.borrow_mut();
-        if buffers.0 != generation {
-            *buffers = (generation, self.services.buffers.copy());
-        }
-    }
-
-    /// A poll starts now: the queue wait of the packets it finds counts from here.
-    pub(crate) fn poll_started(&self) {
-        self.poll_start.set(Some(ticks()));
-    }
-
-    /// The registry this dispatcher serves.
-    pub(crate) fn services(&self) -> &Services {
-        self.services
-    }
-}
-
-impl Dispatch for ThreadDispatch<'_> {
-    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        self.refresh();
-        // Served through a borrow of the cached `Arc`, not a clone of it: a clone would be an
-        // atomic add on the entry's reference count, a line every thread writes. (Handlers cannot
-        // dispatch, so nothing borrows the cache mutably meanwhile.)
-        let cache = self.cache.borrow();
-        let buffers = self.buffers.borrow();
-        let served = &buffers.1;
-        let buffer =
-            served.binary_search_by_key(&packet.buffer(), |(base, _)| *base).ok().map(|i| &*served[i].1);
-        match cache.1.get(&packet.service()) {
-            Some(entry) => serve_entry(entry, packet, &self.services.reasons, buffer, self.poll_start.get()),
-            None => self.services.answer_unknown(packet, buffer),
-        }
-    }
-
-    fn malformed(&self, buffer: usize, error: DrainError) {
-        self.services.count_malformed(buffer, error);
-    }
-}
-
-impl std::fmt::Debug for ThreadDispatch<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ThreadDispatch").finish_non_exhaustive()
-    }
-}
-
-/// Serves a packet with a registered service and counts it: for the service (with its service
-/// time, and its queue wait since `poll_start` if known) and for its buffer; refusals the service
-/// counts ([`crate::observe::count`]) go to `reasons` and the buffer's.
-fn serve_entry(
-    entry: &Entry,
-    packet: &mut PacketRequest<'_>,
-    reasons: &ReasonTally,
-    buffer: Option<&BufferTally>,
-    poll_start: Option<u64>,
-) {
-    let start = ticks();
-    let sink = Sink { registry: reasons, buffer };
-    let scope = Scope::enter(&sink);
-    let errors = match &entry.handler {
-        Handler::Lane(handler) => {
-            serve_lanes_guarded(&entry.name, packet, |_lane, request| handler.serve(request))
-        }
-        Handler::Packet(service) => {
-            if let Err(panic) = catch_service_panic(|| service.serve(packet)) {
-                error_limited!("service {} panicked ({panic}); packet answered with errors", entry.name);
-                reply_error_all(packet, ErrorCode::ServicePanicked);
-                let lanes = u64::from(packet.activemask().count_ones());
-                crate::observe::scope::count_n(Reason::HandlerPanic, lanes);
-                lanes
-            } else {
-                u64::from(packet.error_lanes())
-            }
-        }
-    };
-    drop(scope);
-    let end = ticks();
-    let timing = Timing {
-        service: end.wrapping_sub(start),
-        queue_wait: poll_start.map(|poll| start.saturating_sub(poll)),
-    };
-    let lanes = u64::from(packet.activemask().count_ones());
-    entry.counters.count(lanes, errors, Some(timing));
-    if let Some(buffer) = buffer {
-        buffer.counters.count(lanes, errors, None);
     }
 }

@@ -1,0 +1,86 @@
+//! The built program's own test: its exit codes, its summary, and an interrupted run.
+
+use crate::cli;
+use std::process::Command as Process;
+
+/// The built example itself: `--help` on stdout with exit 0, a bad flag with exit 2, and the
+/// inputs that used to panic. `cargo test` builds examples only as test harnesses, so the
+/// program must be built first; `./run-tests` does, then runs this test with `--ignored`. A
+/// program missing or older than its sources fails the test.
+#[test]
+#[ignore = "needs the built program: cargo build -p hostcall --example waves, then cargo test -p hostcall --example waves -- --ignored (./run-tests does)"]
+fn the_binary_exits_as_documented() {
+    let exe =
+        std::env::current_exe().unwrap().with_file_name(format!("waves{}", std::env::consts::EXE_SUFFIX));
+    let modified = |path: &std::path::Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let sources: Vec<_> = ["waves", "cli"]
+        .iter()
+        .flat_map(|folder| std::fs::read_dir(examples.join(folder)).unwrap())
+        .map(|entry| modified(&entry.unwrap().path()))
+        .collect();
+    let built = modified(&exe);
+    assert!(
+        built.is_some_and(|built| sources.iter().all(|&source| source.is_some_and(|s| s <= built))),
+        "{} is missing or older than its sources: cargo build -p hostcall --example waves",
+        exe.display()
+    );
+    let run = |args: &[&str]| Process::new(&exe).args(args).output().unwrap();
+    let help = run(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).starts_with("usage: waves"));
+    let bad = run(&["--bogus"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("'--bogus'"));
+    for args in [
+        &["--calls", "0"][..],
+        &["--waves", "2", "--lanes", "2", "--calls", "3", "--printf", "1"],
+        &["--waves", "6", "--lanes", "4", "--calls", "30", "--packets", "2", "--protocol", "phase"],
+        &["--waves", "6", "--lanes", "4", "--calls", "30", "--packets", "2"],
+        &[
+            "--waves",
+            "6",
+            "--lanes",
+            "4",
+            "--calls",
+            "30",
+            "--packets",
+            "2",
+            "--protocol",
+            "rpc",
+            "--printf",
+            "5",
+        ],
+    ] {
+        let out = run(&[args, &["--host-memory"][..]].concat());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("summary:") && stdout.contains("errors=0"), "{args:?}: {stdout}");
+    }
+    interrupted_runs_show_progress_and_a_partial_summary(&exe);
+}
+
+/// The run, `--progress`, sent SIGINT after 2.5 s: progress lines on stderr, the
+/// partial summary and the counters on stdout, exit 130.
+#[cfg(unix)]
+fn interrupted_runs_show_progress_and_a_partial_summary(exe: &std::path::Path) {
+    let args = ["--waves", "16", "--lanes", "64", "--calls", "20000", "--host-memory", "--progress"];
+    let child = Process::new(exe)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(i32::from(cli::progress::INTERRUPTED_EXIT)), "{stdout}\n{stderr}");
+    assert!(stderr.contains("progress: ") && stderr.contains("calls/s"), "{stderr}");
+    assert!(stdout.contains("summary (interrupted): calls="), "{stdout}");
+    assert!(stdout.contains("refusals:") && stdout.contains("errors=0"), "{stdout}");
+}
+
+#[cfg(not(unix))]
+fn interrupted_runs_show_progress_and_a_partial_summary(_: &std::path::Path) {}
