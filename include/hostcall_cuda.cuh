@@ -686,6 +686,44 @@ __device__ inline void phase_release_held(phase_client &c) {
 #define HOSTCALL_LINE_CUDA_REQUEST_REGION (2u + 32u * HOSTCALL_LINE_REQUEST_LANE_WORDS)
 #define HOSTCALL_LINE_CUDA_REPLY_REGION (32u * HOSTCALL_LINE_REPLY_LANE_WORDS)
 
+namespace detail {
+
+/* Where this lane's words travel in a full warp's transposed fill and reply poll. They depend on
+ * the lane alone, so line_open works them out once (line_routes_of). `fill`: bits 5 k (k < 9),
+ * the lane whose word k this lane stores (line_fill_transposed); bits 45..49, the rotation
+ * (lane - 2) % 9 of the words it receives. `reply`: bits 5 k (k < 3), the lane that loaded this
+ * lane's reply word k; bits 15 + 2 k, which of its own 3 loads this lane offers in shuffle k
+ * (line_reply_transposed). */
+struct line_routes {
+    uint64_t fill;
+    unsigned reply;
+};
+
+__device__ inline line_routes line_routes_of(unsigned lane) {
+    line_routes r = {0, 0};
+    for (unsigned k = 0; k < 9; ++k) {
+        /* Lane j stores word k of a lane at its store t = 2 (k - j + 2) % 9 (2 = 1/5 mod 9; 9
+         * instead of 0 for j < 2, whose store 0 is the header), which is word 32 t + j of the
+         * block, of lane (32 t + j - 2) / 9. 38 = 2 + 36 keeps k - j + 2 positive. */
+        unsigned t = (2u * ((k + 38u - lane) % 9u)) % 9u;
+        if (t == 0 && lane < 2u)
+            t = 9;
+        r.fill |= static_cast<uint64_t>((32u * t + lane - 2u) / 9u) << (5u * k);
+    }
+    r.fill |= static_cast<uint64_t>((lane + 7u) % 9u) << 45;
+    for (unsigned k = 0; k < 3; ++k) {
+        /* Lane L's word k is word 3 L + k of the block, loaded by lane (3 L + k) % 32 at its
+         * load (3 L + k) / 32; the one lane reading this lane in shuffle k is 11 (j - k) % 32
+         * (11 = 1/3 mod 32). */
+        const unsigned reader = (11u * (lane + 32u - k)) % 32u;
+        r.reply |= ((3u * lane + k) % 32u) << (5u * k);
+        r.reply |= ((3u * reader + k) / 32u) << (15u + 2u * k);
+    }
+    return r;
+}
+
+} // namespace detail
+
 /* A warp's handle on one line buffer: the prefix, read once. */
 struct line_client : detail::claims {
     uint64_t *requests;  /* host memory: Request[n] */
@@ -695,6 +733,7 @@ struct line_client : detail::claims {
     uint64_t *last_ring;  /* device memory */
     uint64_t *doorbell;   /* host memory, or null */
     unsigned num_packets;
+    detail::line_routes routes; /* this lane's, for a full warp's calls */
     /* keep (keep_packet): held_state is the kept packet's last sequence, stored to device_seq
      * by line_release_held. */
 };
@@ -713,6 +752,7 @@ __device__ inline line_client line_open(const void *buffer, wait_policy wait = d
     c.occupied = reinterpret_cast<unsigned *>(occupied);
     c.last_ring = reinterpret_cast<uint64_t *>(occupied + HOSTCALL_CUDA_RING_OFFSET(c.num_packets));
     static_cast<detail::claims &>(c) = detail::fresh_claims(start, wait, keep_packet);
+    c.routes = detail::line_routes_of(detail::lane_id());
     return c;
 }
 
@@ -786,20 +826,17 @@ __device__ __forceinline__ void rotate9(uint64_t (&v)[9], unsigned r) {
  * words at stores 0..8, lanes 0 and 1 at stores 1..9. As 32 = 5 (mod 9) and gcd(5, 9) = 1, store
  * t of lane j is word k = (5 t + j - 2) % 9 of its lane, each k once over the lane's 9 stores: in
  * shuffle k (0..8) every lane offers its word k, and lane j takes the one of the lane whose word
- * k it stores, at store t = 2 (k - j + 2) % 9 (2 = 1/5 mod 9; 9 for t = 0 when j < 2). A per-lane
- * rotation by (j - 2) % 9 (rotate9) then puts the word of store t in register 5 t % 9, the same
- * in every lane: 9 shuffles and 36 selects against 10 stores. */
+ * k it stores (routes, line_routes_of). A per-lane rotation by (j - 2) % 9 (rotate9) then puts
+ * the word of store t in register 5 t % 9, the same in every lane: 9 shuffles and 36 selects
+ * against 10 stores. */
 __device__ __forceinline__ void line_fill_transposed(uint64_t *request, unsigned lane, unsigned seq,
-                                                     const uint64_t (&data)[9], uint64_t mask_word) {
+                                                     const uint64_t (&data)[9], uint64_t mask_word,
+                                                     uint64_t routes) {
     uint64_t word[9];
 #pragma unroll
-    for (unsigned k = 0; k < 9; ++k) {
-        unsigned t = (2u * ((k + 38u - lane) % 9u)) % 9u; /* 38 = 2 + 36: keeps k - j + 2 positive */
-        if (t == 0 && lane < 2u)
-            t = 9;
-        word[k] = shfl64(data[k], (32u * t + lane - 2u) / 9u);
-    }
-    rotate9(word, (lane + 7u) % 9u); /* word[m] = shuffle (m + j - 2) % 9's */
+    for (unsigned k = 0; k < 9; ++k)
+        word[k] = shfl64(data[k], static_cast<unsigned>(routes >> (5u * k)) & 31u);
+    rotate9(word, static_cast<unsigned>(routes >> 45) & 15u); /* word[m] = shuffle (m + j - 2) % 9's */
 #pragma unroll
     for (unsigned t = 0; t < 10; ++t) {
         uint64_t *at = request + 32u * t + lane;
@@ -815,18 +852,16 @@ __device__ __forceinline__ void line_fill_transposed(uint64_t *request, unsigned
 }
 
 /* Step 5, a full warp: the lane's own 3 reply words from the words `w` the warp polled
- * transposed (lane j's load t read word 32 t + j of the block). Word 3 L + k, lane L's word k,
- * was loaded by lane (3 L + k) % 32, at its load (3 L + k) / 32: in shuffle k lane L reads that
- * lane, whose one reader in that shuffle is lane 11 (j - k) % 32 (11 = 1/3 mod 32), so each lane
- * offers the load that reader needs. 3 shuffles. */
-__device__ __forceinline__ void line_reply_transposed(uint64_t (&w)[3], unsigned lane) {
+ * transposed (lane j's load t read word 32 t + j of the block). In shuffle k lane L reads the
+ * lane that loaded its word k, and each lane offers the load its one reader in that shuffle needs
+ * (routes, line_routes_of): 3 shuffles. */
+__device__ __forceinline__ void line_reply_transposed(uint64_t (&w)[3], unsigned routes) {
     uint64_t mine[3];
 #pragma unroll
     for (unsigned k = 0; k < 3; ++k) {
-        const unsigned reader = (11u * (lane + 32u - k)) % 32u;
-        const unsigned load = (3u * reader + k) / 32u;
+        const unsigned load = (routes >> (15u + 2u * k)) & 3u;
         const uint64_t offer = load == 0 ? w[0] : load == 1 ? w[1] : w[2];
-        mine[k] = shfl64(offer, (3u * lane + k) % 32u);
+        mine[k] = shfl64(offer, (routes >> (5u * k)) & 31u);
     }
 #pragma unroll
     for (unsigned k = 0; k < 3; ++k)
@@ -919,7 +954,7 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
     const uint64_t mask_word = detail::line_word(mask, seq);
     const bool transposed = mask == 0xffffffffu && Tuning::line_transposed;
     if (transposed) {
-        detail::line_fill_transposed(req, lane, seq, data, mask_word);
+        detail::line_fill_transposed(req, lane, seq, data, mask_word, c.routes.fill);
     } else {
         uint64_t *slot = req + 2u + lane * HOSTCALL_LINE_REQUEST_LANE_WORDS;
 #pragma unroll
@@ -951,7 +986,7 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
         Tuning::line_wait(c, mask, rep + lane * HOSTCALL_LINE_REPLY_LANE_WORDS, 1u, seq, words);
     const unsigned long long t4 = detail::clock_if(timed);
     if (transposed)
-        detail::line_reply_transposed(words, lane);
+        detail::line_reply_transposed(words, c.routes.reply);
     detail::line_decode_reply(words, reply);
     if (keep) {
         c.held = index;
