@@ -804,17 +804,22 @@ __device__ __forceinline__ void line_decode_reply(const uint64_t (&w)[3], uint64
 }
 
 /* v[i] = v[(i + r) % 9] for every i, with r (0..8) differing between lanes: four conditional
- * stages of selects, so the array stays in registers (no local memory). */
+ * rotations by 1, 2, 4 and 8 of selects, so the array stays in registers (no local memory). Each
+ * goes round its one 9-cycle (gcd(b, 9) = 1) in place, so only one old word is kept beside the
+ * array (the 64-register budget of a kernel of 1,024 threads is tight). */
 __device__ __forceinline__ void rotate9(uint64_t (&v)[9], unsigned r) {
 #pragma unroll
     for (unsigned b = 1; b < 9; b <<= 1) {
-        uint64_t t[9];
+        const bool on = (r & b) != 0;
+        const uint64_t first = v[0];
+        unsigned i = 0;
 #pragma unroll
-        for (unsigned i = 0; i < 9; ++i)
-            t[i] = (r & b) ? v[(i + b) % 9u] : v[i];
-#pragma unroll
-        for (unsigned i = 0; i < 9; ++i)
-            v[i] = t[i];
+        for (unsigned n = 0; n < 8; ++n) {
+            const unsigned next = (i + b) % 9u;
+            v[i] = on ? v[next] : v[i];
+            i = next;
+        }
+        v[i] = on ? first : v[i];
     }
 }
 
