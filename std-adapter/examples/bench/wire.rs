@@ -96,6 +96,7 @@ pub(crate) fn wire_line(o: &Options) -> Sample {
     let sample = round_trips(o, || {
         seq += 1;
         let words = request(seq as u64, 0);
+        // Relaxed, as the host's loads: each word carries its own sequence.
         for (i, w) in words.iter().enumerate() {
             request_block.lane[2 * i].store(tag(*w as u32, seq), Ordering::Relaxed);
             request_block.lane[2 * i + 1].store(tag((*w >> 32) as u32, seq), Ordering::Relaxed);
@@ -112,6 +113,7 @@ pub(crate) fn wire_line(o: &Options) -> Sample {
         };
         assert_eq!(reply, echo(&words));
     });
+    // Relaxed: the flag carries no data.
     stop.store(true, Ordering::Relaxed);
     host.join().unwrap();
     sample
@@ -144,6 +146,7 @@ pub(crate) fn llvm_rpc(o: &Options) -> Sample {
         let (port, stop) = (port.clone(), stop.clone());
         thread::spawn(move || {
             let mut out = 0u32;
+            // Relaxed: the flag carries no data.
             while !stop.load(Ordering::Relaxed) {
                 // Acquire: pairs with the client's Release flip; the buffer it filled is visible.
                 if port.client_outbox.load(Ordering::Acquire) == out {
@@ -182,6 +185,7 @@ pub(crate) fn llvm_rpc(o: &Options) -> Sample {
         let reply = [port.buffer[0].load(Ordering::Relaxed), port.buffer[1].load(Ordering::Relaxed)];
         assert_eq!(reply, echo(&words));
     });
+    // Relaxed: the flag carries no data.
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap();
     sample
