@@ -223,20 +223,25 @@ HOSTCALL_STATIC_ASSERT(HOSTCALL_PHASE_BUFFER_SIZE(3) == 320 + 3 * 4096, "phase b
 /* ---- Section 9: the line protocol (this project's own; needs no platform atomics) ---- */
 
 /* Every shared word of a line buffer's request and reply blocks is a line word: the 7-bit
- * sequence of the call that wrote it (bits 57..64) and 57 data bits (bits 0..57), stored and
- * loaded as one aligned 8-byte access, so a reader that sees the sequence it expects has the data
- * stored with it. Each packet counts its calls: the first after the host's init has sequence 1,
- * then +1, and after HOSTCALL_LINE_SEQ_MAX comes 1 again; 0 is never a sequence (the zeroed
- * buffer holds no call). A lane's 8 request words travel as 9 line words (each word's low 57
- * bits, then the 8 top-7-bit pieces packed, piece k at bits 7k), its 2 reply words as 3. The
- * buffer is served by the Rust crates (hostcall_core::line); this library's hostcall_enable_ex
- * serves only ROCm's two protocols. */
+ * sequence of the call that wrote it in the top bits and 57 data bits below, stored and loaded as
+ * one aligned 8-byte access, so a reader that sees the sequence it expects has the data stored
+ * with it. Each packet counts its calls: the first after the host's init has sequence 1, then +1,
+ * and after HOSTCALL_LINE_SEQ_MAX comes 1 again; 0 is never a sequence (the zeroed buffer holds no
+ * call). At the claims of the calls with sequence HOSTCALL_LINE_SEQ_MAX, and of 1 after a wrap,
+ * the wave zeroes every request and reply word of the packet (not the head) and then issues a
+ * release fence. A 64-bit value v travels as its low 57 bits, HOSTCALL_LINE_WORD(v, seq), with its
+ * top 7 bits (v >> 57) packed into a lane's last word: see the request and reply blocks below.
+ * Bits marked reserved are stored as zero and ignored by the host. The buffer is served by the
+ * Rust crates (hostcall_core::line); this library's hostcall_enable_ex serves only ROCm's two
+ * protocols. */
 #define HOSTCALL_LINE_SEQ_BITS 7u
 #define HOSTCALL_LINE_SEQ_MAX 127u
 #define HOSTCALL_LINE_DATA_MASK ((1ull << 57) - 1ull)
 #define HOSTCALL_LINE_WORD(data, seq) (((uint64_t)(seq) << 57) | ((uint64_t)(data) & HOSTCALL_LINE_DATA_MASK))
 #define HOSTCALL_LINE_SEQ_OF(word) ((uint32_t)((uint64_t)(word) >> 57))
 #define HOSTCALL_LINE_DATA_OF(word) ((uint64_t)(word) & HOSTCALL_LINE_DATA_MASK)
+/* Line words per lane: a request (HOSTCALL_SLOT_WORDS words' low bits, then their top bits) and a
+ * reply (HOSTCALL_REPLY_WORDS words' low bits, then their top bits). */
 #define HOSTCALL_LINE_REQUEST_LANE_WORDS 9
 #define HOSTCALL_LINE_REPLY_LANE_WORDS 3
 
@@ -256,29 +261,38 @@ typedef struct hostcall_line_prefix {
 } hostcall_line_prefix_t;
 
 /* One packet's request block, written only by the wave holding the packet (between its claim and
- * its submit; zeroed by it at the two refresh claims per sequence cycle). Header and lanes are
- * contiguous: a one-lane call is bytes 0..88, two lines. seq is the call's sequence. */
+ * its submit; zeroed by it at the two refresh claims per sequence cycle): the head and the mask
+ * word, then every lane's line words, contiguous (a one-lane call's words are bytes 0..88, the
+ * block's first two 64-byte lines). seq is the call's sequence, a_k lane i's request word k:
+ *   lanes[i][k] = HOSTCALL_LINE_WORD(a_k, seq) for k < 8,
+ *   lanes[i][8] = HOSTCALL_LINE_WORD(sum over k of (a_k >> 57) << (7 k), seq) (bit 56 reserved).
+ * The host decodes a_k = HOSTCALL_LINE_DATA_OF(lanes[i][k])
+ *   | ((HOSTCALL_LINE_DATA_OF(lanes[i][8]) >> (7 k)) & 0x7f) << 57. */
 typedef struct hostcall_line_request {
-    HOSTCALL_ALIGNAS(64) uint64_t head; /* WORD((mask >> 57) << 32 | service, seq): the word the host polls */
+    HOSTCALL_ALIGNAS(64) uint64_t head; /* WORD((mask >> 57) << 32 | service, seq): the word the host
+                                         * polls; bits 39..57 reserved */
     uint64_t mask;                      /* WORD(mask, seq): the activemask's low 57 bits */
-    /* lanes[i][k], k < 8: WORD(request word k, seq), its low 57 bits; lanes[i][8]:
-     * WORD(sum of (word k >> 57) << 7k, seq) */
     uint64_t lanes[HOSTCALL_LANES][HOSTCALL_LINE_REQUEST_LANE_WORDS];
-    uint64_t reserved[6]; /* zero; never read by the host */
-} hostcall_line_request_t; /* 4672 bytes */
+    uint64_t reserved[6];               /* zero; never read by the host */
+} hostcall_line_request_t;              /* 4672 bytes */
 
 /* One packet's reply block, written by the host (and zeroed by the wave at its refresh claims);
- * lane i polls lanes[i] until all 3 words carry its call's sequence: WORD(r0, seq),
- * WORD(r1, seq), WORD((r0 >> 57) | (r1 >> 57) << 7, seq). */
+ * lane i polls lanes[i] until all 3 words carry its call's sequence:
+ *   lanes[i][0] = WORD(r0, seq), lanes[i][1] = WORD(r1, seq),
+ *   lanes[i][2] = WORD((r0 >> 57) | (r1 >> 57) << 7, seq) (bits 14..57 reserved). */
 typedef struct hostcall_line_reply {
     HOSTCALL_ALIGNAS(64) uint64_t lanes[HOSTCALL_LANES][HOSTCALL_LINE_REPLY_LANE_WORDS];
-} hostcall_line_reply_t; /* 1536 bytes */
+} hostcall_line_reply_t;                /* 1536 bytes */
 
 HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REQUEST_LANE_WORDS == HOSTCALL_SLOT_WORDS + 1, "line request words");
 HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REPLY_LANE_WORDS == HOSTCALL_REPLY_WORDS + 1, "line reply words");
-HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_WORD(0x1deadbeefcafeull, 7u) == (7ull << 57 | 0x1deadbeefcafeull), "line word");
-HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_SEQ_OF(HOSTCALL_LINE_WORD(~0ull, HOSTCALL_LINE_SEQ_MAX)) == 127u, "line seq");
-HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_DATA_OF(HOSTCALL_LINE_WORD(~0ull, 5u)) == HOSTCALL_LINE_DATA_MASK, "line data");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_SEQ_MAX == (1u << HOSTCALL_LINE_SEQ_BITS) - 1u, "line seq max");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_WORD(0x1ffdeadbeefcafeull, 7u) == 0x0fffdeadbeefcafeull, "line word");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_DATA_OF(HOSTCALL_LINE_WORD(~0ull, 127u)) == HOSTCALL_LINE_DATA_MASK,
+                       "line data round trip");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_DATA_OF(HOSTCALL_LINE_WORD(0x1ffdeadbeefcafeull, 127u)) == 0x1ffdeadbeefcafeull,
+                       "line data");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_SEQ_OF(HOSTCALL_LINE_WORD(~0ull, 127u)) == 127u, "line seq round trip");
 HOSTCALL_STATIC_ASSERT(sizeof(hostcall_line_prefix_t) == 56, "line prefix size");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, requests) == 0, "line.requests");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, replies) == 8, "line.replies");
@@ -292,10 +306,12 @@ HOSTCALL_STATIC_ASSERT(HOSTCALL_ALIGNOF(hostcall_line_request_t) == 64, "line re
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, head) == 0, "line request.head");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, mask) == 8, "line request.mask");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, lanes) == 16, "line request.lanes");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, lanes[1]) == 16 + 72, "line request.lanes stride");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, reserved) == 4624, "line request.reserved");
 HOSTCALL_STATIC_ASSERT(sizeof(hostcall_line_reply_t) == 1536, "line reply size");
 HOSTCALL_STATIC_ASSERT(HOSTCALL_ALIGNOF(hostcall_line_reply_t) == 64, "line reply alignment");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_reply_t, lanes) == 0, "line reply.lanes");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_reply_t, lanes[1]) == 24, "line reply.lanes stride");
 
 /* Where this project puts a line buffer's arrays (hostcall_core::line::Layout, in the Rust
  * crates): each on a 64-byte line of its own, at these offsets from the buffer's start (device

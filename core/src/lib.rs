@@ -9,15 +9,21 @@
 //!   platform atomics between CPU and GPU);
 //! - [`phase`]: ROCm's opt-in ABI: per-packet phase words, no shared read-modify-write.
 //!
-//! and a third, this project's own, for runtimes that build both sides:
+//! a third, this project's own, for runtimes that build both sides:
 //!
 //! - [`line`](mod@line): every 8-byte store carries data and the call's sequence together, so each side
-//!   polls the data itself (no fence before a flag, no second read after it).
+//!   polls the data itself (no fence before a flag, no second read after it);
 //!
-//! All three have the same shape (`layout`, `View`, `Claimed`/`Submitted`/`Completed`, `Host`,
+//! and LLVM libc's GPU RPC, the wire of the device code LLVM libc and OpenMP offload build:
+//!
+//! - [`rpc`]: ports of a 32-bit inbox and outbox, each written by one side; ROCm's `'r'` and this
+//!   project's `'h'` opcodes reach the host as packets, any other is handed back to the caller
+//!   (the std crate's RPC host serves LLVM libc's own).
+//!
+//! All four have the same shape (`layout`, `View`, `Claimed`/`Submitted`/`Completed`, `Host`,
 //! `buffer_size`) and give the host the same things: every submitted packet reaches a [`DrainHandler`] as a
 //! [`PacketRequest`], answered lane by lane ([`dispatch`]). [`AnyView`] is the one switch over
-//! the three; [`Poller`] is the listener without a thread, serving buffers of all three side by side.
+//! the four; [`Poller`] is the listener without a thread, serving buffers of all four side by side.
 //!
 //! ```
 //! use hostcall_core::{AnyView, ClaimedPacket, CompletedPacket, ErrorCode, Protocol};
@@ -66,7 +72,7 @@
 //! [`DrainScope`]), the checks and slicing of raw memory and parts (`view/`), the layout
 //! arithmetic and ABI asserts (`layout.rs`), the claim bitmap (`occupied.rs`), the producer traits
 //! and wait ([`lane`]), and what the host is given and reports ([`PacketRequest`], [`ErrorCode`],
-//! [`DrainError`]). The switch is `any.rs`: a [`Protocol`] variant and one arm in each `match`
+//! [`DrainError`]). The switch is `any/`: a [`Protocol`] variant and one arm in each `match`
 //! there ([`AnyView`], [`AnyClaimed`] and its siblings, [`HostScratch`]); the [`Poller`] then
 //! serves it. PROTOCOL.md's "Adding a protocol" has the full list.
 //!
@@ -98,7 +104,7 @@
 //!
 //! | module | what |
 //! | --- | --- |
-//! | [`stack`], [`phase`], [`line`](mod@line) | one folder per protocol, the same files in each |
+//! | [`stack`], [`phase`], [`line`](mod@line), [`rpc`] | one folder per protocol, the same files in each |
 //! | [`lane`] | lanes, the shared [`Payload`], the lane-mask walk, the producer traits |
 //! | [`producer`] | the producer's handles written once, generic over each protocol's [`producer::Wire`] |
 //! | [`dispatch`] | service ids, [`Dispatch`], [`LaneService`], [`ServiceTable`], [`serve_lanes`](dispatch::serve_lanes) |

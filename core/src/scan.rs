@@ -52,6 +52,7 @@ impl ScanWindow {
     }
 
     /// Whether the next call must scan the whole buffer.
+    #[inline]
     pub fn full_scan_due(&self) -> bool {
         self.narrow_left == 0
     }
@@ -60,6 +61,7 @@ impl ScanWindow {
     /// the narrow part served nothing, then the record of what was served. `scan(range, report)`
     /// serves the pending packets of `range` and returns the highest index it served. Every
     /// protocol that scans drives its scans through this, so the narrowing rule is written once.
+    #[inline]
     pub(crate) fn drain(
         &mut self,
         num_packets: usize,
@@ -79,6 +81,7 @@ impl ScanWindow {
     }
 
     /// Records one call: whether it scanned all `num_packets`, and the highest index it served.
+    #[inline]
     fn record(&mut self, full: bool, highest: Option<u32>, num_packets: u32) {
         self.highest_since_full = self.highest_since_full.max(highest);
         if full {
@@ -142,6 +145,7 @@ impl DrainScope {
 
 /// `range` clamped to a buffer of `num_packets` packets: a range comes from the caller, never
 /// trusted for bounds (an empty or out-of-bounds range scans nothing).
+#[inline]
 pub(crate) fn clamped(range: Range<usize>, num_packets: usize) -> Range<usize> {
     range.start.min(num_packets)..range.end.min(num_packets)
 }

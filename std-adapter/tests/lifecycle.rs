@@ -2,62 +2,24 @@
 //! and disable racing with live waves, runtimes starting and stopping their listeners, and a
 //! process that exits with buffers still enabled.
 
+use common::raw_memory::RawMemory;
 use hostcall::core::stack::View;
 use hostcall::core::{GeometryError, LayoutError};
 use hostcall::lifecycle::{is_enabled, EmulatedWave};
-use hostcall::{buffer_align, buffer_size, Error, HostcallRuntime, QueueId};
-use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
+use hostcall::{buffer_align, buffer_size, Error, HostcallRuntime, Protocol, QueueId};
+
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod common;
+
+// The racing tests, beside this file (a test crate's root finds its modules through `path`).
+#[path = "lifecycle/races.rs"]
+mod races;
+
 const ADD: u32 = 100;
 const PACKETS: u32 = 8;
-
-/// Memory for one or more buffers, freed on drop.
-struct Memory {
-    ptr: *mut u8,
-    layout: Layout,
-}
-
-// SAFETY: the memory is owned; tests hand its address to one runtime at a time.
-unsafe impl Send for Memory {}
-// SAFETY: shared only as an address; all accesses while enabled are atomic.
-unsafe impl Sync for Memory {}
-
-impl Memory {
-    fn new(bytes: usize) -> Self {
-        let layout = Layout::from_size_align(bytes, buffer_align()).unwrap();
-        // SAFETY: `layout` has a non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        assert!(!ptr.is_null());
-        Self { ptr, layout }
-    }
-
-    fn buffer(packets: u32) -> Self {
-        Self::new(buffer_size(packets).unwrap())
-    }
-
-    fn at(&self, offset: usize) -> *mut u8 {
-        assert!(offset <= self.layout.size());
-        self.ptr.wrapping_add(offset)
-    }
-
-    /// Overwrites everything with 0xff: a listener still reading it would find a corrupt
-    /// ready-stack and count it as malformed.
-    fn scribble(&mut self) {
-        // SAFETY: owned, and (callers make sure) no longer enabled.
-        unsafe { std::ptr::write_bytes(self.ptr, 0xff, self.layout.size()) };
-    }
-}
-
-impl Drop for Memory {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.ptr, self.layout) };
-    }
-}
 
 fn runtime() -> HostcallRuntime {
     let runtime = HostcallRuntime::new();
@@ -103,7 +65,7 @@ fn sizes_and_counts() {
 #[test]
 fn every_misuse_is_an_error_and_breaks_nothing() {
     let (one, two) = (runtime(), runtime());
-    let memory = Memory::new(2 * buffer_size(PACKETS).unwrap());
+    let memory = RawMemory::new(2 * buffer_size(PACKETS).unwrap(), buffer_align());
     let size = buffer_size(PACKETS).unwrap();
     let (a, b) = (memory.at(0), memory.at(size)); // adjacent: allowed
     let (qa, qb, qc) = (QueueId(0x0100_0001), QueueId(0x0100_0002), QueueId(0x0100_0003));
@@ -146,14 +108,14 @@ fn every_misuse_is_an_error_and_breaks_nothing() {
         let inside = memory.at(size - 8);
         assert_eq!(two.enable(inside, 2, qc), Err(Error::Overlaps { buffer: inside as usize, enabled: ua }));
         // The same queue for another buffer, on this or another listener.
-        let other = Memory::buffer(PACKETS);
+        let other = RawMemory::buffer(Protocol::Stack, PACKETS);
         assert_eq!(one.enable(other.at(0), PACKETS, qa), Err(Error::QueueTaken { queue: qa.0, buffer: ua }));
         assert_eq!(two.enable(other.at(0), PACKETS, qb), Err(Error::QueueTaken { queue: qb.0, buffer: ub }));
     }
     assert_eq!(free_stack(a, PACKETS), before, "a refused enable must not re-initialise the buffer");
 
     // Disabling: not enabled, wrong queue, wrong listener, null.
-    let never = Memory::buffer(PACKETS);
+    let never = RawMemory::buffer(Protocol::Stack, PACKETS);
     assert_eq!(one.disable(never.at(0), qc), Err(Error::NotEnabled { buffer: never.at(0) as usize }));
     assert_eq!(one.disable(a, qb), Err(Error::WrongQueue { buffer: ua, enabled_for: qa.0, given: qb.0 }));
     assert_eq!(two.disable(a, qa), Err(Error::EnabledOnOtherListener { buffer: ua }));
@@ -199,7 +161,7 @@ fn enable_or_disable_from_a_service_is_refused() {
             Ok([u64::from(refused), u64::from(refused_too)])
         })
         .unwrap();
-    let memory = Memory::buffer(PACKETS);
+    let memory = RawMemory::buffer(Protocol::Stack, PACKETS);
     let queue = QueueId(0x0200_0001);
     // SAFETY: `memory` outlives the enablement.
     unsafe { runtime.enable(memory.at(0), PACKETS, queue) }.unwrap();
@@ -212,7 +174,7 @@ fn enable_or_disable_from_a_service_is_refused() {
 
 #[test]
 fn dropping_a_runtime_releases_its_buffers() {
-    let memory = Memory::buffer(PACKETS);
+    let memory = RawMemory::buffer(Protocol::Stack, PACKETS);
     let queue = QueueId(0x0300_0001);
     {
         let doomed = runtime();
@@ -235,7 +197,7 @@ fn a_full_listener_refuses_and_a_second_runtime_serves() {
     use hostcall::core::PollerError;
     use hostcall::threads::listener::MAX_BUFFERS;
     let (one, two) = (runtime(), runtime());
-    let memory: Vec<Memory> = (0..=MAX_BUFFERS).map(|_| Memory::buffer(2)).collect();
+    let memory: Vec<RawMemory> = (0..=MAX_BUFFERS).map(|_| RawMemory::buffer(Protocol::Stack, 2)).collect();
     let queue = |i: usize| QueueId(0x0900_0000 + i as u64);
     for (i, m) in memory[..MAX_BUFFERS].iter().enumerate() {
         // SAFETY: `memory` outlives both runtimes' use of it.
@@ -263,7 +225,7 @@ fn a_full_listener_refuses_and_a_second_runtime_serves() {
 fn the_default_runtime_starts_with_the_first_buffer_and_stops_after_the_last() {
     let global = HostcallRuntime::global();
     let _ = global.services().register_lane(ADD, "add", |r| Ok([r[0].wrapping_add(r[1]), r[2]]));
-    let (a, b) = (Memory::buffer(4), Memory::buffer(4));
+    let (a, b) = (RawMemory::buffer(Protocol::Stack, 4), RawMemory::buffer(Protocol::Stack, 4));
     let (qa, qb) = (QueueId(0x0400_0001), QueueId(0x0400_0002));
     assert!(!global.is_running());
     // SAFETY: both outlive their enablement.
@@ -279,112 +241,6 @@ fn the_default_runtime_starts_with_the_first_buffer_and_stops_after_the_last() {
     assert!(global.is_running());
     hostcall::disable(b.at(0), qb).unwrap();
     assert!(!global.is_running(), "the thread was joined after the last disable");
-}
-
-/// 1,000 enable / call / disable cycles on 4 threads, each with freshly allocated memory that is
-/// scribbled over and freed right after its disable, while two other buffers stay enabled with
-/// waves hammering them. Any access of the listener to a disabled buffer would find the scribble
-/// and count it as malformed.
-#[test]
-fn a_thousand_enable_disable_cycles_race_with_live_waves() {
-    const CYCLERS: u64 = 4;
-    const CYCLES: u64 = 250;
-    let runtime = Arc::new(runtime());
-    let stop = Arc::new(AtomicBool::new(false));
-    let residents: Vec<Arc<Memory>> = (0..2).map(|_| Arc::new(Memory::buffer(PACKETS))).collect();
-    for (i, memory) in residents.iter().enumerate() {
-        // SAFETY: the residents outlive their enablement (disabled at the end).
-        unsafe { runtime.enable(memory.at(0), PACKETS, QueueId(0x0500_0000 + i as u64)) }.unwrap();
-    }
-    let started = Instant::now();
-    let hammers: Vec<_> = residents
-        .iter()
-        .enumerate()
-        .flat_map(|(i, memory)| (0..2).map(move |w| (i, w, memory.clone())))
-        .map(|(i, w, memory)| {
-            let stop = stop.clone();
-            thread::spawn(move || {
-                let mut calls = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let mask = if calls % 2 == 0 { u64::MAX } else { 0x8000_0000_0000_0001 | calls << 4 };
-                    add_call(memory.at(0), PACKETS, mask, (i as u64) << 40 | (w as u64) << 32 | calls << 8);
-                    calls += 1;
-                }
-                calls
-            })
-        })
-        .collect();
-    let barrier = Arc::new(Barrier::new(CYCLERS as usize));
-    let cyclers: Vec<_> = (0..CYCLERS)
-        .map(|t| {
-            let (runtime, barrier) = (runtime.clone(), barrier.clone());
-            thread::spawn(move || {
-                barrier.wait();
-                for cycle in 0..CYCLES {
-                    let mut memory = Memory::buffer(PACKETS);
-                    let queue = QueueId(0x0600_0000 + t);
-                    // SAFETY: `memory` is freed only after `disable` returns.
-                    unsafe { runtime.enable(memory.at(0), PACKETS, queue) }.unwrap();
-                    for call in 0..3 {
-                        add_call(
-                            memory.at(0),
-                            PACKETS,
-                            1 << (cycle % 64) | 1 << call,
-                            t << 40 | cycle << 16 | call << 8,
-                        );
-                    }
-                    runtime.disable(memory.at(0), queue).unwrap();
-                    memory.scribble();
-                }
-            })
-        })
-        .collect();
-    for cycler in cyclers {
-        cycler.join().unwrap();
-    }
-    let cycling = started.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    let resident_calls: u64 = hammers.into_iter().map(|h| h.join().unwrap()).sum();
-    for (i, memory) in residents.iter().enumerate() {
-        runtime.disable(memory.at(0), QueueId(0x0500_0000 + i as u64)).unwrap();
-    }
-    assert!(!runtime.is_running());
-    let stats = runtime.services().stats();
-    eprintln!(
-        "{} cycles in {cycling:?} alongside {resident_calls} resident calls; {:?}",
-        CYCLERS * CYCLES,
-        stats.total()
-    );
-    assert_eq!(stats.malformed, 0, "the listener touched a disabled buffer");
-    assert_eq!(stats.services[&ADD].1.packets, CYCLERS * CYCLES * 3 + resident_calls);
-    assert!(resident_calls > 0);
-}
-
-/// Buffers enabled and disabled on threads of their own, none resident: the listener stops and
-/// starts again over and over while other threads enable.
-#[test]
-fn the_listener_restarts_under_racing_enables_and_disables() {
-    let runtime = Arc::new(runtime());
-    let threads: Vec<_> = (0..3u64)
-        .map(|t| {
-            let runtime = runtime.clone();
-            thread::spawn(move || {
-                let memory = Memory::buffer(2);
-                for cycle in 0..100u64 {
-                    let queue = QueueId(0x0700_0000 + t);
-                    // SAFETY: `memory` outlives every enablement.
-                    unsafe { runtime.enable(memory.at(0), 2, queue) }.unwrap();
-                    add_call(memory.at(0), 2, 1 << t, cycle << 8);
-                    runtime.disable(memory.at(0), queue).unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    assert!(!runtime.is_running());
-    assert_eq!(runtime.services().stats().services[&ADD].1.packets, 300);
 }
 
 const EXIT_CHILD: &str = "HOSTCALL_LIFECYCLE_EXIT_CHILD";
@@ -404,16 +260,7 @@ fn a_process_exits_promptly_with_buffers_still_enabled() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(10) {
-            child.kill().unwrap();
-            panic!("the child hangs at exit");
-        }
-        thread::sleep(Duration::from_millis(1));
-    };
+    let status = common::watchdog::exits_within(&mut child, "the child", Duration::from_secs(10));
     let elapsed = started.elapsed();
     let mut out = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
@@ -427,8 +274,8 @@ fn exit_child() {
     let global = HostcallRuntime::global();
     global.services().register_lane(ADD, "add", |r| Ok([r[0].wrapping_add(r[1]), r[2]])).unwrap();
     // Leaked: still enabled at exit, so the listener may read them until the process is gone.
-    let buffers: Vec<&'static Memory> =
-        (0..2).map(|_| &*Box::leak(Box::new(Memory::buffer(PACKETS)))).collect();
+    let buffers: Vec<&'static RawMemory> =
+        (0..2).map(|_| &*Box::leak(Box::new(RawMemory::buffer(Protocol::Stack, PACKETS)))).collect();
     for (i, memory) in buffers.iter().enumerate() {
         // SAFETY: leaked, so valid until the process ends.
         unsafe { hostcall::enable(memory.at(0), PACKETS, QueueId(0x0800_0000 + i as u64)) }.unwrap();

@@ -52,7 +52,10 @@ impl Host<'_> {
         scope.drain(self.0.headers.len(), |range, report| self.scan(range, handler, report))
     }
 
-    /// Serves every pending packet in `range` once; returns the highest index served.
+    /// Serves every pending packet in `range` once; returns the highest index served. Inlined,
+    /// so that an idle range costs its loads and compares alone (a spinning poll loop's common
+    /// case); each pending packet is taken out of line.
+    #[inline]
     fn scan(
         &self,
         range: Range<usize>,
@@ -70,16 +73,29 @@ impl Host<'_> {
             if (device ^ host) & PHASE_BIT == 0 {
                 continue;
             }
-            if (device | host) & !PHASE_BIT != 0 {
-                report.malformed += 1;
-                let found =
-                    DrainError::StrayBits { index: index as u32, device_word: device, host_word: host };
-                handler.malformed(found);
-            }
-            self.serve_packet(index, device, handler, report);
+            self.take(index, device, host, handler, report);
             highest = Some(index as u32);
         }
         highest
+    }
+
+    /// Packet `index` is pending (its phase words, read as `device` and `host`, differ in bit 0):
+    /// reports stray bits, then serves it.
+    #[inline(never)]
+    fn take(
+        &self,
+        index: usize,
+        device: u32,
+        host: u32,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) {
+        if (device | host) & !PHASE_BIT != 0 {
+            report.malformed += 1;
+            let found = DrainError::StrayBits { index: index as u32, device_word: device, host_word: host };
+            handler.malformed(found);
+        }
+        self.serve_packet(index, device, handler, report);
     }
 
     /// Serves packet `index`, whose `device_phase` was read as `device` and differs from
@@ -120,6 +136,7 @@ impl Host<'_> {
 /// Hints the CPU to fetch the request slot of every lane in `activemask` (only the lanes that
 /// exist), so a packet's cache misses overlap instead of coming one lane at a time. A device
 /// that just wrote the slots owns their lines, so each would otherwise be a miss in series.
+#[inline]
 fn prefetch_lanes(payload: &Payload, activemask: u64) {
     for lane in crate::lane::lanes(activemask) {
         crate::lane::prefetch(&payload.slots[lane]);

@@ -19,7 +19,20 @@ impl Host<'_> {
     /// bit is set, `handler.serve` writes the replies; then `control` is stored with READY clear
     /// (and [`CONTROL_HOST_ERROR`] if an error reply was written). Malformed state goes to
     /// `handler.malformed` and is counted; the drain never panics, loops or leaves the buffer.
+    ///
+    /// An idle ready-stack costs one load, inlined into the caller (a spinning poll loop's
+    /// common case); the walk itself is out of line.
+    #[inline]
     pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
+        if self.0.ready_stack().looks_empty() {
+            return DrainReport::default();
+        }
+        self.drain_taken(handler)
+    }
+
+    /// [`Host::drain`] past its look at an idle ready-stack.
+    #[inline(never)]
+    fn drain_taken(&self, handler: &mut impl DrainHandler) -> DrainReport {
         let mut report = DrainReport::default();
         for link in self.0.ready_stack().take_all() {
             let ptr = match link {

@@ -31,6 +31,7 @@ pub struct TaggedStack<'a> {
 impl<'a> TaggedStack<'a> {
     /// A stack whose top is `top`, linking `headers`. `headers.len()` must equal
     /// `geometry.num_packets()` (the buffer view guarantees it).
+    #[inline]
     pub fn new(top: &'a AtomicU64, headers: &'a [Header], geometry: Geometry) -> Self {
         debug_assert_eq!(headers.len(), geometry.num_packets() as usize);
         Self { top, headers, geometry }
@@ -80,16 +81,26 @@ impl<'a> TaggedStack<'a> {
         }
     }
 
+    /// Whether the stack looks empty now: the plain load [`TaggedStack::take_all`] starts with, for
+    /// a host that returns at once from an idle stack (no walk built, no swap).
+    #[inline]
+    pub(crate) fn looks_empty(&self) -> bool {
+        // Relaxed: as the first load of `take_all` (reading 0 is as if a concurrent push came
+        // just after; the next poll takes it); nothing is read through it.
+        self.top.load(Ordering::Relaxed) == 0
+    }
+
     /// Takes the whole stack at once, leaving it empty, and returns a walk over what it held.
     ///
     /// An empty stack is seen with a plain load, not a swap: a host polling an idle stack then
     /// only shares the cache line, instead of taking it exclusive on every poll and making each
     /// producer's next push (and, on the free-list's neighbouring word, each claim and release)
     /// win it back.
+    #[inline]
     pub fn take_all(&self) -> ChainWalk<'a> {
         // Relaxed: only decides whether to swap. Reading 0 is as if the swap below had run just
         // before a concurrent push (the next poll takes that push); nothing is read through it.
-        let top = if self.top.load(Ordering::Relaxed) == 0 {
+        let top = if self.looks_empty() {
             0
         } else {
             // Acquire: pairs with the Release CAS of every `push` in the release sequence of this
@@ -121,6 +132,7 @@ pub struct ChainWalk<'a> {
 impl Iterator for ChainWalk<'_> {
     type Item = Result<TaggedPtr, ChainError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let ptr = match self.geometry.decode(self.next) {
             Ok(None) => return None,

@@ -83,6 +83,7 @@ impl<'a> View<'a> {
     }
 
     /// The host's side of this buffer.
+    #[inline]
     pub fn host(&self) -> super::Host<'a> {
         super::Host(*self)
     }
@@ -116,6 +117,7 @@ impl<'a> View<'a> {
     }
 
     /// The ready-stack (the host takes it whole, see [`Host`](super::Host)).
+    #[inline]
     pub(crate) fn ready_stack(&self) -> TaggedStack<'a> {
         TaggedStack::new(&self.prefix.ready_stack, self.headers, self.geometry)
     }

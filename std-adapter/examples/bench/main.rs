@@ -74,6 +74,10 @@
 //!
 //! Divide the `listener_loop` total by N for the whole loop, and the inclusive `poll_once` count
 //! by N for the listener's own share (drain + dispatch + service).
+//!
+//! `--through listener` serves the same packets with a real `Listener` thread instead (its
+//! stuck-call watch, its RPC hosts; see `listener_full.rs`): collect `--toggle-collect='*poll_once*'`,
+//! and subtract the empty polls measured by `--through listener-rings-only`.
 
 use hostcall::core::SLOT_WORDS;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -100,6 +104,7 @@ mod cli;
 mod latency;
 mod listener_cold;
 mod listener_cost;
+mod listener_full;
 mod measure;
 mod options;
 mod pin;
@@ -111,13 +116,16 @@ mod wire;
 
 use listener_cost::run_callgrind;
 use measure::unpin;
-use options::{parse, Mode, USAGE};
+use options::{parse, Mode, Through, USAGE};
 use report::{print_goals, print_lines, print_table, summarise};
 use rows::rows;
 
 fn main() {
     let o = match cli::run_or_exit(parse(std::env::args_os().skip(1)), USAGE) {
-        Mode::Callgrind(n, lanes, protocol) => return run_callgrind(n, lanes, protocol),
+        Mode::Callgrind(n, lanes, protocol, Through::Poller) => return run_callgrind(n, lanes, protocol),
+        Mode::Callgrind(n, lanes, protocol, through) => {
+            return listener_full::run_callgrind(n, lanes, protocol, through == Through::ListenerRingsOnly)
+        }
         Mode::Bench(o) => o,
     };
     pin::allowed_at_start(); // before any pinning

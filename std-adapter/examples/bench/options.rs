@@ -62,13 +62,25 @@ impl Options {
 #[derive(Debug)]
 pub(crate) enum Mode {
     Bench(Options),
-    /// Packets, lanes per packet, the buffer's protocol.
-    Callgrind(u64, u32, Protocol),
+    /// Packets, lanes per packet, the buffer's protocol, what serves them.
+    Callgrind(u64, u32, Protocol, Through),
+}
+
+/// What serves the callgrind loop's packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Through {
+    /// `Poller::poll_once` on the producer's own thread, through `Services::dispatcher`.
+    Poller,
+    /// A real `Listener` thread (its watch, its RPC hosts), woken by a ring for every packet.
+    Listener,
+    /// The same listener rung as often with no packet: its empty polls, to subtract.
+    ListenerRingsOnly,
 }
 
 pub(crate) const USAGE: &str = "\
 usage: bench [--quick] [--rounds N] [--no-pin] [--only NAME]...
        bench --callgrind-listener N [--lanes L] [--protocol stack|phase|line|rpc]
+             [--through poller|listener|listener-rings-only]
 
 Hostcall round trips and throughput beside a ping-pong floor and crossbeam-channel.
 
@@ -85,6 +97,10 @@ Hostcall round trips and throughput beside a ping-pong floor and crossbeam-chann
   --lanes L                 lanes per packet of that loop, 1..=64 [64]
   --protocol P              that loop's buffer: stack, phase, line or rpc (one port of L
                             lanes, the core's RPC client as the producer) [stack]
+  --through T               what serves that loop: `poller` (poll_once on the producer's
+                            thread, through Services::dispatcher), `listener` (a Listener
+                            thread, rung for every packet), or `listener-rings-only` (that
+                            listener rung N times with no packet: its empty polls) [poller]
   -h, --help                this text";
 
 /// Parses the command line (without the program name).
@@ -95,6 +111,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
     let mut callgrind = None;
     let mut lanes = None;
     let mut protocol = None;
+    let mut through = None;
     let mut parser = cli::parser(args);
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         match arg {
@@ -120,6 +137,17 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
                     ],
                 )?)
             }
+            Arg::Long("through") => {
+                through = Some(cli::choice(
+                    &mut parser,
+                    "--through",
+                    &[
+                        ("poller", Through::Poller),
+                        ("listener", Through::Listener),
+                        ("listener-rings-only", Through::ListenerRingsOnly),
+                    ],
+                )?)
+            }
             Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
             other => return Err(cli::unexpected(other)),
         }
@@ -128,6 +156,9 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
     if let Some(only) = options.only.iter().find(|only| !rows.iter().any(|row| row.contains(only.as_str()))) {
         return Err(format!("--only: no row name contains '{only}'; the rows are: {}", rows.join(", ")));
     }
+    if callgrind.is_none() && through.is_some() {
+        return Err("--through: only with --callgrind-listener".into());
+    }
     Ok(Command::Run(match (callgrind, lanes, protocol) {
         (Some(packets), lanes, protocol) => {
             let lanes = lanes.unwrap_or(LANES as u32);
@@ -135,7 +166,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
                 Protocol::Rpc { .. } => Protocol::Rpc { lanes },
                 other => other,
             };
-            Mode::Callgrind(packets, lanes, protocol)
+            Mode::Callgrind(packets, lanes, protocol, through.unwrap_or(Through::Poller))
         }
         (None, Some(_), _) => return Err("--lanes: only with --callgrind-listener".into()),
         (None, _, Some(_)) => return Err("--protocol: only with --callgrind-listener".into()),
@@ -172,19 +203,23 @@ mod tests {
         assert_eq!((o.rounds, o.pin, o.only.len(), o.samples), (3, false, 2, Options::quick().samples));
         assert!(matches!(
             parse_args(&["--callgrind-listener", "10"]),
-            Ok(Command::Run(Mode::Callgrind(10, 64, Protocol::Stack)))
+            Ok(Command::Run(Mode::Callgrind(10, 64, Protocol::Stack, Through::Poller)))
         ));
         assert!(matches!(
             parse_args(&["--callgrind-listener", "10", "--lanes", "1"]),
-            Ok(Command::Run(Mode::Callgrind(10, 1, Protocol::Stack)))
+            Ok(Command::Run(Mode::Callgrind(10, 1, Protocol::Stack, Through::Poller)))
         ));
         assert!(matches!(
             parse_args(&["--callgrind-listener", "10", "--protocol", "line"]),
-            Ok(Command::Run(Mode::Callgrind(10, 64, Protocol::Line)))
+            Ok(Command::Run(Mode::Callgrind(10, 64, Protocol::Line, Through::Poller)))
         ));
         assert!(matches!(
             parse_args(&["--callgrind-listener", "10", "--lanes", "4", "--protocol", "rpc"]),
-            Ok(Command::Run(Mode::Callgrind(10, 4, Protocol::Rpc { lanes: 4 })))
+            Ok(Command::Run(Mode::Callgrind(10, 4, Protocol::Rpc { lanes: 4 }, Through::Poller)))
+        ));
+        assert!(matches!(
+            parse_args(&["--callgrind-listener", "10", "--lanes", "1", "--through", "listener"]),
+            Ok(Command::Run(Mode::Callgrind(10, 1, Protocol::Stack, Through::Listener)))
         ));
         assert!(matches!(parse_args(&["--help"]), Ok(Command::Help)));
     }
@@ -206,6 +241,7 @@ mod tests {
         assert!(error(&["--callgrind-listener", "1", "--lanes", "4294967297"]).starts_with("--lanes: "));
         assert!(error(&["--lanes", "3"]).contains("only with --callgrind-listener"));
         assert!(error(&["--protocol", "line"]).contains("only with --callgrind-listener"));
+        assert!(error(&["--through", "listener"]).contains("only with --callgrind-listener"));
         assert!(error(&["--callgrind-listener", "1", "--protocol", "tcp"]).starts_with("--protocol: "));
     }
 }

@@ -70,6 +70,8 @@ pub mod logs;
 #[allow(dead_code)] // not every test binary uses it
 pub mod printing;
 #[allow(dead_code)] // not every test binary uses it
+pub mod raw_memory;
+#[allow(dead_code)] // not every test binary uses it
 pub mod rng;
 #[allow(dead_code)] // not every test binary uses it
 pub mod watchdog;

@@ -33,3 +33,23 @@ pub fn returns_within<T: Send + 'static>(
         }
     }
 }
+
+/// Waits for `child` to exit, looking every millisecond; kills it and fails the test if it has
+/// not exited within `limit`.
+pub fn exits_within(
+    child: &mut std::process::Child,
+    what: &str,
+    limit: Duration,
+) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("the child's status") {
+            return status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("watchdog: {what} did not exit within {limit:?} (it hangs)");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

@@ -6,15 +6,31 @@
 //!
 //! The poll loop is not changed: the listener thread's dispatch ([`ListenerDispatch`]) answers
 //! the core's [`Dispatch::rpc_turn`] by finding the buffer's host in a small per-thread cache
-//! (refreshed when a buffer is added or removed) and taking the turn under the host's own lock,
-//! which nobody else takes while the buffer is served but the readers of its counters.
+//! (refreshed when a buffer is added or removed) and taking the turn with no lock.
+//!
+//! # Why a turn needs no lock
+//!
+//! A host ([`RpcSlot`]) is touched by turns, and once by [`RpcBuffers::remove`] (its `retire`);
+//! the readers of its counters read a published copy ([`PublishedCounters`]), never the host.
+//! Turns on one buffer's host never overlap, and each happens before the next: a turn is taken
+//! only inside a drain of the buffer by the poller it is registered with (the core calls
+//! `rpc_turn` from `Poller::poll_once` alone); one poller's polls are serialised by its poll
+//! lock; and one poller drains a buffer at a time, the contract of `Served::register` (which the
+//! line buffers' incomplete-request memory relies on too): a buffer moves to another thread's
+//! poller only while its old thread is inside a stuck call of another buffer and will drain no
+//! other buffer again (`watch.rs`), the move ordered after that thread's last drain by the
+//! watch's Release/Acquire, or back through `relay::hand_back` once that thread's poll ended.
+//! `remove` comes after the buffer's removal from the poller that drains it (whose `remove`
+//! waits for the poll in progress), or after its thread ended. The host used to be behind a
+//! `Mutex` taken every turn: two locked instructions a turn (one between the reply words and the
+//! mailbox flip), and a reader of the counters waited for a stuck turn.
 
 use crate::dispatch::registry::{Services, ThreadDispatch};
 use crate::observe::Reason;
 use crate::services::rpc::{RpcCounters, RpcHost, RpcOptions, SharedSink};
 use hostcall_core::rpc::Turn;
 use hostcall_core::{Dispatch, DrainError, PacketRequest};
-use std::cell::RefCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -41,45 +57,98 @@ setters!(BufferOptions {
 pub(super) struct RpcServing {
     host: RpcHost,
     sink: SharedSink,
-    /// The host's counters as last turned into [`Reason`] counts.
-    reported: RpcCounters,
+    /// The host's refusal counters (refused lanes, over-limit lanes, refused opens) as last
+    /// turned into [`Reason`] counts.
+    reported: [u64; 3],
 }
 
 impl RpcServing {
     pub(super) fn new(ports: u32, options: &RpcOptions) -> Self {
-        Self { host: options.host(ports), sink: options.sink.clone(), reported: RpcCounters::default() }
+        Self { host: options.host(ports), sink: options.sink.clone(), reported: [0; 3] }
     }
 
-    /// One turn; the host's refusals since the last turn are counted for the buffer.
+    /// One turn; the host's refusals since the last turn are counted for the buffer, and its
+    /// counters published to `published`.
     fn turn(
         &mut self,
         buffer: usize,
         turn: &mut Turn<'_>,
         packets: &dyn Dispatch,
         services: &Services,
+        published: &PublishedCounters,
     ) -> bool {
         let (port, (_, opcode)) = (turn.port(), turn.header());
         let served = self.host.take_turn(turn, &mut self.sink, &Packets(packets));
         if !served {
             packets.malformed(buffer, DrainError::UnhandledOpcode { port, opcode });
         }
-        let now = self.host.counters();
+        let counters = self.host.counters();
+        published.publish(&counters);
+        let now = [counters.refused_lanes, counters.over_limit_lanes, counters.open_files_refused];
+        // Only when a refusal was counted (rare): most turns change only the turn and call counts.
         if now != self.reported {
-            let refused = now.refused_lanes - self.reported.refused_lanes;
-            let over = now.over_limit_lanes - self.reported.over_limit_lanes;
-            let files = now.open_files_refused - self.reported.open_files_refused;
-            for (reason, n) in [
-                (Reason::RpcRefused, refused),
-                (Reason::RpcStreamLength, over),
-                (Reason::RpcOpenFiles, files),
-            ] {
-                if n > 0 {
-                    services.count_refusal(reason, n, buffer);
+            let reasons = [Reason::RpcRefused, Reason::RpcStreamLength, Reason::RpcOpenFiles];
+            for ((reason, now), before) in reasons.into_iter().zip(now).zip(self.reported) {
+                if now > before {
+                    services.count_refusal(reason, now - before, buffer);
                 }
             }
             self.reported = now;
         }
         served
+    }
+}
+
+/// One RPC buffer's host in a listener, found by every thread of the listener by base address,
+/// used by one at a time (see the module docs: why a turn needs no lock).
+pub(super) struct RpcSlot {
+    /// The host: touched by turns and by [`RpcBuffers::remove`] alone.
+    serving: UnsafeCell<RpcServing>,
+    /// Its counters as of its last turn, for [`RpcBuffers::counters`].
+    published: PublishedCounters,
+}
+
+// SAFETY: `serving` is accessed by one thread at a time, each access ordered after the one before
+// (the module docs); `RpcServing` is `Send`, so moving that access between threads is sound. The
+// rest is atomics.
+unsafe impl Sync for RpcSlot {}
+
+/// An [`RpcCounters`] written by the thread taking turns, read by any: one word each, stored
+/// after every turn.
+#[derive(Default)]
+pub(super) struct PublishedCounters([AtomicU64; 7]);
+
+impl PublishedCounters {
+    fn publish(&self, c: &RpcCounters) {
+        let words = [
+            c.turns,
+            c.calls,
+            c.calls_done,
+            c.unhandled,
+            c.refused_lanes,
+            c.over_limit_lanes,
+            c.open_files_refused,
+        ];
+        for (word, value) in self.0.iter().zip(words) {
+            // Relaxed: statistics with one writer; a reader that saw a turn's reply (the mailbox
+            // flip, a Release store after this) sees them.
+            word.store(value, Ordering::Relaxed);
+        }
+    }
+
+    fn read(&self) -> RpcCounters {
+        // Relaxed: as in `publish`.
+        let [turns, calls, calls_done, unhandled, refused_lanes, over_limit_lanes, open_files_refused] =
+            self.0.each_ref().map(|word| word.load(Ordering::Relaxed));
+        RpcCounters {
+            turns,
+            calls,
+            calls_done,
+            unhandled,
+            refused_lanes,
+            over_limit_lanes,
+            open_files_refused,
+        }
     }
 }
 
@@ -96,7 +165,7 @@ impl Dispatch for Packets<'_> {
 }
 
 /// Each RPC buffer's host, by base address.
-type Hosts = Vec<(usize, Arc<Mutex<RpcServing>>)>;
+type Hosts = Vec<(usize, Arc<RpcSlot>)>;
 
 /// The RPC buffers a listener serves, by base address.
 #[derive(Default)]
@@ -110,18 +179,23 @@ impl RpcBuffers {
     pub(super) fn insert(&self, base: usize, serving: RpcServing) {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
         hosts.retain(|(b, _)| *b != base);
-        hosts.push((base, Arc::new(Mutex::new(serving))));
+        let published = PublishedCounters::default();
+        hosts.push((base, Arc::new(RpcSlot { serving: UnsafeCell::new(serving), published })));
         // Release: pairs with the Acquire load in `ListenerDispatch::refresh`; the cache then copies
         // the list under its lock anyway.
         self.version.fetch_add(1, Ordering::Release);
     }
 
-    /// Forgets the buffer at `base` (once the poller no longer touches it).
+    /// Forgets the buffer at `base`: once no poller of the listener drains it (removed from the
+    /// poller that drained it, or that poller's thread ended), or before any did.
     pub(super) fn remove(&self, base: usize) {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        for (_, host) in hosts.iter().filter(|(b, _)| *b == base) {
+        for (_, slot) in hosts.iter().filter(|(b, _)| *b == base) {
+            // SAFETY: no turn on it runs now or later (this function's contract), and the last one
+            // happened before: the removal from its poller waited for its unpin (Release/Acquire).
+            let serving = unsafe { &mut *slot.serving.get() };
             // Files closed and calls dropped now, not when the thread's cache lets go of the host.
-            host.lock().unwrap_or_else(|p| p.into_inner()).host.retire();
+            serving.host.retire();
         }
         hosts.retain(|(b, _)| *b != base);
         // Release: as in `insert`.
@@ -131,9 +205,8 @@ impl RpcBuffers {
     /// The counters of the buffer at `base`'s host, if it is an RPC buffer served here.
     pub(super) fn counters(&self, base: usize) -> Option<RpcCounters> {
         let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        let (_, host) = hosts.iter().find(|(b, _)| *b == base)?;
-        let counters = host.lock().unwrap_or_else(|p| p.into_inner()).host.counters();
-        Some(counters)
+        let (_, slot) = hosts.iter().find(|(b, _)| *b == base)?;
+        Some(slot.published.read())
     }
 }
 
@@ -178,8 +251,11 @@ impl Dispatch for ListenerDispatch<'_> {
     fn rpc_turn(&self, buffer: usize, turn: &mut Turn<'_>, packets: &dyn Dispatch) -> Option<bool> {
         self.refresh();
         let cache = self.cache.borrow();
-        let (_, host) = cache.1.iter().find(|(b, _)| *b == buffer)?;
-        let mut serving = host.lock().unwrap_or_else(|p| p.into_inner());
-        Some(serving.turn(buffer, turn, packets, self.registry.services()))
+        let (_, slot) = cache.1.iter().find(|(b, _)| *b == buffer)?;
+        // SAFETY: this is a turn of a drain of `buffer` by the one poller that drains it, so no
+        // other access to the host overlaps it and the ones before happened before it (the
+        // module docs).
+        let serving = unsafe { &mut *slot.serving.get() };
+        Some(serving.turn(buffer, turn, packets, self.registry.services(), &slot.published))
     }
 }

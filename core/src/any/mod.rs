@@ -3,11 +3,14 @@
 //! any, [`HostScratch`] what a host keeps for the protocols whose host needs scratch memory, and
 //! [`Protocol`]'s sizes are each protocol's. Everything that serves or fills buffers of every
 //! protocol (the [`Poller`](crate::Poller), the std crate's buffers and emulated waves) goes
-//! through here, so a new protocol is one folder plus one arm in each `match` of this file. This
-//! is the only module outside the protocol folders that names them.
+//! through here, so a new protocol is one folder plus one arm in each `match` of this module
+//! (here and in `packet.rs`). This is the only module outside the protocol folders that names them.
+
+mod packet;
+
+pub use packet::{AnyClaimed, AnyCompleted, AnySubmitted};
 
 use crate::host::{ChainError, DrainHandler, DrainReport};
-use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
 use crate::line;
 use crate::phase;
 use crate::rpc;
@@ -280,169 +283,5 @@ impl<'a> AnyView<'a> {
     }
 }
 
-/// A claimed packet of any protocol (from [`AnyView::claim`]). Dropping it returns the packet
-/// unsent, as the protocol's handle does.
-#[derive(Debug)]
-#[must_use = "dropping a claimed packet returns it unsent"]
-pub enum AnyClaimed<'a> {
-    /// A stack-protocol packet.
-    Stack(stack::Claimed<'a>),
-    /// A phase-protocol packet.
-    Phase(phase::Claimed<'a>),
-    /// A line-protocol packet.
-    Line(line::Claimed<'a>),
-    /// An LLVM-RPC port, opened through the client's lock bits.
-    Rpc(rpc::Claimed<'a>),
-}
-
-/// A submitted packet of any protocol. Dropping it behaves as the protocol's handle does
-/// (a stack or line packet leaks, a phase packet is freed once the host has answered).
-#[derive(Debug)]
-#[must_use = "wait for the reply"]
-pub enum AnySubmitted<'a> {
-    /// A stack-protocol packet.
-    Stack(stack::Submitted<'a>),
-    /// A phase-protocol packet.
-    Phase(phase::Submitted<'a>),
-    /// A line-protocol packet.
-    Line(line::Submitted<'a>),
-    /// An LLVM-RPC port, sent.
-    Rpc(rpc::Submitted<'a>),
-}
-
-/// An answered packet of any protocol. Dropping it releases the packet.
-#[derive(Debug)]
-#[must_use = "read the reply before releasing the packet"]
-pub enum AnyCompleted<'a> {
-    /// A stack-protocol packet.
-    Stack(stack::Completed<'a>),
-    /// A phase-protocol packet.
-    Phase(phase::Completed<'a>),
-    /// A line-protocol packet.
-    Line(line::Completed<'a>),
-    /// An LLVM-RPC port, answered.
-    Rpc(rpc::Completed<'a>),
-}
-
-impl<'a> ClaimedPacket for AnyClaimed<'a> {
-    type Submitted = AnySubmitted<'a>;
-
-    #[inline]
-    fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
-        match self {
-            Self::Stack(packet) => packet.write_lane(lane, words),
-            Self::Phase(packet) => packet.write_lane(lane, words),
-            Self::Line(packet) => packet.write_lane(lane, words),
-            Self::Rpc(packet) => packet.write_lane(lane, words),
-        }
-    }
-
-    #[inline]
-    fn submit(self, service: u32, activemask: u64) -> AnySubmitted<'a> {
-        match self {
-            Self::Stack(packet) => AnySubmitted::Stack(packet.submit(service, activemask)),
-            Self::Phase(packet) => AnySubmitted::Phase(packet.submit(service, activemask)),
-            Self::Line(packet) => AnySubmitted::Line(packet.submit(service, activemask)),
-            Self::Rpc(packet) => AnySubmitted::Rpc(packet.submit(service, activemask)),
-        }
-    }
-}
-
-impl<'a> SubmittedPacket for AnySubmitted<'a> {
-    type Completed = AnyCompleted<'a>;
-
-    #[inline]
-    fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<AnyCompleted<'a>, Self> {
-        match self {
-            Self::Stack(packet) => {
-                packet.wait_until(keep_waiting).map(AnyCompleted::Stack).map_err(Self::Stack)
-            }
-            Self::Phase(packet) => {
-                packet.wait_until(keep_waiting).map(AnyCompleted::Phase).map_err(Self::Phase)
-            }
-            Self::Line(packet) => packet.wait_until(keep_waiting).map(AnyCompleted::Line).map_err(Self::Line),
-            Self::Rpc(packet) => packet.wait_until(keep_waiting).map(AnyCompleted::Rpc).map_err(Self::Rpc),
-        }
-    }
-}
-
-impl CompletedPacket for AnyCompleted<'_> {
-    #[inline]
-    fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
-        match self {
-            Self::Stack(packet) => packet.reply(lane),
-            Self::Phase(packet) => packet.reply(lane),
-            Self::Line(packet) => packet.reply(lane),
-            Self::Rpc(packet) => packet.reply(lane),
-        }
-    }
-
-    #[inline]
-    fn host_error(&self) -> bool {
-        match self {
-            Self::Stack(packet) => packet.host_error(),
-            Self::Phase(packet) => packet.host_error(),
-            Self::Line(packet) => packet.host_error(),
-            Self::Rpc(packet) => packet.host_error(),
-        }
-    }
-}
-
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use crate::host::ErrorCode;
-    use crate::host::PacketRequest;
-
-    extern crate std;
-    use std::vec::Vec;
-
-    #[repr(C, align(64))]
-    struct Line([u64; 8]);
-
-    /// One call through the switch on a raw buffer of `protocol`: the same code for every one.
-    fn round_trip(protocol: Protocol) {
-        let n = 3usize;
-        let len = protocol.buffer_size(n).unwrap();
-        let mut memory: Vec<Line> = (0..len.div_ceil(64)).map(|_| Line([0; 8])).collect();
-        let base = memory.as_mut_ptr().cast::<u8>();
-        // SAFETY: `memory` outlives the view and is only accessed through it.
-        let view = unsafe { AnyView::from_raw(protocol, base, len, n as u64) }.unwrap();
-        // An RPC client's lock bits are its own memory, beside the buffer.
-        let locks = [crate::sync::AtomicU32::new(0)];
-        let view = match view {
-            AnyView::Rpc(rpc) => AnyView::Rpc(rpc.with_locks(&locks).unwrap()),
-            other => other,
-        };
-        view.init(base as u64, 0);
-        assert_eq!((view.protocol(), view.num_packets()), (protocol, 3));
-        let mut packet = view.claim(1).unwrap().expect("a free packet");
-        packet.write_lane(0, &[41, 0, 0, 0, 0, 0, 0, 0]);
-        packet.write_lane(1, &[0; SLOT_WORDS]);
-        let submitted = packet.submit(5, 0b11);
-        let mut scope = view.scope();
-        let mut scratch = HostScratch::new();
-        let report = view.drain_scope(&mut scope, &mut scratch, &mut [], &mut |p: &mut PacketRequest<'_>| {
-            p.reply(0, [p.request(0)[0] + 1, 0]);
-            p.reply_error(1, ErrorCode::Refused);
-        });
-        assert_eq!(report, DrainReport { packets: 1, lane_calls: 2, malformed: 0 });
-        let done = submitted.wait(|| {});
-        assert_eq!(done.reply(0), [42, 0]);
-        assert!(done.host_error());
-        assert_eq!(ErrorCode::from_reply(done.reply(1)), Some(ErrorCode::Refused));
-    }
-
-    #[test]
-    fn every_protocol_through_one_switch() {
-        round_trip(Protocol::Stack);
-        round_trip(Protocol::Phase);
-        round_trip(Protocol::Line);
-        round_trip(Protocol::Rpc { lanes: 2 });
-        assert!(matches!(
-            // SAFETY: a null base is refused before any access.
-            unsafe { AnyView::from_raw(Protocol::Phase, core::ptr::null_mut(), 1 << 20, 2) },
-            Err(LayoutError::Null)
-        ));
-    }
-}
+mod tests;
