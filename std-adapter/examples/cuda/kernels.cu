@@ -153,8 +153,12 @@ __device__ __forceinline__ void calls_impl(const void *buffer, unsigned calls, W
         timing[warp] = local;
 }
 
+// The benchmark kernels run up to 1,024 threads a block (4,224 warps: 32 a block), which holds them
+// to 64 registers; BOUNDED_CALLS_KERNEL names the bound, so that one variant can go without it.
 #define PROTOCOL_CALLS_KERNEL(name, protocol, tuning, flags)                                                           \
-    extern "C" __global__ void __launch_bounds__(1024)                                                                 \
+    BOUNDED_CALLS_KERNEL(name, protocol, tuning, flags, __launch_bounds__(1024))
+#define BOUNDED_CALLS_KERNEL(name, protocol, tuning, flags, bounds)                                                     \
+    extern "C" __global__ void bounds                                                                                  \
         name(const void *buffer, unsigned calls, WAIT_ARGS, unsigned long long *counters,                              \
              hostcall::phase_timing *timing, unsigned long long *per_call, unsigned long long *clocks) {               \
         calls_impl<protocol, tuning, flags>(buffer, calls, spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns, counters,   \
@@ -180,6 +184,8 @@ LINE_CALLS_KERNEL(hc_line_calls_lane_fill, variants::lane_fill, 0)
 LINE_CALLS_KERNEL(hc_line_calls_keep_packet_lane_fill, variants::lane_fill, KEEP_PACKET)
 LINE_CALLS_KERNEL(hc_line_calls_one_lane, hostcall::tuning, ONE_LANE)
 LINE_CALLS_KERNEL(hc_line_calls_keep_packet_pipelined, variants::pipelined, KEEP_PACKET)
+// Without the 64-register bound (more registers, no spills): launched only with a few warps a block.
+BOUNDED_CALLS_KERNEL(hc_line_calls_keep_packet_unbounded, line_protocol, hostcall::tuning, KEEP_PACKET, )
 
 #define RPC_CALLS_KERNEL(name, tuning, flags) PROTOCOL_CALLS_KERNEL(name, rpc_protocol, tuning, flags)
 RPC_CALLS_KERNEL(hc_rpc_calls, hostcall::tuning, 0)
