@@ -222,22 +222,28 @@ HOSTCALL_STATIC_ASSERT(HOSTCALL_PHASE_BUFFER_SIZE(3) == 320 + 3 * 4096, "phase b
 
 /* ---- Section 9: the line protocol (this project's own; needs no platform atomics) ---- */
 
-/* Every shared word of a line buffer's request and reply blocks is a tagged word: 32 data bits
- * (low half) and the 32-bit sequence of the call that wrote it (high half), stored and loaded as
+/* Every shared word of a line buffer's request and reply blocks is a line word: the 7-bit
+ * sequence of the call that wrote it in the top bits and 57 data bits below, stored and loaded as
  * one aligned 8-byte access, so a reader that sees the sequence it expects has the data stored
- * with it. A 64-bit value v travels as two tagged words, HOSTCALL_LINE_TAG(v, seq) (the low half)
- * then HOSTCALL_LINE_TAG(v >> 32, seq). Each packet counts its calls: the first after the host's
- * init has sequence 1, then +1, and after HOSTCALL_LINE_SEQ_MAX comes 1 again; 0 is never a
- * sequence (the zeroed buffer holds no call). The buffer is served by the Rust crates
- * (hostcall_core::line); this library's hostcall_enable_ex serves only ROCm's two protocols. */
-#define HOSTCALL_LINE_SEQ_MAX 0xffffffffu
-#define HOSTCALL_LINE_TAG(data, seq) (((uint64_t)(uint32_t)(seq) << 32) | (uint64_t)(uint32_t)(data))
-#define HOSTCALL_LINE_SEQ_OF(word) ((uint32_t)((uint64_t)(word) >> 32))
-#define HOSTCALL_LINE_DATA_OF(word) ((uint32_t)(uint64_t)(word))
-/* Tagged words per lane: a request (HOSTCALL_SLOT_WORDS words, two halves each) and a reply
- * (HOSTCALL_REPLY_WORDS words). */
-#define HOSTCALL_LINE_REQUEST_LANE_WORDS 16
-#define HOSTCALL_LINE_REPLY_LANE_WORDS 4
+ * with it. Each packet counts its calls: the first after the host's init has sequence 1, then +1,
+ * and after HOSTCALL_LINE_SEQ_MAX comes 1 again; 0 is never a sequence (the zeroed buffer holds no
+ * call). At the claims of the calls with sequence HOSTCALL_LINE_SEQ_MAX, and of 1 after a wrap,
+ * the wave zeroes every request and reply word of the packet (not the head) and then issues a
+ * release fence. A 64-bit value v travels as its low 57 bits, HOSTCALL_LINE_WORD(v, seq), with its
+ * top 7 bits (v >> 57) packed into a lane's last word: see the request and reply blocks below.
+ * Bits marked reserved are stored as zero and ignored by the host. The buffer is served by the
+ * Rust crates (hostcall_core::line); this library's hostcall_enable_ex serves only ROCm's two
+ * protocols. */
+#define HOSTCALL_LINE_SEQ_BITS 7u
+#define HOSTCALL_LINE_SEQ_MAX 127u
+#define HOSTCALL_LINE_DATA_MASK ((1ull << 57) - 1ull)
+#define HOSTCALL_LINE_WORD(data, seq) (((uint64_t)(seq) << 57) | ((uint64_t)(data) & HOSTCALL_LINE_DATA_MASK))
+#define HOSTCALL_LINE_SEQ_OF(word) ((uint32_t)((uint64_t)(word) >> 57))
+#define HOSTCALL_LINE_DATA_OF(word) ((uint64_t)(word) & HOSTCALL_LINE_DATA_MASK)
+/* Line words per lane: a request (HOSTCALL_SLOT_WORDS words' low bits, then their top bits) and a
+ * reply (HOSTCALL_REPLY_WORDS words' low bits, then their top bits). */
+#define HOSTCALL_LINE_REQUEST_LANE_WORDS 9
+#define HOSTCALL_LINE_REPLY_LANE_WORDS 3
 
 /* The start of a line-protocol buffer, written by the host once, before the hand-off (device code
  * finds every array through it). */
@@ -255,28 +261,38 @@ typedef struct hostcall_line_prefix {
 } hostcall_line_prefix_t;
 
 /* One packet's request block, written only by the wave holding the packet (between its claim and
- * its submit; zeroed by it at the two refresh claims per sequence cycle): a 64-byte header line,
- * then every lane's tagged words. seq is the call's sequence. */
+ * its submit; zeroed by it at the two refresh claims per sequence cycle): the head and the mask
+ * word, then every lane's line words, contiguous (a one-lane call's words are bytes 0..88, the
+ * block's first two 64-byte lines). seq is the call's sequence, a_k lane i's request word k:
+ *   lanes[i][k] = HOSTCALL_LINE_WORD(a_k, seq) for k < 8,
+ *   lanes[i][8] = HOSTCALL_LINE_WORD(sum over k of (a_k >> 57) << (7 k), seq) (bit 56 reserved).
+ * The host decodes a_k = HOSTCALL_LINE_DATA_OF(lanes[i][k])
+ *   | ((HOSTCALL_LINE_DATA_OF(lanes[i][8]) >> (7 k)) & 0x7f) << 57. */
 typedef struct hostcall_line_request {
-    HOSTCALL_ALIGNAS(64) uint64_t head; /* HOSTCALL_LINE_TAG(service, seq): the word the host polls */
-    uint64_t mask[2];     /* HOSTCALL_LINE_TAG of the activemask's low, then high, 32 bits */
-    uint64_t reserved[5]; /* zero; never read by the host */
-    /* lanes[i][2 k], lanes[i][2 k + 1]: the low and high halves of lane i's request word k */
+    HOSTCALL_ALIGNAS(64) uint64_t head; /* WORD((mask >> 57) << 32 | service, seq): the word the host
+                                         * polls; bits 39..57 reserved */
+    uint64_t mask;                      /* WORD(mask, seq): the activemask's low 57 bits */
     uint64_t lanes[HOSTCALL_LANES][HOSTCALL_LINE_REQUEST_LANE_WORDS];
-} hostcall_line_request_t;
+    uint64_t reserved[6];               /* zero; never read by the host */
+} hostcall_line_request_t;              /* 4672 bytes */
 
 /* One packet's reply block, written by the host (and zeroed by the wave at its refresh claims);
- * lane i polls lanes[i] until all 4 words carry its call's sequence. */
+ * lane i polls lanes[i] until all 3 words carry its call's sequence:
+ *   lanes[i][0] = WORD(r0, seq), lanes[i][1] = WORD(r1, seq),
+ *   lanes[i][2] = WORD((r0 >> 57) | (r1 >> 57) << 7, seq) (bits 14..57 reserved). */
 typedef struct hostcall_line_reply {
-    /* lanes[i][2 k], lanes[i][2 k + 1]: the low and high halves of lane i's reply word k */
     HOSTCALL_ALIGNAS(64) uint64_t lanes[HOSTCALL_LANES][HOSTCALL_LINE_REPLY_LANE_WORDS];
-} hostcall_line_reply_t;
+} hostcall_line_reply_t;                /* 1536 bytes */
 
-HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REQUEST_LANE_WORDS == 2 * HOSTCALL_SLOT_WORDS, "line request words");
-HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REPLY_LANE_WORDS == 2 * HOSTCALL_REPLY_WORDS, "line reply words");
-HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_TAG(0xdeadbeefu, 7u) == 0x7deadbeefull, "line tag");
-HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_SEQ_OF(HOSTCALL_LINE_TAG(5u, 0xffffffffu)) == 0xffffffffu, "line seq");
-HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_DATA_OF(HOSTCALL_LINE_TAG(5u, 0xffffffffu)) == 5u, "line data");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REQUEST_LANE_WORDS == HOSTCALL_SLOT_WORDS + 1, "line request words");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REPLY_LANE_WORDS == HOSTCALL_REPLY_WORDS + 1, "line reply words");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_SEQ_MAX == (1u << HOSTCALL_LINE_SEQ_BITS) - 1u, "line seq max");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_WORD(0x1ffdeadbeefcafeull, 7u) == 0x0fffdeadbeefcafeull, "line word");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_DATA_OF(HOSTCALL_LINE_WORD(~0ull, 127u)) == HOSTCALL_LINE_DATA_MASK,
+                       "line data round trip");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_DATA_OF(HOSTCALL_LINE_WORD(0x1ffdeadbeefcafeull, 127u)) == 0x1ffdeadbeefcafeull,
+                       "line data");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_SEQ_OF(HOSTCALL_LINE_WORD(~0ull, 127u)) == 127u, "line seq round trip");
 HOSTCALL_STATIC_ASSERT(sizeof(hostcall_line_prefix_t) == 56, "line prefix size");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, requests) == 0, "line.requests");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, replies) == 8, "line.replies");
@@ -285,15 +301,17 @@ HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, occupied) == 24, "line.o
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, served) == 32, "line.served");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, doorbell) == 40, "line.doorbell");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_prefix_t, num_packets) == 48, "line.num_packets");
-HOSTCALL_STATIC_ASSERT(sizeof(hostcall_line_request_t) == 8256, "line request size");
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_line_request_t) == 4672, "line request size");
 HOSTCALL_STATIC_ASSERT(HOSTCALL_ALIGNOF(hostcall_line_request_t) == 64, "line request alignment");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, head) == 0, "line request.head");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, mask) == 8, "line request.mask");
-HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, reserved) == 24, "line request.reserved");
-HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, lanes) == 64, "line request.lanes");
-HOSTCALL_STATIC_ASSERT(sizeof(hostcall_line_reply_t) == 2048, "line reply size");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, lanes) == 16, "line request.lanes");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, lanes[1]) == 16 + 72, "line request.lanes stride");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_request_t, reserved) == 4624, "line request.reserved");
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_line_reply_t) == 1536, "line reply size");
 HOSTCALL_STATIC_ASSERT(HOSTCALL_ALIGNOF(hostcall_line_reply_t) == 64, "line reply alignment");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_reply_t, lanes) == 0, "line reply.lanes");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_reply_t, lanes[1]) == 24, "line reply.lanes stride");
 
 /* Where this project puts a line buffer's arrays (hostcall_core::line::Layout, in the Rust
  * crates): each on a 64-byte line of its own, at these offsets from the buffer's start (device
@@ -311,15 +329,15 @@ HOSTCALL_STATIC_ASSERT(offsetof(hostcall_line_reply_t, lanes) == 0, "line reply.
 #define HOSTCALL_LINE_SERVED_OFFSET(n)                                                                \
     HOSTCALL_LINE_ALIGN_UP(HOSTCALL_LINE_OCCUPIED_OFFSET(n) + 4u * HOSTCALL_LINE_OCCUPIED_WORDS(n))
 #define HOSTCALL_LINE_REQUESTS_OFFSET(n) HOSTCALL_LINE_ALIGN_UP(HOSTCALL_LINE_SERVED_OFFSET(n) + 4u * (size_t)(n))
-#define HOSTCALL_LINE_REPLIES_OFFSET(n) HOSTCALL_LINE_ALIGN_UP(HOSTCALL_LINE_REQUESTS_OFFSET(n) + 8256u * (size_t)(n))
-#define HOSTCALL_LINE_BUFFER_SIZE(n) (HOSTCALL_LINE_REPLIES_OFFSET(n) + (size_t)(n) * 2048u)
+#define HOSTCALL_LINE_REPLIES_OFFSET(n) HOSTCALL_LINE_ALIGN_UP(HOSTCALL_LINE_REQUESTS_OFFSET(n) + 4672u * (size_t)(n))
+#define HOSTCALL_LINE_BUFFER_SIZE(n) (HOSTCALL_LINE_REPLIES_OFFSET(n) + (size_t)(n) * 1536u)
 
 HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_DEVICE_SEQ_OFFSET >= sizeof(hostcall_line_prefix_t), "line device_seq offset");
 HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_OCCUPIED_OFFSET(3) == 128, "line occupied offset formula");
 HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_SERVED_OFFSET(3) == 192, "line served offset formula");
 HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REQUESTS_OFFSET(3) == 256, "line requests offset formula");
-HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REPLIES_OFFSET(3) == 256 + 3 * 8256, "line replies offset formula");
-HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_BUFFER_SIZE(3) == 256 + 3 * 8256 + 3 * 2048, "line buffer size formula");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_REPLIES_OFFSET(3) == 14272, "line replies offset formula");
+HOSTCALL_STATIC_ASSERT(HOSTCALL_LINE_BUFFER_SIZE(3) == 18880, "line buffer size formula");
 
 /* ---- LLVM libc's GPU RPC (libc/shared/rpc.h @039da685; hostcall_core::rpc) ---- */
 

@@ -8,8 +8,8 @@
 //!   once; when bit 7 of the start byte is set, keep the answered packet for the next call
 //!   (`Completed::keep`);
 //! - `1`: a scribble: one 8-byte word anywhere in the buffer (2-byte index) gets a value (8 bytes),
-//!   tagged with the sequence of some packet's head when bit 0 of a mode byte says so (so
-//!   scribbled packets can look consistent), or its high half bumped (a torn word);
+//!   made a line word of the sequence of some packet's head when bit 0 of a mode byte says so
+//!   (so scribbled packets can look consistent), or its sequence bumped (a torn word);
 //! - `2`: a drain alone;
 //! - `3`: `init` again (recovery), after dropping a kept packet.
 //!
@@ -26,7 +26,7 @@
 //!   request it wrote (no torn, stale or foreign word is ever taken).
 
 use crate::input::Input;
-use hostcall_core::line::{self, seq_of, tag, ScratchPayload, View};
+use hostcall_core::line::{self, seq_of, word as line_word, ScratchPayload, View, DATA_BITS};
 use hostcall_core::DrainScope;
 use hostcall_core::{PacketRequest, LANE_MASK, SLOT_WORDS};
 
@@ -105,8 +105,8 @@ pub fn line_exchange(data: &[u8]) {
                 let word = &words()[index % (layout.size / 8)];
                 let head = view.request(usize::from(mode >> 2) % n).head.load(relaxed);
                 let value = match mode & 3 {
-                    1 => tag(value as u32, seq_of(head)),
-                    2 => word.load(relaxed).wrapping_add(1 << 32),
+                    1 => line_word(value, seq_of(head)),
+                    2 => word.load(relaxed).wrapping_add(1 << DATA_BITS),
                     _ => value,
                 };
                 word.store(value, relaxed);

@@ -3,17 +3,18 @@
 //! Waves are threads on the real device path (`View::claim`, `write_lane`, `Claimed::submit`,
 //! `Submitted::wait_until`, `reply`, `release` or `keep`); the host is the main thread on the real scan
 //! (`View::drain_window`). Under loom `SEQ_MAX` is 2, so every call after a packet's first is a
-//! refresh claim and a model of three calls crosses the wrap. Every tagged word is a loom atomic,
+//! refresh claim and a model of three calls crosses the wrap. Every line word is a loom atomic,
 //! so loom lets each relaxed load return any store that coherence and happens-before allow: stale
 //! and in-flight words are explored, not assumed away.
 //!
-//! That makes every tagged word the host loads a branch of the exploration, so the core's line
+//! That makes every line word the host loads a branch of the exploration, so the core's line
 //! geometry is shrunk under loom (the same code, its loops bounded by the constants): a wave has
 //! 2 lanes (`LANES`) and a lane's request carries only its first word
-//! (`line::CARRIED_REQUEST_WORDS`: 2 tagged words, where production carries 8 words as 16); the
-//! reply keeps its 2 words (4 tagged). With 16 tagged words a lane the wrap models did not finish
-//! in 400 s even with no preemptions; now all of them run. The models' requests put what tells the
-//! calls apart in the carried word. The models prove:
+//! (`line::CARRIED_REQUEST_WORDS`: 2 line words, the word's low 57 bits and the packed word of its
+//! top 7, where production carries 8 words as 9); the reply keeps its 2 words (3 line words).
+//! With all of a lane's words the wrap models did not finish in 400 s even with no preemptions;
+//! now all of them run. The models' requests put what tells the calls apart in the carried word,
+//! in both of its line words (its low bits and its top bits). The models prove:
 //!
 //! - every call is served exactly once, with the request as its wave wrote it for that call (never
 //!   an older call's word with the same sequence, never a half-written one);
@@ -38,8 +39,8 @@
 #![cfg(loom)]
 
 use hostcall_core::line::{
-    tag, Incomplete, Parts, Prefix, Reply, Request, ScratchPayload, View, CARRIED_REQUEST_WORDS, SEQ_MAX,
-    STALLED_LOOK_PERIOD, STALL_LOOKS,
+    carries, decode_reply, encode_head, encode_mask, encode_request, word, Incomplete, Parts, Prefix, Reply,
+    Request, ScratchPayload, View, SEQ_MAX, STALLED_LOOK_PERIOD, STALL_LOOKS,
 };
 use hostcall_core::sync::{AtomicU32, Ordering};
 use hostcall_core::{DrainError, DrainHandler, PacketRequest, LANES, SLOT_WORDS};
@@ -88,23 +89,20 @@ impl Model {
     }
 }
 
-/// Lane `lane` of wave `wave` asks this in its call `call`; word 0 names all three, and no word's
-/// low half is 0 (a word stored as a bare flag, `tag(0, seq)`, never passes for one). Only the
-/// words the line transport carries under loom (`CARRIED_REQUEST_WORDS`, 1) hold data: the calls
-/// differ in them; the others are zero, as `write_lane` requires there, and the host checks that
-/// they arrive as zeroes.
+/// Lane `lane` of wave `wave` asks this in its call `call`: word 0 names all three, in its low
+/// bits and again in its top 7 (so both of its line words differ between calls), and neither of
+/// its line words' data is 0 (a word stored as a bare flag, `word(0, seq)`, never passes for
+/// one). Only the words the line transport carries under loom (`line::CARRIED_REQUEST_WORDS`, 1)
+/// hold data; the others are zero, as `write_lane` requires there, and the host checks that they
+/// arrive as zeroes.
 fn request(wave: u64, call: u64, lane: usize) -> [u64; SLOT_WORDS] {
-    core::array::from_fn(|word| {
-        let data = (wave * 100 + call * 10 + lane as u64) << 8 | (word as u64 + 1);
-        if word < CARRIED_REQUEST_WORDS {
-            data
-        } else {
-            0
-        }
-    })
+    let id = wave * 100 + call * 10 + lane as u64;
+    let mut words = [0; SLOT_WORDS];
+    words[0] = (id + 1) << 57 | id << 8 | 1;
+    words
 }
 
-/// ...and must read back this.
+/// ...and must read back this (both words with top bits that differ between calls).
 fn reply_for(word0: u64) -> [u64; 2] {
     [word0 ^ 0x5555_0000_5555_0000, !word0]
 }
@@ -157,7 +155,7 @@ fn host(model: &Model, packets: u32, masks: &[u64]) {
         let report = view.host().drain_window(&mut window, &mut |p: &mut PacketRequest<'_>| {
             assert_eq!(p.service(), SERVICE);
             let lane = p.lanes().next().expect("an active lane");
-            let wave = (p.request(lane)[0] >> 8) / 100;
+            let wave = (p.request(lane)[0] >> 8 & 0xffff) / 100;
             let call = next_call[wave as usize];
             assert_eq!(p.activemask(), masks[call as usize], "wave {wave} call {call}: not this call's mask");
             for lane in p.lanes().collect::<Vec<_>>() {
@@ -254,41 +252,39 @@ fn a_kept_packet_crosses_the_wrap() {
 
 /// The device path by hand (what `claim`, `write_lane` and `submit` do), for the broken twins:
 /// `refresh` false skips the wrap refresh; `flag_first` stores each word's sequence before its
-/// data (as a flag-then-data protocol would).
+/// data (as a flag-then-data protocol would). Its encodings are the core's (`encode_request`...).
 fn hand_call(model: &Model, view: &View<'_>, call: u64, mask: u64, refresh: bool, flag_first: bool) {
     let (request_block, reply_block) = (view.request(0), view.reply(0));
     let previous = view.device_seq(0).load(Ordering::Relaxed);
     let seq = hostcall_core::line::next_seq(previous);
     if refresh && hostcall_core::line::refreshes(previous, seq) {
         let words = request_block.lanes.iter().flatten().chain(reply_block.lanes.iter().flatten());
-        request_block.mask.iter().chain(words).for_each(|w| w.store(0, Ordering::Relaxed));
+        std::iter::once(&request_block.mask).chain(words).for_each(|w| w.store(0, Ordering::Relaxed));
         hostcall_core::sync::fence(Ordering::Release);
     }
     for lane in (0..LANES).filter(|l| mask >> l & 1 == 1) {
-        for (k, value) in request(0, call, lane).into_iter().take(CARRIED_REQUEST_WORDS).enumerate() {
-            let (low, high) = (&request_block.lanes[lane][2 * k], &request_block.lanes[lane][2 * k + 1]);
+        let words = encode_request(&request(0, call, lane), seq);
+        for (line_word, value) in request_block.lanes[lane].iter().zip(words) {
             if flag_first {
-                low.store(tag(0, seq), Ordering::Relaxed); // BUG: the sequence before the data
+                line_word.store(word(0, seq), Ordering::Relaxed); // BUG: the sequence before the data
             }
-            low.store(tag(value as u32, seq), Ordering::Relaxed);
-            high.store(tag((value >> 32) as u32, seq), Ordering::Relaxed);
+            line_word.store(value, Ordering::Relaxed);
         }
     }
-    request_block.mask[0].store(tag(mask as u32, seq), Ordering::Relaxed);
-    request_block.mask[1].store(tag((mask >> 32) as u32, seq), Ordering::Relaxed);
-    request_block.head.store(tag(SERVICE, seq), Ordering::Relaxed);
+    request_block.mask.store(encode_mask(mask, seq), Ordering::Relaxed);
+    request_block.head.store(encode_head(SERVICE, mask, seq), Ordering::Relaxed);
     view.device_seq(0).store(seq, Ordering::Relaxed);
     let answered = || {
-        (0..LANES).filter(|l| mask >> l & 1 == 1).all(|lane| {
-            reply_block.lanes[lane].iter().all(|w| w.load(Ordering::Acquire) >> 32 == u64::from(seq))
-        })
+        (0..LANES)
+            .filter(|l| mask >> l & 1 == 1)
+            .all(|lane| reply_block.lanes[lane].iter().all(|w| carries(w.load(Ordering::Acquire), seq)))
     };
     while !answered() {
         model.wake[0].wait();
     }
     for lane in (0..LANES).filter(|l| mask >> l & 1 == 1) {
-        let half = |k: usize| reply_block.lanes[lane][k].load(Ordering::Relaxed) & 0xffff_ffff;
-        let reply = [half(1) << 32 | half(0), half(3) << 32 | half(2)];
+        let reply =
+            decode_reply(&std::array::from_fn(|k| reply_block.lanes[lane][k].load(Ordering::Relaxed)));
         assert_eq!(
             reply,
             reply_for(request(0, call, lane)[0]),
@@ -353,27 +349,24 @@ fn slow_wave(give_up: bool) {
             let (request_block, reply_block) = (view.request(0), view.reply(0));
             let seq = hostcall_core::line::next_seq(0);
             let value = request(0, 0, 0)[0];
-            // Lane 0's low word, the mask and the head; the high word (the last) held back.
-            request_block.lanes[0][0].store(tag(value as u32, seq), Ordering::Relaxed);
-            request_block.mask[0].store(tag(1, seq), Ordering::Relaxed);
-            request_block.mask[1].store(tag(0, seq), Ordering::Relaxed);
-            request_block.head.store(tag(SERVICE, seq), Ordering::Relaxed);
+            let words = encode_request(&request(0, 0, 0), seq);
+            // Lane 0's first word, the mask and the head; its packed word (the last) held back.
+            request_block.lanes[0][0].store(words[0], Ordering::Relaxed);
+            request_block.mask.store(encode_mask(1, seq), Ordering::Relaxed);
+            request_block.head.store(encode_head(SERVICE, 1, seq), Ordering::Relaxed);
             // Until the host has remembered it and reported it stalled.
             while !reported.0.load(loom::sync::atomic::Ordering::Acquire) {
                 reported.1.wait();
             }
-            request_block.lanes[0][1].store(tag((value >> 32) as u32, seq), Ordering::Relaxed);
+            request_block.lanes[0][1].store(words[1], Ordering::Relaxed);
             // Release: pairs with the host's Acquire load of `landed` (the model's check only).
             landed.store(true, loom::sync::atomic::Ordering::Release);
-            while !reply_block.lanes[0].iter().all(|w| w.load(Ordering::Acquire) >> 32 == u64::from(seq)) {
+            while !reply_block.lanes[0].iter().all(|w| carries(w.load(Ordering::Acquire), seq)) {
                 model.wake[0].wait();
             }
-            let half = |k: usize| reply_block.lanes[0][k].load(Ordering::Relaxed) & 0xffff_ffff;
-            assert_eq!(
-                [half(1) << 32 | half(0), half(3) << 32 | half(2)],
-                reply_for(value),
-                "not this call's reply"
-            );
+            let reply =
+                decode_reply(&std::array::from_fn(|k| reply_block.lanes[0][k].load(Ordering::Relaxed)));
+            assert_eq!(reply, reply_for(value), "not this call's reply");
         })
     };
     let view = model.view();

@@ -155,21 +155,22 @@ fn scribble_line(view: &line::View<'_>, rng: &mut Rng) {
     let packet = rng.below(PACKETS) as usize;
     let v = rng.value();
     let (request, reply) = (view.request(packet), view.reply(packet));
-    // Half the time tagged with the packet's current head sequence, so that some scribbled
-    // packets are consistent and get served (with garbage services and lanes).
+    // Half the time a line word of the packet's current head sequence (or the next), so that some
+    // scribbled packets are consistent and get served (with garbage services and lanes).
     let seq = line::seq_of(request.head.load(Ordering::Relaxed));
-    let v = if rng.below(2) == 0 { line::tag(v as u32, seq.wrapping_add(rng.below(2) as u32)) } else { v };
-    let (lane, word) = (rng.below(LANES as u64) as usize, rng.below(16) as usize);
+    let v = if rng.below(2) == 0 { line::word(v, (seq + rng.below(2) as u32) % 128) } else { v };
+    let (lane, word) =
+        (rng.below(LANES as u64) as usize, rng.below(line::REQUEST_LANE_WORDS as u64) as usize);
     // Relaxed everywhere: a hostile device promises no ordering at all.
     match rng.below(10) {
         0 => request.head.store(v, Ordering::Relaxed),
-        1 => request.mask[rng.below(2) as usize].store(v, Ordering::Relaxed),
+        1 => request.mask.store(v, Ordering::Relaxed),
         2 => view.device_seq(packet).store(v as u32, Ordering::Relaxed),
         3 => view.served(packet).store(v as u32, Ordering::Relaxed),
         4 => view.occupied_word(packet).store(v as u32, Ordering::Relaxed),
         5 => [&view.prefix().requests, &view.prefix().replies, &view.prefix().served][rng.below(3) as usize]
             .store(v, Ordering::Relaxed),
-        6 => reply.lanes[lane][word % 4].store(v, Ordering::Relaxed),
+        6 => reply.lanes[lane][word % line::REPLY_LANE_WORDS].store(v, Ordering::Relaxed),
         _ => request.lanes[lane][word].store(v, Ordering::Relaxed),
     }
 }

@@ -333,7 +333,7 @@ fn stalled_request() {
     let (index, seq) = (packet.index(), packet.seq());
     packet.write_lane(5, &[1, 2, 3, 4, 5, 6, 7, 8]);
     // The wave's last word is held back: it still carries sequence 0.
-    let word = &view.line().unwrap().request(index).lanes[5][15];
+    let word = &view.line().unwrap().request(index).lanes[5][line::REQUEST_LANE_WORDS - 1];
     let stored = AnySubmitted::Line(packet.submit(ECHO, 1 << 5));
     // Relaxed, as the wave's own stores of its words: every word carries its sequence, so the
     // line protocol orders nothing by it (the listener's Acquire loads find the tag, or do not).

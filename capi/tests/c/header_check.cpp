@@ -17,9 +17,10 @@ static_assert(std::is_standard_layout<hostcall_line_request_t>::value, "line req
 static_assert(std::is_trivially_copyable<hostcall_line_reply_t>::value, "line reply is plain words");
 static_assert(alignof(hostcall_line_request_t) == HOSTCALL_LINE_BUFFER_ALIGN, "line request alignment");
 // The line macros are constant expressions in C++11 too.
-static_assert(HOSTCALL_LINE_TAG(HOSTCALL_SERVICE_PRINTF, 9u) == (9ull << 32 | 2u), "line tag");
-static_assert(HOSTCALL_LINE_SEQ_OF(HOSTCALL_LINE_TAG(1u, HOSTCALL_LINE_SEQ_MAX)) == UINT32_MAX, "line seq");
-static_assert(HOSTCALL_LINE_BUFFER_SIZE(3) == 31168 && HOSTCALL_LINE_REPLIES_OFFSET(3) == 25024, "line size");
+static_assert(HOSTCALL_LINE_WORD(HOSTCALL_SERVICE_PRINTF, 9u) == (9ull << 57 | 2u), "line word");
+static_assert(HOSTCALL_LINE_SEQ_OF(HOSTCALL_LINE_WORD(~0ull, HOSTCALL_LINE_SEQ_MAX)) == 127u, "line seq");
+static_assert(HOSTCALL_LINE_DATA_OF(HOSTCALL_LINE_WORD(~0ull, 1u)) == HOSTCALL_LINE_DATA_MASK, "line data");
+static_assert(HOSTCALL_LINE_BUFFER_SIZE(3) == 18880 && HOSTCALL_LINE_REPLIES_OFFSET(3) == 14272, "line size");
 // A line buffer laid out by hand, as a runtime with its own allocator would: the arrays land on
 // the offsets the macros give, each 64-aligned.
 struct line_buffer_4 {

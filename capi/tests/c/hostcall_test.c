@@ -225,8 +225,10 @@ static int print_layout(void) {
     P("line.reply.lanes", offsetof(hostcall_line_reply_t, lanes));
     P("line.reply.lane_words", HOSTCALL_LINE_REPLY_LANE_WORDS);
     P("line.seq_max", HOSTCALL_LINE_SEQ_MAX);
-    P("line.tag", HOSTCALL_LINE_TAG(0xdeadbeefu, 7u));
-    P("line.tag.max", HOSTCALL_LINE_TAG(UINT32_MAX, HOSTCALL_LINE_SEQ_MAX));
+    P("line.seq_bits", HOSTCALL_LINE_SEQ_BITS);
+    P("line.data_mask", HOSTCALL_LINE_DATA_MASK);
+    P("line.word", HOSTCALL_LINE_WORD(0x1ffdeadbeefcafeull, 7u));
+    P("line.word.max", HOSTCALL_LINE_WORD(UINT64_MAX, HOSTCALL_LINE_SEQ_MAX));
     P("line.seq_of", HOSTCALL_LINE_SEQ_OF(0x123456789abcdef0ull));
     P("line.data_of", HOSTCALL_LINE_DATA_OF(0x123456789abcdef0ull));
     P("line.buffer_align", HOSTCALL_LINE_BUFFER_ALIGN);

@@ -1,12 +1,13 @@
 //! [`Host`]: the host's side of the line protocol, the scan that polls each packet's head, takes a request
-//! only when every word of it carries the head's sequence, serves it, and answers in tagged words.
+//! only when every word of it carries the head's sequence, serves it, and answers in line words.
 
 use super::incomplete::{Entries, Incomplete, Look, STALL_LOOKS};
-use super::layout::{seq_of, tag, untag, CARRIED_REQUEST_WORDS};
+use super::layout::{Request, CARRIED_REQUEST_WORDS};
 use super::scratch::{own_memory, Place, Scratch, ScratchPayload};
 use super::view::View;
+use super::word::{carries, decode_activemask, decode_service, encode_reply, joined, seq_of, DATA_BITS};
 use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
-use crate::lane::{lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
+use crate::lane::{lanes, Payload, LANE_MASK, SLOT_WORDS};
 use crate::scan::{clamped, DrainScope, ScanWindow};
 use crate::sync::{fence, Ordering};
 use core::ops::Range;
@@ -21,9 +22,9 @@ impl Host<'_> {
     /// Scans every packet once and serves those whose request is complete.
     ///
     /// For each index: read the head; if its sequence is neither 0 nor `served[i]`, read the mask
-    /// words and every active lane's words, and take the request only if every one of them carries
+    /// word and every active lane's words, and take the request only if every one of them carries
     /// that sequence (a packet still arriving is left for a later scan). Serve it, write each
-    /// active lane's reply as tagged words, and record the sequence in `served[i]`. No
+    /// active lane's reply as line words, and record the sequence in `served[i]`. No
     /// read-modify-write on shared words; `occupied` and `device_seq` are never read.
     pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
         self.drain_range(0..self.0.requests.len(), handler)
@@ -51,7 +52,7 @@ impl Host<'_> {
     }
 
     /// Serves the packets of `scope` once (as [`Host::drain`], [`Host::drain_window`] or
-    /// [`Host::drain_range`]), copying requests into `scratch`. The other drains use a scratch of
+    /// [`Host::drain_range`]), decoding requests into `scratch`. The other drains use a scratch of
     /// their own, zeroed in part whenever a scan serves something (4,032 bytes for a 1-lane
     /// packet); a host that keeps one `scratch` for every drain zeroes it once.
     ///
@@ -81,7 +82,9 @@ impl Host<'_> {
     /// packet.write_lane(0, &[1, 2, 3, 4, 5, 6, 7, 8]);
     /// let submitted = packet.submit(7, 1);
     /// // The device's last word never arrives (it still carries sequence 0)...
-    /// requests[0].lanes[0][15].store(0, std::sync::atomic::Ordering::Relaxed);
+    /// let last = &requests[0].lanes[0][8];
+    /// let stored = last.load(std::sync::atomic::Ordering::Relaxed);
+    /// last.store(0, std::sync::atomic::Ordering::Relaxed);
     /// let (mut scope, mut scratch) = (DrainScope::Whole, ScratchPayload::new());
     /// let mut incomplete = [Incomplete::default(); 2];
     /// let mut stalled = Vec::new();
@@ -96,7 +99,7 @@ impl Host<'_> {
     /// }
     /// assert_eq!(stalled, [DrainError::Stalled { index: 0, seq: 1, looks: u32::from(STALL_LOOKS) }]);
     /// // ... until it does: a late word is served.
-    /// requests[0].lanes[0][15].store(hostcall_core::line::tag(0, 1), std::sync::atomic::Ordering::Relaxed);
+    /// last.store(stored, std::sync::atomic::Ordering::Relaxed);
     /// let served: u32 = (0..STALLED_LOOK_PERIOD)
     ///     .map(|_| buffer.host().drain_scope(&mut scope, &mut scratch, &mut incomplete, &mut Host(&mut stalled)).packets)
     ///     .sum();
@@ -151,20 +154,20 @@ impl Host<'_> {
             fence(Ordering::Acquire);
             let request = &self.0.requests[index];
             if let Some(entry) = entry.as_deref_mut() {
-                if let Look::Incomplete = entry.look(request, seq) {
+                if let Look::Incomplete = entry.look(request, head, seq) {
                     count_look(entry, index, seq, handler, report);
                     continue; // one word loaded: the one it waits for (`line/incomplete.rs`)
                 }
             }
-            // Lane 0's two lines of request words, before the mask words say which lanes take
-            // part: their misses then follow the head's at once (the likeliest first lane).
+            // The line after the head's, where lane 0's request ends, before the mask word says
+            // which lanes take part: its miss then follows the head's at once (lane 0 is the
+            // likeliest first lane; the head's line holds its first 6 words).
             let lane0 = &request.lanes[0];
-            crate::lane::prefetch(&lane0[0]);
             crate::lane::prefetch(&lane0[lane0.len() - 1]);
-            let Some(activemask) = self.take(index, seq, &mut scratch) else {
+            let Some(activemask) = Self::take(request, head, seq, &mut scratch) else {
                 // Still arriving, or never complete: not served, looked at again next scan.
                 if let Some(entry) = entry {
-                    entry.remember(request, seq);
+                    entry.remember(request, head, seq);
                     count_look(entry, index, seq, handler, report);
                 }
                 continue;
@@ -173,7 +176,7 @@ impl Host<'_> {
                 entry.forget();
             }
             let payload = scratch.payload();
-            let mut request = PacketRequest::new(index as u32, head as u32, activemask, payload);
+            let mut request = PacketRequest::new(index as u32, decode_service(head), activemask, payload);
             handler.serve(&mut request);
             self.answer(index, seq, activemask, payload);
             // Relaxed: host-only word (several hosts of one buffer serve disjoint ranges).
@@ -185,34 +188,41 @@ impl Host<'_> {
         highest
     }
 
-    /// Reads packet `index`'s mask and active lanes into `scratch` if every word carries `seq`;
-    /// returns the activemask (cut to the lanes that exist), or `None` at the first word that
-    /// does not.
-    fn take(&self, index: usize, seq: u32, scratch: &mut Scratch<'_>) -> Option<u64> {
-        let request = &self.0.requests[index];
-        // Relaxed (every load here and below): a tagged word is read in one access, so its data is
+    /// Decodes the active lanes of `request` into `scratch` if the mask word and every word of
+    /// them carry `seq` (the head `head` does); returns the activemask (cut to the lanes that
+    /// exist), or `None` at the first lane that does not.
+    ///
+    /// Never inlined: inlined into the scan, its lane loop loses registers to the scan's and
+    /// spills (callgrind, `bench --callgrind-listener`: 5,547 instructions a 32-lane packet in
+    /// `poll_once` against 5,313; one lane 866 against 880).
+    #[inline(never)]
+    fn take(request: &Request, head: u64, seq: u32, scratch: &mut Scratch<'_>) -> Option<u64> {
+        // Relaxed (every load here and below): a line word is read in one access, so its data is
         // the data its sequence was stored with; nothing else needs ordering.
-        let word = |w: &crate::sync::AtomicU64| untag(w.load(Ordering::Relaxed), seq);
-        let low = word(&request.mask[0])?;
-        let high = word(&request.mask[1])?;
-        let activemask = (u64::from(high) << 32 | u64::from(low)) & LANE_MASK;
+        let mask = request.mask.load(Ordering::Relaxed);
+        if !carries(mask, seq) {
+            return None;
+        }
+        let activemask = decode_activemask(head, mask) & LANE_MASK;
+        // Each word XOR the sequence: its sequence bits are 0 exactly when the word carries
+        // `seq`, and then what is left is its data. Every word of the lane is loaded and each
+        // request word decoded (its data, and its top bits out of the packed word) straight into
+        // the scratch the service reads; the words are ORed together and their sequence bits
+        // checked once for the lane, fewer instructions than a test per word for the same
+        // answer. The slots are recorded as written whole once, for the whole mask, when every
+        // lane passed; a take that fails leaves the slots it wrote not recorded (zeroed before
+        // any service sees them, if no later packet of the scan writes them whole).
+        let tagged = u64::from(seq) << DATA_BITS;
         for lane in lanes(activemask) {
             let words = &request.lanes[lane];
-            // Each word XOR the sequence (in the high half): its high half is 0 exactly when the
-            // word carries `seq`, and its low half is the data. Every word of the lane is loaded
-            // and stored to the scratch, the high halves ORed together and checked once for the
-            // lane: fewer instructions than a test per word, for the same answer. A lane that
-            // fails leaves its slot written but not whole (zeroed before any service sees it,
-            // if no later packet of the scan writes it whole).
-            let tagged = u64::from(seq) << 32;
-            let mut stray = 0;
-            for k in 0..CARRIED_REQUEST_WORDS {
-                let low = words[2 * k].load(Ordering::Relaxed) ^ tagged;
-                let high = words[2 * k + 1].load(Ordering::Relaxed) ^ tagged;
-                stray |= low | high;
-                scratch.write(lane, k, high << 32 | (low & 0xffff_ffff));
+            let top = words[CARRIED_REQUEST_WORDS].load(Ordering::Relaxed) ^ tagged;
+            let mut stray = top;
+            for (k, word) in words[..CARRIED_REQUEST_WORDS].iter().enumerate() {
+                let low = word.load(Ordering::Relaxed) ^ tagged;
+                stray |= low;
+                scratch.write(lane, k, joined(low, top, k));
             }
-            if stray >> 32 != 0 {
+            if stray >> DATA_BITS != 0 {
                 return None;
             }
             // The words the transport does not carry (none in production; all but the first
@@ -222,23 +232,24 @@ impl Host<'_> {
             for k in CARRIED_REQUEST_WORDS..SLOT_WORDS {
                 scratch.write(lane, k, 0);
             }
-            scratch.written_whole(lane);
         }
+        scratch.written_whole(activemask);
         Some(activemask)
     }
 
     /// Writes the reply of every lane of `activemask` from `scratch` into packet `index`'s reply
-    /// block as words tagged `seq`.
+    /// block as line words of sequence `seq` ([`encode_reply`]). Always inlined: a short loop,
+    /// and one call a packet fewer.
+    #[inline(always)]
     fn answer(&self, index: usize, seq: u32, activemask: u64, scratch: &Payload) {
         let reply = &self.0.replies[index];
         for lane in lanes(activemask) {
-            let words: [u64; REPLY_WORDS] = scratch.read_lane(lane);
-            for (k, value) in words.into_iter().enumerate() {
+            let words = encode_reply(scratch.read_lane(lane), seq);
+            for (word, value) in reply.lanes[lane].iter().zip(words) {
                 // Release: orders our reads of the request before the wave's next call (with the
                 // wave's Acquire poll in `Submitted::wait_until`); the reply data needs no
                 // ordering, it is in the word.
-                reply.lanes[lane][2 * k].store(tag(value as u32, seq), Ordering::Release);
-                reply.lanes[lane][2 * k + 1].store(tag((value >> 32) as u32, seq), Ordering::Release);
+                word.store(value, Ordering::Release);
             }
         }
     }

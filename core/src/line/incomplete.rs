@@ -5,9 +5,8 @@
 //!
 //! # The look
 //!
-//! A request is the head and, in this order, its *positions*: the two mask words (positions 0
-//! and 1), then each active lane's [`REQUEST_LINE_WORDS`] words (position `2 + lane *
-//! REQUEST_LINE_WORDS + k`). When the host finds a pending head of sequence `s` (neither 0 nor
+//! A request is the head and, in this order, its *positions*: the mask word (position 0), then
+//! each active lane's [`REQUEST_LANE_WORDS`] words (position `1 + lane * REQUEST_LANE_WORDS + k`). When the host finds a pending head of sequence `s` (neither 0 nor
 //! `served[i]`):
 //!
 //! 1. if the packet's entry remembers `s` at position `p`, it loads the word at `p` alone; while
@@ -50,7 +49,8 @@
 //! and [`Host::drain_scope`](super::Host::drain_scope) given an empty slice) take every pending
 //! request in full on every look and report nothing stalled, as before.
 
-use super::layout::{seq_of, Request, REQUEST_LINE_WORDS};
+use super::layout::{Request, REQUEST_LANE_WORDS};
+use super::word::{self, decode_activemask};
 use crate::lane::{lanes, LANE_MASK};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -96,48 +96,42 @@ pub struct Incomplete {
 
 const _: () = assert!(core::mem::size_of::<Incomplete>() == 8);
 
-/// The positions of a request block: the two mask words, then 64 lanes of words.
-const POSITIONS: usize = 2 + crate::LANES * REQUEST_LINE_WORDS;
+/// The positions of a request block: the mask word, then 64 lanes of words.
+const POSITIONS: usize = 1 + crate::LANES * REQUEST_LANE_WORDS;
 const _: () = assert!(POSITIONS <= u16::MAX as usize);
 
 /// The word at `position` of `request`, if the position exists.
 #[inline]
 fn word_at(request: &Request, position: u16) -> Option<&AtomicU64> {
     match position as usize {
-        p @ 0..=1 => Some(&request.mask[p]),
+        0 => Some(&request.mask),
         p => {
-            let (lane, k) = ((p - 2) / REQUEST_LINE_WORDS, (p - 2) % REQUEST_LINE_WORDS);
+            let (lane, k) = ((p - 1) / REQUEST_LANE_WORDS, (p - 1) % REQUEST_LANE_WORDS);
             request.lanes.get(lane).map(|words| &words[k])
         }
     }
 }
 
-/// Whether `word` carries `seq`. Relaxed (every load of this module): a tagged word is read in
+/// Whether `word` carries `seq`. Relaxed (every load of this module): a line word is read in
 /// one access; what it holds is never served from here (only the full take serves).
 #[inline]
 fn carries(word: &AtomicU64, seq: u32) -> bool {
-    seq_of(word.load(Ordering::Relaxed)) == seq
+    word::carries(word.load(Ordering::Relaxed), seq)
 }
 
-/// The first position at or after `from` of `request` whose word does not carry `seq` (the mask
-/// words first, then the lanes they name), or `None` if every one does.
-pub(super) fn first_stale(request: &Request, seq: u32, from: u16) -> Option<u16> {
-    let mut mask = [0u64; 2];
-    for (k, word) in request.mask.iter().enumerate() {
-        let value = word.load(Ordering::Relaxed);
-        if seq_of(value) != seq {
-            // Only from `from` on: a mask word before it was seen carrying `seq` (a hostile
-            // device's later change is the full take's to refuse).
-            if k as u16 >= from {
-                return Some(k as u16);
-            }
-        }
-        mask[k] = value & 0xffff_ffff;
+/// The first position at or after `from` of `request`, whose head is `head` (of sequence `seq`),
+/// whose word does not carry `seq` (the mask word first, then the lanes it and the head name), or
+/// `None` if every one does.
+pub(super) fn first_stale(request: &Request, head: u64, seq: u32, from: u16) -> Option<u16> {
+    let mask = request.mask.load(Ordering::Relaxed);
+    // Only from `from` on: a mask word before it was seen carrying `seq` (a hostile device's later
+    // change is the full take's to refuse).
+    if from == 0 && !word::carries(mask, seq) {
+        return Some(0);
     }
-    let activemask = (mask[1] << 32 | mask[0]) & LANE_MASK;
-    for lane in lanes(activemask) {
-        for k in 0..REQUEST_LINE_WORDS {
-            let position = (2 + lane * REQUEST_LINE_WORDS + k) as u16;
+    for lane in lanes(decode_activemask(head, mask) & LANE_MASK) {
+        for k in 0..REQUEST_LANE_WORDS {
+            let position = (1 + lane * REQUEST_LANE_WORDS + k) as u16;
             if position >= from && !carries(&request.lanes[lane][k], seq) {
                 return Some(position);
             }
@@ -156,16 +150,17 @@ pub(super) enum Look {
 }
 
 impl Incomplete {
-    /// Steps 1 and 2 of a look at `request`, pending with sequence `seq`: whether to take it.
+    /// Steps 1 and 2 of a look at `request`, pending with head `head` of sequence `seq`: whether
+    /// to take it.
     #[inline]
-    pub(super) fn look(&mut self, request: &Request, seq: u32) -> Look {
+    pub(super) fn look(&mut self, request: &Request, head: u64, seq: u32) -> Look {
         if self.seq != seq {
             return Look::Take;
         }
         match word_at(request, self.position) {
             Some(word) if !carries(word, seq) => Look::Incomplete,
             // Arrived (or a position the lanes do not have): on from the next one.
-            _ => match first_stale(request, seq, self.position.saturating_add(1)) {
+            _ => match first_stale(request, head, seq, self.position.saturating_add(1)) {
                 Some(position) => {
                     self.position = position;
                     Look::Incomplete
@@ -175,14 +170,15 @@ impl Incomplete {
         }
     }
 
-    /// After a full take of `request` with sequence `seq` found it incomplete: remembers the first
-    /// position that did not carry `seq` (kept, for a sequence already remembered, if none now).
+    /// After a full take of `request` with head `head` of sequence `seq` found it incomplete:
+    /// remembers the first position that did not carry `seq` (kept, for a sequence already
+    /// remembered, if none now).
     #[cold]
-    pub(super) fn remember(&mut self, request: &Request, seq: u32) {
+    pub(super) fn remember(&mut self, request: &Request, head: u64, seq: u32) {
         if self.seq != seq {
             *self = Self { seq, position: 0, looks: 0 };
         }
-        if let Some(position) = first_stale(request, seq, 0) {
+        if let Some(position) = first_stale(request, head, seq, 0) {
             self.position = position;
         }
     }

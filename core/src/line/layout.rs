@@ -1,6 +1,6 @@
 //! The line-protocol buffer as device code sees it (PROTOCOL.md section 9): the prefix, the
-//! per-packet request and reply blocks, the tagged words they are made of, and where this project
-//! puts the arrays the prefix points to (the picture is in the [`crate::line`] docs).
+//! per-packet request and reply blocks (of line words, `word.rs`), the sequences, and where this
+//! project puts the arrays the prefix points to (the picture is in the [`crate::line`] docs).
 
 use crate::lane::{LANES, REPLY_WORDS, SLOT_WORDS};
 pub use crate::layout::CACHE_LINE;
@@ -10,12 +10,12 @@ use crate::view::MIN_ALIGN as SHARED_MIN_ALIGN;
 
 /// Request words per lane the line transport carries: all [`SLOT_WORDS`] of a lane's slot.
 ///
-/// Under loom only the first: each carried word is two tagged words that the host loads one by
-/// one, and every such relaxed load with several stores to choose from branches loom's
-/// exploration, so 8 words a lane kept the models across the wrap from finishing. The algorithm
-/// is the same code in both builds (every loop of the line module runs to this constant); under
-/// loom [`Claimed::write_lane`](super::Claimed::write_lane) refuses (panics on) a non-zero word
-/// it would not carry, and the host's payload holds zeroes in the words not carried.
+/// Under loom only the first: each line word the host loads is a branch of loom's exploration
+/// (every relaxed load with several stores to choose from), so 8 words a lane kept the models
+/// across the wrap from finishing. The algorithm is the same code in both builds (every loop of
+/// the line module runs to this constant); under loom
+/// [`Claimed::write_lane`](super::Claimed::write_lane) refuses (panics on) a non-zero word it
+/// would not carry, and the host's payload holds zeroes in the words not carried.
 #[cfg(not(loom))]
 pub const CARRIED_REQUEST_WORDS: usize = SLOT_WORDS;
 /// Request words per lane the line transport carries: under loom only the first (see the
@@ -25,16 +25,17 @@ pub const CARRIED_REQUEST_WORDS: usize = 1;
 
 const _: () = assert!(CARRIED_REQUEST_WORDS >= 1 && CARRIED_REQUEST_WORDS <= SLOT_WORDS);
 
-/// Tagged words per lane request: each carried request `u64` travels as two tagged words (low
-/// half, then high half); 16 in production.
-pub const REQUEST_LINE_WORDS: usize = 2 * CARRIED_REQUEST_WORDS;
-/// Tagged words per lane reply (each reply `u64` as two tagged words).
-pub const REPLY_LINE_WORDS: usize = 2 * REPLY_WORDS;
+/// Line words per lane request: one for each carried request word's low 57 bits, and one packing
+/// their top 7 bits ([`encode_request`](super::encode_request)); 9 in production, 2 under loom.
+pub const REQUEST_LANE_WORDS: usize = CARRIED_REQUEST_WORDS + 1;
+/// Line words per lane reply: one for each reply word's low 57 bits, and one packing their top
+/// bits ([`encode_reply`](super::encode_reply)).
+pub const REPLY_LANE_WORDS: usize = REPLY_WORDS + 1;
 
 /// The largest sequence number; the one after it is 1 (0 is never a sequence: it means "never
 /// written"). Shrunk under loom so the models cross the wrap.
 #[cfg(not(loom))]
-pub const SEQ_MAX: u32 = u32::MAX;
+pub const SEQ_MAX: u32 = (1 << super::SEQ_BITS) - 1;
 /// The largest sequence number, shrunk under loom so the models cross the wrap.
 #[cfg(loom)]
 pub const SEQ_MAX: u32 = 2;
@@ -59,34 +60,6 @@ pub const fn next_seq(seq: u32) -> u32 {
 /// `SEQ_MAX`, and 1 after a wrap (not the first call after `init`, which zeroed everything).
 pub const fn refreshes(previous: u32, next: u32) -> bool {
     next == SEQ_MAX || (next == 1 && previous != 0)
-}
-
-/// A tagged word: 32 data bits (low half) and the 32-bit sequence of the call that wrote it
-/// (high half), written and read as one 8-byte atomic access.
-///
-/// ```
-/// use hostcall_core::line::{tag, untag};
-/// assert_eq!(untag(tag(0xdead_beef, 7), 7), Some(0xdead_beef));
-/// assert_eq!(untag(tag(0xdead_beef, 7), 8), None);
-/// ```
-pub const fn tag(data: u32, seq: u32) -> u64 {
-    (seq as u64) << 32 | data as u64
-}
-
-/// The data of a tagged word if its sequence is `seq`.
-#[inline]
-pub const fn untag(word: u64, seq: u32) -> Option<u32> {
-    if (word >> 32) as u32 == seq {
-        Some(word as u32)
-    } else {
-        None
-    }
-}
-
-/// The sequence half of a tagged word.
-#[inline]
-pub const fn seq_of(word: u64) -> u32 {
-    (word >> 32) as u32
 }
 
 /// The start of a line buffer: the fields device code reads. Written by the host in
@@ -125,29 +98,30 @@ impl Default for Prefix {
     }
 }
 
-/// One packet's request block, written only by the wave holding the packet: a 64-byte header line
-/// (`head = tag(service, seq)`, `mask = [tag(activemask low), tag(activemask high)]`, 5 reserved
-/// words) followed by every lane's [`REQUEST_LINE_WORDS`] tagged words.
+/// One packet's request block, written only by the wave holding the packet: the head and the
+/// mask word, then every lane's [`REQUEST_LANE_WORDS`] line words, contiguous (a one-lane call's
+/// words are bytes 0..88, the first two lines), then reserved words to the end of the last line.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Request {
-    /// `tag(service, seq)`: the word the host polls.
+    /// [`encode_head`](super::encode_head): the service and the activemask's top 7 bits; the
+    /// word the host polls.
     pub head: AtomicU64,
-    /// `[tag(activemask as u32, seq), tag((activemask >> 32) as u32, seq)]`.
-    pub mask: [AtomicU64; 2],
+    /// [`encode_mask`](super::encode_mask): the activemask's low 57 bits.
+    pub mask: AtomicU64,
+    /// `lanes[lane]`: [`encode_request`](super::encode_request) of the lane's request.
+    pub lanes: [[AtomicU64; REQUEST_LANE_WORDS]; LANES],
     /// Reserved, zero; never read by the host.
-    pub reserved: [AtomicU64; 5],
-    /// `lanes[lane][2 k]`, `lanes[lane][2 k + 1]`: the low and high halves of request word `k`.
-    pub lanes: [[AtomicU64; REQUEST_LINE_WORDS]; LANES],
+    pub reserved: [AtomicU64; 6],
 }
 
 /// One packet's reply block, written by the host (and zeroed by the wave at its refresh claims):
-/// every lane's [`REPLY_LINE_WORDS`] tagged words, 32 bytes, two lanes per line.
+/// every lane's [`REPLY_LANE_WORDS`] line words, 24 bytes, contiguous.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Reply {
-    /// `lanes[lane][2 k]`, `lanes[lane][2 k + 1]`: the low and high halves of reply word `k`.
-    pub lanes: [[AtomicU64; REPLY_LINE_WORDS]; LANES],
+    /// `lanes[lane]`: [`encode_reply`](super::encode_reply) of the lane's reply.
+    pub lanes: [[AtomicU64; REPLY_LANE_WORDS]; LANES],
 }
 
 impl Default for Request {
@@ -155,9 +129,9 @@ impl Default for Request {
         let zero = || AtomicU64::new(0);
         Self {
             head: zero(),
-            mask: [zero(), zero()],
-            reserved: core::array::from_fn(|_| zero()),
+            mask: zero(),
             lanes: core::array::from_fn(|_| core::array::from_fn(|_| zero())),
+            reserved: core::array::from_fn(|_| zero()),
         }
     }
 }
@@ -192,7 +166,8 @@ impl Layout {
     /// use hostcall_core::line::Layout;
     /// let l = Layout::new(3).unwrap();
     /// assert_eq!((l.device_seq, l.occupied, l.served, l.requests), (64, 128, 192, 256));
-    /// assert_eq!((l.replies, l.size), (256 + 3 * 8256, 256 + 3 * 8256 + 3 * 2048));
+    /// assert_eq!((l.replies, l.size), (14272, 18880));
+    /// assert_eq!((l.replies, l.size), (256 + 3 * 4672, 256 + 3 * 4672 + 3 * 1536));
     /// ```
     pub const fn new(num_packets: usize) -> Option<Self> {
         let Some(([device_seq, occupied, served, requests, replies], size)) = placed(num_packets) else {
@@ -227,10 +202,11 @@ const _: () = assert!(MIN_ALIGN % SHARED_MIN_ALIGN == 0);
 // The ABI sizes, written out so the layout arithmetic also holds under loom (whose atomics are
 // larger than the integers they model; the `abi` asserts tie them to the real types).
 const PREFIX_SIZE: usize = 56;
-/// Bytes of one [`Request`] block: a header line and 128 bytes per lane.
-pub const REQUEST_SIZE: usize = CACHE_LINE + 64 * REQUEST_LINE_WORDS * 8;
-/// Bytes of one [`Reply`] block: 32 bytes per lane.
-pub const REPLY_SIZE: usize = 64 * REPLY_LINE_WORDS * 8;
+/// Bytes of one [`Request`] block: the head and mask words and 72 bytes per lane (64 lanes, also
+/// under loom, whose geometry is the layout's), rounded up to whole lines.
+pub const REQUEST_SIZE: usize = ((2 + 64 * REQUEST_LANE_WORDS) * 8).next_multiple_of(CACHE_LINE);
+/// Bytes of one [`Reply`] block: 24 bytes per lane, whole lines.
+pub const REPLY_SIZE: usize = (64 * REPLY_LANE_WORDS * 8).next_multiple_of(CACHE_LINE);
 
 #[cfg(not(loom))]
 mod abi {
@@ -250,13 +226,15 @@ mod abi {
         num_packets: 48,
     });
 
-    const _: () = assert!(CARRIED_REQUEST_WORDS == SLOT_WORDS && REQUEST_LINE_WORDS == 16);
-    const _: () = assert!(size_of::<Request>() == REQUEST_SIZE && REQUEST_SIZE == 8256);
+    const _: () = assert!(CARRIED_REQUEST_WORDS == SLOT_WORDS && REQUEST_LANE_WORDS == 9);
+    const _: () = assert!(SEQ_MAX == 127 && REPLY_LANE_WORDS == 3);
+    const _: () = assert!(size_of::<Request>() == REQUEST_SIZE && REQUEST_SIZE == 4672);
     const _: () = assert!(align_of::<Request>() == CACHE_LINE);
     const _: () = assert!(offset_of!(Request, head) == 0);
     const _: () = assert!(offset_of!(Request, mask) == 8);
-    const _: () = assert!(offset_of!(Request, lanes) == CACHE_LINE);
-    const _: () = assert!(size_of::<Reply>() == REPLY_SIZE && REPLY_SIZE == 2048);
+    const _: () = assert!(offset_of!(Request, lanes) == 16);
+    const _: () = assert!(offset_of!(Request, reserved) == 4624); // 16 + 64 * 72, then 6 words
+    const _: () = assert!(size_of::<Reply>() == REPLY_SIZE && REPLY_SIZE == 1536);
     const _: () = assert!(align_of::<Reply>() == CACHE_LINE);
     const _: () = assert!(size_of::<AtomicU64>() == 8 && size_of::<AtomicU32>() == 4);
 }
@@ -290,6 +268,6 @@ mod tests {
         assert_eq!(next_seq(SEQ_MAX), 1);
         assert!(refreshes(SEQ_MAX - 1, SEQ_MAX) && refreshes(SEQ_MAX, 1));
         assert!(!refreshes(0, 1) && !refreshes(1, 2));
-        assert_eq!(seq_of(tag(5, 9)), 9);
+        assert_eq!(super::super::seq_of(super::super::word(5, 9)), 9);
     }
 }

@@ -5,19 +5,22 @@
 //! ROCm's phase protocol needs, per call, a release store of the phase word after the request
 //! (on a GPU a system-scope fence that waits for the request to reach the host) and, after the
 //! wave's poll sees the answer, a second read for the replies (another round trip over the link).
-//! Here, as in NCCL's LL protocol, a *tagged word* is `data: u32` in the low half and `seq: u32` in
-//! the high half of one `u64`, stored and loaded as one 8-byte atomic access, so a reader that
-//! sees the sequence it expects has the data stored with it: the device needs no fence before its
-//! flag, the host no fence after it, and the wave's poll returns its reply.
+//! Here, as in NCCL's LL protocol, every word is a *tagged word* (a *line word*, [`word`]): 57
+//! data bits and the call's 7-bit sequence in the top bits of one `u64`, stored and loaded as one
+//! 8-byte atomic access, so a reader that sees the sequence it expects has the data stored with
+//! it: the device needs no fence before its flag, the host no fence after it, and the wave's poll
+//! returns its reply.
 //!
 //! # Words
 //!
-//! Per packet `i` (see [`Request`] and [`Reply`]):
+//! Per packet `i` (see [`Request`] and [`Reply`]; the encodings are in `word.rs`):
 //!
-//! - request block: `head = tag(service, seq)`; `mask = [tag(activemask low), tag(activemask high)]`
-//!   (with the head in one 64-byte header line); then per lane 16 tagged words, the low and high
-//!   halves of its 8 request words (128 bytes, two lines);
-//! - reply block: per lane 4 tagged words, the halves of its 2 reply words (32 bytes);
+//! - request block: `head` ([`encode_head`]: the service and the activemask's top 7 bits) and
+//!   `mask` ([`encode_mask`]: its low 57 bits); then per lane 9 line words ([`encode_request`]:
+//!   the low 57 bits of each of its 8 request words, then one word packing their top 7 bits), 72
+//!   bytes, contiguous after the header: a one-lane call's words are bytes 0..88, two lines;
+//! - reply block: per lane 3 line words ([`encode_reply`]: its 2 reply words' low bits, then
+//!   their top bits), 24 bytes;
 //! - `device_seq[i]`: the sequence of the packet's last call (device only);
 //! - `served[i]`: the sequence of the last call the host answered (host only);
 //! - `occupied`: the phase protocol's claim bitmap (device only).
@@ -28,7 +31,7 @@
 //! Under loom the geometry shrinks so that the models finish, and nothing else changes (the same
 //! code runs, each loop to these constants): [`SEQ_MAX`] is 2, a wave has 2 lanes
 //! ([`LANES`](crate::LANES)), and a lane's request carries only its first word
-//! ([`CARRIED_REQUEST_WORDS`]: 2 tagged words instead of 16; the others must be zero). The
+//! ([`CARRIED_REQUEST_WORDS`]: 2 line words instead of 9; the others must be zero). The
 //! production layout above is pinned by `const` asserts that hold outside loom only.
 //!
 //! # Who writes what
@@ -52,12 +55,13 @@
 //! # Why a torn or stale view is never taken for a call
 //!
 //! The host serves packet `i` when its head's sequence `s` is neither 0 nor `served[i]`, and only
-//! if both mask words and all 16 words of every active lane carry `s` (read in one full take);
+//! if the mask word and all 9 words of every active lane carry `s` (read in one full take);
 //! otherwise it leaves the packet for a later scan. A host that keeps memory of the requests it
 //! found incomplete ([`Incomplete`], see [`Host::drain_scope`]) starts later looks at the first
 //! word that did not carry `s` and serves only after a full take as above, so what it serves is
-//! the same: the memory decides where a look starts, never what is taken. The wave takes its reply only when all 4 words of every active lane
-//! carry `s`. Each word is one atomic access, so a word carrying `s` holds data stored with `s`:
+//! the same: the memory decides where a look starts, never what is taken. The wave takes its
+//! reply only when all 3 words of every active lane carry `s`. Each word is one atomic access, so
+//! a word carrying `s` holds data stored with `s`:
 //!
 //! - *torn*: a view mixing calls has some word with another sequence: refused;
 //! - *in flight*: words not yet stored still hold an older sequence: refused;
@@ -69,7 +73,8 @@
 //!   current cycle, which carries `s` only if the call with sequence `s` wrote it; the refresh of
 //!   `SEQ_MAX` clears the values of the cycle's call 1 before the next cycle's call 1. The wave
 //!   reads its own zeroes or newer values (coherence), so its replies need no fence at all. Two
-//!   fences per `2^32 - 1` calls is the whole cost;
+//!   refreshes per 127 calls is the whole cost (each 769 zeroed words, 6 KB, and a fence: about
+//!   12 stores a call, spread);
 //! - *abandoned*: a dropped [`Claimed`] uses its sequence up, so words it wrote never match a
 //!   later call; a dropped [`Submitted`] leaks the packet (the host still answers it).
 //!
@@ -90,7 +95,7 @@
 //! | `fetch_and` on `occupied` | wave, release | `fetch_or` on `occupied` | next claimer | `device_seq` and the previous owner's accesses |
 //!
 //! Data needs none of them: it is in the word. A GPU's device side uses relaxed system-scope
-//! accesses for every tagged word (on x86 hosts the Release and Acquire above are free). The host
+//! accesses for every line word (on x86 hosts the Release and Acquire above are free). The host
 //! does no read-modify-write on shared memory.
 //!
 //! # Example
@@ -136,17 +141,22 @@ mod layout;
 mod producer;
 mod scratch;
 mod view;
+mod word;
 
 pub use host::Host;
 pub use incomplete::{Incomplete, STALLED_LOOK_PERIOD, STALL_LOOKS};
 pub use layout::{
-    buffer_align, buffer_size, next_seq, refreshes, seq_of, tag, untag, Layout, Prefix, Reply, Request,
-    CACHE_LINE, CARRIED_REQUEST_WORDS, MIN_ALIGN, REPLY_LINE_WORDS, REPLY_SIZE, REQUEST_LINE_WORDS,
-    REQUEST_SIZE, SEQ_MAX,
+    buffer_align, buffer_size, next_seq, refreshes, Layout, Prefix, Reply, Request, CACHE_LINE,
+    CARRIED_REQUEST_WORDS, MIN_ALIGN, REPLY_LANE_WORDS, REPLY_SIZE, REQUEST_LANE_WORDS, REQUEST_SIZE,
+    SEQ_MAX,
 };
 pub use producer::{Claimed, Completed, Submitted};
 pub use scratch::ScratchPayload;
 pub use view::{Parts, View};
+pub use word::{
+    carries, data_of, decode_activemask, decode_reply, decode_request, decode_service, encode_head,
+    encode_mask, encode_reply, encode_request, seq_of, word, DATA_BITS, DATA_MASK, SEQ_BITS,
+};
 
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -1,9 +1,10 @@
 //! The line protocol's side of the producer's skeleton ([`crate::producer`]): requests and the
-//! head stored as tagged words, the wait polling the replies themselves, and a packet a wave may
+//! head stored as line words, the wait polling the replies themselves, and a packet a wave may
 //! keep for its next call ([`Completed::keep`]).
 
-use super::layout::{seq_of, tag, CARRIED_REQUEST_WORDS, REPLY_LINE_WORDS};
+use super::layout::CARRIED_REQUEST_WORDS;
 use super::view::View;
+use super::word::{carries, decode_reply, encode_head, encode_mask, encode_request};
 use crate::lane::{lanes, REPLY_WORDS, SLOT_WORDS};
 use crate::producer::{self, Ticket, Wire};
 use crate::sync::Ordering;
@@ -13,7 +14,7 @@ impl Wire for View<'_> {
     type State = u32;
     type Answer = ();
 
-    /// Each request word as two tagged words. Under loom only the first
+    /// The lane's request as its line words ([`encode_request`]). Under loom only the first
     /// [`CARRIED_REQUEST_WORDS`] travel (the models' geometry, see there), and a non-zero word past
     /// them panics (it would be lost); in production every word travels.
     #[inline]
@@ -23,29 +24,26 @@ impl Wire for View<'_> {
         lane: usize,
         words: &[u64; SLOT_WORDS],
     ) {
-        let (carried, not_carried) = words.split_at(CARRIED_REQUEST_WORDS);
         // Empty in production (every word is carried); a loom model must not lose data silently.
         assert!(
-            not_carried.iter().all(|&w| w == 0),
+            words[CARRIED_REQUEST_WORDS..].iter().all(|&w| w == 0),
             "request words past CARRIED_REQUEST_WORDS are not carried"
         );
         let slot = &self.request(index).lanes[lane];
-        for (k, &value) in carried.iter().enumerate() {
+        for (word, value) in slot.iter().zip(encode_request(words, seq)) {
             // Relaxed: the data travels with its sequence in one store; the host checks the
             // sequence of every word it takes.
-            slot[2 * k].store(tag(value as u32, seq), Ordering::Relaxed);
-            slot[2 * k + 1].store(tag((value >> 32) as u32, seq), Ordering::Relaxed);
+            word.store(value, Ordering::Relaxed);
         }
     }
 
-    /// Writes the mask words and the head, handing the packet to the host.
+    /// Writes the mask word and the head, handing the packet to the host.
     fn submit(&self, &mut Ticket { index, state: seq }: &mut Ticket<u32>, service: u32, activemask: u64) {
         let request = self.request(index);
-        // Relaxed (all three): tagged words, see `write_lane`. The head is written last only so
-        // that a host on a TSO machine usually finds the packet complete at its first look.
-        request.mask[0].store(tag(activemask as u32, seq), Ordering::Relaxed);
-        request.mask[1].store(tag((activemask >> 32) as u32, seq), Ordering::Relaxed);
-        request.head.store(tag(service, seq), Ordering::Relaxed);
+        // Relaxed (both): line words, see `write_lane`. The head is written last only so that a
+        // host on a TSO machine usually finds the packet complete at its first look.
+        request.mask.store(encode_mask(activemask, seq), Ordering::Relaxed);
+        request.head.store(encode_head(service, activemask, seq), Ordering::Relaxed);
         // Relaxed: device-only word, published to the next claimer by `release_occupied`.
         self.device_seq(index).store(seq, Ordering::Relaxed);
     }
@@ -58,20 +56,18 @@ impl Wire for View<'_> {
                 // Acquire: pairs with the host's Release stores in `Host::answer`, so the host's
                 // reads of this call's request happen before our next call's writes. The reply
                 // data itself is in the word.
-                reply.lanes[lane].iter().all(|word| seq_of(word.load(Ordering::Acquire)) == seq)
+                reply.lanes[lane].iter().all(|word| carries(word.load(Ordering::Acquire), seq))
             })
             .then_some(())
     }
 
-    /// The data halves of lane `lane`'s tagged reply words.
+    /// Lane `lane`'s reply, out of its line words ([`decode_reply`]).
     #[inline]
     fn reply(&self, &Ticket { index, .. }: &Ticket<u32>, lane: usize) -> [u64; REPLY_WORDS] {
         let words = &self.reply(index).lanes[lane];
         // Relaxed: the wait saw these very words carry our sequence; the host writes them again
         // only for a later call.
-        let half = |k: usize| u64::from(words[k].load(Ordering::Relaxed) as u32);
-        const _: () = assert!(REPLY_LINE_WORDS == 2 * REPLY_WORDS);
-        core::array::from_fn(|k| half(2 * k + 1) << 32 | half(2 * k))
+        decode_reply(&core::array::from_fn(|k| words[k].load(Ordering::Relaxed)))
     }
 
     fn drop_unsent(&self, &Ticket { index, state: seq }: &Ticket<u32>) {

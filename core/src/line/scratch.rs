@@ -18,8 +18,9 @@
 //! there the payload is built normally ([`Payload::default`]) at the first write.
 
 use crate::lane::Payload;
+use crate::lane::LANE_MASK;
 #[cfg(not(loom))]
-use crate::lane::{LANES, LANE_MASK, SLOT_WORDS};
+use crate::lane::{LANES, SLOT_WORDS};
 #[cfg(not(loom))]
 use core::mem::MaybeUninit;
 
@@ -127,10 +128,11 @@ impl Scratch<'_> {
         self.memory.get_or_insert_with(Payload::default).slots[lane][k].write(value);
     }
 
-    /// Records that every word of lane `lane`'s slot has been written.
+    /// Records that every word of the slots of the lanes of `lanes` has been written (a mask of
+    /// lanes that exist: only those have slots).
     #[inline]
-    pub(super) fn written_whole(&mut self, lane: usize) {
-        self.whole |= 1 << lane;
+    pub(super) fn written_whole(&mut self, lanes: u64) {
+        self.whole |= lanes & LANE_MASK;
     }
 
     /// The payload, every slot initialised: the first call zeroes the slots of the lanes not

@@ -51,8 +51,13 @@ impl Buffer {
     }
 }
 
+/// Lane `lane`'s request in call `call`: every word's top 7 bits (the packed word's) differ by
+/// word, lane and call, and bits 48..57 are set.
 fn request(call: u64, lane: usize) -> [u64; SLOT_WORDS] {
-    core::array::from_fn(|k| call << 40 | (lane as u64) << 8 | k as u64 | 0xffff_0000_0000_0000)
+    core::array::from_fn(|k| {
+        let top = (k as u64 * 37 + lane as u64 * 5 + call) % 128;
+        top << 57 | 0x01ff_0000_0000_0000 | call << 40 | (lane as u64) << 8 | k as u64
+    })
 }
 
 /// Echoes word 0 and the complement of word 7 of every lane.
@@ -148,12 +153,12 @@ fn the_wrap_refreshes_and_no_stale_word_matches() {
     view.served(0).store(SEQ_MAX - 2, Ordering::Relaxed);
     // Planted stale words with the sequences the next calls use: the refreshes must clear them.
     let plant = |seq: u32| {
-        view.request(0).lanes[7].iter().for_each(|w| w.store(tag(0xbad, seq), Ordering::Relaxed));
-        view.reply(0).lanes[7].iter().for_each(|w| w.store(tag(0xbad, seq), Ordering::Relaxed));
+        view.request(0).lanes[7].iter().for_each(|w| w.store(word(0xbad, seq), Ordering::Relaxed));
+        view.reply(0).lanes[7].iter().for_each(|w| w.store(word(0xbad, seq), Ordering::Relaxed));
     };
     plant(1);
     call(&view, 0, 1, 1); // SEQ_MAX - 1: no refresh
-    assert_eq!(view.request(0).lanes[7][0].load(Ordering::Relaxed), tag(0xbad, 1));
+    assert_eq!(view.request(0).lanes[7][0].load(Ordering::Relaxed), word(0xbad, 1));
     let packet = view.claim(0).unwrap(); // SEQ_MAX: refresh at the claim
     assert_eq!(packet.seq(), SEQ_MAX);
     assert_eq!(view.request(0).lanes[7][0].load(Ordering::Relaxed), 0, "refreshed");
@@ -162,7 +167,7 @@ fn the_wrap_refreshes_and_no_stale_word_matches() {
     plant(2);
     let packet = view.claim(0).unwrap();
     assert_eq!(packet.seq(), 1, "wrapped past 0");
-    assert_eq!(view.reply(0).lanes[7][3].load(Ordering::Relaxed), 0, "refreshed again");
+    assert_eq!(view.reply(0).lanes[7][2].load(Ordering::Relaxed), 0, "refreshed again");
     drop(packet);
     for number in 2..6 {
         call(&view, 0, number, 1 << 7 | 1 << 5);
@@ -200,7 +205,7 @@ fn a_kept_packet_crosses_the_wrap_without_touching_occupied() {
     // Close to the wrap, with stale words planted under the sequences the kept calls will use.
     view.device_seq(0).store(SEQ_MAX - 2, Ordering::Relaxed);
     let lane7 = &view.request(0).lanes[7];
-    let plant = |seq: u32| lane7.iter().for_each(|w| w.store(tag(0xbad, seq), Ordering::Relaxed));
+    let plant = |seq: u32| lane7.iter().for_each(|w| w.store(word(0xbad, seq), Ordering::Relaxed));
     plant(SEQ_MAX);
     let mut packet = view.claim(0).expect("free again");
     for (number, expected) in [SEQ_MAX - 1, SEQ_MAX, 1, 2].into_iter().enumerate() {
@@ -232,27 +237,54 @@ fn a_torn_or_stale_request_is_not_served_until_complete() {
     packet.write_lane(1, &request(1, 1));
     let submitted = packet.submit(9, 0b11);
     let lanes = &view.request(1).lanes;
-    // The last word of lane 1 has not arrived: it still holds the previous call's value.
-    let fresh = lanes[1][15].load(Ordering::Relaxed);
-    lanes[1][15].store(tag(fresh as u32, seq - 1), Ordering::Relaxed);
-    assert_eq!(view.host().drain(&mut echo).packets, 0);
-    // A word torn between calls (a foreign sequence) is refused too.
-    lanes[1][15].store(tag(fresh as u32, seq + 1), Ordering::Relaxed);
-    assert_eq!(view.host().drain(&mut echo).packets, 0);
+    // Each word of lane 1 in turn has not arrived (it still holds the previous call's sequence),
+    // or is torn between calls (a foreign sequence): refused either way.
+    for (k, line_word) in lanes[1].iter().enumerate() {
+        let fresh = line_word.load(Ordering::Relaxed);
+        for stale in [seq - 1, seq + 1] {
+            line_word.store(word(fresh, stale), Ordering::Relaxed);
+            assert_eq!(view.host().drain(&mut echo).packets, 0, "word {k} of sequence {stale}");
+        }
+        line_word.store(fresh, Ordering::Relaxed);
+    }
     // The mask word is checked as well.
-    lanes[1][15].store(fresh, Ordering::Relaxed);
-    let mask = view.request(1).mask[1].load(Ordering::Relaxed);
-    view.request(1).mask[1].store(tag(mask as u32, 0), Ordering::Relaxed);
+    let mask = view.request(1).mask.load(Ordering::Relaxed);
+    view.request(1).mask.store(word(mask, 0), Ordering::Relaxed);
     assert_eq!(view.host().drain(&mut echo).packets, 0);
-    view.request(1).mask[1].store(mask, Ordering::Relaxed);
+    view.request(1).mask.store(mask, Ordering::Relaxed);
     assert_eq!(view.host().drain(&mut echo).packets, 1);
     // A reply word still carrying an old sequence keeps the wave waiting.
     let reply = &view.reply(1).lanes[0][2];
     let answered = reply.load(Ordering::Relaxed);
-    reply.store(tag(answered as u32, seq - 1), Ordering::Relaxed);
+    reply.store(word(answered, seq - 1), Ordering::Relaxed);
     let Err(submitted) = submitted.wait_until(|polls| polls < 3) else { panic!("a torn reply was taken") };
     reply.store(answered, Ordering::Relaxed);
     assert_eq!(submitted.wait(|| {}).reply(1)[0], request(1, 1)[0]);
+}
+
+#[test]
+fn reserved_bits_change_nothing() {
+    let b = Buffer::new(2);
+    let view = b.view();
+    let mut packet = view.claim(0).expect("a free packet");
+    packet.write_lane(2, &request(4, 2));
+    let submitted = packet.submit(9, 1 << 2);
+    let (request_block, relaxed) = (view.request(0), Ordering::Relaxed);
+    let set = |word: &crate::sync::AtomicU64, bits: u64| word.store(word.load(relaxed) | bits, relaxed);
+    set(&request_block.head, DATA_MASK & !((1 << 39) - 1)); // head bits 39..57
+    set(&request_block.lanes[2][8], 1 << 56); // the packed word's bit 56
+    request_block.reserved.iter().for_each(|word| word.store(u64::MAX, relaxed));
+    let mut service = 0;
+    let report = view.host().drain(&mut |p: &mut PacketRequest<'_>| {
+        service = p.service();
+        assert_eq!((p.activemask(), p.request(2)), (1 << 2, request(4, 2)));
+        echo(p)
+    });
+    assert_eq!((report.packets, service), (1, 9));
+    // The reply's packed word's reserved bits (14..57) are not the wave's to read either.
+    set(&view.reply(0).lanes[2][2], DATA_MASK & !((1 << 14) - 1));
+    let r = request(4, 2);
+    assert_eq!(submitted.wait(|| {}).reply(2), [r[0], !r[7]]);
 }
 
 #[test]
@@ -351,7 +383,7 @@ proptest! {
     #[test]
     fn hostile_bytes_are_served_only_when_consistent(
         heads in proptest::collection::vec(any::<u64>(), 2),
-        masks in proptest::collection::vec(any::<u64>(), 4),
+        masks in proptest::collection::vec(any::<u64>(), 2),
         fill in proptest::collection::vec(any::<u64>(), 64),
         agree in any::<bool>(),
     ) {
@@ -361,13 +393,11 @@ proptest! {
             let r = view.request(index);
             r.head.store(heads[index], Ordering::Relaxed);
             let seq = seq_of(heads[index]);
-            for (k, word) in r.mask.iter().enumerate() {
-                let m = masks[2 * index + k];
-                word.store(if agree { tag(m as u32, seq) } else { m }, Ordering::Relaxed);
-            }
-            for (w, word) in r.lanes.iter().flatten().enumerate() {
+            let m = masks[index];
+            r.mask.store(if agree { word(m, seq) } else { m }, Ordering::Relaxed);
+            for (w, line_word) in r.lanes.iter().flatten().enumerate() {
                 let v = fill[w % fill.len()];
-                word.store(if agree { tag(v as u32, seq) } else { v }, Ordering::Relaxed);
+                line_word.store(if agree { word(v, seq) } else { v }, Ordering::Relaxed);
             }
         }
         let mut seen = Vec::new();

@@ -166,12 +166,12 @@ impl<'a> View<'a> {
         self.prefix.occupied.store(occupied, Ordering::Relaxed);
     }
 
-    /// Zeroes packet `index`'s mask words, every lane's request words and every lane's reply
+    /// Zeroes packet `index`'s mask word, every lane's request words and every lane's reply
     /// words (not the head).
     fn zero_words(&self, index: usize, order: Ordering) {
         let (request, reply) = (&self.requests[index], &self.replies[index]);
         let lanes = request.lanes.iter().flatten().chain(reply.lanes.iter().flatten());
-        request.mask.iter().chain(lanes).for_each(|word| word.store(0, order));
+        core::iter::once(&request.mask).chain(lanes).for_each(|word| word.store(0, order));
     }
 
     /// Device: claims a free packet, trying each index once from `start % num_packets` upwards.

@@ -256,14 +256,14 @@ pub(super) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 .poll(),
         ),
         (
-            // Near the wrap: `device_seq` set to 2^32 - 3, then calls with sequences 2^32 - 2,
-            // 2^32 - 1 (a refresh) and 1 (a refresh); a stale word planted in between.
+            // Near the wrap: `device_seq` set to SEQ_MAX - 2, then calls with sequences
+            // SEQ_MAX - 1, SEQ_MAX (a refresh) and 1 (a refresh); a stale word planted in between.
             "line_across_the_wrap",
             Script::line(2, false, MESSAGES, DEVMEM)
                 .bytes(&[op::SIGNAL | 1 << 3, 1])
-                .bytes(&(u32::MAX - 2).to_le_bytes())
+                .bytes(&(hostcall_core::line::SEQ_MAX - 2).to_le_bytes())
                 .bytes(&[op::SIGNAL, 1])
-                .bytes(&(u32::MAX - 2).to_le_bytes())
+                .bytes(&(hostcall_core::line::SEQ_MAX - 2).to_le_bytes())
                 .submit(1, PRINTF, lane(5), &[printf(false, 0, &[1])])
                 .poll()
                 .submit(1, PRINTF, lanes(0b11), &[printf(false, 0, &[2]), printf(false, 0, &[3])])
@@ -278,11 +278,11 @@ pub(super) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 .submit(0, DEVMEM_ID, lane(1), &[alloc(3)])
                 .submit(1, PRINTF, lane(0), &[printf(false, 0, &[5])])
                 .bytes(&[op::HEADER, 1])
-                .bytes(&u64s(&[u64::MAX, 7 << 32 | 1]))
+                .bytes(&u64s(&[u64::MAX, hostcall_core::line::word(1, 7)]))
                 .bytes(&[op::SIGNAL, 0])
                 .bytes(&1u32.to_le_bytes())
                 .bytes(&[op::WRITE_SLOT, 2, 3])
-                .bytes(&u64s(&[1 << 32; 16]))
+                .bytes(&u64s(&[hostcall_core::line::word(0, 1); hostcall_core::line::REQUEST_LANE_WORDS]))
                 .poll()
                 .submit(2, RESERVED, lane(3), &[words(1, 2)])
                 .poll(),

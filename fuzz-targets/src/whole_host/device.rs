@@ -7,8 +7,8 @@
 //! | `SUBMIT`, `SUBMIT_TOO` | packet, service, lanes, a recipe per lane (up to 8 lanes) | writes a valid-looking request and submits it as the protocol says (push on the ready-stack with READY; flip `device_phase`; line: every word tagged with the next sequence, after the wrap refresh when due) |
 //! | `POLL` | | a host round (poller or listener), checked |
 //! | `WRITE_WORD` | word index, value | stores (flag bit 4: XORs) any word of the buffer |
-//! | `WRITE_SLOT` | packet, lane, 8 words (line: 16) | overwrites a payload slot (line: a lane's request words) |
-//! | `HEADER` | packet, activemask, service word | rewrites a header without submitting (line: the first mask word and the head, raw) |
+//! | `WRITE_SLOT` | packet, lane, 8 words (line: 9) | overwrites a payload slot (line: a lane's request words) |
+//! | `HEADER` | packet, activemask, service word | rewrites a header without submitting (line: the mask word and the head, raw) |
 //! | `SIGNAL` | packet, value | stack: the ready-stack top (flag bit 3) or a `control` word; phase: `device_phase` (flag bit 3) or `host_phase`; line: `device_seq` (flag bit 3) or `served` |
 //! | `LISTENER` | | the remaining rounds are served by a listener thread (if byte 0 allows it) |
 //!
@@ -18,7 +18,7 @@
 //! address; other ids get two words.
 
 use super::host::Host;
-use super::words::{join, Geometry};
+use super::words::Geometry;
 use crate::input::Input;
 use hostcall::buffer::Protocol;
 use hostcall::services::devmem::SLAB_BYTES;
@@ -215,8 +215,8 @@ impl Device {
     /// The line protocol's submit, as `line::Claimed` does it (the packet is not claimed through
     /// `occupied`: the device here may submit any packet, pending or not): the next sequence
     /// after `device_seq[i]`, the wrap refresh when due (every request and reply word of the
-    /// packet but the head zeroed), each active lane's request as tagged words (lanes past
-    /// [`MAX_RECIPES`] keep the data their words hold, tagged anew), the mask words, the head.
+    /// packet but the head zeroed), each active lane's request as line words (lanes past
+    /// [`MAX_RECIPES`] keep the request their words hold, encoded anew), the mask word, the head.
     fn submit_line(&mut self, host: &Host, input: &mut Input<'_>, i: usize, service: u32, activemask: u64) {
         let g = host.geometry;
         let (device_seq, _) = g.phases(i);
@@ -225,10 +225,10 @@ impl Device {
         if line::refreshes(previous, seq) {
             let words = host.words();
             let zero = |start: usize, count: usize| (0..count).for_each(|k| words.store(start + 8 * k, 0));
-            zero(g.activemask(i), 2);
+            zero(g.activemask(i), 1);
             for lane in 0..LANES {
                 zero(g.slot(i, lane), g.slot_words());
-                zero(g.reply(i, lane), line::REPLY_LINE_WORDS);
+                zero(g.reply(i, lane), line::REPLY_LANE_WORDS);
             }
         }
         for (n, lane) in lanes(activemask).enumerate() {
@@ -237,17 +237,15 @@ impl Device {
                 self.request(host, input, service, i, lane)
             } else {
                 let words = host.words();
-                core::array::from_fn(|k| join(words.load(start + 16 * k), words.load(start + 16 * k + 8)))
+                line::decode_request(&core::array::from_fn(|k| words.load(start + 8 * k)))
             };
-            for (k, word) in request.into_iter().enumerate() {
-                host.words().store(start + 16 * k, line::tag(word as u32, seq));
-                host.words().store(start + 16 * k + 8, line::tag((word >> 32) as u32, seq));
+            for (k, word) in line::encode_request(&request, seq).into_iter().enumerate() {
+                host.words().store(start + 8 * k, word);
             }
         }
         let words = host.words();
-        words.store(g.activemask(i), line::tag(activemask as u32, seq));
-        words.store(g.activemask(i) + 8, line::tag((activemask >> 32) as u32, seq));
-        words.store(g.service(i), line::tag(service, seq));
+        words.store(g.activemask(i), line::encode_mask(activemask, seq));
+        words.store(g.service(i), line::encode_head(service, activemask, seq));
         words.store32(device_seq, seq);
     }
 

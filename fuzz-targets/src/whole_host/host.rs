@@ -2,7 +2,9 @@
 
 use super::guarded::GuardedMemory;
 use super::model::{DevMemModel, Model, Output, PrintfModel};
-use super::words::{activemask_of, line_pending, read32, service_of, slot_of, write32, Geometry, Words};
+use super::words::{
+    activemask_of, line_pending, line_words, read32, service_of, slot_of, write32, Geometry, Words,
+};
 use super::Budgets;
 use hostcall::backend::host::ParkingDoorbell;
 use hostcall::buffer::{HostcallBuffer, Protocol};
@@ -15,6 +17,7 @@ use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
 use hostcall::{Listener, ListenerConfig, Services};
 use hostcall_core::dispatch::SANITIZER;
 use hostcall_core::lane::lanes;
+use hostcall_core::line;
 use hostcall_core::stack::{CONTROL_HOST_ERROR, CONTROL_READY};
 use hostcall_core::{Dispatch, DrainError, PacketRequest, Poller};
 use std::cell::RefCell;
@@ -214,9 +217,10 @@ impl Host {
                 let (device, host) = g.phases(i);
                 words.load32(device) == words.load32(host)
             }),
-            Protocol::Line => plan.served.iter().all(|&i| {
-                words.load32(g.phases(i).1) == hostcall_core::line::seq_of(words.load(g.header(i)))
-            }),
+            Protocol::Line => plan
+                .served
+                .iter()
+                .all(|&i| words.load32(g.phases(i).1) == line::seq_of(words.load(g.header(i)))),
         }
     }
 
@@ -224,7 +228,7 @@ impl Host {
     pub(crate) fn reply_word0(&self, i: usize, lane: usize) -> u64 {
         let (at, words) = (self.geometry.reply(i, lane), self.words());
         match self.geometry.protocol {
-            Protocol::Line => super::words::join(words.load(at), words.load(at + 8)),
+            Protocol::Line => line::decode_reply(&core::array::from_fn(|k| words.load(at + 8 * k)))[0],
             _ => words.load(at),
         }
     }
@@ -249,18 +253,15 @@ impl Host {
             for lane in lanes(activemask) {
                 let at = g.reply(i, lane) / 8;
                 let reply = match seq {
-                    // Line protocol: 4 reply words, each tagged with the call's sequence.
+                    // Line protocol: 3 reply words, each carrying the call's sequence.
                     Some(seq) => {
-                        let tagged = &after[at..at + 4];
+                        let tagged: [u64; line::REPLY_LANE_WORDS] = line_words(after, at);
                         assert!(
-                            tagged.iter().all(|&w| hostcall_core::line::seq_of(w) == seq),
-                            "packet {i} lane {lane}: a reply word not tagged {seq}: {tagged:x?}"
+                            tagged.iter().all(|&w| line::carries(w, seq)),
+                            "packet {i} lane {lane}: a reply word not of sequence {seq}: {tagged:x?}"
                         );
-                        expected[at..at + 4].copy_from_slice(tagged);
-                        [
-                            super::words::join(after[at], after[at + 1]),
-                            super::words::join(after[at + 2], after[at + 3]),
-                        ]
+                        expected[at..at + tagged.len()].copy_from_slice(&tagged);
+                        line::decode_reply(&tagged)
                     }
                     None => {
                         expected[at..at + 2].copy_from_slice(&after[at..at + 2]);

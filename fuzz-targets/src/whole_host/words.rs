@@ -1,8 +1,12 @@
 //! The buffer as the device sees it: where each field of each protocol lives, and word access
 //! to the shared memory.
+//!
+//! Every access here is Relaxed: the target plays a hostile device, whose words promise no
+//! ordering; what is tested is that the host's own orderings (and its checks of every word it
+//! loads) hold against whatever these stores leave.
 
 use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall_core::line::{self, seq_of, untag};
+use hostcall_core::line::{self, carries, decode_activemask, decode_request, seq_of};
 use hostcall_core::{phase, stack, LANES, LANE_MASK, SLOT_WORDS};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -69,7 +73,7 @@ impl Geometry {
 
     /// Stack protocol: byte offset of header `i`'s `next` (then `activemask`, then
     /// `service | control << 32`). Phase protocol: of its `activemask` (then `service`). Line
-    /// protocol: of request block `i`'s head (then the two mask words).
+    /// protocol: of request block `i`'s head (then the mask word).
     pub(crate) fn header(&self, i: usize) -> usize {
         let size = match self.protocol {
             Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
@@ -80,8 +84,8 @@ impl Geometry {
         self.headers + i * size
     }
 
-    /// Byte offset of the word holding packet `i`'s activemask (line protocol: its low half,
-    /// tagged; the high half is the next word).
+    /// Byte offset of the word holding packet `i`'s activemask (line protocol: the mask word, its
+    /// low 57 bits; the top 7 are in the head).
     pub(crate) fn activemask(&self, i: usize) -> usize {
         match self.protocol {
             Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
@@ -108,30 +112,30 @@ impl Geometry {
     }
 
     /// Byte offset of lane `lane`'s request words of packet `i`: its payload slot (line
-    /// protocol: its [`Geometry::slot_words`] tagged words).
+    /// protocol: its [`Geometry::slot_words`] line words).
     pub(crate) fn slot(&self, i: usize, lane: usize) -> usize {
         match self.protocol {
             Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
-            Protocol::Line => self.header(i) + line::CACHE_LINE + lane * line::REQUEST_LINE_WORDS * 8,
+            Protocol::Line => self.header(i) + 16 + lane * line::REQUEST_LANE_WORDS * 8,
             _ => self.payloads + i * PAYLOAD + lane * SLOT_WORDS * 8,
         }
     }
 
-    /// Words of one lane's request at [`Geometry::slot`]: 8, or the line protocol's 16 tagged.
+    /// Words of one lane's request at [`Geometry::slot`]: 8, or the line protocol's 9 line words.
     pub(crate) fn slot_words(&self) -> usize {
         match self.protocol {
             Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
-            Protocol::Line => line::REQUEST_LINE_WORDS,
+            Protocol::Line => line::REQUEST_LANE_WORDS,
             _ => SLOT_WORDS,
         }
     }
 
     /// Byte offset of lane `lane`'s reply words of packet `i`: the first 2 of its slot, or the
-    /// line protocol's 4 tagged reply words.
+    /// line protocol's 3 reply line words.
     pub(crate) fn reply(&self, i: usize, lane: usize) -> usize {
         match self.protocol {
             Protocol::Rpc { .. } => unreachable!("whole_host draws stack, phase and line buffers only"),
-            Protocol::Line => self.payloads + i * line::REPLY_SIZE + lane * line::REPLY_LINE_WORDS * 8,
+            Protocol::Line => self.payloads + i * line::REPLY_SIZE + lane * line::REPLY_LANE_WORDS * 8,
             _ => self.slot(i, lane),
         }
     }
@@ -219,26 +223,26 @@ pub(crate) fn write32(words: &mut [u64], byte: usize, value: u32) {
     *word = *word & !(u64::from(u32::MAX) << shift) | u64::from(value) << shift;
 }
 
-/// Lane `lane`'s request of packet `i` out of a snapshot (line protocol: the data halves of its
-/// tagged words, whatever their sequences).
+/// Lane `lane`'s request of packet `i` out of a snapshot (line protocol: decoded from its line
+/// words, whatever their sequences).
 pub(crate) fn slot_of(words: &[u64], geometry: &Geometry, i: usize, lane: usize) -> [u64; SLOT_WORDS] {
     let start = geometry.slot(i, lane) / 8;
     match geometry.protocol {
-        Protocol::Line => core::array::from_fn(|k| join(words[start + 2 * k], words[start + 2 * k + 1])),
+        Protocol::Line => decode_request(&line_words(words, start)),
         _ => words[start..start + SLOT_WORDS].try_into().expect("a slot is 8 words"),
     }
 }
 
-/// A `u64` from the data halves of two tagged words (low half first).
-pub(crate) fn join(low: u64, high: u64) -> u64 {
-    high << 32 | (low & 0xffff_ffff)
+/// The `N` words of a snapshot from word `start` on.
+pub(crate) fn line_words<const N: usize>(words: &[u64], start: usize) -> [u64; N] {
+    words[start..start + N].try_into().expect("N words")
 }
 
-/// Packet `i`'s activemask out of a snapshot (line protocol: from its mask words' data halves).
+/// Packet `i`'s activemask out of a snapshot (line protocol: from its mask word and head).
 pub(crate) fn activemask_of(words: &[u64], geometry: &Geometry, i: usize) -> u64 {
     let at = geometry.activemask(i) / 8;
     match geometry.protocol {
-        Protocol::Line => join(words[at], words[at + 1]) & LANE_MASK,
+        Protocol::Line => decode_activemask(words[geometry.header(i) / 8], words[at]) & LANE_MASK,
         _ => words[at],
     }
 }
@@ -249,7 +253,7 @@ pub(crate) fn service_of(words: &[u64], geometry: &Geometry, i: usize) -> u32 {
 }
 
 /// Line protocol: the sequence packet `i`'s head carries, if the host would take the request it
-/// heads now (neither 0 nor `served[i]`, and every mask word and active lane's word carrying it,
+/// heads now (neither 0 nor `served[i]`, and the mask word and every active lane's word carrying it,
 /// as `line::View`'s scan checks).
 pub(crate) fn line_pending(words: &[u64], geometry: &Geometry, i: usize) -> Option<u32> {
     let seq = seq_of(words[geometry.header(i) / 8]);
@@ -257,14 +261,13 @@ pub(crate) fn line_pending(words: &[u64], geometry: &Geometry, i: usize) -> Opti
     if seq == 0 || seq == served {
         return None;
     }
-    let carries = |at: usize| untag(words[at / 8], seq).is_some();
-    let mask = geometry.activemask(i);
-    if !(carries(mask) && carries(mask + 8)) {
+    let carries = |at: usize| carries(words[at / 8], seq);
+    if !carries(geometry.activemask(i)) {
         return None;
     }
     let complete = hostcall_core::lane::lanes(activemask_of(words, geometry, i)).all(|lane| {
         let start = geometry.slot(i, lane);
-        (0..line::REQUEST_LINE_WORDS).all(|k| carries(start + 8 * k))
+        (0..line::REQUEST_LANE_WORDS).all(|k| carries(start + 8 * k))
     });
     complete.then_some(seq)
 }

@@ -132,6 +132,7 @@ pub(crate) fn rpc_round_trip(o: &Options, server: RpcServer) -> Sample {
     let locks = Locks([AtomicU32::new(0)]);
     let client = Client::new(view, &locks.0).expect("one lock word");
     let sample = client_calls(o, &client);
+    // Relaxed: the flag carries no data.
     stop.store(true, Ordering::Relaxed);
     host.join().unwrap();
     sample

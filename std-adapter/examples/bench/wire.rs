@@ -1,11 +1,13 @@
 //! Wire-shape rows: the shared-memory traffic of one lane's round trip, with none of this
-//! project's code, to tell what a protocol's layout costs from what its instructions cost.
+//! project's code (but the line protocol's word encodings), to tell what a protocol's layout
+//! costs from what its instructions cost.
 //!
 //! - `wire_1l_line`: the line protocol's words for one lane of one packet, where its layout puts
-//!   them (PROTOCOL.md section 9): the wave stores the lane's 16 tagged request words (two lines),
-//!   then the two mask words and the head (the header line); the host polls the head, loads the
-//!   mask and the 16 words, checking each sequence, and stores 4 tagged reply words (one line),
-//!   which the wave polls. Three lines to the host, one back.
+//!   them (PROTOCOL.md section 9): the wave stores the lane's 9 request words (bytes 16..88),
+//!   then the mask word and the head (bytes 0..16: head, mask and lane 0 share the block's first
+//!   two lines, one 128-byte pair); the host polls the head, loads the mask and the 9 words,
+//!   checking each sequence, and stores 3 reply words (one line), which the wave polls. Two
+//!   lines to the host, one back.
 //! - `llvm_rpc_1l`: LLVM libc's GPU RPC (`rpc.h`) for one port, as its allocation lays it out
 //!   when there is one port: the two `u32` mailboxes at offsets 0 and 4, the packet header
 //!   (`mask: u64`, `opcode: u32`) at 8 and the lane's 64-byte buffer at 24, so the mailboxes, the
@@ -17,32 +19,29 @@
 use crate::measure::{pinned_pair, round_trips, Sample};
 use crate::options::Options;
 use crate::{echo, request};
+use hostcall::core::line::{
+    carries, decode_activemask, decode_reply, decode_request, encode_head, encode_mask, encode_reply,
+    encode_request, seq_of, REPLY_LANE_WORDS, REQUEST_LANE_WORDS,
+};
 use hostcall::core::SLOT_WORDS;
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-/// A tagged word as the line protocol writes it: data low, sequence high.
-fn tag(data: u32, seq: u32) -> u64 {
-    (seq as u64) << 32 | data as u64
-}
-
-/// The line protocol's request block for one packet, cut to one lane: the 64-byte header line
-/// (head, two mask words) and the lane's 128 bytes of tagged words right after it, as in
-/// `line::Request`.
+/// The line protocol's request block for one packet, cut to one lane: the head, the mask word
+/// and the lane's 9 line words right after them, as in `line::Request`.
 #[repr(C, align(128))]
 struct LineRequest {
     head: AtomicU64,
-    mask: [AtomicU64; 2],
-    _header_rest: [u64; 5],
-    lane: [AtomicU64; 2 * SLOT_WORDS],
+    mask: AtomicU64,
+    lane: [AtomicU64; REQUEST_LANE_WORDS],
 }
 
-/// One lane's reply: 4 tagged words, in a line of its own.
+/// One lane's reply: 3 line words, in a line of its own.
 #[repr(C, align(128))]
 struct LineReply {
-    words: [AtomicU64; 4],
+    words: [AtomicU64; REPLY_LANE_WORDS],
 }
 
 fn zeroed<const N: usize>() -> [AtomicU64; N] {
@@ -50,12 +49,8 @@ fn zeroed<const N: usize>() -> [AtomicU64; N] {
 }
 
 pub(crate) fn wire_line(o: &Options) -> Sample {
-    let request_block = Arc::new(LineRequest {
-        head: AtomicU64::new(0),
-        mask: zeroed(),
-        _header_rest: [0; 5],
-        lane: zeroed(),
-    });
+    let request_block =
+        Arc::new(LineRequest { head: AtomicU64::new(0), mask: AtomicU64::new(0), lane: zeroed() });
     let reply_block = Arc::new(LineReply { words: zeroed() });
     let stop = Arc::new(AtomicBool::new(false));
     let host = pinned_pair(o, || {
@@ -66,52 +61,51 @@ pub(crate) fn wire_line(o: &Options) -> Sample {
             while !stop.load(Ordering::Relaxed) {
                 // Relaxed everywhere: each word carries its own sequence (on x86 every load is
                 // an acquire anyway, as in the real host's scan).
-                let seq = (rq.head.load(Ordering::Relaxed) >> 32) as u32;
+                let head = rq.head.load(Ordering::Relaxed);
+                let seq = seq_of(head);
                 if seq == 0 || seq == served {
                     spin_loop();
                     continue;
                 }
-                let complete = rq.mask.iter().all(|w| (w.load(Ordering::Relaxed) >> 32) as u32 == seq);
-                let mut words = [0u64; SLOT_WORDS];
-                let mut whole = complete;
-                for (i, word) in words.iter_mut().enumerate() {
-                    let lo = rq.lane[2 * i].load(Ordering::Relaxed);
-                    let hi = rq.lane[2 * i + 1].load(Ordering::Relaxed);
-                    whole &= (lo >> 32) as u32 == seq && (hi >> 32) as u32 == seq;
-                    *word = (hi << 32) | (lo & 0xffff_ffff);
-                }
-                if !whole {
+                let mask = rq.mask.load(Ordering::Relaxed);
+                let lane: [u64; REQUEST_LANE_WORDS] =
+                    std::array::from_fn(|k| rq.lane[k].load(Ordering::Relaxed));
+                let whole = carries(mask, seq) && lane.iter().all(|&w| carries(w, seq));
+                if !whole || decode_activemask(head, mask) != 1 {
                     continue;
                 }
-                let reply = echo(&words);
-                for (i, r) in reply.iter().enumerate() {
-                    rp.words[2 * i].store(tag(*r as u32, seq), Ordering::Relaxed);
-                    rp.words[2 * i + 1].store(tag((*r >> 32) as u32, seq), Ordering::Relaxed);
+                let words: [u64; SLOT_WORDS] = decode_request(&lane);
+                for (word, value) in rp.words.iter().zip(encode_reply(echo(&words), seq)) {
+                    word.store(value, Ordering::Relaxed);
                 }
                 served = seq;
             }
         })
     });
-    let mut seq = 0u32;
+    // The sequences 1..=127 over and over (the real protocol's wrap refresh is left out: the
+    // host here serves every call before the next, so no stale word can match).
+    let (mut seq, mut calls) = (0u32, 0u64);
     let sample = round_trips(o, || {
-        seq += 1;
-        let words = request(seq as u64, 0);
-        for (i, w) in words.iter().enumerate() {
-            request_block.lane[2 * i].store(tag(*w as u32, seq), Ordering::Relaxed);
-            request_block.lane[2 * i + 1].store(tag((*w >> 32) as u32, seq), Ordering::Relaxed);
+        seq = seq % hostcall::core::line::SEQ_MAX + 1;
+        calls += 1;
+        let words = request(calls, 0);
+        // Relaxed, as the host's loads: each word carries its own sequence.
+        for (word, value) in request_block.lane.iter().zip(encode_request(&words, seq)) {
+            word.store(value, Ordering::Relaxed);
         }
-        request_block.mask[0].store(tag(1, seq), Ordering::Relaxed);
-        request_block.mask[1].store(tag(0, seq), Ordering::Relaxed);
-        request_block.head.store(tag(crate::ECHO, seq), Ordering::Relaxed);
+        request_block.mask.store(encode_mask(1, seq), Ordering::Relaxed);
+        request_block.head.store(encode_head(crate::ECHO, 1, seq), Ordering::Relaxed);
         let reply = loop {
-            let w: [u64; 4] = std::array::from_fn(|i| reply_block.words[i].load(Ordering::Relaxed));
-            if w.iter().all(|w| (w >> 32) as u32 == seq) {
-                break [(w[1] << 32) | (w[0] & 0xffff_ffff), (w[3] << 32) | (w[2] & 0xffff_ffff)];
+            let w: [u64; REPLY_LANE_WORDS] =
+                std::array::from_fn(|i| reply_block.words[i].load(Ordering::Relaxed));
+            if w.iter().all(|&w| carries(w, seq)) {
+                break decode_reply(&w);
             }
             spin_loop();
         };
         assert_eq!(reply, echo(&words));
     });
+    // Relaxed: the flag carries no data.
     stop.store(true, Ordering::Relaxed);
     host.join().unwrap();
     sample
@@ -144,6 +138,7 @@ pub(crate) fn llvm_rpc(o: &Options) -> Sample {
         let (port, stop) = (port.clone(), stop.clone());
         thread::spawn(move || {
             let mut out = 0u32;
+            // Relaxed: the flag carries no data.
             while !stop.load(Ordering::Relaxed) {
                 // Acquire: pairs with the client's Release flip; the buffer it filled is visible.
                 if port.client_outbox.load(Ordering::Acquire) == out {
@@ -182,13 +177,14 @@ pub(crate) fn llvm_rpc(o: &Options) -> Sample {
         let reply = [port.buffer[0].load(Ordering::Relaxed), port.buffer[1].load(Ordering::Relaxed)];
         assert_eq!(reply, echo(&words));
     });
+    // Relaxed: the flag carries no data.
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap();
     sample
 }
 
-// Where the words sit: as `line::Request` (lanes after a 64-byte header line) and as LLVM
-// libc's one-port allocation (header at 8, buffer at 24).
-const _: () = assert!(std::mem::offset_of!(LineRequest, lane) == 64);
+// Where the words sit: as `line::Request` (lane 0 right after the head and mask words) and as
+// LLVM libc's one-port allocation (header at 8, buffer at 24).
+const _: () = assert!(std::mem::offset_of!(LineRequest, lane) == 16);
 const _: () =
     assert!(std::mem::offset_of!(RpcPort, mask) == 8 && std::mem::offset_of!(RpcPort, buffer) == 24);

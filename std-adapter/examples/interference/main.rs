@@ -19,7 +19,7 @@
 //! - `slow-service`: one call to a service that blocks for `--block-ms` (10 s by default) on the
 //!   adversary's buffer, made at the start of the run; the shutdown is timed while it still blocks
 //!   (when `--block-ms` outlasts the run);
-//! - `stale-line`: a line buffer of `--stale-packets` packets (1,024: 10 MiB), each request written
+//! - `stale-line`: a line buffer of `--stale-packets` packets (1,024: 6.1 MiB), each request written
 //!   once with one word stale and then left, served beside the victim (never served; each reported
 //!   stalled once);
 //! - `sanitizer`: `--reports` SANITIZER reports (300 by default) spread over the first second,

@@ -1,4 +1,4 @@
-//! `stale-line`: a line buffer of `--stale-packets` packets (1,024 by default: 10 MiB), each
+//! `stale-line`: a line buffer of `--stale-packets` packets (1,024 by default: 6.1 MiB), each
 //! request written once with one word stale (lane 63's last word still carries sequence 0) and its
 //! head last, then left alone: a device that stopped mid-request. The listener serves it beside
 //! the victim's buffer; none of it is ever served, and each is reported stalled once
@@ -6,7 +6,7 @@
 
 use crate::{Arena, Running};
 use hostcall::buffer::Protocol;
-use hostcall::core::line::tag;
+use hostcall::core::line::{encode_head, encode_mask, word};
 use hostcall::core::LANES;
 use hostcall::{HostMemory, HostcallBuffer};
 use std::sync::atomic::Ordering;
@@ -25,16 +25,17 @@ pub(crate) fn start(arena: &Arena<'_>) -> Running {
     for index in 0..packets as usize {
         let request = line.request(index);
         for (lane, words) in request.lanes.iter().enumerate() {
-            for (k, word) in words.iter().enumerate() {
+            for (k, line_word) in words.iter().enumerate() {
                 // The last word of the last lane never arrives. Relaxed: the head's Release below
                 // publishes the words, as a device's does.
                 let stale = lane == LANES - 1 && k == words.len() - 1;
-                word.store(tag((lane * 16 + k) as u32, if stale { seq - 1 } else { seq }), Ordering::Relaxed);
+                let data = (lane * words.len() + k) as u64;
+                line_word.store(word(data, if stale { seq - 1 } else { seq }), Ordering::Relaxed);
             }
         }
-        request.mask.iter().for_each(|word| word.store(tag(u32::MAX, seq), Ordering::Relaxed));
+        request.mask.store(encode_mask(u64::MAX, seq), Ordering::Relaxed);
         // Release: the words before the head, as a device's would be (they are stale anyway).
-        request.head.store(tag(SERVICE, seq), Ordering::Release);
+        request.head.store(encode_head(SERVICE, u64::MAX, seq), Ordering::Release);
     }
     let buffer = Arc::new(buffer);
     arena.listener.add_buffer(buffer.clone()).expect("the stale-line buffer served");

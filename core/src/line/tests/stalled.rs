@@ -52,7 +52,7 @@ fn submit_with_a_stale_word<'a>(
     let submitted = packet.submit(9, u64::MAX);
     let word = &view.request(index).lanes[lane][k];
     let stored = word.load(Ordering::Relaxed);
-    word.store(tag(stored as u32, seq - 1), Ordering::Relaxed);
+    word.store(super::word(stored, seq - 1), Ordering::Relaxed);
     (submitted, stored)
 }
 
@@ -65,11 +65,11 @@ fn a_stale_request_is_reported_stalled_once_and_served_when_its_word_lands() {
     let b = Buffer::new(3);
     let view = b.view();
     let mut host = Kept::new(view, DrainScope::Window(view.scan_window()), 3);
-    let (submitted, stored) = submit_with_a_stale_word(&view, 2, 63, 15);
+    let (submitted, stored) = submit_with_a_stale_word(&view, 2, 63, 8);
     let early = host.drain(u32::from(STALL_LOOKS) - 1);
     assert!(early.served.is_empty() && early.errors.is_empty(), "not yet stalled");
-    // Remembered at its last word (position 2 + 63 * 16 + 15): a look loads that word alone.
-    assert!(std::format!("{:?}", host.incomplete[2]).contains("position: 1025"), "{:?}", host.incomplete[2]);
+    // Remembered at its last word (position 1 + 63 * 9 + 8): a look loads that word alone.
+    assert!(std::format!("{:?}", host.incomplete[2]).contains("position: 576"), "{:?}", host.incomplete[2]);
     let report = host.drain(1);
     assert_eq!(report.errors, [stalled(2, 1)]);
     assert!(report.served.is_empty());
@@ -79,7 +79,7 @@ fn a_stale_request_is_reported_stalled_once_and_served_when_its_word_lands() {
     // written over it now is not even seen until the next look).
     assert!(std::format!("{:?}", host.incomplete[2]).contains("looks: 4096"), "{:?}", host.incomplete[2]);
     // The word lands late, after the report: served, with the request the wave wrote.
-    view.request(2).lanes[63][15].store(stored, Ordering::Relaxed);
+    view.request(2).lanes[63][8].store(stored, Ordering::Relaxed);
     assert_eq!(host.drain(u32::from(STALLED_LOOK_PERIOD)).served, [2], "within a look period");
     let done = submitted.wait(|| panic!("served"));
     assert_eq!(done.reply(63), [request(1, 63)[0] + 1, 9]);
@@ -96,12 +96,12 @@ fn the_memory_never_lets_an_incomplete_request_through() {
     // A word before the remembered one goes stale (a hostile device): looks do not see it...
     let early = &view.request(0).lanes[0][0];
     let early_value = early.load(Ordering::Relaxed);
-    early.store(tag(early_value as u32, 7), Ordering::Relaxed);
+    early.store(word(early_value, 7), Ordering::Relaxed);
     assert!(host.drain(3).served.is_empty());
     // ...and once the remembered word lands, the full take refuses the request for it.
     view.request(0).lanes[40][3].store(stored, Ordering::Relaxed);
     assert!(host.drain(3).served.is_empty());
-    assert!(std::format!("{:?}", host.incomplete[0]).contains("position: 2,"), "{:?}", host.incomplete[0]);
+    assert!(std::format!("{:?}", host.incomplete[0]).contains("position: 1,"), "{:?}", host.incomplete[0]);
     early.store(early_value, Ordering::Relaxed);
     assert_eq!(host.drain(1).served, [0]);
     assert_eq!(submitted.wait(|| {}).reply(0), [request(1, 0)[0] + 1, 9]);
@@ -119,18 +119,18 @@ fn a_new_head_starts_over() {
     drop(submitted);
     let request = view.request(1);
     let head = request.head.load(Ordering::Relaxed);
-    request.head.store(tag(head as u32, 2), Ordering::Relaxed);
+    request.head.store(word(head, 2), Ordering::Relaxed);
     // Seen at the stalled packet's next look (every STALLED_LOOK_PERIOD scans), counted from there.
     let first_look = host.drain(u32::from(STALLED_LOOK_PERIOD));
     assert!(first_look.errors.is_empty() && first_look.served.is_empty());
     assert!(host.drain(u32::from(STALL_LOOKS) - 2).errors.is_empty(), "looks counted from the new head");
     assert_eq!(host.drain(1).errors, [stalled(1, 2)]);
     // A complete request of a newer head is served at the packet's next look.
-    for (k, word) in request.mask.iter().chain(request.lanes.iter().flatten()).enumerate() {
-        let value = word.load(Ordering::Relaxed);
-        word.store(tag(if k < 2 { u32::from(k == 0) } else { value as u32 }, 3), Ordering::Relaxed);
+    request.mask.store(encode_mask(1, 3), Ordering::Relaxed);
+    for line_word in request.lanes.iter().flatten() {
+        line_word.store(word(line_word.load(Ordering::Relaxed), 3), Ordering::Relaxed);
     }
-    request.head.store(tag(head as u32, 3), Ordering::Relaxed);
+    request.head.store(encode_head(decode_service(head), 1, 3), Ordering::Relaxed);
     assert_eq!(host.drain(u32::from(STALLED_LOOK_PERIOD)).served, [1]);
 }
 
@@ -139,7 +139,7 @@ fn a_range_has_entries_from_its_start_and_a_drain_without_memory_reports_nothing
     let b = Buffer::new(4);
     let view = b.view();
     let mut host = Kept::new(view, DrainScope::range(2..4), 2);
-    let (_submitted, _) = submit_with_a_stale_word(&view, 3, 5, 9);
+    let (_submitted, _) = submit_with_a_stale_word(&view, 3, 5, 7);
     assert_eq!(host.drain(u32::from(STALL_LOOKS)).errors, [stalled(3, 1)]);
     assert_ne!(host.incomplete[1], Incomplete::default());
     let mut without = Kept::new(view, DrainScope::Whole, 0);
