@@ -340,11 +340,10 @@ struct tuning {
                                                             uint64_t) {
         return false;
     }
-    /* Line step 5 (every lane of `mask`): polls the two reply pieces at `first` and `second` until
-     * both carry `seq`, their data halves then in d0 and d1. */
-    static __device__ __forceinline__ void line_wait(const line_client &c, unsigned mask, const uint64_t *first,
-                                                     const uint64_t *second, unsigned seq, uint64_t &d0,
-                                                     uint64_t &d1);
+    /* Line step 5 (every lane of `mask`): polls its 3 reply words at `words + t * stride` (t < 3)
+     * until all carry `seq`, then has them in `w`. */
+    static __device__ __forceinline__ void line_wait(const line_client &c, unsigned mask, const uint64_t *words,
+                                                     unsigned stride, unsigned seq, uint64_t (&w)[3]);
 };
 
 __device__ __forceinline__ void tuning::phase_publish(unsigned *device_phase, unsigned phase) {
@@ -640,9 +639,10 @@ __device__ inline void phase_release_held(phase_client &c) {
 
 /* ---- THE LINE PROTOCOL (PROTOCOL.md section 9; this project's own, no platform atomics) ----
  *
- * Every 8-byte store carries 32 bits of data (low half) and the call's 32-bit sequence (high
- * half), so the host polls the request words themselves and the warp polls its reply words
- * themselves: no fence before the request's flag, no second read after the reply's.
+ * Every 8-byte store carries the call's 7-bit sequence (bits 57..64) and 57 data bits, so the host
+ * polls the request words themselves and the warp polls its reply words themselves: no fence
+ * before the request's flag, no second read after the reply's. A lane's 8 request words travel
+ * as 9 line words (their low 57 bits, then their top 7 bits packed), its 2 reply words as 3.
  *
  *   hostcall::line_client c = hostcall::line_open(buffer);    // once per warp
  *   hostcall::line_call(c, 100, request, reply);              // every active lane
@@ -653,31 +653,76 @@ __device__ inline void phase_release_held(phase_client &c) {
  * device_seq where the phase shadow is, the last ring time at HOSTCALL_CUDA_RING_OFFSET).
  *
  * One call:
- *   1. claim (leader): atom.acquire.gpu.or on occupied, as phase_claim (no phase check); read
+ *   1. claim (leader): atom.acquire.gpu.or on occupied (claim_bit, no phase check); read
  *      device_seq[i] (ld.relaxed.gpu, ordered by the acquire) = p; the sequence s = p + 1, 1
- *      after 0xffffffff. A keep_packet client skips this and the release (step 6).
- *   2. refresh, only when s == 0xffffffff, or s == 1 after a wrap: the active lanes zero the
- *      mask words, every lane's request words and every reply word of the packet
- *      (st.relaxed.sys), __syncwarp, fence.acq_rel.sys (the Release fence the host pairs with
- *      its Acquire fence after reading a pending head), __syncwarp. Twice per 2^32 - 1 calls.
- *   3. fill: each lane's 16 tagged words, 8 st.relaxed.sys.v2.u64 (each 8-byte element is
- *      single-copy atomic; no fence: the host checks every word's sequence); a full warp stores
- *      them transposed, 512 contiguous bytes per store instruction (line_fill_transposed), else
- *      each lane its own 128-byte slot;
- *   4. submit (leader, after __syncwarp): the two mask words and the head, st.relaxed.sys;
- *      device_seq[i] = s (st.relaxed.gpu); ring the doorbell (throttled, as phase_call);
- *   5. wait: each lane polls two 16-byte pieces (ld.relaxed.sys.v2.u64) until both carry s (a
- *      piece seen is not loaded again; __all_sync decides): its own 4 reply words, or for a full
- *      warp 512 contiguous bytes per load instruction, then 8 shuffles hand each lane its own;
- *      spin for wait_policy::spin_ns, then __nanosleep backoff. The data halves are the reply:
- *      no second read. (The benchmark variant lane_fill keeps a full warp on the per-lane fill
- *      and poll);
+ *      after HOSTCALL_LINE_SEQ_MAX (127). A keep_packet client skips this and the release (6).
+ *   2. refresh, only when s == 127, or s == 1 after a wrap: the active lanes zero the mask word,
+ *      the request words and the reply words of lanes 0..31 (st.relaxed.sys; the words of lanes
+ *      32..63 are never written by this code and keep the host's init zeroes), __syncwarp,
+ *      fence.acq_rel.sys (the Release fence the host pairs with its Acquire fence after reading a
+ *      pending head), __syncwarp. Twice per 127 calls.
+ *   3. fill: each lane's 9 line words, st.relaxed.sys.u64 each (single-copy atomic; no fence:
+ *      the host checks every word's sequence). A full warp stores the mask word and its 32 lanes'
+ *      words transposed, 32 consecutive words (256 bytes, 4 whole lines) per store instruction
+ *      (line_fill_transposed); otherwise each lane stores its own 72 bytes and the leader the
+ *      mask word at step 4;
+ *   4. submit (leader, after __syncwarp): the head (st.relaxed.sys: the service; a warp's 32-bit
+ *      activemask leaves the head's mask bits 0), device_seq[i] = s (st.relaxed.gpu); ring the
+ *      doorbell (throttled, as phase_call);
+ *   5. wait: each lane polls 3 reply words (ld.relaxed.sys.u64) until all carry s (a word seen is
+ *      not loaded again; __all_sync decides): its own 3, or for a full warp word 32 t + L of the
+ *      block at load t (256 contiguous bytes per load instruction), then 3 shuffles hand each
+ *      lane its own (line_reply_transposed); spin for wait_policy::spin_ns, then __nanosleep
+ *      backoff. The data bits are the reply: no second read. (The benchmark variant lane_fill
+ *      keeps a full warp on the per-lane fill and poll);
  *   6. release (leader, after __syncwarp): red.release.gpu.and clears the occupied bit.
  */
-/* The layout (hostcall_line_prefix_t, hostcall_line_request_t, hostcall_line_reply_t,
- * HOSTCALL_LINE_SEQ_MAX) is declared in hostcall.h, section 9. */
+/* The layout (hostcall_line_prefix_t, hostcall_line_request_t, hostcall_line_reply_t, the word
+ * macros and HOSTCALL_LINE_SEQ_MAX) is declared in hostcall.h, section 9. */
 #define HOSTCALL_LINE_REQUEST_WORDS (sizeof(hostcall_line_request_t) / 8u)
 #define HOSTCALL_LINE_REPLY_WORDS (sizeof(hostcall_line_reply_t) / 8u)
+/* A warp's request region: the head, the mask word and 32 lanes' words (290 words), and its
+ * reply region (96 words), each from the start of its block. */
+#define HOSTCALL_LINE_CUDA_REQUEST_REGION (2u + 32u * HOSTCALL_LINE_REQUEST_LANE_WORDS)
+#define HOSTCALL_LINE_CUDA_REPLY_REGION (32u * HOSTCALL_LINE_REPLY_LANE_WORDS)
+
+namespace detail {
+
+/* Where this lane's words travel in a full warp's transposed fill and reply poll. They depend on
+ * the lane alone, so line_open works them out once (line_routes_of). `fill`: bits 5 k (k < 9),
+ * the lane whose word k this lane stores (line_fill_transposed); bits 45..49, the rotation
+ * (lane - 2) % 9 of the words it receives. `reply`: bits 5 k (k < 3), the lane that loaded this
+ * lane's reply word k; bits 15 + 2 k, which of its own 3 loads this lane offers in shuffle k
+ * (line_reply_transposed). */
+struct line_routes {
+    uint64_t fill;
+    unsigned reply;
+};
+
+__device__ inline line_routes line_routes_of(unsigned lane) {
+    line_routes r = {0, 0};
+    for (unsigned k = 0; k < 9; ++k) {
+        /* Lane j stores word k of a lane at its store t = 2 (k - j + 2) % 9 (2 = 1/5 mod 9; 9
+         * instead of 0 for j < 2, whose store 0 is the header), which is word 32 t + j of the
+         * block, of lane (32 t + j - 2) / 9. 38 = 2 + 36 keeps k - j + 2 positive. */
+        unsigned t = (2u * ((k + 38u - lane) % 9u)) % 9u;
+        if (t == 0 && lane < 2u)
+            t = 9;
+        r.fill |= static_cast<uint64_t>((32u * t + lane - 2u) / 9u) << (5u * k);
+    }
+    r.fill |= static_cast<uint64_t>((lane + 7u) % 9u) << 45;
+    for (unsigned k = 0; k < 3; ++k) {
+        /* Lane L's word k is word 3 L + k of the block, loaded by lane (3 L + k) % 32 at its
+         * load (3 L + k) / 32; the one lane reading this lane in shuffle k is 11 (j - k) % 32
+         * (11 = 1/3 mod 32). */
+        const unsigned reader = (11u * (lane + 32u - k)) % 32u;
+        r.reply |= ((3u * lane + k) % 32u) << (5u * k);
+        r.reply |= ((3u * reader + k) / 32u) << (15u + 2u * k);
+    }
+    return r;
+}
+
+} // namespace detail
 
 /* A warp's handle on one line buffer: the prefix, read once. */
 struct line_client : detail::claims {
@@ -688,6 +733,7 @@ struct line_client : detail::claims {
     uint64_t *last_ring;  /* device memory */
     uint64_t *doorbell;   /* host memory, or null */
     unsigned num_packets;
+    detail::line_routes routes; /* this lane's, for a full warp's calls */
     /* keep (keep_packet): held_state is the kept packet's last sequence, stored to device_seq
      * by line_release_held. */
 };
@@ -706,6 +752,7 @@ __device__ inline line_client line_open(const void *buffer, wait_policy wait = d
     c.occupied = reinterpret_cast<unsigned *>(occupied);
     c.last_ring = reinterpret_cast<uint64_t *>(occupied + HOSTCALL_CUDA_RING_OFFSET(c.num_packets));
     static_cast<detail::claims &>(c) = detail::fresh_claims(start, wait, keep_packet);
+    c.routes = detail::line_routes_of(detail::lane_id());
     return c;
 }
 
@@ -716,15 +763,13 @@ __device__ inline unsigned line_claim(const line_client &c) {
     return claim_bit(c.occupied, c.num_packets, c.start, [](unsigned, unsigned) { return true; }) & ~CLAIM_BUSY;
 }
 
-/* Step 2: the wrap refresh, by the active lanes together. */
+/* Step 2: the wrap refresh, by the active lanes together (see the steps above). */
 __device__ inline void line_refresh(uint64_t *request, uint64_t *reply, unsigned mask, unsigned lane) {
     const unsigned rank = __popc(mask & ((1u << lane) - 1u));
     const unsigned count = __popc(mask);
-    const unsigned lane_words = 64u * 16u, reply_words = 64u * 4u;
-    for (unsigned w = rank; w < 2u + lane_words + reply_words; w += count) {
-        uint64_t *word = w < 2u ? request + 1u + w
-                         : w < 2u + lane_words ? request + 8u + (w - 2u)
-                                               : reply + (w - 2u - lane_words);
+    constexpr unsigned request_words = HOSTCALL_LINE_CUDA_REQUEST_REGION - 1u; /* from the mask word */
+    for (unsigned w = rank; w < request_words + HOSTCALL_LINE_CUDA_REPLY_REGION; w += count) {
+        uint64_t *word = w < request_words ? request + 1u + w : reply + (w - request_words);
         /* Relaxed: published by the fence below. */
         st_relaxed_sys64(word, 0);
     }
@@ -735,95 +780,144 @@ __device__ inline void line_refresh(uint64_t *request, uint64_t *reply, unsigned
     __syncwarp(mask);
 }
 
-__device__ __forceinline__ uint64_t line_tag(uint32_t data, unsigned seq) {
-    return (static_cast<uint64_t>(seq) << 32) | data;
-}
+__device__ __forceinline__ uint64_t line_word(uint64_t data, unsigned seq) { return HOSTCALL_LINE_WORD(data, seq); }
 
-/* v[i] = v[(i + r) % 8] for every i, with r (0..7) differing between lanes: three conditional
- * stages of selects, so the array stays in registers (no local memory). */
-__device__ __forceinline__ void rotate8(uint64_t (&v)[8], unsigned r) {
-#pragma unroll
-    for (unsigned b = 1; b < 8; b <<= 1) {
-        uint64_t t[8];
-#pragma unroll
-        for (unsigned i = 0; i < 8; ++i)
-            t[i] = (r & b) ? v[(i + b) & 7u] : v[i];
-#pragma unroll
-        for (unsigned i = 0; i < 8; ++i)
-            v[i] = t[i];
-    }
-}
+__device__ __forceinline__ uint64_t line_data(uint64_t word) { return HOSTCALL_LINE_DATA_OF(word); }
 
-/* Step 3, transposed (a full warp). The 32 lanes' slots are 4 KB in a row (`lanes`, 128 bytes a
- * lane). Store k (0..7) covers bytes 512 k .. 512 k + 512, the slots of lanes 4 k .. 4 k + 3:
- * lane L writes pair (k + L) % 8 (request word (k + L) % 8 as its two tagged halves) of the slot
- * of lane 4 k + L / 8, so each eighth of the warp fills one whole 128-byte line and each store
- * instruction covers 4 whole lines, where a lane storing its own slot writes 16 bytes of each of
- * 32 lines. The words travel in 8 shuffle rounds: in round t every lane offers its word t and
- * lane L takes the offer of lane 4 ((t - L) % 8) + L / 8, the word it stores at store
- * k = (t - L) % 8. A per-lane rotation (rotate8) puts round (k + L) % 8 at store k: 16 shuffles
- * and 48 selects against 8 stores. */
-__device__ __forceinline__ void line_fill_transposed(uint64_t *lanes, unsigned lane, unsigned seq,
-                                                     const uint64_t (&request)[8]) {
-    uint64_t word[8];
-#pragma unroll
-    for (unsigned t = 0; t < 8; ++t)
-        word[t] = shfl64(request[t], 4u * ((t - lane) & 7u) + (lane >> 3));
-    rotate8(word, lane & 7u); /* word[k] = round (k + L) % 8's */
+/* A lane's 8 request words as the data of its 9 line words: word k's low 57 bits (k < 8), then
+ * the top 7 bits of word k at bits 7 k of the ninth. */
+__device__ __forceinline__ void line_encode(const uint64_t (&request)[8], uint64_t (&data)[9]) {
+    uint64_t top = 0;
 #pragma unroll
     for (unsigned k = 0; k < 8; ++k) {
-        const unsigned pair = (k + lane) & 7u;
-        st_v2<true>(lanes + k * 64u + (lane >> 3) * 16u + pair * 2u,
-                    line_tag(static_cast<uint32_t>(word[k]), seq), line_tag(static_cast<uint32_t>(word[k] >> 32), seq));
+        data[k] = line_data(request[k]);
+        top |= (request[k] >> 57) << (7u * k);
+    }
+    data[8] = top;
+}
+
+/* A lane's 2 reply words from its 3 line words (the sequences already checked). */
+__device__ __forceinline__ void line_decode_reply(const uint64_t (&w)[3], uint64_t (&reply)[2]) {
+    const uint64_t top = line_data(w[2]);
+    reply[0] = line_data(w[0]) | (top & 0x7fu) << 57;
+    reply[1] = line_data(w[1]) | ((top >> 7) & 0x7fu) << 57;
+}
+
+/* v[i] = v[(i + r) % 9] for every i, with r (0..8) differing between lanes: four conditional
+ * rotations by 1, 2, 4 and 8 of selects, so the array stays in registers (no local memory). Each
+ * goes round its one 9-cycle (gcd(b, 9) = 1) in place, so only one old word is kept beside the
+ * array (the 64-register budget of a kernel of 1,024 threads is tight). */
+__device__ __forceinline__ void rotate9(uint64_t (&v)[9], unsigned r) {
+#pragma unroll
+    for (unsigned b = 1; b < 9; b <<= 1) {
+        const bool on = (r & b) != 0;
+        const uint64_t first = v[0];
+        unsigned i = 0;
+#pragma unroll
+        for (unsigned n = 0; n < 8; ++n) {
+            const unsigned next = (i + b) % 9u;
+            v[i] = on ? v[next] : v[i];
+            i = next;
+        }
+        v[i] = on ? first : v[i];
     }
 }
 
-/* Whether both tagged words of a 16-byte reply piece carry `seq`; its data halves as one word. */
-__device__ __forceinline__ bool line_piece(uint64_t a, uint64_t b, unsigned seq, uint64_t &data) {
-    data = (b << 32) | (a & 0xffffffffull);
-    return (a >> 32) == seq && (b >> 32) == seq;
+/* Step 3, transposed (a full warp). The head, the mask word and the 32 lanes' words are 290 words
+ * in a row: flattened word g is the head (0), the mask word (1), or word k = (g - 2) % 9 of lane
+ * (g - 2) / 9. Store t (0..9) of lane j writes word g = 32 t + j, so each of stores 0..8 covers
+ * 256 contiguous bytes (4 whole lines) and store 9 the last two words. Lane 0's store 0 is the
+ * head, left to the submit (stored last); lane 1's is the mask word; lanes j >= 2 store lane
+ * words at stores 0..8, lanes 0 and 1 at stores 1..9. As 32 = 5 (mod 9) and gcd(5, 9) = 1, store
+ * t of lane j is word k = (5 t + j - 2) % 9 of its lane, each k once over the lane's 9 stores: in
+ * shuffle k (0..8) every lane offers its word k, and lane j takes the one of the lane whose word
+ * k it stores (routes, line_routes_of). A per-lane rotation by (j - 2) % 9 (rotate9) then puts
+ * the word of store t in register 5 t % 9, the same in every lane: 9 shuffles and 36 selects
+ * against 10 stores. */
+__device__ __forceinline__ void line_fill_transposed(uint64_t *request, unsigned lane, unsigned seq,
+                                                     const uint64_t (&data)[9], uint64_t mask_word,
+                                                     uint64_t routes) {
+    uint64_t word[9];
+#pragma unroll
+    for (unsigned k = 0; k < 9; ++k)
+        word[k] = shfl64(data[k], static_cast<unsigned>(routes >> (5u * k)) & 31u);
+    rotate9(word, static_cast<unsigned>(routes >> 45) & 15u); /* word[m] = shuffle (m + j - 2) % 9's */
+#pragma unroll
+    for (unsigned t = 0; t < 10; ++t) {
+        uint64_t *at = request + 32u * t + lane;
+        if (t == 0) {
+            if (lane == 1u)
+                st_relaxed_sys64(at, mask_word);
+            else if (lane >= 2u)
+                st_relaxed_sys64(at, line_word(word[0], seq));
+        } else if (t < 9 || lane < 2u) {
+            st_relaxed_sys64(at, line_word(word[(5u * t) % 9u], seq));
+        }
+    }
 }
 
-/* One look at a lane's two reply pieces (step 5): loads issued by line_look_issue stay in flight
- * until line_look_take reads their registers, so two looks can be in flight at once. */
+/* Step 5, a full warp: the lane's own 3 reply words from the words `w` the warp polled
+ * transposed (lane j's load t read word 32 t + j of the block). In shuffle k lane L reads the
+ * lane that loaded its word k, and each lane offers the load its one reader in that shuffle needs
+ * (routes, line_routes_of): 3 shuffles. */
+__device__ __forceinline__ void line_reply_transposed(uint64_t (&w)[3], unsigned routes) {
+    uint64_t mine[3];
+#pragma unroll
+    for (unsigned k = 0; k < 3; ++k) {
+        const unsigned load = (routes >> (15u + 2u * k)) & 3u;
+        const uint64_t offer = load == 0 ? w[0] : load == 1 ? w[1] : w[2];
+        mine[k] = shfl64(offer, (routes >> (5u * k)) & 31u);
+    }
+#pragma unroll
+    for (unsigned k = 0; k < 3; ++k)
+        w[k] = mine[k];
+}
+
+/* One look at a lane's 3 reply words (step 5): loads issued by line_look_issue stay in flight
+ * until line_look_take reads their registers, so two looks can be in flight at once. The words
+ * are at `words`, `words + stride`, `words + 2 stride`. */
 struct line_look {
-    uint64_t a0, b0, a1, b1;
+    uint64_t w[3];
 };
 
-/* Loads the pieces not seen yet. */
-__device__ __forceinline__ void line_look_issue(line_look &look, const uint64_t *first, const uint64_t *second,
-                                                bool seen0, bool seen1) {
-    if (!seen0)
-        ld_v2_sys(first, look.a0, look.b0);
-    if (!seen1)
-        ld_v2_sys(second, look.a1, look.b1);
+/* Loads the words not seen yet (bit t of `seen`: word t). */
+__device__ __forceinline__ void line_look_issue(line_look &look, const uint64_t *words, unsigned stride,
+                                                unsigned seen) {
+#pragma unroll
+    for (unsigned t = 0; t < 3; ++t)
+        if ((seen & (1u << t)) == 0)
+            look.w[t] = ld_relaxed_sys64(words + t * stride);
 }
 
-/* Takes the pieces of `look` that carry `seq`, for those not seen yet (a piece seen by another
- * look meanwhile is skipped: every piece is checked on its own, whichever look carried it). */
-__device__ __forceinline__ void line_look_take(const line_look &look, unsigned seq, bool &seen0, bool &seen1,
-                                               uint64_t &d0, uint64_t &d1) {
-    if (!seen0)
-        seen0 = line_piece(look.a0, look.b0, seq, d0);
-    if (!seen1)
-        seen1 = line_piece(look.a1, look.b1, seq, d1);
+/* Takes the words of `look` that carry `seq`, of those not seen yet (a word seen by another look
+ * meanwhile is skipped: every word is checked on its own, whichever look carried it). */
+__device__ __forceinline__ void line_look_take(const line_look &look, unsigned seq, unsigned &seen,
+                                               uint64_t (&w)[3]) {
+#pragma unroll
+    for (unsigned t = 0; t < 3; ++t)
+        if ((seen & (1u << t)) == 0 && HOSTCALL_LINE_SEQ_OF(look.w[t]) == seq) {
+            w[t] = look.w[t];
+            seen |= 1u << t;
+        }
 }
+
+constexpr unsigned LINE_SEEN_ALL = 7u;
 
 } // namespace detail
 
-/* One look at a time: a piece seen is not loaded again; __all_sync decides; paced by a backoff. */
-__device__ __forceinline__ void tuning::line_wait(const line_client &c, unsigned mask, const uint64_t *first,
-                                                  const uint64_t *second, unsigned seq, uint64_t &d0, uint64_t &d1) {
-    bool seen0 = false, seen1 = false;
+/* One look at a time: a word seen is not loaded again; __all_sync decides; paced by a backoff. */
+__device__ __forceinline__ void tuning::line_wait(const line_client &c, unsigned mask, const uint64_t *words,
+                                                  unsigned stride, unsigned seq, uint64_t (&w)[3]) {
+    unsigned seen = 0;
     detail::backoff pace(c.wait, detail::global_timer_ns());
-    detail::line_look x = {0, 0, 0, 0};
-    detail::line_look_issue(x, first, second, seen0, seen1);
+    detail::line_look x = {{0, 0, 0}};
+    detail::line_look_issue(x, words, stride, seen);
     for (;;) {
-        detail::line_look_take(x, seq, seen0, seen1, d0, d1);
-        if (__all_sync(mask, seen0 && seen1))
+        detail::line_look_take(x, seq, seen, w);
+        if (__all_sync(mask, seen == detail::LINE_SEEN_ALL))
             break;
         pace.pause();
-        detail::line_look_issue(x, first, second, seen0, seen1);
+        detail::line_look_issue(x, words, stride, seen);
     }
 }
 
@@ -859,17 +953,18 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
     if (seq == HOSTCALL_LINE_SEQ_MAX || (seq == 1u && previous != 0u))
         detail::line_refresh(req, rep, mask, lane);
 
-    /* Step 3. Relaxed: each word carries its sequence; the host checks every one. A full warp
-     * stores whole lines (line_fill_transposed); otherwise each lane stores its own slot. */
+    /* Step 3. Relaxed: each word carries its sequence; the host checks every one. */
+    uint64_t data[9];
+    detail::line_encode(request, data);
+    const uint64_t mask_word = detail::line_word(mask, seq);
     const bool transposed = mask == 0xffffffffu && Tuning::line_transposed;
     if (transposed) {
-        detail::line_fill_transposed(req + 8u, lane, seq, request);
+        detail::line_fill_transposed(req, lane, seq, data, mask_word, c.routes.fill);
     } else {
-        uint64_t *slot = req + 8u + lane * 16u;
+        uint64_t *slot = req + 2u + lane * HOSTCALL_LINE_REQUEST_LANE_WORDS;
 #pragma unroll
-        for (unsigned k = 0; k < 8; ++k)
-            detail::st_v2<true>(slot + 2u * k, detail::line_tag(static_cast<uint32_t>(request[k]), seq),
-                                detail::line_tag(static_cast<uint32_t>(request[k] >> 32), seq));
+        for (unsigned k = 0; k < 9; ++k)
+            detail::st_relaxed_sys64(slot + k, detail::line_word(data[k], seq));
     }
     /* Not needed for correctness (the host checks every word): makes the lanes' stores issue
      * before the head, so the host usually finds the request whole at its first look. */
@@ -877,9 +972,9 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
     const unsigned long long t2 = detail::clock_if(timed);
     if (is_leader) {
         /* Step 4. Relaxed, as the lanes' words. */
-        detail::st_relaxed_sys64(req + 1, detail::line_tag(mask, seq));
-        detail::st_relaxed_sys64(req + 2, detail::line_tag(0u, seq));
-        detail::st_relaxed_sys64(req + 0, detail::line_tag(service, seq));
+        if (!transposed)
+            detail::st_relaxed_sys64(req + 1, mask_word);
+        detail::st_relaxed_sys64(req + 0, detail::line_word(service, seq));
         if (!keep)
             /* Relaxed: published to the next claimer by the release of step 6. */
             detail::st_relaxed_gpu(&c.device_seq[index], seq);
@@ -888,27 +983,16 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
     }
     const unsigned long long t3 = detail::clock_if(timed);
 
-    /* Step 5: the reply is in the words polled. Each lane polls two 16-byte pieces until both
-     * carry the sequence (tuning::line_wait). A full warp polls transposed: load k (0, 1) of lane L
-     * reads the 16 bytes at 512 k + 16 L, piece L % 2 of lane 16 k + L / 2's reply, so each load
-     * instruction covers 512 contiguous bytes; the lanes then trade pieces. Otherwise each lane
-     * polls its own 32 bytes. */
-    const uint64_t *first = transposed ? rep + lane * 2u : rep + lane * 4u;
-    const uint64_t *second = transposed ? first + 64u : first + 2u;
-    uint64_t d0 = 0, d1 = 0;
-    Tuning::line_wait(c, mask, first, second, seq, d0, d1);
+    /* Step 5: the reply is in the words polled. */
+    uint64_t words[3] = {0, 0, 0};
+    if (transposed)
+        Tuning::line_wait(c, mask, rep + lane, 32u, seq, words);
+    else
+        Tuning::line_wait(c, mask, rep + lane * HOSTCALL_LINE_REPLY_LANE_WORDS, 1u, seq, words);
     const unsigned long long t4 = detail::clock_if(timed);
-    if (transposed) {
-        /* Piece q of lane X was loaded by lane 2 (X % 16) + q, by its load X / 16. */
-        const unsigned from = 2u * (lane & 15u);
-        const uint64_t p00 = detail::shfl64(d0, from), p01 = detail::shfl64(d1, from);
-        const uint64_t p10 = detail::shfl64(d0, from + 1u), p11 = detail::shfl64(d1, from + 1u);
-        reply[0] = lane < 16u ? p00 : p01;
-        reply[1] = lane < 16u ? p10 : p11;
-    } else {
-        reply[0] = d0;
-        reply[1] = d1;
-    }
+    if (transposed)
+        detail::line_reply_transposed(words, c.routes.reply);
+    detail::line_decode_reply(words, reply);
     if (keep) {
         c.held = index;
         c.held_state = seq;
@@ -920,7 +1004,7 @@ __device__ inline void line_call(line_client &c, unsigned service, const uint64_
             detail::red_and_release_gpu(&c.occupied[index / 32u], ~(1u << (index % 32u)));
     }
     if (timed)
-        /* release: the submit (mask words, head, device_seq, ring) */
+        /* release: the submit (mask word, head, device_seq, ring) */
         detail::add_steps(timing, t0, t1, t2, t3, t4);
 }
 

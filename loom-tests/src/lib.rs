@@ -63,6 +63,7 @@ pub fn check_bounded(name: &str, max_bound: usize, model: impl Fn() + Sync + Sen
     let executions = StdArc::new(StdAtomicUsize::new(0));
     let counter = executions.clone();
     let start = Instant::now();
+    // Relaxed: a count of the executions, read after `check` has run them all (on this thread).
     builder.check(move || {
         counter.fetch_add(1, StdOrdering::Relaxed);
         model();

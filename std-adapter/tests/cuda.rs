@@ -205,33 +205,38 @@ fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
     assert_eq!(stats.total().errors, 0);
 }
 
-/// The line protocol's device side (`line_call`) on whole and partial warps, with and without
-/// keep-packet, across the sequence wrap: every packet's `device_seq` starts 5 calls short of
-/// `SEQ_MAX`, so each packet's sequences run through `SEQ_MAX` and 1, where the wave refreshes
-/// (zeroes) the packet's words on the GPU. Every lane's reply is checked on the GPU.
+/// The line protocol's device side (`line_call`) on whole and partial warps (the transposed
+/// fill and poll, and the per-lane ones), with and without keep-packet, across the sequence wrap:
+/// 300 calls a warp from a fresh buffer take each packet's sequence through `SEQ_MAX` (127) and
+/// back to 1 once or twice, where the wave refreshes (zeroes) the packet's words on the GPU; two
+/// more runs start every packet's `device_seq` 5 calls short of `SEQ_MAX`. Every lane's reply is
+/// checked on the GPU.
 #[test]
 #[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap() {
     let gpu = Gpu::new("gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap");
     let (mixed, set_seq) = (gpu.kernel("hc_line_mixed"), gpu.kernel("hc_line_set_seq"));
     let pool = mix_pool(2, gpu.doorbell.clone());
-    let (warps, calls) = (64u64, 12u64);
+    let (warps, calls) = (64u64, 300u64);
+    assert!(calls > 2 * u64::from(hostcall::core::line::SEQ_MAX), "every packet wraps");
     let per_warp = mixed_lanes(calls);
+    let near_wrap = u64::from(hostcall::core::line::SEQ_MAX - 5);
     let mut packets = 0;
-    for keep in [0u64, 1] {
+    for (keep, start) in [(0u64, 0u64), (1, 0), (0, near_wrap), (1, near_wrap)] {
         let (buffer, _state) =
             cuda::line_buffer(&gpu.cuda, gpu.memory.clone(), 2 * warps, gpu.doorbell.clone()).unwrap();
         pool.add_buffer(buffer.clone()).unwrap();
-        let start = u64::from(hostcall::core::line::SEQ_MAX - 5);
-        // SAFETY: matches `hc_line_set_seq(const void*, unsigned)`; the buffer outlives it.
-        unsafe { gpu.launch_and_wait(&set_seq, 1, 1, &[buffer.device_address(), start]) };
+        if start != 0 {
+            // SAFETY: matches `hc_line_set_seq(const void*, unsigned)`; the buffer outlives it.
+            unsafe { gpu.launch_and_wait(&set_seq, 1, 1, &[buffer.device_address(), start]) };
+        }
         let counters = gpu.zeroed(16);
         let args = [buffer.device_address(), calls, keep, counters.device_address()];
         // SAFETY: matches `hc_line_mixed(const void*, unsigned, unsigned, unsigned long long*)`;
         // the buffer and the counters outlive the kernel.
         unsafe { gpu.launch_and_wait(&mixed, 8, 256, &args) };
         let c = counters.read_u64(2).unwrap();
-        assert_eq!(c, vec![0, warps * per_warp], "keep={keep}: [errors, lane replies checked]");
+        assert_eq!(c, vec![0, warps * per_warp], "keep={keep} start={start}: [errors, lane replies checked]");
         pool.remove_buffer(&buffer).unwrap();
         packets += warps * calls;
     }

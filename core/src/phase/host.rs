@@ -73,6 +73,10 @@ impl Host<'_> {
             if (device ^ host) & PHASE_BIT == 0 {
                 continue;
             }
+            // Lane 0's slot, as soon as the flip shows (before the call below and the header):
+            // its miss then overlaps the header's instead of waiting for the activemask (the
+            // likeliest first lane; the others follow the mask, in `serve_packet`).
+            crate::lane::prefetch(&self.0.payloads[index].slots[0]);
             self.take(index, device, host, handler, report);
             highest = Some(index as u32);
         }
@@ -108,9 +112,6 @@ impl Host<'_> {
         report: &mut DrainReport,
     ) {
         let (header, payload) = (&self.0.headers[index], &self.0.payloads[index]);
-        // Lane 0's slot, before the header: its miss then overlaps the header's instead of
-        // waiting for the activemask (the likeliest first lane; the others follow the mask).
-        crate::lane::prefetch(&payload.slots[0]);
         // Acquire: pairs with the Release store of `device_phase` in `Claimed::submit`, whose
         // value the caller read: the wave's header and payload writes happen before our reads.
         fence(Ordering::Acquire);

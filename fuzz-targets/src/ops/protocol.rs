@@ -75,6 +75,8 @@ impl<'a> Run<'a> {
             for &index in served {
                 let index = index as usize;
                 assert!(!std::mem::replace(&mut seen[index], true), "packet {index} served twice");
+                // Relaxed: the drain ran on this thread (the target has no other), so its stores
+                // come before this load.
                 let control = self.view.header(index).control.load(hostcall_core::sync::Ordering::Relaxed);
                 assert_eq!(control & CONTROL_READY, 0, "served {index} still READY");
             }

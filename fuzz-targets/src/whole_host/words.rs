@@ -1,5 +1,9 @@
 //! The buffer as the device sees it: where each field of each protocol lives, and word access
 //! to the shared memory.
+//!
+//! Every access here is Relaxed: the target plays a hostile device, whose words promise no
+//! ordering; what is tested is that the host's own orderings (and its checks of every word it
+//! loads) hold against whatever these stores leave.
 
 use hostcall::buffer::{HostcallBuffer, Protocol};
 use hostcall_core::line::{self, carries, decode_activemask, decode_request, seq_of};

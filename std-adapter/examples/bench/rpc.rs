@@ -7,7 +7,8 @@
 //! spinning loop, the ECHO service behind it as a hostcall service in the `'h'` namespace).
 //!
 //! `hostcall_1l_rpc`: the same client against the full listener (spinning), which serves RPC
-//! buffers through the poller's stateless turn (the `'h'` and `'r'` opcodes as hostcall packets).
+//! buffers through its own `RpcHost` of each buffer (the `'h'` and `'r'` opcodes as hostcall
+//! packets; `threads/listener/rpc.rs`).
 
 use crate::measure::{pinned_pair, round_trips, Sample};
 use crate::options::Options;
@@ -131,6 +132,7 @@ pub(crate) fn rpc_round_trip(o: &Options, server: RpcServer) -> Sample {
     let locks = Locks([AtomicU32::new(0)]);
     let client = Client::new(view, &locks.0).expect("one lock word");
     let sample = client_calls(o, &client);
+    // Relaxed: the flag carries no data.
     stop.store(true, Ordering::Relaxed);
     host.join().unwrap();
     sample

@@ -76,6 +76,7 @@ pub(crate) fn count_calls(
     let (c0, t0, cpu0) = (counters.sum(), Instant::now(), cpu_time());
     thread::sleep(o.window);
     let (c1, t1, cpu1) = (counters.sum(), Instant::now(), cpu_time());
+    // Relaxed: the flag carries no data.
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().unwrap();

@@ -89,6 +89,7 @@ pub(crate) fn wire_line(o: &Options) -> Sample {
         seq = seq % hostcall::core::line::SEQ_MAX + 1;
         calls += 1;
         let words = request(calls, 0);
+        // Relaxed, as the host's loads: each word carries its own sequence.
         for (word, value) in request_block.lane.iter().zip(encode_request(&words, seq)) {
             word.store(value, Ordering::Relaxed);
         }
@@ -104,6 +105,7 @@ pub(crate) fn wire_line(o: &Options) -> Sample {
         };
         assert_eq!(reply, echo(&words));
     });
+    // Relaxed: the flag carries no data.
     stop.store(true, Ordering::Relaxed);
     host.join().unwrap();
     sample
@@ -136,6 +138,7 @@ pub(crate) fn llvm_rpc(o: &Options) -> Sample {
         let (port, stop) = (port.clone(), stop.clone());
         thread::spawn(move || {
             let mut out = 0u32;
+            // Relaxed: the flag carries no data.
             while !stop.load(Ordering::Relaxed) {
                 // Acquire: pairs with the client's Release flip; the buffer it filled is visible.
                 if port.client_outbox.load(Ordering::Acquire) == out {
@@ -174,6 +177,7 @@ pub(crate) fn llvm_rpc(o: &Options) -> Sample {
         let reply = [port.buffer[0].load(Ordering::Relaxed), port.buffer[1].load(Ordering::Relaxed)];
         assert_eq!(reply, echo(&words));
     });
+    // Relaxed: the flag carries no data.
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap();
     sample

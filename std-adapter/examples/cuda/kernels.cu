@@ -153,8 +153,12 @@ __device__ __forceinline__ void calls_impl(const void *buffer, unsigned calls, W
         timing[warp] = local;
 }
 
+// The benchmark kernels run up to 1,024 threads a block (4,224 warps: 32 a block), which holds them
+// to 64 registers; BOUNDED_CALLS_KERNEL names the bound, so that one variant can go without it.
 #define PROTOCOL_CALLS_KERNEL(name, protocol, tuning, flags)                                                           \
-    extern "C" __global__ void __launch_bounds__(1024)                                                                 \
+    BOUNDED_CALLS_KERNEL(name, protocol, tuning, flags, __launch_bounds__(1024))
+#define BOUNDED_CALLS_KERNEL(name, protocol, tuning, flags, bounds)                                                     \
+    extern "C" __global__ void bounds                                                                                  \
         name(const void *buffer, unsigned calls, WAIT_ARGS, unsigned long long *counters,                              \
              hostcall::phase_timing *timing, unsigned long long *per_call, unsigned long long *clocks) {               \
         calls_impl<protocol, tuning, flags>(buffer, calls, spin_ns, min_sleep_ns, max_sleep_ns, poll_stagger_ns, counters,   \
@@ -180,6 +184,8 @@ LINE_CALLS_KERNEL(hc_line_calls_lane_fill, variants::lane_fill, 0)
 LINE_CALLS_KERNEL(hc_line_calls_keep_packet_lane_fill, variants::lane_fill, KEEP_PACKET)
 LINE_CALLS_KERNEL(hc_line_calls_one_lane, hostcall::tuning, ONE_LANE)
 LINE_CALLS_KERNEL(hc_line_calls_keep_packet_pipelined, variants::pipelined, KEEP_PACKET)
+// Without the 64-register bound (more registers, no spills): launched only with a few warps a block.
+BOUNDED_CALLS_KERNEL(hc_line_calls_keep_packet_unbounded, line_protocol, hostcall::tuning, KEEP_PACKET, )
 
 #define RPC_CALLS_KERNEL(name, tuning, flags) PROTOCOL_CALLS_KERNEL(name, rpc_protocol, tuning, flags)
 RPC_CALLS_KERNEL(hc_rpc_calls, hostcall::tuning, 0)
@@ -287,9 +293,9 @@ extern "C" __global__ void hc_line_set_seq(const void *buffer, unsigned seq) {
 // The link's bandwidth between the GPU and mapped host memory, by whole warps: `groups` blocks
 // of 4 KB (256 pieces of 16 bytes) at `host`, one warp per block at a time. mode 0: load whole
 // lines (load k of lane L reads piece 32 k + L: 512 contiguous bytes per instruction, as a
-// transposed reply poll), summed into `sink`; mode 1: store whole lines the same way (a
-// transposed line request); mode 2: store piece 8 L + k (16 bytes of each of 32 lines per
-// instruction, as a lane that stores its own 128-byte slot).
+// transposed reply poll reads whole lines), summed into `sink`; mode 1: store whole lines the
+// same way (as a transposed fill); mode 2: store piece 8 L + k (16 bytes of each of 32 lines per
+// instruction, as lanes that each store their own 128 bytes).
 extern "C" __global__ void hc_link(uint64_t *host, unsigned long long groups, unsigned mode,
                                    unsigned long long *sink) {
     const unsigned lane = hostcall::detail::lane_id();

@@ -61,25 +61,25 @@ struct pipelined : hostcall::tuning {
     }
 
     static __device__ __forceinline__ void line_wait(const hostcall::line_client &c, unsigned mask,
-                                                     const uint64_t *first, const uint64_t *second, unsigned seq,
-                                                     uint64_t &d0, uint64_t &d1) {
+                                                     const uint64_t *words, unsigned stride, unsigned seq,
+                                                     uint64_t (&w)[3]) {
         using namespace hostcall::detail;
-        bool seen0 = false, seen1 = false;
+        unsigned seen = 0;
         backoff pace(c.wait, global_timer_ns());
-        line_look x = {0, 0, 0, 0}, y = {0, 0, 0, 0};
-        line_look_issue(x, first, second, seen0, seen1);
+        line_look x = {{0, 0, 0}}, y = {{0, 0, 0}};
+        line_look_issue(x, words, stride, seen);
         spin_ns(c.wait.poll_stagger_ns);
-        line_look_issue(y, first, second, seen0, seen1);
+        line_look_issue(y, words, stride, seen);
         for (;;) {
-            line_look_take(x, seq, seen0, seen1, d0, d1);
-            if (__all_sync(mask, seen0 && seen1))
+            line_look_take(x, seq, seen, w);
+            if (__all_sync(mask, seen == LINE_SEEN_ALL))
                 break;
             pace.pause();
-            line_look_issue(x, first, second, seen0, seen1);
-            line_look_take(y, seq, seen0, seen1, d0, d1);
-            if (__all_sync(mask, seen0 && seen1))
+            line_look_issue(x, words, stride, seen);
+            line_look_take(y, seq, seen, w);
+            if (__all_sync(mask, seen == LINE_SEEN_ALL))
                 break;
-            line_look_issue(y, first, second, seen0, seen1);
+            line_look_issue(y, words, stride, seen);
         }
     }
 };

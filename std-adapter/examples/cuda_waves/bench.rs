@@ -174,7 +174,8 @@ pub(crate) fn bench(gpu: &Gpu, options: &Options) -> Result<(bool, String), Erro
     Ok((ok, format!("{summary} {tables}")))
 }
 
-/// The link, which bounds how many 4 KB line requests (or 2 KB phase and RPC requests) can cross it.
+/// The link, which bounds how many line requests (2,320 bytes for 32 lanes: the head, the mask
+/// word and 9 words a lane) or phase and RPC requests (2 KB) can cross it.
 fn link(gpu: &Gpu) -> Result<(), Error> {
     let read = gpu.link_gb_per_s(0)?;
     let write_lines = gpu.link_gb_per_s(1)?;
@@ -184,13 +185,16 @@ fn link(gpu: &Gpu) -> Result<(), Error> {
         write_pieces * 1e9 / 16.0
     );
     println!(
-        "cuda: link bound at 4 KB a warp-call: whole lines {:.2} M/s, 16-byte pieces {:.2} M/s; at 2 KB: {:.2} M/s",
-        write_lines * 1e9 / 4096.0 / 1e6,
-        write_pieces * 1e9 / 4096.0 / 1e6,
+        "cuda: link bound at {LINE_REQUEST_BYTES} bytes a warp-call (line): whole lines {:.2} M/s, 16-byte pieces {:.2} M/s; at 2 KB (phase, rpc): {:.2} M/s",
+        write_lines * 1e9 / LINE_REQUEST_BYTES / 1e6,
+        write_pieces * 1e9 / LINE_REQUEST_BYTES / 1e6,
         write_lines * 1e9 / 2048.0 / 1e6
     );
     Ok(())
 }
+
+/// A 32-lane line request's bytes: the head, the mask word and 9 line words a lane.
+const LINE_REQUEST_BYTES: f64 = (8 * (2 + 32 * hostcall::core::line::REQUEST_LANE_WORDS)) as f64;
 
 /// One cell's run: (threads, warps, protocol, variant, warp-calls/s, errors).
 type Cell = (usize, u32, &'static str, &'static str, f64, u64);

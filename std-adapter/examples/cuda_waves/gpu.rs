@@ -186,43 +186,24 @@ impl Gpu {
         (warps.div_ceil(per_block), per_block * 32)
     }
 
-    /// Runs `kernel` (one of the `hc_calls*` kernels): `warps` warps, `calls` calls each.
+    /// Runs `kernel` (one of the `hc_calls*` kernels) on a fresh phase buffer: `shape` is
+    /// (warps, calls per warp).
     pub(crate) fn calls(
         &self,
         pool: &dyn Serve,
         kernel: &Kernel,
-        warps: u32,
-        calls: u32,
+        shape: (u32, u32),
         policy: Policy,
-        timed: bool,
     ) -> Result<Run, Error> {
-        let (buffer, _state) = self.buffer(warps.max(32))?;
-        pool.add(buffer.clone())?;
-        let result = self.calls_on(buffer.device_address(), kernel, warps, calls, policy, timed);
-        pool.remove(&buffer)?;
-        result
-    }
-
-    /// As [`Gpu::calls`] on a line buffer (PROTOCOL.md section 9), split between the pool's
-    /// threads in disjoint packet ranges, as a phase buffer is.
-    pub(crate) fn line_calls(
-        &self,
-        pool: &dyn Serve,
-        kernel: &Kernel,
-        warps: u32,
-        calls: u32,
-        policy: Policy,
-        timed: bool,
-    ) -> Result<Run, Error> {
-        let (buffer, _state) = self.host.line_buffer(u64::from(warps.max(32)))?;
-        pool.add(buffer.clone())?;
-        let result = self.calls_on(buffer.device_address(), kernel, warps, calls, policy, timed);
-        pool.remove(&buffer)?;
-        result
+        self.run(Kind::Phase, pool, kernel, shape, policy, false)
     }
 
     /// Runs `kernel` of a variant of `kind` on a fresh buffer of its protocol: `shape` is
-    /// (warps, calls per warp).
+    /// (warps, calls per warp). A line buffer is split between the pool's threads in disjoint
+    /// packet ranges, as a phase buffer is. An LLVM-RPC buffer has [`rpc_ports`] ports, its client
+    /// object written into this GPU's module (`include/hostcall_cuda_rpc.cuh`, the `'h'`
+    /// opcodes); its [`RpcOpen`] says whether the warps keep the port state in device memory or
+    /// read the mailboxes at every open, as LLVM's client does.
     pub(crate) fn run(
         &self,
         kind: Kind,
@@ -232,36 +213,38 @@ impl Gpu {
         policy: Policy,
         timed: bool,
     ) -> Result<Run, Error> {
-        let (warps, calls) = shape;
-        match kind {
-            Kind::Phase => self.calls(pool, kernel, warps, calls, policy, timed),
-            Kind::Line => self.line_calls(pool, kernel, warps, calls, policy, timed),
-            Kind::Rpc(open) => self.rpc_calls(pool, kernel, shape, policy, timed, open),
-        }
+        let packets = shape.0.max(32);
+        // The buffer and its device state (alive until the run ends).
+        let (buffer, state) = match kind {
+            Kind::Phase => self.buffer(packets)?,
+            Kind::Line => self.host.line_buffer(u64::from(packets))?,
+            Kind::Rpc(_) => self.host.rpc_buffer(rpc_ports(shape.0), &self.module)?,
+        };
+        // The kernel's first argument.
+        let target = match kind {
+            Kind::Rpc(RpcOpen::PortState) => state.device_address(),
+            Kind::Rpc(RpcOpen::Mailboxes) => 0,
+            Kind::Phase | Kind::Line => buffer.device_address(),
+        };
+        self.served_calls(pool, &buffer, target, kernel, shape, policy, timed)
     }
 
-    /// As [`Gpu::calls`] on an LLVM-RPC buffer of [`rpc_ports`] ports, its client object written
-    /// into this GPU's module (`include/hostcall_cuda_rpc.cuh`, the `'h'` opcodes). `open`:
-    /// whether the warps keep the port state in device memory or read the mailboxes at every
-    /// open, as LLVM's client does.
-    pub(crate) fn rpc_calls(
+    /// Runs `kernel` on `target` while `pool` serves `buffer` (added for the run, then removed):
+    /// `shape` is (warps, calls per warp).
+    #[allow(clippy::too_many_arguments)]
+    fn served_calls(
         &self,
         pool: &dyn Serve,
+        buffer: &Arc<HostcallBuffer>,
+        target: u64,
         kernel: &Kernel,
         shape: (u32, u32),
         policy: Policy,
         timed: bool,
-        open: RpcOpen,
     ) -> Result<Run, Error> {
-        let (warps, calls) = shape;
-        let (buffer, state) = self.host.rpc_buffer(rpc_ports(warps), &self.module)?;
         pool.add(buffer.clone())?;
-        let target = match open {
-            RpcOpen::PortState => state.device_address(),
-            RpcOpen::Mailboxes => 0,
-        };
-        let result = self.calls_on(target, kernel, warps, calls, policy, timed);
-        pool.remove(&buffer)?;
+        let result = self.calls_on(target, kernel, shape.0, shape.1, policy, timed);
+        pool.remove(buffer)?;
         result
     }
 

@@ -177,10 +177,10 @@ fn latency_idle_vs_loaded(
         // (idle means, loaded means, idle p99s, loaded p99s)
         let mut means = [Vec::new(), Vec::new()];
         let mut p99s = [Vec::new(), Vec::new()];
-        let warm = gpu.calls(&listeners, &kernels[g], 1, 200, LATENCY, false)?;
+        let warm = gpu.calls(&listeners, &kernels[g], (1, 200), LATENCY)?;
         ok &= warm.ok();
         for _ in 0..options.repeat {
-            let idle = gpu.calls(&listeners, &kernels[g], 1, 3000, LATENCY, false)?;
+            let idle = gpu.calls(&listeners, &kernels[g], (1, 3000), LATENCY)?;
             ok &= idle.ok();
             means[0].push(idle.mean_us());
             p99s[0].push(idle.percentile_us(0.99));
@@ -197,7 +197,7 @@ fn latency_idle_vs_loaded(
                 });
                 std::thread::sleep(Duration::from_millis(20));
                 gpu.cuda.make_current()?;
-                let one = gpu.calls(&listeners, &kernels[g], 1, 3000, LATENCY, false);
+                let one = gpu.calls(&listeners, &kernels[g], (1, 3000), LATENCY);
                 let load = load.join().expect("the load thread panicked")?;
                 Ok((one?, load))
             })?;

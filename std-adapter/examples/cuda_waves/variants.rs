@@ -65,10 +65,11 @@ use RpcOpen::{Mailboxes, PortState};
 /// flight), `no-ring`, `lane-fill` / `transposed-fill` (always per-lane / always whole-line
 /// stores; the default picks by load), `keep-packet` (the warp keeps its packet), `check-claim`
 /// (the claim reads `host_phase`, as ROCm's device code does). Line: as phase where named alike;
-/// `one-lane`: only lane 0 calls. RPC: `llvm-open` reads both mailboxes at every open, as LLVM's
+/// `one-lane`: only lane 0 calls; `keep-packet-unbounded`: keep-packet's kernel without the
+/// 64-register bound of 1,024-thread blocks (one-warp rows only). RPC: `llvm-open` reads both mailboxes at every open, as LLVM's
 /// client (the default keeps the port state in device memory); `keep-port` keeps the port locked
 /// between calls.
-pub(crate) const VARIANTS: [Variant; 23] = [
+pub(crate) const VARIANTS: [Variant; 24] = [
     v("default", "hc_calls", Phase, Table::All),
     v("store-sys", "hc_calls_store_sys", Phase, Table::None),
     v("fence-sc", "hc_calls_fence_sc", Phase, Table::None),
@@ -85,6 +86,7 @@ pub(crate) const VARIANTS: [Variant; 23] = [
     v("keep-packet-lane-fill", "hc_line_calls_keep_packet_lane_fill", Line, Table::Loaded),
     Variant { one_lane: true, ..v("one-lane", "hc_line_calls_one_lane", Line, Table::None) },
     v("keep-packet-pipelined-poll", "hc_line_calls_keep_packet_pipelined", Line, Table::All),
+    v("keep-packet-unbounded", "hc_line_calls_keep_packet_unbounded", Line, Table::None),
     v("default", "hc_rpc_calls", Rpc(PortState), Table::All),
     v("llvm-open", "hc_rpc_calls", Rpc(Mailboxes), Table::All),
     v("keep-port", "hc_rpc_calls_keep_port", Rpc(PortState), Table::All),
