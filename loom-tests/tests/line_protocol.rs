@@ -253,6 +253,12 @@ fn a_kept_packet_crosses_the_wrap() {
 /// The device path by hand (what `claim`, `write_lane` and `submit` do), for the broken twins:
 /// `refresh` false skips the wrap refresh; `flag_first` stores each word's sequence before its
 /// data (as a flag-then-data protocol would). Its encodings are the core's (`encode_request`...).
+///
+/// Its orderings are the wave's (`core/src/line/mod.rs`, Orderings): every line word Relaxed (its
+/// data is in the word); the refresh zeroes ordered before the call's words by the Release fence,
+/// paired with the host's Acquire fence after a pending head; `device_seq` is this wave's own
+/// (one thread, Relaxed); the reply polled with Acquire, pairing with the host's Release reply
+/// stores, so the host's reads of this request are done before the next call writes it.
 fn hand_call(model: &Model, view: &View<'_>, call: u64, mask: u64, refresh: bool, flag_first: bool) {
     let (request_block, reply_block) = (view.request(0), view.reply(0));
     let previous = view.device_seq(0).load(Ordering::Relaxed);

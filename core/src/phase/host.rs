@@ -52,10 +52,7 @@ impl Host<'_> {
         scope.drain(self.0.headers.len(), |range, report| self.scan(range, handler, report))
     }
 
-    /// Serves every pending packet in `range` once; returns the highest index served. Inlined,
-    /// so that an idle range costs its loads and compares alone (a spinning poll loop's common
-    /// case); each pending packet is taken out of line.
-    #[inline]
+    /// Serves every pending packet in `range` once; returns the highest index served.
     fn scan(
         &self,
         range: Range<usize>,
@@ -73,33 +70,16 @@ impl Host<'_> {
             if (device ^ host) & PHASE_BIT == 0 {
                 continue;
             }
-            // Lane 0's slot, as soon as the flip shows (before the call below and the header):
-            // its miss then overlaps the header's instead of waiting for the activemask (the
-            // likeliest first lane; the others follow the mask, in `serve_packet`).
-            crate::lane::prefetch(&self.0.payloads[index].slots[0]);
-            self.take(index, device, host, handler, report);
+            if (device | host) & !PHASE_BIT != 0 {
+                report.malformed += 1;
+                let found =
+                    DrainError::StrayBits { index: index as u32, device_word: device, host_word: host };
+                handler.malformed(found);
+            }
+            self.serve_packet(index, device, handler, report);
             highest = Some(index as u32);
         }
         highest
-    }
-
-    /// Packet `index` is pending (its phase words, read as `device` and `host`, differ in bit 0):
-    /// reports stray bits, then serves it.
-    #[inline(never)]
-    fn take(
-        &self,
-        index: usize,
-        device: u32,
-        host: u32,
-        handler: &mut impl DrainHandler,
-        report: &mut DrainReport,
-    ) {
-        if (device | host) & !PHASE_BIT != 0 {
-            report.malformed += 1;
-            let found = DrainError::StrayBits { index: index as u32, device_word: device, host_word: host };
-            handler.malformed(found);
-        }
-        self.serve_packet(index, device, handler, report);
     }
 
     /// Serves packet `index`, whose `device_phase` was read as `device` and differs from
@@ -112,6 +92,9 @@ impl Host<'_> {
         report: &mut DrainReport,
     ) {
         let (header, payload) = (&self.0.headers[index], &self.0.payloads[index]);
+        // Lane 0's slot, before the header: its miss then overlaps the header's instead of
+        // waiting for the activemask (the likeliest first lane; the others follow the mask).
+        crate::lane::prefetch(&payload.slots[0]);
         // Acquire: pairs with the Release store of `device_phase` in `Claimed::submit`, whose
         // value the caller read: the wave's header and payload writes happen before our reads.
         fence(Ordering::Acquire);
@@ -137,7 +120,6 @@ impl Host<'_> {
 /// Hints the CPU to fetch the request slot of every lane in `activemask` (only the lanes that
 /// exist), so a packet's cache misses overlap instead of coming one lane at a time. A device
 /// that just wrote the slots owns their lines, so each would otherwise be a miss in series.
-#[inline]
 fn prefetch_lanes(payload: &Payload, activemask: u64) {
     for lane in crate::lane::lanes(activemask) {
         crate::lane::prefetch(&payload.slots[lane]);

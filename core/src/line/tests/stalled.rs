@@ -1,5 +1,9 @@
 //! A request that never completes (`line/incomplete.rs`): remembered, one word a look, reported
 //! stalled once per sequence, and still served when its word lands; a new head starts over.
+//!
+//! Every atomic access here is Relaxed: each test runs on one thread, playing a device that
+//! writes words between the host's drains, and a line word's data travels in the word itself, so
+//! nothing needs ordering.
 
 use super::*;
 use crate::host::DrainError;

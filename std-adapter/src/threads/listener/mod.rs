@@ -288,7 +288,8 @@ impl Listener {
         // Relaxed: published by the Release store of `stop` just below.
         self.shared.grace_nanos.store(nanos, Ordering::Relaxed);
         let asked = *self.shared.stop_asked.get_or_init(std::time::Instant::now);
-        // Release: pairs with the Acquire load in `run`. Then a ring wakes this listener's thread
+        // Release: pairs with the Acquire loads in `run` (thread.rs), `is_shut_down` and the
+        // watchdog's relief and hand-back (relay.rs). Then a ring wakes this listener's thread
         // if it sleeps on the doorbell; to any other listener on the doorbell it is a spurious
         // ring (one poll), so they keep working.
         self.shared.stop.store(true, Ordering::Release);

@@ -181,6 +181,8 @@ fn relieve(shared: &Arc<Shared>, seat: &Arc<Seat>, running: Running) {
     if !Arc::ptr_eq(&crew.active, seat) {
         return;
     }
+    // Acquire: pairs with the Release store of `stop` in `Listener::shutdown_timeout`, so a
+    // relief or hand-back that sees the stop also sees the grace stored before it.
     let stopping = shared.stop.load(Ordering::Acquire);
     if crew.stuck.len() >= shared.config.stuck_threads && !stopping {
         warn_limited!(
@@ -240,6 +242,8 @@ pub(super) fn hand_back(shared: &Shared, seat: &Arc<Seat>) -> bool {
     for base in lock(&seat.given_away).drain(..) {
         let _ = seat.poller.remove(base as *mut u8); // not polling: returns at once
     }
+    // Acquire: pairs with the Release store of `stop` in `Listener::shutdown_timeout`, so a
+    // relief or hand-back that sees the stop also sees the grace stored before it.
     let stopping = shared.stop.load(Ordering::Acquire);
     if stopping {
         return true; // `finish` answers, then `release` lets go
