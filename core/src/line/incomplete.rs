@@ -123,6 +123,9 @@ fn carries(word: &AtomicU64, seq: u32) -> bool {
 /// whose word does not carry `seq` (the mask word first, then the lanes it and the head name), or
 /// `None` if every one does.
 pub(super) fn first_stale(request: &Request, head: u64, seq: u32, from: u16) -> Option<u16> {
+    // Relaxed: a line word's data travels in the word itself, and this look decides nothing that
+    // is served (only where the next look starts); the Acquire fence after the pending head, in
+    // the scan, orders these loads after the refresh zeroes as it does the full take's.
     let mask = request.mask.load(Ordering::Relaxed);
     // Only from `from` on: a mask word before it was seen carrying `seq` (a hostile device's later
     // change is the full take's to refuse).
