@@ -12,6 +12,8 @@
 //! - [`hostcall_register_service`], [`hostcall_unregister_service`]: services in C;
 //!   [`hostcall_enable_function_calls_unsafe`]: the built-in FUNCTION_CALL, off until asked for
 //!   (PRINTF, to stdout and stderr, and DEVMEM are served from the start);
+//! - [`hostcall_allow_device_to_end_process`]: whether a device may end the host process (RPC's
+//!   `exit`/`abort`, SANITIZER's aborting reports), off by default;
 //! - [`hostcall_rpc_buffer_size`], [`hostcall_rpc_client_object`]: LLVM libc's GPU RPC buffer and
 //!   the client object device code expects, checked against the device symbol's size;
 //! - [`hostcall_emulated_call`]: one wave's hostcall from the CPU, through the real producer
@@ -31,6 +33,7 @@ pub mod emulated;
 pub mod lifecycle;
 pub mod logging;
 pub mod options;
+pub mod process;
 pub mod rpc;
 pub mod service;
 pub mod stats;
@@ -43,6 +46,7 @@ pub use lifecycle::{
     hostcall_disable, hostcall_enable, hostcall_enable_ex,
 };
 pub use logging::hostcall_set_log_callback;
+pub use process::hostcall_allow_device_to_end_process;
 pub use rpc::{hostcall_rpc_buffer_size, hostcall_rpc_client_object};
 pub use service::{
     hostcall_enable_function_calls_unsafe, hostcall_register_service, hostcall_unregister_service,

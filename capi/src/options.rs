@@ -60,7 +60,8 @@ pub const HOSTCALL_RPC_GROUP_PRINTF: u32 = 2;
 pub const HOSTCALL_RPC_GROUP_MEMORY: u32 = 4;
 /// `HOSTCALL_RPC_GROUP_FILES`.
 pub const HOSTCALL_RPC_GROUP_FILES: u32 = 8;
-/// `HOSTCALL_RPC_GROUP_EXIT`.
+/// `HOSTCALL_RPC_GROUP_EXIT`: refused in `rpc_allow` and `rpc_deny` (whether `exit` and `abort`
+/// end the host is `hostcall_allow_device_to_end_process`, for the whole process).
 pub const HOSTCALL_RPC_GROUP_EXIT: u32 = 16;
 /// `HOSTCALL_RPC_GROUP_HOST_CALLS_UNSAFE`.
 pub const HOSTCALL_RPC_GROUP_HOST_CALLS_UNSAFE: u32 = 32;
@@ -170,6 +171,13 @@ fn rpc(known: &HostcallEnableOptions) -> Result<EnableOptions, Failure> {
             "an RPC buffer needs options.rpc_lanes, HOSTCALL_RPC_GROUP_* bits only, and no occupied bitmap",
         ));
     }
+    if (known.rpc_allow | known.rpc_deny) & HOSTCALL_RPC_GROUP_EXIT != 0 {
+        return Err(Failure::new(
+            HOSTCALL_ERR_OPTIONS,
+            "HOSTCALL_RPC_GROUP_EXIT is not a per-buffer group: exit() and abort() end the host only \
+             after hostcall_allow_device_to_end_process(1), one decision for every buffer and SANITIZER",
+        ));
+    }
     let on = |group| known.rpc_allow & group != 0 && known.rpc_deny & group == 0;
     let off = |group| known.rpc_deny & group != 0;
     let mut policy = RpcPolicy::default();
@@ -185,9 +193,6 @@ fn rpc(known: &HostcallEnableOptions) -> Result<EnableOptions, Failure> {
     }
     if on(HOSTCALL_RPC_GROUP_FILES) {
         policy = policy.with_files();
-    }
-    if on(HOSTCALL_RPC_GROUP_EXIT) {
-        policy = policy.with_exit();
     }
     if on(HOSTCALL_RPC_GROUP_HOST_CALLS_UNSAFE) {
         // SAFETY: the C caller asked for it by the name that says unsafe; the header states the

@@ -1,12 +1,10 @@
 //! The SANITIZER service (id 4) end to end: emulated waves report out-of-bounds accesses; the
 //! report (this project's own, no ASan runtime in this test binary) is checked line by line; the
-//! abort policy in child processes; the code-object lookup against the HSA stand-in.
+//! code-object lookup against the HSA stand-in. (The abort policy: `device_ending.rs`.)
 
 #[path = "common/hsa_standin.rs"]
 mod standin;
 
-use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use hostcall::backend::hsa::{HsaRuntime, LoadedCodeObject};
@@ -108,52 +106,6 @@ fn no_abort_reports_are_rate_limited_per_pc() {
     assert_eq!(printed.matches("pc 0xabc ").count(), 2, "{printed}");
     assert_eq!(printed.matches("pc 0xdef ").count(), 1, "{printed}");
     s.listener.shutdown();
-}
-
-/// The child half of the abort tests: `SANITIZER_CHILD=abort|continue` reports one aborting
-/// write and prints `survived` if the process goes on.
-#[test]
-fn child_process_entry() {
-    let Ok(mode) = std::env::var("SANITIZER_CHILD") else { return };
-    let config = SanitizerConfig::default()
-        .with_abort_on_error(mode != "continue")
-        .with_code_objects(Arc::new(NoCodeObjects));
-    let s = setup(config, 0);
-    Wave::new(s.buffer.clone(), 3)
-        .call(SANITIZER, |lane| [0x40 + lane as u64, 0x77, 1, 2, 3, lane as u64, WRITE, 8])
-        .unwrap();
-    // The sink captured the report; copy it to stderr for the parent.
-    eprint!("{}", s.printed.lock().unwrap());
-    eprintln!("survived");
-    s.listener.shutdown();
-}
-
-fn run_child(mode: &str) -> std::process::Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["child_process_entry", "--exact", "--nocapture", "--test-threads=1"])
-        .env("SANITIZER_CHILD", mode)
-        .output()
-        .unwrap()
-}
-
-#[test]
-fn an_aborting_report_stops_the_process_by_default() {
-    let output = run_child("abort");
-    assert_eq!(output.status.signal(), Some(libc::SIGABRT), "{output:?}");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!stderr.contains("survived"), "{stderr}");
-}
-
-#[test]
-fn with_abort_off_an_aborting_report_lets_the_program_go_on() {
-    let output = run_child("continue");
-    assert!(output.status.success(), "{output:?}");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("==hostcall== AddressSanitizer: WRITE of size 8 on amdgpu device 0 by 3 lanes"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("survived"), "{stderr}");
 }
 
 #[test]

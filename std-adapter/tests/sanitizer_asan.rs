@@ -51,10 +51,14 @@ fn code_object_file() -> PathBuf {
 }
 
 /// The child half: loads the stand-in `RTLD_GLOBAL` and reports one packet of 3 lanes
-/// (`SANITIZER_ASAN_CHILD=abort|no-abort`).
+/// (`SANITIZER_ASAN_CHILD=abort|refused-abort|no-abort`: an aborting report where devices may end
+/// the process, the same where they may not (the default), a "no abort" report).
 #[test]
 fn child_process_entry() {
     let Ok(mode) = std::env::var("SANITIZER_ASAN_CHILD") else { return };
+    if mode == "abort" {
+        hostcall::services::ending::allow_device_to_end_process(true);
+    }
     assert!(asan::lookup().is_none(), "no ASan runtime before the stand-in is loaded");
     let path = CString::new(std::env::var_os("ASAN_STANDIN").unwrap().as_bytes()).unwrap();
     // SAFETY: loading the stand-in runs no initialiser of its own.
@@ -106,6 +110,15 @@ fn an_aborting_report_reaches_asan_with_rocms_arguments_then_stops() {
     assert!(stderr.lines().any(|line| line == expected(1)), "{stderr}");
     assert_eq!(status.signal(), Some(libc::SIGABRT), "{stderr}");
     assert!(!stderr.contains("survived"));
+}
+
+#[test]
+fn an_aborting_report_where_devices_may_not_end_the_host_reaches_asan_as_no_abort() {
+    let (status, stderr) = run_child("refused-abort");
+    assert!(stderr.lines().any(|line| line == expected(0)), "{stderr}");
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("not aborting: allow_device_to_end_process is off"), "{stderr}");
+    assert!(stderr.contains("survived"));
 }
 
 #[test]

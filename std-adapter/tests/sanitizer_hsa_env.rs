@@ -29,7 +29,6 @@ fn reports_open_the_hsa_runtime_once() {
         let reports = Arc::new(AtomicUsize::new(0));
         let counted = reports.clone();
         let config = SanitizerConfig::default()
-            .with_abort_on_error(false)
             .with_use_asan_runtime(false)
             // Relaxed: read on this thread after the listener shut down.
             .with_sink(Arc::new(move |_: &str| {

@@ -87,8 +87,6 @@ impl Host {
         if budgets.sanitizer {
             let reports = sanitizer_reports.clone();
             let config = SanitizerConfig::default()
-                // An aborting report stops the process by design: not what is under test here.
-                .with_abort_on_error(false)
                 .with_use_asan_runtime(false)
                 // Relaxed: a count read on this thread after the round that printed.
                 .with_sink(Arc::new(move |_: &str| {

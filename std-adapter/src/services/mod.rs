@@ -6,10 +6,13 @@
 //! - PRINTF (id 2): [`printf`], formatting as glibc does, on top of [`message`] assembly;
 //! - DEVMEM (id 3): [`devmem`], device memory allocated by the host;
 //! - SANITIZER (id 4): [`sanitizer`], AddressSanitizer reports from device code;
+//! - [`ending`]: whether a device may end the host process (`exit`, `abort`, an aborting
+//!   sanitizer report): one switch, off by default;
 //! - [`message`]: host-side message assembly (chunks in, whole messages out), for any service
 //!   whose requests span several calls.
 
 pub mod devmem;
+pub mod ending;
 pub mod function_call;
 mod install;
 pub mod message;

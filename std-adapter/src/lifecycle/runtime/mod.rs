@@ -206,7 +206,8 @@ impl HostcallRuntime {
 
 /// The services every runtime starts with: PRINTF to the process's streams, DEVMEM from `memory`,
 /// SANITIZER reporting as [`SanitizerConfig::default`] says (through the process's ASan runtime
-/// where it has one, else to stderr; an aborting report stops the process).
+/// where it has one, else to stderr; an aborting report stops the process only where
+/// [`crate::services::ending`] allows it).
 fn builtin_services(memory: &Arc<dyn DeviceMemory>) -> Services {
     let services = Services::new();
     services.enable_printf(StdStreams, MessageLimits::default()).expect("a new registry has no PRINTF");

@@ -9,9 +9,9 @@
 //! for a host call. Differences on purpose: an `OPEN_FILE` over the buffer's budget of open files
 //! gets a null `FILE` (counted); a host call of address 0 is refused rather than crashing the
 //! host; `EXIT` and `ABORT` are refused by default (counted and logged: the device's side ends its
-//! own program as it always does after the call, and the host process goes on), and with [`RpcPolicy::with_exit`](super::RpcPolicy::with_exit)
-//! end the host process by `std::process::exit(status)` and `std::process::abort()` (LLVM's
-//! server: `quick_exit`, `abort`).
+//! own program as it always does after the call, and the host process goes on), and where the
+//! embedder lets devices end the process ([`crate::services::ending`]) end it by
+//! `std::process::exit(status)` and `std::process::abort()` (LLVM's server: `quick_exit`, `abort`).
 
 use super::files::{c_string, OpenError};
 use super::Context;
@@ -198,7 +198,7 @@ impl Ending {
         }
         cx.counters.refused_lanes += u64::from(self.mask.count_ones());
         warn_limited!(
-            "rpc: port {}: the device called {what}; refused (RpcPolicy::with_exit lets it end the host)",
+            "rpc: port {}: the device called {what}; refused (allow_device_to_end_process lets it end the host)",
             turn.port()
         );
         true

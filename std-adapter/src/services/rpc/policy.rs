@@ -3,6 +3,7 @@
 //! the embedding runtime turns it on, and the two that run arbitrary host code only through an
 //! `unsafe` opt-in.
 
+use crate::services::ending::device_may_end_process;
 use hostcall_core::rpc::opcode::{libc, namespace, HOSTCALL, LIBC, ROCM};
 
 /// A group of opcodes that one switch of [`RpcPolicy`] turns on or off.
@@ -20,7 +21,9 @@ pub enum OpcodeGroup {
     /// writes or printf to an opened file (also needs the console or printf group). Off by
     /// default.
     Files,
-    /// `EXIT` and `ABORT`, which end the host process. Off by default.
+    /// `EXIT` and `ABORT`, which end the host process: not a switch of the policy, but the one
+    /// process-wide decision of [`crate::services::ending`] (off by default), which SANITIZER's
+    /// abort consults too.
     Exit,
     /// `HOST_CALL`: a host function pointer the device names. Off; `unsafe` to enable.
     HostCall,
@@ -86,7 +89,6 @@ pub struct RpcPolicy {
     printf: bool,
     memory: bool,
     files: bool,
-    exit: bool,
     host_calls: bool,
     system: bool,
     rocm: bool,
@@ -99,7 +101,6 @@ impl Default for RpcPolicy {
             printf: true,
             memory: true,
             files: false,
-            exit: false,
             host_calls: false,
             system: false,
             rocm: true,
@@ -115,7 +116,6 @@ impl RpcPolicy {
             printf: false,
             memory: false,
             files: false,
-            exit: false,
             host_calls: false,
             system: false,
             rocm: false,
@@ -129,7 +129,7 @@ impl RpcPolicy {
             OpcodeGroup::Printf => self.printf,
             OpcodeGroup::Memory => self.memory,
             OpcodeGroup::Files => self.files,
-            OpcodeGroup::Exit => self.exit,
+            OpcodeGroup::Exit => device_may_end_process(),
             OpcodeGroup::HostCall => self.host_calls,
             OpcodeGroup::System => self.system,
             OpcodeGroup::Rocm => self.rocm,
@@ -139,12 +139,6 @@ impl RpcPolicy {
     /// Also serve files (the device opens, reads, writes and removes host files by path).
     pub fn with_files(mut self) -> Self {
         self.files = true;
-        self
-    }
-
-    /// Also let the device end the host process (`exit`, `abort`).
-    pub fn with_exit(mut self) -> Self {
-        self.exit = true;
         self
     }
 

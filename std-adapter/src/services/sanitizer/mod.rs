@@ -13,11 +13,14 @@
 //! - otherwise prints this project's own report ([`SanitizerReport::text`]) to the configured
 //!   [`ReportSink`] (stderr by default).
 //!
-//! Abort policy ([`SanitizerConfig::abort_on_error`]): a report the device marks as aborting stops
-//! the process after it is printed (`std::process::abort`), as ASan does; with the option off it is
-//! reported and the program goes on. A "no abort" report never stops it. Reports that do not stop
-//! the process are rate-limited per pc ([`SanitizerConfig::reports_per_pc`] per
-//! [`SanitizerConfig::window`], in a table of at most [`MAX_PCS`] pcs). Every lane is answered with
+//! Abort policy: a report the device marks as aborting stops the process after it is printed
+//! (`std::process::abort`, as ASan does) only where the embedder lets devices end the process
+//! ([`crate::services::ending`], off by default: ROCm aborts here; see there why this project
+//! does not by default); otherwise it is printed, with a line saying the abort was refused (the
+//! ASan runtime is then called with `is_abort = false`), counted with the service's packets, and
+//! the program goes on. A "no abort" report never stops it. Reports that do not stop the process
+//! are rate-limited per pc ([`SanitizerConfig::reports_per_pc`] per [`SanitizerConfig::window`],
+//! in a table of at most [`MAX_PCS`] pcs). Every lane is answered with
 //! `[0, 0]`; the device ignores the reply.
 //!
 //! ```
@@ -64,6 +67,7 @@ use hostcall_core::PacketRequest;
 
 use crate::dispatch::registry::PacketService;
 use crate::rate_limit::{WARNINGS_PER_WINDOW, WARNING_WINDOW};
+use crate::services::ending::device_may_end_process;
 use limit::PcLimits;
 
 /// Where this project's own reports go (when no ASan runtime prints them): one call per report,
@@ -95,9 +99,6 @@ impl ReportSink for Stderr {
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct SanitizerConfig {
-    /// Stop the process after a report the device marks as aborting (the default, as ASan does);
-    /// `false`: report and go on (the ASan runtime is then called with `is_abort = false`).
-    pub abort_on_error: bool,
     /// Call the process's `__asan_report_nonself_error` where it has one (default `true`).
     pub use_asan_runtime: bool,
     /// Where this project's own reports go (default: [`Stderr`]).
@@ -113,7 +114,6 @@ pub struct SanitizerConfig {
 }
 
 setters!(SanitizerConfig {
-    with_abort_on_error: abort_on_error: bool,
     with_use_asan_runtime: use_asan_runtime: bool,
     with_sink: sink: Arc<dyn ReportSink>,
     with_code_objects: code_objects: Arc<dyn CodeObjects>,
@@ -124,7 +124,6 @@ setters!(SanitizerConfig {
 impl Default for SanitizerConfig {
     fn default() -> Self {
         Self {
-            abort_on_error: true,
             use_asan_runtime: true,
             sink: Arc::new(Stderr),
             code_objects: Arc::new(HsaCodeObjects::default()),
@@ -137,13 +136,16 @@ impl Default for SanitizerConfig {
 impl std::fmt::Debug for SanitizerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SanitizerConfig")
-            .field("abort_on_error", &self.abort_on_error)
             .field("use_asan_runtime", &self.use_asan_runtime)
             .field("reports_per_pc", &self.reports_per_pc)
             .field("window", &self.window)
             .finish_non_exhaustive()
     }
 }
+
+/// The line after a report the device marks as aborting, where devices may not end the process.
+const REFUSED_ABORT_LINE: &str =
+    "==hostcall==   (an aborting report; not aborting: allow_device_to_end_process is off)\n";
 
 /// The SANITIZER packet service (see the [module docs](self)).
 #[derive(Debug)]
@@ -160,9 +162,10 @@ impl SanitizerService {
     }
 
     /// Reports one decoded packet: prints it (through ASan or the sink) unless rate-limited, and
-    /// stops the process where the policy says so.
+    /// stops the process where the device asks and [`device_may_end_process`] allows it.
     pub fn report(&self, report: &SanitizerReport) {
-        let stops = report.is_abort() && self.config.abort_on_error;
+        let refused_abort = report.is_abort() && !device_may_end_process();
+        let stops = report.is_abort() && !refused_abort;
         let suppressed_before = if stops {
             0
         } else {
@@ -178,6 +181,9 @@ impl SanitizerService {
                 let file = asan::CodeObjectFile::open(code_object.as_ref());
                 // SAFETY: `report_error` is the process's `__asan_report_nonself_error`.
                 unsafe { asan::report(report_error, report, stops, &file) };
+                if refused_abort {
+                    self.config.sink.report(REFUSED_ABORT_LINE);
+                }
             }
             None => {
                 let mut text = report.text(code_object.as_ref());
@@ -186,11 +192,14 @@ impl SanitizerService {
                         "==hostcall==   ({suppressed_before} earlier reports from this pc suppressed)\n"
                     ));
                 }
+                if refused_abort {
+                    text.push_str(REFUSED_ABORT_LINE);
+                }
                 self.config.sink.report(&text);
             }
         }
         if stops {
-            self.config.sink.report("==hostcall== ABORTING (SanitizerConfig::abort_on_error)\n");
+            self.config.sink.report("==hostcall== ABORTING (allow_device_to_end_process)\n");
             std::process::abort();
         }
     }
