@@ -158,7 +158,7 @@ fn a_pool_stripes_rpc_ports_and_counts_refusals() {
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), PORTS, doorbell, protocol).unwrap());
     let (sink, output) = capture();
     let rpc = RpcOptions::default()
-        .with_policy(RpcPolicy::default().without_console().with_files())
+        .with_policy(RpcPolicy::default().without_console().with_files(std::env::temp_dir()))
         .with_limits(RpcLimits::default().with_stream_bytes(100))
         .with_sink(sink);
     pool.add_buffer_with(buffer.clone(), &BufferOptions::default().with_rpc(rpc)).unwrap();
@@ -202,7 +202,7 @@ fn a_pool_stripes_rpc_ports_and_counts_refusals() {
     // One FILE table for the buffer: a file opened on a port of one thread's stripe is closed on
     // a port of the other's; one left open is closed when the buffer is removed.
     let path = std::env::temp_dir().join(format!("hostcall-rpc-pool-{}.txt", std::process::id()));
-    let name = path.to_str().unwrap().as_bytes().to_vec();
+    let name = path.file_name().unwrap().to_str().unwrap().as_bytes().to_vec(); // beneath temp_dir
     let w = &mut patience();
     let file = fopen(&client, 0, &name, b"w", w).unwrap();
     assert_ne!(file, 0);

@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// assert_eq!(phase.occupied, None); // the runtime allocates the bitmap
 /// assert_eq!(EnableOptions::default().protocol, Protocol::Stack);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct EnableOptions {
     /// The wire protocol the device code of the kernels using this buffer speaks. A code object

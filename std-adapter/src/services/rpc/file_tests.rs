@@ -30,10 +30,10 @@ fn files_as_llvm_serves_them() {
     let (a, b) = (dir.join("a.txt"), dir.join("b.txt"));
     let buffer = Buffer::new(2, 1);
     let limits = RpcLimits::default().with_open_files(2);
-    let mut host = RpcHost::new(2, RpcPolicy::default().with_files(), limits);
+    let mut host = RpcHost::new(2, RpcPolicy::default().with_files(&dir), limits);
     let mut out = sink();
     let services = ServiceTable::<1>::new();
-    let (pa, pb) = (bytes(&a), bytes(&b));
+    let (pa, pb) = (b"a.txt".to_vec(), b"b.txt".to_vec()); // beneath `dir`
     let results = run(&buffer, &mut host, &mut out, &services, |client| {
         let w = &mut patience();
         let file = fopen(&client, 0, &pa, b"w", w).unwrap();

@@ -8,8 +8,16 @@
 //! at most [`RpcLimits::open_files`](super::RpcLimits::open_files) files; they are closed when
 //! the table is dropped (the buffer is no longer served). The pool's threads serving stripes of
 //! one buffer share its table ([`SharedFiles`]), so a `FILE` opened on one port is good on all.
+//!
+//! Every path is resolved as the policy's [`FilesScope`] says: beneath the directory the host
+//! named (`beneath`: the kernel resolves it, refusing any way out), or, after the `unsafe`
+//! [`RpcPolicy::with_files_anywhere`](super::RpcPolicy::with_files_anywhere), as the host
+//! process's C library resolves it.
 
+use super::beneath::{open_flags, Beneath, Refused};
+use super::policy::FilesScope;
 use std::ffi::CString;
+use std::os::fd::IntoRawFd;
 use std::sync::{Arc, Mutex};
 
 /// A C `FILE` the table owns.
@@ -31,10 +39,21 @@ struct Slot {
     file: Option<CFile>,
 }
 
+/// Where a table's paths lead.
+enum Scope {
+    /// The files group is off: nothing is opened.
+    None,
+    /// Beneath a directory.
+    Beneath(Beneath),
+    /// Wherever the host's C library resolves them.
+    Anywhere,
+}
+
 /// One buffer's open files.
 pub(crate) struct FileTable {
     slots: Vec<Slot>,
     budget: usize,
+    scope: Scope,
 }
 
 /// A buffer's file table, shared by the hosts of its stripes.
@@ -42,9 +61,15 @@ pub(crate) struct FileTable {
 pub(crate) struct SharedFiles(Arc<Mutex<FileTable>>);
 
 impl SharedFiles {
-    /// A table of at most `budget` open files.
-    pub(crate) fn new(budget: u32) -> Self {
-        Self(Arc::new(Mutex::new(FileTable { slots: Vec::new(), budget: budget as usize })))
+    /// A table of at most `budget` open files, its paths resolved as `scope` says (`None`: the
+    /// files group is off).
+    pub(crate) fn new(budget: u32, scope: Option<&FilesScope>) -> Self {
+        let scope = match scope {
+            None => Scope::None,
+            Some(FilesScope::Beneath(dir)) => Scope::Beneath(Beneath::open(dir)),
+            Some(FilesScope::Anywhere) => Scope::Anywhere,
+        };
+        Self(Arc::new(Mutex::new(FileTable { slots: Vec::new(), budget: budget as usize, scope })))
     }
 
     /// The table, for one call's work (a C stdio call holds no other lock of ours).
@@ -66,6 +91,8 @@ pub(crate) enum OpenError {
     Budget,
     /// The host's `fopen` failed (or the path or mode held a NUL).
     Failed,
+    /// The path leads outside the files directory, or cannot be confined.
+    Refused(Refused),
 }
 
 /// The bytes before the first NUL, as a C string.
@@ -95,9 +122,29 @@ impl FileTable {
         if self.open() >= self.budget {
             return Err(OpenError::Budget);
         }
-        let (path, mode) = (c_string(path), c_string(mode));
-        // SAFETY: two NUL-terminated strings; `fopen` returns an owned `FILE` or null.
-        let file = unsafe { libc::fopen(path.as_ptr(), mode.as_ptr()) };
+        let file = match &self.scope {
+            Scope::None => {
+                return Err(OpenError::Refused(Refused::Unconfinable("the files group is off".into())))
+            }
+            Scope::Anywhere => {
+                let (path, mode) = (c_string(path), c_string(mode));
+                // SAFETY: two NUL-terminated strings; `fopen` returns an owned `FILE` or null.
+                unsafe { libc::fopen(path.as_ptr(), mode.as_ptr()) }
+            }
+            Scope::Beneath(dir) => {
+                let (flags, mode) = open_flags(mode).ok_or(OpenError::Failed)?;
+                let fd = dir.open_file(&c_string(path), flags).map_err(OpenError::Refused)?;
+                let fd = fd.map_err(|_| OpenError::Failed)?.into_raw_fd();
+                // SAFETY: `fd` is open and ours; `mode` matches its access flags; on success the
+                // `FILE` owns `fd`.
+                let file = unsafe { libc::fdopen(fd, mode.as_ptr()) };
+                if file.is_null() {
+                    // SAFETY: `fdopen` failed, so `fd` is still ours, closed once here.
+                    unsafe { libc::close(fd) };
+                }
+                file
+            }
+        };
         let file = std::ptr::NonNull::new(file).ok_or(OpenError::Failed)?;
         let index = match self.slots.iter().position(|s| s.file.is_none()) {
             Some(index) => index,
@@ -109,6 +156,29 @@ impl FileTable {
         let slot = &mut self.slots[index];
         slot.file = Some(CFile(file));
         Ok((u64::from(slot.generation) << 32 | (index as u64 + 1)) << 2)
+    }
+
+    /// C's `remove(path)` in the table's scope: 0 or -1, or refused.
+    pub(crate) fn remove(&self, path: &[u8]) -> Result<i32, Refused> {
+        match &self.scope {
+            Scope::None => Err(Refused::Unconfinable("the files group is off".into())),
+            // SAFETY: a NUL-terminated string, only read.
+            Scope::Anywhere => Ok(unsafe { libc::remove(c_string(path).as_ptr()) }),
+            Scope::Beneath(dir) => dir.remove(path).map(|r| if r.is_ok() { 0 } else { -1 }),
+        }
+    }
+
+    /// C's `rename(from, to)` in the table's scope: 0 or -1, or refused.
+    pub(crate) fn rename(&self, from: &[u8], to: &[u8]) -> Result<i32, Refused> {
+        match &self.scope {
+            Scope::None => Err(Refused::Unconfinable("the files group is off".into())),
+            Scope::Anywhere => {
+                let (from, to) = (c_string(from), c_string(to));
+                // SAFETY: two NUL-terminated strings, only read.
+                Ok(unsafe { libc::rename(from.as_ptr(), to.as_ptr()) })
+            }
+            Scope::Beneath(dir) => dir.rename(from, to).map(|r| if r.is_ok() { 0 } else { -1 }),
+        }
     }
 
     fn slot(&mut self, handle: u64) -> Option<&mut Slot> {
@@ -154,7 +224,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("a.txt");
         let path = path.to_str().unwrap().as_bytes();
-        let files = SharedFiles::new(1);
+        let files = SharedFiles::new(1, Some(&FilesScope::Anywhere));
         let mut table = files.lock();
         let first = table.fopen(path, b"w\0").unwrap();
         assert_eq!((first & 3, first != 0), (0, true));

@@ -119,16 +119,20 @@ impl Gather {
         if !self.served(lane, cx) {
             return FAILED;
         }
-        let paths: Vec<_> = self.streams[lane].iter().map(|s| c_string(s)).collect();
-        // SAFETY: NUL-terminated strings (`c_string`); the calls read them only.
-        let result = unsafe {
-            match self.opcode {
-                op::REMOVE => ::libc::remove(paths[0].as_ptr()),
-                op::RENAME => ::libc::rename(paths[0].as_ptr(), paths[1].as_ptr()),
-                _ => ::libc::system(paths[0].as_ptr()),
-            }
+        let streams = &self.streams[lane];
+        let result = match self.opcode {
+            op::REMOVE => cx.files.lock().remove(&streams[0]),
+            op::RENAME => cx.files.lock().rename(&streams[0], &streams[1]),
+            // SAFETY: a NUL-terminated string (`c_string`), only read.
+            _ => Ok(unsafe { ::libc::system(c_string(&streams[0]).as_ptr()) }),
         };
-        result as i64 as u64
+        match result {
+            Ok(result) => result as i64 as u64,
+            Err(refused) => {
+                refuse_path(cx, self.opcode, &streams[0], &refused);
+                FAILED
+            }
+        }
     }
 
     /// The answer of `OPEN_FILE` or `HOST_CALL`, from its last packet `words`.
@@ -145,6 +149,10 @@ impl Gather {
                     0
                 }
                 Err(OpenError::Failed) => 0,
+                Err(OpenError::Refused(refused)) => {
+                    refuse_path(cx, op::OPEN_FILE, &self.streams[lane][0], &refused);
+                    0
+                }
             };
         }
         if words[0] == 0 {
@@ -160,6 +168,18 @@ impl Gather {
             function(self.streams[lane][0].as_mut_ptr().cast())
         }
     }
+}
+
+/// Counts and logs (rate-limited) a file call's path refused by the files directory.
+fn refuse_path(cx: &mut Context<'_>, opcode: u32, path: &[u8], refused: &super::beneath::Refused) {
+    cx.counters.refused_lanes += 1;
+    let call = match opcode {
+        op::OPEN_FILE => "fopen",
+        op::REMOVE => "remove",
+        _ => "rename",
+    };
+    let path = String::from_utf8_lossy(&path[..path.len().min(256)]);
+    warn_limited!("rpc: {call}({path:?}) refused: {refused}");
 }
 
 /// An `EXIT` or `ABORT` in progress.

@@ -52,6 +52,7 @@
 //! assert_eq!(sink.stdout, b"hello from the device\n");
 //! ```
 
+mod beneath;
 pub mod client;
 mod console;
 mod file_calls;
@@ -89,8 +90,8 @@ pub struct RpcCounters {
     pub calls_done: u64,
     /// Calls answered as an unhandled opcode (unknown, or not served by this host).
     pub unhandled: u64,
-    /// Lanes answered with a failure because their opcode group is off, or they named a stream
-    /// they may not use.
+    /// Lanes answered with a failure because their opcode group is off, they named a stream
+    /// they may not use, or a path outside the files directory ([`RpcPolicy::with_files`]).
     pub refused_lanes: u64,
     /// Lanes whose stream (or read) was longer than [`RpcLimits::stream_bytes`].
     pub over_limit_lanes: u64,
@@ -157,7 +158,8 @@ pub struct RpcHost {
 impl RpcHost {
     /// The host of a buffer of `ports` ports.
     pub fn new(ports: u32, policy: RpcPolicy, limits: RpcLimits) -> Self {
-        Self::with_files(ports, policy, limits, files::SharedFiles::new(limits.open_files))
+        let files = files::SharedFiles::new(limits.open_files, policy.files_scope());
+        Self::with_files(ports, policy, limits, files)
     }
 
     /// A host of a buffer whose file table `files` other hosts (of other ports) share.
@@ -300,7 +302,8 @@ impl RpcHost {
         if self.counters.refused_lanes > refused {
             warn_limited!(
                 "rpc: port {}: opcode {:#x}: {} lanes refused (their opcode group is off in the buffer's \
-                 RpcPolicy, or they named a FILE they may not use); answered as failed",
+                 RpcPolicy, they named a FILE they may not use, or a path outside the files directory); \
+                 answered as failed",
                 turn.port(),
                 turn.header().1,
                 self.counters.refused_lanes - refused

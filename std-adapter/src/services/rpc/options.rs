@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 /// ```
 /// use hostcall::services::rpc::{OpcodeGroup, RpcLimits, RpcOptions, RpcPolicy};
 /// let options = RpcOptions::default()
-///     .with_policy(RpcPolicy::default().with_files())
+///     .with_policy(RpcPolicy::default().with_files(std::env::temp_dir()))
 ///     .with_limits(RpcLimits::default().with_stream_bytes(4096));
 /// assert!(options.policy.allows(OpcodeGroup::Files));
 /// ```
@@ -70,14 +70,17 @@ impl RpcOptions {
     /// These options with one file table of their own, for every host made from them (the
     /// stripes of one buffer).
     pub(crate) fn with_one_file_table(mut self) -> Self {
-        self.files = Some(SharedFiles::new(self.limits.open_files));
+        self.files = Some(SharedFiles::new(self.limits.open_files, self.policy.files_scope()));
         self
     }
 
     /// The host of `ports` ports these options describe.
     pub(crate) fn host(&self, ports: u32) -> super::RpcHost {
-        let files = self.files.clone().unwrap_or_else(|| SharedFiles::new(self.limits.open_files));
-        super::RpcHost::with_files(ports, self.policy, self.limits, files)
+        let files = self
+            .files
+            .clone()
+            .unwrap_or_else(|| SharedFiles::new(self.limits.open_files, self.policy.files_scope()));
+        super::RpcHost::with_files(ports, self.policy.clone(), self.limits, files)
     }
 }
 

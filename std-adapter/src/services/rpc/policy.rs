@@ -1,10 +1,27 @@
 //! Which opcode groups the host serves. In LLVM's design the device holds the host's authority
-//! (it may name any host function, run `system()`, exit the host); here each group is off until
-//! the embedding runtime turns it on, and the two that run arbitrary host code only through an
+//! (it may name any host function, run `system()`, open any path, exit the host); here each
+//! group is off until the embedding runtime turns it on, the file calls reach only a directory
+//! the host names, and the groups that run arbitrary host code or reach any path only through an
 //! `unsafe` opt-in.
+//!
+//! The authority of each group, what a device that can reach the buffer may then do to the host:
+//!
+//! | group | on by default | a device may |
+//! | --- | --- | --- |
+//! | [`Console`](OpcodeGroup::Console) | yes | write bytes to the buffer's output sink (stdout, stderr) |
+//! | [`Printf`](OpcodeGroup::Printf) | yes | the same, formatted (`%s` reads only the bytes it sent) |
+//! | [`Memory`](OpcodeGroup::Memory) | yes | allocate and free device memory, within DEVMEM's budgets |
+//! | [`Rocm`](OpcodeGroup::Rocm) | yes | call the listener's hostcall services (each has its own switch) |
+//! | [`Files`](OpcodeGroup::Files) | no | read stdin; create, read, write, remove and rename files beneath the directory given to [`RpcPolicy::with_files`], with the host process's permissions; nothing outside it (no absolute path, no `..` above it, no symlink out, no `/proc` magic link) |
+//! | files anywhere | no, `unsafe` | the same on any path the host process may open ([`RpcPolicy::with_files_anywhere`]: `/proc/self/mem` is the host's memory) |
+//! | [`Exit`](OpcodeGroup::Exit) | no | end the host process: only where [`crate::services::ending`] allows it, for the whole process |
+//! | [`HostCall`](OpcodeGroup::HostCall) | no, `unsafe` | run any host code at any address |
+//! | [`System`](OpcodeGroup::System) | no, `unsafe` | run any shell command as the host process |
 
 use crate::services::ending::device_may_end_process;
 use hostcall_core::rpc::opcode::{libc, namespace, HOSTCALL, LIBC, ROCM};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A group of opcodes that one switch of [`RpcPolicy`] turns on or off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,8 +35,8 @@ pub enum OpcodeGroup {
     /// `MALLOC` and `FREE` through the backend's device memory. On by default.
     Memory,
     /// Files: open, close, read, `fgets`, the stream calls, remove, rename, reads of stdin, and
-    /// writes or printf to an opened file (also needs the console or printf group). Off by
-    /// default.
+    /// writes or printf to an opened file (also needs the console or printf group), every path
+    /// beneath the directory the host named ([`RpcPolicy::with_files`]). Off by default.
     Files,
     /// `EXIT` and `ABORT`, which end the host process: not a switch of the policy, but the one
     /// process-wide decision of [`crate::services::ending`] (off by default), which SANITIZER's
@@ -80,15 +97,16 @@ impl OpcodeGroup {
 /// use hostcall::services::rpc::{OpcodeGroup, RpcPolicy};
 /// let policy = RpcPolicy::default();
 /// assert!(policy.allows(OpcodeGroup::Console) && !policy.allows(OpcodeGroup::Files));
-/// let policy = policy.with_files();
+/// let policy = policy.with_files(std::env::temp_dir());
 /// assert!(policy.allows(OpcodeGroup::Files) && !policy.allows(OpcodeGroup::System));
+/// assert_eq!(policy.files_dir(), Some(std::env::temp_dir().as_path()));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RpcPolicy {
     console: bool,
     printf: bool,
     memory: bool,
-    files: bool,
+    files: Option<FilesScope>,
     host_calls: bool,
     system: bool,
     rocm: bool,
@@ -100,7 +118,7 @@ impl Default for RpcPolicy {
             console: true,
             printf: true,
             memory: true,
-            files: false,
+            files: None,
             host_calls: false,
             system: false,
             rocm: true,
@@ -115,7 +133,7 @@ impl RpcPolicy {
             console: false,
             printf: false,
             memory: false,
-            files: false,
+            files: None,
             host_calls: false,
             system: false,
             rocm: false,
@@ -128,7 +146,7 @@ impl RpcPolicy {
             OpcodeGroup::Console => self.console,
             OpcodeGroup::Printf => self.printf,
             OpcodeGroup::Memory => self.memory,
-            OpcodeGroup::Files => self.files,
+            OpcodeGroup::Files => self.files.is_some(),
             OpcodeGroup::Exit => device_may_end_process(),
             OpcodeGroup::HostCall => self.host_calls,
             OpcodeGroup::System => self.system,
@@ -136,10 +154,43 @@ impl RpcPolicy {
         }
     }
 
-    /// Also serve files (the device opens, reads, writes and removes host files by path).
-    pub fn with_files(mut self) -> Self {
-        self.files = true;
+    /// Also serve files: the device opens, reads, writes, removes and renames host files by
+    /// path, every path resolved beneath `dir` by the kernel (Linux 5.6's `openat2` with
+    /// `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`; `remove` and `rename` relative to the path's
+    /// parent opened that way). A path that leads out (absolute, `..` above `dir`, a symlink
+    /// out, a magic link) is refused, counted in [`RpcCounters::refused_lanes`](super::RpcCounters::refused_lanes)
+    /// and logged; where `openat2` is missing every file call is refused, saying so. `dir` is
+    /// opened when the buffer's host is made (and held while it is served); one that does not open
+    /// refuses every call, logged. LLVM's server resolves any path the device sends (see
+    /// [`RpcPolicy::with_files_anywhere`]): this host does not, so that turning files on does not
+    /// hand the device the host process's memory (`/proc/self/mem`) and every file it may open.
+    pub fn with_files(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.files = Some(FilesScope::Beneath(dir.into().into()));
         self
+    }
+
+    /// Also serve files, on any path the host process may open, as LLVM's server does.
+    ///
+    /// # Safety
+    /// The device then reads and writes whatever the host process may, its own memory included
+    /// (`/proc/self/mem`): every kernel that can reach the buffer must be trusted with the whole
+    /// host process, as for [`RpcPolicy::with_host_calls`].
+    pub unsafe fn with_files_anywhere(mut self) -> Self {
+        self.files = Some(FilesScope::Anywhere);
+        self
+    }
+
+    /// The directory the file calls are confined to (`None`: files off, or anywhere).
+    pub fn files_dir(&self) -> Option<&Path> {
+        match &self.files {
+            Some(FilesScope::Beneath(dir)) => Some(dir),
+            _ => None,
+        }
+    }
+
+    /// Where the file calls reach, if they are served.
+    pub(crate) fn files_scope(&self) -> Option<&FilesScope> {
+        self.files.as_ref()
     }
 
     /// Without the console writes (and the stream calls on stdout and stderr).
@@ -184,4 +235,13 @@ impl RpcPolicy {
         self.system = true;
         self
     }
+}
+
+/// Where a buffer's file calls reach.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FilesScope {
+    /// Beneath this directory.
+    Beneath(Arc<Path>),
+    /// Any path (the `unsafe` opt-in).
+    Anywhere,
 }
