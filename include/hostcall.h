@@ -378,7 +378,9 @@ HOSTCALL_STATIC_ASSERT(HOSTCALL_RPC_BUFFER_SIZE(4096, 32) == 8486912, "rpc buffe
  * SANITIZER (device AddressSanitizer reports, through the process's ASan runtime where it has one,
  * else to stderr) are served, as ROCm's runtime serves them, so ROCm's device printf and device
  * malloc work through enableHostcalls. FUNCTION_CALL is served only after
- * hostcall_enable_function_calls_unsafe(). */
+ * hostcall_enable_function_calls_unsafe(). An aborting SANITIZER report ends the process (as in
+ * ROCm) only after hostcall_allow_device_to_end_process(1); by default it is printed and counted
+ * and the process goes on. */
 
 /* ---- ROCm's rochostcall.hpp interface (C linkage): the stack protocol ---- */
 
@@ -632,30 +634,49 @@ typedef struct hostcall_enable_options {
     uint32_t rpc_deny;         /* HOSTCALL_RPC_GROUP_* bits not served (wins over rpc_allow) */
     uint32_t rpc_open_files;   /* host files the device may hold open at once (0: 64) */
     uint64_t rpc_stream_bytes; /* bytes kept of one lane's stream: path, format, write (0: 65536) */
+    /* Version 3 (HOSTCALL_ENABLE_OPTIONS_SIZE_V3), HOSTCALL_PROTOCOL_RPC only: the directory the
+     * files group is confined to (a NUL-terminated path, at most PATH_MAX bytes, an existing
+     * directory: HOSTCALL_ERR_OPTIONS otherwise), copied at enable. Required with
+     * HOSTCALL_RPC_GROUP_FILES, NULL otherwise. Every path the device names is resolved beneath
+     * it by the kernel (openat2 with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, Linux 5.6+): an
+     * absolute path, ".." above it, a symlink out of it or a /proc magic link is refused. */
+    const char *rpc_files_dir;
 } hostcall_enable_options_t;
 
-/* The opcode groups of an RPC buffer's policy. Console, printf, memory and ROCm's ('r', and this
- * project's 'h') are served by default; files, exit/abort (which end the host process) and the
- * two that run arbitrary host code are not. A refused call is followed to its end and answered
- * with C's failure value (0, NULL, -1), counted as HOSTCALL_REASON_RPC_REFUSED, and logged. */
-#define HOSTCALL_RPC_GROUP_CONSOLE 1u
-#define HOSTCALL_RPC_GROUP_PRINTF 2u
-#define HOSTCALL_RPC_GROUP_MEMORY 4u
-#define HOSTCALL_RPC_GROUP_FILES 8u /* fopen, fread, fgets, fseek, remove, rename, stdin, ... */
-#define HOSTCALL_RPC_GROUP_EXIT 16u /* exit() and abort() of the host process */
+/* The opcode groups of an RPC buffer's policy, and what each lets a device that reaches the
+ * buffer do to the host. Console, printf, memory and ROCm's ('r', and this project's 'h') are
+ * served by default; files and the groups that run arbitrary host code are not. A refused call is
+ * followed to its end and answered with C's failure value (0, NULL, -1), counted as
+ * HOSTCALL_REASON_RPC_REFUSED, and logged. */
+#define HOSTCALL_RPC_GROUP_CONSOLE 1u /* write bytes to this process's stdout and stderr */
+#define HOSTCALL_RPC_GROUP_PRINTF 2u  /* the same, formatted */
+#define HOSTCALL_RPC_GROUP_MEMORY 4u  /* allocate and free device memory, within DEVMEM's budgets */
+/* fopen, fread, fwrite, fgets, fseek, remove, rename, stdin, ...: create, read, write, remove and
+ * rename files beneath options.rpc_files_dir (needed), with this process's permissions; nothing
+ * outside it. */
+#define HOSTCALL_RPC_GROUP_FILES 8u
+/* Not a group of the policy: refused in rpc_allow and rpc_deny (HOSTCALL_ERR_OPTIONS). Whether
+ * exit() and abort() end the host is hostcall_allow_device_to_end_process, for the process. */
+#define HOSTCALL_RPC_GROUP_EXIT 16u
 /* Unsafe: the device then calls any host address as a function, or runs any shell command: every
  * kernel that can reach the buffer is trusted with the whole host process. */
 #define HOSTCALL_RPC_GROUP_HOST_CALLS_UNSAFE 32u
 #define HOSTCALL_RPC_GROUP_SYSTEM_UNSAFE 64u
-#define HOSTCALL_RPC_GROUP_ROCM 128u
+#define HOSTCALL_RPC_GROUP_ROCM 128u /* the library's hostcall services (each with its own switch) */
+/* Unsafe: the file calls on any path this process may open, as LLVM's server serves them
+ * (/proc/self/mem is this process's memory): instead of HOSTCALL_RPC_GROUP_FILES, with
+ * rpc_files_dir NULL. */
+#define HOSTCALL_RPC_GROUP_FILES_ANYWHERE_UNSAFE 256u
 
 #define HOSTCALL_ENABLE_OPTIONS_SIZE_V1 24u
 #define HOSTCALL_ENABLE_OPTIONS_SIZE_V2 48u
+#define HOSTCALL_ENABLE_OPTIONS_SIZE_V3 56u
 #define HOSTCALL_ENABLE_OPTIONS_MAX_SIZE 1024u
 #define HOSTCALL_ENABLE_OPTIONS_INIT                                                                  \
-    { (uint32_t)sizeof(hostcall_enable_options_t), HOSTCALL_PROTOCOL_STACK, NULL, 0u, 0u, 0u, 0u, 0u, 0u, 0u }
+    { (uint32_t)sizeof(hostcall_enable_options_t), HOSTCALL_PROTOCOL_STACK, NULL, 0u, 0u, 0u, 0u, 0u, 0u, 0u, NULL }
 
-HOSTCALL_STATIC_ASSERT(sizeof(hostcall_enable_options_t) == 48, "enable options size (64-bit hosts)");
+HOSTCALL_STATIC_ASSERT(sizeof(hostcall_enable_options_t) == 56, "enable options size (64-bit hosts)");
+HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, rpc_files_dir) == 48, "options.rpc_files_dir");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, rpc_lanes) == 24, "options.rpc_lanes");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, rpc_stream_bytes) == 40, "options.rpc_stream_bytes");
 HOSTCALL_STATIC_ASSERT(offsetof(hostcall_enable_options_t, size) == 0, "options.size");
@@ -696,6 +717,15 @@ int hostcall_unregister_service(uint32_t id);
  * is trusted to send addresses of such functions, valid for the rest of the process. Returns
  * HOSTCALL_OK, or HOSTCALL_ERR_SERVICE_TAKEN if id 1 is registered already. */
 int hostcall_enable_function_calls_unsafe(void);
+/* Whether a device may end this process (allowed non-zero) or not (0, the default): LLVM libc's
+ * exit() and abort() over RPC, and SANITIZER reports marked as aborting, on every protocol and
+ * every buffer: one decision for the whole process. While it is off, exit and abort are refused
+ * (counted as HOSTCALL_REASON_RPC_REFUSED, logged) and an aborting sanitizer report is printed
+ * (through the ASan runtime with is_abort = false, or the library's own report on stderr) and
+ * counted, and the process goes on. ROCm's runtime and LLVM's server end the process there; this
+ * library does only when the embedder says so, because a device's bytes must not take down a
+ * process that serves many kernels. Returns HOSTCALL_OK. */
+int hostcall_allow_device_to_end_process(int allowed);
 
 /* ---- Emulated waves ---- */
 

@@ -45,12 +45,18 @@ pub struct HostcallEnableOptions {
     pub rpc_open_files: u32,
     /// Bytes kept of one lane's stream (0: the default).
     pub rpc_stream_bytes: u64,
+    /// Version 3, `HOSTCALL_PROTOCOL_RPC` only (else null): the directory the Files group is
+    /// confined to, a NUL-terminated path (at most `PATH_MAX` bytes), copied at enable. Required
+    /// with `HOSTCALL_RPC_GROUP_FILES`, null otherwise.
+    pub rpc_files_dir: *const std::ffi::c_char,
 }
 
 /// The size of version 1 (up to `reserved`): the smallest `size` accepted.
 pub const HOSTCALL_ENABLE_OPTIONS_SIZE_V1: u32 = 24;
 /// The size of version 2 (the RPC fields).
 pub const HOSTCALL_ENABLE_OPTIONS_SIZE_V2: u32 = 48;
+/// The size of version 3 (`rpc_files_dir`).
+pub const HOSTCALL_ENABLE_OPTIONS_SIZE_V3: u32 = 56;
 
 /// `HOSTCALL_RPC_GROUP_CONSOLE`.
 pub const HOSTCALL_RPC_GROUP_CONSOLE: u32 = 1;
@@ -69,11 +75,13 @@ pub const HOSTCALL_RPC_GROUP_HOST_CALLS_UNSAFE: u32 = 32;
 pub const HOSTCALL_RPC_GROUP_SYSTEM_UNSAFE: u32 = 64;
 /// `HOSTCALL_RPC_GROUP_ROCM`.
 pub const HOSTCALL_RPC_GROUP_ROCM: u32 = 128;
+/// `HOSTCALL_RPC_GROUP_FILES_ANYWHERE_UNSAFE`: files on any path (`RpcPolicy::with_files_anywhere`).
+pub const HOSTCALL_RPC_GROUP_FILES_ANYWHERE_UNSAFE: u32 = 256;
 /// The largest `size` accepted (a sanity bound on what is read).
 pub const HOSTCALL_ENABLE_OPTIONS_MAX_SIZE: u32 = 1024;
 
 const _: () =
-    assert!(std::mem::size_of::<HostcallEnableOptions>() == HOSTCALL_ENABLE_OPTIONS_SIZE_V2 as usize);
+    assert!(std::mem::size_of::<HostcallEnableOptions>() == HOSTCALL_ENABLE_OPTIONS_SIZE_V3 as usize);
 
 /// The protocol numbered `protocol` in the C API.
 pub fn protocol(protocol: u32) -> Result<Protocol, Failure> {
@@ -106,7 +114,8 @@ pub fn protocol_number(protocol: Protocol) -> u32 {
 ///
 /// # Safety
 /// `options` is null or points to `options->size` readable bytes (any alignment: they are read
-/// bytewise), not written by another thread meanwhile.
+/// bytewise), not written by another thread meanwhile; `rpc_files_dir`, where `size` covers it, is
+/// null or a NUL-terminated string (read bytewise, at most `PATH_MAX` bytes).
 pub unsafe fn read(options: *const HostcallEnableOptions) -> Result<EnableOptions, Failure> {
     if options.is_null() {
         return Ok(EnableOptions::default());
@@ -141,10 +150,12 @@ pub unsafe fn read(options: *const HostcallEnableOptions) -> Result<EnableOption
         ));
     }
     if known.protocol == HOSTCALL_PROTOCOL_RPC {
-        return rpc(&known);
+        // SAFETY: forwarded from this function's contract.
+        return unsafe { rpc(&known) };
     }
     if known.rpc_lanes | known.rpc_allow | known.rpc_deny | known.rpc_open_files != 0
         || known.rpc_stream_bytes != 0
+        || !known.rpc_files_dir.is_null()
     {
         return Err(Failure::new(HOSTCALL_ERR_OPTIONS, "options.rpc_* are set, but the protocol is not RPC"));
     }
@@ -162,8 +173,11 @@ pub unsafe fn read(options: *const HostcallEnableOptions) -> Result<EnableOption
 }
 
 /// The options of an RPC buffer (`HOSTCALL_PROTOCOL_RPC`).
-fn rpc(known: &HostcallEnableOptions) -> Result<EnableOptions, Failure> {
-    let groups = HOSTCALL_RPC_GROUP_ROCM * 2 - 1;
+///
+/// # Safety
+/// `known.rpc_files_dir` is null or a NUL-terminated string.
+unsafe fn rpc(known: &HostcallEnableOptions) -> Result<EnableOptions, Failure> {
+    let groups = HOSTCALL_RPC_GROUP_FILES_ANYWHERE_UNSAFE * 2 - 1;
     if known.rpc_lanes == 0 || (known.rpc_allow | known.rpc_deny) & !groups != 0 || !known.occupied.is_null()
     {
         return Err(Failure::new(
@@ -191,8 +205,22 @@ fn rpc(known: &HostcallEnableOptions) -> Result<EnableOptions, Failure> {
             policy = deny(policy);
         }
     }
-    if on(HOSTCALL_RPC_GROUP_FILES) {
-        policy = policy.with_files();
+    // SAFETY: forwarded from this function's contract.
+    let files_dir = unsafe { files_dir(known.rpc_files_dir) }?;
+    match (on(HOSTCALL_RPC_GROUP_FILES), on(HOSTCALL_RPC_GROUP_FILES_ANYWHERE_UNSAFE), files_dir) {
+        (false, false, None) => {}
+        (true, false, Some(dir)) => policy = policy.with_files(dir),
+        (false, true, None) => {
+            // SAFETY: the C caller asked for it by the name that says unsafe; the header states
+            // the contract of `RpcPolicy::with_files_anywhere` beside it.
+            policy = unsafe { policy.with_files_anywhere() };
+        }
+        _ => return Err(Failure::new(
+            HOSTCALL_ERR_OPTIONS,
+            "HOSTCALL_RPC_GROUP_FILES needs options.rpc_files_dir (an existing directory: file calls are \
+                 confined to it), and rpc_files_dir is for that group only; \
+                 HOSTCALL_RPC_GROUP_FILES_ANYWHERE_UNSAFE takes no directory and excludes FILES",
+        )),
     }
     if on(HOSTCALL_RPC_GROUP_HOST_CALLS_UNSAFE) {
         // SAFETY: the C caller asked for it by the name that says unsafe; the header states the
@@ -215,4 +243,39 @@ fn rpc(known: &HostcallEnableOptions) -> Result<EnableOptions, Failure> {
         .with_device_ordinal(known.device_ordinal)
         .with_rpc_policy(policy)
         .with_rpc_limits(limits))
+}
+
+/// Linux's `PATH_MAX`: the longest `rpc_files_dir` read.
+const PATH_MAX: usize = 4096;
+
+/// The directory `path` names (null: none), checked to be one.
+///
+/// # Safety
+/// `path` is null or a NUL-terminated string.
+unsafe fn files_dir(path: *const std::ffi::c_char) -> Result<Option<std::path::PathBuf>, Failure> {
+    use std::os::unix::ffi::OsStrExt;
+    if path.is_null() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    loop {
+        // SAFETY: the string's bytes up to its NUL are readable by the contract; the loop stops
+        // at the NUL, or at PATH_MAX bytes.
+        let byte = unsafe { path.cast::<u8>().add(bytes.len()).read() };
+        if byte == 0 {
+            break;
+        }
+        if bytes.len() == PATH_MAX {
+            return Err(Failure::new(HOSTCALL_ERR_OPTIONS, "options.rpc_files_dir is longer than PATH_MAX"));
+        }
+        bytes.push(byte);
+    }
+    let dir = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&bytes));
+    if !dir.is_dir() {
+        return Err(Failure::new(
+            HOSTCALL_ERR_OPTIONS,
+            format!("options.rpc_files_dir {} is not a directory", dir.display()),
+        ));
+    }
+    Ok(Some(dir))
 }

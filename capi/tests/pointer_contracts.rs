@@ -102,6 +102,7 @@ fn phase_options(occupied: *mut u32) -> HostcallEnableOptions {
         rpc_deny: 0,
         rpc_open_files: 0,
         rpc_stream_bytes: 0,
+        rpc_files_dir: std::ptr::null(),
     }
 }
 

@@ -30,6 +30,7 @@ fn options(rpc_lanes: u32, rpc_allow: u32) -> HostcallEnableOptions {
         rpc_deny: 0,
         rpc_open_files: 0,
         rpc_stream_bytes: 0,
+        rpc_files_dir: std::ptr::null(),
     }
 }
 
@@ -54,9 +55,17 @@ fn an_rpc_buffer_is_enabled_and_served_through_the_c_abi() {
     let dir = std::env::temp_dir().join(format!("hostcall-capi-rpc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("out.txt");
-    let path_bytes = path.to_str().unwrap().as_bytes().to_vec();
+    let path_bytes = b"out.txt".to_vec(); // beneath `dir`
+    let c_dir = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+    let not_a_dir = std::ffi::CString::new(format!("{}/missing", dir.display())).unwrap();
+    let with_dir = |allow, files_dir: &std::ffi::CStr| HostcallEnableOptions {
+        rpc_files_dir: files_dir.as_ptr(),
+        ..options(1, allow)
+    };
 
-    // Bad options first: no lanes; RPC fields on a stack buffer; an unknown group.
+    // Bad options first: no lanes; RPC fields on a stack buffer; an unknown group; files without
+    // their directory, a directory without files, or one that is not there; the exit group
+    // (hostcall_allow_device_to_end_process decides); files anywhere with a directory.
     let mut memory = vec![0u64; len / 8];
     let base = memory.as_mut_ptr().cast::<c_void>();
     let queue = 0x5150 as *const c_void;
@@ -64,6 +73,11 @@ fn an_rpc_buffer_is_enabled_and_served_through_the_c_abi() {
         options(0, 0),
         HostcallEnableOptions { protocol: HOSTCALL_PROTOCOL_STACK, ..options(1, 0) },
         options(1, 1 << 20),
+        options(1, HOSTCALL_RPC_GROUP_FILES),
+        with_dir(0, &c_dir),
+        with_dir(HOSTCALL_RPC_GROUP_FILES, &not_a_dir),
+        options(1, HOSTCALL_RPC_GROUP_EXIT),
+        with_dir(HOSTCALL_RPC_GROUP_FILES_ANYWHERE_UNSAFE, &c_dir),
     ] {
         // SAFETY: `memory` outlives every enable (disabled below); options readable.
         assert_eq!(unsafe { hostcall_enable_ex(base, PORTS, queue, &bad) }, HOSTCALL_ERR_OPTIONS);
@@ -71,7 +85,7 @@ fn an_rpc_buffer_is_enabled_and_served_through_the_c_abi() {
 
     // SAFETY: as above.
     assert_eq!(
-        unsafe { hostcall_enable_ex(base, PORTS, queue, &options(1, HOSTCALL_RPC_GROUP_FILES)) },
+        unsafe { hostcall_enable_ex(base, PORTS, queue, &with_dir(HOSTCALL_RPC_GROUP_FILES, &c_dir)) },
         HOSTCALL_OK
     );
     // SAFETY: the buffer stays enabled (so valid) while the view is used.
@@ -83,11 +97,12 @@ fn an_rpc_buffer_is_enabled_and_served_through_the_c_abi() {
     assert!(file != 0 && file & 3 == 0, "a handle, not a host pointer: {file:#x}");
     let closed = one_packet(&client, 0, libc::CLOSE_FILE, [file, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
     let system = strings(&client, 0, libc::SYSTEM, &[b"true"], 0, w).unwrap();
+    assert_eq!(fopen(&client, 0, b"/proc/self/mem", b"r+", w).unwrap(), 0, "outside the directory");
     let flushed = one_packet(&client, 0, libc::FFLUSH, [2, 0, 0, 0, 0, 0, 0, 0], w).unwrap();
     assert_eq!((closed, system, flushed), (0, u64::MAX, 0), "fclose served, system refused, stdout flushed");
     assert!(path.exists());
     let counted = refusals(base);
-    assert_eq!(counted[Reason::RpcRefused as usize], 1, "the system() call");
+    assert_eq!(counted[Reason::RpcRefused as usize], 2, "the system() call, /proc/self/mem");
     assert_eq!(hostcall_disable(base, queue), HOSTCALL_OK);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -277,6 +277,8 @@ static int print_layout(void) {
     P("options.device_ordinal", offsetof(hostcall_enable_options_t, device_ordinal));
     P("options.reserved", offsetof(hostcall_enable_options_t, reserved));
     P("options.size_v1", HOSTCALL_ENABLE_OPTIONS_SIZE_V1);
+    P("options.size_v3", HOSTCALL_ENABLE_OPTIONS_SIZE_V3);
+    P("options.rpc_files_dir", offsetof(hostcall_enable_options_t, rpc_files_dir));
     P("options.max_size", HOSTCALL_ENABLE_OPTIONS_MAX_SIZE);
 #undef P
     printf("version %s\n", HOSTCALL_VERSION);

@@ -127,6 +127,8 @@ fn the_header_layout_matches_rust() {
         ("options.device_ordinal", offset_of!(HostcallEnableOptions, device_ordinal) as u64),
         ("options.reserved", offset_of!(HostcallEnableOptions, reserved) as u64),
         ("options.size_v1", u64::from(options::HOSTCALL_ENABLE_OPTIONS_SIZE_V1)),
+        ("options.size_v3", u64::from(options::HOSTCALL_ENABLE_OPTIONS_SIZE_V3)),
+        ("options.rpc_files_dir", offset_of!(HostcallEnableOptions, rpc_files_dir) as u64),
         ("options.max_size", u64::from(options::HOSTCALL_ENABLE_OPTIONS_MAX_SIZE)),
         ("rpc.max_ports", u64::from(rpc::MAX_PORT_COUNT)),
         ("rpc.max_lanes", hostcall_rs::core::LANES as u64),

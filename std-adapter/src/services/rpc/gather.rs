@@ -178,7 +178,8 @@ fn refuse_path(cx: &mut Context<'_>, opcode: u32, path: &[u8], refused: &super::
         op::REMOVE => "remove",
         _ => "rename",
     };
-    let path = String::from_utf8_lossy(&path[..path.len().min(256)]);
+    let end = path.iter().position(|&b| b == 0).unwrap_or(path.len()).min(256);
+    let path = String::from_utf8_lossy(&path[..end]);
     warn_limited!("rpc: {call}({path:?}) refused: {refused}");
 }
 
