@@ -106,3 +106,14 @@ fn an_rpc_buffer_is_enabled_and_served_through_the_c_abi() {
     assert_eq!(hostcall_disable(base, queue), HOSTCALL_OK);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `hostcall_allow_device_to_end_process` is the Rust switch, for the whole process.
+#[test]
+fn the_c_switch_is_the_one_decision() {
+    use hostcall_rs::services::ending::device_may_end_process;
+    assert!(!device_may_end_process(), "off by default");
+    assert_eq!(hostcall_capi::hostcall_allow_device_to_end_process(1), HOSTCALL_OK);
+    assert!(device_may_end_process());
+    assert_eq!(hostcall_capi::hostcall_allow_device_to_end_process(0), HOSTCALL_OK);
+    assert!(!device_may_end_process());
+}

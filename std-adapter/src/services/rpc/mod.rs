@@ -10,8 +10,9 @@
 //! Served: every opcode of LLVM's server at [`hostcall_core::rpc::version`]: `NOOP`, the console
 //! writes, the printf family (to stdout, stderr or an opened file), `MALLOC` and `FREE` (through
 //! the DEVMEM service), the files (`fopen`, `fclose`, `fread`, `fgets`, the stream calls,
-//! `remove`, `rename`: C stdio on the host, `FILE`s as checked handles, see `files`), `EXIT` and
-//! `ABORT`, `HOST_CALL`, `SYSTEM`, and the `'r'` and `'h'` opcodes (through the buffer's
+//! `remove`, `rename`: C stdio on the host, every path beneath the directory the host names,
+//! `FILE`s as checked handles, see `files`), `EXIT` and `ABORT` (ending the host only where
+//! [`crate::services::ending`] allows it), `HOST_CALL`, `SYSTEM`, and the `'r'` and `'h'` opcodes (through the buffer's
 //! [`Dispatch`]); each group only as the buffer's [`RpcPolicy`] allows (a refused call is
 //! followed to its end and answered with C's failure value, counted in
 //! [`RpcCounters::refused_lanes`] and logged, rate-limited). Any other opcode is answered as
