@@ -107,6 +107,8 @@ pub struct RpcPolicy {
     printf: bool,
     memory: bool,
     files: Option<FilesScope>,
+    /// `false` only in [`RpcPolicy::none`]: exit and abort refused whatever the process allows.
+    exit_not_denied: bool,
     host_calls: bool,
     system: bool,
     rocm: bool,
@@ -119,6 +121,7 @@ impl Default for RpcPolicy {
             printf: true,
             memory: true,
             files: None,
+            exit_not_denied: true,
             host_calls: false,
             system: false,
             rocm: true,
@@ -127,13 +130,15 @@ impl Default for RpcPolicy {
 }
 
 impl RpcPolicy {
-    /// Nothing served: every call is followed and refused.
+    /// Nothing served: every call is followed and refused (exit and abort too, even where the
+    /// process lets devices end it).
     pub fn none() -> Self {
         Self {
             console: false,
             printf: false,
             memory: false,
             files: None,
+            exit_not_denied: false,
             host_calls: false,
             system: false,
             rocm: false,
@@ -147,7 +152,7 @@ impl RpcPolicy {
             OpcodeGroup::Printf => self.printf,
             OpcodeGroup::Memory => self.memory,
             OpcodeGroup::Files => self.files.is_some(),
-            OpcodeGroup::Exit => device_may_end_process(),
+            OpcodeGroup::Exit => self.exit_not_denied && device_may_end_process(),
             OpcodeGroup::HostCall => self.host_calls,
             OpcodeGroup::System => self.system,
             OpcodeGroup::Rocm => self.rocm,
