@@ -2,12 +2,50 @@
 //! `WRITE_TO_STREAM`), as LLVM's server does them: for `WRITE_TO_STREAM` one packet with each
 //! lane's `FILE` value, then each lane's bytes as a stream, answered in the stream's last turn
 //! with the bytes written (plus the newline, when all were written).
+//!
+//! A packet's console lanes reach the sink as one write a stream, their bytes in lane order
+//! (LLVM's server `fwrite`s each lane into C's buffered `stdout`; one write a lane would be one
+//! system call a lane through a sink that flushes each write, as [`StdStreams`] does).
+//!
+//! [`StdStreams`]: crate::services::printf::StdStreams
 
 use super::stream_file::{read_targets, receive_bytes, Target};
 use super::Context;
 use crate::services::printf::Stream;
 use hostcall_core::rpc::{StreamIn, Turn};
 use hostcall_core::LANES;
+
+/// The console lanes of one packet: each stream's lanes' bytes, in lane order, and how many
+/// each lane added, so that the packet is one write a stream (the sink's `write_stream` gets
+/// whole lines of whole lanes, never part of one) rather than one a lane.
+#[derive(Default)]
+struct ConsoleBatch {
+    /// Stdout's bytes and lanes (lane, bytes), then stderr's.
+    streams: [(Vec<u8>, Vec<(usize, usize)>); 2],
+}
+
+impl ConsoleBatch {
+    fn add(&mut self, stream: Stream, lane: usize, bytes: &[u8]) {
+        let (out, lanes) = &mut self.streams[stream as usize];
+        out.extend_from_slice(bytes);
+        lanes.push((lane, bytes.len()));
+    }
+
+    /// Writes each stream's bytes with one call and answers its lanes: each its byte count, or
+    /// 0 when the write failed (as a lane written alone is answered).
+    fn write(self, turn: &mut Turn<'_>, cx: &mut Context<'_>) {
+        for (stream, (out, lanes)) in [Stream::Stdout, Stream::Stderr].into_iter().zip(self.streams) {
+            if lanes.is_empty() {
+                continue;
+            }
+            let ok = cx.write(Target::Console(stream), &out) == Some(out.len());
+            for (lane, len) in lanes {
+                let written = if ok { len as u64 } else { 0 };
+                turn.write(lane as u32, &[written, 0, 0, 0, 0, 0, 0, 0]);
+            }
+        }
+    }
+}
 
 /// A console write in progress.
 #[derive(Debug)]
@@ -54,6 +92,8 @@ impl Write {
         if !done {
             return false;
         }
+        // Console lanes are answered once their packet's bytes are written: one write a stream.
+        let mut console = ConsoleBatch::default();
         for lane in turn.lanes(self.mask) {
             let size = self.input.size(lane as u32);
             let written = match self.targets[lane] {
@@ -62,6 +102,10 @@ impl Write {
                     let all = out.len() as u64 == size;
                     if self.newline && all {
                         out.push(b'\n');
+                    }
+                    if let Target::Console(stream) = target {
+                        console.add(stream, lane, &out);
+                        continue;
                     }
                     cx.write(target, &out).map_or_else(
                         || {
@@ -82,6 +126,80 @@ impl Write {
             };
             turn.write(lane as u32, &[written, 0, 0, 0, 0, 0, 0, 0]);
         }
+        console.write(turn, cx);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{patience, Buffer};
+    use super::super::{RpcHost, RpcLimits, RpcPolicy};
+    use crate::services::printf::{PrintfSink, Stream};
+    use hostcall_core::rpc::opcode::libc;
+    use hostcall_core::ServiceTable;
+    use std::io;
+    use std::time::{Duration, Instant};
+
+    /// Every write the sink got, and whether it fails them.
+    #[derive(Default)]
+    struct Recording {
+        writes: Vec<(Stream, Vec<u8>)>,
+        fail: bool,
+    }
+
+    impl PrintfSink for Recording {
+        fn write_stream(&mut self, stream: Stream, bytes: &[u8]) -> io::Result<()> {
+            self.writes.push((stream, bytes.to_vec()));
+            if self.fail {
+                Err(io::Error::other("full"))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    /// A `WRITE_TO_STREAM` from 32 lanes (even lanes stdout, odd stderr), as `fputs` from a warp;
+    /// the bytes written per lane.
+    fn warp_fputs(sink: &mut Recording) -> Vec<u64> {
+        let buffer = Buffer::new(1, 32);
+        let mut host = RpcHost::new(1, RpcPolicy::default(), RpcLimits::default());
+        let services = ServiceTable::<1>::new();
+        let (view, client) = (buffer.view(), buffer.client());
+        std::thread::scope(|s| {
+            let wave = s.spawn(move || {
+                let mut port = client.try_open(libc::WRITE_TO_STREAM, u32::MAX.into(), 0).unwrap();
+                port.send(|lane| [2 + u64::from(lane % 2), 0, 0, 0, 0, 0, 0, 0], &mut patience()).unwrap();
+                let lines: Vec<Vec<u8>> = (0..32).map(|lane| format!("lane {lane}\n").into_bytes()).collect();
+                port.send_n(|lane| &lines[lane as usize], &mut patience()).unwrap();
+                let mut written = vec![u64::MAX; 32];
+                port.recv(|lane, words| written[lane as usize] = words[0], &mut patience()).unwrap();
+                port.close();
+                written
+            });
+            let start = Instant::now();
+            while !wave.is_finished() {
+                host.drain(&view, sink, &services);
+                assert!(start.elapsed() < Duration::from_secs(120), "the wave did not finish");
+            }
+            wave.join().unwrap()
+        })
+    }
+
+    #[test]
+    fn a_packets_console_lanes_are_one_write_a_stream() {
+        let mut sink = Recording::default();
+        let written = warp_fputs(&mut sink);
+        let line = |lane: usize| format!("lane {lane}\n");
+        assert_eq!(written, (0..32).map(|lane| line(lane).len() as u64).collect::<Vec<_>>());
+        let text = |odd: usize| (0..32).filter(|l| l % 2 == odd).map(line).collect::<String>().into_bytes();
+        assert_eq!(sink.writes, [(Stream::Stdout, text(0)), (Stream::Stderr, text(1))]);
+    }
+
+    #[test]
+    fn a_failed_console_write_answers_its_lanes_zero() {
+        let mut sink = Recording { fail: true, ..Recording::default() };
+        assert_eq!(warp_fputs(&mut sink), vec![0; 32]);
+        assert_eq!(sink.writes.len(), 2);
     }
 }
