@@ -9,43 +9,11 @@
 //!
 //! [`StdStreams`]: crate::services::printf::StdStreams
 
-use super::stream_file::{read_targets, receive_bytes, Target};
+use super::stream_file::{read_targets, Target};
 use super::Context;
 use crate::services::printf::Stream;
-use hostcall_core::rpc::{StreamIn, Turn};
+use hostcall_core::rpc::{StreamIn, Turn, FIRST_PACKET_BYTES};
 use hostcall_core::LANES;
-
-/// The console lanes of one packet: each stream's lanes' bytes, in lane order, and how many
-/// each lane added, so that the packet is one write a stream (the sink's `write_stream` gets
-/// whole lines of whole lanes, never part of one) rather than one a lane.
-#[derive(Default)]
-struct ConsoleBatch {
-    /// Stdout's bytes and lanes (lane, bytes), then stderr's.
-    streams: [(Vec<u8>, Vec<(usize, usize)>); 2],
-}
-
-impl ConsoleBatch {
-    fn add(&mut self, stream: Stream, lane: usize, bytes: &[u8]) {
-        let (out, lanes) = &mut self.streams[stream as usize];
-        out.extend_from_slice(bytes);
-        lanes.push((lane, bytes.len()));
-    }
-
-    /// Writes each stream's bytes with one call and answers its lanes: each its byte count, or
-    /// 0 when the write failed (as a lane written alone is answered).
-    fn write(self, turn: &mut Turn<'_>, cx: &mut Context<'_>) {
-        for (stream, (out, lanes)) in [Stream::Stdout, Stream::Stderr].into_iter().zip(self.streams) {
-            if lanes.is_empty() {
-                continue;
-            }
-            let ok = cx.write(Target::Console(stream), &out) == Some(out.len());
-            for (lane, len) in lanes {
-                let written = if ok { len as u64 } else { 0 };
-                turn.write(lane as u32, &[written, 0, 0, 0, 0, 0, 0, 0]);
-            }
-        }
-    }
-}
 
 /// A console write in progress.
 #[derive(Debug)]
@@ -58,7 +26,11 @@ pub(super) struct Write {
     targets: [Option<Target>; LANES],
     newline: bool,
     input: StreamIn,
-    bytes: Vec<Vec<u8>>,
+    /// Every kept lane's bytes so far, as they came (packet by packet, lanes ascending in each):
+    /// one buffer for the call, not one a lane.
+    bytes: Vec<u8>,
+    /// Where each chunk of `bytes` is: (lane, start, end), in the order they came.
+    chunks: Vec<(u8, u32, u32)>,
 }
 
 impl Write {
@@ -72,13 +44,14 @@ impl Write {
             targets: [target.map(Target::Console).filter(|_| allowed); LANES],
             newline,
             input: StreamIn::new(mask, limit),
-            bytes: vec![Vec::new(); LANES],
+            bytes: Vec::new(),
+            chunks: Vec::new(),
         }
     }
 
     /// Bytes received so far.
     pub(super) fn held_bytes(&self) -> usize {
-        self.bytes.iter().map(Vec::len).sum()
+        self.bytes.len()
     }
 
     /// One turn; `true` when the call is over.
@@ -88,32 +61,69 @@ impl Write {
             read_targets(turn, self.mask, self.allowed, cx.files_allowed, &mut self.targets);
             return false;
         }
-        let done = receive_bytes(&mut self.input, turn, &mut self.bytes);
+        if self.chunks.is_empty() {
+            // What this packet can carry at most, no more.
+            let lanes = self.mask.count_ones() as usize;
+            self.bytes.reserve(lanes * FIRST_PACKET_BYTES as usize);
+            self.chunks.reserve(lanes);
+        }
+        let (bytes, chunks) = (&mut self.bytes, &mut self.chunks);
+        let done = self.input.receive(turn, &mut |lane, _, chunk: &[u8]| {
+            if !chunk.is_empty() {
+                let start = bytes.len() as u32;
+                bytes.extend_from_slice(chunk);
+                chunks.push((lane as u8, start, bytes.len() as u32));
+            }
+        });
         if !done {
             return false;
         }
-        // Console lanes are answered once their packet's bytes are written: one write a stream.
-        let mut console = ConsoleBatch::default();
+        self.finish(turn, cx);
+        true
+    }
+
+    /// Writes every lane's bytes where it goes and answers it: the console lanes of each
+    /// stream with one write, their bytes in lane order (the sink's `write_stream` gets whole
+    /// lanes, never part of one), each answered its byte count, or 0 when that write failed.
+    fn finish(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) {
+        // Stable: each lane's chunks stay in the order they came.
+        self.chunks.sort_by_key(|&(lane, ..)| lane);
+        let mut consoles: [(Vec<u8>, Vec<(u32, u64)>); 2] = Default::default();
+        let mut file_bytes = Vec::new();
+        let mut next = 0;
         for lane in turn.lanes(self.mask) {
+            let first = next;
+            while self.chunks.get(next).is_some_and(|&(l, ..)| usize::from(l) == lane) {
+                next += 1;
+            }
+            let lane_chunks =
+                self.chunks[first..next].iter().map(|&(_, s, e)| &self.bytes[s as usize..e as usize]);
             let size = self.input.size(lane as u32);
             let written = match self.targets[lane] {
                 Some(target) if self.input.kept(lane as u32) => {
-                    let mut out = std::mem::take(&mut self.bytes[lane]);
-                    let all = out.len() as u64 == size;
-                    if self.newline && all {
+                    let out = match target {
+                        Target::Console(stream) => &mut consoles[stream as usize].0,
+                        Target::File(_) => &mut file_bytes,
+                    };
+                    let from = out.len();
+                    lane_chunks.for_each(|chunk| out.extend_from_slice(chunk));
+                    if self.newline && (out.len() - from) as u64 == size {
                         out.push(b'\n');
                     }
+                    let len = (out.len() - from) as u64;
                     if let Target::Console(stream) = target {
-                        console.add(stream, lane, &out);
+                        consoles[stream as usize].1.push((lane as u32, len));
                         continue;
                     }
-                    cx.write(target, &out).map_or_else(
+                    let written = cx.write(target, &file_bytes).map_or_else(
                         || {
                             cx.counters.refused_lanes += 1;
                             0
                         },
                         |n| n as u64,
-                    )
+                    );
+                    file_bytes.clear();
+                    written
                 }
                 Some(_) => {
                     cx.counters.over_limit_lanes += 1;
@@ -126,8 +136,15 @@ impl Write {
             };
             turn.write(lane as u32, &[written, 0, 0, 0, 0, 0, 0, 0]);
         }
-        console.write(turn, cx);
-        true
+        for (stream, (out, lanes)) in [Stream::Stdout, Stream::Stderr].into_iter().zip(consoles) {
+            if lanes.is_empty() {
+                continue;
+            }
+            let ok = cx.write(Target::Console(stream), &out) == Some(out.len());
+            for (lane, len) in lanes {
+                turn.write(lane, &[if ok { len } else { 0 }, 0, 0, 0, 0, 0, 0, 0]);
+            }
+        }
     }
 }
 
