@@ -12,7 +12,7 @@
 use super::stream_file::{read_targets, Target};
 use super::Context;
 use crate::services::printf::Stream;
-use hostcall_core::rpc::{StreamIn, Turn, FIRST_PACKET_BYTES};
+use hostcall_core::rpc::{StreamIn, Turn, PACKET_BYTES};
 use hostcall_core::LANES;
 
 /// A console write in progress.
@@ -61,12 +61,10 @@ impl Write {
             read_targets(turn, self.mask, self.allowed, cx.files_allowed, &mut self.targets);
             return false;
         }
-        if self.chunks.is_empty() {
-            // What this packet can carry at most, no more.
-            let lanes = self.mask.count_ones() as usize;
-            self.bytes.reserve(lanes * FIRST_PACKET_BYTES as usize);
-            self.chunks.reserve(lanes);
-        }
+        // What this packet can carry at most, no more.
+        let lanes = self.mask.count_ones() as usize;
+        self.bytes.reserve(lanes * PACKET_BYTES as usize);
+        self.chunks.reserve(lanes);
         let (bytes, chunks) = (&mut self.bytes, &mut self.chunks);
         let done = self.input.receive(turn, &mut |lane, _, chunk: &[u8]| {
             if !chunk.is_empty() {
@@ -86,9 +84,18 @@ impl Write {
     /// stream with one write, their bytes in lane order (the sink's `write_stream` gets whole
     /// lanes, never part of one), each answered its byte count, or 0 when that write failed.
     fn finish(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) {
-        // Stable: each lane's chunks stay in the order they came.
-        self.chunks.sort_by_key(|&(lane, ..)| lane);
+        // Stable: each lane's chunks stay in the order they came (a one-packet call's are sorted).
+        if !self.chunks.is_sorted_by_key(|&(lane, ..)| lane) {
+            self.chunks.sort_by_key(|&(lane, ..)| lane);
+        }
         let mut consoles: [(Vec<u8>, Vec<(u32, u64)>); 2] = Default::default();
+        let first_target = self.targets.iter().flatten().next();
+        if let Some(Target::Console(stream)) = first_target {
+            // Most calls write every lane to one stream: its bytes and a newline a lane.
+            let lanes = self.mask.count_ones() as usize;
+            consoles[*stream as usize].0.reserve(self.bytes.len() + lanes);
+            consoles[*stream as usize].1.reserve(lanes);
+        }
         let mut file_bytes = Vec::new();
         let mut next = 0;
         for lane in turn.lanes(self.mask) {
