@@ -49,6 +49,9 @@
 //!   default wave waiting); calls/s counts wave calls, lane_calls/s lanes. `crossbeam_tput_<C>c`:
 //!   C client threads sending requests to one server thread over one channel, each waiting for
 //!   its reply on its own channel (blocking).
+//! - `rpc_tput_1c` / `llvm_rpc_tput_1c`: the clients of `hostcall_1l_rpc` and `llvm_rpc_1l`
+//!   calling as fast as they can (one client, pinned as the latency pairs): one client's
+//!   throughput.
 //! - `rpc_puts_<C>c` / `llvm_puts_<C>c` (C = 1, 8): C clients, each a 32-lane warp on a port of
 //!   its own, calling `puts` over LLVM libc's GPU RPC (80 bytes a lane, two packets) as fast as
 //!   they can, output to `/dev/null`: through the full listener, and through a model of LLVM's

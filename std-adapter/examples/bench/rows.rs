@@ -10,9 +10,9 @@ use crate::listener_cost::{listener_cost, listener_cost_hot};
 use crate::measure::Sample;
 use crate::options::Options;
 use crate::puts::{llvm_puts, rpc_puts};
-use crate::rpc::{rpc_listener_round_trip, rpc_round_trip, RpcServer};
+use crate::rpc::{rpc_listener_round_trip, rpc_listener_throughput, rpc_round_trip, RpcServer};
 use crate::throughput::{crossbeam_throughput, hostcall_throughput};
-use crate::wire::{llvm_rpc, wire_line};
+use crate::wire::{llvm_rpc, llvm_rpc_throughput, wire_line};
 use hostcall::buffer::Protocol;
 use hostcall::ListenerConfig;
 
@@ -117,6 +117,8 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
             Box::new(move |o| crossbeam_throughput(o, clients)),
         ));
     }
+    rows.push(row("rpc_tput_1c".into(), Compare::None, None, Box::new(rpc_listener_throughput)));
+    rows.push(row("llvm_rpc_tput_1c".into(), Compare::None, None, Box::new(llvm_rpc_throughput)));
     for clients in [1, 8] {
         rows.push(row(
             format!("rpc_puts_{clients}c"),

@@ -15,6 +15,9 @@ use crate::services::printf::Stream;
 use hostcall_core::rpc::{StreamIn, Turn, PACKET_BYTES};
 use hostcall_core::LANES;
 
+/// One stream's share of a packet: its lanes' bytes, and each lane with its byte count.
+type ConsoleLanes = (Vec<u8>, Vec<(u32, u64)>);
+
 /// A console write in progress.
 #[derive(Debug)]
 pub(super) struct Write {
@@ -85,10 +88,10 @@ impl Write {
     /// lanes, never part of one), each answered its byte count, or 0 when that write failed.
     fn finish(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) {
         // Stable: each lane's chunks stay in the order they came (a one-packet call's are sorted).
-        if !self.chunks.is_sorted_by_key(|&(lane, ..)| lane) {
+        if self.chunks.windows(2).any(|pair| pair[0].0 > pair[1].0) {
             self.chunks.sort_by_key(|&(lane, ..)| lane);
         }
-        let mut consoles: [(Vec<u8>, Vec<(u32, u64)>); 2] = Default::default();
+        let mut consoles: [ConsoleLanes; 2] = Default::default();
         let first_target = self.targets.iter().flatten().next();
         if let Some(Target::Console(stream)) = first_target {
             // Most calls write every lane to one stream: its bytes and a newline a lane.
