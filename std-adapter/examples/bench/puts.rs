@@ -157,7 +157,7 @@ fn llvm_server_loop(view: &View<'_>, stop: &AtomicBool) {
 }
 
 /// One whole `WRITE_TO_STDOUT_NEWLINE` call on `port`, waiting on the port for each packet (the
-/// stream's bytes into a `new char[size]` a lane, as `recv_n`), then each lane's `fwrite`s and
+/// stream's bytes into a buffer a lane, as `recv_n` allocates one), then each lane's `fwrite`s and
 /// its reply.
 fn serve_puts(view: &View<'_>, port: u32, stop: &AtomicBool, stdout: &mut impl Write) {
     let mut turn = loop {
