@@ -14,6 +14,8 @@ use crate::view::LayoutError;
 #[derive(Clone, Copy)]
 pub struct View<'a> {
     pub(super) lanes: u32,
+    /// The bits of the lanes that exist, from `lanes` (read at every turn).
+    lane_mask: u64,
     /// Mailbox A: written by the host only (the client's inbox).
     pub(super) host_mailbox: &'a [AtomicU32],
     /// Mailbox B: written by the client only (the client's outbox).
@@ -77,7 +79,8 @@ impl<'a> View<'a> {
             }
         }
         let Parts { host_mailbox, device_mailbox, headers, buffers, .. } = parts;
-        Ok(Self { lanes, host_mailbox, device_mailbox, headers, buffers, locks: &[] })
+        let lane_mask = if lanes as usize >= 64 { LANE_MASK } else { ((1u64 << lanes) - 1) & LANE_MASK };
+        Ok(Self { lanes, lane_mask, host_mailbox, device_mailbox, headers, buffers, locks: &[] })
     }
 
     /// The same view with the client's lock bits `locks` (at least `ceil(ports / 32)` words, one
@@ -144,11 +147,7 @@ impl<'a> View<'a> {
     /// The bits of the lanes that exist (`lanes` low bits).
     #[inline]
     pub fn lane_mask(&self) -> u64 {
-        if self.lanes as usize >= 64 {
-            LANE_MASK
-        } else {
-            ((1u64 << self.lanes) - 1) & LANE_MASK
-        }
+        self.lane_mask
     }
 
     /// Initialises the buffer: both mailboxes 0 (every port the client's, nothing pending),

@@ -16,6 +16,8 @@ use hostcall::core::rpc::Client;
 use hostcall::core::sync::AtomicU32;
 use hostcall::core::{ClaimedPacket, CompletedPacket, SubmittedPacket};
 use hostcall::prelude::*;
+use hostcall::services::rpc::RpcOptions;
+use hostcall::threads::listener::BufferOptions;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,4 +97,43 @@ fn calls<C: ClaimedPacket>(claim: impl Fn() -> C, ring: impl Fn(), packets: u64,
         drop(done); // releases the packet
     }
     checksum
+}
+
+/// `packets` RPC `puts` calls from one warp of `lanes` lanes (80 bytes a lane) through a listener
+/// serving one port, output to `/dev/null`; prints the listener's poll counts.
+pub(crate) fn run_callgrind_puts(packets: u64, lanes: u32) {
+    let long = Duration::from_secs(3600);
+    let config = ListenerConfig::default()
+        .with_spin_polls(0)
+        .with_min_wait(long)
+        .with_max_wait(long)
+        .with_stuck_after(long)
+        .with_shutdown_grace(Duration::ZERO);
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let listener = Listener::start(doorbell.clone(), config).expect("start a listener");
+    let protocol = Protocol::Rpc { lanes };
+    let buffer = Arc::new(
+        HostcallBuffer::with_protocol(Arc::new(HostMemory), 1, doorbell.clone(), protocol).expect("buffer"),
+    );
+    let options =
+        BufferOptions::default().with_rpc(RpcOptions::default().with_sink(crate::puts::dev_null_sink()));
+    listener.add_buffer_with(buffer.clone(), &options).unwrap();
+    let locks = [AtomicU32::new(0)];
+    let client = Client::new(buffer.view().rpc().expect("an RPC buffer"), &locks).expect("one lock word");
+    let lines: Vec<Vec<u8>> = (0..lanes).map(crate::puts::line).collect();
+    for _ in 0..packets {
+        // Each wait rings (the client has just flipped, or is still waiting) and yields.
+        crate::puts::warp_puts_lanes(&client, lanes, &lines, &mut |_| {
+            doorbell.ring();
+            std::thread::yield_now();
+            true
+        });
+    }
+    let events = listener.stats().events;
+    listener.shutdown();
+    println!(
+        "callgrind-listener: through=listener-puts lanes={lanes} calls={packets} empty_polls={} doorbell_wakes={} \
+         timeout_polls={}",
+        events.empty_scans, events.doorbell_wakes, events.timeout_polls,
+    );
 }

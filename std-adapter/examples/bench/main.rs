@@ -49,6 +49,13 @@
 //!   default wave waiting); calls/s counts wave calls, lane_calls/s lanes. `crossbeam_tput_<C>c`:
 //!   C client threads sending requests to one server thread over one channel, each waiting for
 //!   its reply on its own channel (blocking).
+//! - `rpc_tput_1c` / `llvm_rpc_tput_1c`: the clients of `hostcall_1l_rpc` and `llvm_rpc_1l`
+//!   calling as fast as they can (one client, pinned as the latency pairs): one client's
+//!   throughput.
+//! - `rpc_puts_<C>c` / `llvm_puts_<C>c` (C = 1, 8): C clients, each a 32-lane warp on a port of
+//!   its own, calling `puts` over LLVM libc's GPU RPC (80 bytes a lane, two packets) as fast as
+//!   they can, output to `/dev/null`: through the full listener, and through a model of LLVM's
+//!   server loop (see `puts.rs`). calls/s counts warp calls.
 //! - `listener_cost_64l`: producer and listener on one thread, no cross-core traffic: claim, fill
 //!   64 lanes, submit, `Poller::poll_once` with the std `Services` registry through
 //!   `Services::dispatcher` (what the listener thread runs per wake-up), read 64 replies, release.
@@ -77,7 +84,9 @@
 //!
 //! `--through listener` serves the same packets with a real `Listener` thread instead (its
 //! stuck-call watch, its RPC hosts; see `listener_full.rs`): collect `--toggle-collect='*poll_once*'`,
-//! and subtract the empty polls measured by `--through listener-rings-only`.
+//! and subtract the empty polls measured by `--through listener-rings-only`. `--through
+//! listener-puts` has that listener serve RPC `puts` calls from a warp of `--lanes` lanes (the
+//! `rpc_puts` rows' call) instead.
 
 use hostcall::core::SLOT_WORDS;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,6 +117,7 @@ mod listener_full;
 mod measure;
 mod options;
 mod pin;
+mod puts;
 mod report;
 mod rows;
 mod rpc;
@@ -123,6 +133,9 @@ use rows::rows;
 fn main() {
     let o = match cli::run_or_exit(parse(std::env::args_os().skip(1)), USAGE) {
         Mode::Callgrind(n, lanes, protocol, Through::Poller) => return run_callgrind(n, lanes, protocol),
+        Mode::Callgrind(n, lanes, _, Through::ListenerPuts) => {
+            return listener_full::run_callgrind_puts(n, lanes)
+        }
         Mode::Callgrind(n, lanes, protocol, through) => {
             return listener_full::run_callgrind(n, lanes, protocol, through == Through::ListenerRingsOnly)
         }

@@ -75,12 +75,15 @@ pub(crate) enum Through {
     Listener,
     /// The same listener rung as often with no packet: its empty polls, to subtract.
     ListenerRingsOnly,
+    /// The same listener serving RPC `puts` calls (`WRITE_TO_STDOUT_NEWLINE`, 80 bytes a lane of
+    /// `--lanes`), output to `/dev/null`.
+    ListenerPuts,
 }
 
 pub(crate) const USAGE: &str = "\
 usage: bench [--quick] [--rounds N] [--no-pin] [--only NAME]...
        bench --callgrind-listener N [--lanes L] [--protocol stack|phase|line|rpc]
-             [--through poller|listener|listener-rings-only]
+             [--through poller|listener|listener-rings-only|listener-puts]
 
 Hostcall round trips and throughput beside a ping-pong floor and crossbeam-channel.
 
@@ -100,7 +103,9 @@ Hostcall round trips and throughput beside a ping-pong floor and crossbeam-chann
   --through T               what serves that loop: `poller` (poll_once on the producer's
                             thread, through Services::dispatcher), `listener` (a Listener
                             thread, rung for every packet), or `listener-rings-only` (that
-                            listener rung N times with no packet: its empty polls) [poller]
+                            listener rung N times with no packet: its empty polls), or
+                            `listener-puts` (that listener serving N RPC `puts` calls of L
+                            lanes, 80 bytes a lane, to /dev/null; any --protocol) [poller]
   -h, --help                this text";
 
 /// Parses the command line (without the program name).
@@ -145,6 +150,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
                         ("poller", Through::Poller),
                         ("listener", Through::Listener),
                         ("listener-rings-only", Through::ListenerRingsOnly),
+                        ("listener-puts", Through::ListenerPuts),
                     ],
                 )?)
             }

@@ -9,9 +9,10 @@ use crate::listener_cold::listener_cold;
 use crate::listener_cost::{listener_cost, listener_cost_hot};
 use crate::measure::Sample;
 use crate::options::Options;
-use crate::rpc::{rpc_listener_round_trip, rpc_round_trip, RpcServer};
+use crate::puts::{llvm_puts, rpc_puts};
+use crate::rpc::{rpc_listener_round_trip, rpc_listener_throughput, rpc_round_trip, RpcServer};
 use crate::throughput::{crossbeam_throughput, hostcall_throughput};
-use crate::wire::{llvm_rpc, wire_line};
+use crate::wire::{llvm_rpc, llvm_rpc_throughput, wire_line};
 use hostcall::buffer::Protocol;
 use hostcall::ListenerConfig;
 
@@ -114,6 +115,22 @@ pub(crate) fn rows(o: &Options) -> Vec<Row> {
             Compare::None,
             Some(clients),
             Box::new(move |o| crossbeam_throughput(o, clients)),
+        ));
+    }
+    rows.push(row("rpc_tput_1c".into(), Compare::None, None, Box::new(rpc_listener_throughput)));
+    rows.push(row("llvm_rpc_tput_1c".into(), Compare::None, None, Box::new(llvm_rpc_throughput)));
+    for clients in [1, 8] {
+        rows.push(row(
+            format!("rpc_puts_{clients}c"),
+            Compare::None,
+            None,
+            Box::new(move |o| rpc_puts(o, clients)),
+        ));
+        rows.push(row(
+            format!("llvm_puts_{clients}c"),
+            Compare::None,
+            None,
+            Box::new(move |o| llvm_puts(o, clients)),
         ));
     }
     rows.push(row("listener_cost_1l".into(), Compare::None, None, Box::new(|o| listener_cost(o, 1))));

@@ -76,6 +76,32 @@ pub(crate) fn rpc_listener_round_trip(o: &Options) -> Sample {
     sample
 }
 
+/// `rpc_tput_1c`: `hostcall_1l_rpc`'s client calling as fast as it can (the twin of
+/// `llvm_rpc_tput_1c`).
+pub(crate) fn rpc_listener_throughput(o: &Options) -> Sample {
+    let protocol = hostcall::buffer::Protocol::Rpc { lanes: 1 };
+    // Pinned as the latency rows (the client thread inherits this thread's CPU).
+    let (listener, buffer) = pinned_pair(o, || {
+        crate::latency::start_listener_with(hostcall::ListenerConfig::spinning(), 1, protocol)
+    });
+    let locks = Arc::new(Locks([AtomicU32::new(0)]));
+    let client_buffer = buffer.clone();
+    let opcode = opcode_of(crate::ECHO);
+    let (calls, cpu_ns) = crate::throughput::count_calls(o, 1, move |_, i| {
+        let view = client_buffer.view().rpc().expect("an RPC buffer");
+        let client = Client::new(view, &locks.0).expect("one lock word");
+        let words = request(i, 0);
+        let mut call = client.try_open(opcode, 1, 0).expect("the port is free between calls");
+        call.send(|_| words, &mut |_| true).expect("no give-up");
+        let mut reply = [0; 2];
+        call.recv_first(|_, w| reply = w, &mut |_| true).expect("no give-up");
+        call.close();
+        assert_eq!(reply, echo(&words));
+    });
+    listener.shutdown();
+    Sample::Throughput { calls, lanes: calls, cpu_ns }
+}
+
 /// The client's side of every row: open, send the request, receive the reply (its two words:
 /// `recv_first`, as upstream's client reads only what it uses), close.
 fn client_calls(o: &Options, client: &Client<'_>) -> Sample {

@@ -124,63 +124,94 @@ struct RpcPort {
     buffer: [AtomicU64; SLOT_WORDS],
 }
 
-pub(crate) fn llvm_rpc(o: &Options) -> Sample {
-    let port = Arc::new(RpcPort {
+/// The port's memory, zeroed.
+fn rpc_port() -> Arc<RpcPort> {
+    Arc::new(RpcPort {
         client_inbox: AtomicU32::new(0),
         client_outbox: AtomicU32::new(0),
         mask: AtomicU64::new(0),
         opcode: AtomicU32::new(0),
         _pad: 0,
         buffer: zeroed(),
-    });
-    let stop = Arc::new(AtomicBool::new(false));
-    let server = pinned_pair(o, || {
-        let (port, stop) = (port.clone(), stop.clone());
-        thread::spawn(move || {
-            let mut out = 0u32;
-            // Relaxed: the flag carries no data.
-            while !stop.load(Ordering::Relaxed) {
-                // Acquire: pairs with the client's Release flip; the buffer it filled is visible.
-                if port.client_outbox.load(Ordering::Acquire) == out {
-                    spin_loop();
-                    continue;
-                }
-                let _ = (port.mask.load(Ordering::Relaxed), port.opcode.load(Ordering::Relaxed));
-                let words: [u64; SLOT_WORDS] =
-                    std::array::from_fn(|i| port.buffer[i].load(Ordering::Relaxed));
-                let reply = echo(&words);
-                port.buffer[0].store(reply[0], Ordering::Relaxed);
-                port.buffer[1].store(reply[1], Ordering::Relaxed);
-                out ^= 1;
-                // Release: pairs with the client's Acquire poll; the reply words are visible.
-                port.client_inbox.store(out, Ordering::Release);
+    })
+}
+
+/// The server's side: polls the client's outbox, reads, writes 2 reply words, flips; until `stop`.
+fn llvm_rpc_server(port: Arc<RpcPort>, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut out = 0u32;
+        // Relaxed: the flag carries no data.
+        while !stop.load(Ordering::Relaxed) {
+            // Acquire: pairs with the client's Release flip; the buffer it filled is visible.
+            if port.client_outbox.load(Ordering::Acquire) == out {
+                spin_loop();
+                continue;
             }
-        })
-    });
+            let _ = (port.mask.load(Ordering::Relaxed), port.opcode.load(Ordering::Relaxed));
+            let words: [u64; SLOT_WORDS] = std::array::from_fn(|i| port.buffer[i].load(Ordering::Relaxed));
+            let reply = echo(&words);
+            port.buffer[0].store(reply[0], Ordering::Relaxed);
+            port.buffer[1].store(reply[1], Ordering::Relaxed);
+            out ^= 1;
+            // Release: pairs with the client's Acquire poll; the reply words are visible.
+            port.client_inbox.store(out, Ordering::Release);
+        }
+    })
+}
+
+/// The client's side of call `i`: fill, flip (its outbox's new value `out`), wait for the
+/// server's flip, read and check the reply.
+fn llvm_rpc_call(port: &RpcPort, i: u64, out: u32) {
+    let words = request(i, 0);
+    port.mask.store(1, Ordering::Relaxed);
+    port.opcode.store(crate::ECHO, Ordering::Relaxed);
+    for (slot, w) in port.buffer.iter().zip(words) {
+        slot.store(w, Ordering::Relaxed);
+    }
+    // Release: pairs with the server's Acquire poll.
+    port.client_outbox.store(out, Ordering::Release);
+    // Acquire: pairs with the server's Release flip.
+    while port.client_inbox.load(Ordering::Acquire) != out {
+        spin_loop();
+    }
+    let reply = [port.buffer[0].load(Ordering::Relaxed), port.buffer[1].load(Ordering::Relaxed)];
+    assert_eq!(reply, echo(&words));
+}
+
+pub(crate) fn llvm_rpc(o: &Options) -> Sample {
+    let port = rpc_port();
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = pinned_pair(o, || llvm_rpc_server(port.clone(), stop.clone()));
     let mut out = 0u32;
     let mut i = 0u64;
     let sample = round_trips(o, || {
         i += 1;
-        let words = request(i, 0);
-        port.mask.store(1, Ordering::Relaxed);
-        port.opcode.store(crate::ECHO, Ordering::Relaxed);
-        for (slot, w) in port.buffer.iter().zip(words) {
-            slot.store(w, Ordering::Relaxed);
-        }
         out ^= 1;
-        // Release: pairs with the server's Acquire poll.
-        port.client_outbox.store(out, Ordering::Release);
-        // Acquire: pairs with the server's Release flip.
-        while port.client_inbox.load(Ordering::Acquire) != out {
-            spin_loop();
-        }
-        let reply = [port.buffer[0].load(Ordering::Relaxed), port.buffer[1].load(Ordering::Relaxed)];
-        assert_eq!(reply, echo(&words));
+        llvm_rpc_call(&port, i, out);
     });
     // Relaxed: the flag carries no data.
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap();
     sample
+}
+
+/// `llvm_rpc_tput_1c`: `llvm_rpc_1l`'s client calling as fast as it can (its throughput
+/// twin), pinned as it.
+pub(crate) fn llvm_rpc_throughput(o: &Options) -> Sample {
+    let port = rpc_port();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Pinned as the latency rows (the client thread inherits this thread's CPU).
+    let server = pinned_pair(o, || llvm_rpc_server(port.clone(), stop.clone()));
+    let client_port = port.clone();
+    let (calls, cpu_ns) = crate::throughput::count_calls(o, 1, move |_, i| {
+        // Relaxed: the client's own word (one client), read for its last value.
+        let out = client_port.client_outbox.load(Ordering::Relaxed) ^ 1;
+        llvm_rpc_call(&client_port, i + 1, out);
+    });
+    // Relaxed: the flag carries no data.
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+    Sample::Throughput { calls, lanes: calls, cpu_ns }
 }
 
 // Where the words sit: as `line::Request` (lane 0 right after the head and mask words) and as

@@ -17,9 +17,11 @@ pub enum Stream {
 }
 
 /// Where the PRINTF service writes. Each message is written with one call, so messages of
-/// different lanes never interleave within a line.
+/// different lanes never interleave within a line. An LLVM-RPC console write (`puts`, `fputs`,
+/// `fwrite` to stdout or stderr) hands a packet's lanes to a stream in one call, their messages
+/// whole and in lane order.
 pub trait PrintfSink {
-    /// Writes one message's whole output to `stream`.
+    /// Writes one message's whole output (or several whole messages) to `stream`.
     fn write_stream(&mut self, stream: Stream, bytes: &[u8]) -> io::Result<()>;
 }
 

@@ -2,12 +2,21 @@
 //! `WRITE_TO_STREAM`), as LLVM's server does them: for `WRITE_TO_STREAM` one packet with each
 //! lane's `FILE` value, then each lane's bytes as a stream, answered in the stream's last turn
 //! with the bytes written (plus the newline, when all were written).
+//!
+//! A packet's console lanes reach the sink as one write a stream, their bytes in lane order
+//! (LLVM's server `fwrite`s each lane into C's buffered `stdout`; one write a lane would be one
+//! system call a lane through a sink that flushes each write, as [`StdStreams`] does).
+//!
+//! [`StdStreams`]: crate::services::printf::StdStreams
 
-use super::stream_file::{read_targets, receive_bytes, Target};
+use super::stream_file::{read_targets, Target};
 use super::Context;
 use crate::services::printf::Stream;
-use hostcall_core::rpc::{StreamIn, Turn};
+use hostcall_core::rpc::{StreamIn, Turn, PACKET_BYTES};
 use hostcall_core::LANES;
+
+/// One stream's share of a packet: its lanes' bytes, and each lane with its byte count.
+type ConsoleLanes = (Vec<u8>, Vec<(u32, u64)>);
 
 /// A console write in progress.
 #[derive(Debug)]
@@ -20,7 +29,11 @@ pub(super) struct Write {
     targets: [Option<Target>; LANES],
     newline: bool,
     input: StreamIn,
-    bytes: Vec<Vec<u8>>,
+    /// Every kept lane's bytes so far, as they came (packet by packet, lanes ascending in each):
+    /// one buffer for the call, not one a lane.
+    bytes: Vec<u8>,
+    /// Where each chunk of `bytes` is: (lane, start, end), in the order they came.
+    chunks: Vec<(u8, u32, u32)>,
 }
 
 impl Write {
@@ -34,13 +47,14 @@ impl Write {
             targets: [target.map(Target::Console).filter(|_| allowed); LANES],
             newline,
             input: StreamIn::new(mask, limit),
-            bytes: vec![Vec::new(); LANES],
+            bytes: Vec::new(),
+            chunks: Vec::new(),
         }
     }
 
     /// Bytes received so far.
     pub(super) fn held_bytes(&self) -> usize {
-        self.bytes.iter().map(Vec::len).sum()
+        self.bytes.len()
     }
 
     /// One turn; `true` when the call is over.
@@ -50,26 +64,76 @@ impl Write {
             read_targets(turn, self.mask, self.allowed, cx.files_allowed, &mut self.targets);
             return false;
         }
-        let done = receive_bytes(&mut self.input, turn, &mut self.bytes);
+        // What this packet can carry at most, no more.
+        let lanes = self.mask.count_ones() as usize;
+        self.bytes.reserve(lanes * PACKET_BYTES as usize);
+        self.chunks.reserve(lanes);
+        let (bytes, chunks) = (&mut self.bytes, &mut self.chunks);
+        let done = self.input.receive(turn, &mut |lane, _, chunk: &[u8]| {
+            if !chunk.is_empty() {
+                let start = bytes.len() as u32;
+                bytes.extend_from_slice(chunk);
+                chunks.push((lane as u8, start, bytes.len() as u32));
+            }
+        });
         if !done {
             return false;
         }
+        self.finish(turn, cx);
+        true
+    }
+
+    /// Writes every lane's bytes where it goes and answers it: the console lanes of each
+    /// stream with one write, their bytes in lane order (the sink's `write_stream` gets whole
+    /// lanes, never part of one), each answered its byte count, or 0 when that write failed.
+    fn finish(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) {
+        // Stable: each lane's chunks stay in the order they came (a one-packet call's are sorted).
+        if self.chunks.windows(2).any(|pair| pair[0].0 > pair[1].0) {
+            self.chunks.sort_by_key(|&(lane, ..)| lane);
+        }
+        let mut consoles: [ConsoleLanes; 2] = Default::default();
+        let first_target = self.targets.iter().flatten().next();
+        if let Some(Target::Console(stream)) = first_target {
+            // Most calls write every lane to one stream: its bytes and a newline a lane.
+            let lanes = self.mask.count_ones() as usize;
+            consoles[*stream as usize].0.reserve(self.bytes.len() + lanes);
+            consoles[*stream as usize].1.reserve(lanes);
+        }
+        let mut file_bytes = Vec::new();
+        let mut next = 0;
         for lane in turn.lanes(self.mask) {
+            let first = next;
+            while self.chunks.get(next).is_some_and(|&(l, ..)| usize::from(l) == lane) {
+                next += 1;
+            }
+            let lane_chunks =
+                self.chunks[first..next].iter().map(|&(_, s, e)| &self.bytes[s as usize..e as usize]);
             let size = self.input.size(lane as u32);
             let written = match self.targets[lane] {
                 Some(target) if self.input.kept(lane as u32) => {
-                    let mut out = std::mem::take(&mut self.bytes[lane]);
-                    let all = out.len() as u64 == size;
-                    if self.newline && all {
+                    let out = match target {
+                        Target::Console(stream) => &mut consoles[stream as usize].0,
+                        Target::File(_) => &mut file_bytes,
+                    };
+                    let from = out.len();
+                    lane_chunks.for_each(|chunk| out.extend_from_slice(chunk));
+                    if self.newline && (out.len() - from) as u64 == size {
                         out.push(b'\n');
                     }
-                    cx.write(target, &out).map_or_else(
+                    let len = (out.len() - from) as u64;
+                    if let Target::Console(stream) = target {
+                        consoles[stream as usize].1.push((lane as u32, len));
+                        continue;
+                    }
+                    let written = cx.write(target, &file_bytes).map_or_else(
                         || {
                             cx.counters.refused_lanes += 1;
                             0
                         },
                         |n| n as u64,
-                    )
+                    );
+                    file_bytes.clear();
+                    written
                 }
                 Some(_) => {
                     cx.counters.over_limit_lanes += 1;
@@ -82,6 +146,87 @@ impl Write {
             };
             turn.write(lane as u32, &[written, 0, 0, 0, 0, 0, 0, 0]);
         }
-        true
+        for (stream, (out, lanes)) in [Stream::Stdout, Stream::Stderr].into_iter().zip(consoles) {
+            if lanes.is_empty() {
+                continue;
+            }
+            let ok = cx.write(Target::Console(stream), &out) == Some(out.len());
+            for (lane, len) in lanes {
+                turn.write(lane, &[if ok { len } else { 0 }, 0, 0, 0, 0, 0, 0, 0]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{patience, Buffer};
+    use super::super::{RpcHost, RpcLimits, RpcPolicy};
+    use crate::services::printf::{PrintfSink, Stream};
+    use hostcall_core::rpc::opcode::libc;
+    use hostcall_core::ServiceTable;
+    use std::io;
+    use std::time::{Duration, Instant};
+
+    /// Every write the sink got, and whether it fails them.
+    #[derive(Default)]
+    struct Recording {
+        writes: Vec<(Stream, Vec<u8>)>,
+        fail: bool,
+    }
+
+    impl PrintfSink for Recording {
+        fn write_stream(&mut self, stream: Stream, bytes: &[u8]) -> io::Result<()> {
+            self.writes.push((stream, bytes.to_vec()));
+            if self.fail {
+                Err(io::Error::other("full"))
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    /// A `WRITE_TO_STREAM` from 32 lanes (even lanes stdout, odd stderr), as `fputs` from a warp;
+    /// the bytes written per lane.
+    fn warp_fputs(sink: &mut Recording) -> Vec<u64> {
+        let buffer = Buffer::new(1, 32);
+        let mut host = RpcHost::new(1, RpcPolicy::default(), RpcLimits::default());
+        let services = ServiceTable::<1>::new();
+        let (view, client) = (buffer.view(), buffer.client());
+        std::thread::scope(|s| {
+            let wave = s.spawn(move || {
+                let mut port = client.try_open(libc::WRITE_TO_STREAM, u32::MAX.into(), 0).unwrap();
+                port.send(|lane| [2 + u64::from(lane % 2), 0, 0, 0, 0, 0, 0, 0], &mut patience()).unwrap();
+                let lines: Vec<Vec<u8>> = (0..32).map(|lane| format!("lane {lane}\n").into_bytes()).collect();
+                port.send_n(|lane| &lines[lane as usize], &mut patience()).unwrap();
+                let mut written = vec![u64::MAX; 32];
+                port.recv(|lane, words| written[lane as usize] = words[0], &mut patience()).unwrap();
+                port.close();
+                written
+            });
+            let start = Instant::now();
+            while !wave.is_finished() {
+                host.drain(&view, sink, &services);
+                assert!(start.elapsed() < Duration::from_secs(120), "the wave did not finish");
+            }
+            wave.join().unwrap()
+        })
+    }
+
+    #[test]
+    fn a_packets_console_lanes_are_one_write_a_stream() {
+        let mut sink = Recording::default();
+        let written = warp_fputs(&mut sink);
+        let line = |lane: usize| format!("lane {lane}\n");
+        assert_eq!(written, (0..32).map(|lane| line(lane).len() as u64).collect::<Vec<_>>());
+        let text = |odd: usize| (0..32).filter(|l| l % 2 == odd).map(line).collect::<String>().into_bytes();
+        assert_eq!(sink.writes, [(Stream::Stdout, text(0)), (Stream::Stderr, text(1))]);
+    }
+
+    #[test]
+    fn a_failed_console_write_answers_its_lanes_zero() {
+        let mut sink = Recording { fail: true, ..Recording::default() };
+        assert_eq!(warp_fputs(&mut sink), vec![0; 32]);
+        assert_eq!(sink.writes.len(), 2);
     }
 }
