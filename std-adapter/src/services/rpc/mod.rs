@@ -92,9 +92,11 @@ pub struct RpcCounters {
     /// Lanes answered with a failure because their opcode group is off, or they named a stream
     /// they may not use.
     pub refused_lanes: u64,
-    /// Lanes whose stream (or read) was longer than [`RpcLimits::stream_bytes`].
+    /// Lanes whose stream (or read) was longer than [`RpcLimits::stream_bytes`] (logged,
+    /// rate-limited).
     pub over_limit_lanes: u64,
-    /// `fopen`s answered null because the buffer held [`RpcLimits::open_files`] files.
+    /// `fopen`s answered null because the buffer held [`RpcLimits::open_files`] files (logged,
+    /// rate-limited).
     pub open_files_refused: u64,
 }
 
@@ -261,6 +263,7 @@ impl RpcHost {
             return false; // a port past this host's count: never served
         };
         let (unhandled, refused) = (self.counters.unhandled, self.counters.refused_lanes);
+        let (over_limit, files_refused) = (self.counters.over_limit_lanes, self.counters.open_files_refused);
         let call = match slot.take() {
             Some(call) => Some(call),
             None => {
@@ -304,6 +307,24 @@ impl RpcHost {
                 turn.port(),
                 turn.header().1,
                 self.counters.refused_lanes - refused
+            );
+        }
+        if self.counters.over_limit_lanes > over_limit {
+            warn_limited!(
+                "rpc: port {}: opcode {:#x}: {} lanes' streams longer than the buffer's RpcLimits::stream_bytes \
+                 ({} bytes): their calls answered as failed, their data dropped (a read is cut to the limit)",
+                turn.port(),
+                turn.header().1,
+                self.counters.over_limit_lanes - over_limit,
+                self.limits.stream_bytes
+            );
+        }
+        if self.counters.open_files_refused > files_refused {
+            warn_limited!(
+                "rpc: port {}: {} fopens answered NULL: the buffer holds RpcLimits::open_files ({}) files",
+                turn.port(),
+                self.counters.open_files_refused - files_refused,
+                self.limits.open_files
             );
         }
         self.counters.unhandled == unhandled
