@@ -14,7 +14,9 @@
 //! `ABORT`, `HOST_CALL`, `SYSTEM`, and the `'r'` and `'h'` opcodes (through the buffer's
 //! [`Dispatch`]); each group only as the buffer's [`RpcPolicy`] allows (a refused call is
 //! followed to its end and answered with C's failure value, counted in
-//! [`RpcCounters::refused_lanes`] and logged, rate-limited). Any other opcode is answered as
+//! [`RpcCounters::refused_lanes`] and logged, rate-limited; so are a stream past
+//! [`RpcLimits::stream_bytes`] and an `fopen` past [`RpcLimits::open_files`], each in its own
+//! counter). Any other opcode is answered as
 //! LLVM's server answers an opcode it has no handler for (the port is handed back untouched,
 //! `RPC_UNHANDLED_OPCODE`), counted in [`RpcCounters::unhandled`] and logged (rate-limited).
 //! A listener keeps one host per RPC buffer it serves ([`crate::threads::listener::BufferOptions`]).
