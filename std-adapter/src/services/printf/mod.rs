@@ -12,11 +12,12 @@
 //! [`format()`] turns the words after the control word into the bytes glibc would print:
 //!
 //! - conversions `d i u o x X b B c s p f F e E g G a A n %` (`b`/`B`: C23's binary, as glibc
-//!   2.35 and later prints it: as `x`, in base 2, `#` prefixing `0b`/`0B`), flags `- + space # 0`, width and
-//!   precision as digits or `*` (the low 32 bits of a word, a C `int`: a negative width means
-//!   `-`, a negative precision means none), length modifiers `hh h l ll j z t L` (and glibc's
-//!   `q` and `Z`), applied as C converts the argument (`%hhd` prints a `signed char`, `%d` an
-//!   `int`). Floats are always one f64 word, so `%Lf` prints that double as `%f` would.
+//!   2.35 and later prints it: as `x`, in base 2, `#` prefixing `0b`/`0B`), flags
+//!   `- + space # 0`, width and precision as digits or `*` (the low 32 bits of a word, a C
+//!   `int`: a negative width means `-`, a negative precision means none), length modifiers
+//!   `hh h l ll j z t L` (and glibc's `q` and `Z`), applied as C converts the argument (`%hhd`
+//!   prints a `signed char`, `%d` an `int`). Floats are always one f64 word, so `%Lf` prints
+//!   that double as `%f` would.
 //! - glibc's choices where C leaves them open: `%p` prints `(nil)` for 0 and `0x...` otherwise
 //!   (honouring `+`, space, precision and `0` like `%#lx`), `%5%` prints `%`, `-nan` for a NaN
 //!   with the sign bit, no zero padding for `inf`/`nan`, `%a` of a subnormal as `0x0.xxxp-1022`.
@@ -79,7 +80,6 @@ pub use sink::{
 };
 
 pub(crate) use sink::format_marked;
-
 pub(crate) use walk::{argument_kinds, ArgKind};
 
 use crate::observe::Reason;
