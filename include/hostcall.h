@@ -492,7 +492,8 @@ int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
 #define HOSTCALL_REASON_HANDLER_PANIC 14
 #define HOSTCALL_REASON_SHUTTING_DOWN 15
 /* An LLVM-RPC call its buffer's policy has off (or naming a FILE it may not use); a lane's stream
- * longer than the buffer's limit; an fopen past the buffer's budget of open files. */
+ * longer than the buffer's limit; an fopen past the buffer's budget of open files. Each is also
+ * logged at WARN, rate-limited. */
 #define HOSTCALL_REASON_RPC_REFUSED 16
 #define HOSTCALL_REASON_RPC_STREAM_LENGTH 17
 #define HOSTCALL_REASON_RPC_OPEN_FILES 18

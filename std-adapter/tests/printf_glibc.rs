@@ -6,7 +6,8 @@
 //! and the expectation is the concatenation; our side formats the whole message from its words,
 //! so argument advancing (`*` words, inline strings) is checked too. Two deliberate differences:
 //! `%Lf` is compared with C's `%f` of the same double (the device sends an f64, not a long
-//! double), and `%s` never passes NULL (the protocol's null pointer is the empty string).
+//! double), and `%s` never passes NULL there (the PRINTF message's null pointer is the empty
+//! string); LLVM's RPC, whose wire carries the pointer, is compared with glibc on NULL too.
 //!
 //! Each message also goes through LLVM libc's GPU RPC printf (`PRINTF_TO_STDOUT`, and its
 //! `_PACKED` twin every other message): a one-lane client sends the format and a `va_list` of the
@@ -129,7 +130,7 @@ fn int_grid(tally: &mut Tally) {
     let flags = ["", "+", " ", "#", "0", "-", "#0"];
     let specs = ["", "5", ".0", ".3", "12.5", "025"];
     for w in special_ints() {
-        for conv in INT_CONVS {
+        for &conv in int_convs() {
             for length in lengths {
                 for f in flags {
                     for s in specs {
@@ -182,6 +183,62 @@ fn printf_matches_glibc_snprintf() {
         tally.messages,
         shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
     );
+}
+
+/// A null `%s` through LLVM's RPC printf (whose wire carries the pointer) prints what glibc
+/// prints (`(null)`, or nothing under a precision below its length, padded by the width), with
+/// the later arguments read right, for every flag, width and precision.
+#[test]
+fn rpc_null_strings_match_glibc() {
+    let mut rpc = RpcPath::new();
+    let mut mismatches = Vec::new();
+    let widths = ["", "1", "6", "7", "12", "*"];
+    let precisions = ["", ".", ".0", ".3", ".5", ".6", ".7", ".20", ".*"];
+    let mut cases = 0;
+    for flags in ["", "-", "0", "#", " ", "+"] {
+        for width in widths {
+            for precision in precisions {
+                for star in [-7, 0, 5, 9] {
+                    let spec = format!("[%{flags}{width}{precision}s]");
+                    let stars = vec![star; spec.matches('*').count()];
+                    let words = stars.iter().map(|&s| s as u32 as u64).chain([0]).collect();
+                    let null = Piece {
+                        c_format: spec.clone(),
+                        our_format: spec,
+                        stars,
+                        value: Some(CArg::NullStr),
+                        words,
+                    };
+                    let after = Piece {
+                        c_format: "%d".into(),
+                        our_format: "%d".into(),
+                        stars: vec![],
+                        value: Some(CArg::Int(-17)),
+                        words: vec![-17i64 as u64],
+                    };
+                    let pieces = [null, after];
+                    let (mut expected, mut count) = (Vec::new(), 0);
+                    for piece in &pieces {
+                        let (bytes, n) = c_output(piece);
+                        expected.extend(bytes);
+                        count += n;
+                    }
+                    cases += 1;
+                    let got = rpc.output(&pieces, cases % 2 == 0);
+                    if got != (expected.clone(), count) {
+                        mismatches.push(format!(
+                            "{:?}: C {:?} ({count}), RPC {:?} ({})",
+                            pieces[0].c_format,
+                            String::from_utf8_lossy(&expected),
+                            String::from_utf8_lossy(&got.0),
+                            got.1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(mismatches.is_empty(), "{} of {cases} differ:\n{}", mismatches.len(), mismatches.join("\n"));
 }
 
 #[test]

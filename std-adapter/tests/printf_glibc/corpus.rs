@@ -35,6 +35,8 @@ pub(crate) enum CArg {
     LongLong(i64),
     Double(f64),
     Str(CString),
+    /// A null `char *` (LLVM's RPC carries it; the PRINTF words cannot tell it from `""`).
+    NullStr,
     Ptr(u64),
     CountPtr,
 }
@@ -57,6 +59,21 @@ pub(crate) struct Piece {
 pub(crate) const FLOAT_CONVS: [&str; 8] = ["f", "F", "e", "E", "g", "G", "a", "A"];
 
 pub(crate) const INT_CONVS: [&str; 6] = ["d", "i", "u", "o", "x", "X"];
+
+/// The integer conversions compared: [`INT_CONVS`] and C23's `b`/`B` where the C library prints
+/// them (glibc 2.35 and later).
+pub(crate) fn int_convs() -> &'static [&'static str] {
+    static CONVS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    CONVS.get_or_init(|| {
+        let mut convs = INT_CONVS.to_vec();
+        if c_prints_binary() {
+            convs.extend(["b", "B"]);
+        } else {
+            eprintln!("the C library does not print %b (glibc before 2.35): %b and %B not compared");
+        }
+        convs
+    })
+}
 
 pub(crate) fn special_floats() -> Vec<f64> {
     let mut v = vec![
@@ -209,7 +226,7 @@ pub(crate) fn random_piece(rng: &mut Rng, floats: &[f64], ints: &[u64]) -> Piece
     let lit = literal(rng);
     let conv = match rng.below(20) {
         0..=8 => rng.pick(&FLOAT_CONVS),
-        9..=13 => rng.pick(&INT_CONVS),
+        9..=13 => rng.pick(int_convs()),
         14 => "c",
         15 | 16 => "s",
         17 => "p",
@@ -256,7 +273,7 @@ pub(crate) fn random_piece(rng: &mut Rng, floats: &[f64], ints: &[u64]) -> Piece
         }
     }
     let length = match conv {
-        "d" | "i" | "u" | "o" | "x" | "X" => {
+        "d" | "i" | "u" | "o" | "x" | "X" | "b" | "B" => {
             rng.pick(&["", "", "", "hh", "h", "l", "ll", "j", "z", "t", "L", "q"])
         }
         "n" => rng.pick(&["", "hh", "h", "l", "ll", "j", "z", "t"]),

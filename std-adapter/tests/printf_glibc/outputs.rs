@@ -25,6 +25,7 @@ pub(crate) fn c_output(piece: &Piece) -> (Vec<u8>, c_int) {
                     Some(CArg::LongLong(v)) => snprintf(b, n, f $(, $star)*, *v),
                     Some(CArg::Double(v)) => snprintf(b, n, f $(, $star)*, *v),
                     Some(CArg::Str(s)) => snprintf(b, n, f $(, $star)*, s.as_ptr()),
+                    Some(CArg::NullStr) => snprintf(b, n, f $(, $star)*, std::ptr::null::<c_char>()),
                     Some(CArg::Ptr(p)) => snprintf(b, n, f $(, $star)*, *p as usize as *const c_void),
                     Some(CArg::CountPtr) => snprintf(b, n, f $(, $star)*, &mut count_target as *mut i64),
                 }
@@ -40,6 +41,15 @@ pub(crate) fn c_output(piece: &Piece) -> (Vec<u8>, c_int) {
     assert!(r >= 0 && (r as usize) < n, "snprintf failed on {:?}: {r}", piece.c_format);
     buf.truncate(r as usize);
     (buf, r)
+}
+
+/// Whether the C library prints C23's `%b` (glibc 2.35 and later; before, it stops there).
+pub(crate) fn c_prints_binary() -> bool {
+    let mut buf = [0u8; 8];
+    // SAFETY: the buffer is valid for its length, the format NUL-terminated, and `%b` (where
+    // known) reads one `unsigned int`.
+    let r = unsafe { snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%b".as_ptr(), 5 as c_int) };
+    r == 3 && &buf[..3] == b"101"
 }
 
 /// Our output for a message made of `pieces`, from its words.
@@ -91,6 +101,7 @@ impl RpcPath {
                     CArg::LongLong(v) => RpcArg::Long(*v),
                     CArg::Double(v) => RpcArg::Double(*v),
                     CArg::Str(s) => RpcArg::Str(Some(s.as_bytes())),
+                    CArg::NullStr => RpcArg::Str(None),
                     CArg::Ptr(v) => RpcArg::Ptr(*v),
                     CArg::CountPtr => RpcArg::Ptr(0),
                 });

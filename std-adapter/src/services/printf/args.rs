@@ -23,11 +23,16 @@ pub(super) fn c_string(words: &[u64]) -> Option<(Vec<u8>, usize)> {
 /// The argument words, consumed in order.
 pub(super) struct Args<'a> {
     words: &'a [u64],
+    /// Which `%s` arguments, in the order the format takes them, are null pointers (a transport
+    /// that knows, LLVM's RPC; past its end: none).
+    null_strings: &'a [bool],
+    /// `%s` arguments taken so far.
+    strings: usize,
 }
 
 impl<'a> Args<'a> {
-    pub(super) fn new(words: &'a [u64]) -> Self {
-        Self { words }
+    pub(super) fn new(words: &'a [u64], null_strings: &'a [bool]) -> Self {
+        Self { words, null_strings, strings: 0 }
     }
 
     /// The next word; `offset` is the format offset of the conversion that wants it.
@@ -43,14 +48,17 @@ impl<'a> Args<'a> {
     }
 
     /// An inline `%s` argument: its bytes, advancing past its stored size (not its printed
-    /// length, which a precision may cut short). A null pointer arrives as one zero word, which
-    /// reads as the empty string.
-    pub(super) fn string(&mut self, offset: usize) -> Result<Vec<u8>, PrintfError> {
+    /// length, which a precision may cut short); `None` for a null pointer. A null pointer
+    /// arrives as one zero word, which reads as the empty string unless `null_strings` says it
+    /// is one.
+    pub(super) fn string(&mut self, offset: usize) -> Result<Option<Vec<u8>>, PrintfError> {
         if self.words.is_empty() {
             return Err(PrintfError::MissingArgument { offset });
         }
         let (bytes, used) = c_string(self.words).ok_or(PrintfError::UnterminatedString { offset })?;
         self.words = &self.words[used..];
-        Ok(bytes)
+        let null = self.null_strings.get(self.strings).copied().unwrap_or(false);
+        self.strings += 1;
+        Ok((!null).then_some(bytes))
     }
 }

@@ -14,7 +14,7 @@ fn signed(word: u64, length: Length) -> i64 {
     }
 }
 
-/// As [`signed`], for the unsigned conversions `o u x X`.
+/// As [`signed`], for the unsigned conversions `o u x X b B`.
 fn unsigned(word: u64, length: Length) -> u64 {
     match length {
         Length::Char => u64::from(word as u8),
@@ -24,7 +24,7 @@ fn unsigned(word: u64, length: Length) -> u64 {
     }
 }
 
-/// `d i u o x X` with their flags, width and precision.
+/// `d i u o x X b B` with their flags, width and precision.
 pub(super) fn integer(out: &mut Vec<u8>, field: &Field, conv: Conv, length: Length, word: u64) {
     let (sign, magnitude): (&[u8], u64) = match conv {
         Conv::Signed => {
@@ -37,6 +37,7 @@ pub(super) fn integer(out: &mut Vec<u8>, field: &Field, conv: Conv, length: Leng
         Conv::Octal => format!("{magnitude:o}"),
         Conv::Hex(false) => format!("{magnitude:x}"),
         Conv::Hex(true) => format!("{magnitude:X}"),
+        Conv::Binary(_) => format!("{magnitude:b}"),
         _ => format!("{magnitude}"),
     }
     .into_bytes();
@@ -50,6 +51,8 @@ pub(super) fn integer(out: &mut Vec<u8>, field: &Field, conv: Conv, length: Leng
         match conv {
             Conv::Hex(false) => prefix.extend_from_slice(b"0x"),
             Conv::Hex(true) => prefix.extend_from_slice(b"0X"),
+            Conv::Binary(false) => prefix.extend_from_slice(b"0b"),
+            Conv::Binary(true) => prefix.extend_from_slice(b"0B"),
             _ => {}
         }
     }
@@ -86,8 +89,18 @@ pub(super) fn character(out: &mut Vec<u8>, field: &Field, byte: u8) {
     field.emit(out, b"", &[byte], false);
 }
 
-/// `%s`: at most `precision` bytes of the string; only width and `-` apply.
-pub(super) fn string(out: &mut Vec<u8>, field: &Field, bytes: &[u8]) {
+/// What glibc prints for a null `%s`.
+const NULL_STRING: &[u8] = b"(null)";
+
+/// `%s`: at most `precision` bytes of the string; only width and `-` apply. A null pointer
+/// (`None`) prints as glibc prints it: `(null)` where no precision or one of at least its 6
+/// bytes allows it whole, otherwise nothing (`%.3s` prints no `(nu`); the width pads either.
+pub(super) fn string(out: &mut Vec<u8>, field: &Field, bytes: Option<&[u8]>) {
+    let bytes = match bytes {
+        Some(bytes) => bytes,
+        None if field.precision.map_or(true, |p| p >= NULL_STRING.len()) => NULL_STRING,
+        None => b"",
+    };
     let shown = field.precision.map_or(bytes, |p| &bytes[..p.min(bytes.len())]);
     field.emit(out, b"", shown, false);
 }

@@ -5,16 +5,19 @@
 //! set: the reply is -1), then the format string NUL-terminated and zero-padded to 8 bytes, then
 //! one word per argument: integers, characters and pointers as u64, floating point as the bits of
 //! an f64, `%s` strings inline (NUL-terminated, padded to 8; a null pointer is one zero word and
-//! prints as the empty string, since it cannot be told from `""`), one word before the value for
-//! each `*` width or precision, one word for `%n` (which prints nothing).
+//! prints as the empty string, since it cannot be told from `""`; LLVM's RPC printf, whose wire
+//! carries the pointer, prints glibc's `(null)`), one word before the value for each `*` width or
+//! precision, one word for `%n` (which prints nothing).
 //!
 //! [`format()`] turns the words after the control word into the bytes glibc would print:
 //!
-//! - conversions `d i u o x X c s p f F e E g G a A n %`, flags `- + space # 0`, width and
-//!   precision as digits or `*` (the low 32 bits of a word, a C `int`: a negative width means
-//!   `-`, a negative precision means none), length modifiers `hh h l ll j z t L` (and glibc's
-//!   `q` and `Z`), applied as C converts the argument (`%hhd` prints a `signed char`, `%d` an
-//!   `int`). Floats are always one f64 word, so `%Lf` prints that double as `%f` would.
+//! - conversions `d i u o x X b B c s p f F e E g G a A n %` (`b`/`B`: C23's binary, as glibc
+//!   2.35 and later prints it: as `x`, in base 2, `#` prefixing `0b`/`0B`), flags
+//!   `- + space # 0`, width and precision as digits or `*` (the low 32 bits of a word, a C
+//!   `int`: a negative width means `-`, a negative precision means none), length modifiers
+//!   `hh h l ll j z t L` (and glibc's `q` and `Z`), applied as C converts the argument (`%hhd`
+//!   prints a `signed char`, `%d` an `int`). Floats are always one f64 word, so `%Lf` prints
+//!   that double as `%f` would.
 //! - glibc's choices where C leaves them open: `%p` prints `(nil)` for 0 and `0x...` otherwise
 //!   (honouring `+`, space, precision and `0` like `%#lx`), `%5%` prints `%`, `-nan` for a NaN
 //!   with the sign bit, no zero padding for `inf`/`nan`, `%a` of a subnormal as `0x0.xxxp-1022`.
@@ -60,6 +63,7 @@
 //! ```
 
 mod args;
+mod error;
 mod field;
 mod float;
 mod int;
@@ -68,19 +72,20 @@ mod sink;
 mod spec;
 mod walk;
 
+pub use error::PrintfError;
 pub use pack::{PrintfArg, PrintfMessage};
 pub use sink::{
     printf_message, printf_partial, printf_reply, printf_reply_with, printf_service, PrintedMessage,
     PrintfSink, StdStreams, Stream, Streams,
 };
 
+pub(crate) use sink::format_marked;
 pub(crate) use walk::{argument_kinds, ArgKind};
 
 use crate::observe::Reason;
 use crate::rate_limit::warn_limited;
 use field::Field;
 use spec::{Conv, Count, Length, Spec};
-use std::fmt;
 
 /// Default bound on any width or precision.
 pub const DEFAULT_MAX_FIELD: usize = 4096;
@@ -114,114 +119,6 @@ impl Default for PrintfLimits {
     }
 }
 
-/// Why a printf message cannot be printed (the reply is then -1). Offsets are byte offsets into
-/// the format string of the `%` that starts the offending conversion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PrintfError {
-    /// The message has no control word.
-    EmptyMessage,
-    /// The control word has bits other than bit 0 set.
-    ControlBits {
-        /// The control word.
-        control: u64,
-    },
-    /// No NUL ends the format string within the message.
-    UnterminatedFormat,
-    /// The format string ends inside a conversion specification.
-    IncompleteSpec {
-        /// Where the specification starts.
-        offset: usize,
-    },
-    /// A conversion character this formatter does not know (or does not support).
-    BadConversion {
-        /// Where the specification starts.
-        offset: usize,
-        /// The conversion character.
-        byte: u8,
-    },
-    /// The message ends before an argument this conversion needs.
-    MissingArgument {
-        /// Where the specification starts.
-        offset: usize,
-    },
-    /// No NUL ends a `%s` argument within the message.
-    UnterminatedString {
-        /// Where the specification starts.
-        offset: usize,
-    },
-    /// A width or precision above the limit.
-    FieldTooLarge {
-        /// Where the specification starts.
-        offset: usize,
-        /// The limit ([`PrintfLimits::max_field`]).
-        limit: usize,
-    },
-    /// `%ls`, or `%lc` of a value outside ASCII: wide characters are not supported.
-    WideCharacter {
-        /// Where the specification starts.
-        offset: usize,
-    },
-}
-
-impl fmt::Display for PrintfError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::EmptyMessage => f.write_str("printf message without a control word"),
-            Self::ControlBits { control } => write!(f, "printf control word {control:#x} has unknown bits"),
-            Self::UnterminatedFormat => f.write_str("printf format string without a NUL"),
-            Self::IncompleteSpec { offset } => write!(f, "format ends inside the conversion at {offset}"),
-            Self::BadConversion { offset, byte } => {
-                write!(f, "unsupported conversion {:?} at {offset}", char::from(*byte))
-            }
-            Self::MissingArgument { offset } => write!(f, "no argument left for the conversion at {offset}"),
-            Self::UnterminatedString { offset } => {
-                write!(f, "%s argument of the conversion at {offset} has no NUL")
-            }
-            Self::FieldTooLarge { offset, limit } => {
-                write!(f, "width or precision above {limit} in the conversion at {offset}")
-            }
-            Self::WideCharacter { offset } => {
-                write!(f, "wide character conversion at {offset} not supported")
-            }
-        }
-    }
-}
-
-impl std::error::Error for PrintfError {}
-
-impl PrintfError {
-    /// Whether the message has no format string to print from (no control word, unknown control
-    /// bits, no NUL): such a message prints nothing and is answered with -1. Any other error
-    /// stops printing at the conversion it names ([`format_partial`]).
-    pub fn is_fatal(&self) -> bool {
-        matches!(self, Self::EmptyMessage | Self::ControlBits { .. } | Self::UnterminatedFormat)
-    }
-
-    /// The short marker printed where a message stopped, naming the problem.
-    ///
-    /// ```
-    /// use hostcall::services::printf::PrintfError;
-    /// assert_eq!(PrintfError::BadConversion { offset: 3, byte: b'y' }.marker(), "<hostcall: bad conversion %y>");
-    /// assert_eq!(PrintfError::MissingArgument { offset: 0 }.marker(), "<hostcall: missing argument>");
-    /// ```
-    pub fn marker(&self) -> String {
-        let problem = match self {
-            Self::BadConversion { byte, .. } => {
-                format!("bad conversion %{}", char::from(*byte).escape_default())
-            }
-            Self::MissingArgument { .. } => "missing argument".into(),
-            Self::IncompleteSpec { .. } => "incomplete conversion".into(),
-            Self::UnterminatedString { .. } => "unterminated %s argument".into(),
-            Self::FieldTooLarge { limit, .. } => format!("width or precision above {limit}"),
-            Self::WideCharacter { .. } => "wide characters not supported".into(),
-            Self::EmptyMessage => "empty message".into(),
-            Self::ControlBits { .. } => "bad control word".into(),
-            Self::UnterminatedFormat => "unterminated format".into(),
-        };
-        format!("<hostcall: {problem}>")
-    }
-}
-
 /// Formats a printf message without its control word (`words` starts with the format string),
 /// appending the output to `out`; returns the number of bytes appended. On error `out` is left
 /// as it was. Uses the default [`PrintfLimits`]; a message past its output or work bound is cut
@@ -233,7 +130,7 @@ pub fn format(words: &[u64], out: &mut Vec<u8>) -> Result<usize, PrintfError> {
 /// [`format()`] with explicit limits.
 pub fn format_with(words: &[u64], limits: &PrintfLimits, out: &mut Vec<u8>) -> Result<usize, PrintfError> {
     let start = out.len();
-    let result = format_into(words, limits, out, start);
+    let result = format_into(words, &[], limits, out, start);
     if result.is_err() {
         out.truncate(start);
     }
@@ -258,8 +155,20 @@ pub fn format_partial(
     limits: &PrintfLimits,
     out: &mut Vec<u8>,
 ) -> (usize, Option<PrintfError>) {
+    format_partial_nulls(words, &[], limits, out)
+}
+
+/// [`format_partial`] where `null_strings` says which `%s` arguments, in the order the format
+/// takes them, are null pointers (printed `(null)`, as glibc does): a transport that carries the
+/// pointer knows.
+pub(crate) fn format_partial_nulls(
+    words: &[u64],
+    null_strings: &[bool],
+    limits: &PrintfLimits,
+    out: &mut Vec<u8>,
+) -> (usize, Option<PrintfError>) {
     let start = out.len();
-    match format_into(words, limits, out, start) {
+    match format_into(words, null_strings, limits, out, start) {
         Ok(printed) => (printed, None),
         Err(error) if error.is_fatal() => {
             out.truncate(start);
@@ -271,12 +180,13 @@ pub fn format_partial(
 
 fn format_into(
     words: &[u64],
+    null_strings: &[bool],
     limits: &PrintfLimits,
     out: &mut Vec<u8>,
     start: usize,
 ) -> Result<usize, PrintfError> {
     let (fmt, used) = args::c_string(words).ok_or(PrintfError::UnterminatedFormat)?;
-    let mut args = args::Args::new(&words[used..]);
+    let mut args = args::Args::new(&words[used..], null_strings);
     let mut work_left = limits.max_work;
     let mut i = 0;
     while i < fmt.len() && out.len() - start <= limits.max_output {
@@ -329,7 +239,7 @@ fn convert(
 ) -> Result<(), PrintfError> {
     let field = *field;
     match spec.conv {
-        Conv::Signed | Conv::Unsigned | Conv::Octal | Conv::Hex(_) => {
+        Conv::Signed | Conv::Unsigned | Conv::Octal | Conv::Hex(_) | Conv::Binary(_) => {
             int::integer(out, &field, spec.conv, spec.length, args.word(offset)?)
         }
         Conv::Pointer => int::pointer(out, &field, args.word(offset)?),
@@ -349,7 +259,7 @@ fn convert(
             if spec.length == Length::Long {
                 return Err(PrintfError::WideCharacter { offset });
             }
-            int::string(out, &field, &args.string(offset)?)
+            int::string(out, &field, args.string(offset)?.as_deref())
         }
         Conv::Float(kind, upper) => float::float(out, &field, kind, upper, args.word(offset)?),
         Conv::Count => {

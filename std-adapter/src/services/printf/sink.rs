@@ -1,6 +1,6 @@
 //! The PRINTF service: control word, output streams, reply.
 
-use super::{format_partial, format_with, PrintfError, PrintfLimits};
+use super::{format_partial_nulls, format_with, PrintfError, PrintfLimits};
 use crate::observe::Reason;
 use crate::rate_limit::warn_limited;
 use crate::services::message::MessageService;
@@ -114,17 +114,29 @@ pub fn printf_partial(message: &[u64], limits: &PrintfLimits) -> Result<PrintedM
         _ => return Err(PrintfError::ControlBits { control }),
     };
     let mut bytes = Vec::new();
-    match format_partial(rest, limits, &mut bytes) {
+    match format_marked(rest, &[], limits, &mut bytes) {
         (_, Some(error)) if error.is_fatal() => Err(error),
-        (printed, stopped) => {
-            if let Some(error) = &stopped {
-                crate::observe::count(Reason::BadRequest);
-                warn_limited!("printf: message stopped after {printed} bytes: {error}");
-                bytes.extend_from_slice(error.marker().as_bytes());
-            }
-            Ok(PrintedMessage { stream, bytes, printed, stopped })
-        }
+        (printed, stopped) => Ok(PrintedMessage { stream, bytes, printed, stopped }),
     }
+}
+
+/// A message without its control word as the service prints it ([`format_partial_nulls`]):
+/// where it stopped, the stop is counted and logged (rate-limited) and its marker appended, not
+/// counted. Returns the bytes printed before the marker and why it stopped; a message without a
+/// format string appends nothing. Every transport's printf prints through here.
+pub(crate) fn format_marked(
+    words: &[u64],
+    null_strings: &[bool],
+    limits: &PrintfLimits,
+    out: &mut Vec<u8>,
+) -> (usize, Option<PrintfError>) {
+    let (printed, stopped) = format_partial_nulls(words, null_strings, limits, out);
+    if let Some(error) = stopped.filter(|error| !error.is_fatal()) {
+        crate::observe::count(Reason::BadRequest);
+        warn_limited!("printf: message stopped after {printed} bytes: {error}");
+        out.extend_from_slice(error.marker().as_bytes());
+    }
+    (printed, stopped)
 }
 
 /// The PRINTF service on one complete message, with default limits: prints it to `sink` and

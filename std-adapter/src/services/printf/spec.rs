@@ -50,6 +50,8 @@ pub(super) enum Conv {
     Octal,
     /// `x` (false) or `X` (true).
     Hex(bool),
+    /// `b` (false) or `B` (true): C23's binary, as glibc (2.35 and later) prints it.
+    Binary(bool),
     /// `c`.
     Char,
     /// `s`.
@@ -142,6 +144,8 @@ pub(super) fn parse(fmt: &[u8], start: usize, max_field: usize) -> Result<(Spec,
         b'o' => Conv::Octal,
         b'x' => Conv::Hex(false),
         b'X' => Conv::Hex(true),
+        b'b' => Conv::Binary(false),
+        b'B' => Conv::Binary(true),
         b'c' => Conv::Char,
         b's' => Conv::Str,
         b'p' => Conv::Pointer,

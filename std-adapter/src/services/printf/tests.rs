@@ -47,6 +47,61 @@ fn null_string_is_one_zero_word() {
 }
 
 #[test]
+fn a_null_string_a_transport_knows_of_prints_as_glibc_does() {
+    // The second `%s` is a null pointer: `(null)` unless a precision below its 6 bytes is given
+    // (then nothing), padded by the width either way; the first is a real "".
+    let cases = [
+        ("[%s|%s]", "[|(null)]"),
+        ("[%s|%10s]", "[|    (null)]"),
+        ("[%s|%-8s]", "[|(null)  ]"),
+        ("[%s|%.5s]", "[|]"),
+        ("[%s|%.6s]", "[|(null)]"),
+        ("[%s|%8.3s]", "[|        ]"),
+        ("[%s|%*.*s]", "[|(null)]"), // a negative `*` precision is none
+    ];
+    for (format_str, expected) in cases {
+        let mut message = PrintfMessage::new(format_str.as_bytes()).string(b"");
+        if format_str.contains('*') {
+            message = message.int(3).int(-1);
+        }
+        let words = message.arg(PrintfArg::Str(None)).into_words();
+        let mut out = Vec::new();
+        let (printed, stopped) =
+            format_partial_nulls(&words[1..], &[false, true], &PrintfLimits::default(), &mut out);
+        assert_eq!(
+            (String::from_utf8_lossy(&out), printed, stopped),
+            (expected.into(), expected.len(), None)
+        );
+    }
+}
+
+#[test]
+fn binary_is_glibc_s_c23_b() {
+    // Outputs of Debian 12's glibc 2.36 `snprintf` (the corpus in tests/printf_glibc.rs checks
+    // many more against the C library itself).
+    let cases: [(&str, u64, &str); 14] = [
+        ("%b", 5, "101"),
+        ("%B", 0, "0"),
+        ("%#b", 5, "0b101"),
+        ("%#B", 255, "0B11111111"),
+        ("%#b", 0, "0"),
+        ("%10b", 5, "       101"),
+        ("%-6b|", 5, "101   |"),
+        ("%#010b", 5, "0b00000101"),
+        ("%#.8b", 5, "0b00000101"),
+        ("%#.0b", 0, ""),
+        ("%+ b", 5, "101"),
+        ("%hhb", 0x1ff, "11111111"),
+        ("%b", u64::MAX, "11111111111111111111111111111111"),
+        ("%llb", 1 << 40 | 1, "10000000000000000000000000000000000000001"),
+    ];
+    for (format_str, arg, expected) in cases {
+        assert_eq!(ok(format_str, &[arg]), expected, "{format_str}");
+    }
+    assert_eq!(ok("x=%b y", &[3]), "x=11 y");
+}
+
+#[test]
 fn star_width_and_precision() {
     assert_eq!(ok("[%*d]", &[5, 42]), "[   42]");
     // A negative width means `-`; only the low 32 bits count.

@@ -35,8 +35,10 @@ pub(crate) fn argument_kinds(format: &[u8], max_field: usize) -> Vec<ArgKind> {
         }
         let wide = matches!(spec.length, Length::Long | Length::LongLong);
         match spec.conv {
-            Conv::Signed | Conv::Unsigned | Conv::Octal | Conv::Hex(_) if wide => kinds.push(ArgKind::Int64),
-            Conv::Signed | Conv::Unsigned | Conv::Octal | Conv::Hex(_) | Conv::Char => {
+            Conv::Signed | Conv::Unsigned | Conv::Octal | Conv::Hex(_) | Conv::Binary(_) if wide => {
+                kinds.push(ArgKind::Int64)
+            }
+            Conv::Signed | Conv::Unsigned | Conv::Octal | Conv::Hex(_) | Conv::Binary(_) | Conv::Char => {
                 kinds.push(ArgKind::Int32)
             }
             Conv::Float(..) => kinds.push(ArgKind::Double),
@@ -59,6 +61,11 @@ mod tests {
         assert_eq!(
             argument_kinds(b"%d %ld %*.*f %s %c %p %n %% %hhx %llu %Lg", 4096),
             [Int32, Int64, Int32, Int32, Double, Str, Int32, Pointer, Pointer, Int32, Int64, Double]
+        );
+        // C23's binary reads its argument as `%x` does.
+        assert_eq!(
+            argument_kinds(b"%b %#B %lb %llB %hhb %*b", 4096),
+            [Int32, Int32, Int64, Int64, Int32, Int32, Int32]
         );
         assert_eq!(argument_kinds(b"%d %y %d", 4096), [Int32]);
         assert_eq!(argument_kinds(b"plain", 4096), []);

@@ -15,7 +15,9 @@
 //! [`crate::services::ending`] allows it), `HOST_CALL`, `SYSTEM`, and the `'r'` and `'h'` opcodes (through the buffer's
 //! [`Dispatch`]); each group only as the buffer's [`RpcPolicy`] allows (a refused call is
 //! followed to its end and answered with C's failure value, counted in
-//! [`RpcCounters::refused_lanes`] and logged, rate-limited). Any other opcode is answered as
+//! [`RpcCounters::refused_lanes`] and logged, rate-limited; so are a stream past
+//! [`RpcLimits::stream_bytes`] and an `fopen` past [`RpcLimits::open_files`], each in its own
+//! counter). Any other opcode is answered as
 //! LLVM's server answers an opcode it has no handler for (the port is handed back untouched,
 //! `RPC_UNHANDLED_OPCODE`), counted in [`RpcCounters::unhandled`] and logged (rate-limited).
 //! A listener keeps one host per RPC buffer it serves ([`crate::threads::listener::BufferOptions`]).
@@ -94,9 +96,11 @@ pub struct RpcCounters {
     /// Lanes answered with a failure because their opcode group is off, they named a stream
     /// they may not use, or a path outside the files directory ([`RpcPolicy::with_files`]).
     pub refused_lanes: u64,
-    /// Lanes whose stream (or read) was longer than [`RpcLimits::stream_bytes`].
+    /// Lanes whose stream (or read) was longer than [`RpcLimits::stream_bytes`] (logged,
+    /// rate-limited).
     pub over_limit_lanes: u64,
-    /// `fopen`s answered null because the buffer held [`RpcLimits::open_files`] files.
+    /// `fopen`s answered null because the buffer held [`RpcLimits::open_files`] files (logged,
+    /// rate-limited).
     pub open_files_refused: u64,
 }
 
@@ -264,6 +268,7 @@ impl RpcHost {
             return false; // a port past this host's count: never served
         };
         let (unhandled, refused) = (self.counters.unhandled, self.counters.refused_lanes);
+        let (over_limit, files_refused) = (self.counters.over_limit_lanes, self.counters.open_files_refused);
         let call = match slot.take() {
             Some(call) => Some(call),
             None => {
@@ -308,6 +313,24 @@ impl RpcHost {
                 turn.port(),
                 turn.header().1,
                 self.counters.refused_lanes - refused
+            );
+        }
+        if self.counters.over_limit_lanes > over_limit {
+            warn_limited!(
+                "rpc: port {}: opcode {:#x}: {} lanes' streams longer than the buffer's RpcLimits::stream_bytes \
+                 ({} bytes): their calls answered as failed, their data dropped (a read is cut to the limit)",
+                turn.port(),
+                turn.header().1,
+                self.counters.over_limit_lanes - over_limit,
+                self.limits.stream_bytes
+            );
+        }
+        if self.counters.open_files_refused > files_refused {
+            warn_limited!(
+                "rpc: port {}: {} fopens answered NULL: the buffer holds RpcLimits::open_files ({}) files",
+                turn.port(),
+                self.counters.open_files_refused - files_refused,
+                self.limits.open_files
             );
         }
         self.counters.unhandled == unhandled

@@ -9,10 +9,17 @@
 //! host names the string's device address in word 1 and the client streams the string; last,
 //! word 0 = the characters printed, word 1 = 0. Strings are fetched first to last; a lane's
 //! strings together are kept up to the stream limit (past it the lane is answered -1).
+//!
+//! The wire carries each `%s` pointer, so a null one prints as glibc prints it (`(null)`, or
+//! nothing under a precision below 6), unlike the PRINTF message, where it is one zero word like
+//! `""`. A conversion the engine cannot print (a width or precision above
+//! [`PrintfLimits::max_field`], an unknown conversion) stops the lane's output there with the
+//! same marker and rate-limited log line as the other protocols' PRINTF; the lane is answered
+//! the count before the marker.
 
 use super::stream_file::{read_targets, receive_bytes, Target};
 use super::Context;
-use crate::services::printf::{argument_kinds, format_partial, ArgKind, PrintfLimits, PrintfMessage, Stream};
+use crate::services::printf::{argument_kinds, format_marked, ArgKind, PrintfLimits, PrintfMessage, Stream};
 use hostcall_core::rpc::{StreamIn, Turn};
 use hostcall_core::LANES;
 use std::collections::VecDeque;
@@ -156,8 +163,9 @@ impl Printf {
             let printed = match self.targets[lane] {
                 Some(target) => {
                     let mut out = Vec::new();
-                    let (printed, _) =
-                        format_partial(&self.message(lane)[1..], &PrintfLimits::default(), &mut out);
+                    let (message, null_strings) = self.message(lane);
+                    let limits = PrintfLimits::default();
+                    let (printed, _) = format_marked(&message[1..], &null_strings, &limits, &mut out);
                     match cx.write(target, &out) {
                         Some(n) if n == out.len() => printed as u64,
                         Some(_) => u64::MAX,
@@ -197,17 +205,26 @@ impl Printf {
         })
     }
 
-    /// Lane `lane`'s call as a PRINTF message (control word first) for the engine.
-    fn message(&self, lane: usize) -> Vec<u64> {
+    /// Lane `lane`'s call as a PRINTF message (control word first) for the engine, and which of
+    /// its `%s` arguments are null pointers (the message's one zero word for each reads as `""`;
+    /// glibc prints `(null)`).
+    fn message(&self, lane: usize) -> (Vec<u64>, Vec<bool>) {
         let mut strings = self.strings[lane].iter();
+        let mut null_strings = Vec::new();
         let message = self.arguments(lane, &self.blocks[lane]).fold(
             PrintfMessage::new(&self.formats[lane]),
             |m, (kind, value)| match kind {
-                ArgKind::Str if value != 0 => m.string(strings.next().map_or(&[][..], Vec::as_slice)),
+                ArgKind::Str => {
+                    null_strings.push(value == 0);
+                    match value {
+                        0 => m.uint(0),
+                        _ => m.string(strings.next().map_or(&[][..], Vec::as_slice)),
+                    }
+                }
                 _ => m.uint(value),
             },
         );
-        message.into_words()
+        (message.into_words(), null_strings)
     }
 }
 

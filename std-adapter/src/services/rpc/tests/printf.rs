@@ -42,10 +42,11 @@ fn c_printf(format: &str, arg: CArg<'_>) -> Vec<u8> {
             CArg::Long(v) => snprintf(p, n, fmt.as_ptr(), v),
             CArg::Double(v) => snprintf(p, n, fmt.as_ptr(), v),
             CArg::Ptr(v) => snprintf(p, n, fmt.as_ptr(), v as *const u8),
-            CArg::Str(s) => {
-                let s = CString::new(s.unwrap()).unwrap();
+            CArg::Str(Some(s)) => {
+                let s = CString::new(s).unwrap();
                 snprintf(p, n, fmt.as_ptr(), s.as_ptr())
             }
+            CArg::Str(None) => snprintf(p, n, fmt.as_ptr(), std::ptr::null::<c_char>()),
         }
     };
     buf.truncate(len as usize);
@@ -75,6 +76,16 @@ fn output_is_snprintf_s() {
         ("[%-12.3s]", CArg::Str(Some(b"truncated"))),
         ("[%p]", CArg::Ptr(0x1234_5678)),
         ("[100%%]", CArg::Int(0)),
+        // C23's binary (glibc 2.35 and later).
+        ("[%b]", CArg::Uint(0b1011)),
+        ("[%#B]", CArg::Uint(6)),
+        ("[%#012.4lb]", CArg::Long(-3)),
+        ("x=%b y", CArg::Int(3)),
+        // A null `%s`: glibc's `(null)`, padded, or nothing under a precision below 6.
+        ("[%s]", CArg::Str(None)),
+        ("[%10s]", CArg::Str(None)),
+        ("[%-8.6s]", CArg::Str(None)),
+        ("[%5.3s]", CArg::Str(None)),
     ];
     for packed in [false, true] {
         for &(format, arg) in cases {
@@ -105,8 +116,8 @@ fn lanes_print_their_own_formats_and_strings() {
     for packed in [false, true] {
         let (stdout, stderr, results, counters) = print(printf_opcode(1, packed), 0b111, None, &call);
         assert!(stdout.is_empty());
-        assert_eq!(String::from_utf8(stderr).unwrap(), "<   ab|0.5|cd>\n<7 >\n<xxx>\n");
-        assert_eq!(&results[..3], &[15, 5, 6]);
+        assert_eq!(String::from_utf8(stderr).unwrap(), "<   ab|0.5|cd>\n<7 (null)>\n<xxx>\n");
+        assert_eq!(&results[..3], &[15, 11, 6]);
         assert_eq!((counters.calls_done, counters.unhandled, counters.refused_lanes), (1, 0, 0));
     }
 }
@@ -122,4 +133,27 @@ fn streams_and_refusals() {
     assert_eq!((stdout.as_slice(), stderr.as_slice()), (&b"n=1;"[..], &b"n=1;"[..]));
     assert_eq!(&results[..3], &[4, 4, -1]);
     assert_eq!(counters.refused_lanes, 1);
+}
+
+/// A width or precision past `PrintfLimits::max_field`, or a conversion the engine does not
+/// know, stops the lane's output there with the marker the other protocols' PRINTF prints; the
+/// lane is answered the count before it, and the other lanes print whole.
+#[test]
+fn a_conversion_that_cannot_print_stops_with_the_marker() {
+    let args = [CArg::Int(1), CArg::Int(2)];
+    let call = |lane: u32| -> (&[u8], &[CArg<'_>]) {
+        match lane {
+            0 => (b"x=%5000d y=%d\n", &args),
+            1 => (b"x=%.9999f\n", &args),
+            2 => (b"x=%d %y\n", &args),
+            _ => (b"x=%d y=%d\n", &args),
+        }
+    };
+    let (stdout, _, results, _) = print(printf_opcode(0, false), 0b1111, None, &call);
+    let marker = "<hostcall: width or precision above 4096>";
+    assert_eq!(
+        String::from_utf8(stdout).unwrap(),
+        format!("x={marker}x={marker}x=1 <hostcall: bad conversion %y>x=1 y=2\n")
+    );
+    assert_eq!(results, [2, 2, 4, 8]);
 }
