@@ -28,6 +28,7 @@
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+mod deferred;
 pub mod host;
 pub mod hsa;
 
@@ -44,6 +45,8 @@ use crate::buffer::{HostcallBuffer, Protocol};
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
+
+pub use self::deferred::{DeferredFree, DEFAULT_MAX_PENDING};
 
 /// Which backend [`detect`] chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
