@@ -1,6 +1,9 @@
 //! The backends, one folder each ([`host`], [`hsa`], and `cuda` with the feature of that name),
 //! each with its [`DeviceMemory`] and its [`Doorbell`] side by side, and choosing one at run time.
 //!
+//! [`choose`] picks a backend by name ([`MemoryChoice`]: auto, host, HSA or CUDA), or refuses
+//! with the reason; the C ABI's memory choice goes through it.
+//!
 //! [`detect`] uses HSA when the runtime library loads, `hsa_init` succeeds, a GPU agent is found
 //! and memory for it is set up where ROCm puts it ([`HsaMemory`] near the GPU for buffers,
 //! [`HsaDeviceMemory`] in the GPU for the phase bitmap and DEVMEM, an [`HsaDoorbell`]);
@@ -26,6 +29,7 @@
 //! println!("{}", backend.reason);
 //! ```
 
+mod choice;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod deferred;
@@ -46,6 +50,7 @@ use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
 
+pub use self::choice::{choose, MemoryChoice, MEMORY_ENV};
 pub use self::deferred::{DeferredFree, DEFAULT_MAX_PENDING};
 
 /// Which backend [`detect`] chose.
