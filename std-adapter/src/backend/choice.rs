@@ -1,19 +1,4 @@
-//! [`MemoryChoice`] and [`choose`]: which backend's memory a runtime serves with, asked for by
-//! name (the C ABI's `hostcall_set_memory`, the `HOSTCALL_MEMORY` environment variable) or
-//! found ([`MemoryChoice::Auto`]).
-//!
-//! | choice | memory | where it does not fit |
-//! | --- | --- | --- |
-//! | `Auto` | HSA where it finds a GPU; else CUDA where a CUDA device is found (feature `cuda`); else host memory | never refused: the reason says why host memory, and a CUDA driver present in a build without the `cuda` feature is warned about |
-//! | `Host` | host memory (emulated waves, runtimes with host-only devices) | never refused |
-//! | `Hsa` | [`Backend::hsa_for_gpu`] on GPU 0 | refused: the HSA error |
-//! | `Cuda` | [`Backend::cuda`] on device 0 | refused: no `cuda` feature in this build, no driver or device, no stream-ordered allocator |
-//!
-//! ```
-//! use hostcall::backend::{choose, BackendKind, MemoryChoice};
-//! assert_eq!("cuda".parse::<MemoryChoice>(), Ok(MemoryChoice::Cuda));
-//! assert_eq!(choose(MemoryChoice::Host).unwrap().kind, BackendKind::Host);
-//! ```
+//! [`MemoryChoice`] and [`choose`]: which backend's memory a runtime serves with.
 
 use super::{try_hsa, Backend, DetectOptions};
 use crate::error::Error;
@@ -24,7 +9,21 @@ use std::str::FromStr;
 /// has not chosen: `auto`, `host`, `hsa` or `cuda`.
 pub const MEMORY_ENV: &str = "HOSTCALL_MEMORY";
 
-/// Which memory a runtime serves with (see the [module docs](self)).
+/// Which memory a runtime serves with, asked for by name (the C ABI's `hostcall_set_memory`,
+/// the `HOSTCALL_MEMORY` environment variable) or found ([`MemoryChoice::Auto`]).
+///
+/// | choice | memory | where it does not fit |
+/// | --- | --- | --- |
+/// | `Auto` | HSA where it finds a GPU; else CUDA where a CUDA device is found (feature `cuda`); else host memory | never refused: the reason says why host memory, and a CUDA driver present in a build without the `cuda` feature is warned about |
+/// | `Host` | host memory (emulated waves, runtimes with host-only devices) | never refused |
+/// | `Hsa` | [`Backend::hsa_for_gpu`] on GPU 0 | refused: the HSA error |
+/// | `Cuda` | `Backend::cuda` on device 0 | refused: no `cuda` feature in this build, no driver or device, no stream-ordered allocator |
+///
+/// ```
+/// use hostcall::backend::{choose, BackendKind, MemoryChoice};
+/// assert_eq!("cuda".parse::<MemoryChoice>(), Ok(MemoryChoice::Cuda));
+/// assert_eq!(choose(MemoryChoice::Host).unwrap().kind, BackendKind::Host);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MemoryChoice {
     /// The platform's device-reachable memory: HSA, else CUDA, else host memory.

@@ -60,7 +60,7 @@ pub enum BackendKind {
     Hsa,
     /// Ordinary host memory and a parking doorbell: only host threads (emulated waves) can.
     Host,
-    /// CUDA (feature `cuda`, [`Backend::cuda`]): buffers and the doorbell in pinned, mapped host
+    /// CUDA (feature `cuda`, `Backend::cuda`): buffers and the doorbell in pinned, mapped host
     /// memory, DEVMEM and the phase bitmaps in stream-ordered device memory.
     Cuda,
 }
@@ -209,7 +209,7 @@ impl Backend {
     /// A new doorbell of this backend's kind, for another listener (one per listener, shared by
     /// all its buffers: a signal per buffer would leave the listener sleeping on the wrong one).
     ///
-    /// On the CUDA backend, a [`cuda::MappedDoorbell`] in its mapped memory; a failure to
+    /// On the CUDA backend, a `cuda::MappedDoorbell` in its mapped memory; a failure to
     /// allocate it is reported as an [`HsaError::Status`] naming the CUDA call.
     pub fn new_doorbell(&self) -> Result<Arc<dyn Doorbell>, HsaError> {
         #[cfg(feature = "cuda")]

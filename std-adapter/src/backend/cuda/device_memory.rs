@@ -1,39 +1,6 @@
 //! [`CudaDeviceMemory`]: device-local memory from a stream-ordered pool of our own, for what a
 //! service allocates and frees while kernels run (DEVMEM, and LLVM libc's `MALLOC` / `FREE`
 //! through it).
-//!
-//! # Why this memory, and why these calls
-//!
-//! The blocks are the device's heap: only the GPU touches them (ROCm's host hands out the GPU's
-//! own memory for DEVMEM, and llvm-gpu-loader device memory for `MALLOC`), so they live in device
-//! memory. They are allocated and freed while the kernel that asked waits for the reply, so no
-//! call here may wait for that kernel. `cuMemAlloc` / `cuMemFree` and `cuMemFreeHost` synchronise
-//! the context (a free waits for every kernel). The stream-ordered allocator does not: an
-//! allocation or a free is an operation queued on a stream, ordered after that stream's earlier
-//! work only, and our stream is created `CU_STREAM_NON_BLOCKING`, so it waits for no other
-//! stream, the legacy default stream included. This is what llvm-gpu-loader does (its comment:
-//! a separate stream "or else it will deadlock with the executing kernel").
-//!
-//! - A pool of our own (`cuMemPoolCreate` on the device), not the device's default pool, so the
-//!   application's own `cudaMallocAsync` memory and ours never mix, with its release threshold
-//!   at the maximum: by default a pool gives memory back to the system at the next
-//!   synchronisation of any stream, which would put that work into our own waits. What the pool
-//!   keeps is bounded by DEVMEM's budget; it is given back when this memory is dropped.
-//! - An allocation: `cuMemAllocFromPoolAsync` and a `cuMemsetD8Async` to zero it (a block may have
-//!   held another device's data) on the side stream, then `cuStreamQuery` of that stream until it
-//!   is done (bounded by [`CudaDeviceMemory::COMPLETION_LIMIT`]), so the kernel that gets the
-//!   address, on another stream, sees the memory allocated and zeroed.
-//! - A free: `cuMemFreeAsync` on the side stream; its memory may be reused by the next allocation
-//!   on that stream, which is ordered after it.
-//! - Alignment: the allocator's own (256 bytes asked for at most; larger alignments are refused,
-//!   and DEVMEM then takes a block that happens to be aligned or pads one: `services::devmem`).
-//!
-//! Given to DEVMEM through [`CudaDeviceMemory::for_services`], which also puts its frees on a
-//! side thread ([`DeferredFree`]): the driver's documentation allows any call to block for its own
-//! reasons, so even `cuMemFreeAsync` is kept off the serving thread.
-//!
-//! The host cannot read or write these blocks (device memory): their host address, as
-//! [`DeviceMemory`] hands it out, is the device address, for bookkeeping only.
 
 use super::driver::{check, Cuda};
 use crate::backend::DeferredFree;
@@ -45,8 +12,40 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Device memory from a stream-ordered pool of our own, on a non-blocking side stream (see the
-/// [module docs](self)).
+/// Device memory from a stream-ordered pool of our own, on a non-blocking side stream.
+///
+/// # Why this memory, and why these calls
+///
+/// The blocks are the device's heap: only the GPU touches them (ROCm's host hands out the GPU's
+/// own memory for DEVMEM, and llvm-gpu-loader device memory for `MALLOC`), so they live in device
+/// memory. They are allocated and freed while the kernel that asked waits for the reply, so no
+/// call here may wait for that kernel. `cuMemAlloc` / `cuMemFree` and `cuMemFreeHost` synchronise
+/// the context (a free waits for every kernel). The stream-ordered allocator does not: an
+/// allocation or a free is an operation queued on a stream, ordered after that stream's earlier
+/// work only, and our stream is created `CU_STREAM_NON_BLOCKING`, so it waits for no other
+/// stream, the legacy default stream included. This is what llvm-gpu-loader does (its comment:
+/// a separate stream "or else it will deadlock with the executing kernel").
+///
+/// - A pool of our own (`cuMemPoolCreate` on the device), not the device's default pool, so the
+///   application's own `cudaMallocAsync` memory and ours never mix, with its release threshold
+///   at the maximum: by default a pool gives memory back to the system at the next
+///   synchronisation of any stream, which would put that work into our own waits. What the pool
+///   keeps is bounded by DEVMEM's budget; it is given back when this memory is dropped.
+/// - An allocation: `cuMemAllocFromPoolAsync` and a `cuMemsetD8Async` to zero it (a block may have
+///   held another device's data) on the side stream, then `cuStreamQuery` of that stream until it
+///   is done (bounded by [`CudaDeviceMemory::COMPLETION_LIMIT`]), so the kernel that gets the
+///   address, on another stream, sees the memory allocated and zeroed.
+/// - A free: `cuMemFreeAsync` on the side stream; its memory may be reused by the next allocation
+///   on that stream, which is ordered after it.
+/// - Alignment: the allocator's own (256 bytes asked for at most; larger alignments are refused,
+///   and DEVMEM then takes a block that happens to be aligned or pads one: `services::devmem`).
+///
+/// Given to DEVMEM through [`CudaDeviceMemory::for_services`], which also puts its frees on a
+/// side thread ([`DeferredFree`]): the driver's documentation allows any call to block for its own
+/// reasons, so even `cuMemFreeAsync` is kept off the serving thread.
+///
+/// The host cannot read or write these blocks (device memory): their host address, as
+/// [`DeviceMemory`] hands it out, is the device address, for bookkeeping only.
 pub struct CudaDeviceMemory {
     cuda: Arc<Cuda>,
     pool: sys::CUmemoryPool,

@@ -1,39 +1,5 @@
 //! [`DeferredFree`]: memory whose frees run on a thread of their own, never on the thread that
 //! serves a device.
-//!
-//! # Why
-//!
-//! A service frees memory while a device waits for it: DEVMEM frees a block on a device's request,
-//! and LLVM libc's GPU allocator sends `FREE` on every large `free()` and every slab it gives back,
-//! while its kernels run. Some backends' frees wait for the device: CUDA's `cuMemFreeHost`
-//! synchronises the context, so it returns only once every kernel has ended, and a kernel waiting
-//! for the listener's reply never ends while the listener sits in that free. The CUDA driver's
-//! documentation allows any call to block ("Any CUDA API call may block or synchronize for
-//! various reasons"), so the rule here is structural: the serving thread hands every free to a
-//! side thread and goes on.
-//!
-//! # How
-//!
-//! - [`DeviceMemory::allocate`] runs on the calling thread, on the inner memory, after one check:
-//!   while more than [`DeferredFree::max_pending`] bytes are waiting to be freed it refuses
-//!   ([`MemoryError::Backend`], saying so), so a side thread that is itself held up (a free
-//!   waiting for a kernel) never lets a device grow the memory held beyond that bound.
-//! - [`DeviceMemory::free`] queues the block (a channel to the side thread) and returns; the side
-//!   thread frees it on the inner memory, in the order freed.
-//! - Dropping a [`DeferredFree`] closes the queue and joins the side thread, which frees what
-//!   is still queued first. (Drop it where waiting for the inner memory's frees is fine: not on a
-//!   serving thread.)
-//!
-//! ```
-//! use hostcall::backend::DeferredFree;
-//! use hostcall::memory::DeviceMemory;
-//! use hostcall::HostMemory;
-//! let memory = DeferredFree::new(HostMemory).unwrap();
-//! let block = memory.allocate(4096, 64).unwrap();
-//! // SAFETY: allocated just above with this size and alignment, not used afterwards.
-//! unsafe { memory.free(block, 4096, 64) }; // returns at once; the side thread frees it
-//! drop(memory); // joins the side thread once the queue is empty
-//! ```
 
 use crate::memory::{DeviceMemory, MemoryError};
 use std::fmt;
@@ -67,7 +33,42 @@ struct Shared<M> {
     pending: AtomicU64,
 }
 
-/// Memory `M` whose frees run on a side thread (see the [module docs](self)).
+/// Memory `M` whose frees run on a side thread of their own, never on the thread that serves a
+/// device.
+///
+/// # Why
+///
+/// A service frees memory while a device waits for it: DEVMEM frees a block on a device's request,
+/// and LLVM libc's GPU allocator sends `FREE` on every large `free()` and every slab it gives back,
+/// while its kernels run. Some backends' frees wait for the device: CUDA's `cuMemFreeHost`
+/// synchronises the context, so it returns only once every kernel has ended, and a kernel waiting
+/// for the listener's reply never ends while the listener sits in that free. The CUDA driver's
+/// documentation allows any call to block ("Any CUDA API call may block or synchronize for
+/// various reasons"), so the rule here is structural: the serving thread hands every free to a
+/// side thread and goes on.
+///
+/// # How
+///
+/// - [`DeviceMemory::allocate`] runs on the calling thread, on the inner memory, after one check:
+///   while more than [`DeferredFree::max_pending`] bytes are waiting to be freed it refuses
+///   ([`MemoryError::Backend`], saying so), so a side thread that is itself held up (a free
+///   waiting for a kernel) never lets a device grow the memory held beyond that bound.
+/// - [`DeviceMemory::free`] queues the block (a channel to the side thread) and returns; the side
+///   thread frees it on the inner memory, in the order freed.
+/// - Dropping a [`DeferredFree`] closes the queue and joins the side thread, which frees what
+///   is still queued first. (Drop it where waiting for the inner memory's frees is fine: not on a
+///   serving thread.)
+///
+/// ```
+/// use hostcall::backend::DeferredFree;
+/// use hostcall::memory::DeviceMemory;
+/// use hostcall::HostMemory;
+/// let memory = DeferredFree::new(HostMemory).unwrap();
+/// let block = memory.allocate(4096, 64).unwrap();
+/// // SAFETY: allocated just above with this size and alignment, not used afterwards.
+/// unsafe { memory.free(block, 4096, 64) }; // returns at once; the side thread frees it
+/// drop(memory); // joins the side thread once the queue is empty
+/// ```
 pub struct DeferredFree<M: DeviceMemory + 'static> {
     shared: Arc<Shared<M>>,
     /// `None` once dropping.
