@@ -36,7 +36,7 @@ mkdir -p "$OUT"
     fi
     if [ -z "${SKIP_TESTS:-}" ]; then
         echo "== tests/cuda.rs"
-        HOSTCALL_CUDA_MODULE=$MODULE timeout 120 "$CARRY/cuda-tests" --include-ignored --test-threads=1
+        HOSTCALL_CUDA_MODULE=$MODULE timeout 300 "$CARRY/cuda-tests" --include-ignored --test-threads=1
     fi
     echo "== cuda_waves ${WAVES_ARGS---bench} ${BENCH_ARGS:-}"
     # shellcheck disable=SC2086

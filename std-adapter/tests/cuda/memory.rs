@@ -118,7 +118,7 @@ fn gpu_rpc_malloc_free_then_calls_do_not_deadlock() {
 #[test]
 #[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn gpu_1056_warps_allocate_and_free_as_llvm_libc_does() {
-    within(Duration::from_secs(300), || {
+    within(Duration::from_secs(240), || {
         let gpu = Gpu::new("gpu_1056_warps_allocate_and_free_as_llvm_libc_does");
         let limits = DevMemLimits::default()
             .with_max_total(48 << 30)
