@@ -48,3 +48,38 @@ fn named_memory_that_does_not_fit_is_refused_and_auto_says_why_host_memory() {
     assert_eq!(hostcall_set_memory(HOSTCALL_MEMORY_HOST), HOSTCALL_OK);
     assert_eq!(hostcall_set_memory(HOSTCALL_MEMORY_AUTO), HOSTCALL_OK);
 }
+
+/// `HOSTCALL_MEMORY` names the memory when the program does not: run in a child process (the
+/// choice is the process's) with `HOSTCALL_MEMORY=cuda` and with a bad value; each is refused at
+/// the first call that needs the runtime (an enable), with the reason.
+#[test]
+fn hostcall_memory_names_the_memory_and_a_bad_one_is_refused_at_enable() {
+    for (value, expected) in [("cuda", "CUDA memory was asked for, but"), ("gpu", "HOSTCALL_MEMORY=\"gpu\"")]
+    {
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "memory_env_child", "--nocapture"])
+            .env("HOSTCALL_MEMORY", value)
+            .output()
+            .unwrap();
+        let out =
+            String::from_utf8_lossy(&child.stdout).into_owned() + &String::from_utf8_lossy(&child.stderr);
+        assert!(child.status.success(), "HOSTCALL_MEMORY={value}: {out}");
+        let refused = out.lines().find(|l| l.starts_with("refused: ")).unwrap_or_default();
+        assert!(refused.contains(expected), "HOSTCALL_MEMORY={value}: {out}");
+    }
+}
+
+/// The child of the test above: an enable under the environment's choice, which must be refused.
+#[test]
+#[ignore = "run by hostcall_memory_names_the_memory_and_a_bad_one_is_refused_at_enable, in a child process"]
+fn memory_env_child() {
+    let mut memory = vec![0u64; hostcall_capi::hostcall_buffer_size(4) / 8];
+    static QUEUE: u8 = 0;
+    // SAFETY: `memory` is the buffer's size, 8-aligned, and outlives the call (which is refused).
+    let code = unsafe {
+        hostcall_capi::hostcall_enable(memory.as_mut_ptr().cast(), 4, std::ptr::addr_of!(QUEUE).cast())
+    };
+    assert_eq!(code, HOSTCALL_ERR_MEMORY, "{}", last_error());
+    assert!(hostcall_memory_reason().is_null());
+    println!("refused: {}", last_error());
+}
