@@ -27,6 +27,15 @@
 //! word 2 mark changes nothing but the alignment (and so the padding charged to the budget): a
 //! device that sets it in a DEVMEM request of its own only gets its blocks more aligned.
 //!
+//! # Serving threads
+//!
+//! DEVMEM allocates and frees on the listener's thread while the device that asked waits, so its
+//! memory must never wait for a device: give it memory whose frees run elsewhere. On CUDA that is
+//! `backend::cuda::CudaDeviceMemory::for_services` (stream-ordered device memory, its frees on a
+//! side thread), not the pinned `CudaMemory`, whose `cuMemFreeHost` waits for every kernel and so
+//! deadlocks a free while another kernel waits for the listener; any other memory can be wrapped
+//! the same way ([`DeferredFree`](crate::backend::DeferredFree)).
+//!
 //! # Budget
 //!
 //! | bound | default | when exceeded |
