@@ -421,6 +421,7 @@ void disableHostcalls(void *buffer, const void *queue);
 #define HOSTCALL_ERR_OTHER 16                 /* anything else */
 #define HOSTCALL_ERR_OPTIONS 17               /* hostcall_enable_options_t refused (see there) */
 #define HOSTCALL_ERR_RPC_CLIENT_SIZE 18       /* the device's RPC client symbol has another size */
+#define HOSTCALL_ERR_MEMORY 19                /* the memory asked for does not fit here (below) */
 
 /* How long hostcall_emulated_call waits for a packet and for its reply. */
 #define HOSTCALL_EMULATED_TIMEOUT_MS 10000
@@ -441,6 +442,42 @@ const char *hostcall_last_error(void);
 /* What a status code (HOSTCALL_OK, HOSTCALL_ERR_*) means: a static string, "unknown status code"
  * for any other value. */
 const char *hostcall_status_string(int code);
+
+/* ---- Memory ---- */
+
+/* Which memory the library serves with: what it allocates for devices (DEVMEM blocks, so ROCm's
+ * device malloc and LLVM libc's MALLOC / FREE; the phase protocol's occupied bitmaps when none is
+ * passed in) and where it puts the doorbell whose handle goes into every buffer. Buffers are
+ * still the caller's: allocate them where the device reaches them (ROCm fine-grained memory;
+ * CUDA pinned, device-mapped host memory, cuMemHostAlloc with DEVICEMAP).
+ *   HOSTCALL_MEMORY_AUTO  the platform's: HSA where an AMD GPU is found; else CUDA where a CUDA
+ *                         device is found (a library built with the `cuda` feature: device memory
+ *                         from a stream-ordered pool, whose calls never wait for a running kernel,
+ *                         its frees on a side thread; the doorbell in pinned, mapped memory); else
+ *                         host memory, which only emulated waves reach (the reason says why, and a
+ *                         CUDA driver present in a build without the feature is warned about)
+ *   HOSTCALL_MEMORY_HOST  host memory
+ *   HOSTCALL_MEMORY_HSA   HSA memory (GPU 0), or HOSTCALL_ERR_MEMORY
+ *   HOSTCALL_MEMORY_CUDA  CUDA memory (device 0), or HOSTCALL_ERR_MEMORY (also in a library built
+ *                         without the `cuda` feature)
+ * Without a call to hostcall_set_memory, the environment variable HOSTCALL_MEMORY names it (auto,
+ * host, hsa, cuda; unset: auto), read by the first call that needs the runtime (an enable, a
+ * service registration). */
+#define HOSTCALL_MEMORY_AUTO 0
+#define HOSTCALL_MEMORY_HOST 1
+#define HOSTCALL_MEMORY_HSA 2
+#define HOSTCALL_MEMORY_CUDA 3
+/* Chooses the memory (HOSTCALL_MEMORY_*); call it before the first enable or service
+ * registration. Returns HOSTCALL_OK, or HOSTCALL_ERR_MEMORY with the reason in
+ * hostcall_last_error() and nothing set up (choose again): an unknown kind, memory missing from
+ * this build or machine, or a runtime already serving with another memory (the memory in use is
+ * accepted). */
+int hostcall_set_memory(uint32_t kind);
+/* Which memory the library serves with and why, in words ("cuda: CUDA device 0 (...)", "host: no
+ * device memory fits, ..."), choosing it as the first enable would if nothing has yet. NULL on
+ * failure (a HOSTCALL_MEMORY that does not fit: see hostcall_last_error()). Valid for the life of
+ * the process. */
+const char *hostcall_memory_reason(void);
 
 /* ---- Logs ---- */
 

@@ -16,6 +16,9 @@
 //!   `exit`/`abort`, SANITIZER's aborting reports), off by default;
 //! - [`hostcall_rpc_buffer_size`], [`hostcall_rpc_client_object`]: LLVM libc's GPU RPC buffer and
 //!   the client object device code expects, checked against the device symbol's size;
+//! - [`hostcall_set_memory`], [`hostcall_memory_reason`]: which memory the library serves with
+//!   (HSA, CUDA with the `cuda` feature, or host memory; `HOSTCALL_MEMORY` otherwise), refused
+//!   with a reason where it does not fit;
 //! - [`hostcall_emulated_call`]: one wave's hostcall from the CPU, through the real producer
 //!   path of the buffer's protocol (for tests and for runtimes without a GPU).
 //!
@@ -24,7 +27,8 @@
 //! through raw pointers (never as Rust references that would assume more than the C contract
 //! says), catches panics (none crosses the boundary: a panic is reported as
 //! [`status::HOSTCALL_ERR_PANIC`]) and records a message for [`hostcall_last_error`] on failure.
-//! Everything runs on the process-wide default runtime, `hostcall::HostcallRuntime::global()`.
+//! Everything runs on the process-wide default runtime, `hostcall::HostcallRuntime::global()`,
+//! created on the chosen memory by the first enable ([`memory`]).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 #![warn(missing_debug_implementations)]
@@ -32,6 +36,7 @@
 pub mod emulated;
 pub mod lifecycle;
 pub mod logging;
+pub mod memory;
 pub mod options;
 pub mod process;
 pub mod rpc;
@@ -46,6 +51,7 @@ pub use lifecycle::{
     hostcall_disable, hostcall_enable, hostcall_enable_ex,
 };
 pub use logging::hostcall_set_log_callback;
+pub use memory::{hostcall_memory_reason, hostcall_set_memory};
 pub use process::hostcall_allow_device_to_end_process;
 pub use rpc::{hostcall_rpc_buffer_size, hostcall_rpc_client_object};
 pub use service::{

@@ -47,7 +47,7 @@ pub unsafe extern "C" fn hostcall_enable(
         }
         let queue = queue_id(queue)?;
         // SAFETY: forwarded from this function's contract; the callee checks alignment.
-        unsafe { hostcall_rs::enable(buffer.cast(), num_packets, queue) }.map_err(Failure::from)
+        unsafe { crate::memory::runtime()?.enable(buffer.cast(), num_packets, queue) }.map_err(Failure::from)
     })
 }
 
@@ -93,7 +93,8 @@ pub unsafe extern "C" fn hostcall_enable_ex(
         let queue = queue_id(queue)?;
         // SAFETY: forwarded from this function's contract; the callee checks null, alignment,
         // overlaps and the bitmap.
-        unsafe { hostcall_rs::enable_with(buffer.cast(), num_packets, queue, options) }.map_err(Failure::from)
+        unsafe { crate::memory::runtime()?.enable_with(buffer.cast(), num_packets, queue, options) }
+            .map_err(Failure::from)
     })
 }
 

@@ -2,7 +2,6 @@
 
 use crate::status::{status, Failure};
 use hostcall_rs::core::{ErrorCode, SLOT_WORDS};
-use hostcall_rs::HostcallRuntime;
 use std::ffi::{c_int, c_void};
 
 /// A C service: reads one lane's 8 request words, writes its 2 reply words, returns 0, or an
@@ -58,7 +57,7 @@ pub unsafe extern "C" fn hostcall_register_service(
         let function = function.ok_or_else(|| Failure::null("function"))?;
         let service = CService { function, ctx };
         let name = format!("c-service-{id}");
-        HostcallRuntime::global().services().register_lane(id, &name, move |r| service.serve(r))?;
+        crate::memory::runtime()?.services().register_lane(id, &name, move |r| service.serve(r))?;
         Ok(())
     })
 }
@@ -69,7 +68,7 @@ pub unsafe extern "C" fn hostcall_register_service(
 #[no_mangle]
 pub extern "C" fn hostcall_unregister_service(id: u32) -> c_int {
     status(|| {
-        if HostcallRuntime::global().services().unregister(id) {
+        if crate::memory::runtime()?.services().unregister(id) {
             Ok(())
         } else {
             Err(Failure::new(crate::status::HOSTCALL_ERR_OTHER, format!("service {id} is not registered")))
@@ -91,5 +90,5 @@ pub extern "C" fn hostcall_unregister_service(id: u32) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn hostcall_enable_function_calls_unsafe() -> c_int {
     // SAFETY: forwarded from this function's contract.
-    status(|| unsafe { HostcallRuntime::global().enable_function_calls() }.map_err(Failure::from))
+    status(|| unsafe { crate::memory::runtime()?.enable_function_calls() }.map_err(Failure::from))
 }

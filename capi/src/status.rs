@@ -46,6 +46,9 @@ pub const HOSTCALL_ERR_OPTIONS: c_int = 17;
 /// The device image's LLVM-RPC client symbol has another size than this library's client object
 /// (built against another `rpc.h`).
 pub const HOSTCALL_ERR_RPC_CLIENT_SIZE: c_int = 18;
+/// The memory asked for (`hostcall_set_memory`, `HOSTCALL_MEMORY`) does not fit here: missing
+/// from this build or this machine, or the runtime already uses another.
+pub const HOSTCALL_ERR_MEMORY: c_int = 19;
 
 /// Why an entry point failed: a status code and the message for `hostcall_last_error`.
 #[derive(Debug)]
@@ -181,6 +184,7 @@ pub extern "C" fn hostcall_status_string(code: c_int) -> *const c_char {
         HOSTCALL_ERR_OTHER => c"other error (see hostcall_last_error())",
         HOSTCALL_ERR_OPTIONS => c"options refused",
         HOSTCALL_ERR_RPC_CLIENT_SIZE => c"the device's RPC client symbol has another size (another rpc.h)",
+        HOSTCALL_ERR_MEMORY => c"the memory asked for does not fit here (see hostcall_last_error())",
         _ => c"unknown status code",
     };
     text.as_ptr()
@@ -216,8 +220,8 @@ mod tests {
             unsafe { std::ffi::CStr::from_ptr(hostcall_status_string(code)) }.to_str().unwrap().to_owned()
         };
         let texts: std::collections::BTreeSet<String> =
-            (HOSTCALL_OK..=HOSTCALL_ERR_RPC_CLIENT_SIZE).map(text).collect();
-        assert_eq!(texts.len(), 19, "one distinct text per code");
+            (HOSTCALL_OK..=HOSTCALL_ERR_MEMORY).map(text).collect();
+        assert_eq!(texts.len(), 20, "one distinct text per code");
         assert!(!texts.contains("unknown status code"));
         assert_eq!(text(-1), "unknown status code");
         assert_eq!(text(HOSTCALL_ERR_NULL), "a required pointer is null");

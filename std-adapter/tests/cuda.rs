@@ -7,6 +7,9 @@
 //! and their path in `HOSTCALL_CUDA_MODULE`.
 #![cfg(feature = "cuda")]
 
+#[path = "cuda/memory.rs"]
+mod memory;
+
 use hostcall::backend::cuda::{
     self, Cuda, CudaMemory, DeviceBuffer, DeviceStateLayout, Kernel, MappedDoorbell, Module, Stream,
 };

@@ -190,6 +190,11 @@ static int print_layout(void) {
     P("status.other", HOSTCALL_ERR_OTHER);
     P("status.options", HOSTCALL_ERR_OPTIONS);
     P("status.rpc_client_size", HOSTCALL_ERR_RPC_CLIENT_SIZE);
+    P("status.memory", HOSTCALL_ERR_MEMORY);
+    P("memory.auto", HOSTCALL_MEMORY_AUTO);
+    P("memory.host", HOSTCALL_MEMORY_HOST);
+    P("memory.hsa", HOSTCALL_MEMORY_HSA);
+    P("memory.cuda", HOSTCALL_MEMORY_CUDA);
     P("phase.buffer_align", HOSTCALL_PHASE_BUFFER_ALIGN);
     P("lib.phase.buffer_align", hostcall_buffer_alignment_for(HOSTCALL_PROTOCOL_PHASE));
     P("lib.stack.buffer_align", hostcall_buffer_alignment_for(HOSTCALL_PROTOCOL_STACK));

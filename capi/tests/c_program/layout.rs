@@ -209,6 +209,11 @@ fn the_header_layout_matches_rust() {
         ("status.other", HOSTCALL_ERR_OTHER),
         ("status.options", HOSTCALL_ERR_OPTIONS),
         ("status.rpc_client_size", HOSTCALL_ERR_RPC_CLIENT_SIZE),
+        ("status.memory", HOSTCALL_ERR_MEMORY),
+        ("memory.auto", hostcall_capi::memory::HOSTCALL_MEMORY_AUTO as i32),
+        ("memory.host", hostcall_capi::memory::HOSTCALL_MEMORY_HOST as i32),
+        ("memory.hsa", hostcall_capi::memory::HOSTCALL_MEMORY_HSA as i32),
+        ("memory.cuda", hostcall_capi::memory::HOSTCALL_MEMORY_CUDA as i32),
     ];
     let expected = expected.into_iter().chain(statuses.map(|(name, code)| (name.to_owned(), code as u64)));
     let mut compared = 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds what the GPU machine needs into one folder (default .device-carry/cuda), from the
 # repository root: the host program and the CUDA test binary (Rust, built here: the GPU machine
-# has no Rust), the kernels' source (kernels.cu, variants.cuh) and headers (compiled there with nvcc), a cubin built here
+# has no Rust), the kernels' source (kernels.cu, variants.cuh, memory.cuh) and headers (compiled there with nvcc), a cubin built here
 # when nvcc is on the PATH (a fallback), and run-on-device.sh. Then, with the device tool:
 #   run: bash .device-carry/cuda/run-on-device.sh   carry: [".device-carry/cuda"]
 set -euo pipefail
@@ -12,7 +12,7 @@ TEST=$(cargo test --release -p hostcall --features cuda --test cuda --no-run --m
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 cp target/release/examples/cuda_waves "$DEST/cuda_waves"
 cp "$TEST" "$DEST/cuda-tests"
-cp std-adapter/examples/cuda/kernels.cu std-adapter/examples/cuda/variants.cuh "$DEST/src/"
+cp std-adapter/examples/cuda/kernels.cu std-adapter/examples/cuda/variants.cuh std-adapter/examples/cuda/memory.cuh "$DEST/src/"
 cp include/hostcall.h include/hostcall_cuda.cuh include/hostcall_cuda_rpc.cuh "$DEST/src/include/"
 cp std-adapter/examples/cuda/run-on-device.sh "$DEST/run-on-device.sh"
 if command -v nvcc >/dev/null; then

@@ -403,3 +403,6 @@ extern "C" __global__ void hc_stack_calls(const void *buffer, unsigned calls, un
     atomicAdd(&counters[0], errors);
     atomicAdd(&counters[1], calls);
 }
+
+// MALLOC and FREE as LLVM libc's GPU allocator sends them (tests/cuda.rs).
+#include "memory.cuh"

@@ -4,7 +4,7 @@
 #   cuda_waves     target/release/examples/cuda_waves (--features cuda)
 #   cuda-tests     the tests/cuda.rs binary (cargo test --release --features cuda --no-run)
 #   kernels.cubin  the kernels, used only if nvcc fails here
-#   src/           kernels.cu, variants.cuh and include/ (hostcall.h, hostcall_cuda.cuh, hostcall_cuda_rpc.cuh), compiled here
+#   src/           kernels.cu, variants.cuh, memory.cuh and include/ (hostcall.h, hostcall_cuda.cuh, hostcall_cuda_rpc.cuh), compiled here
 # and this script. Run it as `bash FOLDER/run-on-device.sh`. Logs go to $OUT (default
 # /tmp/hostcall-cuda). cuda_waves gets WAVES_ARGS (default `--bench`: GPU 0's benchmark) then
 # BENCH_ARGS; on a machine with several GPUs, `WAVES_ARGS="--scaling"` measures one GPU against
@@ -36,7 +36,7 @@ mkdir -p "$OUT"
     fi
     if [ -z "${SKIP_TESTS:-}" ]; then
         echo "== tests/cuda.rs"
-        HOSTCALL_CUDA_MODULE=$MODULE timeout 120 "$CARRY/cuda-tests" --include-ignored --test-threads=1
+        HOSTCALL_CUDA_MODULE=$MODULE timeout 300 "$CARRY/cuda-tests" --include-ignored --test-threads=1
     fi
     echo "== cuda_waves ${WAVES_ARGS---bench} ${BENCH_ARGS:-}"
     # shellcheck disable=SC2086

@@ -1,6 +1,9 @@
 //! The backends, one folder each ([`host`], [`hsa`], and `cuda` with the feature of that name),
 //! each with its [`DeviceMemory`] and its [`Doorbell`] side by side, and choosing one at run time.
 //!
+//! [`choose`] picks a backend by name ([`MemoryChoice`]: auto, host, HSA or CUDA), or refuses
+//! with the reason; the C ABI's memory choice goes through it.
+//!
 //! [`detect`] uses HSA when the runtime library loads, `hsa_init` succeeds, a GPU agent is found
 //! and memory for it is set up where ROCm puts it ([`HsaMemory`] near the GPU for buffers,
 //! [`HsaDeviceMemory`] in the GPU for the phase bitmap and DEVMEM, an [`HsaDoorbell`]);
@@ -26,8 +29,10 @@
 //! println!("{}", backend.reason);
 //! ```
 
+mod choice;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+mod deferred;
 pub mod host;
 pub mod hsa;
 
@@ -45,6 +50,9 @@ use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
 
+pub use self::choice::{choose, MemoryChoice, MEMORY_ENV};
+pub use self::deferred::{DeferredFree, DEFAULT_MAX_PENDING};
+
 /// Which backend [`detect`] chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
@@ -52,6 +60,9 @@ pub enum BackendKind {
     Hsa,
     /// Ordinary host memory and a parking doorbell: only host threads (emulated waves) can.
     Host,
+    /// CUDA (feature `cuda`, `Backend::cuda`): buffers and the doorbell in pinned, mapped host
+    /// memory, DEVMEM and the phase bitmaps in stream-ordered device memory.
+    Cuda,
 }
 
 impl fmt::Display for BackendKind {
@@ -59,6 +70,7 @@ impl fmt::Display for BackendKind {
         f.write_str(match self {
             Self::Hsa => "hsa",
             Self::Host => "host",
+            Self::Cuda => "cuda",
         })
     }
 }
@@ -164,9 +176,53 @@ impl Backend {
         })
     }
 
+    /// The CUDA backend for device `ordinal` (feature `cuda`): buffers in pinned, mapped host
+    /// memory ([`cuda::CudaMemory`], what the GPU reaches over PCIe, as the CUDA headers and
+    /// [`cuda::rpc_buffer`] use), its doorbell there ([`cuda::MappedDoorbell`]), and device
+    /// memory for DEVMEM (so LLVM libc's `MALLOC` / `FREE` too) and the phase bitmaps from
+    /// [`cuda::CudaDeviceMemory::for_services`]: stream-ordered device memory whose calls never
+    /// wait for a kernel, its frees on a side thread. An error (never a panic) where there is
+    /// no CUDA driver or device, or the device has no stream-ordered allocator.
+    #[cfg(feature = "cuda")]
+    pub fn cuda(ordinal: usize) -> Result<Self, Error> {
+        let device = cuda::Cuda::new(ordinal)?;
+        let memory = Arc::new(cuda::CudaMemory::new(device.clone()));
+        let doorbell = cuda::MappedDoorbell::new(memory.clone())?;
+        let device_memory = cuda::CudaDeviceMemory::for_services(device.clone())?;
+        let reason = format!(
+            "CUDA device {ordinal} ({}): buffers and the doorbell in pinned, mapped host memory, \
+             DEVMEM and phase bitmaps in stream-ordered device memory (frees on a side thread)",
+            device.name()
+        );
+        Ok(Self {
+            memory,
+            device_memory,
+            doorbell: Arc::new(doorbell),
+            kind: BackendKind::Cuda,
+            reason,
+            fallback: None,
+            runtime: None,
+            placement: None,
+        })
+    }
+
     /// A new doorbell of this backend's kind, for another listener (one per listener, shared by
     /// all its buffers: a signal per buffer would leave the listener sleeping on the wrong one).
+    ///
+    /// On the CUDA backend, a `cuda::MappedDoorbell` in its mapped memory; a failure to
+    /// allocate it is reported as an [`HsaError::Status`] naming the CUDA call.
     pub fn new_doorbell(&self) -> Result<Arc<dyn Doorbell>, HsaError> {
+        #[cfg(feature = "cuda")]
+        if self.kind == BackendKind::Cuda {
+            return match cuda::MappedDoorbell::new(self.memory.clone()) {
+                Ok(doorbell) => Ok(Arc::new(doorbell)),
+                Err(e) => Err(HsaError::Status {
+                    call: "cuMemHostAlloc (a CUDA doorbell)",
+                    status: hsa_sys::HsaStatus::ERROR_OUT_OF_RESOURCES,
+                    text: e.to_string(),
+                }),
+            };
+        }
         Ok(match &self.runtime {
             Some(runtime) => Arc::new(HsaDoorbell::new(runtime.clone())?),
             None => Arc::new(ParkingDoorbell::new()),

@@ -3,15 +3,38 @@
 //!
 //! # Alignment
 //!
-//! ROCm's device allocator (ockl `dm.cl`) asks the host for 2 MiB slabs and for large blocks, and
-//! when it frees an address it tells them apart by the address alone: `(addr & 0xfff) == 0` is a
-//! large block, handed back to the host; anything else is a piece of the slab at
-//! `addr & !0x1f_ffff`. So, as ROCm's host runtime does, every block is aligned to
-//! [`BLOCK_ALIGN`] (4 KiB) and a block of exactly [`SLAB_BYTES`] (2 MiB) to 2 MiB; other sizes,
-//! multiples of 2 MiB included, get 4 KiB ([`block_alignment`]). Sizes are rounded up to whole
-//! 4 KiB pages. This holds on every backend: where a backend cannot align that much itself (HSA
-//! pools and CUDA's pinned memory align to their granule, 4 KiB), DEVMEM allocates the block plus
-//! the alignment and hands out the aligned address inside.
+//! Two device allocators ask for blocks here, and each tells its blocks apart by address alone,
+//! so each gets the alignment its own host runtime gives:
+//!
+//! - ROCm's (ockl `dm.cl`, DEVMEM requests from device code): it asks for 2 MiB slabs and for
+//!   large blocks, and when it frees an address, `(addr & 0xfff) == 0` is a large block, handed
+//!   back to the host; anything else a piece of the slab at `addr & !0x1f_ffff`. So, as ROCm's
+//!   host runtime does, every block is aligned to [`BLOCK_ALIGN`] (4 KiB) and a block of exactly
+//!   [`SLAB_BYTES`] (2 MiB) to 2 MiB; other sizes, multiples of 2 MiB included, get 4 KiB
+//!   ([`block_alignment`]).
+//! - LLVM libc's (`MALLOC` over LLVM's GPU RPC, which the RPC host hands to DEVMEM marked with
+//!   [`LLVM_RULE`] in word 2 of the request): it asks for a 2 MiB slab, or for a request of
+//!   1 MiB or more rounded up to a multiple of 2 MiB, and takes any pointer that is not 2 MiB
+//!   aligned for a chunk of the slab whose header is at `ptr & !(2 MiB - 1)`. So, as LLVM's
+//!   servers do (their allocators align such blocks to 2 MiB), a request of [`LLVM_LARGE_BYTES`]
+//!   (1 MiB) or more is aligned to 2 MiB, anything smaller to 4 KiB ([`llvm_block_alignment`]).
+//!
+//! Sizes are rounded up to whole 4 KiB pages. This holds on every backend: where a backend
+//! cannot align that much itself (HSA pools and CUDA's pinned memory align to their granule,
+//! 4 KiB; CUDA's stream-ordered pool to 256 bytes), DEVMEM first takes a block of the size asked
+//! for and keeps it if it happens to be aligned (large blocks of these backends usually are),
+//! else allocates the block plus the alignment and hands out the aligned address inside. The
+//! word 2 mark changes nothing but the alignment (and so the padding charged to the budget): a
+//! device that sets it in a DEVMEM request of its own only gets its blocks more aligned.
+//!
+//! # Serving threads
+//!
+//! DEVMEM allocates and frees on the listener's thread while the device that asked waits, so its
+//! memory must never wait for a device: give it memory whose frees run elsewhere. On CUDA that is
+//! `backend::cuda::CudaDeviceMemory::for_services` (stream-ordered device memory, its frees on a
+//! side thread), not the pinned `CudaMemory`, whose `cuMemFreeHost` waits for every kernel and so
+//! deadlocks a free while another kernel waits for the listener; any other memory can be wrapped
+//! the same way ([`DeferredFree`](crate::backend::DeferredFree)).
 //!
 //! # Budget
 //!
@@ -53,10 +76,13 @@
 //! ([`error_reply`](crate::dispatch::registry::error_reply)). Refusals are logged, rate-limited.
 //!
 //! ```
-//! use hostcall::services::devmem::{block_alignment, BLOCK_ALIGN, SLAB_BYTES};
+//! use hostcall::services::devmem::{block_alignment, llvm_block_alignment, BLOCK_ALIGN, SLAB_BYTES};
 //! assert_eq!(block_alignment(1), BLOCK_ALIGN);
 //! assert_eq!(block_alignment(SLAB_BYTES), SLAB_BYTES);
-//! assert_eq!(block_alignment(2 * SLAB_BYTES), BLOCK_ALIGN);
+//! assert_eq!(block_alignment(2 * SLAB_BYTES), BLOCK_ALIGN); // ROCm's rule
+//! assert_eq!(llvm_block_alignment(3 * SLAB_BYTES), SLAB_BYTES); // LLVM's
+//! assert_eq!(llvm_block_alignment(SLAB_BYTES / 2), SLAB_BYTES);
+//! assert_eq!(llvm_block_alignment(SLAB_BYTES / 2 - 1), BLOCK_ALIGN);
 //! ```
 
 use crate::dispatch::panics::catch_service_panic;
@@ -77,9 +103,27 @@ pub const SLAB_BYTES: u64 = 2 << 20;
 /// of its entry in the table of live blocks (the entry, and as much again for the table's slack).
 pub const ALLOCATION_OVERHEAD: u64 = 2 * std::mem::size_of::<(u64, Block)>() as u64;
 
-/// The alignment of a block of `size` bytes: 2 MiB for a 2 MiB slab, 4 KiB for anything else.
+/// The smallest request LLVM libc's GPU allocator sends for a block of its own (anything smaller
+/// goes into its slabs): 1 MiB. Under [`llvm_block_alignment`] such blocks are 2 MiB aligned.
+pub const LLVM_LARGE_BYTES: u64 = SLAB_BYTES / 2;
+/// Word 2 of a DEVMEM allocation request that asks for LLVM's rule ([`llvm_block_alignment`])
+/// rather than ROCm's ([`block_alignment`]): what the RPC host writes for `MALLOC`.
+pub const LLVM_RULE: u64 = u64::from_le_bytes(*b"llvm-rul");
+
+/// ROCm's rule: the alignment of a block of `size` bytes: 2 MiB for a 2 MiB slab, 4 KiB for
+/// anything else.
 pub fn block_alignment(size: u64) -> u64 {
     if size == SLAB_BYTES {
+        SLAB_BYTES
+    } else {
+        BLOCK_ALIGN
+    }
+}
+
+/// LLVM's rule: 2 MiB for a block of [`LLVM_LARGE_BYTES`] (1 MiB) or more, 4 KiB for anything
+/// smaller.
+pub fn llvm_block_alignment(size: u64) -> u64 {
+    if size >= LLVM_LARGE_BYTES {
         SLAB_BYTES
     } else {
         BLOCK_ALIGN
@@ -221,7 +265,7 @@ impl DevMem {
         Self { memory, limits, live: Mutex::default() }
     }
 
-    fn allocate(&self, live: &mut Live, buffer: usize, size: u64) -> Result<u64, ErrorCode> {
+    fn allocate(&self, live: &mut Live, buffer: usize, size: u64, align: u64) -> Result<u64, ErrorCode> {
         let limits = &self.limits;
         let usage = live.usage(buffer);
         let refuse = |reason: Reason, why: &str| {
@@ -258,12 +302,11 @@ impl DevMem {
         if let Some(why) = over(pages + ALLOCATION_OVERHEAD) {
             return Err(refuse(Reason::DevmemBytes, why));
         }
-        let (allocation, address) =
-            aligned_block(&self.memory, pages, block_alignment(size)).map_err(|e| {
-                crate::observe::count(Reason::AllocationFailure);
-                warn_limited!("devmem: allocation of {size} bytes failed: {e}");
-                ErrorCode::Refused
-            })?;
+        let (allocation, address) = aligned_block(&self.memory, pages, align).map_err(|e| {
+            crate::observe::count(Reason::AllocationFailure);
+            warn_limited!("devmem: allocation of {size} bytes failed: {e}");
+            ErrorCode::Refused
+        })?;
         let cost = allocation.len() as u64 + ALLOCATION_OVERHEAD;
         if let Some(why) = over(cost) {
             return Err(refuse(Reason::DevmemBytes, why));
@@ -298,14 +341,20 @@ impl DevMem {
     /// One lane of `buffer`'s device: allocate or free.
     fn serve_lane(&self, live: &mut Live, buffer: usize, request: [u64; 8]) -> Result<[u64; 2], ErrorCode> {
         match request[0] {
-            0 => self.allocate(live, buffer, request[1]).map(|address| [address, 0]),
+            0 => {
+                let size = request[1];
+                let align =
+                    if request[2] == LLVM_RULE { llvm_block_alignment(size) } else { block_alignment(size) };
+                self.allocate(live, buffer, size, align).map(|address| [address, 0])
+            }
             address => self.free(live, buffer, address).map(|()| [0, 0]),
         }
     }
 }
 
 /// `pages` bytes of `memory` whose device address is aligned to `align`: the backend's own
-/// alignment if it gives it, else `pages + align` bytes with the aligned address inside.
+/// alignment if it gives it; else a block of `pages` bytes if it happens to be aligned; else
+/// `pages + align` bytes with the aligned address inside.
 fn aligned_block(
     memory: &Arc<dyn DeviceMemory>,
     pages: u64,
@@ -319,7 +368,15 @@ fn aligned_block(
             let address = allocation.device_address();
             return Ok((allocation, address));
         }
-        Ok(_) | Err(MemoryError::BadRequest { .. }) => {} // the backend cannot align this much
+        Ok(_) => {} // the backend did not align it after all
+        Err(MemoryError::BadRequest { .. }) => {
+            // The backend cannot align this much: its block may be aligned all the same.
+            let allocation = DeviceAllocation::new(memory.clone(), size, 8)?;
+            let address = allocation.device_address();
+            if address % align == 0 {
+                return Ok((allocation, address));
+            }
+        }
         Err(e) => return Err(e),
     }
     let padded = size.checked_add(align_usize).ok_or(too_large.clone())?;

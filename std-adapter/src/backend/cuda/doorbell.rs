@@ -1,11 +1,10 @@
 //! [`MappedDoorbell`]: an `amd_signal_t` in mapped host memory whose value word the GPU stores to
 //! and the host polls.
 
-use super::memory::CudaMemory;
 use crate::doorbell::signal::{AmdSignal, AMD_SIGNAL_KIND_USER};
 use crate::doorbell::{Doorbell, INIT};
 use crate::error::Error;
-use crate::memory::DeviceAllocation;
+use crate::memory::{DeviceAllocation, DeviceMemory};
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,8 +25,9 @@ pub struct MappedDoorbell {
 }
 
 impl MappedDoorbell {
-    /// A doorbell at [`INIT`] in `memory`.
-    pub fn new(memory: Arc<CudaMemory>) -> Result<Self, Error> {
+    /// A doorbell at [`INIT`] in `memory`: memory the host and the GPU both reach, such as
+    /// [`CudaMemory`](super::CudaMemory).
+    pub fn new(memory: Arc<dyn DeviceMemory>) -> Result<Self, Error> {
         // 128 bytes: the signal's line, and the adjacent one the prefetcher pairs with it.
         let allocation = DeviceAllocation::new(memory, 128, 128)?;
         let doorbell = Self { allocation };

@@ -9,6 +9,12 @@
 //! - [`CudaMemory`]: a [`DeviceMemory`](crate::memory::DeviceMemory) of pinned, device-mapped host memory (`cuMemHostAlloc`
 //!   with `DEVICEMAP | PORTABLE`; device addresses from `cuMemHostGetDevicePointer`): what the
 //!   host and the GPU share.
+//!   Its frees synchronise the context (`cuMemFreeHost` waits for every kernel), so it is for
+//!   buffers set up before kernels run, not for what services allocate while they run.
+//! - [`CudaDeviceMemory`]: device memory from a stream-ordered pool of our own on a non-blocking
+//!   side stream, whose calls wait for no kernel: what DEVMEM (and LLVM libc's `MALLOC` / `FREE`)
+//!   allocate from while kernels run, its frees on a side thread
+//!   ([`CudaDeviceMemory::for_services`]).
 //! - [`DeviceBuffer`]: device-local memory (`cuMemAlloc`), for what only the GPU touches: the
 //!   phase protocol's `occupied` bitmap and the device state of `include/hostcall_cuda.cuh`.
 //! - [`phase_buffer`]: a phase buffer in [`CudaMemory`] whose bitmap lives in a [`DeviceBuffer`];
@@ -25,6 +31,7 @@
 //! Every driver call runs with the device's primary context current on the calling thread
 //! ([`Cuda::make_current`] is done by each method), so any thread may use these types.
 
+mod device_memory;
 mod doorbell;
 mod driver;
 mod gpus;
@@ -34,6 +41,7 @@ mod memory;
 mod tests;
 mod topology;
 
+pub use device_memory::CudaDeviceMemory;
 pub use doorbell::MappedDoorbell;
 pub use driver::{probe, Cuda};
 pub use gpus::{open_gpus, CudaGpu};

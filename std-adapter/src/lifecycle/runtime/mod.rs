@@ -3,7 +3,7 @@
 
 use super::registry;
 use crate::backend::host::{HostMemory, ParkingDoorbell};
-use crate::backend::Backend;
+use crate::backend::{Backend, BackendKind, MemoryChoice};
 use crate::dispatch::registry::Services;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
@@ -71,9 +71,14 @@ pub struct HostcallRuntime {
     listener: Mutex<Option<Listener>>,
     /// Buffers enabled on this runtime, written under `listener`'s lock.
     enabled: AtomicUsize,
+    /// The backend it was made on ([`HostcallRuntime::with_backend`]), and why that one.
+    backend: Option<(BackendKind, String)>,
 }
 
 static NEXT_RUNTIME_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The process-wide runtime ([`HostcallRuntime::global`]).
+static GLOBAL: OnceLock<HostcallRuntime> = OnceLock::new();
 
 impl Default for HostcallRuntime {
     fn default() -> Self {
@@ -95,7 +100,16 @@ impl HostcallRuntime {
     /// A runtime on a detected backend ([`crate::detect`]): its device memory (for DEVMEM and the
     /// phase bitmaps: the GPU's own memory on HSA) and its doorbell (one signal per listener).
     pub fn with_backend(backend: &Backend, config: ListenerConfig) -> Self {
-        Self::with_device_memory(backend.device_memory.clone(), backend.doorbell.clone(), config)
+        let mut runtime =
+            Self::with_device_memory(backend.device_memory.clone(), backend.doorbell.clone(), config);
+        runtime.backend = Some((backend.kind, backend.reason.clone()));
+        runtime
+    }
+
+    /// The kind of backend this runtime was made on and why it was chosen
+    /// ([`HostcallRuntime::with_backend`]; `None` for a runtime given its memory directly).
+    pub fn backend(&self) -> Option<(BackendKind, &str)> {
+        self.backend.as_ref().map(|(kind, reason)| (*kind, reason.as_str()))
     }
 
     /// A runtime whose DEVMEM blocks and phase bitmaps come from `memory`, whose listeners sleep
@@ -114,6 +128,7 @@ impl HostcallRuntime {
             config,
             listener: Mutex::new(None),
             enabled: AtomicUsize::new(0),
+            backend: None,
         }
     }
 
@@ -129,14 +144,69 @@ impl HostcallRuntime {
     }
 
     /// The process-wide default runtime (the one [`crate::enable`] and the C ABI use), created on
-    /// first use on the detected backend ([`crate::detect`]), as ROCm's runtime does: where HSA
-    /// has a GPU, one HSA signal for its listener and DEVMEM blocks and phase bitmaps in the GPU's
-    /// own memory; elsewhere host memory and a host doorbell (an `amd_signal_t` all the same).
-    /// It is never dropped: at exit its listener thread (if buffers are still enabled) is simply
-    /// ended with the process, and no exit handler waits for it or frees anything it uses.
+    /// first use on the memory [`HostcallRuntime::init_global`] chose, or else on the one the
+    /// `HOSTCALL_MEMORY` environment variable names ([`MemoryChoice::from_env`]; unset: `auto`),
+    /// as [`crate::backend::choose`] picks it: where HSA has a GPU, one HSA signal for its
+    /// listener and DEVMEM blocks and phase bitmaps in the GPU's own memory, as ROCm's runtime
+    /// does; where CUDA has a device (feature `cuda`), a mapped doorbell and stream-ordered device
+    /// memory; elsewhere host memory and a host doorbell (an `amd_signal_t` all the same). A
+    /// choice that does not fit here (a bad `HOSTCALL_MEMORY`, or memory that is missing) is
+    /// logged as an error and host memory used: call [`HostcallRuntime::init_global`] first to
+    /// have it refused instead. It is never dropped: at exit its listener thread (if buffers are
+    /// still enabled) is simply ended with the process, and no exit handler waits for it or frees
+    /// anything it uses.
     pub fn global() -> &'static HostcallRuntime {
-        static GLOBAL: OnceLock<HostcallRuntime> = OnceLock::new();
-        GLOBAL.get_or_init(|| HostcallRuntime::with_backend(&crate::detect(), Self::default_config()))
+        GLOBAL.get_or_init(|| {
+            let backend = MemoryChoice::from_env().and_then(crate::backend::choose).unwrap_or_else(|e| {
+                log::error!("hostcall: {e}; the process-wide runtime uses host memory");
+                Backend::host(format!("{e}; using host memory"), None)
+            });
+            HostcallRuntime::with_backend(&backend, Self::default_config())
+        })
+    }
+
+    /// The process-wide runtime if it has been created ([`HostcallRuntime::global`],
+    /// [`HostcallRuntime::init_global`]); never creates it.
+    pub fn global_if_created() -> Option<&'static HostcallRuntime> {
+        GLOBAL.get()
+    }
+
+    /// Creates the process-wide runtime on the memory `choice` picks, or says why it cannot:
+    /// [`Error::Unsupported`] for memory that does not fit here (no `cuda` feature, no device),
+    /// or for a runtime already created on another kind of memory (choose before the first
+    /// enable). With the runtime already there, `Auto` and its own kind succeed.
+    ///
+    /// ```
+    /// use hostcall::backend::MemoryChoice;
+    /// use hostcall::HostcallRuntime;
+    /// let runtime = HostcallRuntime::init_global(MemoryChoice::Auto).unwrap();
+    /// let (kind, reason) = runtime.backend().unwrap();
+    /// println!("serving with {kind} memory: {reason}");
+    /// ```
+    pub fn init_global(choice: MemoryChoice) -> Result<&'static HostcallRuntime, Error> {
+        static CHOOSING: Mutex<()> = Mutex::new(());
+        let _one_at_a_time = CHOOSING.lock().unwrap_or_else(|p| p.into_inner());
+        if GLOBAL.get().is_none() {
+            let backend = crate::backend::choose(choice)?;
+            // Under CHOOSING, and nothing else sets GLOBAL but `global`'s first use: if that won
+            // the race, the check below judges its runtime.
+            let _ = GLOBAL.set(HostcallRuntime::with_backend(&backend, Self::default_config()));
+        }
+        let runtime = GLOBAL.get().expect("set above");
+        let (kind, reason) = runtime.backend().expect("the global runtime is made on a backend");
+        let fits = match choice {
+            MemoryChoice::Auto => true,
+            MemoryChoice::Host => kind == BackendKind::Host,
+            MemoryChoice::Hsa => kind == BackendKind::Hsa,
+            MemoryChoice::Cuda => kind == BackendKind::Cuda,
+        };
+        if !fits {
+            return Err(Error::Unsupported(format!(
+                "{choice} memory was asked for, but the process-wide runtime already uses {kind} memory \
+                 ({reason}): choose the memory before the first enable"
+            )));
+        }
+        Ok(runtime)
     }
 
     /// The services this runtime's listeners dispatch to.

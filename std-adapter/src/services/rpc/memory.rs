@@ -2,8 +2,13 @@
 //! device memory, with its budget): the runtimes serve these, not libc's handler. `MALLOC` is
 //! one turn (the size in word 0 in, the address in word 0 out, 0 on failure); `FREE` one packet
 //! with the address in word 0 and no reply (a null address frees nothing, as C's `free`).
+//!
+//! Allocations ask DEVMEM for LLVM's alignment rule ([`LLVM_RULE`] in word 2): requests of 1 MiB
+//! and more come back 2 MiB aligned, as LLVM libc's GPU allocator needs of its slabs and large
+//! blocks (`services::devmem`, "Alignment"); smaller ones 4 KiB aligned.
 
 use super::RpcCounters;
+use crate::services::devmem::LLVM_RULE;
 use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::rpc::{serve_as_packet, Turn};
 use hostcall_core::{Dispatch, PacketRequest, Payload};
@@ -31,8 +36,9 @@ pub(super) fn serve<D: Dispatch + ?Sized>(
     let mut requests = 0u64;
     for lane in turn.lanes(mask) {
         let word = turn.read(lane as u32)[0];
-        // DEVMEM's request: word 0 = the address to free, else word 1 = the bytes to allocate.
-        let request = if free { [word, 0, 0, 0, 0, 0, 0, 0] } else { [0, word, 0, 0, 0, 0, 0, 0] };
+        // DEVMEM's request: word 0 = the address to free, else word 1 = the bytes to allocate
+        // under LLVM's rule (word 2).
+        let request = if free { [word, 0, 0, 0, 0, 0, 0, 0] } else { [0, word, LLVM_RULE, 0, 0, 0, 0, 0] };
         if !free || word != 0 {
             requests |= 1 << lane;
         }
