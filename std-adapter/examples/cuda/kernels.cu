@@ -367,6 +367,31 @@ extern "C" __global__ void hc_rpc_puts(void *port_state, unsigned lanes, unsigne
     results[lane] = answer[0];
 }
 
+// LLVM libc's puts from every lane of every warp, `calls` times: each lane writes a 24-byte line
+// ('a' + (i + lane + warp) % 26 at byte i: one packet) with WRITE_TO_STDOUT_NEWLINE (open, send_n,
+// recv, close, as LLVM libc's device code does). counters[0] += lanes whose answer is not 25 (the
+// line and its newline), counters[1] += lanes checked.
+extern "C" __global__ void hc_rpc_puts_all(void *port_state, unsigned calls, unsigned long long *counters) {
+    hostcall::rpc_client c = hostcall::rpc_open(__llvm_rpc_client, static_cast<uint32_t *>(port_state));
+    const unsigned lane = hostcall::detail::lane_id();
+    const unsigned warp = hostcall::global_warp_id();
+    char line[24];
+    for (unsigned i = 0; i < 24; ++i)
+        line[i] = static_cast<char>('a' + (i + lane + warp) % 26u);
+    unsigned long long errors = 0, checked = 0;
+    for (unsigned call = 0; call < calls; ++call) {
+        hostcall::rpc_port p = hostcall::rpc_open_port(c, LIBC_WRITE_TO_STDOUT_NEWLINE);
+        hostcall::rpc_send_n(c, p, line, 24);
+        uint64_t answer[8];
+        hostcall::rpc_recv(c, p, answer);
+        hostcall::rpc_close(c, p);
+        errors += answer[0] != 25;
+        checked += 1;
+    }
+    atomicAdd(&counters[0], errors);
+    atomicAdd(&counters[1], checked);
+}
+
 // FUNCTION_CALL (id 1): each lane asks the host to run `function(out, in)` on
 // in = {lane, warp, 7, ...}; the host function (cuda_waves/main.rs: `add_mul`) answers
 // {in[0] + in[1], in[0] * in[2]}. counters[0] += errors, counters[1] += replies checked.

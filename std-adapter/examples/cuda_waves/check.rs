@@ -57,6 +57,11 @@ pub(crate) fn run(gpus: &[Gpu], options: &Options) -> Result<bool, Error> {
         ok &= bench_ok;
         summaries.push(summary);
     }
+    if options.puts {
+        let puts_ok = crate::puts::rows(&gpus[0], &options.warps, &options.threads, 1)?;
+        ok &= puts_ok;
+        summaries.push(format!("puts ok={puts_ok}"));
+    }
     if options.scaling {
         let (scaling_ok, summary) = scaling(gpus, options)?;
         ok &= scaling_ok;

@@ -9,6 +9,7 @@
 //! cuda_waves --module kernels.cubin            # checks: every reply verified, printf, FUNCTION_CALL
 //! cuda_waves --module kernels.cubin --bench    # and the floor, latency variants, throughput table
 //! cuda_waves --module kernels.cubin --gpus 2 --scaling   # one GPU against two, latency idle/loaded
+//! cuda_waves --module kernels.cubin --puts --warps 1,1056 --threads 1,8   # LLVM libc's puts from every lane
 //! ```
 //!
 //! Every visible GPU is served by this one process (`--gpus N`: the first N): each has its own
@@ -66,6 +67,7 @@ mod check;
 mod cli;
 mod gpu;
 mod options;
+mod puts;
 mod scaling;
 mod variants;
 

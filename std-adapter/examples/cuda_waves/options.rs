@@ -68,11 +68,14 @@ pub(crate) struct Options {
     pub(crate) scaling_threads: Vec<usize>,
     /// Warps per GPU for `--scaling`.
     pub(crate) scaling_warps: Vec<u32>,
+    /// `--puts`: only the `puts` rows (every lane of `--warps` warps, `--threads` listener
+    /// threads), after the checks.
+    pub(crate) puts: bool,
 }
 
 pub(crate) const USAGE: &str = "\
 usage: cuda_waves [--module FILE] [--gpus N] [--bench] [--protocol LIST] [--threads LIST] [--warps LIST]
-                  [--repeat N] [--scaling] [--scaling-threads LIST] [--scaling-warps LIST]
+                  [--repeat N] [--scaling] [--scaling-threads LIST] [--scaling-warps LIST] [--puts]
 
 Real GPU warps making hostcalls against this crate's listener (CUDA: the phase, line and LLVM
 libc RPC protocols).
@@ -87,6 +90,7 @@ libc RPC protocols).
   --scaling         GPU 0 alone against all GPUs at once, and latency idle vs loaded
   --scaling-threads LIST  listener threads per GPU for --scaling, each 1..=64 [1,2,4,8,16]
   --scaling-warps LIST    warps per GPU for --scaling, each 1..=1048576 [1056,4224]
+  --puts            LLVM libc's puts from every lane of --warps warps, --threads listener threads
   -h, --help        this text
 
 Exits 0 when every check passed, 1 when one failed, 2 for a bad command line, 3 when no CUDA
@@ -105,6 +109,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
         scaling: false,
         scaling_threads: vec![1, 2, 4, 8, 16],
         scaling_warps: vec![1056, 4224],
+        puts: false,
     };
     let mut parser = cli::parser(args);
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
@@ -120,6 +125,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
             Arg::Long("repeat") => o.repeat = cli::number(&mut parser, "--repeat", 1..=100)?,
             Arg::Long("gpus") => o.gpus = Some(cli::number(&mut parser, "--gpus", 1..=64)?),
             Arg::Long("scaling") => o.scaling = true,
+            Arg::Long("puts") => o.puts = true,
             Arg::Long("scaling-threads") => {
                 o.scaling_threads = cli::list(&mut parser, "--scaling-threads", 1..=64)?
             }
