@@ -204,3 +204,28 @@ for_every_protocol!(
     a_thousand_start_shutdown_cycles_with_a_busy_device,
     packets_after_the_grace_get_the_shutdown_error
 );
+
+/// The watchdog lets a dropped listener go (issue 37): once `drop(listener)` returns, nothing but
+/// the caller holds the listener's registry, even while the watchdog looks at many other
+/// listeners every millisecond (a look upgrades every listener it watches).
+#[test]
+fn a_dropped_listener_lets_its_registry_go_beside_many_listeners() {
+    returns_within("start and drop beside 64 listeners", WATCHDOG * 3, || {
+        let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+        // A short `stuck_after` makes the watchdog look every millisecond.
+        let config = ListenerConfig::default().with_stuck_after(Duration::from_millis(4));
+        let others: Vec<Listener> = (0..64).map(|_| start(&doorbell, config.clone())).collect();
+        let mut held = 0;
+        for _ in 0..1_000 {
+            let services = Arc::new(hostcall::Services::new());
+            let listener =
+                Listener::start_with_services(doorbell.clone(), config.clone(), services.clone()).unwrap();
+            drop(listener);
+            if Arc::strong_count(&services) != 1 {
+                held += 1;
+            }
+        }
+        drop(others);
+        assert_eq!(held, 0, "cycles whose registry was still held after drop(listener) returned");
+    });
+}

@@ -330,6 +330,15 @@ pub(super) fn watch(shared: &Arc<Shared>) {
     }
 }
 
+/// Takes `shared` from the watchdog (a listener being dropped). Once this returns the watchdog
+/// holds no reference to it and takes none again: the listener's registry and buffers are let go
+/// of by the time the drop returns. A call still stuck on one of its threads is no longer warned
+/// about while it runs (its thread still warns when it returns).
+pub(super) fn unwatch(shared: &Arc<Shared>) {
+    let mut watchdog = lock(&WATCHDOG);
+    watchdog.listeners.retain(|l| l.strong_count() > 0 && !std::ptr::eq(l.as_ptr(), Arc::as_ptr(shared)));
+}
+
 /// How often the watchdog looks: a quarter of the shortest `stuck_after`, within 1..=100 ms.
 fn tick(listeners: &[Arc<Shared>]) -> Duration {
     let shortest = listeners.iter().map(|l| l.config.stuck_after).min().unwrap_or(Duration::from_millis(100));
@@ -341,7 +350,9 @@ fn watchdog_loop(ready: std::sync::mpsc::SyncSender<()>) {
     let (mut listeners, mut seats) = (Vec::<Arc<Shared>>::with_capacity(8), Vec::with_capacity(8));
     let mut ready = Some(ready);
     loop {
-        {
+        let pause = {
+            // Held through the look: the watchdog holds a listener (its registry, its buffers)
+            // only under this lock, so `unwatch` returning means it holds that one no more.
             let mut watchdog = lock(&WATCHDOG);
             watchdog.listeners.retain(|l| l.strong_count() > 0);
             if watchdog.listeners.is_empty() {
@@ -349,13 +360,14 @@ fn watchdog_loop(ready: std::sync::mpsc::SyncSender<()>) {
                 return;
             }
             listeners.extend(watchdog.listeners.iter().filter_map(Weak::upgrade));
-        }
-        let now = Instant::now();
-        for shared in &listeners {
-            check(shared, now, &mut seats);
-        }
-        let pause = tick(&listeners);
-        listeners.clear();
+            let now = Instant::now();
+            for shared in &listeners {
+                check(shared, now, &mut seats);
+            }
+            let pause = tick(&listeners);
+            listeners.clear();
+            pause
+        };
         if let Some(ready) = ready.take() {
             let _ = ready.send(()); // the starter may have stopped waiting: nothing to do then
         }
