@@ -150,6 +150,35 @@ fn shutdown_returns_while_a_service_blocks(protocol: Protocol) {
     });
 }
 
+/// Shutdown asked while a call is stuck but not yet relieved (issue 37): it waits on the thread
+/// that takes over, not the stuck one, so it returns (while the call still blocks) with no "left
+/// running" error.
+fn shutdown_before_the_relief_waits_on_the_successor(protocol: Protocol) {
+    common::logs::install();
+    returns_within("shutdown before the relief", PATIENCE * 2, move || {
+        let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+        // Long enough that the shutdown below is asked before the watchdog relieves the thread.
+        let config = ListenerConfig::default().with_stuck_after(Duration::from_millis(300));
+        let listener = Listener::start(doorbell.clone(), config).unwrap();
+        let (entered, release) = register(listener.services());
+        let (stuck, other) = (buffer(&doorbell, protocol), buffer(&doorbell, protocol));
+        listener.add_buffer(stuck.clone()).unwrap();
+        listener.add_buffer(other.clone()).unwrap();
+        let call = block(&stuck, &entered);
+        let (listener, _) = returns_within("shutdown", PATIENCE, move || {
+            listener.shutdown_timeout(Duration::ZERO);
+            listener
+        });
+        assert!(!call.is_finished(), "the service still blocks");
+        let left_running: Vec<String> =
+            common::logs::lines().iter().filter(|l| l.contains("left running")).cloned().collect();
+        assert!(left_running.is_empty(), "shutdown waited on the stuck thread: {left_running:?}");
+        release.send(()).unwrap();
+        assert_eq!(call.join().unwrap(), 7);
+        drop(listener);
+    });
+}
+
 fn a_pool_thread_keeps_serving_while_a_service_blocks(protocol: Protocol) {
     returns_within("a pool with a blocked service", PATIENCE * 2, move || {
         let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
@@ -178,5 +207,6 @@ fn a_pool_thread_keeps_serving_while_a_service_blocks(protocol: Protocol) {
 for_every_protocol!(
     another_buffer_is_served_while_a_service_blocks,
     shutdown_returns_while_a_service_blocks,
+    shutdown_before_the_relief_waits_on_the_successor,
     a_pool_thread_keeps_serving_while_a_service_blocks,
 );

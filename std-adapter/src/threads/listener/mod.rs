@@ -307,8 +307,19 @@ impl Listener {
             let active = self.shared.active();
             let thread = active.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
             let Some(thread) = thread else { break };
+            let mut relieved = false;
             while !thread.is_finished() && asked.elapsed() < patience {
+                if !Arc::ptr_eq(&self.shared.active(), &active) {
+                    relieved = true; // stuck in a call: its successor serves now
+                    break;
+                }
                 std::thread::sleep(Duration::from_micros(200));
+            }
+            if relieved {
+                // The stuck thread finishes its call, answers and releases its buffer on its own
+                // (relay.rs); it is not joined (its handle goes, the thread runs on detached).
+                drop(thread);
+                continue;
             }
             if !thread.is_finished() {
                 log::error!(
@@ -342,6 +353,7 @@ impl Listener {
 impl Drop for Listener {
     fn drop(&mut self) {
         self.shutdown();
+        relay::unwatch(&self.shared);
     }
 }
 
