@@ -43,7 +43,7 @@ impl fmt::Display for GeometryError {
                 write!(f, "num_packets = {n}: at most {MAX_PACKETS} packets are supported")
             }
             Self::PortCount(n) => {
-                write!(f, "port_count = {n}: outside the port counts the protocol supports")
+                write!(f, "port_count = {n}: 1 ..= {} ports are supported", crate::rpc::MAX_PORT_COUNT)
             }
             Self::LaneCount(n) => {
                 write!(f, "lane_size = {n}: 1 ..= {} lanes are supported", crate::lane::LANES)

@@ -79,6 +79,17 @@ where
     }
 }
 
+/// From now on a write to a closed stdout (`waves | head -1`) ends the process quietly, as it
+/// ends `cat` or `yes`: by SIGPIPE, its default action, which the Rust runtime sets to "ignore"
+/// (so that every `println!` after the reader left would panic instead).
+pub(crate) fn quiet_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: restoring a signal's default action has no precondition; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// The error for an argument no parser arm took: names the flag (`--bogus`) or the stray value.
 pub(crate) fn unexpected(arg: Arg<'_>) -> String {
     match arg {

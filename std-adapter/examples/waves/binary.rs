@@ -57,8 +57,49 @@ fn the_binary_exits_as_documented() {
         assert!(out.status.success(), "{args:?}: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
         assert!(stdout.contains("summary:") && stdout.contains("errors=0"), "{args:?}: {stdout}");
     }
+    let rpc = run(&["--protocol", "rpc", "--packets", "5000", "--host-memory"]);
+    assert_eq!(rpc.status.code(), Some(2), "a geometry outside the protocol's limits is a usage error");
+    assert!(String::from_utf8_lossy(&rpc.stderr).contains("4096"), "the limit named");
+    let help_text = String::from_utf8_lossy(&help.stdout);
+    for code in ["0", "1", "2", "130"] {
+        assert!(help_text.contains(&format!(" {code} ")), "--help names exit code {code}");
+    }
+    a_closed_stdout_ends_the_run_quietly(&exe);
     interrupted_runs_show_progress_and_a_partial_summary(&exe);
 }
+
+/// `waves | head -1`: the reader leaves before the summary; no panic, exit 0 or SIGPIPE's (as
+/// `cat`), within a bound.
+#[cfg(unix)]
+fn a_closed_stdout_ends_the_run_quietly(exe: &std::path::Path) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Process::new(exe)
+        .args(["--waves", "2", "--lanes", "2", "--calls", "200", "--host-memory"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone before the summary line
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("waves did not exit within 60 s with a closed stdout");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        out.status.code() == Some(0) || out.status.signal() == Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        out.status
+    );
+}
+
+#[cfg(not(unix))]
+fn a_closed_stdout_ends_the_run_quietly(_: &std::path::Path) {}
 
 /// The run, `--progress`, sent SIGINT after 2.5 s: progress lines on stderr, the
 /// partial summary and the counters on stdout, exit 130.

@@ -7,7 +7,9 @@
 //! Starts a listener on host memory, runs `--waves` threads each doing `--calls` hostcalls with
 //! `--lanes` active lanes, cycling through a lane service (add), a packet service (sum over the
 //! wave's lanes) and FUNCTION_CALL (a host function called by address), checks every reply, and
-//! ends with one `summary:` line. Exits 1 if any reply was wrong or missing.
+//! ends with one `summary:` line. Exits 1 if any reply was wrong or missing, 2 for a bad command
+//! line (a buffer geometry outside its protocol's limits included, named); a closed stdout ends
+//! it quietly (SIGPIPE, as for `cat`).
 //!
 //! Long runs show a progress line on stderr every second (when stderr is a terminal, or with
 //! `--progress`). Ctrl-C (SIGINT) stops the waves after their call in flight, prints the summary
@@ -43,6 +45,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn main() -> ExitCode {
+    cli::quiet_on_closed_pipe();
     let o = cli::run_or_exit(options::parse(std::env::args_os().skip(1)), options::USAGE);
     // The host's warnings (a refused BEGIN, a budget reached: each rate-limited) on stderr;
     // `RUST_LOG` chooses others.

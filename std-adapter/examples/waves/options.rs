@@ -45,8 +45,10 @@ Emulated waves making hostcalls through a listener; every reply is checked.
   --progress           a progress line on stderr every second even when it is not a terminal
   -h, --help           this text
 
-Exits 0 when every reply was right, 1 otherwise, 130 when stopped by Ctrl-C (SIGINT) after
-printing what was done.";
+Exit codes: 0 every reply was right; 1 a reply was wrong or missing, or the buffer could not be
+made; 2 a bad command line (a flag, a value or a buffer geometry outside its limits); 130 stopped
+by Ctrl-C (SIGINT) after printing what was done. A closed stdout (`waves | head -1`) ends the run
+quietly.";
 
 /// The most waves (threads) and calls per wave: a run of the largest is hours, not an overflow.
 const MAX_WAVES: u64 = 1024;
@@ -107,7 +109,20 @@ pub(crate) fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Resul
     if let Protocol::Rpc { lanes } = &mut o.protocol {
         *lanes = o.lanes;
     }
+    check_geometry(&o)?;
     Ok(Command::Run(o))
+}
+
+/// The buffer's geometry against the limits of its protocol (a bad one is a usage error, exit
+/// 2, naming the limit): every protocol takes 2 ..= `MAX_PACKETS` packets (checked as parsed),
+/// an LLVM-RPC buffer at most `MAX_PORT_COUNT` ports of 1 ..= `LANES` lanes.
+fn check_geometry(o: &Options) -> Result<(), String> {
+    hostcall::core::packet_count(o.packets).map_err(|e| format!("--packets: {e}"))?;
+    if let Protocol::Rpc { lanes } = o.protocol {
+        hostcall::core::rpc::check_geometry(o.packets, u64::from(lanes))
+            .map_err(|e| format!("--packets/--lanes with --protocol rpc: {e}"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -167,5 +182,8 @@ mod tests {
         assert!(error(&["--packets", "1"]).contains("2..="));
         assert!(error(&["--waves"]).starts_with("--waves: "), "a missing value");
         assert!(error(&["--spin=yes"]).contains("--spin"), "a value for a switch");
+        let rpc = error(&["--protocol", "rpc", "--packets", "5000"]);
+        assert!(rpc.contains("5000") && rpc.contains("4096"), "the port limit named: {rpc}");
+        assert!(options(&["--protocol", "rpc", "--packets", "4096"]).packets == 4096);
     }
 }
