@@ -52,11 +52,16 @@ pub enum LoadError {
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Open { path, message } => {
+            // The hint only where the default name was tried: a path from `LIBRARY_ENV` (or
+            // the caller) is what failed, and setting it again would not help.
+            Self::Open { path, message } if path == DEFAULT_LIBRARY => {
                 write!(
                     f,
                     "cannot load the HSA runtime from {path:?} (set {LIBRARY_ENV} to its path): {message}"
                 )
+            }
+            Self::Open { path, message } => {
+                write!(f, "cannot load the HSA runtime from {path:?}: {message}")
             }
             Self::Symbol { path, symbol, message } => {
                 write!(f, "{path:?} is not a usable HSA runtime: it lacks `{symbol}`: {message}")

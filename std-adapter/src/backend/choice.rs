@@ -110,7 +110,10 @@ fn auto() -> Backend {
         );
     }
     Backend::host(
-        format!("no device memory fits, using host memory (for emulated waves): HSA: {hsa}; CUDA: {cuda}"),
+        format!(
+            "no device memory fits, using host memory (for emulated waves): HSA: {}; CUDA: {cuda}",
+            super::brief_hsa_reason(&hsa)
+        ),
         Some(hsa),
     )
 }

@@ -277,11 +277,9 @@ pub fn detect() -> Backend {
 pub fn detect_with(options: &DetectOptions) -> Backend {
     let backend = match try_hsa(options) {
         Ok(backend) => backend,
-        Err(error) if error.is_no_gpu() => Backend::host(
-            format!("no AMD GPU found: HSA agents are CPU only; using host memory (HSA: {error})"),
-            Some(error),
-        ),
-        Err(error) => Backend::host(format!("HSA unavailable, using host memory: {error}"), Some(error)),
+        Err(error) => {
+            Backend::host(format!("{}; using host memory", brief_hsa_reason(&error)), Some(error))
+        }
     };
     log::info!("hostcall backend: {}: {}", backend.kind, backend.reason);
     backend
@@ -293,4 +291,25 @@ fn try_hsa(options: &DetectOptions) -> Result<Backend, HsaError> {
         None => HsaRuntime::new()?,
     };
     Backend::hsa_for_gpu(Arc::new(runtime), options.gpu, options.atomics)
+}
+
+/// Why HSA is not used, in one line that says what happened (the whole error, with the
+/// runtime's own text, stays in [`Backend::fallback`]): no GPU agent, or `hsa_init` failing as
+/// ROCr's does where no GPU is found, is "no AMD GPU found"; a failed HSA call is named with its
+/// status, without the runtime's description (several sentences for some statuses); other errors
+/// as they print, on one line.
+pub(crate) fn brief_hsa_reason(error: &HsaError) -> String {
+    let status_name = |status: hsa_sys::HsaStatus| {
+        format!("{} ({:#x})", status.c_name().unwrap_or("an unknown HSA status"), status.0)
+    };
+    match error {
+        HsaError::NoGpuAgent => "no AMD GPU found (the HSA runtime lists CPU agents only)".to_owned(),
+        HsaError::Status { call, status, .. } if error.is_no_gpu() => {
+            format!("no AMD GPU found ({call} failed with {}, as ROCr's does without one)", status_name(*status))
+        }
+        HsaError::Status { call, status, .. } => {
+            format!("HSA unavailable: {call} failed with {}", status_name(*status))
+        }
+        other => format!("HSA unavailable: {}", other.to_string().split_whitespace().collect::<Vec<_>>().join(" ")),
+    }
 }

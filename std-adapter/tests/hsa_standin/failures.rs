@@ -19,8 +19,15 @@ fn a_failing_hsa_init_falls_back_to_host_memory() {
             backend.fallback.as_ref().and_then(HsaError::status),
             Some(HsaStatus::ERROR_OUT_OF_RESOURCES)
         );
-        assert!(backend.reason.contains("(hsa-standin)"), "the runtime's own text: {}", backend.reason);
+        // The reason is one true line (issue 37): no claim about agents (none were listed), the
+        // call and its status named, the runtime's own text only in the fallback error.
+        let fallback = backend.fallback.as_ref().unwrap().to_string();
+        assert!(fallback.contains("(hsa-standin)"), "the runtime's own text: {fallback}");
         assert!(backend.reason.starts_with("no AMD GPU found"), "named plainly: {}", backend.reason);
+        assert!(backend.reason.contains("hsa_init") && backend.reason.contains("0x1008"), "{}", backend.reason);
+        assert!(!backend.reason.contains("CPU only"), "hsa_init failed: {}", backend.reason);
+        assert!(!backend.reason.contains("(hsa-standin)"), "{}", backend.reason);
+        assert!(!backend.reason.contains('\n'), "{}", backend.reason);
         assert_eq!(standin.count("calls:hsa_iterate_agents"), 0);
         standin.assert_released();
     });
