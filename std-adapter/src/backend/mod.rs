@@ -277,9 +277,7 @@ pub fn detect() -> Backend {
 pub fn detect_with(options: &DetectOptions) -> Backend {
     let backend = match try_hsa(options) {
         Ok(backend) => backend,
-        Err(error) => {
-            Backend::host(format!("{}; using host memory", brief_hsa_reason(&error)), Some(error))
-        }
+        Err(error) => Backend::host(format!("{}; using host memory", brief_hsa_reason(&error)), Some(error)),
     };
     log::info!("hostcall backend: {}: {}", backend.kind, backend.reason);
     backend
@@ -305,11 +303,16 @@ pub(crate) fn brief_hsa_reason(error: &HsaError) -> String {
     match error {
         HsaError::NoGpuAgent => "no AMD GPU found (the HSA runtime lists CPU agents only)".to_owned(),
         HsaError::Status { call, status, .. } if error.is_no_gpu() => {
-            format!("no AMD GPU found ({call} failed with {}, as ROCr's does without one)", status_name(*status))
+            format!(
+                "no AMD GPU found ({call} failed with {}, as ROCr's does without one)",
+                status_name(*status)
+            )
         }
         HsaError::Status { call, status, .. } => {
             format!("HSA unavailable: {call} failed with {}", status_name(*status))
         }
-        other => format!("HSA unavailable: {}", other.to_string().split_whitespace().collect::<Vec<_>>().join(" ")),
+        other => {
+            format!("HSA unavailable: {}", other.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
+        }
     }
 }

@@ -24,7 +24,11 @@ fn a_failing_hsa_init_falls_back_to_host_memory() {
         let fallback = backend.fallback.as_ref().unwrap().to_string();
         assert!(fallback.contains("(hsa-standin)"), "the runtime's own text: {fallback}");
         assert!(backend.reason.starts_with("no AMD GPU found"), "named plainly: {}", backend.reason);
-        assert!(backend.reason.contains("hsa_init") && backend.reason.contains("0x1008"), "{}", backend.reason);
+        assert!(
+            backend.reason.contains("hsa_init") && backend.reason.contains("0x1008"),
+            "{}",
+            backend.reason
+        );
         assert!(!backend.reason.contains("CPU only"), "hsa_init failed: {}", backend.reason);
         assert!(!backend.reason.contains("(hsa-standin)"), "{}", backend.reason);
         assert!(!backend.reason.contains('\n'), "{}", backend.reason);

@@ -350,6 +350,9 @@ impl Listener {
     }
 }
 
+/// Shuts the listener down ([`Listener::shutdown`]) and takes it from the watchdog: when the drop
+/// returns, neither holds its registry or its buffers (a thread still inside a stuck call does,
+/// until that call returns).
 impl Drop for Listener {
     fn drop(&mut self) {
         self.shutdown();
