@@ -14,6 +14,8 @@
 //!   (PRINTF, to stdout and stderr, and DEVMEM are served from the start);
 //! - [`hostcall_rpc_buffer_size`], [`hostcall_rpc_client_object`]: LLVM libc's GPU RPC buffer and
 //!   the client object device code expects, checked against the device symbol's size;
+//! - [`hostcall_set_wait_policy`], [`hostcall_set_wait_times`], [`hostcall_get_wait_times`]: how
+//!   the listener waits when idle (a preset, or explicit microseconds), at any time;
 //! - [`hostcall_emulated_call`]: one wave's hostcall from the CPU, through the real producer
 //!   path of the buffer's protocol (for tests and for runtimes without a GPU).
 //!
@@ -35,6 +37,7 @@ pub mod rpc;
 pub mod service;
 pub mod stats;
 pub mod status;
+pub mod wait;
 
 pub use emulated::hostcall_emulated_call;
 pub use lifecycle::{
@@ -49,3 +52,4 @@ pub use service::{
 };
 pub use stats::{hostcall_get_buffer_stats, hostcall_get_service_stats, hostcall_get_stats};
 pub use status::{hostcall_last_error, hostcall_status_string};
+pub use wait::{hostcall_get_wait_times, hostcall_set_wait_policy, hostcall_set_wait_times};

@@ -51,7 +51,8 @@ pub struct WaitPolicy {
     pub max_wait: Duration,
     /// The timer slack the listener's threads ask for (Linux `prctl(PR_SET_TIMERSLACK)`): how
     /// much later than asked the kernel may end a nap, to coalesce wake-ups. `None`: leave the
-    /// slack the thread inherits (50 µs unless the process changed it). `Some(ZERO)` resets it to
+    /// slack the thread has (inherited: 50 µs unless the process changed it; or an earlier
+    /// policy's). `Some(ZERO)` resets it to
     /// the thread's default. Not applied elsewhere than on Linux.
     pub timer_slack: Option<Duration>,
 }
