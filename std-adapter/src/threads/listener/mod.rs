@@ -25,13 +25,13 @@
 //! of the default's bound.
 //!
 //! A rung doorbell and the policy: a ring that can wake a sleeper ends the nap at once
-//! ([`crate::ParkingDoorbell`] rung by [`Doorbell::ring`]: emulated waves, host code, our CUDA
-//! and HSA device helpers where they ring that doorbell; an HSA signal rung by ROCm's device code
-//! during a nap long enough to block in ROCr), and the listener spins again from the first nap.
-//! A ring that wakes nobody (a device's raw add to a host-memory signal, the CUDA doorbell's
-//! store, which the host re-reads every 20 µs) is seen at the end of the nap or at the next
-//! re-read, whichever is first. So a device that rings is served at once under every preset, and
-//! the policy's bound is what a device that does not ring pays.
+//! ([`crate::ParkingDoorbell`] rung by [`Doorbell::ring`]: emulated waves, host code; an HSA
+//! signal rung by ROCm's device code during a nap of 2 ms or more, which blocks in ROCr), and the
+//! listener spins again from the first nap. A ring that wakes nobody (a device's raw add to a
+//! host-memory signal; the CUDA doorbell's store, which the host re-reads every 20 µs) is seen at
+//! the end of the nap or at the next re-read, whichever is first. So a device that rings is
+//! served at once, or within a re-read, under every preset that naps, and the policy's bound is
+//! what a device that does not ring pays.
 //!
 //! [`Listener::set_wait_policy`] changes the policy of a running listener (the C ABI's
 //! `hostcall_set_wait_policy` does it for the default runtime): its threads take it before their

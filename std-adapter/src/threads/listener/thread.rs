@@ -71,8 +71,10 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
     let watched = Watched::new(&dispatch, &seat.watch, &returned);
     let poll = || poll(&seat.poller, &dispatch, &watched);
     let mut last_seen = shared.doorbell.value();
-    let (mut policy, mut generation) = (shared.wait.get(), 0);
-    let _ = shared.wait.changed(&mut generation); // the generation the policy above is from
+    // The generation read before the policy: a change in between is seen again at the first
+    // check, never lost.
+    let mut generation = 0;
+    let mut policy = shared.wait.changed(&mut generation).unwrap_or_else(|| shared.wait.get());
     wait::apply_timer_slack(&policy, &seat.name);
     let mut naps = 0u32;
     let mut idle_polls = 0u32;
