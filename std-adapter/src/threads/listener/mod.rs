@@ -166,40 +166,6 @@ impl Default for ListenerConfig {
     }
 }
 
-impl ListenerConfig {
-    /// A listener that never sleeps: it polls its buffers in a loop ([`WaitPolicy::spinning`]).
-    pub fn spinning() -> Self {
-        Self { wait: WaitPolicy::spinning(), ..Self::default() }
-    }
-
-    /// A listener that naps up to 10 ms when idle ([`WaitPolicy::power_saving`]): for devices
-    /// that ring, or when an idle core matters more than latency.
-    pub fn power_saving() -> Self {
-        Self { wait: WaitPolicy::power_saving(), ..Self::default() }
-    }
-
-    /// Sets [`WaitPolicy::spin_polls`] of [`ListenerConfig::wait`].
-    #[must_use]
-    pub fn with_spin_polls(mut self, value: u32) -> Self {
-        self.wait.spin_polls = value;
-        self
-    }
-
-    /// Sets [`WaitPolicy::min_wait`] of [`ListenerConfig::wait`].
-    #[must_use]
-    pub fn with_min_wait(mut self, value: Duration) -> Self {
-        self.wait.min_wait = value;
-        self
-    }
-
-    /// Sets [`WaitPolicy::max_wait`] of [`ListenerConfig::wait`].
-    #[must_use]
-    pub fn with_max_wait(mut self, value: Duration) -> Self {
-        self.wait.max_wait = value;
-        self
-    }
-}
-
 struct Shared {
     /// The seats: the active one serving the buffers, and those whose thread is inside a stuck
     /// call (`relay.rs`). Lock order: `owned`, then `served`, then `crew`.
