@@ -419,7 +419,7 @@ void disableHostcalls(void *buffer, const void *queue);
 #define HOSTCALL_ERR_THREAD 14                /* the listener thread could not start */
 #define HOSTCALL_ERR_PANIC 15                 /* an internal error was caught */
 #define HOSTCALL_ERR_OTHER 16                 /* anything else */
-#define HOSTCALL_ERR_OPTIONS 17               /* hostcall_enable_options_t refused (see there) */
+#define HOSTCALL_ERR_OPTIONS 17               /* hostcall_enable_options_t (or a wait policy) refused */
 #define HOSTCALL_ERR_RPC_CLIENT_SIZE 18       /* the device's RPC client symbol has another size */
 #define HOSTCALL_ERR_MEMORY 19                /* the memory asked for does not fit here (below) */
 
@@ -764,6 +764,45 @@ int hostcall_enable_function_calls_unsafe(void);
  * library does only when the embedder says so, because a device's bytes must not take down a
  * process that serves many kernels. Returns HOSTCALL_OK. */
 int hostcall_allow_device_to_end_process(int allowed);
+
+/* ---- Wait policy ---- */
+
+/* How the listener of the default runtime waits when idle. After work it polls without sleeping
+ * for spin_polls polls, then naps on its doorbell: first min_wait, each further nap twice the
+ * last, never longer than max_wait; every wake-up (a ring, or a nap's end) polls every enabled
+ * buffer. A device that never rings (LLVM libc's RPC client) is thus served within max_wait plus
+ * the timer slack and a wake-up after any idle gap; an idle listener wakes about once per
+ * max_wait. A ring that can wake the listener (the host doorbell rung by emulated waves or this
+ * project's device helpers; an HSA signal rung during a nap of 2 ms or more) ends a nap at once.
+ * Both functions may be called at any time: the running listener takes the policy before its next
+ * nap (it is woken to do so at once) and every later listener starts with it.
+ *
+ *   HOSTCALL_WAIT_BOUNDED_LATENCY (the default): 64 polls, naps 50 us doubling to 200 us, timer
+ *       slack 5 us: a silent call is polled within about 200 us, the idle listener wakes about
+ *       5,000 times a second;
+ *   HOSTCALL_WAIT_SPINNING: never naps: a call is served within one poll, one core is busy;
+ *   HOSTCALL_WAIT_POWER_SAVING: 64 polls, naps 1 ms doubling to 10 ms, the inherited slack: a
+ *       silent call waits up to about 10 ms, the idle listener wakes about 100 times a second.
+ *
+ * The measured figures are in docs/performance.md, "Wait policies". */
+#define HOSTCALL_WAIT_BOUNDED_LATENCY 0
+#define HOSTCALL_WAIT_SPINNING 1
+#define HOSTCALL_WAIT_POWER_SAVING 2
+/* spin_polls of a listener that never naps. */
+#define HOSTCALL_WAIT_SPIN_FOREVER UINT32_MAX
+
+/* Sets a preset (HOSTCALL_OK; HOSTCALL_ERR_OPTIONS for an unknown one). */
+int hostcall_set_wait_policy(int preset);
+/* Sets explicit values: spin_polls (HOSTCALL_WAIT_SPIN_FOREVER: never nap), the first and the
+ * longest nap in microseconds, and the listener threads' timer slack in microseconds (Linux
+ * prctl(PR_SET_TIMERSLACK): how late the kernel may end a nap; 0: leave the slack they have).
+ * HOSTCALL_OK; HOSTCALL_ERR_OPTIONS if min_wait_us > max_wait_us. */
+int hostcall_set_wait_times(uint32_t spin_polls, uint32_t min_wait_us, uint32_t max_wait_us,
+                            uint32_t timer_slack_us);
+/* Reads the policy in force in the units above (HOSTCALL_OK; HOSTCALL_ERR_NULL for a null
+ * pointer). */
+int hostcall_get_wait_times(uint32_t *spin_polls, uint32_t *min_wait_us, uint32_t *max_wait_us,
+                            uint32_t *timer_slack_us);
 
 /* ---- Emulated waves ---- */
 

@@ -19,6 +19,8 @@
 //! - [`hostcall_set_memory`], [`hostcall_memory_reason`]: which memory the library serves with
 //!   (HSA, CUDA with the `cuda` feature, or host memory; `HOSTCALL_MEMORY` otherwise), refused
 //!   with a reason where it does not fit;
+//! - [`hostcall_set_wait_policy`], [`hostcall_set_wait_times`], [`hostcall_get_wait_times`]: how
+//!   the listener waits when idle (a preset, or explicit microseconds), at any time;
 //! - [`hostcall_emulated_call`]: one wave's hostcall from the CPU, through the real producer
 //!   path of the buffer's protocol (for tests and for runtimes without a GPU).
 //!
@@ -43,6 +45,7 @@ pub mod rpc;
 pub mod service;
 pub mod stats;
 pub mod status;
+pub mod wait;
 
 pub use emulated::hostcall_emulated_call;
 pub use lifecycle::{
@@ -59,3 +62,4 @@ pub use service::{
 };
 pub use stats::{hostcall_get_buffer_stats, hostcall_get_service_stats, hostcall_get_stats};
 pub use status::{hostcall_last_error, hostcall_status_string};
+pub use wait::{hostcall_get_wait_times, hostcall_set_wait_policy, hostcall_set_wait_times};

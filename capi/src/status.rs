@@ -41,7 +41,8 @@ pub const HOSTCALL_ERR_PANIC: c_int = 15;
 /// Anything else (see `hostcall_last_error()`).
 pub const HOSTCALL_ERR_OTHER: c_int = 16;
 /// The options of `hostcall_enable_ex` are refused: a `size` out of range, an unknown protocol,
-/// a field this library does not know set, or a bitmap given for the stack protocol.
+/// a field this library does not know set, or a bitmap given for the stack protocol; or a wait
+/// policy (`hostcall_set_wait_policy`, `hostcall_set_wait_times`) is refused.
 pub const HOSTCALL_ERR_OPTIONS: c_int = 17;
 /// The device image's LLVM-RPC client symbol has another size than this library's client object
 /// (built against another `rpc.h`).

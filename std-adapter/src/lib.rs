@@ -116,7 +116,7 @@ pub use lifecycle::{
 };
 pub use memory::{DeviceAllocation, DeviceMemory, MemoryError};
 pub use observe::Stats;
-pub use threads::listener::{Listener, ListenerConfig};
+pub use threads::listener::{Listener, ListenerConfig, WaitPolicy};
 pub use threads::pool::ListenerPool;
 
 /// This crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).

@@ -79,6 +79,9 @@
 //! callgrind_annotate --inclusive=yes /tmp/cg.out | grep -E 'listener_loop|poll_once'
 //! ```
 //!
+//! `--gaps` measures the listener's wait policies instead (see `gaps.rs`): one call after idle
+//! gaps of 0.1 ms to 1 s under each preset, and the idle listener's CPU.
+//!
 //! Divide the `listener_loop` total by N for the whole loop, and the inclusive `poll_once` count
 //! by N for the listener's own share (drain + dispatch + service).
 //!
@@ -110,6 +113,7 @@ fn request(i: u64, lane: usize) -> [u64; SLOT_WORDS] {
 mod bare;
 #[path = "../cli/mod.rs"]
 mod cli;
+mod gaps;
 mod latency;
 mod listener_cold;
 mod listener_cost;
@@ -138,6 +142,10 @@ fn main() {
         }
         Mode::Callgrind(n, lanes, protocol, through) => {
             return listener_full::run_callgrind(n, lanes, protocol, through == Through::ListenerRingsOnly)
+        }
+        Mode::Gaps(o, quick) => {
+            pin::allowed_at_start();
+            return gaps::run(&o, quick);
         }
         Mode::Bench(o) => o,
     };
