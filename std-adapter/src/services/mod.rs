@@ -7,10 +7,15 @@
 //! - DEVMEM (id 3): [`devmem`], device memory allocated by the host;
 //! - SANITIZER (id 4): [`sanitizer`], AddressSanitizer reports from device code;
 //! - [`message`]: host-side message assembly (chunks in, whole messages out), for any service
-//!   whose requests span several calls.
+//!   whose requests span several calls;
+//! - [`rpc`]: LLVM libc's GPU RPC opcodes.
+//!
+//! What devices make the host hold between calls (open messages, RPC calls in progress) is
+//! bounded in bytes by one mechanism, `held.rs`: a budget per buffer and one for all buffers.
 
 pub mod devmem;
 pub mod function_call;
+pub(crate) mod held;
 mod install;
 pub mod message;
 pub mod printf;

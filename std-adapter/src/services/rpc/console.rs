@@ -1,9 +1,11 @@
 //! `NOOP` and the console writes (`WRITE_TO_STDOUT`, `_STDERR`, `_STDOUT_NEWLINE`,
 //! `WRITE_TO_STREAM`), as LLVM's server does them: for `WRITE_TO_STREAM` one packet with each
 //! lane's `FILE` value, then each lane's bytes as a stream, answered in the stream's last turn
-//! with the bytes written (plus the newline, when all were written).
+//! with the bytes written (plus the newline, when all were written). The bytes are held on the
+//! host's budget, and the answer is written lane by lane within the poll's work budget
+//! (`budget.rs`): a turn that runs out is deferred and goes on at the next poll.
 
-use super::stream_file::{read_targets, receive_bytes, Target};
+use super::stream_file::{read_targets, receive_held, Target};
 use super::Context;
 use crate::services::printf::Stream;
 use hostcall_core::rpc::{StreamIn, Turn};
@@ -21,6 +23,13 @@ pub(super) struct Write {
     newline: bool,
     input: StreamIn,
     bytes: Vec<Vec<u8>>,
+    /// Bytes charged to the held budgets.
+    charged: usize,
+    /// Lanes the held budget refused (counted; answered 0 bytes).
+    dropped: u64,
+    /// The stream is in; lanes of `answered` have their answer (the rest wait for budget).
+    answering: bool,
+    answered: u64,
 }
 
 impl Write {
@@ -35,12 +44,21 @@ impl Write {
             newline,
             input: StreamIn::new(mask, limit),
             bytes: vec![Vec::new(); LANES],
+            charged: 0,
+            dropped: 0,
+            answering: false,
+            answered: 0,
         }
     }
 
-    /// Bytes received so far.
-    pub(super) fn held_bytes(&self) -> usize {
-        self.bytes.iter().map(Vec::len).sum()
+    /// The lanes of the call.
+    pub(super) fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// Bytes charged to the held budgets.
+    pub(super) fn charged(&self) -> usize {
+        self.charged
     }
 
     /// One turn; `true` when the call is over.
@@ -50,19 +68,29 @@ impl Write {
             read_targets(turn, self.mask, self.allowed, cx.files_allowed, &mut self.targets);
             return false;
         }
-        let done = receive_bytes(&mut self.input, turn, &mut self.bytes);
-        if !done {
-            return false;
+        if !self.answering {
+            let (mask, bytes) = (self.mask, &mut self.bytes);
+            if !receive_held(&mut self.input, turn, mask, cx, &mut self.charged, &mut self.dropped, bytes) {
+                return false;
+            }
+            self.answering = true;
         }
-        for lane in turn.lanes(self.mask) {
+        for (n, lane) in turn.lanes(self.mask & !self.answered).enumerate() {
+            if n > 0 && cx.work.spent_out() {
+                turn.defer(); // at least one lane a visit; the rest at the next poll
+                return false;
+            }
+            self.answered |= 1 << lane;
             let size = self.input.size(lane as u32);
             let written = match self.targets[lane] {
+                _ if self.dropped & 1 << lane != 0 => 0, // counted when refused
                 Some(target) if self.input.kept(lane as u32) => {
                     let mut out = std::mem::take(&mut self.bytes[lane]);
                     let all = out.len() as u64 == size;
                     if self.newline && all {
                         out.push(b'\n');
                     }
+                    cx.work.spend(out.len());
                     cx.write(target, &out).map_or_else(
                         || {
                             cx.counters.refused_lanes += 1;

@@ -52,6 +52,7 @@
 //! assert_eq!(sink.stdout, b"hello from the device\n");
 //! ```
 
+mod budget;
 pub mod client;
 mod console;
 mod file_calls;
@@ -67,16 +68,21 @@ mod stream_file;
 #[cfg(test)]
 mod tests;
 
-pub use options::{RpcLimits, RpcOptions, SharedSink, DEFAULT_OPEN_FILES, DEFAULT_STREAM_BYTES};
+pub use options::{
+    RpcLimits, RpcOptions, SharedSink, DEFAULT_OPEN_FILES, DEFAULT_POLL_WORK_BYTES, DEFAULT_STREAM_BYTES,
+};
 pub use policy::{OpcodeGroup, RpcPolicy};
 
 use crate::rate_limit::warn_limited;
+use crate::services::held::HeldAccount;
 use crate::services::printf::{PrintfSink, Stream};
+use budget::{Held, PollWork};
 use console::Write;
 use hostcall_core::rpc::opcode::{libc, status};
 use hostcall_core::rpc::{serve_as_packet, service_of, Turn, View};
 use hostcall_core::{Dispatch, PacketRequest, Payload};
 use printf::Printf;
+use std::sync::Arc;
 
 /// What one buffer's RPC host did, counted since it was made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,6 +102,15 @@ pub struct RpcCounters {
     pub over_limit_lanes: u64,
     /// `fopen`s answered null because the buffer held [`RpcLimits::open_files`] files.
     pub open_files_refused: u64,
+    /// Lanes answered with a failure because what they would keep did not fit the held-bytes
+    /// budgets ([`RpcLimits::max_held_bytes_per_buffer`], [`RpcLimits::max_held_bytes`]).
+    pub held_refused_lanes: u64,
+    /// Turns put off to a later poll because the poll's work budget
+    /// ([`RpcLimits::poll_work_bytes`]) was spent (the port stayed the host's meanwhile).
+    pub deferred_turns: u64,
+    /// Bytes the calls in progress hold now, as charged to the budgets (a level, not a count:
+    /// the sum over a pool's stripes is the buffer's).
+    pub held_bytes: u64,
 }
 
 impl std::ops::Add for RpcCounters {
@@ -109,9 +124,15 @@ impl std::ops::Add for RpcCounters {
             refused_lanes: self.refused_lanes + o.refused_lanes,
             over_limit_lanes: self.over_limit_lanes + o.over_limit_lanes,
             open_files_refused: self.open_files_refused + o.open_files_refused,
+            held_refused_lanes: self.held_refused_lanes + o.held_refused_lanes,
+            deferred_turns: self.deferred_turns + o.deferred_turns,
+            held_bytes: self.held_bytes + o.held_bytes,
         }
     }
 }
+
+/// The work a turn's packet costs, a lane (its 64 bytes read or written).
+const PACKET_WORK: usize = 64;
 
 /// What a call's turn may use besides the port.
 pub(crate) struct Context<'a> {
@@ -125,6 +146,23 @@ pub(crate) struct Context<'a> {
     pub(crate) files_allowed: bool,
     /// [`RpcLimits::stream_bytes`].
     pub(crate) limit: u64,
+    /// What the host's calls hold (`budget.rs`).
+    held: &'a mut Held,
+    /// The work the drain in progress may still do (`budget.rs`).
+    work: &'a mut PollWork,
+}
+
+impl Context<'_> {
+    /// Charges `bytes` a lane is to keep to `charged` (its call's charge), if the budgets have
+    /// room; else counts the lane as refused for them and returns `false`.
+    fn hold(&mut self, charged: &mut usize, bytes: usize) -> bool {
+        if self.held.charge(bytes).is_err() {
+            self.counters.held_refused_lanes += 1;
+            return false;
+        }
+        *charged += bytes;
+        true
+    }
 }
 
 /// A call in progress on one port.
@@ -137,6 +175,31 @@ enum Call {
     Read(Box<file_calls::Read>),
     Gather(Box<gather::Gather>),
     Ending(gather::Ending),
+}
+
+impl Call {
+    /// The lanes of the call.
+    fn mask(&self) -> u64 {
+        match self {
+            Call::Write(write) => write.mask(),
+            Call::Printf(printf) => printf.mask(),
+            Call::OnStream(_, mask) => *mask,
+            Call::Read(read) => read.mask(),
+            Call::Gather(gather) => gather.mask(),
+            Call::Ending(ending) => ending.mask(),
+        }
+    }
+
+    /// Bytes charged to the held budgets for the call.
+    fn charged(&self) -> usize {
+        match self {
+            Call::Write(write) => write.charged(),
+            Call::Printf(printf) => printf.charged(),
+            Call::Read(read) => read.charged(),
+            Call::Gather(gather) => gather.charged(),
+            Call::OnStream(..) | Call::Ending(_) => 0,
+        }
+    }
 }
 
 /// The host of one LLVM-RPC buffer: the call in progress on each port, the policy and budgets,
@@ -152,20 +215,29 @@ pub struct RpcHost {
     scratch: Box<Payload>,
     /// The files the buffer's device opened (closed when the last host of the buffer goes).
     files: files::SharedFiles,
+    /// What the calls hold, charged to the buffer's and all buffers' budgets.
+    held: Held,
+    /// The work budget of the drain in progress.
+    work: PollWork,
 }
 
 impl RpcHost {
-    /// The host of a buffer of `ports` ports.
+    /// The host of a buffer of `ports` ports (its held bytes on budgets of its own: "all
+    /// buffers" is this host's alone).
     pub fn new(ports: u32, policy: RpcPolicy, limits: RpcLimits) -> Self {
-        Self::with_files(ports, policy, limits, files::SharedFiles::new(limits.open_files))
+        let files = files::SharedFiles::new(limits.open_files);
+        Self::with_shared(ports, policy, limits, files, Arc::default(), Arc::default())
     }
 
-    /// A host of a buffer whose file table `files` other hosts (of other ports) share.
-    pub(crate) fn with_files(
+    /// A host of a buffer whose file table `files` and account of held bytes `buffer` other
+    /// hosts (of other ports) share, `all` the account of every buffer of its registry.
+    pub(crate) fn with_shared(
         ports: u32,
         policy: RpcPolicy,
         limits: RpcLimits,
         files: files::SharedFiles,
+        buffer: Arc<HeldAccount>,
+        all: Arc<HeldAccount>,
     ) -> Self {
         Self {
             policy,
@@ -174,6 +246,8 @@ impl RpcHost {
             counters: RpcCounters::default(),
             scratch: Box::default(),
             files,
+            held: Held::new(&limits, buffer, all),
+            work: PollWork::new(limits.poll_work_bytes),
         }
     }
 
@@ -187,6 +261,8 @@ impl RpcHost {
     pub(crate) fn retire(&mut self) {
         self.files.lock().close_all();
         self.calls.iter_mut().for_each(|call| *call = None);
+        self.held.clear();
+        self.counters.held_bytes = 0;
     }
 
     /// The counters so far.
@@ -194,26 +270,23 @@ impl RpcHost {
         self.counters
     }
 
+    /// The most work one drain of this host's ports did so far, as counted against
+    /// [`RpcLimits::poll_work_bytes`] (see the [budgets](self#budgets)).
+    pub fn most_poll_work(&self) -> usize {
+        self.work.most()
+    }
+
     /// Ports with a call in progress (waiting for the device's next packet).
     pub fn calls_in_progress(&self) -> usize {
         self.calls.iter().flatten().count()
     }
 
-    /// Bytes of device data the calls in progress hold (streams received so far). Bounded by
-    /// ports x lanes x [`RpcLimits::stream_bytes`] x the streams one call keeps (printf: the
-    /// format, the arguments and each `%s`), whatever the device sends.
+    /// Bytes of device data the calls in progress hold, as charged to the budgets (streams at
+    /// their declared size, a printf's walk of its format, bytes read): at most
+    /// [`RpcLimits::max_held_bytes_per_buffer`], whatever the device sends (see the
+    /// [budgets](self#budgets)).
     pub fn held_bytes(&self) -> usize {
-        self.calls
-            .iter()
-            .flatten()
-            .map(|call| match call {
-                Call::Write(write) => write.held_bytes(),
-                Call::Printf(printf) => printf.held_bytes(),
-                Call::Read(read) => read.held_bytes(),
-                Call::Gather(gather) => gather.held_bytes(),
-                Call::OnStream(..) | Call::Ending(_) => 0,
-            })
-            .sum()
+        self.held.held()
     }
 
     /// Takes one turn on every port of `view` that is the host's; returns the turns taken.
@@ -256,16 +329,25 @@ impl RpcHost {
         sink: &mut dyn PrintfSink,
         services: &D,
     ) -> bool {
-        self.counters.turns += 1;
-        let Some(slot) = self.calls.get_mut(turn.port() as usize) else {
+        let port = turn.port();
+        let Some(slot) = self.calls.get_mut(port as usize) else {
+            self.counters.turns += 1;
             return false; // a port past this host's count: never served
         };
-        let (unhandled, refused) = (self.counters.unhandled, self.counters.refused_lanes);
+        if !self.work.admit(port) {
+            turn.defer(); // this poll's work is spent: the next takes the port first
+            self.counters.deferred_turns += 1;
+            return true;
+        }
+        let (unhandled, refused, held_refused) =
+            (self.counters.unhandled, self.counters.refused_lanes, self.counters.held_refused_lanes);
+        let mut lanes = 0;
         let call = match slot.take() {
             Some(call) => Some(call),
             None => {
                 self.counters.calls += 1;
                 let (mask, opcode) = turn.header();
+                lanes = mask.count_ones();
                 self.begin(turn, mask, opcode, services)
             }
         };
@@ -277,6 +359,8 @@ impl RpcHost {
                 console_allowed: self.policy.allows(OpcodeGroup::Console),
                 files_allowed: self.policy.allows(OpcodeGroup::Files),
                 limit: self.limits.stream_bytes,
+                held: &mut self.held,
+                work: &mut self.work,
             };
             let done = match &mut call {
                 Call::Write(write) => write.turn(turn, &mut cx),
@@ -289,14 +373,32 @@ impl RpcHost {
                 Call::Gather(gather) => gather.turn(turn, &mut cx),
                 Call::Ending(ending) => ending.turn(turn, &mut cx),
             };
+            lanes = call.mask().count_ones();
             if done {
+                self.held.release(call.charged());
                 self.counters.calls_done += 1;
             } else {
-                self.calls[turn.port() as usize] = Some(call);
+                if turn.is_deferred() {
+                    self.work.ran_out(port);
+                    self.counters.deferred_turns += 1;
+                }
+                self.calls[port as usize] = Some(call);
             }
         } else {
             self.counters.calls_done += 1;
         }
+        self.work.spend(PACKET_WORK * lanes as usize);
+        if !turn.is_deferred() {
+            self.counters.turns += 1;
+        }
+        self.counters.held_bytes = self.held.held() as u64;
+        self.log_refusals(turn, refused, held_refused);
+        self.counters.unhandled == unhandled
+    }
+
+    /// Logs (rate-limited) the lanes this turn refused, from the counts `refused` and
+    /// `held_refused` it began with.
+    fn log_refusals(&self, turn: &Turn<'_>, refused: u64, held_refused: u64) {
         if self.counters.refused_lanes > refused {
             warn_limited!(
                 "rpc: port {}: opcode {:#x}: {} lanes refused (their opcode group is off in the buffer's \
@@ -306,7 +408,18 @@ impl RpcHost {
                 self.counters.refused_lanes - refused
             );
         }
-        self.counters.unhandled == unhandled
+        if self.counters.held_refused_lanes > held_refused {
+            warn_limited!(
+                "rpc: port {}: opcode {:#x}: {} lanes refused: the calls in progress would hold more than \
+                 this buffer's {} bytes or all buffers' {} (RpcLimits::max_held_bytes_per_buffer, \
+                 max_held_bytes); answered as failed",
+                turn.port(),
+                turn.header().1,
+                self.counters.held_refused_lanes - held_refused,
+                self.limits.max_held_bytes_per_buffer,
+                self.limits.max_held_bytes
+            );
+        }
     }
 
     /// The call an opcode begins, or `None` when this first turn is the whole call (`NOOP`,
