@@ -154,15 +154,7 @@ pub(super) struct PollWork {
 
 impl PollWork {
     pub(super) fn new(per_poll: usize) -> Self {
-        Self {
-            per_poll,
-            left: per_poll,
-            last_port: None,
-            start: 0,
-            ran_out_at: None,
-            spent: 0,
-            most: 0,
-        }
+        Self { per_poll, left: per_poll, last_port: None, start: 0, ran_out_at: None, spent: 0, most: 0 }
     }
 
     /// At the start of a turn on `port`: whether to take it now (else it is deferred).
@@ -211,7 +203,8 @@ mod tests {
     use super::*;
 
     fn held(buffer_limit: usize, all: &Arc<HeldAccount>, buffer: &Arc<HeldAccount>) -> Held {
-        let limits = RpcLimits::default().with_max_held_bytes(1 << 30).with_max_held_bytes_per_buffer(buffer_limit);
+        let limits =
+            RpcLimits::default().with_max_held_bytes(1 << 30).with_max_held_bytes_per_buffer(buffer_limit);
         Held::new(&limits, buffer.clone(), all.clone())
     }
 

@@ -5,7 +5,24 @@
 //! [`RpcHost`] keeps, per port, the call in progress: each turn the port is the host's, it
 //! does what LLVM's server does between two waits for ownership, then hands the port back. It
 //! never waits on a device, so a client that stops mid-call holds only its own port's few
-//! words of state (and at most [`RpcLimits::stream_bytes`] a lane).
+//! words of state (and at most [`RpcLimits::stream_bytes`] a lane, within the budgets below).
+//!
+//! # Budgets
+//!
+//! | bound | default | when exceeded |
+//! | --- | --- | --- |
+//! | one lane's stream ([`RpcLimits::stream_bytes`]) | 64 KiB | the lane is read to its end, dropped, answered failed ([`RpcCounters::over_limit_lanes`]) |
+//! | bytes the calls in progress of one buffer hold ([`RpcLimits::max_held_bytes_per_buffer`]) | 64 MiB, as PRINTF's | a lane that would pass it is followed to its end and answered failed ([`RpcCounters::held_refused_lanes`], logged) |
+//! | bytes the calls in progress of all RPC buffers of one registry hold ([`RpcLimits::max_held_bytes`]) | 256 MiB, as PRINTF's | as above |
+//! | work of one poll on one buffer's calls ([`RpcLimits::poll_work_bytes`]) | 1 MiB | the turn waits for the next poll ([`RpcCounters::deferred_turns`]) |
+//! | host files open ([`RpcLimits::open_files`]) | 64 | `fopen` answers null ([`RpcCounters::open_files_refused`]) |
+//!
+//! The held bytes are charged with the message assembler's mechanism (each stream at its
+//! declared size when it begins, so what a lane keeps is known before it arrives); the work of a
+//! poll bounds what answering many held calls at once costs the listener's other buffers: a
+//! printf of many large lanes is answered lane by lane over several polls. Where LLVM's server
+//! allocates whatever the device declares and answers every lane in one go, this host refuses
+//! past the budget and spreads the answers; the details, and why, are in `budget.rs`.
 //!
 //! Served: every opcode of LLVM's server at [`hostcall_core::rpc::version`]: `NOOP`, the console
 //! writes, the printf family (to stdout, stderr or an opened file), `MALLOC` and `FREE` (through

@@ -95,7 +95,8 @@ impl RpcServing {
         ];
         // Only when a refusal was counted (rare): most turns change only the turn and call counts.
         if now != self.reported {
-            let reasons = [Reason::RpcRefused, Reason::RpcStreamLength, Reason::RpcOpenFiles, Reason::HeldBytes];
+            let reasons =
+                [Reason::RpcRefused, Reason::RpcStreamLength, Reason::RpcOpenFiles, Reason::HeldBytes];
             for ((reason, now), before) in reasons.into_iter().zip(now).zip(self.reported) {
                 if now > before {
                     services.count_refusal(reason, now - before, buffer);

@@ -68,10 +68,12 @@ fn held_calls_of_4096_ports_stay_within_the_buffer_budget() {
     let limits = RpcLimits::default();
     let (all, of_buffer) = (Arc::new(HeldAccount::default()), Arc::new(HeldAccount::default()));
     let files = files::SharedFiles::new(limits.open_files);
-    let mut host = RpcHost::with_shared(PORTS, RpcPolicy::default(), limits, files, of_buffer.clone(), all.clone());
+    let mut host =
+        RpcHost::with_shared(PORTS, RpcPolicy::default(), limits, files, of_buffer.clone(), all.clone());
     let mut out = sink();
     let format = vec![b'x'; DEFAULT_STREAM_BYTES as usize];
-    let mut calls: Vec<_> = (0..PORTS).map(|port| Sending::open(&client, libc::PRINTF_TO_STDOUT, port)).collect();
+    let mut calls: Vec<_> =
+        (0..PORTS).map(|port| Sending::open(&client, libc::PRINTF_TO_STDOUT, port)).collect();
     for _ in 0..2 {
         calls.iter_mut().for_each(|call| call.send_next(&format));
         settle(&mut host, &buffer, &mut calls, &mut out);
@@ -146,7 +148,8 @@ fn the_work_of_one_drain_is_bounded_when_many_held_calls_complete_at_once() {
     let mut out = sink();
     let mut format = vec![b'y'; 4095];
     format.push(0);
-    let mut calls: Vec<_> = (0..PORTS).map(|port| Sending::open(&client, libc::PRINTF_TO_STDOUT, port)).collect();
+    let mut calls: Vec<_> =
+        (0..PORTS).map(|port| Sending::open(&client, libc::PRINTF_TO_STDOUT, port)).collect();
     while calls.iter().any(|call| call.more) {
         calls.iter_mut().for_each(|call| call.send_next(&format));
         settle(&mut host, &buffer, &mut calls, &mut out);
