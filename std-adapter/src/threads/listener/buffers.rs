@@ -295,7 +295,8 @@ impl Shared {
             // Its host (for every port: a range's indices are the buffer's), found by every thread
             // of this listener by base address (`rpc.rs`).
             let ports = u32::try_from(num_packets).unwrap_or(u32::MAX);
-            self.rpc.insert(base, super::rpc::RpcServing::new(ports, &options.rpc));
+            let serving = super::rpc::RpcServing::new(ports, &options.rpc, self.services.rpc_held());
+            self.rpc.insert(base, serving);
         }
         let incomplete = (protocol == Protocol::Line).then(|| IncompleteMemory::new(packets));
         let entry = Served { claim, counted, registration, home: active.id, leaving: false, incomplete };
