@@ -79,7 +79,7 @@
 //! # Features
 //!
 //! None: the crate is `no_std`, allocates nothing, and has no optional parts. Its one atomics
-//! dependency, [`portable_atomic`], is used for its `repr`-exact `AtomicU64`/`AtomicU32` only.
+//! dependency, [`portable_atomic`](https://docs.rs/portable-atomic), is used for its `repr`-exact `AtomicU64`/`AtomicU32` only.
 //!
 //! # Target requirements
 //!

@@ -161,7 +161,7 @@ struct Shared {
     /// buffer is removed or the thread has been joined.
     served: Mutex<HashMap<usize, Served>>,
     /// The buffers let go of by their thread when it ended after a shutdown: removing one of
-    /// them is still answered `Ok` (as before the shutdown), once.
+    /// them is still answered `Ok` (as it would have been before the shutdown), once.
     ended: Mutex<std::collections::HashSet<usize>>,
     /// The LLVM-RPC buffers' hosts (the calls in progress on their ports).
     rpc: rpc::RpcBuffers,
