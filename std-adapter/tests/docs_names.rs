@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The guides checked, relative to the repository root.
-const GUIDES: [&str; 10] = [
+const GUIDES: [&str; 11] = [
     "README.md",
     "PROTOCOL.md",
     "docs/guide.md",
@@ -47,6 +47,7 @@ const GUIDES: [&str; 10] = [
     "core/README.md",
     "std-adapter/README.md",
     "fuzz/README.md",
+    "std-adapter/hsa-sys/README.md",
 ];
 
 /// The crates' sources whose items a guide may name.
