@@ -26,6 +26,10 @@
 //!   (`hostcall::tuning`, `variants::pipelined`), and for those the check is only that the words
 //!   are there.
 //!
+//! Two more checks of the same kind: the Rust items the C and CUDA headers name in comments as
+//! ordering partners (`phase::Host::serve_packet`: every `stack|phase|line|rpc::Type::item`
+//! there), and the count of ignored CUDA tests that `docs/gpu.md` gives.
+//!
 //! Names of other projects are allowed by [`ALLOWED`]: a span equal to one of its entries, or
 //! starting with one that ends in `::`, is not checked (LLVM's `rpc_server.h`, `std::`, ...).
 //! Add to it only names of other projects; a name of ours that fails is a stale guide.
@@ -61,7 +65,7 @@ const SOURCES: [&str; 6] = [
 ];
 
 /// The C and CUDA sources whose names a guide may give as `a::b`.
-const C_SOURCES: [&str; 3] = ["include", "capi/include", "std-adapter/examples/cuda"];
+const C_SOURCES: [&str; 2] = ["include", "std-adapter/examples/cuda"];
 
 /// Every identifier-like word of the C and CUDA sources.
 fn c_words(root: &Path) -> BTreeSet<String> {
@@ -102,7 +106,6 @@ const ALLOWED: &[&str] = &[
     "rpc.h",
     "rpc_opcodes.h",
     "rpc_util.h",
-    "rpc::",
     "__llvm_libc::",
     "LIBC_NAMESPACE::",
     // ROCm's device library and runtime.
@@ -460,4 +463,39 @@ fn gpu_guide_counts_the_ignored_cuda_tests() {
         .expect("the line in docs/gpu.md");
     let said: usize = line.split('#').nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
     assert_eq!(said, ignored, "docs/gpu.md: {line}");
+}
+
+/// The C and CUDA headers name Rust items in their comments as ordering partners
+/// (`phase::Host::serve_packet`): every `module::Type::item` there whose module is one of the
+/// core's protocol modules must exist, by the rule of the guides' Rust paths.
+#[test]
+fn c_comments_name_rust_items_that_exist() {
+    let root = root();
+    let declared = read_sources(&root);
+    let mut files = Vec::new();
+    for dir in C_SOURCES {
+        walk(&root.join(dir), &mut files);
+    }
+    let mut stale = Vec::new();
+    for file in files.iter().filter(|f| f.extension().is_some_and(|e| e == "h" || e == "cuh" || e == "cu")) {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            for token in line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
+                let steps: Vec<&str> = token.trim_matches(':').split("::").collect();
+                let protocol_module = ["stack", "phase", "line", "rpc"].contains(&steps[0]);
+                let names_a_member =
+                    steps.len() >= 3 && steps[1].starts_with(|c: char| c.is_ascii_uppercase());
+                if protocol_module && names_a_member && steps.iter().all(|s| is_ident(s)) {
+                    if let Some((_, why)) = check_path(&declared, &steps) {
+                        stale.push(format!(
+                            "{}:{}: `{token}`: {why}",
+                            file.strip_prefix(&root).unwrap().display(),
+                            number + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(stale.is_empty(), "Rust names in C and CUDA comments that name nothing:\n{}", stale.join("\n"));
 }
