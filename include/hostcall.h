@@ -3,8 +3,9 @@
  * protocol. The section numbers below are those of PROTOCOL.md, at the root of the project, which
  * describes the wire format in full.
  *
- * Part 1, the wire layout (the buffers and packets of the stack, phase and line protocols,
- * services, message descriptors, error replies), is plain types, macros and static asserts:
+ * Part 1, the wire layout (the buffers and packets of the stack, phase and line protocols, the
+ * LLVM libc RPC buffer's offsets and sizes, services, message descriptors, error replies), is
+ * plain types, macros and static asserts:
  * usable from C11, C++11, CUDA and HIP, host or device (and from C99 with GCC or Clang).
  * Part 2 declares the host library (libhostcall_capi.so / libhostcall_capi.a): ROCm's
  * `rochostcall.hpp` functions (getHostcallBufferSize, getHostcallBufferAlignment,

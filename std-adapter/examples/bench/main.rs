@@ -19,7 +19,7 @@
 //! - `floor_ping_pong`: two threads, one 128-byte-aligned line each way (A writes a counter to
 //!   line 1, B spins on it and answers on line 2): the cost of a round trip between two cores.
 //! - `core_1l_spinning`: the protocol alone, the core's producer path (`stack::View::claim`,
-//!   `submit`, `wait`) against a thread spinning on `stack::View::drain`: no listener,
+//!   `submit`, `wait`) against a thread spinning on `stack::Host::drain`: no listener,
 //!   registry, doorbell or `Wave`. The bound under the next row.
 //! - `hostcall_1l_spinning` / `hostcall_1l_blocking`: one wave of one lane calling a trivial lane
 //!   service through the real listener (poller, `Services` registry, doorbell), the listener

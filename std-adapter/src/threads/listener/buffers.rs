@@ -1,5 +1,5 @@
 //! The listener's add/remove API: which buffers it serves, each held (claimed process-wide,
-//! counted in the registry's lane capacity) while it is served.
+//! with its per-buffer counters in the registry) while it is served.
 
 use super::{relay, BufferOptions, Listener, Shared, MAX_BUFFERS};
 use crate::buffer::HostcallBuffer;

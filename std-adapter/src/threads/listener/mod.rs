@@ -176,11 +176,11 @@ struct Shared {
     /// `Poller::add`). Keyed by base address.
     owned: Mutex<HashMap<usize, Arc<HostcallBuffer>>>,
     /// What each buffer served (owned or raw, keyed by base address) holds while it is served:
-    /// its process-wide claim and its packets in the registry's lane capacity. Released when the
+    /// its process-wide claim and its per-buffer counters in the registry. Released when the
     /// buffer is removed or the thread has been joined.
     served: Mutex<HashMap<usize, Served>>,
     /// The buffers let go of by their thread when it ended after a shutdown: removing one of
-    /// them is still answered `Ok` (as before the shutdown), once.
+    /// them is still answered `Ok` (as it would have been before the shutdown), once.
     ended: Mutex<std::collections::HashSet<usize>>,
     /// The LLVM-RPC buffers' hosts (the calls in progress on their ports).
     rpc: rpc::RpcBuffers,

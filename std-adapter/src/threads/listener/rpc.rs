@@ -21,9 +21,9 @@
 //! other buffer again (`watch.rs`), the move ordered after that thread's last drain by the
 //! watch's Release/Acquire, or back through `relay::hand_back` once that thread's poll ended.
 //! `remove` comes after the buffer's removal from the poller that drains it (whose `remove`
-//! waits for the poll in progress), or after its thread ended. The host used to be behind a
-//! `Mutex` taken every turn: two locked instructions a turn (one between the reply words and the
-//! mailbox flip), and a reader of the counters waited for a stuck turn.
+//! waits for the poll in progress), or after its thread ended. So no lock is taken on a turn: a
+//! `Mutex` there would put locked instructions between the reply words and the mailbox flip, and
+//! make a reader of the counters wait for a stuck turn.
 
 use crate::dispatch::registry::{Services, ThreadDispatch};
 use crate::observe::Reason;
