@@ -3,8 +3,8 @@
  * own, as the logger is set up once a process). Prints "log_callback_test: ok". Every mode ends
  * within its alarm: a deadlock kills the program (SIGALRM) instead of hanging the test.
  *
- *   setup   a callback at INFO calls hostcall_get_stats while the first enable sets the runtime
- *           up (its backend line): it must not wait for that set-up;
+ *   setup   a callback at INFO calls hostcall_get_stats while the first call (hostcall_get_stats)
+ *           sets the runtime up (its backend line): it must not wait for that set-up;
  *   enable  a callback at INFO disables the buffer whose "serving buffer" line it gets: it runs
  *           after the enable released its locks, so the disable succeeds;
  *   inside  hostcall_set_log_callback from inside the callback is refused (nothing changed);
@@ -19,6 +19,7 @@
 #include "check.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +86,7 @@ static void set_on_log(int level, const char *target, const char *message, void 
 struct context {
     atomic_int alive;
 };
-#define CONTEXTS 2000
+#define CONTEXTS 500
 static struct context contexts[CONTEXTS];
 static atomic_int dead_seen = 0;
 static atomic_long lines_seen = 0;
@@ -120,6 +121,9 @@ int main(int argc, char **argv) {
     alarm(20);
     if (strcmp(mode, "setup") == 0) {
         CHECK(hostcall_set_log_callback(get_stats_on_log, HOSTCALL_LOG_INFO, NULL) == HOSTCALL_OK);
+        hostcall_stats_t stats;
+        stats.size = sizeof stats;
+        CHECK(hostcall_get_stats(&stats) == HOSTCALL_OK); /* the first use sets the runtime up */
         enable_buffer();
         CHECK(atomic_load(&stats_from_callback) >= 1);
         CHECK(hostcall_disable(buffer, &queue) == HOSTCALL_OK);
@@ -149,6 +153,9 @@ int main(int argc, char **argv) {
             atomic_store(&contexts[i].alive, 1);
             CHECK(hostcall_set_log_callback(check_alive, HOSTCALL_LOG_TRACE, &contexts[i]) == HOSTCALL_OK);
             atomic_store(&contexts[i - 1].alive, 0); /* as if freed */
+            /* Until the next line: every swap races with a delivery. */
+            long seen = atomic_load(&lines_seen);
+            while (atomic_load(&lines_seen) == seen) sched_yield();
         }
         atomic_store(&stop_calling, 1);
         CHECK(pthread_join(caller, NULL) == 0);
