@@ -89,13 +89,14 @@ struct context {
 #define CONTEXTS 500
 static struct context contexts[CONTEXTS];
 static atomic_int dead_seen = 0;
-static atomic_long lines_seen = 0;
+static atomic_long lines_seen = 0, lines_started = 0;
 static atomic_int stop_calling = 0;
 static void check_alive(int level, const char *target, const char *message, void *user) {
     (void)level, (void)target, (void)message;
     struct context *context = user;
     if (!atomic_load(&context->alive)) atomic_fetch_add(&dead_seen, 1);
-    for (volatile int spin = 0; spin < 200; spin++) {
+    atomic_fetch_add(&lines_started, 1);
+    for (volatile int spin = 0; spin < 20000; spin++) {
     }
     if (!atomic_load(&context->alive)) atomic_fetch_add(&dead_seen, 1);
     atomic_fetch_add(&lines_seen, 1);
@@ -151,11 +152,11 @@ int main(int argc, char **argv) {
         CHECK(pthread_create(&caller, NULL, keep_calling, NULL) == 0);
         for (int i = 1; i < CONTEXTS; i++) {
             atomic_store(&contexts[i].alive, 1);
+            /* Swap while a line is being delivered: every swap races with a delivery. */
+            long started = atomic_load(&lines_started);
+            while (atomic_load(&lines_started) == started) sched_yield();
             CHECK(hostcall_set_log_callback(check_alive, HOSTCALL_LOG_TRACE, &contexts[i]) == HOSTCALL_OK);
             atomic_store(&contexts[i - 1].alive, 0); /* as if freed */
-            /* Until the next line: every swap races with a delivery. */
-            long seen = atomic_load(&lines_seen);
-            while (atomic_load(&lines_seen) == seen) sched_yield();
         }
         atomic_store(&stop_calling, 1);
         CHECK(pthread_join(caller, NULL) == 0);
