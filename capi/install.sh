@@ -126,7 +126,7 @@ printf '%s\n' "$pc_head" "Name: hostcall-static" \
 # The CMake package: imported targets for the shared and the static library.
 cmake_dir=$lib/cmake/hostcall
 mkdir -p "$cmake_dir"
-cmake_libs=$(printf '%s' "$native_static_libs" | sed 's/-l//g')
+cmake_libs=$(printf '%s' "$native_static_libs" | sed -e 's/-l//g' -e 's/ /;/g')
 sed -e "s|@PREFIX@|$prefix|g" -e "s|@LIBDIR@|$libdir|g" -e "s|@INCLUDEDIR@|$includedir|g" \
   -e "s|@VERSION@|$version|g" -e "s|@ABI@|$abi|g" -e "s|@NATIVE_LIBS@|$cmake_libs|g" \
   cmake/hostcallConfig.cmake.in > "$cmake_dir/hostcallConfig.cmake"
