@@ -215,7 +215,12 @@ impl CLogger {
                 // SAFETY: the function the caller registered, with its contract (documented at
                 // `HostcallLogFn`); both strings live until it returns.
                 unsafe {
-                    (callback.function)(level_code(line.level), target.as_ptr(), message.as_ptr(), callback.user)
+                    (callback.function)(
+                        level_code(line.level),
+                        target.as_ptr(),
+                        message.as_ptr(),
+                        callback.user,
+                    )
                 };
             }
             Some(_) => {}
@@ -237,8 +242,11 @@ impl log::Log for CLogger {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let line =
-            Line { level: record.level(), target: record.target().to_owned(), message: record.args().to_string() };
+        let line = Line {
+            level: record.level(),
+            target: record.target().to_owned(),
+            message: record.args().to_string(),
+        };
         if QUEUE.try_with(|q| q.borrow_mut().push_back(line)).is_ok() {
             deliver_queued();
         }

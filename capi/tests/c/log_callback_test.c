@@ -13,6 +13,8 @@
  *           callback may run with a dead context;
  *   levels  the DEBUG lines of enable, disable and the backend's probing, the TRACE line of a C
  *           service's call;
+ *   listener a callback at WARN reads the statistics from the listener thread, on the warning of
+ *           a DEVMEM refusal logged while the packet is served;
  *   reason  a C service names why it refused (hostcall_count_reason): counted by that reason.
  */
 #include "hostcall.h"
@@ -179,6 +181,15 @@ int main(int argc, char **argv) {
         CHECK(call_service(0x3, 1) == HOSTCALL_OK);
         CHECK(hostcall_disable(buffer, &queue) == HOSTCALL_OK);
         CHECK(debug_enabled == 1 && trace_service == 2);
+    } else if (strcmp(mode, "listener") == 0) {
+        enable_buffer();
+        CHECK(hostcall_set_log_callback(get_stats_on_log, HOSTCALL_LOG_WARN, NULL) == HOSTCALL_OK);
+        uint64_t requests[1][8] = {{0}}; /* a DEVMEM allocation of 0 bytes: refused, with a warning */
+        uint64_t replies[1][2];
+        CHECK(hostcall_emulated_call(buffer, PACKETS, HOSTCALL_SERVICE_DEVMEM, 0x1,
+                                     (const uint64_t(*)[8])requests, replies) == HOSTCALL_OK);
+        CHECK(atomic_load(&stats_from_callback) >= 1);
+        CHECK(hostcall_disable(buffer, &queue) == HOSTCALL_OK);
     } else if (strcmp(mode, "reason") == 0) {
         enable_buffer();
         CHECK(hostcall_register_service(SERVICE, add_one, NULL) == HOSTCALL_OK);
@@ -199,7 +210,7 @@ int main(int argc, char **argv) {
         CHECK(hostcall_unregister_service(SERVICE) == HOSTCALL_ERR_NOT_REGISTERED);
         CHECK(hostcall_disable(buffer, &queue) == HOSTCALL_OK);
     } else {
-        fprintf(stderr, "usage: log_callback_test setup|enable|inside|swap|levels|reason\n");
+        fprintf(stderr, "usage: log_callback_test setup|enable|inside|swap|levels|listener|reason\n");
         return 2;
     }
     if (failures != 0) return 1;
