@@ -37,9 +37,9 @@ pub const HOSTCALL_LOG_ERROR: c_int = 1;
 pub const HOSTCALL_LOG_WARN: c_int = 2;
 /// Lifecycle lines too (listener start and stop, buffers added and removed, the backend).
 pub const HOSTCALL_LOG_INFO: c_int = 3;
-/// Debug lines too.
+/// Debug lines too (each enable and disable, the backend's probing).
 pub const HOSTCALL_LOG_DEBUG: c_int = 4;
-/// Everything.
+/// Everything: per-packet lines too (each call of a C service, each emulated call).
 pub const HOSTCALL_LOG_TRACE: c_int = 5;
 
 /// A log callback: `level` (`HOSTCALL_LOG_ERROR`..`HOSTCALL_LOG_TRACE`), the module that logged
