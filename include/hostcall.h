@@ -485,7 +485,8 @@ const char *hostcall_memory_reason(void);
 /* ---- Logs ---- */
 
 /* The library logs the lifecycle (listener start and stop, buffers served, the backend chosen) at
- * INFO, each enable and disable and the backend's probing at DEBUG, each call of a C service at
+ * INFO, each enable and disable and the backend's probing at DEBUG, each call of a C service and
+ * each emulated call at
  * TRACE (nothing is formatted at a level no one listens to), and every refusal that loses device output (a budget, a bad free, an unknown
  * service, ...) at WARN, rate-limited: at most 10 lines a kind per 10 s, the next line saying how
  * many were suppressed. Without a callback they go to stderr ("hostcall: LEVEL module: text") at

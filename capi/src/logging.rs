@@ -17,17 +17,21 @@
 //! - a line logged while this thread's callback runs (by the entry points it calls) waits until
 //!   the callback returns, so the callback never runs inside itself.
 //!
-//! [`hostcall_set_log_callback`] returns only once no thread runs the replaced callback: the
-//! callback is held as a reader of a lock for each delivery, the swap takes it as a writer.
+//! [`hostcall_set_log_callback`] returns only once no thread runs the replaced callback: each
+//! delivery counts itself as running under the generation of the callback it read, and the swap
+//! waits until no delivery of an older generation runs. Deliveries never wait for a swap (no
+//! reader-writer lock whose waiting writer would hold new readers back, while the callback a
+//! swap waits for might wait on a line another thread is delivering).
 //! Called from inside a callback it would wait for itself, so there it changes nothing and
 //! returns [`HOSTCALL_ERR_IN_LOG_CALLBACK`](crate::status::HOSTCALL_ERR_IN_LOG_CALLBACK).
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Once, RwLock};
+use std::sync::{Condvar, Mutex, MutexGuard, Once};
 
 /// No log lines.
 pub const HOSTCALL_LOG_OFF: c_int = 0;
@@ -65,11 +69,23 @@ unsafe impl Send for Callback {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Callback {}
 
+/// The callback and the deliveries running, by the generation of the callback they run.
+struct Deliveries {
+    callback: Option<Callback>,
+    /// Counts the callbacks set.
+    generation: u64,
+    /// Deliveries in progress, by generation (absent: none).
+    running: BTreeMap<u64, usize>,
+}
+
 /// The logger this library installs.
 struct CLogger {
-    /// Held as a reader by each delivery, for as long as the callback runs; as a writer by
-    /// [`hostcall_set_log_callback`], which so waits for every delivery of the old callback.
-    callback: RwLock<Option<Callback>>,
+    /// Held only to read or change the state, never while a callback runs: a delivery never
+    /// waits for a swap (which could wait for a callback that waits for that delivery's thread).
+    deliveries: Mutex<Deliveries>,
+    /// Notified when a delivery ends: [`hostcall_set_log_callback`] waits on it until no
+    /// delivery of an older generation runs.
+    delivery_ended: Condvar,
     /// The most verbose level anything listens to, as `log::LevelFilter as usize`: read by
     /// `enabled` without the lock (a thread inside a callback must not take it again while a
     /// swap waits for it).
@@ -131,12 +147,24 @@ fn deliver_queued() {
         return;
     }
     let _ = DELIVERING.try_with(|d| d.set(true));
-    {
-        // Held while the callback runs: a swap waits until this delivery ends.
-        let callback = logger.callback.read().unwrap_or_else(|p| p.into_inner());
-        while let Some(line) = QUEUE.try_with(|q| q.borrow_mut().pop_front()).ok().flatten() {
-            logger.write(*callback, &line);
+    while let Some(line) = QUEUE.try_with(|q| q.borrow_mut().pop_front()).ok().flatten() {
+        // Counted as running while the callback runs: a swap waits until this delivery ends.
+        let (callback, generation) = {
+            let mut deliveries = logger.lock();
+            let generation = deliveries.generation;
+            *deliveries.running.entry(generation).or_insert(0) += 1;
+            (deliveries.callback, generation)
+        };
+        logger.write(callback, &line);
+        let mut deliveries = logger.lock();
+        if let Some(running) = deliveries.running.get_mut(&generation) {
+            *running -= 1;
+            if *running == 0 {
+                deliveries.running.remove(&generation);
+            }
         }
+        drop(deliveries);
+        logger.delivery_ended.notify_all();
     }
     let _ = DELIVERING.try_with(|d| d.set(false));
 }
@@ -194,6 +222,11 @@ fn filter_from(value: usize) -> log::LevelFilter {
 }
 
 impl CLogger {
+    fn lock(&self) -> MutexGuard<'_, Deliveries> {
+        // Poisoned only by a panic between two plain stores; the state is whole: go on.
+        self.deliveries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The most verbose level anything listens to, with `callback` set.
     fn level_with(&self, callback: Option<Callback>) -> log::LevelFilter {
         callback.map_or(self.stderr_level, |c| c.min_level)
@@ -201,7 +234,7 @@ impl CLogger {
 
     fn max_level(&self) -> log::LevelFilter {
         // Relaxed: a level, read alone; a record logged across a swap may be filtered by either
-        // level, and delivery checks the callback's own level again under the lock.
+        // level, and delivery checks the callback's own level again, on the callback it read.
         filter_from(self.max_level.load(Ordering::Relaxed))
     }
 
@@ -262,7 +295,8 @@ pub(crate) fn install() {
     INSTALL.call_once(|| {
         let stderr_level = env_level();
         let logger = LOGGER.get_or_init(|| CLogger {
-            callback: RwLock::new(None),
+            deliveries: Mutex::new(Deliveries { callback: None, generation: 0, running: BTreeMap::new() }),
+            delivery_ended: Condvar::new(),
             max_level: AtomicUsize::new(stderr_level as usize),
             stderr_level,
         });
@@ -307,15 +341,19 @@ pub unsafe extern "C" fn hostcall_set_log_callback(
         }
         let callback =
             function.map(|function| Callback { function, min_level: level_filter(min_level), user });
-        // Waits for every delivery in progress (they hold the lock as readers): afterwards the
-        // old callback never runs again.
-        let mut current = logger.callback.write().unwrap_or_else(|p| p.into_inner());
-        *current = callback;
+        let mut deliveries = logger.lock();
+        deliveries.callback = callback;
+        deliveries.generation += 1;
+        let generation = deliveries.generation;
         let level = logger.level_with(callback);
-        // Relaxed: see `max_level`; the lock's release orders it for the next delivery.
+        // Relaxed: see `max_level`.
         logger.max_level.store(level as usize, Ordering::Relaxed);
         log::set_max_level(level);
-        drop(current);
+        // Every delivery that starts from here on runs the new callback; wait for those that
+        // run an older one: afterwards no old callback runs again.
+        while deliveries.running.range(..generation).next().is_some() {
+            deliveries = logger.delivery_ended.wait(deliveries).unwrap_or_else(|p| p.into_inner());
+        }
         Ok(())
     })
 }

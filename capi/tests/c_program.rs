@@ -122,7 +122,7 @@ fn the_c_program_sees_logs_stats_and_status_strings() {
 fn the_log_callback_may_call_the_library_and_is_swapped_safely() {
     let exe = build("log_callback_test.c", Link::Shared);
     let modes = std::env::var("LOG_CALLBACK_MODES")
-        .unwrap_or("setup enable inside swap levels listener reason".into());
+        .unwrap_or("setup enable inside swap nested levels listener reason".into());
     for mode in modes.split_whitespace() {
         let output = Command::new(&exe).arg(mode).output().unwrap();
         let (out, err) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));

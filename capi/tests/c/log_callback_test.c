@@ -11,12 +11,16 @@
  *   swap    one thread's calls log at TRACE (a C service's line per lane) while the main thread
  *           swaps callbacks and marks each replaced context dead as soon as the swap returns: no
  *           callback may run with a dead context;
+ *   nested  a callback at TRACE makes an emulated call (whose service's line the listener thread
+ *           delivers) while the main thread swaps callbacks: the swap waits for the callback, the
+ *           listener's delivery must not wait for the swap;
  *   levels  the DEBUG lines of enable, disable and the backend's probing, the TRACE line of a C
  *           service's call;
  *   listener a callback at WARN reads the statistics from the listener thread, on the warning of
  *           a DEVMEM refusal logged while the packet is served;
  *   reason  a C service names why it refused (hostcall_count_reason): counted by that reason.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "hostcall.h"
 #include "check.h"
 
@@ -25,6 +29,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PACKETS 4u
@@ -40,9 +45,13 @@ static void enable_buffer(void) {
     CHECK(hostcall_enable(buffer, PACKETS, &queue) == HOSTCALL_OK);
 }
 
-/* Answers every lane with its first word plus one; refuses a lane whose first word is 0. */
+/* Answers every lane with its first word plus one; refuses a lane whose first word is 0. With a
+ * context, takes a millisecond first. */
 static int add_one(const uint64_t request[8], uint64_t reply[2], void *ctx) {
-    (void)ctx;
+    if (ctx != NULL) {
+        struct timespec millisecond = {0, 1000000};
+        nanosleep(&millisecond, NULL);
+    }
     if (request[0] == 0) {
         CHECK(hostcall_count_reason(HOSTCALL_REASON_BAD_REQUEST) == HOSTCALL_OK);
         return HOSTCALL_ERROR_BAD_REQUEST;
@@ -109,6 +118,22 @@ static void *keep_calling(void *arg) {
     return NULL;
 }
 
+/* ---- nested ---- */
+static atomic_int nested_started = 0, nested_calls = 0, nested_failures = 0;
+static _Thread_local int skip_next = 0;
+static void call_from_callback(int level, const char *target, const char *message, void *user) {
+    (void)level, (void)target, (void)user;
+    if (strstr(message, "emulated call answered") == NULL) return;
+    if (skip_next) { /* the nested call's own line, delivered after this callback returned */
+        skip_next = 0;
+        return;
+    }
+    skip_next = 1;
+    atomic_fetch_add(&nested_started, 1);
+    if (call_service(0x1, 1) != HOSTCALL_OK) atomic_fetch_add(&nested_failures, 1);
+    atomic_fetch_add(&nested_calls, 1);
+}
+
 /* ---- levels ---- */
 static atomic_int debug_enabled = 0, debug_disabled = 0, debug_probing = 0, trace_service = 0;
 static void count_levels(int level, const char *target, const char *message, void *user) {
@@ -167,6 +192,22 @@ int main(int argc, char **argv) {
         CHECK(atomic_load(&lines_seen) > 0);
         CHECK(atomic_load(&dead_seen) == 0);
         CHECK(hostcall_disable(buffer, &queue) == HOSTCALL_OK);
+    } else if (strcmp(mode, "nested") == 0) {
+        enable_buffer();
+        CHECK(hostcall_register_service(SERVICE, add_one, &nested_calls) == HOSTCALL_OK); /* slow */
+        CHECK(hostcall_set_log_callback(call_from_callback, HOSTCALL_LOG_TRACE, NULL) == HOSTCALL_OK);
+        pthread_t caller;
+        CHECK(pthread_create(&caller, NULL, keep_calling, NULL) == 0);
+        for (int i = 0; i < 50; i++) {
+            /* Swap while a callback's call is being served. */
+            int started = atomic_load(&nested_started);
+            while (atomic_load(&nested_started) == started) sched_yield();
+            CHECK(hostcall_set_log_callback(call_from_callback, HOSTCALL_LOG_TRACE, NULL) == HOSTCALL_OK);
+        }
+        atomic_store(&stop_calling, 1);
+        CHECK(pthread_join(caller, NULL) == 0);
+        CHECK(atomic_load(&nested_failures) == 0);
+        CHECK(hostcall_disable(buffer, &queue) == HOSTCALL_OK);
     } else if (strcmp(mode, "levels") == 0) {
         CHECK(hostcall_set_log_callback(count_levels, HOSTCALL_LOG_TRACE, NULL) == HOSTCALL_OK);
         enable_buffer();
@@ -210,7 +251,7 @@ int main(int argc, char **argv) {
         CHECK(hostcall_unregister_service(SERVICE) == HOSTCALL_ERR_NOT_REGISTERED);
         CHECK(hostcall_disable(buffer, &queue) == HOSTCALL_OK);
     } else {
-        fprintf(stderr, "usage: log_callback_test setup|enable|inside|swap|levels|listener|reason\n");
+        fprintf(stderr, "usage: log_callback_test setup|enable|inside|swap|nested|levels|listener|reason\n");
         return 2;
     }
     if (failures != 0) return 1;
