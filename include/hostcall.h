@@ -486,12 +486,12 @@ const char *hostcall_memory_reason(void);
 
 /* The library logs the lifecycle (listener start and stop, buffers served, the backend chosen) at
  * INFO, each enable and disable and the backend's probing at DEBUG, each call of a C service and
- * each emulated call at
- * TRACE (nothing is formatted at a level no one listens to), and every refusal that loses device output (a budget, a bad free, an unknown
- * service, ...) at WARN, rate-limited: at most 10 lines a kind per 10 s, the next line saying how
- * many were suppressed. Without a callback they go to stderr ("hostcall: LEVEL module: text") at
- * the level the environment variable HOSTCALL_LOG names (off, error, warn, info, debug, trace;
- * unset: warn), read at the first call into the library. */
+ * each emulated call at TRACE (nothing is formatted at a level no one listens to), and every
+ * refusal that loses device output (a budget, a bad free, an unknown service, ...) at WARN,
+ * rate-limited: at most 10 lines a kind per 10 s, the next line saying how many were suppressed.
+ * Without a callback they go to stderr ("hostcall: LEVEL module: text") at the level the
+ * environment variable HOSTCALL_LOG names (off, error, warn, info, debug, trace; unset: warn),
+ * read at the first call into the library. */
 #define HOSTCALL_LOG_OFF 0
 #define HOSTCALL_LOG_ERROR 1
 #define HOSTCALL_LOG_WARN 2
