@@ -189,6 +189,9 @@ impl HostcallRuntime {
     /// ```
     pub fn init_global(choice: MemoryChoice) -> Result<&'static HostcallRuntime, Error> {
         static CHOOSING: Mutex<()> = Mutex::new(());
+        if GLOBAL.get().is_none() {
+            log::debug!("probing the memory of the process-wide runtime ({choice})");
+        }
         let _one_at_a_time = CHOOSING.lock().unwrap_or_else(|p| p.into_inner());
         if GLOBAL.get().is_none() {
             let backend = crate::backend::choose(choice)?;
