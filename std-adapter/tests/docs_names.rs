@@ -123,6 +123,9 @@ const ALLOWED: &[&str] = &[
     "cuda_runtime.h",
     "cuda::",
     "std.h",
+    // CMake's names for the installed library (`capi/cmake/hostcallConfig.cmake.in`).
+    "hostcall::hostcall",
+    "hostcall::hostcall_static",
 ];
 
 fn root() -> PathBuf {
