@@ -3,8 +3,9 @@
  * protocol. The section numbers below are those of PROTOCOL.md, at the root of the project, which
  * describes the wire format in full.
  *
- * Part 1, the wire layout (the buffers and packets of the stack, phase and line protocols,
- * services, message descriptors, error replies), is plain types, macros and static asserts:
+ * Part 1, the wire layout (the buffers and packets of the stack, phase and line protocols, the
+ * LLVM libc RPC buffer's offsets and sizes, services, message descriptors, error replies), is
+ * plain types, macros and static asserts:
  * usable from C11, C++11, CUDA and HIP, host or device (and from C99 with GCC or Clang).
  * Part 2 declares the host library (libhostcall_capi.so / libhostcall_capi.a): ROCm's
  * `rochostcall.hpp` functions (getHostcallBufferSize, getHostcallBufferAlignment,
@@ -419,9 +420,12 @@ void disableHostcalls(void *buffer, const void *queue);
 #define HOSTCALL_ERR_THREAD 14                /* the listener thread could not start */
 #define HOSTCALL_ERR_PANIC 15                 /* an internal error was caught */
 #define HOSTCALL_ERR_OTHER 16                 /* anything else */
-#define HOSTCALL_ERR_OPTIONS 17               /* hostcall_enable_options_t refused (see there) */
+#define HOSTCALL_ERR_OPTIONS 17               /* hostcall_enable_options_t (or a wait policy) refused */
 #define HOSTCALL_ERR_RPC_CLIENT_SIZE 18       /* the device's RPC client symbol has another size */
 #define HOSTCALL_ERR_MEMORY 19                /* the memory asked for does not fit here (below) */
+#define HOSTCALL_ERR_NOT_REGISTERED 20        /* no service is registered under the id */
+#define HOSTCALL_ERR_IN_LOG_CALLBACK 21       /* not allowed inside the log callback (below) */
+#define HOSTCALL_ERR_UNKNOWN_REASON 22        /* not a HOSTCALL_REASON_* (hostcall_count_reason) */
 
 /* How long hostcall_emulated_call waits for a packet and for its reply. */
 #define HOSTCALL_EMULATED_TIMEOUT_MS 10000
@@ -482,11 +486,13 @@ const char *hostcall_memory_reason(void);
 /* ---- Logs ---- */
 
 /* The library logs the lifecycle (listener start and stop, buffers served, the backend chosen) at
- * INFO and DEBUG, and every refusal that loses device output (a budget, a bad free, an unknown
- * service, ...) at WARN, rate-limited: at most 10 lines a kind per 10 s, the next line saying how
- * many were suppressed. Without a callback they go to stderr ("hostcall: LEVEL module: text") at
- * the level the environment variable HOSTCALL_LOG names (off, error, warn, info, debug, trace;
- * unset: warn), read at the first call into the library. */
+ * INFO, each enable and disable and the backend's probing at DEBUG, each call of a C service and
+ * each emulated call at TRACE (nothing is formatted at a level no one listens to), and every
+ * refusal that loses device output (a budget, a bad free, an unknown service, ...) at WARN,
+ * rate-limited: at most 10 lines a kind per 10 s, the next line saying how many were suppressed.
+ * Without a callback they go to stderr ("hostcall: LEVEL module: text") at the level the
+ * environment variable HOSTCALL_LOG names (off, error, warn, info, debug, trace; unset: warn),
+ * read at the first call into the library. */
 #define HOSTCALL_LOG_OFF 0
 #define HOSTCALL_LOG_ERROR 1
 #define HOSTCALL_LOG_WARN 2
@@ -495,12 +501,18 @@ const char *hostcall_memory_reason(void);
 #define HOSTCALL_LOG_TRACE 5
 /* Called with each line at the callback's level or more severe: level (HOSTCALL_LOG_ERROR..
  * HOSTCALL_LOG_TRACE), the module that logged and the text (both valid for the call only), and
- * user. Called on any of the library's threads (the listener's included); must not call
- * hostcall_set_log_callback, throw or longjmp. */
+ * user. Called on any of the library's threads (the listener's included), never under the
+ * library's locks nor during its set-up: a line logged inside a hostcall_* call is delivered
+ * just before that call returns (before its hostcall_last_error() is set), so the callback may
+ * call the library (a line those calls log is delivered after the callback returns, never
+ * inside it); hostcall_set_log_callback from inside it is refused with
+ * HOSTCALL_ERR_IN_LOG_CALLBACK (nothing changed). It must not throw or longjmp. */
 typedef void (*hostcall_log_fn)(int level, const char *target, const char *message, void *user);
 /* Sends the lines at min_level (HOSTCALL_LOG_*) or more severe to fn instead of stderr; fn NULL
- * goes back to stderr at HOSTCALL_LOG's level. Returns HOSTCALL_OK, or HOSTCALL_ERR_OTHER in a
- * process that has a Rust `log` logger of its own (the lines go there). */
+ * goes back to stderr at HOSTCALL_LOG's level. Returns HOSTCALL_OK once no thread runs the
+ * callback it replaced (its user may be freed then: it is never called again);
+ * HOSTCALL_ERR_IN_LOG_CALLBACK from inside the callback; HOSTCALL_ERR_OTHER in a process that
+ * has a Rust `log` logger of its own (the lines go there). */
 int hostcall_set_log_callback(hostcall_log_fn fn, int min_level, void *user);
 
 /* ---- Statistics ---- */
@@ -746,7 +758,14 @@ typedef int (*hostcall_service_fn)(const uint64_t request[8], uint64_t reply[2],
  * (HOSTCALL_SERVICE_PRINTF, HOSTCALL_SERVICE_DEVMEM) are taken: unregister one first to serve it
  * yourself. ctx is passed to fn as is, never dereferenced. */
 int hostcall_register_service(uint32_t id, hostcall_service_fn fn, void *ctx);
+/* Unregisters service id (later calls to it: HOSTCALL_ERROR_UNKNOWN_SERVICE). Returns HOSTCALL_OK,
+ * or HOSTCALL_ERR_NOT_REGISTERED if id is not registered. */
 int hostcall_unregister_service(uint32_t id);
+/* Called by a service before it returns an error: counts one refusal of reason
+ * (HOSTCALL_REASON_*) for the packet being served on this thread, in the statistics of the
+ * listener and of the packet's buffer (one call per lane refused). Counts nothing outside a
+ * service. Returns HOSTCALL_OK, or HOSTCALL_ERR_UNKNOWN_REASON for a number naming no reason. */
+int hostcall_count_reason(uint32_t reason);
 /* Registers the built-in FUNCTION_CALL service (HOSTCALL_SERVICE_FUNCTION_CALL): a lane's slot[0]
  * is the address of a host function void fn(uint64_t out[2], const uint64_t in[7]), called with
  * slot[1..8]; out is the lane's reply (a null address: HOSTCALL_ERROR_BAD_REQUEST). Off until
@@ -764,6 +783,45 @@ int hostcall_enable_function_calls_unsafe(void);
  * library does only when the embedder says so, because a device's bytes must not take down a
  * process that serves many kernels. Returns HOSTCALL_OK. */
 int hostcall_allow_device_to_end_process(int allowed);
+
+/* ---- Wait policy ---- */
+
+/* How the listener of the default runtime waits when idle. After work it polls without sleeping
+ * for spin_polls polls, then naps on its doorbell: first min_wait, each further nap twice the
+ * last, never longer than max_wait; every wake-up (a ring, or a nap's end) polls every enabled
+ * buffer. A device that never rings (LLVM libc's RPC client) is thus served within max_wait plus
+ * the timer slack and a wake-up after any idle gap; an idle listener wakes about once per
+ * max_wait. A ring that can wake the listener (the host doorbell rung by emulated waves or this
+ * project's device helpers; an HSA signal rung during a nap of 2 ms or more) ends a nap at once.
+ * Both functions may be called at any time: the running listener takes the policy before its next
+ * nap (it is woken to do so at once) and every later listener starts with it.
+ *
+ *   HOSTCALL_WAIT_BOUNDED_LATENCY (the default): 64 polls, naps 50 us doubling to 200 us, timer
+ *       slack 5 us: a silent call is polled within about 200 us, the idle listener wakes about
+ *       5,000 times a second;
+ *   HOSTCALL_WAIT_SPINNING: never naps: a call is served within one poll, one core is busy;
+ *   HOSTCALL_WAIT_POWER_SAVING: 64 polls, naps 1 ms doubling to 10 ms, the inherited slack: a
+ *       silent call waits up to about 10 ms, the idle listener wakes about 100 times a second.
+ *
+ * The measured figures are in docs/performance.md, "Wait policies". */
+#define HOSTCALL_WAIT_BOUNDED_LATENCY 0
+#define HOSTCALL_WAIT_SPINNING 1
+#define HOSTCALL_WAIT_POWER_SAVING 2
+/* spin_polls of a listener that never naps. */
+#define HOSTCALL_WAIT_SPIN_FOREVER UINT32_MAX
+
+/* Sets a preset (HOSTCALL_OK; HOSTCALL_ERR_OPTIONS for an unknown one). */
+int hostcall_set_wait_policy(int preset);
+/* Sets explicit values: spin_polls (HOSTCALL_WAIT_SPIN_FOREVER: never nap), the first and the
+ * longest nap in microseconds, and the listener threads' timer slack in microseconds (Linux
+ * prctl(PR_SET_TIMERSLACK): how late the kernel may end a nap; 0: leave the slack they have).
+ * HOSTCALL_OK; HOSTCALL_ERR_OPTIONS if min_wait_us > max_wait_us. */
+int hostcall_set_wait_times(uint32_t spin_polls, uint32_t min_wait_us, uint32_t max_wait_us,
+                            uint32_t timer_slack_us);
+/* Reads the policy in force in the units above (HOSTCALL_OK; HOSTCALL_ERR_NULL for a null
+ * pointer). */
+int hostcall_get_wait_times(uint32_t *spin_polls, uint32_t *min_wait_us, uint32_t *max_wait_us,
+                            uint32_t *timer_slack_us);
 
 /* ---- Emulated waves ---- */
 

@@ -32,11 +32,11 @@
  *      alone, each lane writes its own slot (no shuffles: lower latency). The leader writes the
  *      16-byte header {activemask, service}; __syncwarp orders the lanes' stores before 4.;
  *   4. st.release.sys of the flipped phase to device_phase[i] (pairs with the host's Acquire
- *      fence in phase::View::serve_packet); the shadow is updated;
+ *      fence in phase::Host::serve_packet); the shadow is updated;
  *   5. ring the doorbell, about once per HOSTCALL_CUDA_RING_INTERVAL_NS for the whole GPU
  *      (a throttle word in device memory; the ring itself waits for nothing);
  *   6. wait: ld.acquire.sys polls of host_phase[i] until it equals the stored phase (pairs with
- *      the host's Release store in phase::View::serve_packet): spin for wait_policy::spin_ns, then
+ *      the host's Release store in phase::Host::serve_packet): spin for wait_policy::spin_ns, then
  *      back off with __nanosleep from min_sleep_ns doubling to max_sleep_ns;
  *   7. __syncwarp, then every lane reads its 2 reply words with one 16-byte system-scope load;
  *   8. __syncwarp, then atom.release.gpu.and clears the occupied bit (pairs with step 1's acquire
@@ -56,7 +56,7 @@
  *     does too, at the cost of that read.)
  *   - All request and reply accesses are 16 bytes wide; the header is one 16-byte store.
  *   - keep_packet (phase_open): a whole warp keeps its packet claimed from one call to the next,
- *     skipping steps 1, 2 and 8 (about 1.1 us of a 6.5 us call on the H200); it must give the
+ *     skipping steps 1, 2 and 8 (what that saves is in docs/gpu.md); it must give the
  *     packet back with phase_release_held before it ends. Partial warps always claim and release.
  *   - Do not mix this code with another device implementation (or with the emulated waves of the
  *     Rust crate) on one buffer: they would not keep the shadow.
@@ -348,7 +348,7 @@ struct tuning {
 
 __device__ __forceinline__ void tuning::phase_publish(unsigned *device_phase, unsigned phase) {
     /* Release: publishes header and requests; pairs with the host's Acquire fence in
-     * phase::View::serve_packet. */
+     * phase::Host::serve_packet. */
     detail::st_release_sys(device_phase, phase);
 }
 
@@ -487,7 +487,7 @@ __device__ inline void wait_for_host(const phase_client &c, unsigned index, unsi
     const uint64_t started = global_timer_ns();
     if (Tuning::phase_wait_first(c, host, phase, started))
         return;
-    /* Acquire: pairs with the host's Release store of host_phase in phase::View::serve_packet; the
+    /* Acquire: pairs with the host's Release store of host_phase in phase::Host::serve_packet; the
      * replies it wrote before are visible to the loads that follow (the other lanes' through the
      * __syncwarp in phase_call). */
     poll_acquire_sys(host, phase, c.wait, started, [](unsigned w) { return w & 1u; });

@@ -60,6 +60,10 @@ pub unsafe extern "C" fn hostcall_emulated_call(
             copied[lane] = unsafe { requests.add(lane).read() };
         }
         let reply = wave.call(service, |lane| copied[lane])?;
+        log::trace!(
+            "emulated call answered: buffer {:#x}, service {service}, lanes {activemask:#x}",
+            buffer as usize
+        );
         for lane in active(activemask) {
             // SAFETY: as for the reads, writable by the contract; every read is done, so a
             // `replies` overlapping `requests` changes no request.

@@ -9,7 +9,8 @@
 //! - [`hostcall_buffer_size_for`], [`hostcall_buffer_alignment_for`], [`hostcall_enable_ex`]:
 //!   either protocol (the phase protocol with its `occupied` bitmap passed in or allocated), and
 //!   the device ordinal, through the size-versioned [`options::HostcallEnableOptions`];
-//! - [`hostcall_register_service`], [`hostcall_unregister_service`]: services in C;
+//! - [`hostcall_register_service`], [`hostcall_unregister_service`]: services in C, and
+//!   [`hostcall_count_reason`] for a service to say why it refused a lane;
 //!   [`hostcall_enable_function_calls_unsafe`]: the built-in FUNCTION_CALL, off until asked for
 //!   (PRINTF, to stdout and stderr, and DEVMEM are served from the start);
 //! - [`hostcall_allow_device_to_end_process`]: whether a device may end the host process (RPC's
@@ -19,6 +20,8 @@
 //! - [`hostcall_set_memory`], [`hostcall_memory_reason`]: which memory the library serves with
 //!   (HSA, CUDA with the `cuda` feature, or host memory; `HOSTCALL_MEMORY` otherwise), refused
 //!   with a reason where it does not fit;
+//! - [`hostcall_set_wait_policy`], [`hostcall_set_wait_times`], [`hostcall_get_wait_times`]: how
+//!   the listener waits when idle (a preset, or explicit microseconds), at any time;
 //! - [`hostcall_emulated_call`]: one wave's hostcall from the CPU, through the real producer
 //!   path of the buffer's protocol (for tests and for runtimes without a GPU).
 //!
@@ -43,6 +46,7 @@ pub mod rpc;
 pub mod service;
 pub mod stats;
 pub mod status;
+pub mod wait;
 
 pub use emulated::hostcall_emulated_call;
 pub use lifecycle::{
@@ -55,7 +59,9 @@ pub use memory::{hostcall_memory_reason, hostcall_set_memory};
 pub use process::hostcall_allow_device_to_end_process;
 pub use rpc::{hostcall_rpc_buffer_size, hostcall_rpc_client_object};
 pub use service::{
-    hostcall_enable_function_calls_unsafe, hostcall_register_service, hostcall_unregister_service,
+    hostcall_count_reason, hostcall_enable_function_calls_unsafe, hostcall_register_service,
+    hostcall_unregister_service,
 };
 pub use stats::{hostcall_get_buffer_stats, hostcall_get_service_stats, hostcall_get_stats};
 pub use status::{hostcall_last_error, hostcall_status_string};
+pub use wait::{hostcall_get_wait_times, hostcall_set_wait_policy, hostcall_set_wait_times};

@@ -1,17 +1,20 @@
 //! Services written in C.
 
-use crate::status::{status, Failure};
+use crate::status::{status, Failure, HOSTCALL_ERR_NOT_REGISTERED, HOSTCALL_ERR_UNKNOWN_REASON};
 use hostcall_rs::core::{ErrorCode, SLOT_WORDS};
+use hostcall_rs::observe::Reason;
 use std::ffi::{c_int, c_void};
 
 /// A C service: reads one lane's 8 request words, writes its 2 reply words, returns 0, or an
 /// error code 1..=5 (`HOSTCALL_ERROR_*`) to answer the lane with an error reply (any other
-/// non-zero value answers `HOSTCALL_ERROR_REFUSED`).
+/// non-zero value answers `HOSTCALL_ERROR_REFUSED`). To say why it refused, it calls
+/// [`hostcall_count_reason`] before returning.
 pub type HostcallServiceFn =
     unsafe extern "C" fn(request: *const u64, reply: *mut u64, ctx: *mut c_void) -> c_int;
 
 /// A registered C service: the function and its context.
 struct CService {
+    id: u32,
     function: HostcallServiceFn,
     ctx: *mut c_void,
 }
@@ -28,6 +31,8 @@ impl CService {
         // SAFETY: `request` has 8 readable words and `reply` 2 writable ones, both valid for the
         // call; the registration contract makes the function callable here with `ctx`.
         let result = unsafe { (self.function)(request.as_ptr(), reply.as_mut_ptr(), self.ctx) };
+        // Behind the level check: nothing is formatted unless a trace listener is set.
+        log::trace!("c-service-{}: lane request {:#x} answered {result}", self.id, request[0]);
         match result {
             0 => Ok(reply),
             1 => Err(ErrorCode::UnknownService),
@@ -55,7 +60,7 @@ pub unsafe extern "C" fn hostcall_register_service(
 ) -> c_int {
     status(|| {
         let function = function.ok_or_else(|| Failure::null("function"))?;
-        let service = CService { function, ctx };
+        let service = CService { id, function, ctx };
         let name = format!("c-service-{id}");
         crate::memory::runtime()?.services().register_lane(id, &name, move |r| service.serve(r))?;
         Ok(())
@@ -64,15 +69,31 @@ pub unsafe extern "C" fn hostcall_register_service(
 
 /// Unregisters service `id`; later calls to it are answered with `HOSTCALL_ERROR_UNKNOWN_SERVICE`.
 /// A call being served may still be running when this returns. Returns `HOSTCALL_OK` or
-/// `HOSTCALL_ERR_OTHER` if `id` was not registered.
+/// `HOSTCALL_ERR_NOT_REGISTERED` if `id` was not registered.
 #[no_mangle]
 pub extern "C" fn hostcall_unregister_service(id: u32) -> c_int {
     status(|| {
         if crate::memory::runtime()?.services().unregister(id) {
             Ok(())
         } else {
-            Err(Failure::new(crate::status::HOSTCALL_ERR_OTHER, format!("service {id} is not registered")))
+            Err(Failure::new(HOSTCALL_ERR_NOT_REGISTERED, format!("service {id} is not registered")))
         }
+    })
+}
+
+/// Counts one refusal of `reason` (`HOSTCALL_REASON_*`) for the packet being served on this
+/// thread, in the statistics of its listener and of its buffer: a C service calls it for each
+/// lane it refuses, before returning its error code, as a Rust service calls
+/// `hostcall::observe::count`. Outside a service call it counts nothing. Returns `HOSTCALL_OK`, or
+/// `HOSTCALL_ERR_UNKNOWN_REASON` for a number that names no reason.
+#[no_mangle]
+pub extern "C" fn hostcall_count_reason(reason: u32) -> c_int {
+    status(|| {
+        let reason = usize::try_from(reason).ok().and_then(|i| Reason::ALL.get(i)).ok_or_else(|| {
+            Failure::new(HOSTCALL_ERR_UNKNOWN_REASON, format!("{reason} is not a HOSTCALL_REASON_*"))
+        })?;
+        hostcall_rs::observe::count(*reason);
+        Ok(())
     })
 }
 

@@ -7,7 +7,9 @@
 //! header read 0). A `size` below version 1 or above [`HOSTCALL_STATS_MAX_SIZE`] is refused with
 //! `HOSTCALL_ERR_OPTIONS`, before anything is written.
 
-use crate::status::{status, Failure, HOSTCALL_ERR_NOT_ENABLED, HOSTCALL_ERR_OPTIONS, HOSTCALL_ERR_OTHER};
+use crate::status::{
+    status, Failure, HOSTCALL_ERR_NOT_ENABLED, HOSTCALL_ERR_NOT_REGISTERED, HOSTCALL_ERR_OPTIONS,
+};
 use hostcall_rs::observe::{Histogram, Reason, ReasonCounts, REASONS};
 use hostcall_rs::HostcallRuntime;
 use std::ffi::{c_int, c_void};
@@ -201,7 +203,7 @@ pub unsafe extern "C" fn hostcall_get_buffer_stats(
 }
 
 /// Fills `stats` with the counters of service `id` (registered now). Returns `HOSTCALL_OK`,
-/// `HOSTCALL_ERR_NULL`, `HOSTCALL_ERR_OPTIONS` (a `size` refused) or `HOSTCALL_ERR_OTHER` (no
+/// `HOSTCALL_ERR_NULL`, `HOSTCALL_ERR_OPTIONS` (a `size` refused) or `HOSTCALL_ERR_NOT_REGISTERED` (no
 /// such service).
 ///
 /// # Safety
@@ -211,7 +213,10 @@ pub unsafe extern "C" fn hostcall_get_service_stats(id: u32, stats: *mut Hostcal
     status(|| {
         let all = HostcallRuntime::global().services().stats();
         let Some((_, s)) = all.services.get(&id) else {
-            return Err(Failure::new(HOSTCALL_ERR_OTHER, format!("no service is registered under id {id}")));
+            return Err(Failure::new(
+                HOSTCALL_ERR_NOT_REGISTERED,
+                format!("no service is registered under id {id}"),
+            ));
         };
         // SAFETY: forwarded from this function's contract.
         unsafe {

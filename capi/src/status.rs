@@ -41,7 +41,8 @@ pub const HOSTCALL_ERR_PANIC: c_int = 15;
 /// Anything else (see `hostcall_last_error()`).
 pub const HOSTCALL_ERR_OTHER: c_int = 16;
 /// The options of `hostcall_enable_ex` are refused: a `size` out of range, an unknown protocol,
-/// a field this library does not know set, or a bitmap given for the stack protocol.
+/// a field this library does not know set, or a bitmap given for the stack protocol; or a wait
+/// policy (`hostcall_set_wait_policy`, `hostcall_set_wait_times`) is refused.
 pub const HOSTCALL_ERR_OPTIONS: c_int = 17;
 /// The device image's LLVM-RPC client symbol has another size than this library's client object
 /// (built against another `rpc.h`).
@@ -49,6 +50,14 @@ pub const HOSTCALL_ERR_RPC_CLIENT_SIZE: c_int = 18;
 /// The memory asked for (`hostcall_set_memory`, `HOSTCALL_MEMORY`) does not fit here: missing
 /// from this build or this machine, or the runtime already uses another.
 pub const HOSTCALL_ERR_MEMORY: c_int = 19;
+/// No service is registered under the id (`hostcall_unregister_service`,
+/// `hostcall_get_service_stats`).
+pub const HOSTCALL_ERR_NOT_REGISTERED: c_int = 20;
+/// Called from inside the log callback where that cannot work (`hostcall_set_log_callback`,
+/// which would wait for the callback to return); nothing changed.
+pub const HOSTCALL_ERR_IN_LOG_CALLBACK: c_int = 21;
+/// Not a `HOSTCALL_REASON_*` this library counts (`hostcall_count_reason`).
+pub const HOSTCALL_ERR_UNKNOWN_REASON: c_int = 22;
 
 /// Why an entry point failed: a status code and the message for `hostcall_last_error`.
 #[derive(Debug)]
@@ -116,12 +125,17 @@ fn set_last_error(message: String) {
 
 /// Runs an entry point's body: its value on success (this thread's last error cleared); on
 /// failure (an error or a caught panic) records the message and returns `on_failure(code)`.
-/// Installs the library's logger first ([`crate::logging`]).
+/// Installs the library's logger first ([`crate::logging`]); the lines logged meanwhile reach
+/// the log callback after the body returned (its locks released) and before this thread's last
+/// error is set, so a callback that calls the library leaves it as this call made it.
 pub fn guard<T>(on_failure: impl FnOnce(c_int) -> T, body: impl FnOnce() -> Result<T, Failure>) -> T {
-    let failure = match catch_unwind(AssertUnwindSafe(|| {
+    let inside = crate::logging::Inside::enter();
+    let result = catch_unwind(AssertUnwindSafe(|| {
         crate::logging::install();
         body()
-    })) {
+    }));
+    drop(inside); // delivers the lines queued by the body
+    let failure = match result {
         Ok(Ok(value)) => {
             clear_last_error();
             return value;
@@ -185,6 +199,9 @@ pub extern "C" fn hostcall_status_string(code: c_int) -> *const c_char {
         HOSTCALL_ERR_OPTIONS => c"options refused",
         HOSTCALL_ERR_RPC_CLIENT_SIZE => c"the device's RPC client symbol has another size (another rpc.h)",
         HOSTCALL_ERR_MEMORY => c"the memory asked for does not fit here (see hostcall_last_error())",
+        HOSTCALL_ERR_NOT_REGISTERED => c"no service is registered under that id",
+        HOSTCALL_ERR_IN_LOG_CALLBACK => c"not allowed from inside the log callback",
+        HOSTCALL_ERR_UNKNOWN_REASON => c"not a reason this library counts",
         _ => c"unknown status code",
     };
     text.as_ptr()
@@ -220,8 +237,8 @@ mod tests {
             unsafe { std::ffi::CStr::from_ptr(hostcall_status_string(code)) }.to_str().unwrap().to_owned()
         };
         let texts: std::collections::BTreeSet<String> =
-            (HOSTCALL_OK..=HOSTCALL_ERR_MEMORY).map(text).collect();
-        assert_eq!(texts.len(), 20, "one distinct text per code");
+            (HOSTCALL_OK..=HOSTCALL_ERR_UNKNOWN_REASON).map(text).collect();
+        assert_eq!(texts.len(), 23, "one distinct text per code");
         assert!(!texts.contains("unknown status code"));
         assert_eq!(text(-1), "unknown status code");
         assert_eq!(text(HOSTCALL_ERR_NULL), "a required pointer is null");

@@ -112,6 +112,25 @@ fn the_c_program_sees_logs_stats_and_status_strings() {
     }
 }
 
+/// `log_callback_test.c`, one process per mode (the logger is set up once a process): a callback
+/// that calls the library from a line logged during the runtime's set-up or under an enable's
+/// locks; `hostcall_set_log_callback` refused inside a callback, and returning only when the old
+/// callback can no longer run; the DEBUG and TRACE lines; a C service naming its refusal's
+/// reason. A deadlock ends the program by its alarm, which fails the test. `LOG_CALLBACK_MODES`
+/// (words) runs only those modes.
+#[test]
+fn the_log_callback_may_call_the_library_and_is_swapped_safely() {
+    let exe = build("log_callback_test.c", Link::Shared);
+    let modes = std::env::var("LOG_CALLBACK_MODES")
+        .unwrap_or("setup enable inside swap nested levels listener reason".into());
+    for mode in modes.split_whitespace() {
+        let output = Command::new(&exe).arg(mode).output().unwrap();
+        let (out, err) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(output.status.success(), "mode {mode}: {}\n{out}\n{err}", output.status);
+        assert!(out.contains("log_callback_test: ok"), "mode {mode}: {out}\n{err}");
+    }
+}
+
 #[test]
 fn the_header_compiles_as_cpp_and_links_with_c_linkage() {
     let out = run_mode(&build("header_check.cpp", Link::Shared), "");
@@ -165,7 +184,7 @@ fn entry_points_refuse_bad_arguments() {
     }
     assert!(last_error().contains("null"), "{}", last_error());
     assert_eq!(hostcall_capi::hostcall_disable(std::ptr::null_mut(), std::ptr::null()), HOSTCALL_ERR_NULL);
-    assert_eq!(hostcall_capi::hostcall_unregister_service(12345), HOSTCALL_ERR_OTHER);
+    assert_eq!(hostcall_capi::hostcall_unregister_service(12345), HOSTCALL_ERR_NOT_REGISTERED);
 }
 
 /// The first C block of a README, as it is, built against the shared library and run: it must

@@ -66,7 +66,7 @@
 //! A protocol is one folder plus one arm of the one switch. The folder provides `layout.rs` (the
 //! `repr(C)` types, `Layout`, `buffer_size`, `buffer_align`, the ABI asserts), `view.rs` (`View`:
 //! `from_parts`, `from_raw`, `init`, `claim`, `host`), `producer.rs` (its [`producer::Wire`]: what
-//! each step of a call does to its words; the handles are [`producer`]'s), `host.rs` (`Host`: `drain`, and `drain_scope` for a host that scans), `mod.rs`
+//! each step of a call does to its words; the handles are [`producer`]'s), `host.rs` (`Host`: [`drain`](stack::Host::drain), and [`drain_scope`](phase::Host::drain_scope) for a host that scans), `mod.rs`
 //! (the docs: who writes which word, the orderings, an example) and `tests.rs`, built on the shared
 //! mechanisms, which name no protocol: the scan window and drain scope ([`ScanWindow`],
 //! [`DrainScope`]), the checks and slicing of raw memory and parts (`view/`), the layout
@@ -79,7 +79,7 @@
 //! # Features
 //!
 //! None: the crate is `no_std`, allocates nothing, and has no optional parts. Its one atomics
-//! dependency, [`portable_atomic`], is used for its `repr`-exact `AtomicU64`/`AtomicU32` only.
+//! dependency, [`portable_atomic`](https://docs.rs/portable-atomic), is used for its `repr`-exact `AtomicU64`/`AtomicU32` only.
 //!
 //! # Target requirements
 //!

@@ -33,10 +33,10 @@
 //!   the feature `cuda`, `backend::cuda` (pinned, mapped memory and kernel launches through the
 //!   CUDA driver API, loaded at run time, for CUDA kernels using `include/hostcall_cuda.cuh`);
 //!   and choosing HSA or host memory at run time ([`detect`]);
-//! - [`buffer`]: an owned, initialised buffer of any protocol (ROCm's stack and phase ABIs, or
-//!   this project's line protocol); [`error`]: [`Error`];
-//! - [`dispatch`]: the service registry ([`Services`]), its record of unknown ids and its lane
-//!   capacity: from a service id to the code that answers it, no threads;
+//! - [`buffer`]: an owned, initialised buffer of any protocol (ROCm's stack and phase ABIs, this
+//!   project's line protocol, or LLVM libc's GPU RPC); [`error`]: [`Error`];
+//! - [`dispatch`]: the service registry ([`Services`]) and its record of unknown ids: from a
+//!   service id to the code that answers it, no threads;
 //! - [`threads`]: the listener thread, a pool of listeners, the claims that keep a buffer on one
 //!   listener, CPU affinity, and [`threads::devices`]: a pinned listener group per device
 //!   (several GPUs, one process);
@@ -116,7 +116,7 @@ pub use lifecycle::{
 };
 pub use memory::{DeviceAllocation, DeviceMemory, MemoryError};
 pub use observe::Stats;
-pub use threads::listener::{Listener, ListenerConfig};
+pub use threads::listener::{Listener, ListenerConfig, WaitPolicy};
 pub use threads::pool::ListenerPool;
 
 /// This crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).

@@ -4,13 +4,14 @@
 //! fields on a mutable value.
 //!
 //! ```
-//! use hostcall::ListenerConfig;
+//! use hostcall::{ListenerConfig, WaitPolicy};
 //! use std::time::Duration;
-//! let config = ListenerConfig::default().with_spin_polls(0).with_max_wait(Duration::from_millis(1));
-//! assert_eq!((config.spin_polls, config.max_wait), (0, Duration::from_millis(1)));
+//! let wait = WaitPolicy::default().with_spin_polls(0).with_max_wait(Duration::from_millis(1));
+//! let config = ListenerConfig::default().with_wait(wait);
+//! assert_eq!((config.wait.spin_polls, config.wait.max_wait), (0, Duration::from_millis(1)));
 //! let mut same = ListenerConfig::default();
-//! same.spin_polls = 0;
-//! same.max_wait = Duration::from_millis(1);
+//! same.wait.spin_polls = 0;
+//! same.wait.max_wait = Duration::from_millis(1);
 //! assert_eq!(format!("{same:?}"), format!("{config:?}"));
 //! ```
 

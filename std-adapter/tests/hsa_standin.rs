@@ -141,7 +141,9 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
     with_watchdog(LIMIT, move || {
         let standin = StandIn::new(&format!("waves-{protocol:?}"), "", "");
         let backend = hsa_backend(&standin);
-        let listener = listener_on(backend.doorbell.clone(), ListenerConfig::default());
+        // Power saving: its naps reach 2 ms and more, which block in `hsa_signal_wait_scacquire`
+        // (shorter ones sleep outside ROCr's busy wait: see the test after this one).
+        let listener = listener_on(backend.doorbell.clone(), ListenerConfig::power_saving());
         let device: Arc<dyn Doorbell> = Arc::new(DeviceRing { signal: backend.doorbell.clone() });
         let buffer = Arc::new(backend.buffer(8, protocol, device).unwrap());
 
@@ -292,6 +294,25 @@ fn the_lifecycle_runtime_serves_buffers_in_hsa_memory() {
         assert_eq!(standin.count("signals"), 1, "the backend still holds the signal");
         drop(backend);
         standin.assert_released();
+    });
+}
+
+/// The default wait policy naps at most 200 µs: on HSA those naps are the OS's sleep, never
+/// `hsa_signal_wait_scacquire`, whose first 200 µs ROCr spends busy-polling.
+#[test]
+fn an_idle_default_listener_naps_outside_the_hsa_wait() {
+    with_watchdog(LIMIT, || {
+        let standin = StandIn::new("default-naps", "", "");
+        let backend = hsa_backend(&standin);
+        let listener = listener_on(backend.doorbell.clone(), ListenerConfig::default());
+        let before = listener.stats().events.timeout_polls;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while listener.stats().events.timeout_polls < before + 20 {
+            assert!(Instant::now() < deadline, "the idle listener never napped");
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(standin.count("calls:hsa_signal_wait_scacquire"), 0, "{}", standin.log());
+        listener.shutdown();
     });
 }
 

@@ -191,6 +191,9 @@ static int print_layout(void) {
     P("status.options", HOSTCALL_ERR_OPTIONS);
     P("status.rpc_client_size", HOSTCALL_ERR_RPC_CLIENT_SIZE);
     P("status.memory", HOSTCALL_ERR_MEMORY);
+    P("status.not_registered", HOSTCALL_ERR_NOT_REGISTERED);
+    P("status.in_log_callback", HOSTCALL_ERR_IN_LOG_CALLBACK);
+    P("status.unknown_reason", HOSTCALL_ERR_UNKNOWN_REASON);
     P("memory.auto", HOSTCALL_MEMORY_AUTO);
     P("memory.host", HOSTCALL_MEMORY_HOST);
     P("memory.hsa", HOSTCALL_MEMORY_HSA);

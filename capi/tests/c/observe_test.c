@@ -87,7 +87,7 @@ int main(void) {
     CHECK(hostcall_get_stats(&stats) == HOSTCALL_ERR_OPTIONS);
     CHECK(hostcall_get_stats(NULL) == HOSTCALL_ERR_NULL);
     CHECK(hostcall_get_buffer_stats(&queue, &of_buffer) == HOSTCALL_ERR_NOT_ENABLED);
-    CHECK(hostcall_get_service_stats(999, &devmem) == HOSTCALL_ERR_OTHER);
+    CHECK(hostcall_get_service_stats(999, &devmem) == HOSTCALL_ERR_NOT_REGISTERED);
     CHECK(strstr(hostcall_last_error(), "999") != NULL);
     stats.size = sizeof stats;
     CHECK(hostcall_get_stats(&stats) == HOSTCALL_OK);

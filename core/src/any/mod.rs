@@ -233,11 +233,9 @@ impl<'a> AnyView<'a> {
     /// packet of the scope, kept across its drains; empty: none, every pending request read in
     /// full at every look). The other protocols ignore it.
     ///
-    /// Always inlined: it is the poller's inner step, and left to itself the compiler stopped
-    /// inlining it once the protocols' scans grew a few instructions, which cost every packet of
-    /// the stack protocol's packets 66 host instructions of call and spill (callgrind,
-    /// `bench --callgrind-listener 10000 --lanes 1 --protocol stack`: 616 instructions a packet in
-    /// `poll_once` called, 550 inlined; phase and line within 1 % either way).
+    /// Always inlined: it is the poller's inner step, and left to the inliner it is called, which
+    /// costs every packet a call and its register spills (the instruction counts, and the command
+    /// that measured them, are in `docs/cache-lines.md`, "Measured").
     #[inline(always)]
     pub fn drain_scope(
         &self,

@@ -193,8 +193,8 @@ impl Host<'_> {
     /// exist), or `None` at the first lane that does not.
     ///
     /// Never inlined: inlined into the scan, its lane loop loses registers to the scan's and
-    /// spills (callgrind, `bench --callgrind-listener`: 5,547 instructions a 32-lane packet in
-    /// `poll_once` against 5,313; one lane 866 against 880).
+    /// spills (counted in `docs/performance.md`, "Line requests that never complete, and the line
+    /// take's cost").
     #[inline(never)]
     fn take(request: &Request, head: u64, seq: u32, scratch: &mut Scratch<'_>) -> Option<u64> {
         // Relaxed (every load here and below): a line word is read in one access, so its data is

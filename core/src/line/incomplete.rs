@@ -14,7 +14,7 @@
 //! 2. once it does, it checks the positions after `p` (reading the mask for the active lanes),
 //!    without copying, and remembers the next one that does not carry `s`, if any (the look ends);
 //! 3. otherwise (nothing remembered, or step 2 found every word carrying `s`) it takes the request
-//!    in full as before: every word loaded and checked, copied to the scratch. If one does not
+//!    in full: every word loaded and checked, copied to the scratch. If one does not
 //!    carry `s`, the entry remembers `s` and the first such position; if all do, the packet is
 //!    served and the entry forgotten.
 //!
@@ -47,7 +47,7 @@
 //! The drains that keep no memory ([`Host::drain`](super::Host::drain),
 //! [`Host::drain_range`](super::Host::drain_range), [`Host::drain_window`](super::Host::drain_window),
 //! and [`Host::drain_scope`](super::Host::drain_scope) given an empty slice) take every pending
-//! request in full on every look and report nothing stalled, as before.
+//! request in full on every look and report nothing stalled.
 
 use super::layout::{Request, REQUEST_LANE_WORDS};
 use super::word::{self, decode_activemask};

@@ -177,7 +177,7 @@ impl ClientPort<'_> {
     /// uses). A lane buffer of a one-port buffer spans two lines (bytes 24..88): a two-word
     /// reply lies in the first, with the mailboxes, and reading all eight words takes the
     /// second too, which the host read during its turn: one more miss on every call
-    /// (`core_1l_rpc`, measured: 1.26 x the floor reading two words, 1.85 x reading eight).
+    /// (the `core_1l_rpc` row of `docs/performance.md`, "RPC client").
     pub fn recv_first<const N: usize>(
         &mut self,
         mut take: impl FnMut(u32, [u64; N]),

@@ -59,6 +59,8 @@ impl Host<'_> {
             };
             let payload = scratch.get_or_insert_with(Payload::default);
             let (mask, _) = turn.header();
+            // A turn the handler defers counts too: the poll found work, and the port is still
+            // pending, so the caller polls again rather than napping.
             report.packets += 1;
             if handler.rpc_turn(&mut turn, payload) {
                 report.lane_calls += mask.count_ones();
@@ -119,13 +121,14 @@ impl<'a> View<'a> {
             return None;
         }
         fence(Ordering::Acquire);
-        Some(Turn { view: *self, port, host })
+        Some(Turn { view: *self, port, host, deferred: false })
     }
 }
 
 /// One turn of the host on a port it owns. Read the client's packet with [`Turn::read`], write
 /// the host's with [`Turn::write`], then [`Turn::finish`] to hand the port back. A turn dropped
-/// without `finish` leaves the port the host's (the next scan sees it pending again).
+/// without `finish`, or [deferred](Turn::defer), leaves the port the host's (the next scan sees it
+/// pending again).
 #[derive(Debug)]
 #[must_use = "finish the turn to hand the port back"]
 pub struct Turn<'a> {
@@ -133,6 +136,8 @@ pub struct Turn<'a> {
     port: u32,
     /// The host mailbox's bit as this turn found it.
     host: bool,
+    /// Whether [`Turn::defer`] was called: `finish` then hands nothing back.
+    deferred: bool,
 }
 
 impl<'a> Turn<'a> {
@@ -196,12 +201,32 @@ impl<'a> Turn<'a> {
         }
     }
 
-    /// Hands the port back: a Release fence, then the flipped host mailbox (a Relaxed store).
+    /// Puts the rest of this turn off to a later scan: [`Turn::finish`] then leaves the port the
+    /// host's, so the next scan finds it pending again and takes the turn anew. For a host that
+    /// spreads the work of one turn over several polls (the std crate's `RpcHost` bounds what one
+    /// poll does); what it wrote to the lane buffers stays, unseen by the device until a later
+    /// turn finishes.
+    #[inline]
+    pub fn defer(&mut self) {
+        self.deferred = true;
+    }
+
+    /// Whether [`Turn::defer`] was called on this turn.
+    #[inline]
+    pub fn is_deferred(&self) -> bool {
+        self.deferred
+    }
+
+    /// Hands the port back (unless the turn was [deferred](Turn::defer)): a Release fence, then
+    /// the flipped host mailbox (a Relaxed store).
     /// The fence pairs with the client's Acquire fence after it sees the flip
     /// (`ClientPort::wait_for_ownership`): the turn's reads are done and its writes visible
     /// before the client touches the lane buffers again.
     #[inline]
     pub fn finish(self) {
+        if self.deferred {
+            return; // the port stays the host's; nothing was handed over, nothing to order
+        }
         fence(Ordering::Release);
         self.view.host_mailbox[self.port as usize].store(u32::from(!self.host), Ordering::Relaxed);
     }

@@ -144,6 +144,12 @@ impl StreamIn {
         !self.cursor.advance(self.longest)
     }
 
+    /// Whether the packet about to be received is the stream's first (the one with the counts).
+    #[inline]
+    pub fn at_first_packet(&self) -> bool {
+        self.cursor.is_first()
+    }
+
     /// The byte count lane `lane` declared (0 before the first packet).
     pub fn size(&self, lane: u32) -> u64 {
         self.sizes.get(lane as usize).copied().unwrap_or(0)

@@ -1,6 +1,7 @@
 //! Target 4: the whole host, driven by device bytes.
 //!
-//! A buffer of any of the three protocols (2..=9 packets, in guarded host memory) is served by the core's
+//! A buffer of the stack, phase or line protocol (2..=9 packets, in guarded host memory; LLVM-RPC
+//! buffers have their own target, `rpc_exchange`) is served by the core's
 //! [`Poller`] through the std crate's [`Services`] registry holding the built-in services: PRINTF
 //! writing into an in-memory sink and DEVMEM over guarded host memory, both with small budgets,
 //! and (if the input says so) SANITIZER reporting into a counter; FUNCTION_CALL is not enabled. The fuzz bytes play the device:

@@ -19,7 +19,7 @@
 //! - `floor_ping_pong`: two threads, one 128-byte-aligned line each way (A writes a counter to
 //!   line 1, B spins on it and answers on line 2): the cost of a round trip between two cores.
 //! - `core_1l_spinning`: the protocol alone, the core's producer path (`stack::View::claim`,
-//!   `submit`, `wait`) against a thread spinning on `stack::View::drain`: no listener,
+//!   `submit`, `wait`) against a thread spinning on `stack::Host::drain`: no listener,
 //!   registry, doorbell or `Wave`. The bound under the next row.
 //! - `hostcall_1l_spinning` / `hostcall_1l_blocking`: one wave of one lane calling a trivial lane
 //!   service through the real listener (poller, `Services` registry, doorbell), the listener
@@ -79,6 +79,9 @@
 //! callgrind_annotate --inclusive=yes /tmp/cg.out | grep -E 'listener_loop|poll_once'
 //! ```
 //!
+//! `--gaps` measures the listener's wait policies instead (see `gaps.rs`): one call after idle
+//! gaps of 0.1 ms to 1 s under each preset, and the idle listener's CPU.
+//!
 //! Divide the `listener_loop` total by N for the whole loop, and the inclusive `poll_once` count
 //! by N for the listener's own share (drain + dispatch + service).
 //!
@@ -110,6 +113,7 @@ fn request(i: u64, lane: usize) -> [u64; SLOT_WORDS] {
 mod bare;
 #[path = "../cli/mod.rs"]
 mod cli;
+mod gaps;
 mod latency;
 mod listener_cold;
 mod listener_cost;
@@ -138,6 +142,10 @@ fn main() {
         }
         Mode::Callgrind(n, lanes, protocol, through) => {
             return listener_full::run_callgrind(n, lanes, protocol, through == Through::ListenerRingsOnly)
+        }
+        Mode::Gaps(o, quick) => {
+            pin::allowed_at_start();
+            return gaps::run(&o, quick);
         }
         Mode::Bench(o) => o,
     };

@@ -62,6 +62,8 @@ impl Options {
 #[derive(Debug)]
 pub(crate) enum Mode {
     Bench(Options),
+    /// The wait policies' rows (`gaps.rs`); `true`: the short run.
+    Gaps(Options, bool),
     /// Packets, lanes per packet, the buffer's protocol, what serves them.
     Callgrind(u64, u32, Protocol, Through),
 }
@@ -82,6 +84,7 @@ pub(crate) enum Through {
 
 pub(crate) const USAGE: &str = "\
 usage: bench [--quick] [--rounds N] [--no-pin] [--only NAME]...
+       bench --gaps [--quick] [--no-pin]
        bench --callgrind-listener N [--lanes L] [--protocol stack|phase|line|rpc]
              [--through poller|listener|listener-rings-only|listener-puts]
 
@@ -96,6 +99,9 @@ Hostcall round trips and throughput beside a ping-pong floor and crossbeam-chann
   --only NAME               only the rows whose name contains NAME (repeatable; the floor and the
                             rows compared to, crossbeam or phase, always run); NAME must match
                             some row
+  --gaps                    only the wait policies' rows: one call after idle gaps of 0.1, 1,
+                            20 and 1000 ms per policy, and the idle listener's CPU (about
+                            100 s; a few seconds with --quick)
   --callgrind-listener N    only the listener-cost loop, N packets (1..=1000000000), for callgrind
   --lanes L                 lanes per packet of that loop, 1..=64 [64]
   --protocol P              that loop's buffer: stack, phase, line or rpc (one port of L
@@ -117,10 +123,12 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
     let mut lanes = None;
     let mut protocol = None;
     let mut through = None;
+    let mut gaps = false;
     let mut parser = cli::parser(args);
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         match arg {
             Arg::Long("quick") => {}
+            Arg::Long("gaps") => gaps = true,
             Arg::Long("no-pin") => options.pin = false,
             Arg::Long("progress") => options.progress = true,
             Arg::Long("rounds") => options.rounds = cli::number(&mut parser, "--rounds", 1..=1000)?,
@@ -164,6 +172,12 @@ pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command<
     }
     if callgrind.is_none() && through.is_some() {
         return Err("--through: only with --callgrind-listener".into());
+    }
+    if gaps {
+        if callgrind.is_some() || lanes.is_some() || protocol.is_some() || through.is_some() {
+            return Err("--gaps: not with --callgrind-listener and its flags".into());
+        }
+        return Ok(Command::Run(Mode::Gaps(options, quick)));
     }
     Ok(Command::Run(match (callgrind, lanes, protocol) {
         (Some(packets), lanes, protocol) => {
@@ -227,6 +241,7 @@ mod tests {
             parse_args(&["--callgrind-listener", "10", "--lanes", "1", "--through", "listener"]),
             Ok(Command::Run(Mode::Callgrind(10, 1, Protocol::Stack, Through::Listener)))
         ));
+        assert!(matches!(parse_args(&["--gaps", "--quick"]), Ok(Command::Run(Mode::Gaps(_, true)))));
         assert!(matches!(parse_args(&["--help"]), Ok(Command::Help)));
     }
 

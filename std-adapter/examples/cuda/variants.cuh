@@ -25,7 +25,7 @@ struct store_sys : hostcall::tuning {
 struct fence_sc : hostcall::tuning {
     static __device__ __forceinline__ void phase_publish(unsigned *device_phase, unsigned phase) {
         /* The SC fence orders the header and request stores before the phase store (as the
-         * release store would); pairs with the host's Acquire fence in phase::View::serve_packet. */
+         * release store would); pairs with the host's Acquire fence in phase::Host::serve_packet. */
         hostcall::detail::fence_sc_sys();
         hostcall::detail::st_relaxed_sys(device_phase, phase);
     }

@@ -1,6 +1,7 @@
-//! The device-side variants `--bench` measures, one list for the three protocols: each is a kernel
-//! of `examples/cuda/kernels.cu` (a `hostcall::tuning` of `examples/cuda/variants.cuh` or a flag),
-//! the buffer it runs on, and whether it gets a throughput table.
+//! The device-side variants `--bench` measures, one list for the three wires the CUDA kernels
+//! speak (phase, line, LLVM-RPC): each is a kernel of `examples/cuda/kernels.cu` (a
+//! `hostcall::tuning` of `examples/cuda/variants.cuh` or a flag), the buffer it runs on, and
+//! whether it gets a throughput table.
 
 use crate::gpu::RpcOpen;
 use crate::options::Wire;

@@ -22,6 +22,9 @@
 //! - `stale-line`: a line buffer of `--stale-packets` packets (1,024: 6.1 MiB), each request written
 //!   once with one word stale and then left, served beside the victim (never served; each reported
 //!   stalled once);
+//! - `rpc-held`: an LLVM-RPC buffer of 4,096 ports x 64 lanes whose lanes all print a format of
+//!   `--format-bytes` (8 KiB) at once, round after round: the held calls past the budget are
+//!   refused, and the calls complete together (the work of a poll bounded);
 //! - `sanitizer`: `--reports` SANITIZER reports (300 by default) spread over the first second,
 //!   through the default SANITIZER service (its code-object lookup opens the HSA runtime named by
 //!   `HOSTCALL_HSA_LIB`, such as the tests' stand-in, or none: the run says which).
@@ -38,6 +41,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../cli/mod.rs"]
 mod cli;
+mod rpc_held;
 mod sanitizer;
 mod slow_service;
 mod stale_line;
@@ -74,6 +78,7 @@ fn adversaries() -> Vec<(&'static str, Option<Start>)> {
         ("slow-service", Some(slow_service::start as Start)),
         ("sanitizer", Some(sanitizer::start as Start)),
         ("stale-line", Some(stale_line::start as Start)),
+        ("rpc-held", Some(rpc_held::start as Start)),
     ]
 }
 
@@ -86,6 +91,7 @@ pub(crate) struct Options {
     pub(crate) block_ms: u64,
     pub(crate) reports: u64,
     pub(crate) stale_packets: u64,
+    pub(crate) format_bytes: u64,
 }
 
 const USAGE: &str = "\
@@ -94,13 +100,14 @@ usage: interference [OPTIONS]
 A victim buffer's one-lane calls on a listener, without and then with an adversary buffer on the
 same listener; prints the victim's p50/p99/max and the listener threads' CPU time.
 
-  --adversary A        none, slow-service, sanitizer, stale-line [slow-service]
+  --adversary A        none, slow-service, sanitizer, stale-line, rpc-held [slow-service]
   --protocol P         stack, phase, line [stack]
   --seconds S          how long the victim calls, each run, 0.1..=600 [2]
   --packets N          packets of each buffer, 2..=4096 [8]
   --block-ms MS        slow-service: how long the service blocks, 0..=600000 [10000]
   --reports R          sanitizer: reports over the first second, 0..=100000 [300]
   --stale-packets N    stale-line: packets of the stale line buffer, 2..=65536 [1024]
+  --format-bytes N     rpc-held: each lane's printf format, 1..=65536 [8192]
   -h, --help           this text";
 
 fn parse(mut parser: cli::Parser) -> Result<Command<Options>, String> {
@@ -112,6 +119,7 @@ fn parse(mut parser: cli::Parser) -> Result<Command<Options>, String> {
         block_ms: 10_000,
         reports: 300,
         stale_packets: 1024,
+        format_bytes: 8192,
     };
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         match arg {
@@ -133,6 +141,9 @@ fn parse(mut parser: cli::Parser) -> Result<Command<Options>, String> {
             Arg::Long("reports") => o.reports = cli::number(&mut parser, "--reports", 0..=100_000)?,
             Arg::Long("stale-packets") => {
                 o.stale_packets = cli::number(&mut parser, "--stale-packets", 2..=65_536)?
+            }
+            Arg::Long("format-bytes") => {
+                o.format_bytes = cli::number(&mut parser, "--format-bytes", 1..=65_536)?
             }
             Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
             other => return Err(cli::unexpected(other)),

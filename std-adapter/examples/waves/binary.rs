@@ -4,7 +4,7 @@ use crate::cli;
 use std::process::Command as Process;
 
 /// The built example itself: `--help` on stdout with exit 0, a bad flag with exit 2, and the
-/// inputs that used to panic. `cargo test` builds examples only as test harnesses, so the
+/// inputs that must not panic. `cargo test` builds examples only as test harnesses, so the
 /// program must be built first; `./run-tests` does, then runs this test with `--ignored`. A
 /// program missing or older than its sources fails the test.
 #[test]

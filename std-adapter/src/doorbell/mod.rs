@@ -49,4 +49,12 @@ pub trait Doorbell: Send + Sync + std::fmt::Debug {
     /// the value then. Must notice an add by device code that wakes nobody, and must not burn a
     /// core while waiting for long.
     fn wait(&self, last_seen: u64, timeout: Duration) -> u64;
+    /// Host side, for a caller that polls on a schedule of its own (a listener between two
+    /// polls, [`crate::WaitPolicy`]): as [`Doorbell::wait`], in as few wake-ups as the doorbell
+    /// can manage and without a spin first (the caller spun already). A ring that can wake a
+    /// sleeper ends it at once; one that cannot may be seen only when `timeout` ends. The
+    /// default is [`Doorbell::wait`].
+    fn nap(&self, last_seen: u64, timeout: Duration) -> u64 {
+        self.wait(last_seen, timeout)
+    }
 }

@@ -30,7 +30,8 @@ pub enum Reason {
     /// A message BEGIN refused: as many messages open as the bound allows.
     OpenMessages,
     /// A message refused or dropped: the open messages (of its buffer, or of all buffers) would
-    /// hold more than their byte budget.
+    /// hold more than their byte budget; or an LLVM-RPC lane refused: the calls in progress
+    /// would hold more than `RpcLimits::max_held_bytes_per_buffer` or `max_held_bytes`.
     HeldBytes,
     /// A message chunk naming a message another lane (of this buffer or another) has open: a
     /// guessed or stolen id; refused, and that message untouched.

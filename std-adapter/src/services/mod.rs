@@ -9,11 +9,16 @@
 //! - [`ending`]: whether a device may end the host process (`exit`, `abort`, an aborting
 //!   sanitizer report): one switch, off by default;
 //! - [`message`]: host-side message assembly (chunks in, whole messages out), for any service
-//!   whose requests span several calls.
+//!   whose requests span several calls;
+//! - [`rpc`]: LLVM libc's GPU RPC opcodes.
+//!
+//! What devices make the host hold between calls (open messages, RPC calls in progress) is
+//! bounded in bytes by one mechanism, `held.rs`: a budget per buffer and one for all buffers.
 
 pub mod devmem;
 pub mod ending;
 pub mod function_call;
+pub(crate) mod held;
 mod install;
 pub mod message;
 pub mod printf;

@@ -97,7 +97,8 @@ pub(crate) fn claim_range(base: usize, len: usize, range: Range<u32>, owner: u64
 }
 
 /// The error for a claim on `base` refused because of the claim at `served`: the poller's own
-/// `AlreadyRegistered` when the same listener claimed the same buffer (as before claims existed).
+/// `AlreadyRegistered` when the same listener claimed the same buffer (what adding a buffer twice
+/// to one poller answers).
 fn conflict(map: &BTreeMap<usize, Entry>, base: usize, served: usize, owner: u64) -> Error {
     let mine = match &map[&served].claimed {
         Claimed::Whole { owner: o } => *o == owner,

@@ -36,6 +36,11 @@ pub const WAIT_MAX_NAP: Duration = Duration::from_millis(1);
 /// there, 4 to 6 ms of CPU per 300 ms waited: 1.3 to 2 % of one core, where a wait that only
 /// slept until a wake-up would miss device code's rings until its timeout.
 ///
+/// **Napping.** [`Doorbell::nap`] (what a listener calls between polls) neither spins nor
+/// re-reads: one sleep on the condition variable for the whole timeout, ended at once by a
+/// [`Doorbell::ring`]; a raw add is seen when the nap ends (the listener's [`crate::WaitPolicy`]
+/// bounds the nap). So an idle listener wakes once per nap, not once per [`WAIT_MAX_NAP`].
+///
 /// ```
 /// use hostcall::backend::host::ParkingDoorbell;
 /// use hostcall::doorbell::{Doorbell, INIT};
@@ -156,15 +161,16 @@ impl ParkingDoorbell {
         }
     }
 
-    /// The sleeping part of `wait`: naps of growing length on the condition variable, reading the
-    /// value word after each, until it differs from `last_seen` or `deadline` passes.
-    fn sleep(&self, last_seen: u64, deadline: Instant) -> u64 {
+    /// The sleeping part of `wait` and `nap`: naps on the condition variable from `first_nap`,
+    /// doubling up to [`WAIT_MAX_NAP`] (or `first_nap` if longer), reading the value word after
+    /// each, until it differs from `last_seen` or `deadline` passes.
+    fn sleep(&self, last_seen: u64, deadline: Instant, first_nap: Duration) -> u64 {
         // Relaxed: ordered against `wake_sleepers`' load by the SeqCst fences.
         self.sleepers.fetch_add(1, Ordering::Relaxed);
         // SeqCst fence: pairs with the fence in `wake_sleepers` (see there).
         fence(Ordering::SeqCst);
         let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let mut nap = WAIT_FIRST_NAP;
+        let (mut nap, longest) = (first_nap, first_nap.max(WAIT_MAX_NAP));
         let seen = loop {
             let now = self.value();
             let left = deadline.saturating_duration_since(Instant::now());
@@ -172,7 +178,7 @@ impl ParkingDoorbell {
                 break now;
             }
             guard = self.wake.wait_timeout(guard, nap.min(left)).unwrap_or_else(|p| p.into_inner()).0;
-            nap = (nap * 2).min(WAIT_MAX_NAP);
+            nap = (nap * 2).min(longest);
         };
         drop(guard);
         // Relaxed: a stale count only costs a ring an unneeded lock and notify.
@@ -212,7 +218,15 @@ impl Doorbell for ParkingDoorbell {
                 return now;
             }
         }
-        self.sleep(last_seen, deadline)
+        self.sleep(last_seen, deadline, WAIT_FIRST_NAP)
+    }
+
+    fn nap(&self, last_seen: u64, timeout: Duration) -> u64 {
+        let now = self.value();
+        if now != last_seen || timeout.is_zero() {
+            return now;
+        }
+        self.sleep(last_seen, Instant::now() + timeout, timeout)
     }
 }
 

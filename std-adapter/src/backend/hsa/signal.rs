@@ -10,6 +10,11 @@ use super::error::HsaError;
 use super::runtime::HsaRuntime;
 use crate::doorbell::{Doorbell, INIT};
 
+/// The shortest nap [`HsaDoorbell`] takes in `hsa_signal_wait_scacquire` (shorter ones would be
+/// ROCr's busy poll throughout): its 200 µs of polling, then at least one whole millisecond of
+/// sleep, and the rest.
+pub(crate) const BLOCKING_NAP: Duration = Duration::from_millis(2);
+
 /// Converts a timeout to HSA timestamp units (`frequency` per second), saturating.
 pub(super) fn timeout_ticks(timeout: Duration, frequency: u64) -> u64 {
     let ticks = timeout.as_nanos().saturating_mul(u128::from(frequency)) / 1_000_000_000;
@@ -23,6 +28,13 @@ pub(super) fn timeout_ticks(timeout: Duration, frequency: u64) -> u64 {
 /// Its handle is the address of ROCr's own `amd_signal_t`, which ROCm's device code rings by its
 /// atomic add at +8 (and, where ROCr made it an interrupt signal, the mailbox store and
 /// interrupt that wake a host blocked in `hsa_signal_wait_scacquire`).
+///
+/// **Napping.** ROCr's wait on an interrupt signal busy-polls its first 200 µs and then sleeps
+/// in whole milliseconds, polling again whatever is left under one: a wait shorter than about
+/// 1.2 ms never sleeps at all. So [`Doorbell::nap`] (a listener between two polls)
+/// sleeps shorter naps with the OS's sleep and reads the value after it (a ring is then seen at
+/// the end of the nap, which the listener's [`crate::WaitPolicy`] bounds), and only naps of 2 ms or more
+/// go through `hsa_signal_wait_scacquire`, where a ring wakes the host at once.
 pub struct HsaDoorbell {
     runtime: Arc<HsaRuntime>,
     signal: HsaSignal,
@@ -92,6 +104,18 @@ impl Doorbell for HsaDoorbell {
                 return value;
             }
         }
+    }
+
+    fn nap(&self, last_seen: u64, timeout: Duration) -> u64 {
+        if timeout >= BLOCKING_NAP {
+            return self.wait(last_seen, timeout);
+        }
+        let now = self.value();
+        if now != last_seen || timeout.is_zero() {
+            return now;
+        }
+        std::thread::sleep(timeout);
+        self.value()
     }
 }
 

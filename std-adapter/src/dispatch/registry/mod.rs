@@ -106,6 +106,9 @@ pub struct Services {
     events: EventTally,
     /// The buffers its listeners serve, with their counters.
     buffers: Arc<BufferTallies>,
+    /// Bytes the LLVM-RPC calls in progress of every buffer its listeners serve hold
+    /// (`RpcLimits::max_held_bytes` bounds it).
+    rpc_held: Arc<crate::services::held::HeldAccount>,
 }
 
 /// The registered services, by id with their names, in id order.
@@ -121,6 +124,12 @@ impl Services {
     /// An empty registry.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The account of the bytes the LLVM-RPC calls in progress hold, on every buffer of this
+    /// registry's listeners (each buffer's host charges it).
+    pub(crate) fn rpc_held(&self) -> Arc<crate::services::held::HeldAccount> {
+        self.rpc_held.clone()
     }
 
     /// Registers a lane handler under `id`: any closure of the core's [`LaneService`] shape (the

@@ -44,9 +44,9 @@ pub fn reply_error_all(packet: &mut PacketRequest<'_>, code: ErrorCode) {
 /// message services) use it too.
 ///
 /// One guard a packet, not one a lane: the guard's set-up (the hook check and the thread's
-/// service depth) cost every lane about 50 host instructions (callgrind, a 32-lane packet:
-/// 1,600 of stack's 3,470 in `poll_once`). After a panic the lanes from the next one on are
-/// served under a fresh guard.
+/// service depth) is paid once, not by every lane (what it cost a lane is in
+/// `docs/cache-lines.md`, "Measured"). After a panic the lanes from the next one on are served
+/// under a fresh guard.
 pub(crate) fn serve_lanes_guarded(
     name: &str,
     packet: &mut PacketRequest<'_>,

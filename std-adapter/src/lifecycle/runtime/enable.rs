@@ -114,12 +114,21 @@ impl HostcallRuntime {
                 registry::lock().mark_ready(base);
                 // Relaxed: see `buffer_count`.
                 self.enabled.fetch_add(1, Ordering::Relaxed);
+                drop(listener); // logs after the runtime's lock: a logger may call back in
+                log::debug!(
+                    "enabled buffer {base:#x} for queue {:#x} ({:?}, {num_packets} packets, device {})",
+                    queue.0,
+                    options.protocol,
+                    options.device_ordinal
+                );
                 Ok(())
             }
             Err(e) => {
                 let entry = registry::lock().remove(base);
                 drop(entry); // frees an owned bitmap, outside the registry's lock
                 self.stop_if_idle(&mut listener);
+                drop(listener);
+                log::debug!("enable of buffer {base:#x} refused: {e}");
                 Err(e)
             }
         }
@@ -148,6 +157,8 @@ impl HostcallRuntime {
                      // Relaxed: see `buffer_count`.
         self.enabled.fetch_sub(1, Ordering::Relaxed);
         self.stop_if_idle(&mut listener);
+        drop(listener); // logs after the runtime's lock: a logger may call back in
+        log::debug!("disabled buffer {base:#x} (queue {:#x})", queue.0);
         Ok(())
     }
 

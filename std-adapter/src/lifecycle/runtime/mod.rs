@@ -12,7 +12,7 @@ use crate::services::devmem::DevMemLimits;
 use crate::services::message::MessageLimits;
 use crate::services::printf::StdStreams;
 use crate::services::sanitizer::SanitizerConfig;
-use crate::threads::listener::{Listener, ListenerConfig};
+use crate::threads::listener::{Listener, ListenerConfig, LiveWait, WaitPolicy};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -64,6 +64,9 @@ pub struct HostcallRuntime {
     memory: Arc<dyn DeviceMemory>,
     services: Arc<Services>,
     config: ListenerConfig,
+    /// The wait policy of every listener this runtime starts, and of the running one
+    /// ([`HostcallRuntime::set_wait_policy`]); `config.wait` at first.
+    wait: Arc<LiveWait>,
     /// The running listener, `Some` exactly while this runtime has enabled buffers. Also the
     /// lock that serialises this runtime's enables and disables (taken before the registry's).
     /// The read-only methods never take it: a disable holds it while it waits for a poll, and
@@ -125,6 +128,7 @@ impl HostcallRuntime {
             doorbell,
             services: Arc::new(builtin_services(&memory)),
             memory,
+            wait: Arc::new(LiveWait::new(config.wait)),
             config,
             listener: Mutex::new(None),
             enabled: AtomicUsize::new(0),
@@ -185,6 +189,9 @@ impl HostcallRuntime {
     /// ```
     pub fn init_global(choice: MemoryChoice) -> Result<&'static HostcallRuntime, Error> {
         static CHOOSING: Mutex<()> = Mutex::new(());
+        if GLOBAL.get().is_none() {
+            log::debug!("probing the memory of the process-wide runtime ({choice})");
+        }
         let _one_at_a_time = CHOOSING.lock().unwrap_or_else(|p| p.into_inner());
         if GLOBAL.get().is_none() {
             let backend = crate::backend::choose(choice)?;
@@ -227,6 +234,28 @@ impl HostcallRuntime {
         unsafe { self.services.enable_function_calls() }
     }
 
+    /// The wait policy of this runtime's listener (see [`WaitPolicy`]).
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.wait.get()
+    }
+
+    /// Sets the wait policy of this runtime's listener: the running one takes it before its next
+    /// nap (woken by a ring to do so at once), and every listener started later runs with it.
+    /// Never waits for an enable or disable in progress (a service may call it).
+    ///
+    /// ```
+    /// use hostcall::{HostcallRuntime, WaitPolicy};
+    /// let runtime = HostcallRuntime::new();
+    /// runtime.set_wait_policy(WaitPolicy::power_saving());
+    /// assert_eq!(runtime.wait_policy(), WaitPolicy::power_saving());
+    /// ```
+    pub fn set_wait_policy(&self, policy: WaitPolicy) {
+        self.wait.set(policy);
+        // A listener asleep on the doorbell takes the new policy when it wakes: wake it now (a
+        // runtime without a listener only moves the doorbell's value, which nobody waits for).
+        self.doorbell.ring();
+    }
+
     /// The device memory DEVMEM allocates from, and the phase bitmaps the runtime allocates.
     pub fn device_memory(&self) -> &Arc<dyn DeviceMemory> {
         &self.memory
@@ -252,8 +281,12 @@ impl HostcallRuntime {
     }
 
     fn start_listener(&self) -> Result<Listener, Error> {
-        let listener =
-            Listener::start_with_services(self.doorbell.clone(), self.config.clone(), self.services.clone())?;
+        let listener = Listener::start_live(
+            self.doorbell.clone(),
+            self.config.clone(),
+            self.services.clone(),
+            self.wait.clone(),
+        )?;
         if let Some(id) = listener.thread_id() {
             registry::add_listener_thread(id);
         }

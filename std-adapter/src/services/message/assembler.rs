@@ -4,6 +4,7 @@
 use super::ids::IdTags;
 use super::{ChunkOutcome, MessageError, MessageLimits, Sender};
 use crate::rate_limit::warn_limited;
+use crate::services::held::{charge_both, fits_both, release_both, HeldAccount, OverBudget};
 use hostcall_core::message::{Descriptor, DATA_WORDS};
 use std::collections::{HashMap, VecDeque};
 
@@ -40,9 +41,10 @@ pub struct Assembler {
     /// Free slot indices, reused oldest first.
     free: VecDeque<usize>,
     open: usize,
-    held_bytes: usize,
+    /// Bytes all open messages hold (`services/held.rs`, the budgets' one mechanism).
+    held: HeldAccount,
     /// Bytes held per buffer (only buffers holding some are present).
-    held_by_buffer: HashMap<usize, usize>,
+    held_by_buffer: HashMap<usize, HeldAccount>,
     tags: IdTags,
     refused_begins: u64,
     foreign_chunks: u64,
@@ -64,7 +66,7 @@ impl Assembler {
             slots: Vec::new(),
             free: VecDeque::new(),
             open: 0,
-            held_bytes: 0,
+            held: HeldAccount::default(),
             held_by_buffer: HashMap::new(),
             tags: IdTags::new(),
             refused_begins: 0,
@@ -84,13 +86,13 @@ impl Assembler {
 
     /// Bytes the open messages hold, as charged to [`MessageLimits::max_held_bytes`].
     pub fn held_bytes(&self) -> usize {
-        self.held_bytes
+        self.held.held()
     }
 
     /// Bytes the open messages of `buffer`'s lanes hold, as charged to
     /// [`MessageLimits::max_held_bytes_per_buffer`].
     pub fn held_bytes_of(&self, buffer: usize) -> usize {
-        self.held_by_buffer.get(&buffer).copied().unwrap_or(0)
+        self.held_by_buffer.get(&buffer).map_or(0, HeldAccount::held)
     }
 
     /// BEGINs refused so far for a budget ([`MessageError::TooManyOpen`],
@@ -211,7 +213,7 @@ impl Assembler {
     /// allow it.
     fn begin(&mut self, sender: Sender, first_words: usize) -> Result<(usize, u64), MessageError> {
         let first_bytes = OPEN_MESSAGE_OVERHEAD + 8 * self.growth(0, first_words);
-        if let Err(error) = self.admit(sender.buffer, first_bytes, 0) {
+        if let Err(error) = self.admit(sender.buffer, first_bytes) {
             self.refused_begins += 1;
             warn_limited!("message assembler: buffer {:#x} lane {}: {error}", sender.buffer, sender.lane);
             return Err(error);
@@ -226,32 +228,59 @@ impl Assembler {
         let tag = self.tags.next();
         let slot = &mut self.slots[index];
         *slot = Slot { tag, sender, message: Some(Vec::new()), charged: 0 };
-        self.charge(index, OPEN_MESSAGE_OVERHEAD);
         self.open += 1;
+        if let Err(error) = self.charge(index, OPEN_MESSAGE_OVERHEAD, 0) {
+            self.release(index); // not reached: `admit` found room for more, and nothing else charges
+            return Err(error);
+        }
         Ok((index, u64::from(tag) << SLOT_BITS | (index as u64 + 1)))
     }
 
-    /// Whether `buffer` may hold `bytes` more (for message `id`, 0 for a BEGIN): the open count
-    /// (BEGINs only), the registry's bytes and the buffer's own.
-    fn admit(&self, buffer: usize, bytes: usize, id: u64) -> Result<(), MessageError> {
-        let limits = &self.limits;
-        if id == 0 && self.open >= limits.max_open {
-            Err(MessageError::TooManyOpen { bound: limits.max_open })
-        } else if self.held_bytes + bytes > limits.max_held_bytes {
-            Err(MessageError::HeldBytes { id, limit: limits.max_held_bytes })
-        } else if self.held_bytes_of(buffer) + bytes > limits.max_held_bytes_per_buffer {
-            Err(MessageError::BufferHeldBytes { id, limit: limits.max_held_bytes_per_buffer })
-        } else {
-            Ok(())
+    /// Whether a BEGIN of `buffer` whose first chunk needs `bytes` may open: the open count, the
+    /// registry's bytes and the buffer's own (a check; the bytes are charged as they are used).
+    fn admit(&self, buffer: usize, bytes: usize) -> Result<(), MessageError> {
+        if self.open >= self.limits.max_open {
+            return Err(MessageError::TooManyOpen { bound: self.limits.max_open });
+        }
+        let none = HeldAccount::default();
+        let account = self.held_by_buffer.get(&buffer).unwrap_or(&none);
+        let (all, per_buffer) = self.budgets();
+        fits_both((&self.held, all), (account, per_buffer), bytes).map_err(|over| self.over(over, 0))
+    }
+
+    /// The limits of all buffers' and of one buffer's held bytes.
+    fn budgets(&self) -> (usize, usize) {
+        (self.limits.max_held_bytes, self.limits.max_held_bytes_per_buffer)
+    }
+
+    /// The error of a budget `over` for message `id` (0: a BEGIN).
+    fn over(&self, over: OverBudget, id: u64) -> MessageError {
+        match over {
+            OverBudget::All => MessageError::HeldBytes { id, limit: self.limits.max_held_bytes },
+            OverBudget::Buffer => {
+                MessageError::BufferHeldBytes { id, limit: self.limits.max_held_bytes_per_buffer }
+            }
         }
     }
 
-    /// Charges `bytes` to the message in slot `index` and to its buffer.
-    fn charge(&mut self, index: usize, bytes: usize) {
+    /// Charges `bytes` to the message in slot `index` (id `id`, 0 while it begins), to its buffer
+    /// and to the registry, if all have room.
+    fn charge(&mut self, index: usize, bytes: usize, id: u64) -> Result<(), MessageError> {
+        let (all, per_buffer) = self.budgets();
         let slot = &mut self.slots[index];
-        slot.charged += bytes;
-        self.held_bytes += bytes;
-        *self.held_by_buffer.entry(slot.sender.buffer).or_default() += bytes;
+        let account = self.held_by_buffer.entry(slot.sender.buffer).or_default();
+        match charge_both((&self.held, all), (account, per_buffer), bytes) {
+            Ok(()) => {
+                slot.charged += bytes;
+                Ok(())
+            }
+            Err(over) => {
+                if account.held() == 0 {
+                    self.held_by_buffer.remove(&self.slots[index].sender.buffer);
+                }
+                Err(self.over(over, id))
+            }
+        }
     }
 
     /// Appends `data` to the open message in slot `index` (id `id`), growing it within the
@@ -268,17 +297,16 @@ impl Assembler {
         let grow = self.growth(capacity, len + data.len());
         if grow > 0 {
             let sender = self.slots[index].sender;
-            if let Err(error) = self.admit(sender.buffer, 8 * grow, id) {
+            if let Err(error) = self.charge(index, 8 * grow, id) {
                 self.release(index);
                 warn_limited!("message assembler: buffer {:#x} lane {}: {error}", sender.buffer, sender.lane);
                 return Err(error);
             }
         }
         let message = self.slots[index].message.as_mut().expect("checked open above");
+        // Exactly `grow` words more (`reserve_exact` of a `Vec`: what was charged).
         message.reserve_exact(capacity + grow - len);
-        let charged = 8 * (message.capacity() - capacity);
         message.extend_from_slice(data);
-        self.charge(index, charged);
         Ok(())
     }
 
@@ -326,10 +354,9 @@ impl Assembler {
         let slot = &mut self.slots[index];
         let message = slot.message.take()?;
         let charged = std::mem::take(&mut slot.charged);
-        self.held_bytes -= charged;
-        if let Some(held) = self.held_by_buffer.get_mut(&slot.sender.buffer) {
-            *held -= charged;
-            if *held == 0 {
+        if let Some(account) = self.held_by_buffer.get(&slot.sender.buffer) {
+            release_both(&self.held, account, charged);
+            if account.held() == 0 {
                 self.held_by_buffer.remove(&slot.sender.buffer);
             }
         }

@@ -7,6 +7,10 @@
 //! (LLVM's server `fwrite`s each lane into C's buffered `stdout`; one write a lane would be one
 //! system call a lane through a sink that flushes each write, as [`StdStreams`] does).
 //!
+//! What a lane keeps is charged to the host's held-bytes budget at its stream's first packet (a
+//! lane the budget refuses is followed to the end, counted and answered 0 bytes), and the
+//! answer's bytes are spent from the poll's work budget (`budget.rs`).
+//!
 //! [`StdStreams`]: crate::services::printf::StdStreams
 
 use super::stream_file::{read_targets, Target};
@@ -34,6 +38,10 @@ pub(super) struct Write {
     bytes: Vec<u8>,
     /// Where each chunk of `bytes` is: (lane, start, end), in the order they came.
     chunks: Vec<(u8, u32, u32)>,
+    /// Bytes charged to the held budgets.
+    charged: usize,
+    /// Lanes the held budget refused (counted; answered 0 bytes).
+    dropped: u64,
 }
 
 impl Write {
@@ -49,12 +57,19 @@ impl Write {
             input: StreamIn::new(mask, limit),
             bytes: Vec::new(),
             chunks: Vec::new(),
+            charged: 0,
+            dropped: 0,
         }
     }
 
-    /// Bytes received so far.
-    pub(super) fn held_bytes(&self) -> usize {
-        self.bytes.len()
+    /// The lanes of the call.
+    pub(super) fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// Bytes charged to the held budgets.
+    pub(super) fn charged(&self) -> usize {
+        self.charged
     }
 
     /// One turn; `true` when the call is over.
@@ -64,13 +79,23 @@ impl Write {
             read_targets(turn, self.mask, self.allowed, cx.files_allowed, &mut self.targets);
             return false;
         }
+        if self.input.at_first_packet() {
+            // Each lane's declared size (word 0 of its first packet), charged before any byte is
+            // kept; a lane over the stream limit keeps nothing anyway (`StreamIn::kept`).
+            for lane in turn.lanes(self.mask & !self.dropped) {
+                let size = turn.read(lane as u32)[0];
+                if size <= cx.limit && !cx.hold(&mut self.charged, size as usize) {
+                    self.dropped |= 1 << lane;
+                }
+            }
+        }
         // What this packet can carry at most, no more.
         let lanes = self.mask.count_ones() as usize;
         self.bytes.reserve(lanes * PACKET_BYTES as usize);
         self.chunks.reserve(lanes);
-        let (bytes, chunks) = (&mut self.bytes, &mut self.chunks);
+        let (bytes, chunks, dropped) = (&mut self.bytes, &mut self.chunks, self.dropped);
         let done = self.input.receive(turn, &mut |lane, _, chunk: &[u8]| {
-            if !chunk.is_empty() {
+            if !chunk.is_empty() && dropped & 1 << lane == 0 {
                 let start = bytes.len() as u32;
                 bytes.extend_from_slice(chunk);
                 chunks.push((lane as u8, start, bytes.len() as u32));
@@ -110,6 +135,7 @@ impl Write {
                 self.chunks[first..next].iter().map(|&(_, s, e)| &self.bytes[s as usize..e as usize]);
             let size = self.input.size(lane as u32);
             let written = match self.targets[lane] {
+                _ if self.dropped & 1 << lane != 0 => 0, // counted when refused
                 Some(target) if self.input.kept(lane as u32) => {
                     let out = match target {
                         Target::Console(stream) => &mut consoles[stream as usize].0,
@@ -146,6 +172,7 @@ impl Write {
             };
             turn.write(lane as u32, &[written, 0, 0, 0, 0, 0, 0, 0]);
         }
+        cx.work.spend(self.bytes.len());
         for (stream, (out, lanes)) in [Stream::Stdout, Stream::Stderr].into_iter().zip(consoles) {
             if lanes.is_empty() {
                 continue;

@@ -149,17 +149,24 @@ pub(super) struct Read {
     out: StreamOut,
     /// The stream has gone; the count is next (`READ_FROM_STREAM` only).
     count_next: bool,
+    /// Bytes charged to the held budgets (each lane's read, before it is made).
+    charged: usize,
 }
 
 impl Read {
     /// A read of the lanes of `mask` (`fgets`: a line).
     pub(super) fn new(mask: u64, fgets: bool) -> Self {
-        Self { mask, fgets, data: Vec::new(), out: StreamOut::new(), count_next: false }
+        Self { mask, fgets, data: Vec::new(), out: StreamOut::new(), count_next: false, charged: 0 }
     }
 
-    /// Bytes read and not yet sent.
-    pub(super) fn held_bytes(&self) -> usize {
-        self.data.iter().map(Vec::len).sum()
+    /// The lanes of the call.
+    pub(super) fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// Bytes charged to the held budgets.
+    pub(super) fn charged(&self) -> usize {
+        self.charged
     }
 
     /// One turn; `true` when the call is over.
@@ -174,7 +181,12 @@ impl Read {
             self.data = (0..LANES).map(|_| Vec::new()).collect();
             for lane in turn.lanes(self.mask) {
                 let [size, stream, ..] = turn.read(lane as u32);
-                self.data[lane] = self.read(cx, size, stream);
+                // Held before it is read; a lane the budget refuses reads nothing (counted).
+                let kept = size.min(cx.limit) as usize;
+                if cx.hold(&mut self.charged, kept) {
+                    cx.work.spend(kept);
+                    self.data[lane] = self.read(cx, size, stream);
+                }
             }
         }
         let data = &self.data;

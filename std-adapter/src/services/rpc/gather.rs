@@ -4,9 +4,9 @@
 //! block as a stream, then a packet with the function's address; answered with its result); and
 //! `EXIT` and `ABORT` (an empty round trip, then the status).
 //!
-//! A refused call (its group off, or a stream over the limit) is still followed packet by packet
-//! and answered with C's failure value: a null `FILE`, -1 for `remove`, `rename` and `system`, 0
-//! for a host call. Differences on purpose: an `OPEN_FILE` over the buffer's budget of open files
+//! A refused call (its group off, a stream over the limit or past the held budget) is still
+//! followed packet by packet and answered with C's failure value: a null `FILE`, -1 for
+//! `remove`, `rename` and `system`, 0 for a host call. Differences on purpose: an `OPEN_FILE` over the buffer's budget of open files
 //! gets a null `FILE` (counted); a host call of address 0 is refused rather than crashing the
 //! host; `EXIT` and `ABORT` are refused by default (counted and logged: the device's side ends its
 //! own program as it always does after the call, and the host process goes on), and where the
@@ -14,6 +14,7 @@
 //! `std::process::exit(status)` and `std::process::abort()` (LLVM's server: `quick_exit`, `abort`).
 
 use super::files::{c_string, OpenError};
+use super::stream_file::receive_held;
 use super::Context;
 use crate::rate_limit::warn_limited;
 use hostcall_core::rpc::opcode::libc as op;
@@ -31,10 +32,15 @@ pub(super) struct Gather {
     allowed: bool,
     limit: u64,
     input: StreamIn,
-    /// The streams received so far, per lane (the one in progress last).
+    /// The streams received so far, per lane.
     streams: Vec<Vec<Vec<u8>>>,
+    /// The stream in progress, per lane.
+    current: Vec<Vec<u8>>,
     /// Lanes that sent a stream over the limit.
     over: u64,
+    /// Bytes charged to the held budgets, and the lanes they refused (counted, answered failed).
+    charged: usize,
+    dropped: u64,
     /// The streams are in; the last packet (mode, function address) is next.
     last_packet: bool,
 }
@@ -43,22 +49,29 @@ impl Gather {
     /// A call of `opcode` by the lanes of `mask`, refused (followed, answered failed) unless
     /// `allowed`.
     pub(super) fn new(mask: u64, opcode: u32, allowed: bool, limit: u64) -> Self {
-        let streams = (0..LANES).map(|_| vec![Vec::new()]).collect();
         Self {
             mask,
             opcode,
             allowed,
             limit,
             input: StreamIn::new(mask, limit),
-            streams,
+            streams: (0..LANES).map(|_| Vec::new()).collect(),
+            current: (0..LANES).map(|_| Vec::new()).collect(),
             over: 0,
+            charged: 0,
+            dropped: 0,
             last_packet: false,
         }
     }
 
-    /// Bytes received so far.
-    pub(super) fn held_bytes(&self) -> usize {
-        self.streams.iter().flatten().map(Vec::len).sum()
+    /// The lanes of the call.
+    pub(super) fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// Bytes charged to the held budgets.
+    pub(super) fn charged(&self) -> usize {
+        self.charged
     }
 
     /// One turn; `true` when the call is over.
@@ -71,14 +84,12 @@ impl Gather {
             }
             return true;
         }
-        let streams = &mut self.streams;
-        let done = self.input.receive(turn, &mut |lane, _, chunk: &[u8]| {
-            if let Some(current) = streams[lane as usize].last_mut() {
-                current.extend_from_slice(chunk);
-            }
-        });
-        if !done {
+        let (mask, current) = (self.mask, &mut self.current);
+        if !receive_held(&mut self.input, turn, mask, cx, &mut self.charged, &mut self.dropped, current) {
             return false;
+        }
+        for (streams, current) in self.streams.iter_mut().zip(&mut self.current) {
+            streams.push(std::mem::take(current));
         }
         for lane in turn.lanes(self.mask) {
             if !self.input.kept(lane as u32) && self.over & 1 << lane == 0 {
@@ -88,7 +99,6 @@ impl Gather {
         }
         let received = self.streams.first().map_or(0, Vec::len);
         if self.opcode == op::RENAME && received < 2 {
-            self.streams.iter_mut().for_each(|s| s.push(Vec::new()));
             self.input = StreamIn::new(self.mask, self.limit);
             return false;
         }
@@ -105,8 +115,8 @@ impl Gather {
 
     /// Whether lane `lane` is served (else counted as refused, unless over the limit).
     fn served(&self, lane: usize, cx: &mut Context<'_>) -> bool {
-        if self.over & 1 << lane != 0 {
-            return false;
+        if (self.over | self.dropped) & 1 << lane != 0 {
+            return false; // counted when it went over the limit or the held budget
         }
         if !self.allowed {
             cx.counters.refused_lanes += 1;
@@ -197,6 +207,11 @@ impl Ending {
     /// An exit (`abort`: an abort) of the lanes of `mask`, ending the host only if `allowed`.
     pub(super) fn new(mask: u64, abort: bool, allowed: bool) -> Self {
         Self { mask, abort, allowed, status_next: false }
+    }
+
+    /// The lanes of the call.
+    pub(super) fn mask(&self) -> u64 {
+        self.mask
     }
 
     /// One turn; `true` when the call is over (if it is allowed, the process is).

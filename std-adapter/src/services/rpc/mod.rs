@@ -5,7 +5,24 @@
 //! [`RpcHost`] keeps, per port, the call in progress: each turn the port is the host's, it
 //! does what LLVM's server does between two waits for ownership, then hands the port back. It
 //! never waits on a device, so a client that stops mid-call holds only its own port's few
-//! words of state (and at most [`RpcLimits::stream_bytes`] a lane).
+//! words of state (and at most [`RpcLimits::stream_bytes`] a lane, within the budgets below).
+//!
+//! # Budgets
+//!
+//! | bound | default | when exceeded |
+//! | --- | --- | --- |
+//! | one lane's stream ([`RpcLimits::stream_bytes`]) | 64 KiB | the lane is read to its end, dropped, answered failed ([`RpcCounters::over_limit_lanes`]) |
+//! | bytes the calls in progress of one buffer hold ([`RpcLimits::max_held_bytes_per_buffer`]) | 64 MiB, as PRINTF's | a lane that would pass it is followed to its end and answered failed ([`RpcCounters::held_refused_lanes`], logged) |
+//! | bytes the calls in progress of all RPC buffers of one registry hold ([`RpcLimits::max_held_bytes`]) | 256 MiB, as PRINTF's | as above |
+//! | work of one poll on one buffer's calls ([`RpcLimits::poll_work_bytes`]) | 1 MiB | the turn waits for the next poll ([`RpcCounters::deferred_turns`]) |
+//! | host files open ([`RpcLimits::open_files`]) | 64 | `fopen` answers null ([`RpcCounters::open_files_refused`]) |
+//!
+//! The held bytes are charged with the message assembler's mechanism (each stream at its
+//! declared size when it begins, so what a lane keeps is known before it arrives); the work of a
+//! poll bounds what answering many held calls at once costs the listener's other buffers: a
+//! printf of many large lanes is answered lane by lane over several polls. Where LLVM's server
+//! allocates whatever the device declares and answers every lane in one go, this host refuses
+//! past the budget and spreads the answers; the details, and why, are in `budget.rs`.
 //!
 //! Served: every opcode of LLVM's server at [`hostcall_core::rpc::version`]: `NOOP`, the console
 //! writes, the printf family (to stdout, stderr or an opened file), `MALLOC` and `FREE` (through
@@ -56,6 +73,7 @@
 //! ```
 
 mod beneath;
+mod budget;
 pub mod client;
 mod console;
 mod file_calls;
@@ -71,16 +89,21 @@ mod stream_file;
 #[cfg(test)]
 mod tests;
 
-pub use options::{RpcLimits, RpcOptions, SharedSink, DEFAULT_OPEN_FILES, DEFAULT_STREAM_BYTES};
+pub use options::{
+    RpcLimits, RpcOptions, SharedSink, DEFAULT_OPEN_FILES, DEFAULT_POLL_WORK_BYTES, DEFAULT_STREAM_BYTES,
+};
 pub use policy::{OpcodeGroup, RpcPolicy};
 
 use crate::rate_limit::warn_limited;
+use crate::services::held::HeldAccount;
 use crate::services::printf::{PrintfSink, Stream};
+use budget::{Held, PollWork};
 use console::Write;
 use hostcall_core::rpc::opcode::{libc, status};
 use hostcall_core::rpc::{serve_as_packet, service_of, Turn, View};
 use hostcall_core::{Dispatch, PacketRequest, Payload};
 use printf::Printf;
+use std::sync::Arc;
 
 /// What one buffer's RPC host did, counted since it was made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -102,6 +125,15 @@ pub struct RpcCounters {
     /// `fopen`s answered null because the buffer held [`RpcLimits::open_files`] files (logged,
     /// rate-limited).
     pub open_files_refused: u64,
+    /// Lanes answered with a failure because what they would keep did not fit the held-bytes
+    /// budgets ([`RpcLimits::max_held_bytes_per_buffer`], [`RpcLimits::max_held_bytes`]).
+    pub held_refused_lanes: u64,
+    /// Turns put off to a later poll because the poll's work budget
+    /// ([`RpcLimits::poll_work_bytes`]) was spent (the port stayed the host's meanwhile).
+    pub deferred_turns: u64,
+    /// Bytes the calls in progress hold now, as charged to the budgets (a level, not a count:
+    /// the sum over a pool's stripes is the buffer's).
+    pub held_bytes: u64,
 }
 
 impl std::ops::Add for RpcCounters {
@@ -115,9 +147,15 @@ impl std::ops::Add for RpcCounters {
             refused_lanes: self.refused_lanes + o.refused_lanes,
             over_limit_lanes: self.over_limit_lanes + o.over_limit_lanes,
             open_files_refused: self.open_files_refused + o.open_files_refused,
+            held_refused_lanes: self.held_refused_lanes + o.held_refused_lanes,
+            deferred_turns: self.deferred_turns + o.deferred_turns,
+            held_bytes: self.held_bytes + o.held_bytes,
         }
     }
 }
+
+/// The work a turn's packet costs, a lane (its 64 bytes read or written).
+const PACKET_WORK: usize = 64;
 
 /// What a call's turn may use besides the port.
 pub(crate) struct Context<'a> {
@@ -131,6 +169,23 @@ pub(crate) struct Context<'a> {
     pub(crate) files_allowed: bool,
     /// [`RpcLimits::stream_bytes`].
     pub(crate) limit: u64,
+    /// What the host's calls hold (`budget.rs`).
+    held: &'a mut Held,
+    /// The work the drain in progress may still do (`budget.rs`).
+    work: &'a mut PollWork,
+}
+
+impl Context<'_> {
+    /// Charges `bytes` a lane is to keep to `charged` (its call's charge), if the budgets have
+    /// room; else counts the lane as refused for them and returns `false`.
+    fn hold(&mut self, charged: &mut usize, bytes: usize) -> bool {
+        if self.held.charge(bytes).is_err() {
+            self.counters.held_refused_lanes += 1;
+            return false;
+        }
+        *charged += bytes;
+        true
+    }
 }
 
 /// A call in progress on one port.
@@ -143,6 +198,31 @@ enum Call {
     Read(Box<file_calls::Read>),
     Gather(Box<gather::Gather>),
     Ending(gather::Ending),
+}
+
+impl Call {
+    /// The lanes of the call.
+    fn mask(&self) -> u64 {
+        match self {
+            Call::Write(write) => write.mask(),
+            Call::Printf(printf) => printf.mask(),
+            Call::OnStream(_, mask) => *mask,
+            Call::Read(read) => read.mask(),
+            Call::Gather(gather) => gather.mask(),
+            Call::Ending(ending) => ending.mask(),
+        }
+    }
+
+    /// Bytes charged to the held budgets for the call.
+    fn charged(&self) -> usize {
+        match self {
+            Call::Write(write) => write.charged(),
+            Call::Printf(printf) => printf.charged(),
+            Call::Read(read) => read.charged(),
+            Call::Gather(gather) => gather.charged(),
+            Call::OnStream(..) | Call::Ending(_) => 0,
+        }
+    }
 }
 
 /// The host of one LLVM-RPC buffer: the call in progress on each port, the policy and budgets,
@@ -158,21 +238,29 @@ pub struct RpcHost {
     scratch: Box<Payload>,
     /// The files the buffer's device opened (closed when the last host of the buffer goes).
     files: files::SharedFiles,
+    /// What the calls hold, charged to the buffer's and all buffers' budgets.
+    held: Held,
+    /// The work budget of the drain in progress.
+    work: PollWork,
 }
 
 impl RpcHost {
-    /// The host of a buffer of `ports` ports.
+    /// The host of a buffer of `ports` ports (its held bytes on budgets of its own: "all
+    /// buffers" is this host's alone).
     pub fn new(ports: u32, policy: RpcPolicy, limits: RpcLimits) -> Self {
         let files = files::SharedFiles::new(limits.open_files, policy.files_scope());
-        Self::with_files(ports, policy, limits, files)
+        Self::with_shared(ports, policy, limits, files, Arc::default(), Arc::default())
     }
 
-    /// A host of a buffer whose file table `files` other hosts (of other ports) share.
-    pub(crate) fn with_files(
+    /// A host of a buffer whose file table `files` and account of held bytes `buffer` other
+    /// hosts (of other ports) share, `all` the account of every buffer of its registry.
+    pub(crate) fn with_shared(
         ports: u32,
         policy: RpcPolicy,
         limits: RpcLimits,
         files: files::SharedFiles,
+        buffer: Arc<HeldAccount>,
+        all: Arc<HeldAccount>,
     ) -> Self {
         Self {
             policy,
@@ -181,6 +269,8 @@ impl RpcHost {
             counters: RpcCounters::default(),
             scratch: Box::default(),
             files,
+            held: Held::new(&limits, buffer, all),
+            work: PollWork::new(limits.poll_work_bytes),
         }
     }
 
@@ -194,6 +284,8 @@ impl RpcHost {
     pub(crate) fn retire(&mut self) {
         self.files.lock().close_all();
         self.calls.iter_mut().for_each(|call| *call = None);
+        self.held.clear();
+        self.counters.held_bytes = 0;
     }
 
     /// The counters so far.
@@ -201,26 +293,23 @@ impl RpcHost {
         self.counters
     }
 
+    /// The most work one drain of this host's ports did so far, as counted against
+    /// [`RpcLimits::poll_work_bytes`] (see the [budgets](self#budgets)).
+    pub fn most_poll_work(&self) -> usize {
+        self.work.most()
+    }
+
     /// Ports with a call in progress (waiting for the device's next packet).
     pub fn calls_in_progress(&self) -> usize {
         self.calls.iter().flatten().count()
     }
 
-    /// Bytes of device data the calls in progress hold (streams received so far). Bounded by
-    /// ports x lanes x [`RpcLimits::stream_bytes`] x the streams one call keeps (printf: the
-    /// format, the arguments and each `%s`), whatever the device sends.
+    /// Bytes of device data the calls in progress hold, as charged to the budgets (streams at
+    /// their declared size, a printf's walk of its format, bytes read): at most
+    /// [`RpcLimits::max_held_bytes_per_buffer`], whatever the device sends (see the
+    /// [budgets](self#budgets)).
     pub fn held_bytes(&self) -> usize {
-        self.calls
-            .iter()
-            .flatten()
-            .map(|call| match call {
-                Call::Write(write) => write.held_bytes(),
-                Call::Printf(printf) => printf.held_bytes(),
-                Call::Read(read) => read.held_bytes(),
-                Call::Gather(gather) => gather.held_bytes(),
-                Call::OnStream(..) | Call::Ending(_) => 0,
-            })
-            .sum()
+        self.held.held()
     }
 
     /// Takes one turn on every port of `view` that is the host's; returns the turns taken.
@@ -263,17 +352,24 @@ impl RpcHost {
         sink: &mut dyn PrintfSink,
         services: &D,
     ) -> bool {
-        self.counters.turns += 1;
-        let Some(slot) = self.calls.get_mut(turn.port() as usize) else {
+        let port = turn.port();
+        let Some(slot) = self.calls.get_mut(port as usize) else {
+            self.counters.turns += 1;
             return false; // a port past this host's count: never served
         };
-        let (unhandled, refused) = (self.counters.unhandled, self.counters.refused_lanes);
-        let (over_limit, files_refused) = (self.counters.over_limit_lanes, self.counters.open_files_refused);
+        if !self.work.admit(port) {
+            turn.defer(); // this poll's work is spent: the next takes the port first
+            self.counters.deferred_turns += 1;
+            return true;
+        }
+        let before = self.counters;
+        let mut lanes = 0;
         let call = match slot.take() {
             Some(call) => Some(call),
             None => {
                 self.counters.calls += 1;
                 let (mask, opcode) = turn.header();
+                lanes = mask.count_ones();
                 self.begin(turn, mask, opcode, services)
             }
         };
@@ -285,6 +381,8 @@ impl RpcHost {
                 console_allowed: self.policy.allows(OpcodeGroup::Console),
                 files_allowed: self.policy.allows(OpcodeGroup::Files),
                 limit: self.limits.stream_bytes,
+                held: &mut self.held,
+                work: &mut self.work,
             };
             let done = match &mut call {
                 Call::Write(write) => write.turn(turn, &mut cx),
@@ -297,43 +395,71 @@ impl RpcHost {
                 Call::Gather(gather) => gather.turn(turn, &mut cx),
                 Call::Ending(ending) => ending.turn(turn, &mut cx),
             };
+            lanes = call.mask().count_ones();
             if done {
+                self.held.release(call.charged());
                 self.counters.calls_done += 1;
             } else {
-                self.calls[turn.port() as usize] = Some(call);
+                if turn.is_deferred() {
+                    self.work.ran_out(port);
+                    self.counters.deferred_turns += 1;
+                }
+                self.calls[port as usize] = Some(call);
             }
         } else {
             self.counters.calls_done += 1;
         }
-        if self.counters.refused_lanes > refused {
+        self.work.spend(PACKET_WORK * lanes as usize);
+        if !turn.is_deferred() {
+            self.counters.turns += 1;
+        }
+        self.counters.held_bytes = self.held.held() as u64;
+        self.log_refusals(turn, &before);
+        self.counters.unhandled == before.unhandled
+    }
+
+    /// Logs (rate-limited) the lanes this turn refused, from the counters `before` it.
+    fn log_refusals(&self, turn: &Turn<'_>, before: &RpcCounters) {
+        if self.counters.refused_lanes > before.refused_lanes {
             warn_limited!(
                 "rpc: port {}: opcode {:#x}: {} lanes refused (their opcode group is off in the buffer's \
                  RpcPolicy, they named a FILE they may not use, or a path outside the files directory); \
                  answered as failed",
                 turn.port(),
                 turn.header().1,
-                self.counters.refused_lanes - refused
+                self.counters.refused_lanes - before.refused_lanes
             );
         }
-        if self.counters.over_limit_lanes > over_limit {
+        if self.counters.over_limit_lanes > before.over_limit_lanes {
             warn_limited!(
                 "rpc: port {}: opcode {:#x}: {} lanes' streams longer than the buffer's RpcLimits::stream_bytes \
                  ({} bytes): their calls answered as failed, their data dropped (a read is cut to the limit)",
                 turn.port(),
                 turn.header().1,
-                self.counters.over_limit_lanes - over_limit,
+                self.counters.over_limit_lanes - before.over_limit_lanes,
                 self.limits.stream_bytes
             );
         }
-        if self.counters.open_files_refused > files_refused {
+        if self.counters.open_files_refused > before.open_files_refused {
             warn_limited!(
                 "rpc: port {}: {} fopens answered NULL: the buffer holds RpcLimits::open_files ({}) files",
                 turn.port(),
-                self.counters.open_files_refused - files_refused,
+                self.counters.open_files_refused - before.open_files_refused,
                 self.limits.open_files
             );
         }
-        self.counters.unhandled == unhandled
+        if self.counters.held_refused_lanes > before.held_refused_lanes {
+            warn_limited!(
+                "rpc: port {}: opcode {:#x}: {} lanes refused: the calls in progress would hold more than \
+                 this buffer's {} bytes or all buffers' {} (RpcLimits::max_held_bytes_per_buffer, \
+                 max_held_bytes); answered as failed",
+                turn.port(),
+                turn.header().1,
+                self.counters.held_refused_lanes - before.held_refused_lanes,
+                self.limits.max_held_bytes_per_buffer,
+                self.limits.max_held_bytes
+            );
+        }
     }
 
     /// The call an opcode begins, or `None` when this first turn is the whole call (`NOOP`,

@@ -3,6 +3,8 @@
 
 use super::files::SharedFiles;
 use super::RpcPolicy;
+use crate::services::held::HeldAccount;
+use crate::services::message::{DEFAULT_MAX_HELD_BYTES, DEFAULT_MAX_HELD_BYTES_PER_BUFFER};
 use crate::services::printf::{PrintfSink, StdStreams, Stream};
 use std::sync::{Arc, Mutex};
 
@@ -29,6 +31,8 @@ pub struct RpcOptions {
     /// The buffer's file table, when the hosts of a pool's stripes share one (set by the pool;
     /// otherwise each host makes its own).
     pub(crate) files: Option<SharedFiles>,
+    /// The buffer's account of held bytes, shared by the hosts of a pool's stripes as `files`.
+    pub(crate) held: Option<Arc<HeldAccount>>,
 }
 
 /// Budgets of one buffer's RPC host.
@@ -41,11 +45,31 @@ pub struct RpcLimits {
     /// Host files one buffer's device may hold open at once (its `FILE` table); an `fopen`
     /// past it gets a null `FILE`.
     pub open_files: u32,
+    /// The most bytes the calls in progress on one buffer's ports may hold together (streams
+    /// received, a printf's walk of its format, bytes read); a lane that would pass it is
+    /// refused (followed to its end, answered with its call's failure value), counted and
+    /// logged. 64 MiB by default, as PRINTF's open messages of one buffer
+    /// ([`MessageLimits`](crate::services::message::MessageLimits)). See the
+    /// [budgets](super#budgets).
+    pub max_held_bytes_per_buffer: usize,
+    /// The most bytes the calls in progress of all RPC buffers served through one registry (the
+    /// listeners of one `Services`) may hold together, as for `max_held_bytes_per_buffer`;
+    /// each buffer's calls are held to its own value of it. 256 MiB by default, as PRINTF's.
+    pub max_held_bytes: usize,
+    /// The most work one poll does for the calls of one buffer's host, in bytes: the packets
+    /// its turns read and write (64 bytes a lane), the messages formatted and the bytes written
+    /// or read for answers. A turn past it waits for the next poll, so other buffers of the
+    /// listener are served meanwhile. At least one turn, and one lane's answer, a poll.
+    /// 1 MiB by default; `usize::MAX` for no bound.
+    pub poll_work_bytes: usize,
 }
 
 setters!(RpcLimits {
     with_stream_bytes: stream_bytes: u64,
     with_open_files: open_files: u32,
+    with_max_held_bytes_per_buffer: max_held_bytes_per_buffer: usize,
+    with_max_held_bytes: max_held_bytes: usize,
+    with_poll_work_bytes: poll_work_bytes: usize,
 });
 
 /// 64 open files a buffer.
@@ -54,9 +78,18 @@ pub const DEFAULT_OPEN_FILES: u32 = 64;
 /// 64 KiB a lane.
 pub const DEFAULT_STREAM_BYTES: u64 = 64 << 10;
 
+/// 1 MiB of work a poll.
+pub const DEFAULT_POLL_WORK_BYTES: usize = 1 << 20;
+
 impl Default for RpcLimits {
     fn default() -> Self {
-        Self { stream_bytes: DEFAULT_STREAM_BYTES, open_files: DEFAULT_OPEN_FILES }
+        Self {
+            stream_bytes: DEFAULT_STREAM_BYTES,
+            open_files: DEFAULT_OPEN_FILES,
+            max_held_bytes_per_buffer: DEFAULT_MAX_HELD_BYTES_PER_BUFFER,
+            max_held_bytes: DEFAULT_MAX_HELD_BYTES,
+            poll_work_bytes: DEFAULT_POLL_WORK_BYTES,
+        }
     }
 }
 
@@ -67,20 +100,23 @@ setters!(RpcOptions {
 });
 
 impl RpcOptions {
-    /// These options with one file table of their own, for every host made from them (the
-    /// stripes of one buffer).
+    /// These options with one file table and one account of held bytes of their own, for every
+    /// host made from them (the stripes of one buffer).
     pub(crate) fn with_one_file_table(mut self) -> Self {
         self.files = Some(SharedFiles::new(self.limits.open_files, self.policy.files_scope()));
+        self.held = Some(Arc::default());
         self
     }
 
-    /// The host of `ports` ports these options describe.
-    pub(crate) fn host(&self, ports: u32) -> super::RpcHost {
+    /// The host of `ports` ports these options describe, its calls' held bytes charged to `all`
+    /// too (the account of every RPC buffer of its registry).
+    pub(crate) fn host(&self, ports: u32, all: Arc<HeldAccount>) -> super::RpcHost {
         let files = self
             .files
             .clone()
             .unwrap_or_else(|| SharedFiles::new(self.limits.open_files, self.policy.files_scope()));
-        super::RpcHost::with_files(ports, self.policy.clone(), self.limits, files)
+        let buffer = self.held.clone().unwrap_or_default();
+        super::RpcHost::with_shared(ports, self.policy.clone(), self.limits, files, buffer, all)
     }
 }
 

@@ -16,8 +16,12 @@
 //! [`PrintfLimits::max_field`], an unknown conversion) stops the lane's output there with the
 //! same marker and rate-limited log line as the other protocols' PRINTF; the lane is answered
 //! the count before the marker.
+//!
+//! What a call keeps (its streams, the argument kinds and string addresses of its walk) is held
+//! on the host's budget, a lane it refuses answered -1; the answers are formatted and written
+//! lane by lane within the poll's work budget, the rest at later polls (`budget.rs`).
 
-use super::stream_file::{read_targets, receive_bytes, Target};
+use super::stream_file::{read_targets, receive_held, Target};
 use super::Context;
 use crate::services::printf::{argument_kinds, format_marked, ArgKind, PrintfLimits, PrintfMessage, Stream};
 use hostcall_core::rpc::{StreamIn, Turn};
@@ -30,6 +34,8 @@ enum Stage {
     Format,
     Args,
     Strings,
+    /// Every stream is in; the lanes are being answered.
+    Answer,
 }
 
 /// A printf call in progress.
@@ -54,6 +60,12 @@ pub(super) struct Printf {
     /// Whether each lane sent a stream over the limit (counted as that, not as refused).
     over_limit: [bool; LANES],
     strings: Vec<VecDeque<Vec<u8>>>,
+    /// Bytes charged to the held budgets.
+    charged: usize,
+    /// Lanes the held budget refused (counted; answered -1, nothing more of them kept).
+    dropped: u64,
+    /// Lanes answered so far (the answer is given lane by lane within the poll's work).
+    answered: u64,
 }
 
 impl Printf {
@@ -76,14 +88,27 @@ impl Printf {
             asking: [false; LANES],
             over_limit: [false; LANES],
             strings: per_lane(),
+            charged: 0,
+            dropped: 0,
+            answered: 0,
         }
     }
 
-    /// Bytes received so far (formats, argument blocks, strings, the stream in progress).
-    pub(super) fn held_bytes(&self) -> usize {
-        let sum = |v: &Vec<Vec<u8>>| v.iter().map(Vec::len).sum::<usize>();
-        let strings: usize = self.strings.iter().flatten().map(Vec::len).sum();
-        sum(&self.current) + sum(&self.formats) + sum(&self.blocks) + strings
+    /// The lanes of the call.
+    pub(super) fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// Bytes charged to the held budgets.
+    pub(super) fn charged(&self) -> usize {
+        self.charged
+    }
+
+    /// Lane `lane` keeps nothing more: the held budget refused it (already counted).
+    fn drop_lane(&mut self, lane: usize) {
+        self.dropped |= 1 << lane;
+        self.targets[lane] = None;
+        self.pending[lane].clear();
     }
 
     /// One turn; `true` when the call is over.
@@ -93,9 +118,21 @@ impl Printf {
             self.stage = Stage::Format;
             return false;
         }
-        let done = receive_bytes(&mut self.input, turn, &mut self.current);
-        if !done {
+        if self.stage == Stage::Answer {
+            return self.answer(turn, cx); // a deferred answer goes on
+        }
+        let (mask, dropped) = (self.mask, self.dropped);
+        let current = &mut self.current;
+        if !receive_held(&mut self.input, turn, mask, cx, &mut self.charged, &mut self.dropped, current) {
+            if self.dropped != dropped {
+                for lane in turn.lanes(self.dropped & !dropped) {
+                    self.drop_lane(lane);
+                }
+            }
             return false;
+        }
+        for lane in turn.lanes(self.dropped & !dropped) {
+            self.drop_lane(lane);
         }
         for lane in turn.lanes(self.mask) {
             let bytes = std::mem::take(&mut self.current[lane]);
@@ -109,17 +146,26 @@ impl Printf {
                 Stage::Format => {
                     self.formats[lane] = until_nul(&bytes).to_vec();
                     if self.targets[lane].is_some() {
-                        self.kinds[lane] =
-                            argument_kinds(&self.formats[lane], PrintfLimits::default().max_field);
+                        let kinds = argument_kinds(&self.formats[lane], PrintfLimits::default().max_field);
+                        if cx.hold(&mut self.charged, kinds.len() * std::mem::size_of::<ArgKind>()) {
+                            self.kinds[lane] = kinds;
+                        } else {
+                            self.drop_lane(lane);
+                        }
                     }
                     let size = block_size(&self.kinds[lane], self.packed);
                     turn.write(lane as u32, &[size, 0, 0, 0, 0, 0, 0, 0]);
                 }
                 Stage::Args => {
-                    self.pending[lane] = self
+                    let pending: VecDeque<u64> = self
                         .arguments(lane, &bytes)
                         .filter_map(|(kind, v)| (kind == ArgKind::Str && v != 0).then_some(v))
                         .collect();
+                    if pending.is_empty() || cx.hold(&mut self.charged, 8 * pending.len()) {
+                        self.pending[lane] = pending;
+                    } else {
+                        self.drop_lane(lane);
+                    }
                     self.blocks[lane] = bytes;
                 }
                 Stage::Strings if self.asking[lane] => {
@@ -134,7 +180,7 @@ impl Printf {
                     let keep = self.targets[lane].is_some();
                     self.strings[lane].push_back(if keep { string.to_vec() } else { Vec::new() });
                 }
-                Stage::Strings | Stage::Files => {}
+                Stage::Strings | Stage::Files | Stage::Answer => {}
             }
         }
         match self.stage {
@@ -159,13 +205,26 @@ impl Printf {
             self.input = StreamIn::new(self.mask, self.limit);
             return false;
         }
-        for lane in turn.lanes(self.mask) {
+        self.stage = Stage::Answer;
+        self.answer(turn, cx)
+    }
+
+    /// Prints and answers the lanes not answered yet, at least one, then while the poll's work
+    /// lasts; `true` when every lane is answered, else the turn is deferred.
+    fn answer(&mut self, turn: &mut Turn<'_>, cx: &mut Context<'_>) -> bool {
+        for (n, lane) in turn.lanes(self.mask & !self.answered).enumerate() {
+            if n > 0 && cx.work.spent_out() {
+                turn.defer(); // the rest at the next poll
+                return false;
+            }
+            self.answered |= 1 << lane;
             let printed = match self.targets[lane] {
                 Some(target) => {
                     let mut out = Vec::new();
                     let (message, null_strings) = self.message(lane);
                     let limits = PrintfLimits::default();
                     let (printed, _) = format_marked(&message[1..], &null_strings, &limits, &mut out);
+                    cx.work.spend(8 * message.len() + out.len());
                     match cx.write(target, &out) {
                         Some(n) if n == out.len() => printed as u64,
                         Some(_) => u64::MAX,
@@ -176,7 +235,7 @@ impl Printf {
                     }
                 }
                 None => {
-                    if !self.over_limit[lane] {
+                    if !self.over_limit[lane] && self.dropped & 1 << lane == 0 {
                         cx.counters.refused_lanes += 1;
                     }
                     u64::MAX // -1, as the client's `int` reads it

@@ -60,14 +60,46 @@ pub(super) fn read_targets(
     }
 }
 
-/// Takes this turn's packet of `input`, appending each kept lane's bytes to `bytes[lane]`;
-/// `true` when the stream is complete.
-pub(super) fn receive_bytes(
+/// Takes this turn's packet of `input` (a stream from the lanes of `mask`), appending each kept
+/// lane's bytes to `bytes[lane]`; `true` when the stream is complete. What a lane keeps is held
+/// on the host's budget (`budget.rs`): at the stream's first packet its declared size is charged
+/// to `charged` (its call's charge) and its buffer reserved to exactly that; a lane the budget
+/// refuses is counted, marked in `dropped` and keeps nothing of this stream or a later one of
+/// its call (still followed to the end). Lanes over the stream limit keep nothing either (the
+/// stream's own rule, [`StreamIn::kept`](hostcall_core::rpc::StreamIn::kept)).
+pub(super) fn receive_held(
     input: &mut hostcall_core::rpc::StreamIn,
     turn: &hostcall_core::rpc::Turn<'_>,
+    mask: u64,
+    cx: &mut super::Context<'_>,
+    charged: &mut usize,
+    dropped: &mut u64,
     bytes: &mut [Vec<u8>],
 ) -> bool {
-    input.receive(turn, &mut |lane, _, chunk: &[u8]| bytes[lane as usize].extend_from_slice(chunk))
+    let first = input.at_first_packet();
+    let skip = *dropped;
+    let done = input.receive(turn, &mut |lane, _, chunk: &[u8]| {
+        if skip & 1 << lane == 0 {
+            bytes[lane as usize].extend_from_slice(chunk);
+        }
+    });
+    if first {
+        for lane in turn.lanes(mask & !skip) {
+            if !input.kept(lane as u32) {
+                continue;
+            }
+            // At most the stream limit: `kept`.
+            let size = input.size(lane as u32) as usize;
+            if cx.hold(charged, size) {
+                let buffer = &mut bytes[lane];
+                buffer.reserve_exact(size.saturating_sub(buffer.len()));
+            } else {
+                *dropped |= 1 << lane;
+                bytes[lane] = Vec::new();
+            }
+        }
+    }
+    done
 }
 
 impl super::Context<'_> {

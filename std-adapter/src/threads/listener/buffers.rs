@@ -1,5 +1,5 @@
 //! The listener's add/remove API: which buffers it serves, each held (claimed process-wide,
-//! counted in the registry's lane capacity) while it is served.
+//! with its per-buffer counters in the registry) while it is served.
 
 use super::{relay, BufferOptions, Listener, Shared, MAX_BUFFERS};
 use crate::buffer::HostcallBuffer;
@@ -295,7 +295,8 @@ impl Shared {
             // Its host (for every port: a range's indices are the buffer's), found by every thread
             // of this listener by base address (`rpc.rs`).
             let ports = u32::try_from(num_packets).unwrap_or(u32::MAX);
-            self.rpc.insert(base, super::rpc::RpcServing::new(ports, &options.rpc));
+            let serving = super::rpc::RpcServing::new(ports, &options.rpc, self.services.rpc_held());
+            self.rpc.insert(base, serving);
         }
         let incomplete = (protocol == Protocol::Line).then(|| IncompleteMemory::new(packets));
         let entry = Served { claim, counted, registration, home: active.id, leaving: false, incomplete };

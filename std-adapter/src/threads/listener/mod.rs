@@ -1,15 +1,46 @@
 //! The listener: a thread around the core's [`Poller`], serving any number of buffers.
 //!
-//! The loop: poll every buffer; after work, poll again at once; when idle, spin for
-//! [`ListenerConfig::spin_polls`] polls, then sleep on the doorbell with an adaptive timeout
-//! (from [`ListenerConfig::min_wait`] after work, doubling up to [`ListenerConfig::max_wait`]).
-//! Every wake-up, a ring or a timeout, polls all buffers, so a missed ring (a device that pushed
-//! without ringing, or a lost signal) delays a wave by at most one timeout and never hangs it.
+//! The loop: poll every buffer; after work, poll again at once; when idle, go on polling for
+//! [`WaitPolicy::spin_polls`] polls, then nap on the doorbell: first for [`WaitPolicy::min_wait`],
+//! each further nap twice as long, never longer than [`WaitPolicy::max_wait`]. Every wake-up, a
+//! ring or the end of a nap, polls all buffers, so a call whose device never rings (LLVM libc's
+//! RPC client does not), a missed ring or a lost signal is served within one `max_wait` (plus the
+//! timer slack and a wake-up) after any idle gap, and never hangs.
+//!
+//! # Wait policies
+//!
+//! [`ListenerConfig::wait`] is the [`WaitPolicy`]; three presets state their bound and cost:
+//!
+//! | preset | naps | a call that rings nothing is polled within | idle listener |
+//! |---|---|---|---|
+//! | [`WaitPolicy::bounded_latency`] (default) | 50 µs doubling to 200 µs, timer slack 5 µs | about 200 µs plus a wake-up | about 5,000 wake-ups a second |
+//! | [`WaitPolicy::spinning`] ([`ListenerConfig::spinning`]) | none | one poll | one core busy |
+//! | [`WaitPolicy::power_saving`] ([`ListenerConfig::power_saving`]) | 1 ms doubling to 10 ms, the inherited slack | about 10 ms | about 100 wake-ups a second |
+//!
+//! Each idle wake-up costs one doorbell nap (a system call: [`Doorbell::nap`]) and one poll of
+//! every buffer served; the measured figures (one call after gaps of 0.1 ms to 1 s, the idle
+//! listener's share of a core) are in `docs/performance.md`, "Wait policies". The timer slack
+//! ([`WaitPolicy::timer_slack`], `prctl(PR_SET_TIMERSLACK)` on each listener thread) matters for
+//! short naps: Linux lets a thread's sleep end up to its slack late (50 µs by default), a quarter
+//! of the default's bound.
+//!
+//! A rung doorbell and the policy: a ring that can wake a sleeper ends the nap at once
+//! ([`crate::ParkingDoorbell`] rung by [`Doorbell::ring`]: emulated waves, host code; an HSA
+//! signal rung by ROCm's device code during a nap of 2 ms or more, which blocks in ROCr), and the
+//! listener spins again from the first nap. A ring that wakes nobody (a device's raw add to a
+//! host-memory signal; the CUDA doorbell's store, which the host re-reads every 20 µs) is seen at
+//! the end of the nap or at the next re-read, whichever is first. So a device that rings is
+//! served at once, or within a re-read, under every preset that naps, and the policy's bound is
+//! what a device that does not ring pays.
+//!
+//! [`Listener::set_wait_policy`] changes the policy of a running listener (the C ABI's
+//! `hostcall_set_wait_policy` does it for the default runtime): its threads take it before their
+//! next nap, woken by a ring to do so at once.
 //!
 //! Shutdown is bounded, whatever the device does: [`Listener::shutdown`] (and `Drop`) stops the
 //! loop, goes on serving for [`ListenerConfig::shutdown_grace`] ([`Listener::shutdown_timeout`]:
 //! for a grace of the caller's choosing; less once no packet has been found for
-//! [`ListenerConfig::min_wait`], so an idle listener stops at once), then answers every packet still submitted with the
+//! [`WaitPolicy::max_wait`], so an idle listener stops at once), then answers every packet still submitted with the
 //! shutdown error ([`ErrorCode::ShuttingDown`], through [`reply_error_all`], so DEVMEM gets
 //! `[0, 5]`) and joins the thread. It returns after the grace plus at most one packet's service
 //! time or [`ListenerConfig::stuck_after`] (and a watchdog tick), whichever is less, plus one
@@ -70,11 +101,14 @@ use buffers::Served;
 mod relay;
 mod rpc;
 mod thread;
+mod wait;
 mod watch;
 
 pub(crate) use thread::listener_of_this_thread;
+pub(crate) use wait::LiveWait;
 
 pub use rpc::BufferOptions;
+pub use wait::WaitPolicy;
 
 /// Most buffers one listener serves at once (the core poller's fixed capacity). Start more
 /// listeners for more; one buffer is never served by two (a second add is refused).
@@ -84,15 +118,11 @@ pub const MAX_BUFFERS: usize = 256;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ListenerConfig {
-    /// Polls without work before sleeping on the doorbell. `u32::MAX`: never sleep (a spinning
-    /// listener: lowest latency, one core busy).
-    pub spin_polls: u32,
-    /// The doorbell timeout right after work.
-    pub min_wait: Duration,
-    /// The longest doorbell timeout when idle: the bound on what a missed ring costs.
-    pub max_wait: Duration,
+    /// How the listener waits when idle: its polls, its naps and their bound (see "Wait
+    /// policies" above). [`Listener::set_wait_policy`] changes it while the listener runs.
+    pub wait: WaitPolicy,
     /// After shutdown is asked, packets are served normally for this long (or until no packet
-    /// has been found for `min_wait`); then whatever is still submitted is answered with
+    /// has been found for `wait.max_wait`); then whatever is still submitted is answered with
     /// [`ErrorCode::ShuttingDown`] and the thread ends.
     ///
     /// [`ErrorCode::ShuttingDown`]: hostcall_core::ErrorCode::ShuttingDown
@@ -115,9 +145,7 @@ pub struct ListenerConfig {
 }
 
 setters!(ListenerConfig {
-    with_spin_polls: spin_polls: u32,
-    with_min_wait: min_wait: Duration,
-    with_max_wait: max_wait: Duration,
+    with_wait: wait: WaitPolicy,
     with_shutdown_grace: shutdown_grace: Duration,
     with_thread_name: thread_name: String,
     with_cpus: cpus: Vec<usize>,
@@ -128,22 +156,13 @@ setters!(ListenerConfig {
 impl Default for ListenerConfig {
     fn default() -> Self {
         Self {
-            spin_polls: 64,
-            min_wait: Duration::from_micros(200),
-            max_wait: Duration::from_millis(10),
+            wait: WaitPolicy::default(),
             shutdown_grace: Duration::from_millis(20),
             thread_name: "hostcall-listener".into(),
             cpus: Vec::new(),
             stuck_after: Duration::from_millis(100),
             stuck_threads: 4,
         }
-    }
-}
-
-impl ListenerConfig {
-    /// A listener that never sleeps: it polls its buffers in a loop.
-    pub fn spinning() -> Self {
-        Self { spin_polls: u32::MAX, ..Self::default() }
     }
 }
 
@@ -157,11 +176,11 @@ struct Shared {
     /// `Poller::add`). Keyed by base address.
     owned: Mutex<HashMap<usize, Arc<HostcallBuffer>>>,
     /// What each buffer served (owned or raw, keyed by base address) holds while it is served:
-    /// its process-wide claim and its packets in the registry's lane capacity. Released when the
+    /// its process-wide claim and its per-buffer counters in the registry. Released when the
     /// buffer is removed or the thread has been joined.
     served: Mutex<HashMap<usize, Served>>,
     /// The buffers let go of by their thread when it ended after a shutdown: removing one of
-    /// them is still answered `Ok` (as before the shutdown), once.
+    /// them is still answered `Ok` (as it would have been before the shutdown), once.
     ended: Mutex<std::collections::HashSet<usize>>,
     /// The LLVM-RPC buffers' hosts (the calls in progress on their ports).
     rpc: rpc::RpcBuffers,
@@ -173,6 +192,8 @@ struct Shared {
     /// When the shutdown was asked (the grace counts from it, on every thread); set before `stop`.
     stop_asked: std::sync::OnceLock<std::time::Instant>,
     config: ListenerConfig,
+    /// The wait policy now (`config.wait` at the start, then whatever `set_wait_policy` gave).
+    wait: Arc<LiveWait>,
 }
 
 static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
@@ -212,6 +233,18 @@ impl Listener {
         config: ListenerConfig,
         services: Arc<Services>,
     ) -> Result<Self, Error> {
+        let wait = Arc::new(LiveWait::new(config.wait));
+        Self::start_live(doorbell, config, services, wait)
+    }
+
+    /// As [`Listener::start_with_services`], the wait policy taken from `wait` (shared with a
+    /// runtime that outlives this listener), not from `config.wait`.
+    pub(crate) fn start_live(
+        doorbell: Arc<dyn Doorbell>,
+        config: ListenerConfig,
+        services: Arc<Services>,
+        wait: Arc<LiveWait>,
+    ) -> Result<Self, Error> {
         let first = relay::Seat::new(&config.thread_name, 0);
         let shared = Arc::new(Shared {
             crew: Mutex::new(relay::Crew::new(first.clone())),
@@ -227,6 +260,7 @@ impl Listener {
             grace_nanos: AtomicU64::new(0),
             stop_asked: std::sync::OnceLock::new(),
             config,
+            wait,
         });
         let thread =
             thread::spawn(shared.clone(), first.clone()).map_err(|e| Error::Thread(e.to_string()))?;
@@ -263,6 +297,19 @@ impl Listener {
         self.shared.services.stats()
     }
 
+    /// The wait policy in force (see "Wait policies" above).
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.shared.wait.get()
+    }
+
+    /// Changes the wait policy of the running listener: its threads take it before their next
+    /// nap, and a ring wakes them to do so at once (other listeners on the doorbell see one
+    /// spurious ring).
+    pub fn set_wait_policy(&self, policy: WaitPolicy) {
+        self.shared.wait.set(policy);
+        self.shared.doorbell.ring();
+    }
+
     /// Whether shutdown has been asked.
     pub fn is_shut_down(&self) -> bool {
         self.shared.stop.load(Ordering::Acquire)
@@ -274,7 +321,7 @@ impl Listener {
     }
 
     /// Stops the thread and returns the counters, whatever the device does: packets are served
-    /// normally for `grace` (or until no packet has been found for [`ListenerConfig::min_wait`],
+    /// normally for `grace` (or until no packet has been found for [`WaitPolicy::max_wait`],
     /// whichever is first: an idle listener does not wait out its grace), then every packet still
     /// submitted is answered with [`ErrorCode::ShuttingDown`] and the thread is joined. Returns
     /// after at most `grace`, plus one packet's service time and one poll. The buffers' claims are released: other listeners

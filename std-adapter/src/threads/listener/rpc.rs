@@ -21,12 +21,13 @@
 //! other buffer again (`watch.rs`), the move ordered after that thread's last drain by the
 //! watch's Release/Acquire, or back through `relay::hand_back` once that thread's poll ended.
 //! `remove` comes after the buffer's removal from the poller that drains it (whose `remove`
-//! waits for the poll in progress), or after its thread ended. The host used to be behind a
-//! `Mutex` taken every turn: two locked instructions a turn (one between the reply words and the
-//! mailbox flip), and a reader of the counters waited for a stuck turn.
+//! waits for the poll in progress), or after its thread ended. So no lock is taken on a turn: a
+//! `Mutex` there would put locked instructions between the reply words and the mailbox flip, and
+//! make a reader of the counters wait for a stuck turn.
 
 use crate::dispatch::registry::{Services, ThreadDispatch};
 use crate::observe::Reason;
+use crate::services::held::HeldAccount;
 use crate::services::rpc::{RpcCounters, RpcHost, RpcOptions, SharedSink};
 use hostcall_core::rpc::Turn;
 use hostcall_core::{Dispatch, DrainError, PacketRequest};
@@ -57,14 +58,16 @@ setters!(BufferOptions {
 pub(super) struct RpcServing {
     host: RpcHost,
     sink: SharedSink,
-    /// The host's refusal counters (refused lanes, over-limit lanes, refused opens) as last
-    /// turned into [`Reason`] counts.
-    reported: [u64; 3],
+    /// The host's refusal counters (refused lanes, over-limit lanes, refused opens, lanes over
+    /// the held budget) as last turned into [`Reason`] counts.
+    reported: [u64; 4],
 }
 
 impl RpcServing {
-    pub(super) fn new(ports: u32, options: &RpcOptions) -> Self {
-        Self { host: options.host(ports), sink: options.sink.clone(), reported: [0; 3] }
+    /// The host of a buffer of `ports` ports served as `options` say, its held bytes charged to
+    /// `all` too (the registry's account of every RPC buffer).
+    pub(super) fn new(ports: u32, options: &RpcOptions, all: Arc<HeldAccount>) -> Self {
+        Self { host: options.host(ports, all), sink: options.sink.clone(), reported: [0; 4] }
     }
 
     /// One turn; the host's refusals since the last turn are counted for the buffer, and its
@@ -84,10 +87,16 @@ impl RpcServing {
         }
         let counters = self.host.counters();
         published.publish(&counters);
-        let now = [counters.refused_lanes, counters.over_limit_lanes, counters.open_files_refused];
+        let now = [
+            counters.refused_lanes,
+            counters.over_limit_lanes,
+            counters.open_files_refused,
+            counters.held_refused_lanes,
+        ];
         // Only when a refusal was counted (rare): most turns change only the turn and call counts.
         if now != self.reported {
-            let reasons = [Reason::RpcRefused, Reason::RpcStreamLength, Reason::RpcOpenFiles];
+            let reasons =
+                [Reason::RpcRefused, Reason::RpcStreamLength, Reason::RpcOpenFiles, Reason::HeldBytes];
             for ((reason, now), before) in reasons.into_iter().zip(now).zip(self.reported) {
                 if now > before {
                     services.count_refusal(reason, now - before, buffer);
@@ -116,7 +125,7 @@ unsafe impl Sync for RpcSlot {}
 /// An [`RpcCounters`] written by the thread taking turns, read by any: one word each, stored
 /// after every turn.
 #[derive(Default)]
-pub(super) struct PublishedCounters([AtomicU64; 7]);
+pub(super) struct PublishedCounters([AtomicU64; 10]);
 
 impl PublishedCounters {
     fn publish(&self, c: &RpcCounters) {
@@ -128,6 +137,9 @@ impl PublishedCounters {
             c.refused_lanes,
             c.over_limit_lanes,
             c.open_files_refused,
+            c.held_refused_lanes,
+            c.deferred_turns,
+            c.held_bytes,
         ];
         for (word, value) in self.0.iter().zip(words) {
             // Relaxed: statistics with one writer; a reader that saw a turn's reply (the mailbox
@@ -138,7 +150,7 @@ impl PublishedCounters {
 
     fn read(&self) -> RpcCounters {
         // Relaxed: as in `publish`.
-        let [turns, calls, calls_done, unhandled, refused_lanes, over_limit_lanes, open_files_refused] =
+        let [turns, calls, calls_done, unhandled, refused_lanes, over_limit_lanes, open_files_refused, held_refused_lanes, deferred_turns, held_bytes] =
             self.0.each_ref().map(|word| word.load(Ordering::Relaxed));
         RpcCounters {
             turns,
@@ -148,6 +160,9 @@ impl PublishedCounters {
             refused_lanes,
             over_limit_lanes,
             open_files_refused,
+            held_refused_lanes,
+            deferred_turns,
+            held_bytes,
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use super::relay::{self, Seat};
 use super::rpc::ListenerDispatch;
+use super::wait;
 use super::watch::Watched;
 use super::Shared;
 use crate::dispatch::registry::reply_error_all;
@@ -70,7 +71,12 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
     let watched = Watched::new(&dispatch, &seat.watch, &returned);
     let poll = || poll(&seat.poller, &dispatch, &watched);
     let mut last_seen = shared.doorbell.value();
-    let mut wait = config.min_wait;
+    // The generation read before the policy: a change in between is seen again at the first
+    // check, never lost.
+    let mut generation = 0;
+    let mut policy = shared.wait.changed(&mut generation).unwrap_or_else(|| shared.wait.get());
+    wait::apply_timer_slack(&policy, &seat.name);
+    let mut naps = 0u32;
     let mut idle_polls = 0u32;
     // Acquire: pairs with the Release store in `shutdown_timeout`.
     while !shared.stop.load(Ordering::Acquire) {
@@ -79,25 +85,29 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
                 break;
             }
             idle_polls = 0;
-            wait = config.min_wait;
+            naps = 0;
             continue;
         }
         if watched.abandoned() {
             break;
         }
-        if idle_polls < config.spin_polls {
+        if let Some(changed) = shared.wait.changed(&mut generation) {
+            policy = changed;
+            wait::apply_timer_slack(&policy, &seat.name);
+            (idle_polls, naps) = (0, 0);
+        }
+        if idle_polls < policy.spin_polls {
             idle_polls += 1;
             std::hint::spin_loop();
             continue;
         }
-        let now = shared.doorbell.wait(last_seen, wait);
+        let now = shared.doorbell.nap(last_seen, policy.nap(naps));
         let rung = now != last_seen;
         dispatch.registry().services().events().woke(rung);
         if rung {
-            wait = config.min_wait;
-            idle_polls = 0;
+            (idle_polls, naps) = (0, 0);
         } else {
-            wait = (wait * 2).min(config.max_wait); // idle: back off; the next poll happens anyway
+            naps = naps.saturating_add(1); // idle: the next nap as the policy says; a poll first
         }
         last_seen = now;
     }
@@ -121,14 +131,14 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
 
 /// After shutdown was asked: serves normally for the grace, then answers whatever is still
 /// submitted with the shutdown error (one last poll), and returns. The grace ends early once the
-/// buffers have been quiet (no packet found) for `min_wait` (at most the grace): an idle
+/// buffers have been quiet (no packet found) for `max_wait` (at most the grace): an idle
 /// listener stops within about that, not the whole grace.
 fn finish(shared: &Shared, seat: &Seat, dispatch: &Watched<'_, '_>) {
     // Relaxed: written before the Release store of `stop` that the caller's Acquire load saw.
     let grace = Duration::from_nanos(shared.grace_nanos.load(Ordering::Relaxed));
     let started = shared.stop_asked.get().copied().unwrap_or_else(Instant::now);
     let until = started.checked_add(grace).unwrap_or_else(|| started + Duration::from_secs(3600));
-    let quiet = shared.config.min_wait.min(grace);
+    let quiet = shared.config.wait.max_wait.min(grace);
     let closing = Closing { dispatch, until, refused: std::cell::Cell::new(0) };
     let mut last_packet = Instant::now();
     loop {
