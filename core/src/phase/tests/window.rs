@@ -17,7 +17,7 @@ fn the_window_narrows_to_the_packets_in_use_and_never_misses_one() {
     // (SLACK).
     let n = sized(200, 48) as u32;
     let late = n as usize * 3 / 4;
-    assert!(n - 1 >= 4 + ScanWindow::SLACK && late as u32 >= ScanWindow::SLACK);
+    assert!(n > 4 + ScanWindow::SLACK && late as u32 >= ScanWindow::SLACK);
     let parts = PhaseBuffer::new(n as usize);
     let v = parts.view();
     let mut w = v.scan_window();
