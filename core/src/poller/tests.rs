@@ -59,7 +59,7 @@ fn one_poll_serves_both_protocols_side_by_side() {
 
     let poller = Poller::<4>::new();
     let mut services = ServiceTable::<2>::new();
-    services.register(1, &add_one).ok().unwrap();
+    services.register(1, &add_one).unwrap();
     // SAFETY: as above.
     unsafe {
         poller.add(Protocol::Stack, stack_base, stack_len, n_stack as u64).unwrap();
@@ -295,7 +295,7 @@ fn a_dispatch_that_says_no_ends_the_poll_before_the_next_buffer() {
     let ((a_base, a_len, a), (b_base, b_len, b)) = (buffers.stack, buffers.phase);
     let poller = Poller::<2>::new();
     let mut services = ServiceTable::<2>::new();
-    services.register(1, &add_one).ok().unwrap();
+    services.register(1, &add_one).unwrap();
     // SAFETY: `buffers` outlives the registrations (removed below).
     unsafe {
         poller.add(Protocol::Stack, a_base, a_len, 2).unwrap();
