@@ -352,7 +352,9 @@ fn shared_service_is_a_lane_service() {
 fn ids_do_not_follow_from_each_other() {
     let mut a = Assembler::default();
     let begin = request(desc(true, false, 0, 0), &[]);
-    let ids: Vec<u64> = (0..1000)
+    // Fewer draws under Miri, which interprets every step.
+    let draws = if cfg!(miri) { 100 } else { 1000 };
+    let ids: Vec<u64> = (0..draws)
         .map(|_| {
             let ChunkOutcome::Reply([word, _]) = a.on_chunk(&begin) else { panic!() };
             let id = Descriptor::raw_id(word);
@@ -361,7 +363,7 @@ fn ids_do_not_follow_from_each_other() {
         })
         .collect();
     let distinct: std::collections::BTreeSet<u64> = ids.iter().copied().collect();
-    assert_eq!(distinct.len(), 1000, "1000 draws of 32 bits, all distinct (fails about once in 10^4 runs)");
+    assert_eq!(distinct.len(), draws, "draws of 32 bits, all distinct (1000 fail about once in 10^4 runs)");
     let steps = ids.windows(2).filter(|w| w[1] == w[0] + (1 << 24)).count();
     assert!(steps < 2, "{steps} ids were the previous one's generation plus one");
 }
