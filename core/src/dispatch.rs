@@ -145,8 +145,21 @@ pub fn serve_lanes_from(
 
 /// A fixed-capacity table from service id to [`LaneService`], for runtimes without allocation.
 /// Unknown ids are answered with [`ErrorCode::UnknownService`].
+///
+/// Both constructors are `const`, so a table can live in a `static` built at compile time:
+///
+/// ```
+/// use hostcall_core::{ErrorCode, ServiceTable, SLOT_WORDS};
+/// fn double(r: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
+///     r[0].checked_mul(2).map(|d| [d, 0]).ok_or(ErrorCode::Refused)
+/// }
+/// static SERVICES: ServiceTable<'static, 4> = ServiceTable::new().with(42, &double);
+/// assert!(format!("{SERVICES:?}").contains("ids: [42]"));
+/// ```
 pub struct ServiceTable<'a, const N: usize> {
-    entries: heapless::Vec<(u32, &'a dyn LaneService), N>,
+    /// `entries[..len]` are the registered services, each `Some`; the rest are `None`.
+    entries: [Option<(u32, &'a dyn LaneService)>; N],
+    len: usize,
 }
 
 /// The registered ids and the capacity (services are closures, so only their ids are shown).
@@ -155,7 +168,7 @@ impl<const N: usize> fmt::Debug for ServiceTable<'_, N> {
         struct Ids<'t, 'a, const N: usize>(&'t ServiceTable<'a, N>);
         impl<const N: usize> fmt::Debug for Ids<'_, '_, N> {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_list().entries(self.0.entries.iter().map(|(id, _)| id)).finish()
+                f.debug_list().entries(self.0.registered().map(|(id, _)| id)).finish()
             }
         }
         f.debug_struct("ServiceTable").field("ids", &Ids(self)).field("capacity", &N).finish()
@@ -164,29 +177,110 @@ impl<const N: usize> fmt::Debug for ServiceTable<'_, N> {
 
 impl<const N: usize> Default for ServiceTable<'_, N> {
     fn default() -> Self {
-        Self { entries: heapless::Vec::new() }
+        Self::new()
     }
 }
 
 impl<'a, const N: usize> ServiceTable<'a, N> {
-    /// An empty table.
-    pub fn new() -> Self {
-        Self::default()
+    /// An empty table (`const`: a `static` can hold one).
+    pub const fn new() -> Self {
+        Self { entries: [None; N], len: 0 }
     }
 
-    /// Registers (or replaces) the service for `id`. `Err` gives the service back when full.
-    pub fn register(&mut self, id: u32, service: &'a dyn LaneService) -> Result<(), &'a dyn LaneService> {
-        if let Some(entry) = self.entries.iter_mut().find(|(i, _)| *i == id) {
+    /// This table with `service` registered for `id`: the `const` way to fill a table, for a
+    /// `static` built at compile time. Panics (a compile error, in a `static`'s initialiser) when
+    /// the table is full or `id` is registered already: a static table that names an id twice is
+    /// a mistake, not a replacement.
+    pub const fn with(mut self, id: u32, service: &'a dyn LaneService) -> Self {
+        let mut i = 0;
+        while i < self.len {
+            if let Some((registered, _)) = self.entries[i] {
+                assert!(registered != id, "ServiceTable::with: this id is registered already");
+            }
+            i += 1;
+        }
+        assert!(self.len < N, "ServiceTable::with: the table is full");
+        self.entries[self.len] = Some((id, service));
+        self.len += 1;
+        self
+    }
+
+    /// Registers (or replaces) the service for `id`. When the table is full, the error gives the
+    /// service back.
+    pub fn register(&mut self, id: u32, service: &'a dyn LaneService) -> Result<(), TableFull<'a>> {
+        let registered = &mut self.entries[..self.len];
+        if let Some(entry) = registered.iter_mut().flatten().find(|(i, _)| *i == id) {
             entry.1 = service;
             return Ok(());
         }
-        self.entries.push((id, service)).map_err(|(_, s)| s)
+        match self.entries.get_mut(self.len) {
+            Some(free) => {
+                *free = Some((id, service));
+                self.len += 1;
+                Ok(())
+            }
+            None => Err(TableFull { id, service, capacity: N }),
+        }
+    }
+
+    fn registered(&self) -> impl Iterator<Item = (u32, &'a dyn LaneService)> + '_ {
+        self.entries[..self.len].iter().flatten().copied()
     }
 
     fn find(&self, id: u32) -> Option<&'a dyn LaneService> {
-        self.entries.iter().find(|(i, _)| *i == id).map(|(_, s)| *s)
+        self.registered().find(|(i, _)| *i == id).map(|(_, s)| s)
     }
 }
+
+/// [`ServiceTable::register`]'s error: every entry of the table is taken. It gives the service
+/// back ([`TableFull::service`]).
+///
+/// ```
+/// use hostcall_core::{ErrorCode, ServiceTable, SLOT_WORDS};
+/// let echo = |r: &[u64; SLOT_WORDS]| -> Result<[u64; 2], ErrorCode> { Ok([r[0], 0]) };
+/// let mut table = ServiceTable::<1>::new();
+/// table.register(1, &echo).unwrap();
+/// let full = table.register(2, &echo).unwrap_err();
+/// assert_eq!((full.id(), full.capacity()), (2, 1));
+/// assert_eq!(format!("{full:?}"), "TableFull { id: 2, capacity: 1 }");
+/// ```
+pub struct TableFull<'a> {
+    id: u32,
+    service: &'a dyn LaneService,
+    capacity: usize,
+}
+
+impl<'a> TableFull<'a> {
+    /// The id that found no free entry.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The service given back.
+    pub fn service(&self) -> &'a dyn LaneService {
+        self.service
+    }
+
+    /// The table's capacity (all of it registered).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// The id and the capacity (the service is a closure, so it is not shown).
+impl fmt::Debug for TableFull<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TableFull").field("id", &self.id).field("capacity", &self.capacity).finish()
+    }
+}
+
+impl fmt::Display for TableFull<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "service table full: all {} entries taken, none for service id {}", self.capacity, self.id)
+    }
+}
+
+impl core::error::Error for TableFull<'_> {}
 
 impl<const N: usize> Dispatch for ServiceTable<'_, N> {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {

@@ -44,7 +44,7 @@
 //! // Host side: service 7 adds the two words of each lane.
 //! let add = |r: &[u64; 8]| r[0].checked_add(r[1]).map(|sum| [sum, 0]).ok_or(ErrorCode::BadRequest);
 //! let mut services = ServiceTable::<4>::new();
-//! services.register(7, &add).ok().unwrap();
+//! services.register(7, &add).unwrap();
 //! let poller = Poller::<2>::new();
 //! // SAFETY: as above; removed before `memory` is freed.
 //! unsafe { poller.add(protocol, base, len, 4) }.unwrap();
@@ -142,7 +142,7 @@ mod test_support;
 mod view;
 
 pub use any::{AnyClaimed, AnyCompleted, AnySubmitted, AnyView, HostScratch, Protocol};
-pub use dispatch::{Dispatch, LaneService, ServiceTable};
+pub use dispatch::{Dispatch, LaneService, ServiceTable, TableFull};
 pub use host::{ChainError, DrainError, DrainHandler, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
 pub use lane::{
     ClaimedPacket, CompletedPacket, Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,

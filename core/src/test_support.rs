@@ -1,10 +1,32 @@
 //! What the protocols' sequential tests share: the handler that echoes requests and records what
-//! a drain served and found, and the `u32` words a buffer in parts is made of.
+//! a drain served and found, the `u32` words a buffer in parts is made of, and the sizes the tests
+//! run at (smaller under Miri, as the loom models shrink theirs).
 
 extern crate std;
 use crate::host::{DrainError, DrainHandler, PacketRequest};
 use crate::sync::AtomicU32;
 use std::{boxed::Box, vec::Vec};
+
+/// The proptest configuration of every property in the crate: proptest's defaults natively;
+/// under Miri a few cases (Miri interprets every step, so each case costs many native ones) and no
+/// failure file (Miri's isolation has no file system, and a failing case is printed anyway).
+pub(crate) fn proptest_config() -> proptest::test_runner::Config {
+    if cfg!(miri) {
+        proptest::test_runner::Config { cases: 4, failure_persistence: None, ..Default::default() }
+    } else {
+        proptest::test_runner::Config::default()
+    }
+}
+
+/// `native` natively, `miri` under Miri: the rounds or packets of a test whose full size Miri
+/// would take minutes to interpret, where a smaller size still covers the same edges.
+pub(crate) const fn sized(native: usize, miri: usize) -> usize {
+    if cfg!(miri) {
+        miri
+    } else {
+        native
+    }
+}
 
 /// `n` zeroed words.
 pub(crate) fn words(n: usize) -> Box<[AtomicU32]> {

@@ -21,12 +21,13 @@ fn a_main_loop_serves_its_own_hostcalls() {
     buffer.init(base as u64, 0);
 
     let mut services: ServiceTable<'_, 4> = ServiceTable::new();
-    services.register(42, &double).map_err(|_| ()).unwrap();
+    services.register(42, &double).unwrap();
     let poller: Poller<2> = Poller::new();
     // SAFETY: as above.
     unsafe { poller.add(Protocol::Stack, base, len, PACKETS as u64) }.unwrap();
 
-    for round in 0..100u64 {
+    let rounds = if cfg!(miri) { 10 } else { 100 };
+    for round in 0..rounds {
         // Device side: two packets in flight, one with an unknown service.
         let mut a = buffer.claim().unwrap().unwrap();
         a.write_lane(0, &[round, 0, 0, 0, 0, 0, 0, 0]);

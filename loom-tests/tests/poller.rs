@@ -78,7 +78,7 @@ fn host(model: &Model) -> u32 {
         Ok::<_, ErrorCode>([r[0] + 1, 0])
     };
     let mut services = ServiceTable::<1>::new();
-    services.register(SERVICE, &serve).ok().expect("room for one service");
+    services.register(SERVICE, &serve).expect("room for one service");
     (0..2).map(|_| model.poller.poll_once(&services).packets).sum()
 }
 

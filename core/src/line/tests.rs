@@ -377,6 +377,8 @@ fn errors_reach_the_wave_and_raw_memory_works() {
 }
 
 proptest! {
+
+    #![proptest_config(crate::test_support::proptest_config())]
     /// Whatever the device writes into the request blocks, a scan stays bounded, serves a packet
     /// at most once, and every packet it serves had every active word tagged with the head's
     /// sequence.

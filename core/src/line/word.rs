@@ -157,6 +157,8 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+
+        #![proptest_config(crate::test_support::proptest_config())]
         #[test]
         fn every_encoding_round_trips(request in any::<[u64; 8]>(), reply in any::<[u64; 2]>(),
                 service in any::<u32>(), activemask in any::<u64>(), seq in 0u32..128) {

@@ -60,6 +60,8 @@ fn raw_accessors_work_on_malformed_words() {
 }
 
 proptest! {
+
+    #![proptest_config(crate::test_support::proptest_config())]
     #[test]
     fn decode_inverts_encode(begin: bool, end: bool, len in 0usize..=7, id in 0..=MAX_ID) {
         let d = Descriptor::new(begin, end, len, id).unwrap();

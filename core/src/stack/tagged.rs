@@ -144,6 +144,8 @@ mod tests {
     }
 
     proptest! {
+
+        #![proptest_config(crate::test_support::proptest_config())]
         #[test]
         fn advance_keeps_index_and_never_yields_null(n in 2u64..5000, raw in any::<u64>()) {
             let g = Geometry::new(n).unwrap();

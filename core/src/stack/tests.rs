@@ -4,7 +4,7 @@ use super::*;
 use crate::host::{ChainError, DrainError, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
 use crate::lane::{Payload, LANES};
 use crate::sync::Ordering;
-use crate::test_support::{echo, packets, Collect};
+use crate::test_support::{echo, packets, sized, Collect};
 use crate::view::LayoutError;
 use proptest::prelude::*;
 
@@ -30,7 +30,8 @@ impl Parts {
 
 #[test]
 fn init_puts_every_packet_on_the_free_list_once() {
-    for n in [2usize, 3, 5, 8, 100] {
+    // The last count is no power of two and spans several tag steps.
+    for n in [2usize, 3, 5, 8, sized(100, 17)] {
         let parts = Parts::new(n);
         let b = parts.view();
         b.init(0x1000, 9);
@@ -180,6 +181,8 @@ fn from_raw_checks_address_size_and_count() {
 }
 
 proptest! {
+
+    #![proptest_config(crate::test_support::proptest_config())]
     /// Any bytes at all in the shared words: the drain returns, serves only in-range packets and
     /// serves each at most once.
     #[test]

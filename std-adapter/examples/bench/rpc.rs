@@ -132,7 +132,7 @@ pub(crate) fn rpc_round_trip(o: &Options, server: RpcServer) -> Sample {
         thread::spawn(move || {
             let echo_service = |r: &[u64; SLOT_WORDS]| Ok::<_, ErrorCode>(echo(r));
             let mut services = ServiceTable::<1>::new();
-            services.register(crate::ECHO, &echo_service).ok().expect("one service");
+            services.register(crate::ECHO, &echo_service).expect("one service");
             let mut rpc = RpcHost::new(1, RpcPolicy::default(), RpcLimits::default());
             let view = port.view();
             // Relaxed: the flag carries no data.

@@ -1,7 +1,8 @@
 //! Service time and queue wait as log-scale histograms, and the cheap clock they are read with.
 //!
 //! The serving path pays two clock reads a packet, so the clock is the processor's time-stamp
-//! counter on x86_64 (`rdtsc`, a few nanoseconds, no system call) and [`Instant`] elsewhere.
+//! counter on x86_64 (`rdtsc`, a few nanoseconds, no system call) and [`Instant`] elsewhere (and
+//! under Miri, which cannot run `rdtsc`).
 //! Durations are kept in ticks, bucketed by their base-2 logarithm; a snapshot converts the
 //! bucket bounds to nanoseconds with the tick rate measured against [`Instant`] once per process
 //! (a constant-rate counter, as every x86_64 processor of the last decade has, is assumed).
@@ -18,18 +19,18 @@ pub const BUCKETS: usize = 40;
 /// A clock reading, in ticks of [`ticks`]'s counter.
 #[inline]
 pub(crate) fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         // SAFETY: `rdtsc` exists on every x86_64 processor and has no memory effects.
         unsafe { core::arch::x86_64::_rdtsc() }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     {
         u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(any(not(target_arch = "x86_64"), miri))]
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
@@ -39,7 +40,7 @@ fn epoch() -> Instant {
 fn ns_per_tick() -> f64 {
     static RATE: OnceLock<f64> = OnceLock::new();
     *RATE.get_or_init(|| {
-        if cfg!(not(target_arch = "x86_64")) {
+        if cfg!(any(not(target_arch = "x86_64"), miri)) {
             return 1.0;
         }
         let (start, start_ticks) = (Instant::now(), ticks());

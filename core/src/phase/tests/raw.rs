@@ -52,7 +52,7 @@ fn a_raw_buffer_round_trips_and_the_prefix_points_at_its_arrays() {
     let s = c.submit(8, 1 << 2);
     // The device's view of the wire: the raw u32 at device_phase[3] is 1.
     // SAFETY: in bounds of `mem` (the layout), aligned, read while no one writes.
-    assert_eq!(unsafe { *(device_phase as *const u32).add(3) }, 1);
+    assert_eq!(unsafe { *base.add(device_phase - base as usize).cast::<u32>().add(3) }, 1);
     assert_eq!(v.host().drain(&mut echo).packets, 1);
     assert_eq!(s.wait(|| {}).reply(2), [42, 8]);
 }

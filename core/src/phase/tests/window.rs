@@ -2,6 +2,7 @@
 //! in bounds, and a range drain serves only its range.
 
 use super::*;
+use crate::test_support::sized;
 
 /// Serves packet `index` by hand as a device would (no handle), for window tests.
 fn submit_at(v: &View<'_>, index: usize) {
@@ -12,7 +13,11 @@ fn submit_at(v: &View<'_>, index: usize) {
 
 #[test]
 fn the_window_narrows_to_the_packets_in_use_and_never_misses_one() {
-    let n = 200u32;
+    // The last packet lies past the first narrowed limit (4 + SLACK), `late` past the idle one
+    // (SLACK).
+    let n = sized(200, 48) as u32;
+    let late = n as usize * 3 / 4;
+    assert!(n > 4 + ScanWindow::SLACK && late as u32 >= ScanWindow::SLACK);
     let parts = PhaseBuffer::new(n as usize);
     let v = parts.view();
     let mut w = v.scan_window();
@@ -44,15 +49,15 @@ fn the_window_narrows_to_the_packets_in_use_and_never_misses_one() {
         v.host().drain_window(&mut w, &mut Collect::default());
     }
     assert_eq!(w.limit(), ScanWindow::SLACK);
-    submit_at(&v, 150);
+    submit_at(&v, late);
     let mut h = Collect::default();
     assert_eq!(v.host().drain_window(&mut w, &mut h).packets, 1);
-    assert_eq!(h.served, [150]);
+    assert_eq!(h.served, [late as u32]);
 }
 
 #[test]
 fn a_window_from_a_larger_buffer_stays_in_bounds() {
-    let big = PhaseBuffer::new(100);
+    let big = PhaseBuffer::new(sized(100, 8));
     let mut w = big.view().scan_window();
     let small = PhaseBuffer::new(3);
     let v = small.view();

@@ -25,6 +25,7 @@ fn bytes(path: &std::path::Path) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "opens, reads and removes files (the OS; Miri isolates the program from it)")]
 fn files_as_llvm_serves_them() {
     let dir = temp_dir("files");
     let (a, b) = (dir.join("a.txt"), dir.join("b.txt"));
@@ -107,6 +108,10 @@ fn files_as_llvm_serves_them() {
 /// Off by default: every call followed and answered as failed, counted, the host process and
 /// its files untouched; stdout and stderr still answer the stream calls as the console does.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "opens files and a temporary directory (the OS; Miri isolates the program from it)"
+)]
 fn files_exit_abort_host_calls_and_system_are_refused_by_default() {
     let dir = temp_dir("refused");
     let path = dir.join("keep.txt");
@@ -159,6 +164,10 @@ extern "C" fn add_one(args: *mut std::ffi::c_void) -> u64 {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "runs a shell through system() (the OS) and calls a host function by address (FFI)"
+)]
 fn host_calls_and_system_through_their_unsafe_opt_ins() {
     let buffer = Buffer::new(1, 1);
     // SAFETY: the test's device names only `add_one`, and `exit 3` for the shell.

@@ -219,6 +219,10 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "opens files in a temporary directory (the OS; Miri isolates the program from it)"
+    )]
     fn handles_are_checked_budgeted_and_not_reused_stale() {
         let dir = std::env::temp_dir().join(format!("hostcall-files-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

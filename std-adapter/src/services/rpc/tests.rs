@@ -219,7 +219,7 @@ fn rocm_opcodes_reach_the_hostcall_services() {
     let mut out = sink();
     let devmem = |r: &[u64; 8]| Ok([0x1000 + r[1], 0]);
     let mut services = ServiceTable::<2>::new();
-    services.register(3, &devmem).ok().unwrap();
+    services.register(3, &devmem).unwrap();
     let replies = run(&buffer, &mut host, &mut out, &services, |client| {
         let call = |opcode| -> Result<Vec<[u64; 8]>, Stalled> {
             let mut port = open(&client, opcode, 0b11);
@@ -275,7 +275,7 @@ fn malloc_and_free_go_through_devmem() {
         Ok([if r[0] == 0 { 0x9000 + r[1] } else { 0 }, 0])
     };
     let mut services = ServiceTable::<1>::new();
-    services.register(hostcall_core::dispatch::DEVMEM, &devmem).ok().unwrap();
+    services.register(hostcall_core::dispatch::DEVMEM, &devmem).unwrap();
     let call = |client: &Client<'_>, opcode, words: [u64; 2], reply: bool| {
         let mut port = open(client, opcode, 0b11);
         port.send(|lane| [words[lane as usize], 0, 0, 0, 0, 0, 0, 0], &mut patience()).unwrap();
