@@ -74,8 +74,10 @@
 
 mod beneath;
 mod budget;
+mod call;
 pub mod client;
 mod console;
+mod counters;
 mod file_calls;
 #[cfg(test)]
 mod file_tests;
@@ -89,10 +91,14 @@ mod stream_file;
 #[cfg(test)]
 mod tests;
 
+pub use counters::RpcCounters;
 pub use options::{
     RpcLimits, RpcOptions, SharedSink, DEFAULT_OPEN_FILES, DEFAULT_POLL_WORK_BYTES, DEFAULT_STREAM_BYTES,
 };
 pub use policy::{OpcodeGroup, RpcPolicy};
+
+use call::Call;
+pub(crate) use call::Context;
 
 use crate::rate_limit::warn_limited;
 use crate::services::held::HeldAccount;
@@ -105,125 +111,8 @@ use hostcall_core::{Dispatch, PacketRequest, Payload};
 use printf::Printf;
 use std::sync::Arc;
 
-/// What one buffer's RPC host did, counted since it was made.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RpcCounters {
-    /// Turns taken (each one flip of the host's mailbox).
-    pub turns: u64,
-    /// Calls begun.
-    pub calls: u64,
-    /// Calls finished (the host's last turn of the call taken).
-    pub calls_done: u64,
-    /// Calls answered as an unhandled opcode (unknown, or not served by this host).
-    pub unhandled: u64,
-    /// Lanes answered with a failure because their opcode group is off, they named a stream
-    /// they may not use, or a path outside the files directory ([`RpcPolicy::with_files`]).
-    pub refused_lanes: u64,
-    /// Lanes whose stream (or read) was longer than [`RpcLimits::stream_bytes`] (logged,
-    /// rate-limited).
-    pub over_limit_lanes: u64,
-    /// `fopen`s answered null because the buffer held [`RpcLimits::open_files`] files (logged,
-    /// rate-limited).
-    pub open_files_refused: u64,
-    /// Lanes answered with a failure because what they would keep did not fit the held-bytes
-    /// budgets ([`RpcLimits::max_held_bytes_per_buffer`], [`RpcLimits::max_held_bytes`]).
-    pub held_refused_lanes: u64,
-    /// Turns put off to a later poll because the poll's work budget
-    /// ([`RpcLimits::poll_work_bytes`]) was spent (the port stayed the host's meanwhile).
-    pub deferred_turns: u64,
-    /// Bytes the calls in progress hold now, as charged to the budgets (a level, not a count:
-    /// the sum over a pool's stripes is the buffer's).
-    pub held_bytes: u64,
-}
-
-impl std::ops::Add for RpcCounters {
-    type Output = Self;
-    fn add(self, o: Self) -> Self {
-        Self {
-            turns: self.turns + o.turns,
-            calls: self.calls + o.calls,
-            calls_done: self.calls_done + o.calls_done,
-            unhandled: self.unhandled + o.unhandled,
-            refused_lanes: self.refused_lanes + o.refused_lanes,
-            over_limit_lanes: self.over_limit_lanes + o.over_limit_lanes,
-            open_files_refused: self.open_files_refused + o.open_files_refused,
-            held_refused_lanes: self.held_refused_lanes + o.held_refused_lanes,
-            deferred_turns: self.deferred_turns + o.deferred_turns,
-            held_bytes: self.held_bytes + o.held_bytes,
-        }
-    }
-}
-
 /// The work a turn's packet costs, a lane (its 64 bytes read or written).
 const PACKET_WORK: usize = 64;
-
-/// What a call's turn may use besides the port.
-pub(crate) struct Context<'a> {
-    pub(crate) sink: &'a mut dyn PrintfSink,
-    pub(crate) counters: &'a mut RpcCounters,
-    /// The buffer's open files.
-    pub(crate) files: &'a files::SharedFiles,
-    /// Whether stdout and stderr may be used by the stream calls (the console group).
-    pub(crate) console_allowed: bool,
-    /// Whether stdin and host files may be used (the files group).
-    pub(crate) files_allowed: bool,
-    /// [`RpcLimits::stream_bytes`].
-    pub(crate) limit: u64,
-    /// What the host's calls hold (`budget.rs`).
-    held: &'a mut Held,
-    /// The work the drain in progress may still do (`budget.rs`).
-    work: &'a mut PollWork,
-}
-
-impl Context<'_> {
-    /// Charges `bytes` a lane is to keep to `charged` (its call's charge), if the budgets have
-    /// room; else counts the lane as refused for them and returns `false`.
-    fn hold(&mut self, charged: &mut usize, bytes: usize) -> bool {
-        if self.held.charge(bytes).is_err() {
-            self.counters.held_refused_lanes += 1;
-            return false;
-        }
-        *charged += bytes;
-        true
-    }
-}
-
-/// A call in progress on one port.
-#[derive(Debug)]
-enum Call {
-    Write(Box<Write>),
-    Printf(Box<Printf>),
-    /// A one-turn call on a stream (`opcode`, lanes).
-    OnStream(u32, u64),
-    Read(Box<file_calls::Read>),
-    Gather(Box<gather::Gather>),
-    Ending(gather::Ending),
-}
-
-impl Call {
-    /// The lanes of the call.
-    fn mask(&self) -> u64 {
-        match self {
-            Call::Write(write) => write.mask(),
-            Call::Printf(printf) => printf.mask(),
-            Call::OnStream(_, mask) => *mask,
-            Call::Read(read) => read.mask(),
-            Call::Gather(gather) => gather.mask(),
-            Call::Ending(ending) => ending.mask(),
-        }
-    }
-
-    /// Bytes charged to the held budgets for the call.
-    fn charged(&self) -> usize {
-        match self {
-            Call::Write(write) => write.charged(),
-            Call::Printf(printf) => printf.charged(),
-            Call::Read(read) => read.charged(),
-            Call::Gather(gather) => gather.charged(),
-            Call::OnStream(..) | Call::Ending(_) => 0,
-        }
-    }
-}
 
 /// The host of one LLVM-RPC buffer: the call in progress on each port, the policy and budgets,
 /// the counters.
