@@ -31,10 +31,9 @@ pub const WAIT_MAX_NAP: Duration = Duration::from_millis(1);
 /// [`Doorbell::wait`] polls the word: it first spins through [`WAIT_SPIN_LOADS`] loads, then
 /// sleeps on a condition variable for [`WAIT_FIRST_NAP`], doubling each time up to
 /// [`WAIT_MAX_NAP`], re-reading the word after each sleep. A [`Doorbell::ring`] wakes it at once;
-/// a raw add is noticed within about 1 ms plus the OS's timer slack (measured on a 2-core VM:
-/// 0.15 to 1.1 ms). An idle host waiting for long thus wakes about 1,000 times a second; measured
-/// there, 4 to 6 ms of CPU per 300 ms waited: 1.3 to 2 % of one core, where a wait that only
-/// slept until a wake-up would miss device code's rings until its timeout.
+/// a raw add is noticed within [`WAIT_MAX_NAP`] plus the OS's timer slack. A host waiting for
+/// long thus wakes once per [`WAIT_MAX_NAP`], where a wait that only slept until a wake-up would
+/// miss device code's rings until its timeout.
 ///
 /// **Napping.** [`Doorbell::nap`] (what a listener calls between polls) neither spins nor
 /// re-reads: one sleep on the condition variable for the whole timeout, ended at once by a
