@@ -33,12 +33,13 @@ mod cli;
 mod options;
 mod printf;
 mod run;
+mod scaling;
 
 use hostcall::backend::hsa::AtomicsRequirement;
 use hostcall::backend::{Backend, DetectOptions};
 use hostcall::buffer::Protocol;
-use hostcall::{Listener, ListenerConfig, Stats};
-use options::Options;
+use hostcall::{Error, HostcallBuffer, ListenerConfig, ListenerPool, Stats};
+use options::{Layout, Options};
 use run::Counts;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -50,22 +51,28 @@ fn main() -> ExitCode {
     // The host's warnings (a refused BEGIN, a budget reached: each rate-limited) on stderr;
     // `RUST_LOG` chooses others.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    if let Some(scaling) = &o.scaling {
+        return scaling::run(&o, scaling);
+    }
     let backend = backend(&o);
     let doorbell = backend.doorbell.clone();
     let config = if o.spin { ListenerConfig::spinning() } else { ListenerConfig::default() };
-    let listener = Listener::start(doorbell.clone(), config).expect("start the listener");
-    calls::register(listener.services());
-    // One doorbell for the listener and its buffer; the buffer where ROCm puts it.
-    let buffer = match backend.buffer(o.packets, o.protocol, doorbell) {
-        Ok(buffer) => Arc::new(buffer),
-        Err(e) => {
-            eprintln!("waves: a buffer of {} packets: {e}", o.packets);
-            return ExitCode::FAILURE;
+    let pool = ListenerPool::start(o.threads, doorbell.clone(), config).expect("start the listeners");
+    calls::register(pool.services());
+    // One doorbell for the listeners and the buffers; the buffers where ROCm puts them.
+    let mut buffers = Vec::new();
+    for k in 0..o.layout.buffers(o.threads) {
+        match backend.buffer(o.packets, o.protocol, doorbell.clone()) {
+            Ok(buffer) => buffers.push(Arc::new(buffer)),
+            Err(e) => {
+                eprintln!("waves: a buffer of {} packets: {e}", o.packets);
+                return ExitCode::FAILURE;
+            }
         }
-    };
-    listener.add_buffer(buffer.clone()).unwrap();
+        serve(&pool, o.layout, k, buffers[k].clone()).unwrap();
+    }
     println!(
-        "waves: backend={} ({}), protocol={}, listener={}, waves={} lanes={} calls={} packets={}",
+        "waves: backend={} ({}), protocol={}, listener={}, waves={} lanes={} calls={} packets={} threads={} buffers={}",
         backend.kind,
         backend.reason,
         options::protocol_name(o.protocol),
@@ -73,7 +80,9 @@ fn main() -> ExitCode {
         o.waves,
         o.lanes,
         o.calls,
-        o.packets
+        o.packets,
+        o.threads,
+        o.layout.name()
     );
 
     let counts = Counts::default();
@@ -86,14 +95,25 @@ fn main() -> ExitCode {
         counts.errors.clone(),
     );
     let started = Instant::now();
-    let latencies = run::run_waves(&o, &buffer, &counts);
+    let latencies = run::run_waves(&o, &buffers, &counts);
     let elapsed = started.elapsed();
     progress.finish();
     // An RPC buffer's host counts every call it finished, the printf calls (LLVM libc's opcodes,
     // not hostcall packets) included.
-    let rpc_calls_done = listener.rpc_counters(buffer.as_ptr()).map(|counters| counters.calls_done);
-    let stats = listener.shutdown();
+    let rpc_calls_done: Option<u64> =
+        buffers.iter().map(|b| pool.rpc_counters(b.as_ptr()).map(|counters| counters.calls_done)).sum();
+    let stats = pool.shutdown();
     summary(&o, &counts, latencies, elapsed, rpc_calls_done, &stats)
+}
+
+/// Starts serving `buffer`, the `k`-th of the run's: one buffer through the pool, which stripes
+/// it over the threads (a stack buffer: whole to one thread); a buffer per thread to listener
+/// `k` alone. The one place the run hands a buffer to its listeners.
+fn serve(pool: &ListenerPool, layout: Layout, k: usize, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
+    match layout {
+        Layout::One => pool.add_buffer(buffer),
+        Layout::PerThread => pool.listeners()[k].add_buffer(buffer),
+    }
 }
 
 /// HSA fine-grained memory where ROCm and a GPU are present, else host memory (the reason is

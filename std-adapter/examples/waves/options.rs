@@ -13,8 +13,16 @@ pub(crate) struct Options {
     pub(crate) lanes: u32,
     /// Calls per wave.
     pub(crate) calls: u64,
-    /// Packets in the buffer (the default: one per wave, at least 2).
+    /// Packets in each buffer (the default: one per wave of the buffer, at least 2).
     pub(crate) packets: u64,
+    /// `--packets` as given (`None`: the default, which depends on the buffers).
+    pub(crate) packets_given: Option<u64>,
+    /// Listener threads (one [`ListenerPool`](hostcall::ListenerPool)).
+    pub(crate) threads: usize,
+    /// How the buffers are laid out over the threads.
+    pub(crate) layout: Layout,
+    /// `--buffers` as given (`None`: the protocol's default, [`Layout::default_for`]).
+    pub(crate) layout_given: Option<Layout>,
     /// A listener that never sleeps.
     pub(crate) spin: bool,
     /// Host memory without looking for HSA.
@@ -23,8 +31,76 @@ pub(crate) struct Options {
     pub(crate) printf_every: u64,
     /// The buffer's protocol (for RPC, ports as wide as `lanes`).
     pub(crate) protocol: Protocol,
+    /// `--protocol` was given (else `--scaling` runs every protocol).
+    pub(crate) protocol_given: bool,
     /// A progress line on stderr every second even when it is not a terminal.
     pub(crate) progress: bool,
+    /// `--scaling`: runs of this program to compare, instead of one run.
+    pub(crate) scaling: Option<Scaling>,
+}
+
+/// How a run's buffers are laid out over its listener threads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Layout {
+    /// One buffer for every wave, given to the pool: a phase, line or RPC buffer's packets (ports)
+    /// striped over the threads, a stack buffer whole to one thread.
+    One,
+    /// One buffer per thread, each served whole by its thread; the waves split between the
+    /// buffers in contiguous blocks.
+    PerThread,
+}
+
+impl Layout {
+    /// The layout that lets every thread serve with `protocol`: a stack buffer cannot be split,
+    /// so one per thread; the other protocols' one buffer striped, as a GPU's is.
+    pub(crate) fn default_for(protocol: Protocol) -> Self {
+        if protocol.range_capable() {
+            Self::One
+        } else {
+            Self::PerThread
+        }
+    }
+
+    /// How many buffers a run of `threads` threads makes.
+    pub(crate) fn buffers(self, threads: usize) -> usize {
+        match self {
+            Self::One => 1,
+            Self::PerThread => threads,
+        }
+    }
+
+    /// The name `--buffers` takes.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::One => "one",
+            Self::PerThread => "per-thread",
+        }
+    }
+}
+
+/// What `--scaling` compares: every protocol and layout of `setups` with every thread count of
+/// `threads`, `rounds` times, alternating.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Scaling {
+    pub(crate) threads: Vec<usize>,
+    pub(crate) setups: Vec<(Protocol, Layout)>,
+    pub(crate) rounds: u32,
+}
+
+impl Scaling {
+    /// The setups of `protocols`: the layout `given`, else every layout that lets threads help
+    /// (both for a protocol whose buffer can be striped, one buffer per thread for the stack).
+    fn setups(protocols: &[Protocol], given: Option<Layout>) -> Vec<(Protocol, Layout)> {
+        let layouts = |protocol: Protocol| match given {
+            Some(layout) => vec![layout],
+            None if protocol.range_capable() => vec![Layout::One, Layout::PerThread],
+            None => vec![Layout::PerThread],
+        };
+        protocols
+            .iter()
+            .flat_map(|&protocol| layouts(protocol).into_iter().map(move |l| (protocol, l)))
+            .collect()
+    }
 }
 
 pub(crate) const USAGE: &str = "\
@@ -35,10 +111,26 @@ Emulated waves making hostcalls through a listener; every reply is checked.
   --waves W            waves (threads), 1..=1024 [16]
   --lanes L            active lanes per wave, 1..=64 [64]
   --calls C            calls per wave, 0..=1000000000 [2000]
-  --packets P          packets in the buffer, 2..=16777216 [W, at least 2]; fewer packets than
-                       waves is allowed (waves wait for a free one); every protocol needs >= 2
+  --packets P          packets in each buffer, 2..=16777216 [the buffer's waves, at least 2];
+                       fewer packets than waves is allowed (waves wait for a free one); every
+                       protocol needs >= 2
   --protocol NAME      stack (ROCm's default ABI), phase, line (ours), or rpc (LLVM libc's
                        GPU RPC, ports as wide as --lanes, at most 4096 packets) [stack]
+  --threads N          listener threads (one ListenerPool, one service registry), 1..=64 [1]
+  --buffers LAYOUT     how the buffers meet the threads [stack: per-thread; the others: one]:
+                       one: one buffer for every wave. A phase, line or rpc buffer is split
+                         between the threads in stripes of multiples of 16 packets, so at most
+                         ceil(P/16) threads serve (wave w claims from packet w). A stack buffer
+                         cannot be split: one thread serves it and more threads cannot help.
+                       per-thread: one buffer per thread (P packets each), served whole by its
+                         thread; the waves split between the buffers in contiguous blocks
+  --scaling            instead of one run, runs this program with each --threads value (a list
+                       here [1,2,4,8]), each protocol (the one --protocol names, else all four)
+                       and each layout (the one --buffers names, else both for phase, line and
+                       rpc, per-thread for stack), --rounds times, alternating; prints for each
+                       the median wave-calls/s and the median of each round's ratio to the
+                       first thread count's rate in the same round
+  --rounds R           with --scaling: runs of each thread count and protocol, 1..=1000 [5]
   --printf N           every N-th call of each wave is a printf from all its lanes (0: none) [0]
   --spin               a listener that never sleeps
   --host-memory        host memory, without looking for HSA
@@ -46,13 +138,22 @@ Emulated waves making hostcalls through a listener; every reply is checked.
   -h, --help           this text
 
 Exit codes: 0 every reply was right; 1 a reply was wrong or missing, or the buffer could not be
-made; 2 a bad command line (a flag, a value or a buffer geometry outside its limits); 130 stopped
-by Ctrl-C (SIGINT) after printing what was done. A closed stdout (`waves | head -1`) ends the run
-quietly.";
+made (with --scaling: in any run); 2 a bad command line (a flag, a value or a buffer geometry
+outside its limits); 130 stopped by Ctrl-C (SIGINT) after printing what was done. A closed stdout
+(`waves | head -1`) ends the run quietly.";
 
 /// The most waves (threads) and calls per wave: a run of the largest is hours, not an overflow.
 const MAX_WAVES: u64 = 1024;
 const MAX_CALLS: u64 = 1_000_000_000;
+/// The most listener threads: more than any host this runs on has cores for.
+const MAX_THREADS: usize = 64;
+/// The most `--scaling` rounds.
+const MAX_ROUNDS: u32 = 1000;
+/// The thread counts `--scaling` compares unless `--threads` names others.
+const SCALING_THREADS: [usize; 4] = [1, 2, 4, 8];
+
+/// The layouts `--buffers` names.
+const LAYOUTS: [(&str, Layout); 2] = [("one", Layout::One), ("per-thread", Layout::PerThread)];
 
 /// The protocols `--protocol` names, as the usage spells them.
 const PROTOCOLS: [(&str, Protocol); 4] = [
@@ -78,12 +179,19 @@ pub(crate) fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Resul
         lanes: 64,
         calls: 2000,
         packets: 0,
+        packets_given: None,
+        threads: 1,
+        layout: Layout::PerThread,
+        layout_given: None,
         spin: false,
         host_only: false,
         printf_every: 0,
         protocol: Protocol::Stack,
+        protocol_given: false,
         progress: false,
+        scaling: None,
     };
+    let (mut threads, mut rounds, mut scaling) = (None, None, false);
     let mut parser = cli::parser(args);
     while let Some(arg) = parser.next().map_err(|e| e.to_string())? {
         match arg {
@@ -91,26 +199,86 @@ pub(crate) fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Resul
             Arg::Long("lanes") => o.lanes = cli::number(&mut parser, "--lanes", 1..=LANES as u32)?,
             Arg::Long("calls") => o.calls = cli::number(&mut parser, "--calls", 0..=MAX_CALLS)?,
             Arg::Long("packets") => {
-                o.packets = cli::number(&mut parser, "--packets", 2..=u64::from(MAX_PACKETS))?
+                o.packets_given = Some(cli::number(&mut parser, "--packets", 2..=u64::from(MAX_PACKETS))?)
             }
+            Arg::Long("threads") => threads = Some(cli::list(&mut parser, "--threads", 1..=MAX_THREADS)?),
+            Arg::Long("buffers") => o.layout_given = Some(cli::choice(&mut parser, "--buffers", &LAYOUTS)?),
+            Arg::Long("scaling") => scaling = true,
+            Arg::Long("rounds") => rounds = Some(cli::number(&mut parser, "--rounds", 1..=MAX_ROUNDS)?),
             Arg::Long("spin") => o.spin = true,
             Arg::Long("host-memory") => o.host_only = true,
             Arg::Long("progress") => o.progress = true,
             Arg::Long("printf") => o.printf_every = cli::number(&mut parser, "--printf", 0..=u64::MAX)?,
-            Arg::Long("protocol") => o.protocol = cli::choice(&mut parser, "--protocol", &PROTOCOLS)?,
+            Arg::Long("protocol") => {
+                o.protocol = cli::choice(&mut parser, "--protocol", &PROTOCOLS)?;
+                o.protocol_given = true;
+            }
             Arg::Long("help") | Arg::Short('h') => return Ok(Command::Help),
             other => return Err(cli::unexpected(other)),
         }
     }
-    if o.packets == 0 {
-        o.packets = o.waves.max(2);
+    if scaling {
+        let threads = threads.unwrap_or_else(|| SCALING_THREADS.to_vec());
+        o.threads = threads[0];
+        let protocols: Vec<Protocol> =
+            if o.protocol_given { vec![o.protocol] } else { PROTOCOLS.iter().map(|&(_, p)| p).collect() };
+        let setups = Scaling::setups(&protocols, o.layout_given);
+        o.scaling = Some(Scaling { threads, setups, rounds: rounds.unwrap_or(5) });
+    } else {
+        if rounds.is_some() {
+            return Err("--rounds: only with --scaling".to_string());
+        }
+        match threads.as_deref() {
+            None => {}
+            Some(&[n]) => o.threads = n,
+            Some(_) => return Err("--threads: one number, unless with --scaling".to_string()),
+        }
     }
+    resolve(&mut o);
+    check_geometry(&o)?;
+    if let Some(scaling) = &o.scaling {
+        // Every run's command line is checked before the first run starts.
+        for &(protocol, layout) in &scaling.setups {
+            for &threads in &scaling.threads {
+                parse(run_args(&o, protocol, layout, threads).into_iter().map(Into::into))?;
+            }
+        }
+    }
+    Ok(Command::Run(o))
+}
+
+/// The values that follow from the others: the layout, the packets of each buffer (by default
+/// one per wave of the buffer's block, at least 2), an LLVM-RPC port as wide as the wave.
+fn resolve(o: &mut Options) {
+    o.layout = o.layout_given.unwrap_or(Layout::default_for(o.protocol));
+    let buffers = o.layout.buffers(o.threads) as u64;
+    o.packets = o.packets_given.unwrap_or(o.waves.div_ceil(buffers).max(2));
     // An LLVM-RPC port is as wide as its client's warp: here, the wave.
     if let Protocol::Rpc { lanes } = &mut o.protocol {
         *lanes = o.lanes;
     }
-    check_geometry(&o)?;
-    Ok(Command::Run(o))
+}
+
+/// The arguments of one `--scaling` run: `o`'s, with `protocol`, `layout` and `threads`.
+pub(crate) fn run_args(o: &Options, protocol: Protocol, layout: Layout, threads: usize) -> Vec<String> {
+    let mut args: Vec<String> = [
+        ("--waves", o.waves.to_string()),
+        ("--lanes", o.lanes.to_string()),
+        ("--calls", o.calls.to_string()),
+        ("--printf", o.printf_every.to_string()),
+        ("--protocol", protocol_name(protocol).to_string()),
+        ("--threads", threads.to_string()),
+        ("--buffers", layout.name().to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_string(), value])
+    .collect();
+    if let Some(packets) = o.packets_given {
+        args.extend(["--packets".to_string(), packets.to_string()]);
+    }
+    let switches = [(o.spin, "--spin"), (o.host_only, "--host-memory")];
+    args.extend(switches.iter().filter(|(on, _)| *on).map(|(_, flag)| flag.to_string()));
+    args
 }
 
 /// The buffer's geometry against the limits of its protocol (a bad one is a usage error, exit

@@ -37,17 +37,28 @@ impl Counts {
     }
 }
 
-/// Runs `o.waves` waves on `buffer` until each made `o.calls` calls or an interrupt stopped it;
+/// Runs `o.waves` waves on `buffers` until each made `o.calls` calls or an interrupt stopped it;
 /// returns the latencies (ns) of every timed call, unsorted.
-pub(crate) fn run_waves(o: &Options, buffer: &Arc<HostcallBuffer>, counts: &Counts) -> Vec<u64> {
+///
+/// The waves split between the buffers in contiguous blocks ([`buffer_of`]). A wave claims from
+/// the index of its creation in the process, so a block's waves start at distinct packets of
+/// their buffer, as one buffer's waves do.
+pub(crate) fn run_waves(o: &Options, buffers: &[Arc<HostcallBuffer>], counts: &Counts) -> Vec<u64> {
     let threads: Vec<_> = (0..o.waves)
         .map(|w| {
+            let buffer = &buffers[buffer_of(w, o.waves, buffers.len())];
             let wave = Wave::new(buffer.clone(), o.lanes);
             let (counts, calls, printf_every) = (counts.clone(), o.calls, o.printf_every);
             std::thread::spawn(move || one_wave(&wave, w, calls, printf_every, &counts))
         })
         .collect();
     threads.into_iter().flat_map(|t| t.join().expect("wave thread")).collect()
+}
+
+/// The buffer of wave `w` of `waves` when there are `buffers`: contiguous blocks, sizes differing by
+/// at most one, none larger than `ceil(waves / buffers)` (each buffer's default packet count).
+pub(crate) fn buffer_of(w: u64, waves: u64, buffers: usize) -> usize {
+    (w * buffers as u64 / waves) as usize
 }
 
 /// Wave `w`'s calls: every `printf_every`-th a printf (0: none), the others cycling through the
