@@ -332,6 +332,66 @@ mod tests {
     }
 
     #[test]
+    fn threads_and_the_buffers_they_serve() {
+        let o = options(&[]);
+        assert_eq!((o.threads, o.layout, o.scaling), (1, Layout::PerThread, None));
+        // A stack buffer cannot be split: one per thread, each with one packet per wave of its block.
+        let o = options(&["--waves", "64", "--threads", "8"]);
+        assert_eq!((o.threads, o.layout, o.packets), (8, Layout::PerThread, 8));
+        let o = options(&["--waves", "64", "--threads", "8", "--protocol", "phase"]);
+        assert_eq!((o.layout, o.packets), (Layout::One, 64), "one buffer, striped");
+        let o =
+            options(&["--waves", "10", "--threads", "4", "--protocol", "line", "--buffers", "per-thread"]);
+        assert_eq!((o.layout, o.packets), (Layout::PerThread, 3));
+        let o = options(&["--waves", "3", "--threads", "4", "--buffers", "per-thread"]);
+        assert_eq!(o.packets, 2, "at least 2 packets");
+        let o = options(&["--threads", "2", "--packets", "5", "--buffers", "one"]);
+        assert_eq!((o.layout, o.packets, o.packets_given), (Layout::One, 5, Some(5)));
+    }
+
+    #[test]
+    fn scaling_runs_every_setup_and_thread_count() {
+        let o = options(&["--scaling"]);
+        let scaling = o.scaling.as_ref().unwrap();
+        assert_eq!((scaling.threads.as_slice(), scaling.rounds), (&[1, 2, 4, 8][..], 5));
+        assert_eq!(scaling.setups.len(), 7, "stack per thread; phase, line and rpc both ways");
+        assert_eq!(scaling.setups[0], (Protocol::Stack, Layout::PerThread));
+        assert!(scaling.setups.contains(&(Protocol::Rpc { lanes: 64 }, Layout::One)));
+        let o = options(&[
+            "--scaling",
+            "--protocol",
+            "line",
+            "--buffers",
+            "one",
+            "--threads",
+            "2,3",
+            "--rounds",
+            "9",
+        ]);
+        let scaling = o.scaling.as_ref().unwrap();
+        assert_eq!(scaling.setups, vec![(Protocol::Line, Layout::One)]);
+        assert_eq!((scaling.threads.as_slice(), scaling.rounds, o.threads), (&[2, 3][..], 9, 2));
+    }
+
+    #[test]
+    fn a_scaling_run_keeps_the_other_options() {
+        let o = options(&["--scaling", "--waves", "7", "--lanes", "3", "--calls", "9", "--packets", "4"]);
+        let o = Options { printf_every: 5, spin: true, host_only: true, ..o };
+        let args = run_args(&o, Protocol::Rpc { lanes: 64 }, Layout::PerThread, 6);
+        let run = options(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!((run.waves, run.lanes, run.calls, run.packets_given), (7, 3, 9, Some(4)));
+        assert_eq!((run.printf_every, run.spin, run.host_only, run.progress), (5, true, true, false));
+        assert_eq!(
+            (run.protocol, run.layout, run.threads),
+            (Protocol::Rpc { lanes: 3 }, Layout::PerThread, 6)
+        );
+        assert_eq!(run.scaling, None);
+        let o = options(&["--scaling", "--waves", "7"]);
+        let run = run_args(&o, Protocol::Stack, Layout::One, 2);
+        assert!(!run.contains(&"--packets".to_string()), "the default packets follow the layout: {run:?}");
+    }
+
+    #[test]
     fn protocol_names_are_the_ones_parsed() {
         for (name, protocol) in PROTOCOLS {
             assert_eq!(protocol_name(protocol), name);
@@ -350,6 +410,15 @@ mod tests {
         assert!(error(&["--packets", "1"]).contains("2..="));
         assert!(error(&["--waves"]).starts_with("--waves: "), "a missing value");
         assert!(error(&["--spin=yes"]).contains("--spin"), "a value for a switch");
+        assert_eq!(error(&["--threads", "0"]), "--threads: '0' is not a number in 1..=64");
+        assert_eq!(error(&["--threads", "65"]), "--threads: '65' is not a number in 1..=64");
+        assert_eq!(error(&["--threads", "2,x"]), "--threads: 'x' is not a number in 1..=64");
+        assert_eq!(error(&["--threads", "1,2"]), "--threads: one number, unless with --scaling");
+        assert_eq!(error(&["--rounds", "3"]), "--rounds: only with --scaling");
+        assert!(error(&["--scaling", "--rounds", "0"]).starts_with("--rounds: '0'"));
+        assert_eq!(error(&["--buffers", "two"]), "--buffers: 'two' is not one of one, per-thread");
+        let rpc = error(&["--scaling", "--packets", "5000"]);
+        assert!(rpc.contains("rpc") && rpc.contains("4096"), "every run checked before the first: {rpc}");
         let rpc = error(&["--protocol", "rpc", "--packets", "5000"]);
         assert!(rpc.contains("5000") && rpc.contains("4096"), "the port limit named: {rpc}");
         assert!(options(&["--protocol", "rpc", "--packets", "4096"]).packets == 4096);

@@ -88,3 +88,22 @@ fn one_wave(wave: &Wave, w: u64, calls: u64, printf_every: u64, counts: &Counts)
     }
     latencies
 }
+
+#[cfg(test)]
+mod tests {
+    use super::buffer_of;
+
+    #[test]
+    fn waves_split_into_contiguous_blocks_no_larger_than_a_buffer() {
+        for (waves, buffers) in [(64, 8), (6, 4), (5, 2), (40, 3), (1, 1), (3, 4), (1024, 64)] {
+            let of: Vec<usize> = (0..waves).map(|w| buffer_of(w, waves, buffers)).collect();
+            assert!(of.windows(2).all(|pair| pair[1] == pair[0] || pair[1] == pair[0] + 1), "{of:?}");
+            assert!(of.iter().all(|&b| b < buffers), "{of:?}");
+            for b in 0..buffers {
+                let block = of.iter().filter(|&&x| x == b).count() as u64;
+                assert!(block <= waves.div_ceil(buffers as u64), "{waves} waves, {buffers} buffers: {of:?}");
+                assert!(waves < buffers as u64 || block > 0, "every buffer has waves: {of:?}");
+            }
+        }
+    }
+}
