@@ -20,6 +20,14 @@
 //! Waves may outnumber packets (`--packets`): a wave holds no packet between the chunks of its
 //! messages, and none is lost. The host's warnings go to stderr (`RUST_LOG` to choose).
 //!
+//! `--threads N`: a [`ListenerPool`] of N listener threads serves the waves. `--buffers` says how:
+//! one buffer, which the pool splits into stripes for phase, line and RPC (a stack buffer cannot
+//! be split, so one thread serves it), or one buffer per thread, served whole by its thread, the
+//! waves split between them in blocks; the default is what lets every thread help (stack: a
+//! buffer per thread; the others: one striped buffer). `--scaling` runs the program once per
+//! protocol, layout and thread count of a `--threads` list, `--rounds` times, and prints the
+//! medians and the ratios to the first thread count ([`scaling`]).
+//!
 //! `--protocol rpc`: the buffer is LLVM libc's GPU RPC (ports as wide as the waves); each wave is
 //! its client, claiming a port through the client's lock bits, and each call goes out as one
 //! packet in this project's `'h'` opcodes (ROCm's `'r'` opcode for FUNCTION_CALL); `--printf`
