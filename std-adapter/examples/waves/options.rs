@@ -1,6 +1,7 @@
 //! The command line: [`Options`], its usage text and its parser.
 
 use crate::cli::{self, Arg, Command};
+use crate::scaling::{run_args, Scaling};
 use hostcall::buffer::Protocol;
 use hostcall::core::{LANES, MAX_PACKETS};
 
@@ -75,31 +76,6 @@ impl Layout {
             Self::One => "one",
             Self::PerThread => "per-thread",
         }
-    }
-}
-
-/// What `--scaling` compares: every protocol and layout of `setups` with every thread count of
-/// `threads`, `rounds` times, alternating.
-#[derive(Debug, PartialEq)]
-pub(crate) struct Scaling {
-    pub(crate) threads: Vec<usize>,
-    pub(crate) setups: Vec<(Protocol, Layout)>,
-    pub(crate) rounds: u32,
-}
-
-impl Scaling {
-    /// The setups of `protocols`: the layout `given`, else every layout that lets threads help
-    /// (both for a protocol whose buffer can be striped, one buffer per thread for the stack).
-    fn setups(protocols: &[Protocol], given: Option<Layout>) -> Vec<(Protocol, Layout)> {
-        let layouts = |protocol: Protocol| match given {
-            Some(layout) => vec![layout],
-            None if protocol.range_capable() => vec![Layout::One, Layout::PerThread],
-            None => vec![Layout::PerThread],
-        };
-        protocols
-            .iter()
-            .flat_map(|&protocol| layouts(protocol).into_iter().map(move |l| (protocol, l)))
-            .collect()
     }
 }
 
@@ -259,28 +235,6 @@ fn resolve(o: &mut Options) {
     }
 }
 
-/// The arguments of one `--scaling` run: `o`'s, with `protocol`, `layout` and `threads`.
-pub(crate) fn run_args(o: &Options, protocol: Protocol, layout: Layout, threads: usize) -> Vec<String> {
-    let mut args: Vec<String> = [
-        ("--waves", o.waves.to_string()),
-        ("--lanes", o.lanes.to_string()),
-        ("--calls", o.calls.to_string()),
-        ("--printf", o.printf_every.to_string()),
-        ("--protocol", protocol_name(protocol).to_string()),
-        ("--threads", threads.to_string()),
-        ("--buffers", layout.name().to_string()),
-    ]
-    .into_iter()
-    .flat_map(|(flag, value)| [flag.to_string(), value])
-    .collect();
-    if let Some(packets) = o.packets_given {
-        args.extend(["--packets".to_string(), packets.to_string()]);
-    }
-    let switches = [(o.spin, "--spin"), (o.host_only, "--host-memory")];
-    args.extend(switches.iter().filter(|(on, _)| *on).map(|(_, flag)| flag.to_string()));
-    args
-}
-
 /// The buffer's geometry against the limits of its protocol (a bad one is a usage error, exit
 /// 2, naming the limit): every protocol takes 2 ..= `MAX_PACKETS` packets (checked as parsed),
 /// an LLVM-RPC buffer at most `MAX_PORT_COUNT` ports of 1 ..= `LANES` lanes.
@@ -371,24 +325,6 @@ mod tests {
         let scaling = o.scaling.as_ref().unwrap();
         assert_eq!(scaling.setups, vec![(Protocol::Line, Layout::One)]);
         assert_eq!((scaling.threads.as_slice(), scaling.rounds, o.threads), (&[2, 3][..], 9, 2));
-    }
-
-    #[test]
-    fn a_scaling_run_keeps_the_other_options() {
-        let o = options(&["--scaling", "--waves", "7", "--lanes", "3", "--calls", "9", "--packets", "4"]);
-        let o = Options { printf_every: 5, spin: true, host_only: true, ..o };
-        let args = run_args(&o, Protocol::Rpc { lanes: 64 }, Layout::PerThread, 6);
-        let run = options(&args.iter().map(String::as_str).collect::<Vec<_>>());
-        assert_eq!((run.waves, run.lanes, run.calls, run.packets_given), (7, 3, 9, Some(4)));
-        assert_eq!((run.printf_every, run.spin, run.host_only, run.progress), (5, true, true, false));
-        assert_eq!(
-            (run.protocol, run.layout, run.threads),
-            (Protocol::Rpc { lanes: 3 }, Layout::PerThread, 6)
-        );
-        assert_eq!(run.scaling, None);
-        let o = options(&["--scaling", "--waves", "7"]);
-        let run = run_args(&o, Protocol::Stack, Layout::One, 2);
-        assert!(!run.contains(&"--packets".to_string()), "the default packets follow the layout: {run:?}");
     }
 
     #[test]

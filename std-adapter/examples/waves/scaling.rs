@@ -9,8 +9,56 @@
 //! over the rounds of the rate and of that ratio.
 
 use crate::cli;
-use crate::options::{self, Options, Scaling};
+use crate::options::{self, protocol_name, Layout, Options};
+use hostcall::buffer::Protocol;
 use std::process::{Command as Process, ExitCode, Stdio};
+
+/// What `--scaling` compares: every protocol and layout of `setups` with every thread count of
+/// `threads`, `rounds` times, alternating.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Scaling {
+    pub(crate) threads: Vec<usize>,
+    pub(crate) setups: Vec<(Protocol, Layout)>,
+    pub(crate) rounds: u32,
+}
+
+impl Scaling {
+    /// The setups of `protocols`: the layout `given`, else every layout that lets threads help
+    /// (both for a protocol whose buffer can be striped, one buffer per thread for the stack).
+    pub(crate) fn setups(protocols: &[Protocol], given: Option<Layout>) -> Vec<(Protocol, Layout)> {
+        let layouts = |protocol: Protocol| match given {
+            Some(layout) => vec![layout],
+            None if protocol.range_capable() => vec![Layout::One, Layout::PerThread],
+            None => vec![Layout::PerThread],
+        };
+        protocols
+            .iter()
+            .flat_map(|&protocol| layouts(protocol).into_iter().map(move |l| (protocol, l)))
+            .collect()
+    }
+}
+
+/// The arguments of one `--scaling` run: `o`'s, with `protocol`, `layout` and `threads`.
+pub(crate) fn run_args(o: &Options, protocol: Protocol, layout: Layout, threads: usize) -> Vec<String> {
+    let mut args: Vec<String> = [
+        ("--waves", o.waves.to_string()),
+        ("--lanes", o.lanes.to_string()),
+        ("--calls", o.calls.to_string()),
+        ("--printf", o.printf_every.to_string()),
+        ("--protocol", protocol_name(protocol).to_string()),
+        ("--threads", threads.to_string()),
+        ("--buffers", layout.name().to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_string(), value])
+    .collect();
+    if let Some(packets) = o.packets_given {
+        args.extend(["--packets".to_string(), packets.to_string()]);
+    }
+    let switches = [(o.spin, "--spin"), (o.host_only, "--host-memory")];
+    args.extend(switches.iter().filter(|(on, _)| *on).map(|(_, flag)| flag.to_string()));
+    args
+}
 
 /// How one run ended, when it gave no rate.
 enum Failure {
@@ -44,11 +92,11 @@ pub(crate) fn run(o: &Options, scaling: &Scaling) -> ExitCode {
     );
     // rates[setup][thread count]: one rate per round done.
     let mut rates = vec![vec![Vec::new(); scaling.threads.len()]; scaling.setups.len()];
-    let mut outcome = ExitCode::SUCCESS;
+    let (mut interrupted, mut wrong) = (false, false);
     'rounds: for round in 1..=scaling.rounds {
         for (s, &(protocol, layout)) in scaling.setups.iter().enumerate() {
             for (t, &threads) in scaling.threads.iter().enumerate() {
-                let args = options::run_args(o, protocol, layout, threads);
+                let args = run_args(o, protocol, layout, threads);
                 match one_run(&exe, &args) {
                     Ok(rate) => {
                         eprintln!(
@@ -60,20 +108,31 @@ pub(crate) fn run(o: &Options, scaling: &Scaling) -> ExitCode {
                         rates[s][t].push(rate);
                     }
                     Err(Failure::Interrupted) => {
-                        outcome = ExitCode::from(cli::progress::INTERRUPTED_EXIT);
+                        interrupted = true;
                         break 'rounds;
                     }
                     Err(Failure::Wrong(output)) => {
                         eprintln!("waves {}: a reply was wrong or missing:\n{output}", args.join(" "));
-                        outcome = ExitCode::FAILURE;
+                        wrong = true;
                         break 'rounds;
                     }
                 }
             }
         }
     }
+    if interrupted {
+        let done: usize = rates.iter().flatten().map(Vec::len).sum();
+        let asked = scaling.setups.len() * scaling.threads.len() * scaling.rounds as usize;
+        println!("scaling (interrupted): {done} of {asked} runs done");
+    }
     print!("{}", table(scaling, &rates));
-    outcome
+    if interrupted {
+        ExitCode::from(cli::progress::INTERRUPTED_EXIT)
+    } else if wrong {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Runs this program with `args`: the wave-calls/s of its `summary:` line.
@@ -129,14 +188,16 @@ fn table(scaling: &Scaling, rates: &[Vec<Vec<f64>>]) -> String {
             let runs = &rates[s][t];
             let ratios: Vec<f64> = runs.iter().zip(&rates[s][0]).map(|(rate, base)| rate / base).collect();
             let each: Vec<String> = runs.iter().map(|rate| format!("{:.3}", rate / 1e6)).collect();
-            text += &format!(
-                "{:<9} {:<11} {threads:>7} {:>15} {:>14}  {}\n",
+            let row = format!(
+                "{:<9} {:<11} {threads:>7} {:>15} {:>14}  {}",
                 options::protocol_name(protocol),
                 layout.name(),
                 median(runs).map_or("-".to_string(), |m| format!("{m:.0}")),
                 median(&ratios).map_or("-".to_string(), |m| format!("{m:.3}")),
                 each.join(" ")
             );
+            text += row.trim_end();
+            text.push('\n');
         }
     }
     text
@@ -145,6 +206,14 @@ fn table(scaling: &Scaling, rates: &[Vec<Vec<f64>>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::Command;
+
+    fn options(args: &[&str]) -> Options {
+        match options::parse(args.iter().map(std::ffi::OsString::from)) {
+            Ok(Command::Run(o)) => o,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
 
     #[test]
     fn medians_and_summary_rates() {
@@ -154,5 +223,23 @@ mod tests {
         let line = "calls=32000 lane_calls=2048000 errors=0 p50_ns=1 p99_ns=2 calls_per_s=28522";
         assert_eq!(summary_rate(line), Some(28522.0));
         assert_eq!(summary_rate("calls=0 errors=0"), None);
+    }
+
+    #[test]
+    fn a_scaling_run_keeps_the_other_options() {
+        let o = options(&["--scaling", "--waves", "7", "--lanes", "3", "--calls", "9", "--packets", "4"]);
+        let o = Options { printf_every: 5, spin: true, host_only: true, ..o };
+        let args = run_args(&o, Protocol::Rpc { lanes: 64 }, Layout::PerThread, 6);
+        let run = options(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!((run.waves, run.lanes, run.calls, run.packets_given), (7, 3, 9, Some(4)));
+        assert_eq!((run.printf_every, run.spin, run.host_only, run.progress), (5, true, true, false));
+        assert_eq!(
+            (run.protocol, run.layout, run.threads),
+            (Protocol::Rpc { lanes: 3 }, Layout::PerThread, 6)
+        );
+        assert_eq!(run.scaling, None);
+        let o = options(&["--scaling", "--waves", "7"]);
+        let run = run_args(&o, Protocol::Stack, Layout::One, 2);
+        assert!(!run.contains(&"--packets".to_string()), "the default packets follow the layout: {run:?}");
     }
 }
