@@ -63,7 +63,7 @@ fn each_device_is_served_by_its_own_group_on_its_cpus() {
     listeners.services().register_packet(WHERE, "where", recorder.clone()).unwrap();
     for group in &groups {
         let buffer = buffer(group, group.ordinal);
-        listeners.add_buffer(buffer.clone()).unwrap();
+        listeners.add(buffer.clone()).unwrap();
         for _ in 0..50 {
             let wave = Wave::new(buffer.clone(), 4);
             let reply = wave.call(WHERE, |_| [0; 8]).unwrap();
@@ -94,7 +94,7 @@ fn a_buffer_of_another_device_or_a_device_given_twice_is_refused() {
     let listeners =
         DeviceListeners::start(&groups, 1, ListenerConfig::default(), Arc::new(Services::new())).unwrap();
     let stranger = buffer(&groups[0], 3);
-    assert!(matches!(listeners.add_buffer(stranger.clone()), Err(Error::Unsupported(_))));
+    assert!(matches!(listeners.add(stranger.clone()), Err(Error::Unsupported(_))));
     assert!(matches!(listeners.remove_buffer(&stranger), Err(Error::Unsupported(_))));
     listeners.shutdown();
     let twice = [groups[0].clone(), groups[0].clone()];

@@ -63,7 +63,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     println!(
         "waves: backend={} ({}), protocol={}, listener={}, waves={} lanes={} calls={} packets={}",
         backend.kind,
