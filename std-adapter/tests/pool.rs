@@ -169,3 +169,31 @@ for_splittable_protocols!(
     three_threads_split_one_buffer_and_each_serves_only_its_stripe,
     ranges_of_one_buffer_are_claimed_once,
 );
+
+/// One registration for a pool too: memory the caller manages is striped as a buffer is, and
+/// removed with `remove_raw`; a registration with a range of its own is refused (the pool splits
+/// buffers itself), and nothing of it is served.
+#[test]
+fn a_pool_stripes_raw_memory_and_refuses_a_range() {
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
+    pool.services().register_packet(ECHO, "echo", Recorder::default()).unwrap();
+    let buffer = buffer(&doorbell, 32, Protocol::Phase);
+    let ranged = pool.add(BufferRegistration::new(buffer.clone()).range(0..16));
+    assert!(matches!(ranged, Err(Error::Unsupported(_))), "{ranged:?}");
+    assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).sum::<usize>(), 0);
+
+    // SAFETY: `buffer` (initialised for the phase protocol, accessed only atomically) outlives
+    // the pool's use of its memory: removed below, before it is dropped.
+    let raw = unsafe { BufferRegistration::raw(Protocol::Phase, buffer.as_ptr(), buffer.len(), 32) };
+    pool.add(raw).unwrap();
+    assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).collect::<Vec<_>>(), [1, 1]);
+    let wave = Wave::new(buffer.clone(), 3);
+    for c in 0..40 {
+        assert_eq!(wave.call(ECHO, |_| [c, 1, 0, 0, 0, 0, 0, 0]).unwrap().lane(2), [c + 2, 1]);
+    }
+    pool.remove_raw(buffer.as_ptr()).unwrap();
+    assert!(matches!(pool.remove_raw(buffer.as_ptr()), Err(Error::Poller(_))), "removed twice");
+    assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).sum::<usize>(), 0);
+    assert_eq!(pool.shutdown().total().errors, 0);
+}
