@@ -14,7 +14,7 @@
 //! let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
 //! listener.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
 //! let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 8, doorbell).unwrap());
-//! listener.add_buffer(buffer.clone()).unwrap();
+//! listener.add(buffer.clone()).unwrap();
 //!
 //! // Four lanes of one wave call service 100; lane `i` asks for `i + 40`.
 //! let reply = Wave::new(buffer, 4).call(100, |lane| [lane as u64, 40, 0, 0, 0, 0, 0, 0]).unwrap();
@@ -116,7 +116,7 @@ pub use lifecycle::{
 };
 pub use memory::{DeviceAllocation, DeviceMemory, MemoryError};
 pub use observe::Stats;
-pub use threads::listener::{Listener, ListenerConfig, WaitPolicy};
+pub use threads::listener::{BufferRegistration, Listener, ListenerConfig, WaitPolicy};
 pub use threads::pool::ListenerPool;
 
 /// This crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).

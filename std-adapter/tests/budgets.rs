@@ -200,7 +200,7 @@ fn devmem(
     listener.services().enable_devmem(memory, limits).unwrap();
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, protocol).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     (listener, buffer)
 }
 
@@ -329,7 +329,7 @@ fn devmem_failures_always_reply_a_null_address(protocol: Protocol) {
     let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 2, doorbell, protocol).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     assert_eq!(allocate(&Wave::new(buffer, 1), &[64]), [[0, ErrorCode::UnknownService as u64]]);
     listener.shutdown();
 }
@@ -340,7 +340,7 @@ fn unknown_ids_are_remembered_in_a_fixed_table(protocol: Protocol) {
     let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 2, doorbell, protocol).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let wave = Wave::new(buffer, 1);
     for id in 1000..6000 {
         assert_eq!(wave.call(id, |_| [0; 8]).unwrap().lane(0), ErrorCode::UnknownService.reply());

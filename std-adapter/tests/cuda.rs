@@ -193,7 +193,7 @@ fn gpu_warps_make_verified_hostcalls_through_two_listener_threads() {
     let (warps, calls) = (64u64, 50u64);
     let (buffer, _state) =
         cuda::phase_buffer(&gpu.cuda, gpu.memory.clone(), warps, gpu.doorbell.clone()).unwrap();
-    pool.add_buffer(buffer.clone()).unwrap();
+    pool.add(buffer.clone()).unwrap();
     let c = run_hc_calls(&gpu.cuda, &kernel, &buffer, calls);
     assert_eq!(c, vec![0, warps * 32 * calls], "[errors, lane replies checked]");
     // The warps rang the doorbell's value word at +8 (the global timer, odd) and left the rest of
@@ -228,7 +228,7 @@ fn gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap() {
     for (keep, start) in [(0u64, 0u64), (1, 0), (0, near_wrap), (1, near_wrap)] {
         let (buffer, _state) =
             cuda::line_buffer(&gpu.cuda, gpu.memory.clone(), 2 * warps, gpu.doorbell.clone()).unwrap();
-        pool.add_buffer(buffer.clone()).unwrap();
+        pool.add(buffer.clone()).unwrap();
         if start != 0 {
             // SAFETY: matches `hc_line_set_seq(const void*, unsigned)`; the buffer outlives it.
             unsafe { gpu.launch_and_wait(&set_seq, 1, 1, &[buffer.device_address(), start]) };
@@ -276,7 +276,7 @@ fn every_gpu_makes_verified_hostcalls_in_one_process() {
                     let kernel = module.kernel("hc_calls").unwrap();
                     let (buffer, _state) = gpu.phase_buffer(warps).unwrap();
                     assert_eq!(buffer.device_ordinal() as usize, cuda.ordinal());
-                    listeners.add_buffer(buffer.clone()).unwrap();
+                    listeners.add(buffer.clone()).unwrap();
                     let counts = run_hc_calls(&cuda, &kernel, &buffer, calls);
                     listeners.remove_buffer(&buffer).unwrap();
                     (cuda.ordinal(), counts)
@@ -321,7 +321,7 @@ fn gpu_rpc_calls_on_whole_and_partial_warps_with_send_only_calls() {
             cuda::rpc_buffer(&gpu.cuda, gpu.memory.clone(), 2 * warps, gpu.doorbell.clone(), &gpu.module)
                 .unwrap();
         assert_eq!(buffer.protocol(), Protocol::Rpc { lanes: 32 });
-        pool.add_buffer(buffer.clone()).unwrap();
+        pool.add(buffer.clone()).unwrap();
         let counters = gpu.zeroed(8 * (2 + calls as usize));
         let target = if port_state { state.device_address() } else { 0 };
         // SAFETY: matches `hc_rpc_mixed(void*, unsigned, unsigned, unsigned long long*)`; the
@@ -386,7 +386,7 @@ fn gpu_rpc_printf_prints_what_the_host_formats() {
     pool.services().enable_printf(Capture(printed.clone()), limits).unwrap();
     let (buffer, state) =
         cuda::rpc_buffer(&gpu.cuda, gpu.memory.clone(), 32, gpu.doorbell.clone(), &gpu.module).unwrap();
-    pool.add_buffer(buffer.clone()).unwrap();
+    pool.add(buffer.clone()).unwrap();
     let lanes = 4u64;
     let results = gpu.zeroed(32 * 8);
     // SAFETY: matches `hc_rpc_printf(void*, unsigned, long long*)`; all outlive the kernel.
@@ -416,17 +416,17 @@ fn gpu_rpc_printf_prints_what_the_host_formats() {
 #[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn gpu_rpc_console_writes_stream_as_llvm_libc_does() {
     use hostcall::services::rpc::{RpcOptions, SharedSink};
-    use hostcall::threads::listener::BufferOptions;
+    use hostcall::BufferRegistration;
     let gpu = Gpu::new("gpu_rpc_console_writes_stream_as_llvm_libc_does");
     let kernel = gpu.kernel("hc_rpc_puts");
     let pool = ListenerPool::start(2, gpu.doorbell.clone(), ListenerConfig::spinning()).unwrap();
     let printed = Arc::new(std::sync::Mutex::new(Vec::new()));
     let into = printed.clone();
     let sink = SharedSink::from_fn(move |_, bytes| into.lock().unwrap().extend_from_slice(bytes));
-    let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
     let (buffer, state) =
         cuda::rpc_buffer(&gpu.cuda, gpu.memory.clone(), 32, gpu.doorbell.clone(), &gpu.module).unwrap();
-    pool.add_buffer_with(buffer.clone(), &options).unwrap();
+    pool.add(BufferRegistration::new(buffer.clone()).with_rpc(RpcOptions::default().with_sink(sink)))
+        .unwrap();
     let lanes = 4u64;
     let results = gpu.zeroed(32 * 8);
     // SAFETY: matches `hc_rpc_puts(void*, unsigned, unsigned long long*)`; all outlive the kernel.

@@ -20,9 +20,8 @@ use hostcall::core::sync::AtomicU32;
 use hostcall::prelude::*;
 use hostcall::services::ending::allow_device_to_end_process;
 use hostcall::services::rpc::client::one_lane::exit;
-use hostcall::services::rpc::RpcOptions;
 use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
-use hostcall::threads::listener::BufferOptions;
+use hostcall::BufferRegistration;
 use hostcall::{
     DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
 };
@@ -66,15 +65,14 @@ fn child_process_entry() {
     if let Some(protocol) = protocol {
         let buffer =
             Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, protocol).unwrap());
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         Wave::new(buffer, 3).call(SANITIZER, ABORTING_WRITE).unwrap();
     } else {
         let protocol = Protocol::Rpc { lanes: 4 };
         let len = protocol.buffer_size(2).unwrap();
         let memory = DeviceAllocation::new(Arc::new(HostMemory), len, protocol.buffer_align()).unwrap();
-        let options = BufferOptions::default().with_rpc(RpcOptions::default());
         // SAFETY: `memory` stays allocated until after `remove_raw`, touched only atomically.
-        unsafe { listener.add_raw_protocol(protocol, memory.as_ptr(), len, 2, 0, &options) }.unwrap();
+        listener.add(unsafe { BufferRegistration::raw(protocol, memory.as_ptr(), len, 2) }).unwrap();
         // SAFETY: as above; the view is used only while the listener serves the memory.
         let view = unsafe { View::from_raw(memory.as_ptr(), len, 2, 4) }.unwrap();
         let locks = [AtomicU32::new(0)];

@@ -7,7 +7,9 @@ use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
 use hostcall::threads::affinity;
 use hostcall::threads::devices::{DeviceGroup, DeviceListeners};
-use hostcall::{Error, HostMemory, HostcallBuffer, ListenerConfig, ParkingDoorbell, Services, Wave};
+use hostcall::{
+    BufferRegistration, Error, HostMemory, HostcallBuffer, ListenerConfig, ParkingDoorbell, Services, Wave,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -63,7 +65,7 @@ fn each_device_is_served_by_its_own_group_on_its_cpus() {
     listeners.services().register_packet(WHERE, "where", recorder.clone()).unwrap();
     for group in &groups {
         let buffer = buffer(group, group.ordinal);
-        listeners.add_buffer(buffer.clone()).unwrap();
+        listeners.add(buffer.clone()).unwrap();
         for _ in 0..50 {
             let wave = Wave::new(buffer.clone(), 4);
             let reply = wave.call(WHERE, |_| [0; 8]).unwrap();
@@ -94,10 +96,35 @@ fn a_buffer_of_another_device_or_a_device_given_twice_is_refused() {
     let listeners =
         DeviceListeners::start(&groups, 1, ListenerConfig::default(), Arc::new(Services::new())).unwrap();
     let stranger = buffer(&groups[0], 3);
-    assert!(matches!(listeners.add_buffer(stranger.clone()), Err(Error::Unsupported(_))));
+    assert!(matches!(listeners.add(stranger.clone()), Err(Error::Unsupported(_))));
     assert!(matches!(listeners.remove_buffer(&stranger), Err(Error::Unsupported(_))));
     listeners.shutdown();
     let twice = [groups[0].clone(), groups[0].clone()];
     let refused = DeviceListeners::start(&twice, 1, ListenerConfig::default(), Arc::new(Services::new()));
     assert!(matches!(refused, Err(Error::Unsupported(_))));
+}
+
+/// Raw memory goes to the group of the device it is registered on, and its packets report that
+/// ordinal; a `HostcallBuffer` registered on a device other than its own is refused.
+#[test]
+fn raw_memory_goes_to_the_group_of_its_device() {
+    let groups = groups(&[vec![], vec![]]);
+    let listeners =
+        DeviceListeners::start(&groups, 1, ListenerConfig::default(), Arc::new(Services::new())).unwrap();
+    listeners.services().register_packet(WHERE, "where", Where::default()).unwrap();
+    let device = groups[1].ordinal;
+    let buffer = buffer(&groups[1], device);
+    let elsewhere = listeners.add(BufferRegistration::new(buffer.clone()).on_device(groups[0].ordinal));
+    assert!(matches!(elsewhere, Err(Error::Unsupported(_))), "{elsewhere:?}");
+    // SAFETY: `buffer` (initialised for the phase protocol, accessed only atomically) outlives
+    // the listeners' use of its memory: removed below, before it is dropped.
+    let raw = unsafe { BufferRegistration::raw(Protocol::Phase, buffer.as_ptr(), buffer.len(), 64) };
+    listeners.add(raw.on_device(device)).unwrap();
+    assert_eq!(listeners.pool(device).unwrap().listeners()[0].buffer_count(), 1);
+    assert_eq!(listeners.pool(groups[0].ordinal).unwrap().listeners()[0].buffer_count(), 0);
+    let reply = Wave::new(buffer.clone(), 4).call(WHERE, |_| [0; 8]).unwrap();
+    assert_eq!(reply.lane(3), [u64::from(device), 0]);
+    listeners.remove_raw(buffer.as_ptr()).unwrap();
+    assert!(matches!(listeners.remove_raw(buffer.as_ptr()), Err(Error::Poller(_))), "removed twice");
+    listeners.shutdown();
 }

@@ -14,7 +14,7 @@ use hostcall::core::{line, phase, rpc, stack, AnyView, LANES, SLOT_WORDS};
 use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
 use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::threads::listener::BufferOptions;
+use hostcall::BufferRegistration;
 use hostcall::{HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -246,8 +246,8 @@ fn a_hostile_device_cannot_break_the_listener(protocol: Protocol) {
         Arc::new(HostcallBuffer::with_protocol(memory.clone(), PACKETS, doorbell.clone(), protocol).unwrap());
     // An RPC buffer's console writes (the scribbler's garbage) go nowhere, not to the test's stdout.
     let quiet = SharedSink::from_fn(|_, _| {});
-    let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(quiet));
-    listener.add_buffer_with(buffer.clone(), &options).unwrap();
+    let rpc = RpcOptions::default().with_sink(quiet);
+    listener.add(BufferRegistration::new(buffer.clone()).with_rpc(rpc.clone())).unwrap();
     correct_calls(&buffer, 0, 4, 5);
 
     // The attack: a scribbler and waves that give up after 20 ms, for 1 s.
@@ -306,7 +306,7 @@ fn a_hostile_device_cannot_break_the_listener(protocol: Protocol) {
     listener.remove_buffer(&buffer).unwrap();
     memory.check_canaries();
     buffer.reset();
-    listener.add_buffer_with(buffer.clone(), &options).unwrap();
+    listener.add(BufferRegistration::new(buffer.clone()).with_rpc(rpc)).unwrap();
     let served_before = listener.stats().services[&ADD].1.packets;
     let fresh: Vec<_> = (1..=4u64)
         .map(|id| {

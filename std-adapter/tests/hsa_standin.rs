@@ -184,7 +184,7 @@ fn waves_through_hsa_memory_and_signals(protocol: Protocol) {
         }
         assert_eq!(standin.blocks().len(), if protocol == Protocol::Phase { 2 } else { 1 });
 
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         run_waves(&buffer, 4, 16, 25, Some(WAVE_TIMEOUT));
         // With the device quiet the listener goes idle and sleeps on its signal (while waves call,
         // a loaded machine may keep it busy polling throughout).
@@ -326,7 +326,7 @@ fn devmem_blocks_come_from_the_gpu_pool() {
         listener.services().enable_devmem(backend.device_memory.clone(), DevMemLimits::default()).unwrap();
         let device: Arc<dyn Doorbell> = Arc::new(DeviceRing { signal: backend.doorbell.clone() });
         let buffer = Arc::new(HostcallBuffer::new(backend.memory.clone(), 4, device).unwrap());
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         let wave = hostcall::device::Wave::new(buffer.clone(), 1).with_timeout(WAVE_TIMEOUT);
         let address = wave.call(DEVMEM, |_| [0, 1 << 20, 0, 0, 0, 0, 0, 0]).unwrap().lane(0)[0];
         assert_ne!(address, 0);

@@ -68,7 +68,7 @@ fn two_devices(protocol: Protocol, memory: Arc<dyn DeviceMemory>, devmem: DevMem
     let buffer = || {
         let buffer = HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell.clone(), protocol);
         let buffer = Arc::new(buffer.unwrap());
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         buffer
     };
     let (victim, thief) = (buffer(), buffer());
@@ -184,7 +184,7 @@ fn a_buffer_added_again_at_its_address_inherits_nothing(protocol: Protocol) {
     let [address, 0] = call(&s.victim, DEVMEM, [0, 4096, 0, 0, 0, 0, 0, 0]) else { panic!("allocation") };
 
     s.listener.remove_buffer(&s.victim).unwrap();
-    s.listener.add_buffer(s.victim.clone()).unwrap();
+    s.listener.add(s.victim.clone()).unwrap();
     let rest = &words[7..words.len().min(14)];
     assert_eq!(call(&s.victim, PRINTF, chunk(false, true, id, rest)), ErrorCode::BadRequest.reply());
     assert_eq!(call(&s.victim, DEVMEM, [address, 0, 0, 0, 0, 0, 0, 0]), [0, ErrorCode::BadRequest as u64]);

@@ -38,7 +38,7 @@ fn buffer(doorbell: &Arc<dyn Doorbell>, packets: u64, protocol: Protocol) -> Arc
 fn sixty_four_waves_on_sixty_four_packets(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     let buffer = buffer(&doorbell, 64, protocol);
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     run_waves(&buffer, 64, 64, 20, None);
     let stats = listener.shutdown();
     assert_eq!(stats.services[&ADD].1.packets, 64 * 20);
@@ -49,7 +49,7 @@ fn sixty_four_waves_on_sixty_four_packets(protocol: Protocol) {
 fn sixty_four_waves_on_two_packets(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     let buffer = buffer(&doorbell, 2, protocol);
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     run_waves(&buffer, 64, 3, 10, None);
     assert_eq!(listener.shutdown().services[&ADD].1.packets, 64 * 10);
 }
@@ -58,7 +58,7 @@ fn several_buffers_on_one_listener(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     let buffers: Vec<_> = (0..4).map(|i| buffer(&doorbell, 2 + i, protocol)).collect();
     for b in &buffers {
-        listener.add_buffer(b.clone()).unwrap();
+        listener.add(b.clone()).unwrap();
     }
     assert_eq!(listener.buffer_count(), 4);
     let threads: Vec<_> = buffers
@@ -75,7 +75,7 @@ fn several_buffers_on_one_listener(protocol: Protocol) {
 fn buffers_added_and_removed_mid_run(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     let steady = buffer(&doorbell, 4, protocol);
-    listener.add_buffer(steady.clone()).unwrap();
+    listener.add(steady.clone()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let background = {
         let (steady, stop) = (steady.clone(), stop.clone());
@@ -90,8 +90,8 @@ fn buffers_added_and_removed_mid_run(protocol: Protocol) {
     };
     for round in 0..20 {
         let extra = buffer(&doorbell, 2 + round % 3, protocol);
-        listener.add_buffer(extra.clone()).unwrap();
-        assert!(matches!(listener.add_buffer(extra.clone()), Err(Error::Poller(_))), "added twice");
+        listener.add(extra.clone()).unwrap();
+        assert!(matches!(listener.add(extra.clone()), Err(Error::Poller(_))), "added twice");
         run_waves(&extra, 2, 2, 3, None);
         let removed = listener.remove_buffer(&extra).unwrap();
         assert!(Arc::ptr_eq(&removed, &extra));
@@ -115,7 +115,7 @@ fn shutdown_with_waves_mid_call_answers_them_and_joins(protocol: Protocol) {
         })
         .unwrap();
     let buffer = buffer(&doorbell, 8, protocol);
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let start = Arc::new(Barrier::new(9));
     let answered = Arc::new(AtomicU64::new(0));
     let waves: Vec<_> = (0..8)
@@ -150,7 +150,7 @@ fn shutdown_with_waves_mid_call_answers_them_and_joins(protocol: Protocol) {
 fn a_panicking_handler_gets_an_error_reply_and_the_listener_goes_on(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     let buffer = buffer(&doorbell, 2, protocol);
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let wave = Wave::new(buffer.clone(), 6);
     let reply = wave.call(PANICS, |lane| [10 + lane as u64, 0, 0, 0, 0, 0, 0, 0]).unwrap();
     assert!(reply.host_error());
@@ -166,7 +166,7 @@ fn a_panicking_handler_gets_an_error_reply_and_the_listener_goes_on(protocol: Pr
 fn an_unknown_service_is_answered_with_an_error(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     let buffer = buffer(&doorbell, 2, protocol);
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     for id in [0, 9999, u32::MAX] {
         let reply = Wave::new(buffer.clone(), 64).call(id, |_| [1; 8]).unwrap();
         assert!(reply.host_error());
@@ -182,7 +182,7 @@ fn a_producer_that_never_rings_is_served_within_the_poll_timeout(protocol: Proto
     // The buffer rings a doorbell nobody listens to.
     let silent: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let buffer = buffer(&silent, 2, protocol);
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     thread::sleep(Duration::from_millis(100)); // the listener is idle, at its longest timeout
     let begun = Instant::now();
     let reply = Wave::new(buffer, 1).call(ADD, |_| [40, 2, 0, 0, 0, 0, 0, 0]).unwrap();
@@ -194,14 +194,14 @@ fn a_producer_that_never_rings_is_served_within_the_poll_timeout(protocol: Proto
 fn a_spinning_listener_serves_too(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::spinning());
     let buffer = buffer(&doorbell, 4, protocol);
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     run_waves(&buffer, 2, 64, 50, None);
 }
 
 fn a_dropped_listener_joins_its_thread(protocol: Protocol) {
     let (listener, doorbell) = listener(ListenerConfig::default());
     let buffer = buffer(&doorbell, 2, protocol);
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     run_waves(&buffer, 1, 1, 3, None);
     drop(listener);
     assert_eq!(Arc::strong_count(&buffer), 1, "the listener let go of the buffer");

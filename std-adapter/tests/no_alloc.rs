@@ -65,7 +65,7 @@ fn allocations_per_window(config: ListenerConfig, lanes: u32) -> (u64, usize) {
     let listener = Listener::start(doorbell.clone(), config).unwrap();
     listener.services().register_lane(ADD, "add", |r| Ok([r[0].wrapping_add(r[1]), r[2]])).unwrap();
     let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let wave = Wave::new(buffer, lanes);
     let call = |i: u64| {
         let reply = wave.call(ADD, |lane| [i, lane as u64, !i, 0, 0, 0, 0, 0]).unwrap();

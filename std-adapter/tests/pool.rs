@@ -9,7 +9,7 @@ use hostcall::buffer::Protocol;
 use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
 use hostcall::threads::pool::{stripes, ListenerPool, STRIPE_ALIGN};
-use hostcall::{Error, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{BufferRegistration, Error, ListenerConfig, ParkingDoorbell, Wave};
 use hostcall::{HostMemory, HostcallBuffer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -67,7 +67,7 @@ fn three_threads_split_one_buffer_and_each_serves_only_its_stripe(protocol: Prot
     pool.services().register_packet(ECHO, "echo", recorder.clone()).unwrap();
     let packets = 48;
     let buffer = buffer(&doorbell, packets, protocol);
-    pool.add_buffer(buffer.clone()).unwrap();
+    pool.add(buffer.clone()).unwrap();
     assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).sum::<usize>(), 3, "one stripe per thread");
 
     // As many waves as packets: consecutive waves start their claims at consecutive indices, so
@@ -118,11 +118,14 @@ fn ranges_of_one_buffer_are_claimed_once(protocol: Protocol) {
     pool.services().register_packet(ECHO, "echo", Recorder::default()).unwrap();
     let buffer = buffer(&doorbell, 32, protocol);
     let [a, b] = pool.listeners() else { panic!("two listeners") };
-    a.add_buffer_range(buffer.clone(), 0..16).unwrap();
+    a.add(BufferRegistration::new(buffer.clone()).range(0..16)).unwrap();
     // Overlapping a claimed range, or the whole buffer, is refused; a disjoint range is not.
-    assert!(matches!(b.add_buffer_range(buffer.clone(), 8..24), Err(Error::AlreadyServed { .. })));
-    assert!(matches!(b.add_buffer(buffer.clone()), Err(Error::AlreadyServed { .. })));
-    b.add_buffer_range(buffer.clone(), 16..32).unwrap();
+    assert!(matches!(
+        b.add(BufferRegistration::new(buffer.clone()).range(8..24)),
+        Err(Error::AlreadyServed { .. })
+    ));
+    assert!(matches!(b.add(buffer.clone()), Err(Error::AlreadyServed { .. })));
+    b.add(BufferRegistration::new(buffer.clone()).range(16..32)).unwrap();
     let wave = Wave::new(buffer.clone(), 3);
     for c in 0..40 {
         assert_eq!(wave.call(ECHO, |_| [c, 1, 0, 0, 0, 0, 0, 0]).unwrap().lane(2), [c + 2, 1]);
@@ -140,7 +143,7 @@ fn several_buffers_and_removal() {
     let b = buffer(&doorbell, 5, Protocol::Phase); // one stripe only: the second thread does not get it
     let stack = buffer(&doorbell, 8, Protocol::Stack);
     for buffer in [&a, &b, &stack] {
-        pool.add_buffer(buffer.clone()).unwrap();
+        pool.add(buffer.clone()).unwrap();
     }
     assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).sum::<usize>(), 2 + 1 + 1);
     for buffer in [&a, &b, &stack] {
@@ -150,7 +153,10 @@ fn several_buffers_and_removal() {
         }
     }
     // A stack buffer cannot be split.
-    assert!(matches!(pool.listeners()[0].add_buffer_range(stack.clone(), 0..4), Err(Error::Unsupported(_))));
+    assert!(matches!(
+        pool.listeners()[0].add(BufferRegistration::new(stack.clone()).range(0..4)),
+        Err(Error::Unsupported(_))
+    ));
     pool.remove_buffer(&a).unwrap();
     pool.remove_buffer(&b).unwrap();
     pool.remove_buffer(&stack).unwrap();
@@ -163,3 +169,31 @@ for_splittable_protocols!(
     three_threads_split_one_buffer_and_each_serves_only_its_stripe,
     ranges_of_one_buffer_are_claimed_once,
 );
+
+/// One registration for a pool too: memory the caller manages is striped as a buffer is, and
+/// removed with `remove_raw`; a registration with a range of its own is refused (the pool splits
+/// buffers itself), and nothing of it is served.
+#[test]
+fn a_pool_stripes_raw_memory_and_refuses_a_range() {
+    let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+    let pool = ListenerPool::start(2, doorbell.clone(), ListenerConfig::default()).unwrap();
+    pool.services().register_packet(ECHO, "echo", Recorder::default()).unwrap();
+    let buffer = buffer(&doorbell, 32, Protocol::Phase);
+    let ranged = pool.add(BufferRegistration::new(buffer.clone()).range(0..16));
+    assert!(matches!(ranged, Err(Error::Unsupported(_))), "{ranged:?}");
+    assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).sum::<usize>(), 0);
+
+    // SAFETY: `buffer` (initialised for the phase protocol, accessed only atomically) outlives
+    // the pool's use of its memory: removed below, before it is dropped.
+    let raw = unsafe { BufferRegistration::raw(Protocol::Phase, buffer.as_ptr(), buffer.len(), 32) };
+    pool.add(raw).unwrap();
+    assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).collect::<Vec<_>>(), [1, 1]);
+    let wave = Wave::new(buffer.clone(), 3);
+    for c in 0..40 {
+        assert_eq!(wave.call(ECHO, |_| [c, 1, 0, 0, 0, 0, 0, 0]).unwrap().lane(2), [c + 2, 1]);
+    }
+    pool.remove_raw(buffer.as_ptr()).unwrap();
+    assert!(matches!(pool.remove_raw(buffer.as_ptr()), Err(Error::Poller(_))), "removed twice");
+    assert_eq!(pool.listeners().iter().map(|l| l.buffer_count()).sum::<usize>(), 0);
+    assert_eq!(pool.shutdown().total().errors, 0);
+}

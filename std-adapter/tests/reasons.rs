@@ -32,7 +32,7 @@ fn listener_with(
     services.enable_devmem(memory, devmem).unwrap();
     services.register_lane(ECHO, "echo", |r| Ok([r[0], 0])).unwrap();
     let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     (listener, buffer)
 }
 
@@ -327,7 +327,7 @@ fn stalled_request() {
     listener.services().register_lane(ECHO, "echo", |r| Ok([r[0], r[7]])).unwrap();
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, Protocol::Line).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let view = buffer.view();
     let Ok(Some(AnyClaimed::Line(mut packet))) = view.claim(2) else { panic!("a free line packet") };
     let (index, seq) = (packet.index(), packet.seq());

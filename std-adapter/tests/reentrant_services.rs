@@ -47,7 +47,7 @@ fn a_service_may_ask_its_listener(protocol: Protocol) {
                 Arc::new(b.unwrap())
             })
             .collect();
-        buffers.iter().for_each(|b| listener.add_buffer(b.clone()).unwrap());
+        buffers.iter().for_each(|b| listener.add(b.clone()).unwrap());
         let reply = Wave::new(buffers[0].clone(), 3).call(ASK, |_| [0; 8]).unwrap();
         assert_eq!(reply.lane(2), [2, 2]);
         listener.shutdown();

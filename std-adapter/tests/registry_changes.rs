@@ -21,7 +21,7 @@ fn changes_take_effect_at_the_next_packet() {
         let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
         let listener = Listener::start(doorbell.clone(), config).unwrap();
         let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 2, doorbell).unwrap());
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         let wave = Wave::new(buffer, 1);
         let services = listener.services();
 

@@ -13,7 +13,7 @@ use hostcall::core::rpc::{opcode, Client};
 use hostcall::core::sync::AtomicU32;
 use hostcall::prelude::*;
 use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::threads::listener::BufferOptions;
+use hostcall::BufferRegistration;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
@@ -41,8 +41,9 @@ fn rpc_counters_are_read_while_a_turn_is_stuck_in_the_sink() {
     let protocol = Protocol::Rpc { lanes: 1 };
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 1, doorbell, protocol).unwrap());
-    let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
-    listener.add_buffer_with(buffer.clone(), &options).unwrap();
+    listener
+        .add(BufferRegistration::new(buffer.clone()).with_rpc(RpcOptions::default().with_sink(sink)))
+        .unwrap();
     let base = buffer.as_ptr() as usize;
     let before = listener.rpc_counters(buffer.as_ptr()).unwrap();
 

@@ -21,7 +21,7 @@ use hostcall::core::rpc::{self, fill_packet, opcode, Client, ClientPort, Cursor}
 use hostcall::observe::Reason;
 use hostcall::prelude::*;
 use hostcall::services::rpc::{RpcCounters, RpcOptions, SharedSink, DEFAULT_STREAM_BYTES};
-use hostcall::threads::listener::BufferOptions;
+use hostcall::BufferRegistration;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Stats, Wave};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -130,9 +130,13 @@ fn under_attack(attack: impl FnOnce(&Attacker<'_>) + Send + 'static) -> Aftermat
             let sink = SharedSink::from_fn(move |_, bytes| {
                 counted.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             });
-            let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
-            listener.add_buffer_with(rpc_buffer.clone(), &options).unwrap();
-            listener.add_buffer(phase_buffer.clone()).unwrap();
+            listener
+                .add(
+                    BufferRegistration::new(rpc_buffer.clone())
+                        .with_rpc(RpcOptions::default().with_sink(sink)),
+                )
+                .unwrap();
+            listener.add(phase_buffer.clone()).unwrap();
             let waves = [(&rpc_buffer, 1), (&rpc_buffer, 2), (&phase_buffer, 3)];
             for (buffer, id) in waves {
                 correct_calls(&Wave::new(buffer.clone(), LANES).with_timeout(PATIENCE), id, 0..1);

@@ -15,8 +15,7 @@ use hostcall::services::printf::Stream;
 use hostcall::services::rpc::client::one_lane::{fopen, one_packet};
 use hostcall::services::rpc::client::{printf, printf_opcode, CArg};
 use hostcall::services::rpc::{RpcLimits, RpcOptions, RpcPolicy, SharedSink};
-use hostcall::threads::listener::BufferOptions;
-use hostcall::ListenerPool;
+use hostcall::{BufferRegistration, ListenerPool};
 use hostcall::{DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -46,13 +45,13 @@ fn rpc_ports_are_served_beside_a_phase_buffer() {
     let len = protocol.buffer_size(PORTS as usize).unwrap();
     let memory = DeviceAllocation::new(Arc::new(HostMemory), len, protocol.buffer_align()).unwrap();
     let (sink, output) = capture();
-    let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
     // SAFETY: `memory` stays allocated until after `remove_raw`, touched only atomically.
-    unsafe { listener.add_raw_protocol(protocol, memory.as_ptr(), len, PORTS, 0, &options) }.unwrap();
+    let registration = unsafe { BufferRegistration::raw(protocol, memory.as_ptr(), len, PORTS) };
+    listener.add(registration.with_rpc(RpcOptions::default().with_sink(sink))).unwrap();
     let phase = Arc::new(
         HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell.clone(), Protocol::Phase).unwrap(),
     );
-    listener.add_buffer(phase.clone()).unwrap();
+    listener.add(phase.clone()).unwrap();
 
     // SAFETY: as above; the view is used only while the listener serves the memory.
     let view = unsafe { View::from_raw(memory.as_ptr(), len, PORTS, u64::from(LANES)) }.unwrap();
@@ -161,7 +160,7 @@ fn a_pool_stripes_rpc_ports_and_counts_refusals() {
         .with_policy(RpcPolicy::default().without_console().with_files(std::env::temp_dir()))
         .with_limits(RpcLimits::default().with_stream_bytes(100))
         .with_sink(sink);
-    pool.add_buffer_with(buffer.clone(), &BufferOptions::default().with_rpc(rpc)).unwrap();
+    pool.add(BufferRegistration::new(buffer.clone()).with_rpc(rpc)).unwrap();
     assert!(pool.listeners().iter().all(|l| l.rpc_counters(buffer.as_ptr()).is_some()));
 
     // SAFETY: the buffer outlives the view (it is used below only while the pool serves it).
@@ -229,7 +228,7 @@ fn a_wave_wider_than_the_ports_is_refused() {
     let protocol = Protocol::Rpc { lanes: LANES };
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), PORTS, doorbell, protocol).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let wide = hostcall::Wave::new(buffer.clone(), LANES + 1).with_timeout(Duration::from_secs(10));
     match wide.call(ADD, |_| [0; 8]) {
         Err(hostcall::Error::Unsupported(why)) => assert!(why.contains("outside"), "{why}"),

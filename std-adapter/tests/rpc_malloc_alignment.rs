@@ -14,7 +14,7 @@ use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
 use hostcall::services::devmem::{DevMemLimits, BLOCK_ALIGN, SLAB_BYTES};
 use hostcall::services::rpc::client::one_lane::one_packet;
-use hostcall::threads::listener::BufferOptions;
+use hostcall::BufferRegistration;
 use hostcall::{
     DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
 };
@@ -92,8 +92,7 @@ fn llvm_sized_blocks_come_back_2_mib_aligned_and_devmem_keeps_rocms_rule() {
     let listener = Listener::start(doorbell.clone(), ListenerConfig::spinning()).unwrap();
     listener.services().enable_devmem(Arc::new(PageAlignedOnly), DevMemLimits::default()).unwrap();
     // SAFETY: `memory` stays allocated until after `remove_raw`, touched only atomically.
-    unsafe { listener.add_raw_protocol(protocol, memory.as_ptr(), len, PORTS, 0, &BufferOptions::default()) }
-        .unwrap();
+    listener.add(unsafe { BufferRegistration::raw(protocol, memory.as_ptr(), len, PORTS) }).unwrap();
     // SAFETY: as above; the view is used only while the listener serves the memory.
     let view = unsafe { View::from_raw(memory.as_ptr(), len, PORTS, u64::from(LANES)) }.unwrap();
     let locks = [AtomicU32::new(0)];
@@ -122,7 +121,7 @@ fn llvm_sized_blocks_come_back_2_mib_aligned_and_devmem_keeps_rocms_rule() {
     // as this backend gives it (4 KiB past an 8 KiB boundary).
     let phase =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, Protocol::Phase).unwrap());
-    listener.add_buffer(phase.clone()).unwrap();
+    listener.add(phase.clone()).unwrap();
     let wave = Wave::new(phase, 1).with_timeout(Duration::from_secs(30));
     let rocm = wave.call(DEVMEM, |_| [0, 4 * MIB, 0, 0, 0, 0, 0, 0]).unwrap().lane(0)[0];
     assert_eq!(rocm % 8192, 4096, "{rocm:#x}: ROCm's rule takes the backend's 4 KiB alignment");

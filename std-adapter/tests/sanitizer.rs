@@ -36,7 +36,7 @@ fn setup(config: SanitizerConfig, device: u32) -> Setup {
     listener.services().enable_sanitizer(config).unwrap();
     let buffer =
         Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap().with_device_ordinal(device));
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     Setup { listener, buffer, printed }
 }
 

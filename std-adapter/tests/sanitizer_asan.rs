@@ -77,7 +77,7 @@ fn child_process_entry() {
         .unwrap();
     let buffer =
         Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap().with_device_ordinal(5));
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let info = if mode == "no-abort" { NO_ABORT | 1 } else { 1 };
     Wave::with_activemask(buffer, 0b1011)
         .call(4, |lane| [0xa000 + lane as u64, 0x10_2040, 7, 8, 9, 60 + lane as u64, info, 4])

@@ -39,7 +39,7 @@ fn reports_open_the_hsa_runtime_once() {
         let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
         listener.services().enable_sanitizer(config).unwrap();
         let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap());
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         let wave = Wave::new(buffer, 4);
         // 300 reports from distinct pcs in the code object (no two rate-limited together), no-abort.
         let started = std::time::Instant::now();

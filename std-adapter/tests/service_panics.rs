@@ -38,7 +38,7 @@ fn panicking_calls() {
         .unwrap();
     services.register_packet(PACKET_PANIC, "packet-panic", PanickingPacketService).unwrap();
     let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let wave = Wave::new(buffer, 64);
     for call in 0..CALLS {
         let service = if call % 2 == 0 { LANE_PANIC } else { PACKET_PANIC };

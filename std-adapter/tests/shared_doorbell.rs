@@ -81,7 +81,7 @@ fn stopping_one_listener_leaves_another_on_its_doorbell_asleep_and_serving() {
     let survivor = Arc::new(Listener::start(doorbell.clone(), config("hc-survivor")).unwrap());
     survivor.services().register_lane(ADD, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
     let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell.clone()).unwrap());
-    survivor.add_buffer(buffer.clone()).unwrap();
+    survivor.add(buffer.clone()).unwrap();
     assert_eq!(add_call(&buffer), [42, 0]);
 
     within(Duration::from_secs(10), "shutdown of the other listener", move || stopping.shutdown());
@@ -100,7 +100,7 @@ fn stopping_one_thread_of_a_pool_leaves_the_others_asleep_and_serving() {
         .map(|_| Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell.clone()).unwrap()))
         .collect();
     for buffer in &buffers {
-        pool.add_buffer(buffer.clone()).unwrap();
+        pool.add(buffer.clone()).unwrap();
     }
     assert_eq!(add_call(&buffers[1]), [42, 0]);
 

@@ -90,7 +90,7 @@ fn a_device_that_calls_forever_does_not_hold_up_shutdown(protocol: Protocol) {
     let grace = Duration::from_millis(20);
     let listener = start(&doorbell, ListenerConfig::default().with_shutdown_grace(grace));
     let buffer = buffer(&doorbell, 8, protocol);
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let (stop, outcomes) = (Arc::new(AtomicBool::new(false)), Arc::new(Outcomes::default()));
     let device = busy_device(&buffer, 4, &stop, &outcomes);
     while outcomes.served.load(Ordering::Relaxed) < 1000 {
@@ -119,7 +119,7 @@ fn a_thousand_start_shutdown_cycles_with_a_busy_device(protocol: Protocol) {
             let mut longest = Duration::ZERO;
             for _ in 0..1000 {
                 let listener = start(&doorbell, config.clone());
-                listener.add_buffer(cycling.clone()).unwrap();
+                listener.add(cycling.clone()).unwrap();
                 thread::yield_now();
                 let begun = std::time::Instant::now();
                 listener.shutdown();
@@ -130,7 +130,7 @@ fn a_thousand_start_shutdown_cycles_with_a_busy_device(protocol: Protocol) {
     stop.store(true, Ordering::Relaxed);
     // The last listener is gone: whatever is still submitted is answered by a last one.
     let last = start(&buffer_doorbell(&buffer), ListenerConfig::default());
-    last.add_buffer(buffer.clone()).unwrap();
+    last.add(buffer.clone()).unwrap();
     device.into_iter().for_each(|t| t.join().unwrap());
     returns_within("the last shutdown", WATCHDOG, move || last.shutdown());
     let (served, refused, timed_out) = (
@@ -163,7 +163,7 @@ fn packets_after_the_grace_get_the_shutdown_error(protocol: Protocol) {
     listener.services().enable_devmem(Arc::new(HostMemory), DevMemLimits::default()).unwrap();
     let silent: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let buffer = buffer(&silent, 4, protocol);
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     thread::sleep(Duration::from_millis(200)); // the listener is asleep at its longest wait
                                                // Each lane's fill says it ran; the wave submits right after its last lane is filled.
     let (filled, fills) = std::sync::mpsc::channel();

@@ -56,7 +56,7 @@ fn a_stuck_call_is_warned_about_and_its_return_too(protocol: Protocol) {
         .unwrap();
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, protocol).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let wave = Wave::new(buffer.clone(), 1).with_timeout(PATIENCE);
     let call = std::thread::spawn(move || wave.call(BLOCK, |_| [0; 8]).unwrap().lane(0)[0]);
     entered.recv_timeout(PATIENCE).unwrap();

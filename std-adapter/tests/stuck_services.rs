@@ -97,8 +97,8 @@ fn blocked(protocol: Protocol) -> Blocked {
     let listener = Listener::start(doorbell.clone(), config()).unwrap();
     let (entered, release) = register(listener.services());
     let (stuck, other) = (buffer(&doorbell, protocol), buffer(&doorbell, protocol));
-    listener.add_buffer(stuck.clone()).unwrap();
-    listener.add_buffer(other.clone()).unwrap();
+    listener.add(stuck.clone()).unwrap();
+    listener.add(other.clone()).unwrap();
     let call = block(&stuck, &entered);
     Blocked { doorbell, listener, stuck, other, call, release }
 }
@@ -132,17 +132,14 @@ fn shutdown_returns_while_a_service_blocks(protocol: Protocol) {
         assert!(!call.is_finished(), "shutdown returned while the service still blocks (after {took:?})");
         // The other buffer's claim was released by the shutdown; the stuck one's is held.
         let next = Listener::start(doorbell.clone(), config()).unwrap();
-        next.add_buffer(other.clone()).expect("the other buffer is free once shutdown returned");
-        assert!(
-            next.add_buffer(stuck.clone()).is_err(),
-            "the stuck buffer stays claimed while its call runs"
-        );
+        next.add(other.clone()).expect("the other buffer is free once shutdown returned");
+        assert!(next.add(stuck.clone()).is_err(), "the stuck buffer stays claimed while its call runs");
 
         release.send(()).unwrap();
         assert_eq!(call.join().unwrap(), 7, "the stuck call's reply is still written");
         drop(listener);
         let started = Instant::now();
-        while next.add_buffer(stuck.clone()).is_err() {
+        while next.add(stuck.clone()).is_err() {
             assert!(started.elapsed() < PATIENCE, "the stuck buffer's claim is released after its call");
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -162,8 +159,8 @@ fn shutdown_before_the_relief_waits_on_the_successor(protocol: Protocol) {
         let listener = Listener::start(doorbell.clone(), config).unwrap();
         let (entered, release) = register(listener.services());
         let (stuck, other) = (buffer(&doorbell, protocol), buffer(&doorbell, protocol));
-        listener.add_buffer(stuck.clone()).unwrap();
-        listener.add_buffer(other.clone()).unwrap();
+        listener.add(stuck.clone()).unwrap();
+        listener.add(other.clone()).unwrap();
         let call = block(&stuck, &entered);
         let (listener, _) = returns_within("shutdown", PATIENCE, move || {
             listener.shutdown_timeout(Duration::ZERO);
@@ -190,7 +187,7 @@ fn a_pool_thread_keeps_serving_while_a_service_blocks(protocol: Protocol) {
         let (stuck, elsewhere, victim) =
             (buffer(&doorbell, protocol), buffer(&doorbell, protocol), buffer(&doorbell, protocol));
         for b in [&stuck, &elsewhere, &victim] {
-            pool.add_buffer(b.clone()).unwrap();
+            pool.add(b.clone()).unwrap();
         }
         let call = block(&stuck, &entered);
         served(&victim, 200);

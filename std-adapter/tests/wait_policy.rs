@@ -72,7 +72,7 @@ fn an_idle_listener_never_naps_longer_than_the_default_bound_and_serves_a_silent
         let listener = Listener::start(bell.clone(), ListenerConfig::default()).unwrap();
         register_add(listener.services());
         let buffer = buffer_on(bell.clone());
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         // Idle well past the point where a doubling schedule would have grown beyond its bound.
         while bell.naps.load(Ordering::Relaxed) < 40 {
             std::thread::sleep(Duration::from_millis(5));
@@ -113,7 +113,7 @@ fn a_ring_ends_a_long_nap() {
         let listener = Listener::start(doorbell.clone(), config).unwrap();
         register_add(listener.services());
         let buffer = buffer_on(doorbell);
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         std::thread::sleep(Duration::from_millis(20)); // asleep in its first nap
         assert_eq!(add_call(&buffer), [42, 0]); // the wave rings the listener's doorbell
         listener.shutdown();
@@ -133,7 +133,7 @@ fn a_new_policy_reaches_a_running_listener() {
         register_add(listener.services());
         // The buffer rings a doorbell nobody listens to: only a poll finds its calls.
         let buffer = buffer_on(Arc::new(ParkingDoorbell::new()));
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         std::thread::sleep(Duration::from_millis(20)); // asleep in its first ten-minute nap
         listener.set_wait_policy(WaitPolicy::default());
         assert_eq!(listener.wait_policy(), WaitPolicy::default());
@@ -155,7 +155,7 @@ fn the_timer_slack_is_the_listener_threads() {
         let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
         listener.services().register_lane(SLACK, "slack", |_| Ok([slack_of_this_thread(), 0])).unwrap();
         let buffer = buffer_on(doorbell);
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         let slack = || Wave::new(buffer.clone(), 1).call(SLACK, |_| [0; 8]).unwrap().lane(0)[0];
         let default_slack = WaitPolicy::default().timer_slack.unwrap();
         assert_eq!(Duration::from_nanos(slack()), default_slack);

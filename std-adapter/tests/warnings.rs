@@ -61,7 +61,7 @@ fn listener_with(packets: u64, protocol: Protocol) -> (Listener, Arc<HostcallBuf
     let listener = Listener::start(doorbell.clone(), ListenerConfig::spinning()).unwrap();
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell, protocol).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     (listener, buffer)
 }
 

@@ -191,7 +191,7 @@ impl Host {
 
     /// Registers the buffer with the listener until it has served the plan.
     fn serve_with(&self, listener: &Listener, plan: &Plan) {
-        listener.add_buffer(self.buffer.clone()).expect("the buffer is served by no one else");
+        listener.add(self.buffer.clone()).expect("the buffer is served by no one else");
         self.doorbell.ring();
         let deadline = Instant::now() + LISTENER_DEADLINE;
         while !self.served(plan) {

@@ -176,7 +176,7 @@ impl<'b> Words<'b> {
     }
 
     // Relaxed throughout: the device writes before the host polls and reads after it, on one
-    // thread (the poller) or across the listener's registration (`add_buffer`/`remove_buffer`
+    // thread (the poller) or across the listener's registration (`add`/`remove_buffer`
     // lock, which orders them).
     pub(crate) fn load(&self, byte: usize) -> u64 {
         self.word(byte).load(Ordering::Relaxed)
@@ -198,7 +198,7 @@ impl<'b> Words<'b> {
     /// a word-by-word loop instrumented for coverage).
     ///
     /// Only while no other thread touches the buffer: the poller runs on the calling thread, and
-    /// the listener serves the buffer only between `add_buffer` and `remove_buffer`, which the
+    /// the listener serves the buffer only between `add` and `remove_buffer`, which the
     /// target never spans with a snapshot.
     pub(crate) fn snapshot(&self) -> Vec<u64> {
         let mut out = vec![0; self.len()];

@@ -90,10 +90,10 @@ impl Pair {
         let new_buffer =
             || Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 2, doorbell.clone()).expect("buffer"));
         let buffer = new_buffer();
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         let idle: Vec<_> = (0..idle_buffers).map(|_| new_buffer()).collect();
         for b in &idle {
-            listener.add_buffer(b.clone()).unwrap();
+            listener.add(b.clone()).unwrap();
         }
         Self { listener, buffer, _idle: idle }
     }

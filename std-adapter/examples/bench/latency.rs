@@ -72,7 +72,7 @@ pub(crate) fn start_listener_with(
     let memory = Arc::new(HostMemory);
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(memory, packets, doorbell, protocol).expect("buffer"));
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     (listener, buffer)
 }
 

@@ -17,7 +17,7 @@ use hostcall::core::sync::AtomicU32;
 use hostcall::core::{ClaimedPacket, CompletedPacket, SubmittedPacket};
 use hostcall::prelude::*;
 use hostcall::services::rpc::RpcOptions;
-use hostcall::threads::listener::BufferOptions;
+use hostcall::BufferRegistration;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +41,7 @@ pub(crate) fn run_callgrind(packets: u64, lanes: u32, protocol: Protocol, rings_
         HostcallBuffer::with_protocol(Arc::new(HostMemory), ports, doorbell.clone(), protocol)
             .expect("buffer"),
     );
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let view = buffer.view();
     let ring = || doorbell.ring();
     let checksum = if rings_only {
@@ -115,9 +115,12 @@ pub(crate) fn run_callgrind_puts(packets: u64, lanes: u32) {
     let buffer = Arc::new(
         HostcallBuffer::with_protocol(Arc::new(HostMemory), 1, doorbell.clone(), protocol).expect("buffer"),
     );
-    let options =
-        BufferOptions::default().with_rpc(RpcOptions::default().with_sink(crate::puts::dev_null_sink()));
-    listener.add_buffer_with(buffer.clone(), &options).unwrap();
+    listener
+        .add(
+            BufferRegistration::new(buffer.clone())
+                .with_rpc(RpcOptions::default().with_sink(crate::puts::dev_null_sink())),
+        )
+        .unwrap();
     let locks = [AtomicU32::new(0)];
     let client = Client::new(buffer.view().rpc().expect("an RPC buffer"), &locks).expect("one lock word");
     let lines: Vec<Vec<u8>> = (0..lanes).map(crate::puts::line).collect();

@@ -22,7 +22,7 @@ use hostcall::core::rpc::{Client, ClientPort, View};
 use hostcall::core::sync::AtomicU32;
 use hostcall::services::printf::Streams;
 use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::threads::listener::BufferOptions;
+use hostcall::BufferRegistration;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
 use std::fs::File;
 use std::hint::spin_loop;
@@ -113,8 +113,12 @@ pub(crate) fn rpc_puts(o: &Options, clients: usize) -> Sample {
     let buffer = rpc_buffer(clients as u64);
     let listener =
         Listener::start(buffer.doorbell().clone(), ListenerConfig::spinning()).expect("a listener");
-    let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(dev_null_sink()));
-    listener.add_buffer_with(buffer.clone(), &options).expect("add the buffer");
+    listener
+        .add(
+            BufferRegistration::new(buffer.clone())
+                .with_rpc(RpcOptions::default().with_sink(dev_null_sink())),
+        )
+        .expect("add the buffer");
     let sample = client_puts(o, clients, buffer);
     listener.shutdown();
     sample

@@ -113,7 +113,7 @@ fn check(gpu: &Gpu, pool: &DeviceListeners, options: &Options) -> Result<bool, E
     // FUNCTION_CALL: 2 warps x 10 calls, every reply checked on the GPU.
     {
         let (buffer, _state) = gpu.buffer(32)?;
-        pool.add_buffer(buffer.clone())?;
+        pool.add(buffer.clone())?;
         let counters = DeviceBuffer::new(cuda.clone(), 16)?;
         let kernel = gpu.module.kernel("hc_function_call")?;
         let calls = 10u64;
@@ -178,7 +178,7 @@ fn printf(
     kernel: &str,
     what: &str,
 ) -> Result<bool, Error> {
-    pool.add_buffer(buffer.clone())?;
+    pool.add(buffer.clone())?;
     let results = DeviceBuffer::new(gpu.cuda.clone(), 32 * 8)?;
     let kernel = gpu.module.kernel(kernel)?;
     let lanes = 4u64;

@@ -42,7 +42,7 @@ pub(crate) trait Serve: Sync {
 
 impl Serve for ListenerPool {
     fn add(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
-        self.add_buffer(buffer)
+        ListenerPool::add(self, buffer)
     }
     fn remove(&self, buffer: &HostcallBuffer) -> Result<(), Error> {
         self.remove_buffer(buffer)
@@ -51,7 +51,7 @@ impl Serve for ListenerPool {
 
 impl Serve for DeviceListeners {
     fn add(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
-        self.add_buffer(buffer)
+        DeviceListeners::add(self, buffer)
     }
     fn remove(&self, buffer: &HostcallBuffer) -> Result<(), Error> {
         self.remove_buffer(buffer)

@@ -7,7 +7,7 @@
 use crate::gpu::{rpc_ports, Gpu};
 use hostcall::backend::cuda::DeviceBuffer;
 use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::threads::listener::BufferOptions;
+use hostcall::BufferRegistration;
 use hostcall::Error;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,10 +40,9 @@ fn row(gpu: &Gpu, warps: u32, threads: usize, calls: u32) -> Result<bool, Error>
             count.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         }
     });
-    let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
     let pool = gpu.pool(threads)?;
     let (buffer, state) = gpu.host.rpc_buffer(rpc_ports(warps), &gpu.module)?;
-    pool.add_buffer_with(buffer.clone(), &options)?;
+    pool.add(BufferRegistration::new(buffer.clone()).with_rpc(RpcOptions::default().with_sink(sink)))?;
     let kernel = gpu.module.kernel("hc_rpc_puts_all")?;
     let counters = DeviceBuffer::new(gpu.cuda.clone(), 16)?;
     let (grid, block) = gpu.shape(warps);

@@ -34,7 +34,7 @@ fn together(
                 scope.spawn(move || -> Result<Run, Error> {
                     gpu.cuda.make_current()?;
                     let (buffer, _state) = gpu.buffer(warps.max(32))?;
-                    listeners.add_buffer(buffer.clone())?;
+                    listeners.add(buffer.clone())?;
                     start.wait();
                     let run = gpu.calls_on(buffer.device_address(), kernel, warps, calls, policy, false);
                     listeners.remove_buffer(&buffer)?;

@@ -175,8 +175,8 @@ fn run(o: &Options, adversary: Option<Start>) -> Figures {
         Arc::new(buffer.unwrap_or_else(|e| panic!("the {what} buffer: {e}")))
     };
     let (victim, theirs) = (buffer("victim"), buffer("adversary"));
-    listener.add_buffer(victim.clone()).unwrap();
-    listener.add_buffer(theirs.clone()).unwrap();
+    listener.add(victim.clone()).unwrap();
+    listener.add(theirs.clone()).unwrap();
     let cpu_before = threads::cpu_time(LISTENER_NAME);
     let running = adversary.map(|start| start(&Arena { listener: &listener, buffer: theirs, options: o }));
 

@@ -11,7 +11,7 @@ use crate::{Arena, Running};
 use hostcall::buffer::Protocol;
 use hostcall::core::rpc::{fill_packet, opcode::libc, Client, ClientPort, Cursor};
 use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::threads::listener::BufferOptions;
+use hostcall::BufferRegistration;
 use hostcall::{HostMemory, HostcallBuffer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -40,8 +40,10 @@ pub(crate) fn start(arena: &Arena<'_>) -> Running {
     let sink = SharedSink::from_fn(move |_, bytes| {
         counted.fetch_add(bytes.len() as u64, Ordering::Relaxed);
     });
-    let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
-    arena.listener.add_buffer_with(buffer.clone(), &options).expect("the RPC buffer served");
+    arena
+        .listener
+        .add(BufferRegistration::new(buffer.clone()).with_rpc(RpcOptions::default().with_sink(sink)))
+        .expect("the RPC buffer served");
     let mut format = vec![b'z'; arena.options.format_bytes.max(1) as usize - 1];
     format.push(0);
     let until = Instant::now() + Duration::from_secs_f64(arena.options.seconds + 1.0);

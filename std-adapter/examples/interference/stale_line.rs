@@ -38,7 +38,7 @@ pub(crate) fn start(arena: &Arena<'_>) -> Running {
         request.head.store(encode_head(SERVICE, u64::MAX, seq), Ordering::Release);
     }
     let buffer = Arc::new(buffer);
-    arena.listener.add_buffer(buffer.clone()).expect("the stale-line buffer served");
+    arena.listener.add(buffer.clone()).expect("the stale-line buffer served");
     let bytes = buffer.len();
     let note = move || {
         let _keep = &buffer; // served until the listener's shutdown

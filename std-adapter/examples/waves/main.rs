@@ -119,8 +119,8 @@ fn main() -> ExitCode {
 /// `k` alone. The one place the run hands a buffer to its listeners.
 fn serve(pool: &ListenerPool, layout: Layout, k: usize, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
     match layout {
-        Layout::One => pool.add_buffer(buffer),
-        Layout::PerThread => pool.listeners()[k].add_buffer(buffer),
+        Layout::One => pool.add(buffer),
+        Layout::PerThread => pool.listeners()[k].add(buffer),
     }
 }
 

@@ -81,7 +81,7 @@ pub struct BufferStats {
 /// let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
 /// listener.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
 /// let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 8, doorbell).unwrap());
-/// listener.add_buffer(buffer.clone()).unwrap();
+/// listener.add(buffer.clone()).unwrap();
 /// Wave::new(buffer.clone(), 4).call(100, |lane| [lane as u64, 1, 0, 0, 0, 0, 0, 0]).unwrap();
 /// Wave::new(buffer.clone(), 4).call(77, |_| [0; 8]).unwrap(); // nobody serves 77
 ///

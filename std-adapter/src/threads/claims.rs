@@ -1,12 +1,12 @@
 //! The process-wide claims on served buffers: one buffer is served by one listener at a time,
 //! whichever API adds it.
 //!
-//! Every path that hands a buffer to a listener takes a [`Claim`] on its address range first:
-//! [`Listener::add_buffer`](crate::threads::listener::Listener::add_buffer) and
-//! [`Listener::add_raw`](crate::threads::listener::Listener::add_raw) (and through it
-//! [`HostcallRuntime::enable`](crate::lifecycle::HostcallRuntime::enable)) claim the whole range;
-//! [`Listener::add_buffer_range`](crate::threads::listener::Listener::add_buffer_range) claims a range
-//! of packets of a phase or line buffer, which other listeners may share with claims on disjoint packet
+//! Every path that hands a buffer to a listener takes a [`Claim`] on its address range first, in
+//! [`Listener::add`](crate::threads::listener::Listener::add) (and through it
+//! [`HostcallRuntime::enable`](crate::lifecycle::HostcallRuntime::enable)): a registration of the
+//! whole buffer claims the whole range; one with a
+//! [`range`](crate::threads::listener::BufferRegistration::range) claims that range of packets of
+//! a phase, line or RPC buffer, which other listeners may share with claims on disjoint packet
 //! ranges of the same buffer (how [`ListenerPool`](crate::threads::pool::ListenerPool) splits one).
 //! A claim that overlaps another listener's is refused with [`Error::AlreadyServed`]. The claim is
 //! released when the buffer is removed, or when its listener has shut down (its thread joined) or

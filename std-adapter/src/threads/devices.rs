@@ -19,8 +19,9 @@ use crate::dispatch::registry::Services;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::observe::Stats;
-use crate::threads::listener::ListenerConfig;
+use crate::threads::listener::{BufferRegistration, ListenerConfig};
 use crate::threads::pool::ListenerPool;
+use hostcall_core::PollerError;
 use std::sync::Arc;
 
 /// What a device's listener group needs: the device's ordinal, the doorbell its buffers ring,
@@ -51,7 +52,7 @@ pub struct DeviceGroup {
 /// for group in &groups {
 ///     let buffer = HostcallBuffer::with_protocol(Arc::new(HostMemory), 64, group.doorbell.clone(), Protocol::Phase);
 ///     let buffer = Arc::new(buffer.unwrap().with_device_ordinal(group.ordinal));
-///     listeners.add_buffer(buffer.clone()).unwrap(); // served by this device's two threads
+///     listeners.add(buffer.clone()).unwrap(); // served by this device's two threads
 ///     let reply = Wave::new(buffer.clone(), 4).call(100, |lane| [lane as u64, 40, 0, 0, 0, 0, 0, 0]).unwrap();
 ///     assert_eq!(reply.lane(3), [43, 0]);
 ///     listeners.remove_buffer(&buffer).unwrap();
@@ -111,20 +112,35 @@ impl DeviceListeners {
         self.pools.iter().map(|(_, pool)| pool.threads()).sum()
     }
 
-    fn pool_of(&self, buffer: &HostcallBuffer) -> Result<&ListenerPool, Error> {
-        self.pool(buffer.device_ordinal()).ok_or_else(|| {
-            Error::Unsupported(format!("no listener group for device {}", buffer.device_ordinal()))
-        })
+    fn pool_of(&self, ordinal: u32) -> Result<&ListenerPool, Error> {
+        self.pool(ordinal)
+            .ok_or_else(|| Error::Unsupported(format!("no listener group for device {ordinal}")))
     }
 
-    /// Starts serving `buffer` on the group of its device ([`ListenerPool::add_buffer`]).
-    pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
-        self.pool_of(&buffer)?.add_buffer(buffer)
+    /// Starts serving what `registration` says on the group of its device (a buffer's
+    /// [`device_ordinal`](HostcallBuffer::device_ordinal), raw memory's
+    /// [`on_device`](BufferRegistration::on_device)), as [`ListenerPool::add`] does. Refused with
+    /// [`Error::Unsupported`] when no group serves that device.
+    pub fn add(&self, registration: impl Into<BufferRegistration>) -> Result<(), Error> {
+        let registration = registration.into();
+        self.pool_of(registration.device()?)?.add(registration)
     }
 
     /// Stops serving `buffer`. When this returns no thread touches it.
     pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<(), Error> {
-        self.pool_of(buffer)?.remove_buffer(buffer)
+        self.pool_of(buffer.device_ordinal())?.remove_buffer(buffer)
+    }
+
+    /// Stops serving memory added with a [`BufferRegistration::raw`], in whichever group serves
+    /// it. When this returns no thread touches it.
+    pub fn remove_raw(&self, base: *mut u8) -> Result<(), Error> {
+        for (_, pool) in &self.pools {
+            match pool.remove_raw(base) {
+                Err(Error::Poller(PollerError::NotRegistered { .. })) => {}
+                done => return done,
+            }
+        }
+        Err(Error::Poller(PollerError::NotRegistered { base: base as usize }))
     }
 
     /// The counters so far (every group: they share the registry).

@@ -21,7 +21,8 @@ use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::observe::Stats;
 use crate::threads::affinity;
-use crate::threads::listener::{BufferOptions, Listener, ListenerConfig};
+use crate::threads::listener::registration::Memory;
+use crate::threads::listener::{BufferOptions, BufferRegistration, Listener, ListenerConfig};
 use hostcall_core::PollerError;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,7 +65,7 @@ pub fn stripes(num_packets: u32, threads: usize) -> Vec<Range<u32>> {
 /// pool.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
 /// let buffer = HostcallBuffer::with_protocol(Arc::new(HostMemory), 64, doorbell, Protocol::Phase);
 /// let buffer = Arc::new(buffer.unwrap());
-/// pool.add_buffer(buffer.clone()).unwrap(); // packets 0..32 to one thread, 32..64 to the other
+/// pool.add(buffer.clone()).unwrap(); // packets 0..32 to one thread, 32..64 to the other
 /// let reply = Wave::new(buffer, 4).call(100, |lane| [lane as u64, 40, 0, 0, 0, 0, 0, 0]).unwrap();
 /// assert_eq!(reply.lane(3), [43, 0]);
 /// pool.shutdown();
@@ -119,32 +120,39 @@ impl ListenerPool {
         &self.listeners
     }
 
-    /// Starts serving `buffer`: a phase or line buffer split into [`stripes`] over the threads
-    /// (threads whose stripe is empty do not get it), a stack buffer whole to one thread.
-    pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
-        self.add_buffer_with(buffer, &BufferOptions::default())
-    }
-
-    /// [`ListenerPool::add_buffer`], served as `options` say. An LLVM-RPC buffer's ports are
-    /// striped as a phase buffer's packets are; each thread's host follows the calls on its own
-    /// ports, all of them with the same options (and one output sink).
-    pub fn add_buffer_with(&self, buffer: Arc<HostcallBuffer>, options: &BufferOptions) -> Result<(), Error> {
-        if !buffer.protocol().range_capable() {
+    /// Starts serving what `registration` says: a phase-, line- or RPC-protocol buffer split into
+    /// [`stripes`] over the threads (threads whose stripe is empty do not get it), a stack buffer
+    /// whole to one thread. An LLVM-RPC buffer's ports are striped as a phase buffer's packets
+    /// are; each thread's host follows the calls on its own ports, all of them with the
+    /// registration's options (and one output sink, one file table).
+    ///
+    /// Refused as [`Listener::add`] refuses, and with [`Error::Unsupported`] for a registration
+    /// with a [`range`](BufferRegistration::range): the pool splits a buffer itself. When one
+    /// stripe is refused, the stripes added before it are removed again.
+    pub fn add(&self, registration: impl Into<BufferRegistration>) -> Result<(), Error> {
+        let registration = registration.into();
+        if registration.range.is_some() {
+            return Err(Error::Unsupported(
+                "a pool splits a buffer between its threads itself: register the whole buffer".into(),
+            ));
+        }
+        if !registration.protocol().range_capable() {
             // Relaxed: only spreads buffers over threads; any value is correct.
             let k = self.next_whole.fetch_add(1, Ordering::Relaxed) % self.listeners.len();
-            return self.listeners[k].add_buffer_with(buffer, options);
+            return self.listeners[k].add(registration);
         }
         // The stripes of an RPC buffer share its file table: a `FILE` opened on one port is good
         // on every port.
-        let options = &BufferOptions { rpc: options.rpc.clone().with_one_file_table(), ..options.clone() };
-        let ranges = stripes(buffer.num_packets() as u32, self.listeners.len());
+        let options = &registration.options;
+        let options = BufferOptions { rpc: options.rpc.clone().with_one_file_table(), ..options.clone() };
+        let ranges = stripes(registration.num_packets() as u32, self.listeners.len());
         for (k, (listener, range)) in self.listeners.iter().zip(ranges).enumerate() {
             if range.is_empty() {
                 continue;
             }
-            if let Err(e) = listener.add_buffer_range_with(buffer.clone(), range, options) {
+            if let Err(e) = listener.add(registration.stripe(range, options.clone())) {
                 for earlier in &self.listeners[..k] {
-                    let _ = earlier.remove_buffer(&buffer);
+                    let _ = remove_registered(earlier, &registration);
                 }
                 return Err(e);
             }
@@ -154,10 +162,31 @@ impl ListenerPool {
 
     /// Stops serving `buffer` on every thread. When this returns no thread touches it.
     pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<(), Error> {
+        self.remove_everywhere(buffer.as_ptr() as usize, |listener| listener.remove_buffer(buffer).map(drop))
+    }
+
+    /// Stops serving memory added with a [`BufferRegistration::raw`] on every thread. When this
+    /// returns no thread touches it.
+    pub fn remove_raw(&self, base: *mut u8) -> Result<(), Error> {
+        self.remove_everywhere(base as usize, |listener| listener.remove_raw(base))
+    }
+
+    /// The counters of the LLVM-RPC buffer at `base`'s hosts, summed over the threads that serve
+    /// a stripe of it (`None`: no thread serves it as an RPC buffer).
+    pub fn rpc_counters(&self, base: *const u8) -> Option<crate::services::rpc::RpcCounters> {
+        self.listeners.iter().filter_map(|l| l.rpc_counters(base)).reduce(|a, b| a + b)
+    }
+
+    /// `remove` on every thread: done if one of them served the buffer at `base`.
+    fn remove_everywhere(
+        &self,
+        base: usize,
+        remove: impl Fn(&Listener) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         let mut removed = false;
         for listener in &self.listeners {
-            match listener.remove_buffer(buffer) {
-                Ok(_) => removed = true,
+            match remove(listener) {
+                Ok(()) => removed = true,
                 Err(Error::Poller(PollerError::NotRegistered { .. })) => {}
                 Err(e) => return Err(e),
             }
@@ -165,14 +194,8 @@ impl ListenerPool {
         if removed {
             Ok(())
         } else {
-            Err(Error::Poller(PollerError::NotRegistered { base: buffer.as_ptr() as usize }))
+            Err(Error::Poller(PollerError::NotRegistered { base }))
         }
-    }
-
-    /// The counters of the LLVM-RPC buffer at `base`'s hosts, summed over the threads that serve
-    /// a stripe of it (`None`: no thread serves it as an RPC buffer).
-    pub fn rpc_counters(&self, base: *const u8) -> Option<crate::services::rpc::RpcCounters> {
-        self.listeners.iter().filter_map(|l| l.rpc_counters(base)).reduce(|a, b| a + b)
     }
 
     /// The counters so far (all threads together: they share the registry).
@@ -187,6 +210,14 @@ impl ListenerPool {
             listener.shutdown();
         }
         self.stats()
+    }
+}
+
+/// Removes `registration`'s memory from `listener`, by the removal its kind of memory takes.
+fn remove_registered(listener: &Listener, registration: &BufferRegistration) -> Result<(), Error> {
+    match &registration.memory {
+        Memory::Buffer(buffer) => listener.remove_buffer(buffer).map(drop),
+        Memory::Raw { base, .. } => listener.remove_raw(*base as *mut u8),
     }
 }
 

@@ -48,6 +48,6 @@ pub fn printing(packets: u64, limits: MessageLimits, protocol: Protocol) -> Prin
         .unwrap();
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), packets, doorbell, protocol).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     Printing { listener, buffer, stdout, stderr }
 }

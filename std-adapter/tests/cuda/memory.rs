@@ -42,7 +42,7 @@ fn memory_pool(
     pool.services().enable_devmem(devmem.clone(), limits).unwrap();
     let (buffer, state) =
         cuda::rpc_buffer(&gpu.cuda, gpu.memory.clone(), ports, gpu.doorbell.clone(), &gpu.module).unwrap();
-    pool.add_buffer(buffer.clone()).unwrap();
+    pool.add(buffer.clone()).unwrap();
     (pool, buffer, state, devmem)
 }
 

@@ -17,7 +17,7 @@ fn a_raw_device_add_wakes_a_sleeping_listener() {
         let listener = listener_on(backend.doorbell.clone(), sleepy);
         let device: Arc<dyn Doorbell> = Arc::new(DeviceRing { signal: backend.doorbell.clone() });
         let buffer = Arc::new(HostcallBuffer::new(backend.memory.clone(), 4, device).unwrap());
-        listener.add_buffer(buffer.clone()).unwrap();
+        listener.add(buffer.clone()).unwrap();
         let wave = hostcall::device::Wave::new(buffer.clone(), 1).with_timeout(WAVE_TIMEOUT);
         let mut slowest = Duration::ZERO;
         for call in 0..20u64 {
@@ -77,7 +77,7 @@ fn one_signal_per_listener_shared_by_all_its_buffers() {
             .map(|protocol| Arc::new(backend.buffer(4, protocol, listener.doorbell().clone()).unwrap()))
             .collect();
         for buffer in &buffers {
-            listener.add_buffer(buffer.clone()).unwrap();
+            listener.add(buffer.clone()).unwrap();
         }
         run_waves(&buffers[1], 2, 4, 10, Some(WAVE_TIMEOUT));
         // As ROCm: one signal, `hsa_signal_create(1, 0, NULL, &signal)`, in every buffer.

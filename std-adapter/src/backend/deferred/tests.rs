@@ -68,7 +68,7 @@ fn devmem_listener(memory: Arc<dyn DeviceMemory>) -> (Listener, Wave) {
     listener.services().enable_devmem(memory, DevMemLimits::default()).unwrap();
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, Protocol::Phase).unwrap());
-    listener.add_buffer(buffer.clone()).unwrap();
+    listener.add(buffer.clone()).unwrap();
     let wave = Wave::new(buffer, 1).with_timeout(Duration::from_secs(30));
     (listener, wave)
 }

@@ -8,7 +8,7 @@ use crate::lifecycle::options::{self, Bitmap, EnableOptions};
 use crate::lifecycle::registry::{self, Enabled};
 use crate::lifecycle::{checked_len, Protocol, QueueId};
 use crate::services::rpc::RpcOptions;
-use crate::threads::listener::{BufferOptions, Listener};
+use crate::threads::listener::{BufferRegistration, Listener};
 use hostcall_core::{phase, stack};
 use std::sync::atomic::Ordering;
 
@@ -193,9 +193,10 @@ impl HostcallRuntime {
                 view.init();
             }
         }
-        let options = BufferOptions::default().with_rpc(rpc);
-        // SAFETY: the caller's contract keeps the memory valid until `disable` removes it.
-        unsafe { running.add_raw_protocol(protocol, buffer, len, n, device, &options) }
+        // SAFETY: the caller's contract keeps the memory valid until `disable` removes it, and
+        // the memory was initialised for `protocol` just above.
+        let registration = unsafe { BufferRegistration::raw(protocol, buffer, len, n) };
+        running.add(registration.on_device(device).with_rpc(rpc))
     }
 }
 

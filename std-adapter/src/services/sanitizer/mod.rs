@@ -39,7 +39,7 @@
 //!     .with_use_asan_runtime(false);
 //! listener.services().enable_sanitizer(config).unwrap();
 //! let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 4, doorbell).unwrap());
-//! listener.add_buffer(buffer.clone()).unwrap();
+//! listener.add(buffer.clone()).unwrap();
 //!
 //! // A "no abort" 8-byte read by lane 0 (local id 3) of workgroup (1, 0, 0).
 //! let no_abort_read = 0xffff_ffff_0000_0000;

@@ -1,6 +1,7 @@
 //! The listener's add/remove API: which buffers it serves, each held (claimed process-wide,
 //! with its per-buffer counters in the registry) while it is served.
 
+use super::registration::{BufferRegistration, Memory};
 use super::{relay, BufferOptions, Listener, Shared, MAX_BUFFERS};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
@@ -11,72 +12,50 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 impl Listener {
-    /// Starts serving `buffer` (while running is fine). Its packets report the buffer's
-    /// [`device_ordinal`](HostcallBuffer::device_ordinal) to services. Refused with
-    /// [`Error::AlreadyServed`] if another listener serves it (or memory of it), whichever API
-    /// added it there.
-    pub fn add_buffer(&self, buffer: Arc<HostcallBuffer>) -> Result<(), Error> {
-        self.add_buffer_with(buffer, &BufferOptions::default())
-    }
-
-    /// [`Listener::add_buffer`], served as `options` say (an LLVM-RPC buffer's policy, budgets
-    /// and output: [`BufferOptions::rpc`]).
-    pub fn add_buffer_with(&self, buffer: Arc<HostcallBuffer>, options: &BufferOptions) -> Result<(), Error> {
-        let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        if self.is_shut_down() {
-            return Err(Error::ShutDown);
-        }
-        let claim = claims::claim_whole(buffer.as_ptr() as usize, buffer.len(), self.shared.id)?;
-        let registration = registration_of(&buffer, None);
-        // SAFETY: `owned` keeps the buffer alive until `remove_buffer` has stopped serving it (or
-        // the listener's threads, which hold `owned` through `Shared`, have ended); a
-        // `HostcallBuffer` is accessed only atomically.
-        unsafe { self.shared.serve(claim, registration, buffer.num_packets(), options) }?;
-        owned.insert(buffer.as_ptr() as usize, buffer);
-        Ok(())
-    }
-
-    /// Starts serving only the packets `range` of the phase- or line-protocol buffer `buffer`
-    /// ([`Protocol::range_capable`]), so that
-    /// several listeners (threads) can share one buffer, each serving its own disjoint range
-    /// ([`crate::threads::pool::ListenerPool`] does the split). The caller makes sure no other listener
-    /// serves an index of `range`, and that every packet of the buffer is served by some
-    /// listener. The stack protocol cannot be split ([`Error::Unsupported`]). Refused with
-    /// [`Error::AlreadyServed`] if another listener serves the buffer whole, or a range of it
-    /// overlapping `range`.
-    pub fn add_buffer_range(
-        &self,
-        buffer: Arc<HostcallBuffer>,
-        range: std::ops::Range<u32>,
-    ) -> Result<(), Error> {
-        self.add_buffer_range_with(buffer, range, &BufferOptions::default())
-    }
-
-    /// [`Listener::add_buffer_range`], served as `options` say. An LLVM-RPC buffer's range is
-    /// a range of ports, whose calls this listener's host of the buffer follows.
-    pub fn add_buffer_range_with(
-        &self,
-        buffer: Arc<HostcallBuffer>,
-        range: std::ops::Range<u32>,
-        options: &BufferOptions,
-    ) -> Result<(), Error> {
-        if !buffer.protocol().range_capable() {
+    /// Starts serving what `registration` says (while running is fine): a [`HostcallBuffer`]
+    /// (`listener.add(buffer)`), or memory the caller manages ([`BufferRegistration::raw`]); all
+    /// of it or a [`range`](BufferRegistration::range) of its packets; with its options.
+    ///
+    /// Refused with [`Error::AlreadyServed`] if another listener serves it (or memory of it, or
+    /// for a range, a range overlapping this one), whichever API added it there;
+    /// [`Error::Unsupported`] for a range of a protocol that cannot be split (the stack protocol),
+    /// or a buffer given a device other than its own; [`Error::ShutDown`] once shut down; and as
+    /// the poller refuses (a buffer it serves already, [`MAX_BUFFERS`] reached, a layout that does
+    /// not fit).
+    pub fn add(&self, registration: impl Into<BufferRegistration>) -> Result<(), Error> {
+        let registration = registration.into();
+        let (protocol, base, device) = (registration.protocol(), registration.base(), registration.device()?);
+        let BufferRegistration { memory, range, options, .. } = registration;
+        if range.is_some() && !protocol.range_capable() {
             return Err(Error::Unsupported(
                 "only a phase-, line- or RPC-protocol buffer can be split between listeners".into(),
             ));
         }
+        let (len, num_packets, owned_buffer) = match memory {
+            Memory::Buffer(buffer) => (buffer.len(), buffer.num_packets(), Some(buffer)),
+            Memory::Raw { len, num_packets, .. } => (len, num_packets, None),
+        };
         let mut owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
         if self.is_shut_down() {
             return Err(Error::ShutDown);
         }
-        let claim =
-            claims::claim_range(buffer.as_ptr() as usize, buffer.len(), range.clone(), self.shared.id)?;
-        let packets = u64::from(range.end.saturating_sub(range.start));
-        let registration = registration_of(&buffer, Some(range));
-        // SAFETY: as in `add_buffer`; the caller keeps the ranges of the listeners serving this
-        // buffer disjoint (see above).
-        unsafe { self.shared.serve(claim, registration, packets, options) }?;
-        owned.insert(buffer.as_ptr() as usize, buffer);
+        let (claim, packets) = match &range {
+            None => (claims::claim_whole(base, len, self.shared.id)?, num_packets),
+            Some(range) => (
+                claims::claim_range(base, len, range.clone(), self.shared.id)?,
+                u64::from(range.end.saturating_sub(range.start)),
+            ),
+        };
+        let registration = Registration { protocol, base, len, num_packets, range, device };
+        // SAFETY: an owned buffer is kept alive by `owned` until `remove_buffer` has stopped
+        // serving it (or the listener's threads, which hold `owned` through `Shared`, have
+        // ended), and a `HostcallBuffer` is accessed only atomically; raw memory is kept so by
+        // `BufferRegistration::raw`'s contract. For a range, the claim just taken keeps every
+        // other listener off its packets.
+        unsafe { self.shared.serve(claim, registration, packets, &options) }?;
+        if let Some(buffer) = owned_buffer {
+            owned.insert(base, buffer);
+        }
         Ok(())
     }
 
@@ -91,84 +70,17 @@ impl Listener {
         Ok(owned.remove(&base).expect("registered buffers are owned"))
     }
 
-    /// Starts serving a stack-protocol buffer in memory the caller manages (the C ABI's path).
-    ///
-    /// # Safety
-    /// `base..base + len` must stay valid, and be accessed only atomically, until
-    /// [`Listener::remove_raw`] for it returns or the listener is dropped.
-    ///
-    /// Refused with [`Error::AlreadyServed`] if another listener serves memory of it.
-    pub unsafe fn add_raw(&self, base: *mut u8, len: usize, num_packets: u64) -> Result<(), Error> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.add_raw_on_device(base, len, num_packets, 0) }
-    }
-
-    /// [`Listener::add_raw`] for a buffer of device `device` (the ordinal its packets report to
-    /// services, as [`HostcallBuffer::with_device_ordinal`]).
-    ///
-    /// # Safety
-    /// As for [`Listener::add_raw`].
-    pub unsafe fn add_raw_on_device(
-        &self,
-        base: *mut u8,
-        len: usize,
-        num_packets: u64,
-        device: u32,
-    ) -> Result<(), Error> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            self.add_raw_protocol(Protocol::Stack, base, len, num_packets, device, &BufferOptions::default())
-        }
-    }
-
-    /// [`Listener::add_raw_on_device`] for a buffer of any protocol, initialised for it, served
-    /// as `options` say (an LLVM-RPC buffer's policy, budgets and output).
-    ///
-    /// # Safety
-    /// As for [`Listener::add_raw`].
-    pub unsafe fn add_raw_protocol(
-        &self,
-        protocol: Protocol,
-        base: *mut u8,
-        len: usize,
-        num_packets: u64,
-        device: u32,
-        options: &BufferOptions,
-    ) -> Result<(), Error> {
-        let _owned = self.shared.owned.lock().unwrap_or_else(|p| p.into_inner());
-        if self.is_shut_down() {
-            return Err(Error::ShutDown);
-        }
-        let claim = claims::claim_whole(base as usize, len, self.shared.id)?;
-        let registration =
-            Registration { protocol, base: base as usize, len, num_packets, range: None, device };
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.shared.serve(claim, registration, num_packets, options) }
-    }
-
     /// The counters of the LLVM-RPC buffer at `base`'s host in this listener (`None`: not an
     /// RPC buffer served here). Its refusals are also in [`Listener::stats`], by reason.
     pub fn rpc_counters(&self, base: *const u8) -> Option<crate::services::rpc::RpcCounters> {
         self.shared.rpc.counters(base as usize)
     }
 
-    /// Stops serving a buffer added with [`Listener::add_raw`]. Refused from the listener's own
-    /// thread, as [`Listener::remove_buffer`].
+    /// Stops serving memory added with a [`BufferRegistration::raw`]. Refused from the
+    /// listener's own thread, as [`Listener::remove_buffer`].
     pub fn remove_raw(&self, base: *mut u8) -> Result<(), Error> {
         self.refuse_own_thread()?;
         self.shared.unserve(base as usize)
-    }
-}
-
-/// The registration of `buffer` (all of it, or packets `range`).
-fn registration_of(buffer: &HostcallBuffer, range: Option<std::ops::Range<u32>>) -> Registration {
-    Registration {
-        protocol: buffer.protocol(),
-        base: buffer.as_ptr() as usize,
-        len: buffer.len(),
-        num_packets: buffer.num_packets(),
-        range,
-        device: buffer.device_ordinal(),
     }
 }
 

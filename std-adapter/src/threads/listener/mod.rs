@@ -79,7 +79,7 @@
 //! the call: its other packets wait, removing it waits for the call, and after a shutdown the
 //! thread answers what is left on it with the shutdown error and releases its claim once the
 //! call has returned. Until then the listener's state (its services, the [`HostcallBuffer`]s it
-//! holds) stays alive; memory given with [`Listener::add_raw`] must stay valid until the claim is
+//! holds) stays alive; memory given with [`BufferRegistration::raw`] must stay valid until the claim is
 //! released (another add of it succeeds).
 //!
 //! [`ErrorCode::ShuttingDown`]: hostcall_core::ErrorCode::ShuttingDown
@@ -98,6 +98,7 @@ use std::time::Duration;
 
 mod buffers;
 use buffers::Served;
+pub(crate) mod registration;
 mod relay;
 mod rpc;
 mod thread;
@@ -107,6 +108,7 @@ mod watch;
 pub(crate) use thread::listener_of_this_thread;
 pub(crate) use wait::LiveWait;
 
+pub use registration::BufferRegistration;
 pub use rpc::BufferOptions;
 pub use wait::WaitPolicy;
 
@@ -209,7 +211,7 @@ static NEXT_LISTENER_ID: AtomicU64 = AtomicU64::new(1);
 /// let listener = Listener::start(doorbell.clone(), ListenerConfig::default()).unwrap();
 /// listener.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
 /// let buffer = Arc::new(HostcallBuffer::new(Arc::new(HostMemory), 8, doorbell).unwrap());
-/// listener.add_buffer(buffer.clone()).unwrap();
+/// listener.add(buffer.clone()).unwrap();
 ///
 /// let wave = Wave::new(buffer, 4);
 /// let reply = wave.call(100, |lane| [lane as u64, 40, 0, 0, 0, 0, 0, 0]).unwrap();

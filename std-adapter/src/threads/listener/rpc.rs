@@ -35,7 +35,7 @@ use std::cell::{RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// How a listener serves one buffer, given when it is added ([`crate::Listener::add_buffer_with`]).
+/// How a listener serves one buffer, given when it is added ([`crate::BufferRegistration::with_options`]).
 ///
 /// ```
 /// use hostcall::services::rpc::{RpcOptions, RpcPolicy};
