@@ -1,4 +1,6 @@
-//! The only module that names atomics.
+//! The facade between the crate and the loom model checker: the only module that names atomics,
+//! and the one place that says how the loom build (`--cfg loom`, the models of the `loom-tests`
+//! crate) differs from production.
 //!
 //! Production builds use [`portable_atomic`], whose `AtomicU64`/`AtomicU32` have exactly the
 //! in-memory representation of `u64`/`u32`, so a raw buffer written by device code can be viewed
@@ -6,6 +8,40 @@
 //! [`crate::phase::Prefix`], [`crate::Payload`], ...). Under `--cfg loom` the same names resolve to
 //! loom's model-checked atomics, and payload words become loom cells so that the models prove the
 //! protocol orders a correct device's payload writes before the host reads them.
+//!
+//! What the facade gives the rest of the crate, alike in both builds:
+//!
+//! - the atomics, [`fence`] and [`Ordering`]; [`PayloadWord`], the payload's word; the lock the
+//!   poller keeps its state behind (`Lock`); the CPU hints of wait loops and scans (`spin_hint`,
+//!   `retry_hint`, `prefetch`); the host's uninitialised payload memory (`PayloadMemory`);
+//! - one way to write a constructor that is `const` in production although loom's atomics and
+//!   locks have no `const` constructor: `const_fn!` around the function, and `new_array!` for an
+//!   array of atomics (`[const { .. }; N]` in production);
+//! - the compile-time checks of the ABI, `abi_checks!`: the `size_of`/`offset_of` asserts of each
+//!   layout, compiled outside loom only (loom's atomics and cells are larger than the integers
+//!   they model, so there the layout arithmetic uses the ABI sizes written out);
+//! - the sizes the models shrink (the wave's lanes, the line protocol's carried words, sequence
+//!   wrap and stall counts), as named constants in one table below. The public constants
+//!   ([`crate::LANES`], [`crate::line::SEQ_MAX`], ...) are defined from it.
+//!
+//! Outside this module `cfg(loom)` remains only where a build must lack or gain an item, which no
+//! type can hide:
+//!
+//! - raw memory: each protocol's `View::from_raw` (and the poller's registration of raw memory,
+//!   which builds on it) exists outside loom only, since only there do the buffer's types have
+//!   the layout of the device's bytes;
+//! - the models' access: the crate's `__internal` module (unstable internals the models call),
+//!   the in-memory phase buffer they share with the unit tests (`phase::in_parts`) and its
+//!   accessors, and the poller's model-only entry points.
+//!
+//! The crate's unit tests run outside loom only (they run their threads themselves, with no
+//! model around them): a test build under loom is refused below; the models are the `loom-tests`
+//! crate.
+
+mod payload;
+
+pub(crate) use payload::PayloadMemory;
+pub use payload::PayloadWord;
 
 #[cfg(loom)]
 pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
@@ -28,6 +64,126 @@ const _: () = assert!(
     "hostcall-core needs lock-free AtomicU64 and AtomicU32: portable-atomic's lock-based fallback \
      is not atomic against the GPU"
 );
+
+#[cfg(all(test, loom))]
+compile_error!(
+    "hostcall-core's unit tests run outside loom (they run their own threads, outside any loom \
+     model); the loom models are the loom-tests crate: RUSTFLAGS=\"--cfg loom\" cargo test -p \
+     loom-tests --release"
+);
+
+/// Declares a function that is `const` in production and a plain `fn` under loom, whose atomics
+/// and locks have no `const` constructor, so that callers write the constructor once:
+///
+/// ```text
+/// const_fn! {
+///     /// An empty table.
+///     pub(crate) const fn new() -> Self { Self { pinned: new_array![AtomicU32::new(0); N] } }
+/// }
+/// ```
+#[cfg(not(loom))]
+macro_rules! const_fn {
+    ($(#[$attr:meta])* $vis:vis const fn $name:ident $args:tt -> $ret:ty $body:block) => {
+        $(#[$attr])* $vis const fn $name $args -> $ret $body
+    };
+}
+/// `const_fn!` under loom: the function without `const`.
+#[cfg(loom)]
+macro_rules! const_fn {
+    ($(#[$attr:meta])* $vis:vis const fn $name:ident $args:tt -> $ret:ty $body:block) => {
+        $(#[$attr])* $vis fn $name $args -> $ret $body
+    };
+}
+#[allow(unused_imports)] // the crate's constructors of atomics and locks may all live in this module
+pub(crate) use const_fn;
+
+/// An array of `$n` values, each built by `$value` (evaluated once per element): `[const { $value
+/// }; $n]` in production, usable in a `const fn`; built element by element under loom.
+#[cfg(not(loom))]
+#[allow(unused_macros)]
+macro_rules! new_array {
+    ($value:expr; $n:expr) => {
+        [const { $value }; $n]
+    };
+}
+/// `new_array!` under loom, where `$value` is no constant.
+#[cfg(loom)]
+#[allow(unused_macros)]
+macro_rules! new_array {
+    ($value:expr; $n:expr) => {
+        core::array::from_fn::<_, { $n }, _>(|_| $value)
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use new_array;
+
+/// The compile-time checks of a layout's ABI (its `size_of`, `align_of` and `offset_of` asserts),
+/// as the items of a module `abi`, compiled outside loom only: loom's atomics and cells are
+/// larger than the integers they model.
+#[cfg(not(loom))]
+macro_rules! abi_checks {
+    ($($item:item)*) => {
+        mod abi {
+            $($item)*
+        }
+    };
+}
+/// `abi_checks!` under loom: nothing.
+#[cfg(loom)]
+macro_rules! abi_checks {
+    ($($item:item)*) => {};
+}
+pub(crate) use abi_checks;
+
+/// `const` assertions pinning a `repr(C)` type to its ABI: its size, its alignment and the offset
+/// of each field named (in an `abi_checks!` block).
+///
+/// ```text
+/// assert_abi!(Header { size: 16, align: 8, activemask: 0, service: 8 });
+/// ```
+#[cfg(not(loom))]
+macro_rules! assert_abi {
+    ($ty:ty { size: $size:expr, align: $align:expr $(, $field:ident: $offset:expr)* $(,)? }) => {
+        const _: () = assert!(core::mem::size_of::<$ty>() == $size);
+        const _: () = assert!(core::mem::align_of::<$ty>() == $align);
+        $(const _: () = assert!(core::mem::offset_of!($ty, $field) == $offset);)*
+    };
+}
+#[cfg(not(loom))]
+pub(crate) use assert_abi;
+
+// The sizes the loom models shrink, each named once; the public constants built from them say
+// what they mean. Under loom they are as small as the models need to reach every case (a lane
+// other than the first, the sequence wrap, a stall report) in few enough interleavings; Miri,
+// which interprets every step, shrinks the stall counts too.
+
+/// Lanes in a wave ([`crate::LANES`]): 2 under loom.
+pub(crate) const LANES: usize = if cfg!(loom) { 2 } else { 64 };
+/// Request words per lane the line transport carries ([`crate::line::CARRIED_REQUEST_WORDS`]):
+/// under loom only the first, since each line word the host loads is a branch of loom's
+/// exploration.
+pub(crate) const LINE_CARRIED_REQUEST_WORDS: usize = if cfg!(loom) { 1 } else { crate::lane::SLOT_WORDS };
+/// The line protocol's largest sequence number ([`crate::line::SEQ_MAX`]): 2 under loom, so the
+/// models cross the wrap.
+pub(crate) const LINE_SEQ_MAX: u32 = if cfg!(loom) { 2 } else { (1 << crate::line::SEQ_BITS) - 1 };
+/// Looks at an incomplete line request before it is reported stalled
+/// ([`crate::line::STALL_LOOKS`]): 2 under loom, so the models reach the report; 8 under Miri.
+pub(crate) const LINE_STALL_LOOKS: u16 = if cfg!(loom) {
+    2
+} else if cfg!(miri) {
+    8
+} else {
+    4096
+};
+/// Scans between looks at a line packet reported stalled ([`crate::line::STALLED_LOOK_PERIOD`]):
+/// 2 under loom, 4 under Miri.
+pub(crate) const LINE_STALLED_LOOK_PERIOD: u16 = if cfg!(loom) {
+    2
+} else if cfg!(miri) {
+    4
+} else {
+    64
+};
 
 /// One spin of a busy-wait loop: a CPU hint in production, a yield to the scheduler under loom
 /// (loom must see the spinning thread give way, or it reports a livelock).
@@ -52,76 +208,26 @@ pub(crate) fn retry_hint() {
     core::hint::spin_loop();
 }
 
-/// One 64-bit payload word shared between a lane and the host.
-///
-/// In production it is an atomic accessed with `Relaxed` loads and stores: a buggy or hostile
-/// device may write a word while the host reads it, and a plain access would then be undefined
-/// behaviour. Ordering between a lane's payload writes and the host's reads is the job of the
-/// packet protocol (the Release push / Acquire `take_all` pair, and the Release clear of READY /
-/// Acquire wait pair), never of this type.
-///
-/// Under loom it is a loom `UnsafeCell`, so a protocol that forgot one of those pairs shows up as
-/// a data race in the models.
-#[repr(transparent)]
-pub struct PayloadWord {
-    #[cfg(not(loom))]
-    word: AtomicU64,
-    #[cfg(loom)]
-    word: loom::cell::UnsafeCell<u64>,
-}
-
-impl PayloadWord {
-    /// A word holding `value`.
-    pub fn new(value: u64) -> Self {
-        Self {
-            #[cfg(not(loom))]
-            word: AtomicU64::new(value),
-            #[cfg(loom)]
-            word: loom::cell::UnsafeCell::new(value),
-        }
+/// Hints the CPU to fetch the cache line holding `value`, so that a miss the host knows is coming
+/// overlaps the ones before it instead of following them (the protocols' hosts call it on the
+/// request lines of a packet they have just seen submitted: docs/cache-lines.md). Not an access in
+/// Rust's memory model: a prefetch reads nothing the program sees and checks nothing away. A
+/// no-op off x86-64 and under loom.
+#[inline(always)]
+pub(crate) fn prefetch<T>(value: &T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: `_mm_prefetch` is a hint with no memory-safety requirement (it never faults and
+        // changes no value); the address is a live reference anyway. SSE, which it needs, is part
+        // of the x86-64 baseline.
+        #[allow(unused_unsafe)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>())
+        };
     }
-
-    /// Reads the word. The caller must own the packet (see the ownership tables of
-    /// [`crate::stack`] and [`crate::phase`]) for the value to mean anything; in production a
-    /// racing write yields some value, never undefined behaviour.
-    #[inline]
-    pub fn read(&self) -> u64 {
-        // Relaxed: the packet protocol orders this read after the owner's writes.
-        #[cfg(not(loom))]
-        return self.word.load(Ordering::Relaxed);
-        #[cfg(loom)]
-        // SAFETY: loom checks this claim: it reports any write that is not ordered before
-        // this read by the protocol's happens-before edges.
-        return self.word.with(|p| unsafe { *p });
-    }
-
-    /// Writes the word (same ownership rule as [`PayloadWord::read`]).
-    #[inline]
-    pub fn write(&self, value: u64) {
-        // Relaxed: the packet protocol publishes the write (Release push or Release clear).
-        #[cfg(not(loom))]
-        self.word.store(value, Ordering::Relaxed);
-        #[cfg(loom)]
-        // SAFETY: loom checks that no access to this cell races with this write.
-        self.word.with_mut(|p| unsafe { *p = value });
-    }
-}
-
-/// The word's value, read like [`PayloadWord::read`] (Relaxed); under loom only the type's name,
-/// since a read from `Debug` would count as an access the protocol does not order.
-impl core::fmt::Debug for PayloadWord {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        #[cfg(not(loom))]
-        return f.debug_tuple("PayloadWord").field(&self.read()).finish();
-        #[cfg(loom)]
-        return f.write_str("PayloadWord(..)");
-    }
-}
-
-impl Default for PayloadWord {
-    fn default() -> Self {
-        Self::new(0)
-    }
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = value;
 }
 
 /// The lock the [`Poller`](crate::Poller) keeps its table and its poll state behind: a spin lock
@@ -135,16 +241,14 @@ pub(crate) struct Lock<T> {
 }
 
 impl<T> Lock<T> {
-    /// A lock holding `value`.
-    #[cfg(not(loom))]
-    pub(crate) const fn new(value: T) -> Self {
-        Self { inner: spin::Mutex::new(value) }
-    }
-
-    /// A lock holding `value` (not `const` under loom).
-    #[cfg(loom)]
-    pub(crate) fn new(value: T) -> Self {
-        Self { inner: loom::sync::Mutex::new(value) }
+    const_fn! {
+        /// A lock holding `value`.
+        pub(crate) const fn new(value: T) -> Self {
+            #[cfg(not(loom))]
+            return Self { inner: spin::Mutex::new(value) };
+            #[cfg(loom)]
+            return Self { inner: loom::sync::Mutex::new(value) };
+        }
     }
 
     /// Takes the lock, waiting for it.
