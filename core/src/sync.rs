@@ -13,13 +13,15 @@
 //!
 //! - the atomics, [`fence`] and [`Ordering`]; [`PayloadWord`], the payload's word; the lock the
 //!   poller keeps its state behind (`Lock`); the CPU hints of wait loops and scans (`spin_hint`,
-//!   `retry_hint`, `prefetch`); the host's uninitialised payload memory (`PayloadMemory`);
+//!   `retry_hint`, `prefetch`); the host's uninitialised payload memory (`PayloadMemory`, raw
+//!   memory written in place, or a whole loom payload built at its first access);
 //! - one way to write a constructor that is `const` in production although loom's atomics and
-//!   locks have no `const` constructor: `const_fn!` around the function, and `new_array!` for an
-//!   array of atomics (`[const { .. }; N]` in production);
-//! - the compile-time checks of the ABI, `abi_checks!`: the `size_of`/`offset_of` asserts of each
-//!   layout, compiled outside loom only (loom's atomics and cells are larger than the integers
-//!   they model, so there the layout arithmetic uses the ABI sizes written out);
+//!   locks have no `const` constructor: `const_fn!` around the function (a plain `fn` under loom),
+//!   and `new_array!` for an array of atomics in it (`[const { .. }; N]` in production);
+//! - the compile-time checks of the ABI: `abi_checks! { .. }` holds a layout's `size_of`,
+//!   `offset_of` and `assert_abi!` asserts, compiled outside loom only (loom's atomics and cells
+//!   are larger than the integers they model, which is also why the layout arithmetic uses the
+//!   ABI sizes written out);
 //! - the sizes the models shrink (the wave's lanes, the line protocol's carried words, sequence
 //!   wrap and stall counts), as named constants in one table below. The public constants
 //!   ([`crate::LANES`], [`crate::line::SEQ_MAX`], ...) are defined from it.
@@ -34,35 +36,34 @@
 //!   the in-memory phase buffer they share with the unit tests (`phase::in_parts`) and its
 //!   accessors, and the poller's model-only entry points.
 //!
-//! The crate's unit tests run outside loom only (they run their threads themselves, with no
-//! model around them): a test build under loom is refused below; the models are the `loom-tests`
-//! crate.
-
-mod payload;
-
-pub(crate) use payload::PayloadMemory;
-pub use payload::PayloadWord;
+//! The crate's tests, unit and doc, run outside loom only: they run their threads themselves, with
+//! no model around them. A unit-test build under loom is refused below; the models are the
+//! `loom-tests` crate.
+//!
+//! The two halves, as tokio's `loom` module: `production.rs` (portable-atomic, a spin lock, raw
+//! memory) and `model.rs` (loom's atomics, cells and mutex), item for item; this file picks one and
+//! holds what both share.
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+mod model;
 #[cfg(not(loom))]
-pub use portable_atomic::{fence, AtomicU32, AtomicU64, Ordering};
+mod production;
+
+#[cfg(loom)]
+pub use model::*;
+#[cfg(not(loom))]
+pub use production::*;
 
 // The target requirements (see the crate docs): the shared words must be atomic against the
 // device, which only the CPU's own lock-free instructions are. portable-atomic falls back to a
 // lock (its `fallback` feature, which any crate in the build may turn on) or to disabling
 // interrupts where the target has no such instructions; the layout stays the same, but a lock the
-// GPU never takes protects nothing. Refuse to build instead of breaking at run time.
+// GPU never takes protects nothing. Refuse to build instead of breaking at run time (the lock-free
+// assert is in `production.rs`).
 #[cfg(not(target_has_atomic = "64"))]
 compile_error!(
     "hostcall-core needs native 64-bit atomics (target_has_atomic = \"64\"): the buffer's words \
      are shared with a GPU, and only lock-free CPU atomics are atomic against it"
-);
-#[cfg(not(loom))]
-const _: () = assert!(
-    AtomicU64::is_always_lock_free() && AtomicU32::is_always_lock_free(),
-    "hostcall-core needs lock-free AtomicU64 and AtomicU32: portable-atomic's lock-based fallback \
-     is not atomic against the GPU"
 );
 
 #[cfg(all(test, loom))]
@@ -71,86 +72,6 @@ compile_error!(
      model); the loom models are the loom-tests crate: RUSTFLAGS=\"--cfg loom\" cargo test -p \
      loom-tests --release"
 );
-
-/// Declares a function that is `const` in production and a plain `fn` under loom, whose atomics
-/// and locks have no `const` constructor, so that callers write the constructor once:
-///
-/// ```text
-/// const_fn! {
-///     /// An empty table.
-///     pub(crate) const fn new() -> Self { Self { pinned: new_array![AtomicU32::new(0); N] } }
-/// }
-/// ```
-#[cfg(not(loom))]
-macro_rules! const_fn {
-    ($(#[$attr:meta])* $vis:vis const fn $name:ident $args:tt -> $ret:ty $body:block) => {
-        $(#[$attr])* $vis const fn $name $args -> $ret $body
-    };
-}
-/// `const_fn!` under loom: the function without `const`.
-#[cfg(loom)]
-macro_rules! const_fn {
-    ($(#[$attr:meta])* $vis:vis const fn $name:ident $args:tt -> $ret:ty $body:block) => {
-        $(#[$attr])* $vis fn $name $args -> $ret $body
-    };
-}
-#[allow(unused_imports)] // the crate's constructors of atomics and locks may all live in this module
-pub(crate) use const_fn;
-
-/// An array of `$n` values, each built by `$value` (evaluated once per element): `[const { $value
-/// }; $n]` in production, usable in a `const fn`; built element by element under loom.
-#[cfg(not(loom))]
-#[allow(unused_macros)]
-macro_rules! new_array {
-    ($value:expr; $n:expr) => {
-        [const { $value }; $n]
-    };
-}
-/// `new_array!` under loom, where `$value` is no constant.
-#[cfg(loom)]
-#[allow(unused_macros)]
-macro_rules! new_array {
-    ($value:expr; $n:expr) => {
-        core::array::from_fn::<_, { $n }, _>(|_| $value)
-    };
-}
-#[allow(unused_imports)]
-pub(crate) use new_array;
-
-/// The compile-time checks of a layout's ABI (its `size_of`, `align_of` and `offset_of` asserts),
-/// as the items of a module `abi`, compiled outside loom only: loom's atomics and cells are
-/// larger than the integers they model.
-#[cfg(not(loom))]
-macro_rules! abi_checks {
-    ($($item:item)*) => {
-        mod abi {
-            $($item)*
-        }
-    };
-}
-/// `abi_checks!` under loom: nothing.
-#[cfg(loom)]
-macro_rules! abi_checks {
-    ($($item:item)*) => {};
-}
-pub(crate) use abi_checks;
-
-/// `const` assertions pinning a `repr(C)` type to its ABI: its size, its alignment and the offset
-/// of each field named (in an `abi_checks!` block).
-///
-/// ```text
-/// assert_abi!(Header { size: 16, align: 8, activemask: 0, service: 8 });
-/// ```
-#[cfg(not(loom))]
-macro_rules! assert_abi {
-    ($ty:ty { size: $size:expr, align: $align:expr $(, $field:ident: $offset:expr)* $(,)? }) => {
-        const _: () = assert!(core::mem::size_of::<$ty>() == $size);
-        const _: () = assert!(core::mem::align_of::<$ty>() == $align);
-        $(const _: () = assert!(core::mem::offset_of!($ty, $field) == $offset);)*
-    };
-}
-#[cfg(not(loom))]
-pub(crate) use assert_abi;
 
 // The sizes the loom models shrink, each named once; the public constants built from them say
 // what they mean. Under loom they are as small as the models need to reach every case (a lane
@@ -185,16 +106,6 @@ pub(crate) const LINE_STALLED_LOOK_PERIOD: u16 = if cfg!(loom) {
     64
 };
 
-/// One spin of a busy-wait loop: a CPU hint in production, a yield to the scheduler under loom
-/// (loom must see the spinning thread give way, or it reports a livelock).
-#[inline]
-pub(crate) fn spin_hint() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    core::hint::spin_loop();
-}
-
 /// The pause before retrying a lock-free compare-exchange loop that lost a race.
 ///
 /// A CPU hint in every build: unlike [`spin_hint`] it never yields to loom's scheduler. A lost
@@ -206,67 +117,4 @@ pub(crate) fn spin_hint() {
 #[inline]
 pub(crate) fn retry_hint() {
     core::hint::spin_loop();
-}
-
-/// Hints the CPU to fetch the cache line holding `value`, so that a miss the host knows is coming
-/// overlaps the ones before it instead of following them (the protocols' hosts call it on the
-/// request lines of a packet they have just seen submitted: docs/cache-lines.md). Not an access in
-/// Rust's memory model: a prefetch reads nothing the program sees and checks nothing away. A
-/// no-op off x86-64 and under loom.
-#[inline(always)]
-pub(crate) fn prefetch<T>(value: &T) {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: `_mm_prefetch` is a hint with no memory-safety requirement (it never faults and
-        // changes no value); the address is a live reference anyway. SSE, which it needs, is part
-        // of the x86-64 baseline.
-        #[allow(unused_unsafe)]
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>())
-        };
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-    let _ = value;
-}
-
-/// The lock the [`Poller`](crate::Poller) keeps its table and its poll state behind: a spin lock
-/// in production (no OS to block on), loom's mutex under loom (a spin lock's loop never yields to
-/// loom's scheduler, and loom must see the lock's ordering to check what it protects).
-pub(crate) struct Lock<T> {
-    #[cfg(not(loom))]
-    inner: spin::Mutex<T>,
-    #[cfg(loom)]
-    inner: loom::sync::Mutex<T>,
-}
-
-impl<T> Lock<T> {
-    const_fn! {
-        /// A lock holding `value`.
-        pub(crate) const fn new(value: T) -> Self {
-            #[cfg(not(loom))]
-            return Self { inner: spin::Mutex::new(value) };
-            #[cfg(loom)]
-            return Self { inner: loom::sync::Mutex::new(value) };
-        }
-    }
-
-    /// Takes the lock, waiting for it.
-    #[inline]
-    pub(crate) fn lock(&self) -> impl core::ops::DerefMut<Target = T> + '_ {
-        #[cfg(not(loom))]
-        return self.inner.lock();
-        // A model thread that panicked while holding it fails the model anyway.
-        #[cfg(loom)]
-        return self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    }
-
-    /// Takes the lock if it is free.
-    #[inline]
-    pub(crate) fn try_lock(&self) -> Option<impl core::ops::DerefMut<Target = T> + '_> {
-        #[cfg(not(loom))]
-        return self.inner.try_lock();
-        #[cfg(loom)]
-        return self.inner.try_lock().ok();
-    }
 }
