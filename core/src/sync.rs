@@ -29,12 +29,13 @@
 //! Outside this module `cfg(loom)` remains only where a build must lack or gain an item, which no
 //! type can hide:
 //!
-//! - raw memory: each protocol's `View::from_raw` (and the poller's registration of raw memory,
-//!   which builds on it) exists outside loom only, since only there do the buffer's types have
+//! - raw memory: each protocol's `View::from_raw`, `AnyView::from_raw` and the poller's
+//!   registration of raw memory (`Poller::add`, `add_on_device`, the range API), with what only
+//!   they use (`view::raw`), exist outside loom only, since only there do the buffer's types have
 //!   the layout of the device's bytes;
-//! - the models' access: the crate's `__internal` module (unstable internals the models call),
-//!   the in-memory phase buffer they share with the unit tests (`phase::in_parts`) and its
-//!   accessors, and the poller's model-only entry points.
+//! - the models' access, under loom only: the crate's `__internal` module (unstable internals the
+//!   models call) and the poller's model-only entry points (`poller::model`); the in-memory phase
+//!   buffer the models share with the unit tests (`phase::in_parts`, `cfg(any(test, loom))`).
 //!
 //! The crate's tests, unit and doc, run outside loom only: they run their threads themselves, with
 //! no model around them. A unit-test build under loom is refused below; the models are the
