@@ -11,12 +11,9 @@
 use crate::sync::{spin_hint, PayloadWord};
 use core::fmt;
 
-/// Lanes in a wave, and so slots in a payload.
-#[cfg(not(loom))]
-pub const LANES: usize = 64;
-/// Lanes in a wave, shrunk under loom to keep the models small.
-#[cfg(loom)]
-pub const LANES: usize = 2;
+/// Lanes in a wave, and so slots in a payload: 64, shrunk to 2 under loom to keep the models
+/// small (the facade's table of model sizes, [`crate::sync`]).
+pub const LANES: usize = crate::sync::LANES;
 
 /// The activemask bits that name a lane that exists ([`LANES`] low bits).
 pub const LANE_MASK: u64 = if LANES == 64 { u64::MAX } else { (1u64 << LANES) - 1 };
@@ -77,8 +74,7 @@ impl Payload {
     }
 }
 
-#[cfg(not(loom))]
-mod abi {
+crate::sync::abi_checks! {
     use super::*;
     use core::mem::{align_of, size_of};
 
@@ -206,7 +202,6 @@ impl PacketState {
 ///     serve();
 ///     submitted.wait(|| {}).reply(lane)
 /// }
-/// # #[cfg(not(loom))] {
 /// # let prefix = hostcall_core::stack::Prefix::default();
 /// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];
 /// # let payloads = [hostcall_core::Payload::default(), hostcall_core::Payload::default()];
@@ -220,7 +215,6 @@ impl PacketState {
 ///     });
 /// });
 /// assert_eq!(reply, [42, 0]);
-/// # }
 /// ```
 ///
 /// [`AnyClaimed`]: crate::AnyClaimed
@@ -274,28 +268,6 @@ pub trait CompletedPacket {
     fn host_error(&self) -> bool;
 }
 
-/// Hints the CPU to fetch the cache line holding `value`, so that a miss the host knows is coming
-/// overlaps the ones before it instead of following them (the protocols' hosts call it on the
-/// request lines of a packet they have just seen submitted: docs/cache-lines.md). Not an access in
-/// Rust's memory model: a prefetch reads nothing the program sees and checks nothing away. A
-/// no-op off x86-64 and under loom.
-#[inline(always)]
-pub(crate) fn prefetch<T>(value: &T) {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: `_mm_prefetch` is a hint with no memory-safety requirement (it never faults and
-        // changes no value); the address is a live reference anyway. SSE, which it needs, is part
-        // of the x86-64 baseline.
-        #[allow(unused_unsafe)]
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>())
-        };
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-    let _ = value;
-}
-
 /// The producer's wait loop, shared by every protocol: calls `answered` until it returns
 /// `Some`, or until `keep_waiting(polls so far)` returns false (then `None`). `answered` does the
 /// protocol's Acquire load; `keep_waiting` is the backoff.
@@ -316,7 +288,7 @@ pub(crate) fn poll_until<T>(
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::PacketEvent::*;
     use super::PacketState::*;

@@ -50,23 +50,6 @@ const fn next_line(offset: usize) -> Option<usize> {
     }
 }
 
-/// `const` assertions pinning a `repr(C)` type to its ABI: its size, its alignment and the offset
-/// of each field named.
-///
-/// ```text
-/// assert_abi!(Header { size: 16, align: 8, activemask: 0, service: 8 });
-/// ```
-#[cfg(not(loom))]
-macro_rules! assert_abi {
-    ($ty:ty { size: $size:expr, align: $align:expr $(, $field:ident: $offset:expr)* $(,)? }) => {
-        const _: () = assert!(core::mem::size_of::<$ty>() == $size);
-        const _: () = assert!(core::mem::align_of::<$ty>() == $align);
-        $(const _: () = assert!(core::mem::offset_of!($ty, $field) == $offset);)*
-    };
-}
-#[cfg(not(loom))] // the ABI asserts hold outside loom only
-pub(crate) use assert_abi;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,6 @@
 //! ```
 //! use hostcall_core::{AnyView, ClaimedPacket, CompletedPacket, ErrorCode, Protocol};
 //! use hostcall_core::{Poller, ServiceTable, SubmittedPacket};
-//! # #[cfg(not(loom))] {
 //! // A buffer of 4 packets in raw memory (a GPU runtime allocates fine-grained memory instead).
 //! #[repr(C, align(64))]
 //! struct Line([u64; 8]);
@@ -58,7 +57,6 @@
 //! assert_eq!(done.reply(3), [42, 0]);
 //! assert!(!done.host_error());
 //! poller.remove(base).unwrap();
-//! # }
 //! ```
 //!
 //! # Adding a protocol
@@ -137,7 +135,7 @@ pub mod rpc;
 mod scan;
 pub mod stack;
 pub mod sync;
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod test_support;
 mod view;
 

@@ -11,7 +11,6 @@
 //! (the stack's tagged pointer, the line protocol's sequence and its `keep`).
 //!
 //! ```
-//! # #[cfg(not(loom))] {
 //! use hostcall_core::{producer, stack, Payload};
 //! /// Any protocol's claimed packet is a `producer::Claimed<W>`.
 //! fn lane_zero<W: producer::Wire>(mut packet: producer::Claimed<W>) -> producer::Submitted<W> {
@@ -27,7 +26,6 @@
 //! assert!(!submitted.is_served());
 //! view.host().drain(&mut |p: &mut hostcall_core::PacketRequest<'_>| p.reply(0, [p.request(0)[7], 0]));
 //! assert_eq!(submitted.wait(|| {}).reply(0), [8, 0]);
-//! # }
 //! ```
 
 use crate::host::ErrorCode;

@@ -1,4 +1,6 @@
-//! The only module that names atomics.
+//! The facade between the crate and the loom model checker: the only module that names atomics,
+//! and the one place that says how the loom build (`--cfg loom`, the models of the `loom-tests`
+//! crate) differs from production.
 //!
 //! Production builds use [`portable_atomic`], whose `AtomicU64`/`AtomicU32` have exactly the
 //! in-memory representation of `u64`/`u32`, so a raw buffer written by device code can be viewed
@@ -6,38 +8,104 @@
 //! [`crate::phase::Prefix`], [`crate::Payload`], ...). Under `--cfg loom` the same names resolve to
 //! loom's model-checked atomics, and payload words become loom cells so that the models prove the
 //! protocol orders a correct device's payload writes before the host reads them.
+//!
+//! What the facade gives the rest of the crate, alike in both builds:
+//!
+//! - the atomics, [`fence`] and [`Ordering`]; [`PayloadWord`], the payload's word; the lock the
+//!   poller keeps its state behind (`Lock`); the CPU hints of wait loops and scans (`spin_hint`,
+//!   `retry_hint`, `prefetch`); the host's uninitialised payload memory (`PayloadMemory`, raw
+//!   memory written in place, or a whole loom payload built at its first access);
+//! - one way to write a constructor that is `const` in production although loom's atomics and
+//!   locks have no `const` constructor: `const_fn!` around the function (a plain `fn` under loom),
+//!   and `new_array!` for an array of atomics in it (`[const { .. }; N]` in production);
+//! - the compile-time checks of the ABI: `abi_checks! { .. }` holds a layout's `size_of`,
+//!   `offset_of` and `assert_abi!` asserts, compiled outside loom only (loom's atomics and cells
+//!   are larger than the integers they model, which is also why the layout arithmetic uses the
+//!   ABI sizes written out);
+//! - the sizes the models shrink (the wave's lanes, the line protocol's carried words, sequence
+//!   wrap and stall counts), as named constants in one table below. The public constants
+//!   ([`crate::LANES`], [`crate::line::SEQ_MAX`], ...) are defined from it.
+//!
+//! Outside this module `cfg(loom)` remains only where a build must lack or gain an item, which no
+//! type can hide:
+//!
+//! - raw memory: each protocol's `View::from_raw`, `AnyView::from_raw` and the poller's
+//!   registration of raw memory (`Poller::add`, `add_on_device`, the range API), with what only
+//!   they use (`view::raw`), exist outside loom only, since only there do the buffer's types have
+//!   the layout of the device's bytes;
+//! - the models' access, under loom only: the crate's `__internal` module (unstable internals the
+//!   models call) and the poller's model-only entry points (`poller::model`); the in-memory phase
+//!   buffer the models share with the unit tests (`phase::in_parts`, `cfg(any(test, loom))`).
+//!
+//! The crate's tests, unit and doc, run outside loom only: they run their threads themselves, with
+//! no model around them. A unit-test build under loom is refused below; the models are the
+//! `loom-tests` crate.
+//!
+//! The two halves, as tokio's `loom` module: `production.rs` (portable-atomic, a spin lock, raw
+//! memory) and `model.rs` (loom's atomics, cells and mutex), item for item; this file picks one and
+//! holds what both share.
 
 #[cfg(loom)]
-pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+mod model;
 #[cfg(not(loom))]
-pub use portable_atomic::{fence, AtomicU32, AtomicU64, Ordering};
+mod production;
+
+#[cfg(loom)]
+pub use model::*;
+#[cfg(not(loom))]
+pub use production::*;
 
 // The target requirements (see the crate docs): the shared words must be atomic against the
 // device, which only the CPU's own lock-free instructions are. portable-atomic falls back to a
 // lock (its `fallback` feature, which any crate in the build may turn on) or to disabling
 // interrupts where the target has no such instructions; the layout stays the same, but a lock the
-// GPU never takes protects nothing. Refuse to build instead of breaking at run time.
+// GPU never takes protects nothing. Refuse to build instead of breaking at run time (the lock-free
+// assert is in `production.rs`).
 #[cfg(not(target_has_atomic = "64"))]
 compile_error!(
     "hostcall-core needs native 64-bit atomics (target_has_atomic = \"64\"): the buffer's words \
      are shared with a GPU, and only lock-free CPU atomics are atomic against it"
 );
-#[cfg(not(loom))]
-const _: () = assert!(
-    AtomicU64::is_always_lock_free() && AtomicU32::is_always_lock_free(),
-    "hostcall-core needs lock-free AtomicU64 and AtomicU32: portable-atomic's lock-based fallback \
-     is not atomic against the GPU"
+
+#[cfg(all(test, loom))]
+compile_error!(
+    "hostcall-core's unit tests run outside loom (they run their own threads, outside any loom \
+     model); the loom models are the loom-tests crate: RUSTFLAGS=\"--cfg loom\" cargo test -p \
+     loom-tests --release"
 );
 
-/// One spin of a busy-wait loop: a CPU hint in production, a yield to the scheduler under loom
-/// (loom must see the spinning thread give way, or it reports a livelock).
-#[inline]
-pub(crate) fn spin_hint() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    core::hint::spin_loop();
-}
+// The sizes the loom models shrink, each named once; the public constants built from them say
+// what they mean. Under loom they are as small as the models need to reach every case (a lane
+// other than the first, the sequence wrap, a stall report) in few enough interleavings; Miri,
+// which interprets every step, shrinks the stall counts too.
+
+/// Lanes in a wave ([`crate::LANES`]): 2 under loom.
+pub(crate) const LANES: usize = if cfg!(loom) { 2 } else { 64 };
+/// Request words per lane the line transport carries ([`crate::line::CARRIED_REQUEST_WORDS`]):
+/// under loom only the first, since each line word the host loads is a branch of loom's
+/// exploration.
+pub(crate) const LINE_CARRIED_REQUEST_WORDS: usize = if cfg!(loom) { 1 } else { crate::lane::SLOT_WORDS };
+/// The line protocol's largest sequence number ([`crate::line::SEQ_MAX`]): 2 under loom, so the
+/// models cross the wrap.
+pub(crate) const LINE_SEQ_MAX: u32 = if cfg!(loom) { 2 } else { (1 << crate::line::SEQ_BITS) - 1 };
+/// Looks at an incomplete line request before it is reported stalled
+/// ([`crate::line::STALL_LOOKS`]): 2 under loom, so the models reach the report; 8 under Miri.
+pub(crate) const LINE_STALL_LOOKS: u16 = if cfg!(loom) {
+    2
+} else if cfg!(miri) {
+    8
+} else {
+    4096
+};
+/// Scans between looks at a line packet reported stalled ([`crate::line::STALLED_LOOK_PERIOD`]):
+/// 2 under loom, 4 under Miri.
+pub(crate) const LINE_STALLED_LOOK_PERIOD: u16 = if cfg!(loom) {
+    2
+} else if cfg!(miri) {
+    4
+} else {
+    64
+};
 
 /// The pause before retrying a lock-free compare-exchange loop that lost a race.
 ///
@@ -50,119 +118,4 @@ pub(crate) fn spin_hint() {
 #[inline]
 pub(crate) fn retry_hint() {
     core::hint::spin_loop();
-}
-
-/// One 64-bit payload word shared between a lane and the host.
-///
-/// In production it is an atomic accessed with `Relaxed` loads and stores: a buggy or hostile
-/// device may write a word while the host reads it, and a plain access would then be undefined
-/// behaviour. Ordering between a lane's payload writes and the host's reads is the job of the
-/// packet protocol (the Release push / Acquire `take_all` pair, and the Release clear of READY /
-/// Acquire wait pair), never of this type.
-///
-/// Under loom it is a loom `UnsafeCell`, so a protocol that forgot one of those pairs shows up as
-/// a data race in the models.
-#[repr(transparent)]
-pub struct PayloadWord {
-    #[cfg(not(loom))]
-    word: AtomicU64,
-    #[cfg(loom)]
-    word: loom::cell::UnsafeCell<u64>,
-}
-
-impl PayloadWord {
-    /// A word holding `value`.
-    pub fn new(value: u64) -> Self {
-        Self {
-            #[cfg(not(loom))]
-            word: AtomicU64::new(value),
-            #[cfg(loom)]
-            word: loom::cell::UnsafeCell::new(value),
-        }
-    }
-
-    /// Reads the word. The caller must own the packet (see the ownership tables of
-    /// [`crate::stack`] and [`crate::phase`]) for the value to mean anything; in production a
-    /// racing write yields some value, never undefined behaviour.
-    #[inline]
-    pub fn read(&self) -> u64 {
-        // Relaxed: the packet protocol orders this read after the owner's writes.
-        #[cfg(not(loom))]
-        return self.word.load(Ordering::Relaxed);
-        #[cfg(loom)]
-        // SAFETY: loom checks this claim: it reports any write that is not ordered before
-        // this read by the protocol's happens-before edges.
-        return self.word.with(|p| unsafe { *p });
-    }
-
-    /// Writes the word (same ownership rule as [`PayloadWord::read`]).
-    #[inline]
-    pub fn write(&self, value: u64) {
-        // Relaxed: the packet protocol publishes the write (Release push or Release clear).
-        #[cfg(not(loom))]
-        self.word.store(value, Ordering::Relaxed);
-        #[cfg(loom)]
-        // SAFETY: loom checks that no access to this cell races with this write.
-        self.word.with_mut(|p| unsafe { *p = value });
-    }
-}
-
-/// The word's value, read like [`PayloadWord::read`] (Relaxed); under loom only the type's name,
-/// since a read from `Debug` would count as an access the protocol does not order.
-impl core::fmt::Debug for PayloadWord {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        #[cfg(not(loom))]
-        return f.debug_tuple("PayloadWord").field(&self.read()).finish();
-        #[cfg(loom)]
-        return f.write_str("PayloadWord(..)");
-    }
-}
-
-impl Default for PayloadWord {
-    fn default() -> Self {
-        Self::new(0)
-    }
-}
-
-/// The lock the [`Poller`](crate::Poller) keeps its table and its poll state behind: a spin lock
-/// in production (no OS to block on), loom's mutex under loom (a spin lock's loop never yields to
-/// loom's scheduler, and loom must see the lock's ordering to check what it protects).
-pub(crate) struct Lock<T> {
-    #[cfg(not(loom))]
-    inner: spin::Mutex<T>,
-    #[cfg(loom)]
-    inner: loom::sync::Mutex<T>,
-}
-
-impl<T> Lock<T> {
-    /// A lock holding `value`.
-    #[cfg(not(loom))]
-    pub(crate) const fn new(value: T) -> Self {
-        Self { inner: spin::Mutex::new(value) }
-    }
-
-    /// A lock holding `value` (not `const` under loom).
-    #[cfg(loom)]
-    pub(crate) fn new(value: T) -> Self {
-        Self { inner: loom::sync::Mutex::new(value) }
-    }
-
-    /// Takes the lock, waiting for it.
-    #[inline]
-    pub(crate) fn lock(&self) -> impl core::ops::DerefMut<Target = T> + '_ {
-        #[cfg(not(loom))]
-        return self.inner.lock();
-        // A model thread that panicked while holding it fails the model anyway.
-        #[cfg(loom)]
-        return self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    }
-
-    /// Takes the lock if it is free.
-    #[inline]
-    pub(crate) fn try_lock(&self) -> Option<impl core::ops::DerefMut<Target = T> + '_> {
-        #[cfg(not(loom))]
-        return self.inner.try_lock();
-        #[cfg(loom)]
-        return self.inner.try_lock().ok();
-    }
 }

@@ -66,7 +66,6 @@ impl Host<'_> {
     /// other drains do. What is served is the same either way (`line/incomplete.rs` says why).
     ///
     /// ```
-    /// # #[cfg(not(loom))] {
     /// use hostcall_core::line::{Incomplete, Parts, Prefix, Reply, Request, ScratchPayload, View, STALLED_LOOK_PERIOD, STALL_LOOKS};
     /// use hostcall_core::{sync::AtomicU32, DrainError, DrainScope, PacketRequest};
     ///
@@ -105,7 +104,6 @@ impl Host<'_> {
     ///     .sum();
     /// assert_eq!(served, 1, "within STALLED_LOOK_PERIOD scans");
     /// assert_eq!(submitted.wait(|| {}).reply(0), [8, 0]);
-    /// # }
     /// ```
     pub fn drain_scope(
         &self,
@@ -163,7 +161,7 @@ impl Host<'_> {
             // which lanes take part: its miss then follows the head's at once (lane 0 is the
             // likeliest first lane; the head's line holds its first 6 words).
             let lane0 = &request.lanes[0];
-            crate::lane::prefetch(&lane0[lane0.len() - 1]);
+            crate::sync::prefetch(&lane0[lane0.len() - 1]);
             let Some(activemask) = Self::take(request, head, seq, &mut scratch) else {
                 // Still arriving, or never complete: not served, looked at again next scan.
                 if let Some(entry) = entry {

@@ -59,31 +59,16 @@ use crate::sync::{AtomicU64, Ordering};
 /// A look is one scan of the packet, so in time this is 4,096 polls of its buffer: 4 ms for a
 /// listener that polls every microsecond, 40 s for an idle one that sleeps 10 ms between polls.
 /// A GPU's stores reach the host within microseconds; a request still incomplete after that many
-/// looks is one whose wave stopped (or never meant to finish). Under loom, 2; under Miri, 8.
-#[cfg(not(any(loom, miri)))]
-pub const STALL_LOOKS: u16 = 4096;
-/// Looks at one incomplete request after which it is reported as stalled: 2 under loom, so the
-/// models reach the report.
-#[cfg(loom)]
-pub const STALL_LOOKS: u16 = 2;
-/// Looks at one incomplete request after which it is reported as stalled: 8 under Miri, so the
-/// tests that drain past it run in seconds there (the same code, fewer rounds).
-#[cfg(all(miri, not(loom)))]
-pub const STALL_LOOKS: u16 = 8;
+/// looks is one whose wave stopped (or never meant to finish). Under loom 2, so the models reach
+/// the report; under Miri 8, so the tests that drain past it run in seconds there (the same code,
+/// fewer rounds; the facade's table of sizes, [`crate::sync`]).
+pub const STALL_LOOKS: u16 = crate::sync::LINE_STALL_LOOKS;
 
 /// Once a request has been reported stalled, the host looks at its packet (its head, then the
 /// remembered word) only every this many scans, and loads nothing of it in between: a late word,
-/// or a new call on the packet, waits at most this many scans more. Under loom, 2; under Miri, 4.
-#[cfg(not(any(loom, miri)))]
-pub const STALLED_LOOK_PERIOD: u16 = 64;
-/// Once a request has been reported stalled, its packet is looked at every this many scans: 2
-/// under loom.
-#[cfg(loom)]
-pub const STALLED_LOOK_PERIOD: u16 = 2;
-/// Once a request has been reported stalled, its packet is looked at every this many scans: 4
-/// under Miri.
-#[cfg(all(miri, not(loom)))]
-pub const STALLED_LOOK_PERIOD: u16 = 4;
+/// or a new call on the packet, waits at most this many scans more. 64; under loom 2, under
+/// Miri 4.
+pub const STALLED_LOOK_PERIOD: u16 = crate::sync::LINE_STALLED_LOOK_PERIOD;
 
 const _: () = assert!(STALLED_LOOK_PERIOD >= 1 && STALL_LOOKS.checked_add(STALLED_LOOK_PERIOD).is_some());
 

@@ -10,18 +10,13 @@ use crate::view::MIN_ALIGN as SHARED_MIN_ALIGN;
 
 /// Request words per lane the line transport carries: all [`SLOT_WORDS`] of a lane's slot.
 ///
-/// Under loom only the first: each line word the host loads is a branch of loom's exploration
-/// (every relaxed load with several stores to choose from), so 8 words a lane kept the models
-/// across the wrap from finishing. The algorithm is the same code in both builds (every loop of
-/// the line module runs to this constant); under loom
-/// [`Claimed::write_lane`](super::Claimed::write_lane) refuses (panics on) a non-zero word it
+/// Under loom only the first (the facade's table of model sizes, [`crate::sync`]): each line word
+/// the host loads is a branch of loom's exploration (every relaxed load with several stores to
+/// choose from), so 8 words a lane kept the models across the wrap from finishing. The algorithm
+/// is the same code in both builds (every loop of the line module runs to this constant); under
+/// loom [`Claimed::write_lane`](super::Claimed::write_lane) refuses (panics on) a non-zero word it
 /// would not carry, and the host's payload holds zeroes in the words not carried.
-#[cfg(not(loom))]
-pub const CARRIED_REQUEST_WORDS: usize = SLOT_WORDS;
-/// Request words per lane the line transport carries: under loom only the first (see the
-/// production docs).
-#[cfg(loom)]
-pub const CARRIED_REQUEST_WORDS: usize = 1;
+pub const CARRIED_REQUEST_WORDS: usize = crate::sync::LINE_CARRIED_REQUEST_WORDS;
 
 const _: () = assert!(CARRIED_REQUEST_WORDS >= 1 && CARRIED_REQUEST_WORDS <= SLOT_WORDS);
 
@@ -32,13 +27,9 @@ pub const REQUEST_LANE_WORDS: usize = CARRIED_REQUEST_WORDS + 1;
 /// bits ([`encode_reply`](super::encode_reply)).
 pub const REPLY_LANE_WORDS: usize = REPLY_WORDS + 1;
 
-/// The largest sequence number; the one after it is 1 (0 is never a sequence: it means "never
-/// written"). Shrunk under loom so the models cross the wrap.
-#[cfg(not(loom))]
-pub const SEQ_MAX: u32 = (1 << super::SEQ_BITS) - 1;
-/// The largest sequence number, shrunk under loom so the models cross the wrap.
-#[cfg(loom)]
-pub const SEQ_MAX: u32 = 2;
+/// The largest sequence number, `2^SEQ_BITS - 1`; the one after it is 1 (0 is never a sequence:
+/// it means "never written"). Shrunk to 2 under loom so the models cross the wrap ([`crate::sync`]).
+pub const SEQ_MAX: u32 = crate::sync::LINE_SEQ_MAX;
 
 /// The sequence after `seq`: `seq + 1`, and 1 after [`SEQ_MAX`] (0 is skipped).
 ///
@@ -208,10 +199,9 @@ pub const REQUEST_SIZE: usize = ((2 + 64 * REQUEST_LANE_WORDS) * 8).next_multipl
 /// Bytes of one [`Reply`] block: 24 bytes per lane, whole lines.
 pub const REPLY_SIZE: usize = (64 * REPLY_LANE_WORDS * 8).next_multiple_of(CACHE_LINE);
 
-#[cfg(not(loom))]
-mod abi {
+crate::sync::abi_checks! {
     use super::*;
-    use crate::layout::assert_abi;
+    use crate::sync::assert_abi;
     use core::mem::{align_of, offset_of, size_of};
 
     assert_abi!(Prefix {
@@ -239,7 +229,7 @@ mod abi {
     const _: () = assert!(size_of::<AtomicU64>() == 8 && size_of::<AtomicU32>() == 4);
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

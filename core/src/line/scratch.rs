@@ -14,22 +14,13 @@
 //! never memory the host did not write. Services read only their active lanes; nothing of an
 //! inactive slot goes back to a device.
 //!
-//! Under loom a payload's words are loom cells, for which all-zero bytes are no valid value, so
-//! there the payload is built normally ([`Payload::default`]) at the first write.
+//! The memory itself, written and zeroed in place, is the facade's (`sync::PayloadMemory`): under
+//! loom a payload's words are loom cells, for which all-zero bytes are no valid value, so there the
+//! payload is built normally ([`Payload::default`]) at the first write.
 
 use crate::lane::Payload;
 use crate::lane::LANE_MASK;
-#[cfg(not(loom))]
-use crate::lane::{LANES, SLOT_WORDS};
-#[cfg(not(loom))]
-use core::mem::MaybeUninit;
-
-/// Where a scan's scratch payload lives.
-#[cfg(not(loom))]
-type Memory = MaybeUninit<Payload>;
-/// Where a scan's scratch payload lives: built at its first write under loom.
-#[cfg(loom)]
-type Memory = Option<Payload>;
+use crate::sync::PayloadMemory as Memory;
 
 /// Memory for the line protocol's host to copy requests into (a [`Payload`], 4 KB), kept by a
 /// host across scans: zeroed once at its first use, never again (see [`Host::drain_scope`]).
@@ -44,10 +35,7 @@ pub struct ScratchPayload {
 impl ScratchPayload {
     /// Scratch memory, nothing of it initialised yet (no work: it is zeroed at its first use).
     pub const fn new() -> Self {
-        #[cfg(not(loom))]
-        return Self { memory: MaybeUninit::uninit(), initialised: false };
-        #[cfg(loom)]
-        return Self { memory: None, initialised: false };
+        Self { memory: Memory::new(), initialised: false }
     }
 }
 
@@ -101,10 +89,7 @@ impl Place<'_> {
 /// Memory for a drain's own scratch, nothing initialised (pass it to [`Place::Own`]).
 #[inline]
 pub(super) fn own_memory() -> Memory {
-    #[cfg(not(loom))]
-    return MaybeUninit::uninit();
-    #[cfg(loom)]
-    return None;
+    Memory::new()
 }
 
 impl Scratch<'_> {
@@ -114,18 +99,7 @@ impl Scratch<'_> {
     /// If `lane >= LANES` or `k >= SLOT_WORDS`.
     #[inline]
     pub(super) fn write(&mut self, lane: usize, k: usize, value: u64) {
-        #[cfg(not(loom))]
-        {
-            assert!(lane < LANES && k < SLOT_WORDS, "word {k} of lane {lane} is outside the payload");
-            let words = self.memory.as_mut_ptr().cast::<u64>();
-            // SAFETY: in bounds (checked above): `Payload` is `LANES * SLOT_WORDS` words, slot by
-            // slot (`repr(C)`, each word a `repr(transparent)` atomic with the representation of
-            // a `u64`, see `sync::PayloadWord`). `&mut self` makes this the only access to the
-            // memory: any `&Payload` handed out earlier is no longer borrowed.
-            unsafe { words.add(lane * SLOT_WORDS + k).write(value) };
-        }
-        #[cfg(loom)]
-        self.memory.get_or_insert_with(Payload::default).slots[lane][k].write(value);
+        self.memory.write(lane, k, value);
     }
 
     /// Records that every word of the slots of the lanes of `lanes` has been written (a mask of
@@ -144,39 +118,26 @@ impl Scratch<'_> {
             self.ready = true;
             *self.initialised = true;
         }
-        #[cfg(not(loom))]
         // SAFETY: every slot is initialised: `zero_unwritten` zeroed those no lane was written
         // into whole, now or at an earlier scan of this scratch (`initialised`: writes since
-        // then store only initialised words), and all-zero bytes are a valid `Payload` (atomic
-        // words with the representation of plain integers: what `Payload::default` builds).
-        return unsafe { self.memory.assume_init_ref() };
-        #[cfg(loom)]
-        return self.memory.get_or_insert_with(Payload::default);
+        // then store only initialised words).
+        unsafe { self.memory.assume_init() }
     }
 
     /// Zeroes the slots of the lanes not written whole.
     fn zero_unwritten(&mut self) {
-        #[cfg(not(loom))]
-        {
-            let mut unwritten = !self.whole & LANE_MASK;
-            let words = self.memory.as_mut_ptr().cast::<u64>();
-            while unwritten != 0 {
-                let first = unwritten.trailing_zeros() as usize;
-                let run = (!(unwritten >> first)).trailing_zeros() as usize;
-                // SAFETY: lanes `first..first + run` exist (`unwritten` is within `LANE_MASK`),
-                // so the words zeroed lie inside the payload; `&mut self` makes this the only
-                // access to it.
-                unsafe { words.add(first * SLOT_WORDS).write_bytes(0, run * SLOT_WORDS) };
-                unwritten &= !(run_mask(run) << first);
-            }
+        // Lanes `first..first + run` exist: `unwritten` is within `LANE_MASK`.
+        let mut unwritten = !self.whole & LANE_MASK;
+        while unwritten != 0 {
+            let first = unwritten.trailing_zeros() as usize;
+            let run = (!(unwritten >> first)).trailing_zeros() as usize;
+            self.memory.zero_lanes(first, run);
+            unwritten &= !(run_mask(run) << first);
         }
-        #[cfg(loom)]
-        let _ = self.memory.get_or_insert_with(Payload::default);
     }
 }
 
 /// The low `run` bits set (`run` up to 64).
-#[cfg(not(loom))]
 fn run_mask(run: usize) -> u64 {
     if run >= 64 {
         u64::MAX

@@ -65,7 +65,7 @@ impl<'a> View<'a> {
     /// accessed only through atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
-        use crate::view::RawBuffer;
+        use crate::view::raw::RawBuffer;
         let (raw, layout, n) =
             RawBuffer::for_packets(base, len, num_packets, super::MIN_ALIGN, Layout::new, |l| l.size)?;
         // SAFETY: the memory is valid for 'a and only accessed atomically (caller). `Layout`

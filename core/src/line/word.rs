@@ -151,7 +151,7 @@ pub const fn decode_activemask(head: u64, mask: u64) -> u64 {
     data_of(mask) | (head >> 32) << DATA_BITS
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

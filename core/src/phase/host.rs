@@ -94,7 +94,7 @@ impl Host<'_> {
         let (header, payload) = (&self.0.headers[index], &self.0.payloads[index]);
         // Lane 0's slot, before the header: its miss then overlaps the header's instead of
         // waiting for the activemask (the likeliest first lane; the others follow the mask).
-        crate::lane::prefetch(&payload.slots[0]);
+        crate::sync::prefetch(&payload.slots[0]);
         // Acquire: pairs with the Release store of `device_phase` in `Claimed::submit`, whose
         // value the caller read: the wave's header and payload writes happen before our reads.
         fence(Ordering::Acquire);
@@ -122,6 +122,6 @@ impl Host<'_> {
 /// that just wrote the slots owns their lines, so each would otherwise be a miss in series.
 fn prefetch_lanes(payload: &Payload, activemask: u64) {
     for lane in crate::lane::lanes(activemask) {
-        crate::lane::prefetch(&payload.slots[lane]);
+        crate::sync::prefetch(&payload.slots[lane]);
     }
 }

@@ -53,14 +53,15 @@ impl PhaseBuffer {
         View::from_parts(self.parts()).expect("the arrays of PhaseBuffer::new fit together")
     }
 
-    /// An address unique to the buffer (its prefix's), to register it under.
-    #[cfg(loom)]
+    /// An address unique to the buffer (its prefix's), to register it under (for the models: the
+    /// unit tests reach the fields).
+    #[cfg_attr(test, allow(dead_code))]
     pub fn base(&self) -> *mut u8 {
         &self.prefix as *const Prefix as *mut u8
     }
 
-    /// Packet `index`'s payload.
-    #[cfg(loom)]
+    /// Packet `index`'s payload (for the models, like [`PhaseBuffer::base`]).
+    #[cfg_attr(test, allow(dead_code))]
     pub fn payload(&self, index: usize) -> &Payload {
         &self.payloads[index]
     }

@@ -133,11 +133,10 @@ const PREFIX_SIZE: usize = 56;
 const HEADER_SIZE: usize = 16;
 const PAYLOAD_SIZE: usize = 4096;
 
-#[cfg(not(loom))]
-mod abi {
+crate::sync::abi_checks! {
     use super::*;
     use crate::lane::Payload;
-    use crate::layout::assert_abi;
+    use crate::sync::assert_abi;
     use core::mem::{align_of, size_of};
 
     assert_abi!(Prefix {
@@ -162,7 +161,7 @@ mod abi {
     const _: () = assert!(MIN_ALIGN == align_of::<Prefix>());
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

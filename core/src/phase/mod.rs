@@ -80,7 +80,6 @@
 //! # Example
 //!
 //! ```
-//! # #[cfg(not(loom))] {
 //! use hostcall_core::phase::{Header, Parts, Prefix, View};
 //! use hostcall_core::{sync::AtomicU32, PacketRequest, Payload};
 //!
@@ -115,7 +114,6 @@
 //! assert_eq!(report.packets, 1);
 //! let done = submitted.wait(|| {});
 //! assert_eq!(done.reply(3), [42, 0]);
-//! # }
 //! ```
 
 mod host;
@@ -130,5 +128,5 @@ pub use layout::{buffer_align, buffer_size, occupied_words, Header, Layout, Pref
 pub use producer::{Claimed, Completed, Submitted};
 pub use view::{Parts, View};
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests;

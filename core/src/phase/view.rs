@@ -93,7 +93,7 @@ impl<'a> View<'a> {
     /// atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
-        let (raw, layout, n) = crate::view::RawBuffer::for_packets(
+        let (raw, layout, n) = crate::view::raw::RawBuffer::for_packets(
             base,
             len,
             num_packets,

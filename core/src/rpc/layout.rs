@@ -101,10 +101,8 @@ impl Layout {
     ///
     /// ```
     /// use hostcall_core::rpc::Layout;
-    /// # #[cfg(not(loom))] {
     /// assert_eq!(Layout::new(1, 1).unwrap().size, 88);
     /// assert_eq!(Layout::new(4096, 32).unwrap().size, 8_486_912);
-    /// # }
     /// ```
     pub const fn new(ports: u64, lanes: u64) -> Result<Self, GeometryError> {
         let (ports, lanes) = match check_geometry(ports, lanes) {
@@ -140,9 +138,8 @@ pub const fn buffer_align() -> usize {
     MIN_ALIGN
 }
 
-// The ABI, pinned outside loom (loom's atomics and cells are larger than the integers).
-#[cfg(not(loom))]
-mod abi {
+// The ABI (checked outside loom: loom's atomics and cells are larger than the integers).
+crate::sync::abi_checks! {
     use super::*;
     use core::mem::{align_of, offset_of, size_of};
 
@@ -152,7 +149,7 @@ mod abi {
     const _: () = assert!(size_of::<AtomicU32>() == 4 && align_of::<AtomicU32>() == 4);
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -61,7 +61,6 @@
 //! # Example
 //!
 //! ```
-//! # #[cfg(not(loom))] {
 //! use hostcall_core::rpc::{opcode, Client, Header, LaneBuffer, Parts, View};
 //! use hostcall_core::sync::AtomicU32;
 //!
@@ -88,7 +87,6 @@
 //! port.close();
 //! assert_eq!(reply, 0xdead_1000);
 //! assert!(!view.pending(0) && !view.pending(1));
-//! # }
 //! ```
 
 mod client;
@@ -118,5 +116,5 @@ pub use stream::{
 pub use version::{CLIENT_OBJECT_SIZE, CLIENT_SYMBOL, LOCK_WORDS, MAX_PORT_COUNT, UPSTREAM};
 pub use view::{Parts, View};
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests;

@@ -2,8 +2,6 @@
 //! in `host.rs`, the client's side in `client.rs`.
 
 use super::layout::{check_geometry, Header, LaneBuffer};
-#[cfg(not(loom))]
-use super::layout::{Layout, MIN_ALIGN};
 use crate::lane::LANE_MASK;
 use crate::sync::{AtomicU32, Ordering};
 use crate::view::LayoutError;
@@ -101,9 +99,9 @@ impl<'a> View<'a> {
         !self.locks.is_empty()
     }
 
-    /// A view over raw memory laid out as [`Layout`] describes for `ports` ports of `lanes` lanes.
+    /// A view over raw memory laid out as [`Layout`](super::Layout) describes for `ports` ports of `lanes` lanes.
     ///
-    /// Checks the address (not null, aligned to [`MIN_ALIGN`]), the geometry and that `len`
+    /// Checks the address (not null, aligned to [`MIN_ALIGN`](super::MIN_ALIGN)), the geometry and that `len`
     /// covers the layout.
     ///
     /// # Safety
@@ -111,8 +109,10 @@ impl<'a> View<'a> {
     ///   through atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, ports: u64, lanes: u64) -> Result<Self, LayoutError> {
+        use super::layout::{Layout, MIN_ALIGN};
         let layout = Layout::new(ports, lanes).map_err(LayoutError::Geometry)?;
-        let (raw, layout) = crate::view::RawBuffer::check(base, len, MIN_ALIGN, Some(layout), |l| l.size)?;
+        let (raw, layout) =
+            crate::view::raw::RawBuffer::check(base, len, MIN_ALIGN, Some(layout), |l| l.size)?;
         let (p, l) = (layout.ports as usize, layout.lanes as usize);
         // SAFETY: the memory is valid for 'a and only accessed atomically (caller) and covers
         // `layout.size` (checked above); `Layout` keeps the four arrays disjoint and inside

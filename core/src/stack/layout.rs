@@ -126,10 +126,9 @@ const fn align8_checked(n: usize) -> Option<usize> {
     }
 }
 
-#[cfg(not(loom))]
-mod abi {
+crate::sync::abi_checks! {
     use super::*;
-    use crate::layout::assert_abi;
+    use crate::sync::assert_abi;
     use core::mem::size_of;
 
     assert_abi!(Prefix {
@@ -149,7 +148,7 @@ mod abi {
     const _: () = assert!(HEADERS_OFFSET == 48);
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -52,7 +52,6 @@
 //! ```
 //! use hostcall_core::stack::{Header, Prefix, View};
 //! use hostcall_core::{PacketRequest, Payload};
-//! # #[cfg(not(loom))] {
 //! // Two packets, viewed from normally allocated parts (raw memory works the same: `from_raw`).
 //! let prefix = Prefix::default();
 //! let headers = [Header::default(), Header::default()];
@@ -75,7 +74,6 @@
 //! assert_eq!(report.packets, 1);
 //! let done = submitted.wait(|| {});
 //! assert_eq!(done.reply(3), [42, 0]);
-//! # }
 //! ```
 
 mod host;
@@ -94,5 +92,5 @@ pub use producer::{Claimed, Completed, Submitted};
 pub use tagged::{Geometry, TaggedPtr};
 pub use view::View;
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests;

@@ -109,7 +109,7 @@ impl TaggedPtr {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

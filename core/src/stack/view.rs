@@ -60,7 +60,7 @@ impl<'a> View<'a> {
     ///   through atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
-        use crate::view::RawBuffer;
+        use crate::view::raw::RawBuffer;
         let geometry = Geometry::new(num_packets)?;
         let n = geometry.num_packets() as usize;
         let (raw, _size) =

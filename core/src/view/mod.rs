@@ -1,18 +1,19 @@
 //! What every protocol's `View` is built with: the packet count every protocol accepts
 //! ([`packet_count`]), why memory cannot be viewed as a buffer ([`LayoutError`]), and the checks
-//! and slicing of raw memory and of separately held parts (`raw.rs`), written once.
+//! and slicing of raw memory (`raw.rs`) and of separately held parts (`parts.rs`), written once.
 //!
-//! A protocol's `View::from_raw` calls [`RawBuffer::check`] (null, alignment, length) and takes
-//! its arrays with [`RawBuffer::slice`]; its `View::from_parts` calls [`check_lengths`]. Which
+//! A protocol's `View::from_raw` calls [`RawBuffer::check`](raw::RawBuffer::check) (null, alignment, length) and takes
+//! its arrays with [`RawBuffer::slice`](raw::RawBuffer::slice); its `View::from_parts` calls [`check_lengths`]. Which
 //! arrays there are, and the offsets of each, stay with the protocol.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use core::fmt;
-#[cfg(not(loom))]
-pub(crate) use raw::RawBuffer;
-pub(crate) use raw::{check_lengths, debug_parts, part};
+pub(crate) use parts::{check_lengths, debug_parts, part};
 
-mod raw;
+mod parts;
+// Raw memory: outside loom only, like every `from_raw` (see the `sync` docs).
+#[cfg(not(loom))]
+pub(crate) mod raw;
 
 /// The largest packet count every protocol accepts (2^24 packets is 64 GiB of payloads).
 pub const MAX_PACKETS: u32 = 1 << 24;

@@ -1,23 +1,19 @@
-//! The construction of a protocol's `View`, written once: the checks of raw memory and the arrays
-//! taken from it ([`RawBuffer`]), the length checks of separately held parts ([`check_lengths`]),
-//! and their `Debug` ([`debug_parts`]).
+//! The construction of a protocol's `View::from_raw`, written once: the checks of raw memory and
+//! the arrays taken from it ([`RawBuffer`]). Outside loom only, like every `from_raw`: only there
+//! do the buffer's types have the layout of the device's bytes (see [`crate::sync`]).
 
-#[cfg(not(loom))]
 use super::packet_count;
 use super::LayoutError;
-use core::fmt;
 
 /// Raw memory checked to hold a buffer: `base` is not null, aligned to the protocol's alignment,
 /// and the `size` bytes of its layout fit in the `len` given. The protocol's `View::from_raw`
 /// takes its prefix and arrays from it with [`RawBuffer::slice`].
-#[cfg(not(loom))]
 pub(crate) struct RawBuffer {
     base: *mut u8,
     size: usize,
     align: usize,
 }
 
-#[cfg(not(loom))]
 impl RawBuffer {
     /// The checks every protocol's `View::from_raw` makes before it builds a reference, in this
     /// order: `base` is not null, `base` is aligned to `align` (a power of two), and `len` covers
@@ -85,36 +81,4 @@ impl RawBuffer {
         // `T` (the contract), so a shared slice of it is sound.
         unsafe { core::slice::from_raw_parts(self.base.add(offset).cast::<T>(), count) }
     }
-}
-
-/// The length checks of a protocol's `View::from_parts`: each `(array, expected, given)` in
-/// order, the first mismatch reported as [`LayoutError::ArrayLength`].
-pub(crate) fn check_lengths(lengths: &[(&'static str, usize, usize)]) -> Result<(), LayoutError> {
-    for &(array, expected, given) in lengths {
-        if expected != given {
-            return Err(LayoutError::ArrayLength { array, expected, given });
-        }
-    }
-    Ok(())
-}
-
-/// One array of a protocol's `Parts` for [`debug_parts`]: its name, address and length.
-pub(crate) fn part<T>(name: &'static str, slice: &[T]) -> (&'static str, *const u8, usize) {
-    (name, slice.as_ptr().cast(), slice.len())
-}
-
-/// The `Debug` of a protocol's `Parts`: where the prefix and each array are, and each array's
-/// length (the shared words are not read).
-pub(crate) fn debug_parts<P>(
-    f: &mut fmt::Formatter<'_>,
-    name: &str,
-    prefix: &P,
-    arrays: &[(&'static str, *const u8, usize)],
-) -> fmt::Result {
-    let mut s = f.debug_struct(name);
-    s.field("prefix", &(prefix as *const P));
-    for &(array, address, entries) in arrays {
-        s.field(array, &format_args!("{address:p} ({entries} entries)"));
-    }
-    s.finish()
 }
