@@ -103,7 +103,7 @@
 //! ```
 //! # #[cfg(not(loom))] {
 //! use hostcall_core::line::{Parts, Prefix, Reply, Request, View};
-//! use hostcall_core::{sync::AtomicU32, PacketRequest};
+//! use hostcall_core::{sync::AtomicU32, Host as _, PacketRequest};
 //!
 //! let prefix = Prefix::default();
 //! let words = |n| (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();

@@ -1,12 +1,13 @@
 //! The listener's add/remove API: which buffers it serves, each held (claimed process-wide,
 //! with its per-buffer counters in the registry) while it is served.
 
+use super::rpc::RpcState;
 use super::{relay, BufferOptions, Listener, Shared, MAX_BUFFERS};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
 use crate::threads::claims::{self, Claim};
 use hostcall_core::line::Incomplete;
-use hostcall_core::{Poller, Protocol};
+use hostcall_core::{AnyState, Poller, Protocol};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -149,7 +150,8 @@ impl Listener {
     /// The counters of the LLVM-RPC buffer at `base`'s host in this listener (`None`: not an
     /// RPC buffer served here). Its refusals are also in [`Listener::stats`], by reason.
     pub fn rpc_counters(&self, base: *const u8) -> Option<crate::services::rpc::RpcCounters> {
-        self.shared.rpc.counters(base as usize)
+        let served = self.shared.served.lock().unwrap_or_else(|p| p.into_inner());
+        served.get(&(base as usize)).and_then(|entry| entry.rpc.as_ref()).map(RpcState::counters)
     }
 
     /// Stops serving a buffer added with [`Listener::add_raw`]. Refused from the listener's own
@@ -183,29 +185,30 @@ pub(super) struct Served {
     pub(super) home: u64,
     /// Being removed: not handed to another seat.
     pub(super) leaving: bool,
-    /// A line buffer's memory of the requests found incomplete, given to the poller that serves
-    /// it (and to the next one, when a relief hands it on).
+    /// The buffer's host state, given to the poller that serves it (and to the next one, when a
+    /// relief hands it on): a line buffer's memory of the requests found incomplete, an LLVM-RPC
+    /// buffer's host (`rpc.rs`). At most one of the two.
     pub(super) incomplete: Option<IncompleteMemory>,
+    pub(super) rpc: Option<RpcState>,
 }
 
 impl Served {
-    /// Registers the buffer with `poller`, with its memory of incomplete requests.
+    /// Registers the buffer with `poller`, with its host state.
     ///
     /// # Safety
-    /// As for [`Registration::register`]; and no other poller drains the buffer from now on
-    /// (the incomplete-request memory is this poller's alone, `set_incomplete_memory`).
+    /// As for [`Registration::register`]; and no other poller drains the buffer from now on,
+    /// this one's drains coming after the last drain of the poller that drained it before (the
+    /// host state is the drains' alone: `rpc.rs`, "Why a turn needs no lock").
     pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>) -> Result<(), Error> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.registration.register(poller) }?;
-        if let Some(memory) = &self.incomplete {
-            let base = self.registration.base as *mut u8;
-            // SAFETY: `self` keeps the memory until the buffer is no longer served (`let_go`,
-            // after its removal from this poller, or after its thread ended); the caller makes
-            // this the only poller that drains the buffer, so the only one that touches it.
-            let given = unsafe { poller.set_incomplete_memory(base, memory.0) };
-            debug_assert!(given.is_ok(), "the buffer was just registered");
-        }
-        Ok(())
+        let state = match (&self.incomplete, &self.rpc) {
+            (Some(memory), _) => AnyState::Line(memory.0),
+            (None, Some(rpc)) => rpc.state(),
+            (None, None) => AnyState::None,
+        };
+        // SAFETY: forwarded from this function's contract; `self` keeps the state until the
+        // buffer is no longer served (`let_go`, after its removal from this poller, or after its
+        // thread ended).
+        unsafe { self.registration.register(poller, state) }
     }
 }
 
@@ -247,23 +250,25 @@ pub(super) struct Registration {
 }
 
 impl Registration {
-    /// Registers the buffer with `poller`.
+    /// Registers the buffer with `poller`, with host state `state`.
     ///
     /// # Safety
-    /// As for [`Poller::add`]: the memory stays valid, accessed only atomically, until it is
-    /// removed from `poller` or `poller` drains it no more; for a range, no other poller serves
-    /// an index of it.
-    pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>) -> Result<(), Error> {
+    /// As for [`hostcall_core::Registration::new`]: the memory stays valid, accessed only
+    /// atomically, until it is removed from `poller` or `poller` drains it no more; for a range,
+    /// no other poller serves an index of it. And as for
+    /// [`hostcall_core::Registration::with_state`] for `state`.
+    pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>, state: AnyState) -> Result<(), Error> {
         let Self { protocol, base, len, num_packets, device, .. } = *self;
-        let base = base as *mut u8;
         // SAFETY: forwarded from this function's contract.
-        unsafe {
-            match self.range.clone() {
-                None => poller.add_on_device(protocol, base, len, num_packets, device),
-                Some(range) => poller.add_range_on_device(protocol, base, len, num_packets, range, device),
-            }
-        }
-        .map_err(Error::from)
+        let registration =
+            unsafe { hostcall_core::Registration::new(protocol, base as *mut u8, len, num_packets) }?
+                .on_device(device);
+        let registration = match self.range.clone() {
+            Some(range) => registration.range(range),
+            None => registration,
+        };
+        // SAFETY: forwarded from this function's contract.
+        poller.add(unsafe { registration.with_state(state) }).map_err(Error::from)
     }
 }
 
@@ -291,21 +296,17 @@ impl Shared {
         let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
         // Under `served`: no relief moves buffers meanwhile.
         let active = self.active();
-        if let Protocol::Rpc { .. } = protocol {
-            // Its host (for every port: a range's indices are the buffer's), found by every thread
-            // of this listener by base address (`rpc.rs`).
+        // Its host (for every port: a range's indices are the buffer's), owned by the entry and
+        // handed to the poller with the registration (`rpc.rs`).
+        let rpc = matches!(protocol, Protocol::Rpc { .. }).then(|| {
             let ports = u32::try_from(num_packets).unwrap_or(u32::MAX);
-            let serving = super::rpc::RpcServing::new(ports, &options.rpc, self.services.rpc_held());
-            self.rpc.insert(base, serving);
-        }
+            RpcState::new(base, ports, &options.rpc, &self.services)
+        });
         let incomplete = (protocol == Protocol::Line).then(|| IncompleteMemory::new(packets));
-        let entry = Served { claim, counted, registration, home: active.id, leaving: false, incomplete };
+        let entry = Served { claim, counted, registration, home: active.id, leaving: false, incomplete, rpc };
         // SAFETY: forwarded from this function's contract; a new registration: no poller drains
-        // it yet.
-        if let Err(e) = unsafe { entry.register(&active.poller) } {
-            self.rpc.remove(base);
-            return Err(e);
-        }
+        // it yet. On an error the entry (and its host state) is dropped: no poller has it.
+        unsafe { entry.register(&active.poller) }?;
         log::info!("{}: serving buffer {base:#x} ({protocol:?}, {packets} packets)", self.config.thread_name);
         served.insert(base, entry);
         Ok(())
@@ -350,8 +351,9 @@ impl Shared {
     /// and then its claim is released (so a buffer added at its address later, here or by
     /// another listener, starts with nothing of it).
     pub(super) fn let_go(&self, entry: Option<Served>) {
-        let Some(Served { claim, counted, registration, .. }) = entry else { return };
-        self.rpc.remove(registration.base);
+        let Some(Served { claim, counted, registration, incomplete, rpc, .. }) = entry else { return };
+        // The host state first: an RPC buffer's files closed and calls dropped now.
+        drop((incomplete, rpc));
         if counted.release() {
             self.services.forget_buffer(registration.base);
         }

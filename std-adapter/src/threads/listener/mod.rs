@@ -182,8 +182,6 @@ struct Shared {
     /// The buffers let go of by their thread when it ended after a shutdown: removing one of
     /// them is still answered `Ok` (as it would have been before the shutdown), once.
     ended: Mutex<std::collections::HashSet<usize>>,
-    /// The LLVM-RPC buffers' hosts (the calls in progress on their ports).
-    rpc: rpc::RpcBuffers,
     /// Names this listener in the process-wide claims.
     id: u64,
     stop: AtomicBool,
@@ -253,7 +251,6 @@ impl Listener {
             owned: Mutex::new(HashMap::new()),
             served: Mutex::new(HashMap::new()),
             ended: Mutex::new(std::collections::HashSet::new()),
-            rpc: rpc::RpcBuffers::default(),
             // Relaxed: only uniqueness matters.
             id: NEXT_LISTENER_ID.fetch_add(1, Ordering::Relaxed),
             stop: AtomicBool::new(false),
