@@ -5,7 +5,10 @@
 //! ([`ErrorCode`]) sits beside the request and reply types too, re-exported here.
 //!
 //! Every host walks a packet's lanes with [`serve_lanes`]: the [`ServiceTable`] here, and the std
-//! crate's registry, which adds only a panic guard around each lane's call.
+//! crate's registry, which adds only a panic guard around each lane's call. A protocol's host whose
+//! work for a buffer is more than serving packets hands it to [`Dispatch::own_work`] (through the
+//! poller's drain), so a dispatch that watches its calls sees it as one; nothing here names a
+//! protocol.
 
 use crate::host::{DrainError, OwnWork, PacketRequest};
 pub use crate::host::{DEVMEM, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER};

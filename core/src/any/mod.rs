@@ -6,7 +6,8 @@
 //! protocol's. Everything that serves or fills buffers of every
 //! protocol (the [`Poller`](crate::Poller), the std crate's buffers and emulated waves) goes
 //! through here, so a new protocol is one folder plus one arm in each `match` of this module
-//! (here and in `packet.rs`). This is the only module outside the protocol folders that names them.
+//! (here, in `packet.rs`, and in `state.rs` for a host with per-buffer state: the compiler names
+//! every one). This is the only module outside the protocol folders that names them.
 
 mod packet;
 mod state;

@@ -7,7 +7,8 @@
 //! [`Dispatch`]. What a buffer's host keeps across drains lives in its registration: the
 //! [`DrainScope`] (a [`ScanWindow`](crate::ScanWindow) for a buffer whose host scans) in the
 //! poll's own state, and the buffer's [`Host::State`](crate::Host::State) as the owner's memory the
-//! registration points to ([`Registration::with_state`]). This module names no protocol.
+//! registration points to ([`Registration::with_state`]). This module's code names no protocol
+//! (its docs name some, as examples): it drains every buffer the same way.
 //!
 //! A runtime without threads (firmware, a bare-metal loop) calls `poll_once` from its main loop;
 //! the std crate's listener is a loop around it that waits on a doorbell in between.

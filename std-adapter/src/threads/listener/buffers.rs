@@ -1,14 +1,12 @@
 //! The listener's add/remove API: which buffers it serves, each held (claimed process-wide,
 //! with its per-buffer counters in the registry) while it is served.
 
-use super::rpc::RpcState;
+use super::state::HostState;
 use super::{relay, BufferOptions, Listener, Shared, MAX_BUFFERS};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
 use crate::threads::claims::{self, Claim};
-use hostcall_core::line::Incomplete;
 use hostcall_core::{AnyState, Poller, Protocol};
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 impl Listener {
@@ -151,7 +149,7 @@ impl Listener {
     /// RPC buffer served here). Its refusals are also in [`Listener::stats`], by reason.
     pub fn rpc_counters(&self, base: *const u8) -> Option<crate::services::rpc::RpcCounters> {
         let served = self.shared.served.lock().unwrap_or_else(|p| p.into_inner());
-        served.get(&(base as usize)).and_then(|entry| entry.rpc.as_ref()).map(RpcState::counters)
+        served.get(&(base as usize)).and_then(|entry| entry.state.rpc_counters())
     }
 
     /// Stops serving a buffer added with [`Listener::add_raw`]. Refused from the listener's own
@@ -186,10 +184,8 @@ pub(super) struct Served {
     /// Being removed: not handed to another seat.
     pub(super) leaving: bool,
     /// The buffer's host state, given to the poller that serves it (and to the next one, when a
-    /// relief hands it on): a line buffer's memory of the requests found incomplete, an LLVM-RPC
-    /// buffer's host (`rpc.rs`). At most one of the two.
-    pub(super) incomplete: Option<IncompleteMemory>,
-    pub(super) rpc: Option<RpcState>,
+    /// relief hands it on).
+    pub(super) state: HostState,
 }
 
 impl Served {
@@ -200,42 +196,12 @@ impl Served {
     /// this one's drains coming after the last drain of the poller that drained it before (the
     /// host state is the drains' alone: `rpc.rs`, "Why a turn needs no lock").
     pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>) -> Result<(), Error> {
-        let state = match (&self.incomplete, &self.rpc) {
-            (Some(memory), _) => AnyState::Line(memory.0),
-            (None, Some(rpc)) => rpc.state(),
-            (None, None) => AnyState::None,
-        };
         // SAFETY: forwarded from this function's contract; `self` keeps the state until the
         // buffer is no longer served (`let_go`, after its removal from this poller, or after its
         // thread ended).
-        unsafe { self.registration.register(poller, state) }
+        unsafe { self.registration.register(poller, self.state.any()) }
     }
 }
-
-/// One entry per packet served of a line buffer ([`hostcall_core::line::Incomplete`]), which the
-/// poller reads and writes through a raw pointer while the buffer is registered: held as that
-/// pointer (a `Box` moved into a map would claim unique access to it), freed on drop, which
-/// comes only after the pollers let go of it (the buffer removed from the poller that drains it,
-/// or its thread ended; a poller it was handed away from drains it no more: `relay.rs`).
-pub(super) struct IncompleteMemory(NonNull<[Incomplete]>);
-
-impl IncompleteMemory {
-    fn new(packets: u64) -> Self {
-        let entries = vec![Incomplete::default(); packets as usize].into_boxed_slice();
-        Self(NonNull::from(Box::leak(entries)))
-    }
-}
-
-impl Drop for IncompleteMemory {
-    fn drop(&mut self) {
-        // SAFETY: made by `Box::leak` in `new`; no poll uses it any more (see the type's docs).
-        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
-    }
-}
-
-// SAFETY: the memory is plain data, touched only by the poller's polls (one at a time) while
-// registered, and freed by whichever thread drops it after that.
-unsafe impl Send for IncompleteMemory {}
 
 /// What a poller registration of a served buffer is made of.
 #[derive(Clone, Debug)]
@@ -296,14 +262,9 @@ impl Shared {
         let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
         // Under `served`: no relief moves buffers meanwhile.
         let active = self.active();
-        // Its host (for every port: a range's indices are the buffer's), owned by the entry and
-        // handed to the poller with the registration (`rpc.rs`).
-        let rpc = matches!(protocol, Protocol::Rpc { .. }).then(|| {
-            let ports = u32::try_from(num_packets).unwrap_or(u32::MAX);
-            RpcState::new(base, ports, &options.rpc, &self.services)
-        });
-        let incomplete = (protocol == Protocol::Line).then(|| IncompleteMemory::new(packets));
-        let entry = Served { claim, counted, registration, home: active.id, leaving: false, incomplete, rpc };
+        // Owned by the entry and handed to the poller with the registration (`state.rs`).
+        let state = HostState::new(protocol, base, num_packets, packets, options, &self.services);
+        let entry = Served { claim, counted, registration, home: active.id, leaving: false, state };
         // SAFETY: forwarded from this function's contract; a new registration: no poller drains
         // it yet. On an error the entry (and its host state) is dropped: no poller has it.
         unsafe { entry.register(&active.poller) }?;
@@ -351,9 +312,9 @@ impl Shared {
     /// and then its claim is released (so a buffer added at its address later, here or by
     /// another listener, starts with nothing of it).
     pub(super) fn let_go(&self, entry: Option<Served>) {
-        let Some(Served { claim, counted, registration, incomplete, rpc, .. }) = entry else { return };
+        let Some(Served { claim, counted, registration, state, .. }) = entry else { return };
         // The host state first: an RPC buffer's files closed and calls dropped now.
-        drop((incomplete, rpc));
+        drop(state);
         if counted.release() {
             self.services.forget_buffer(registration.base);
         }

@@ -100,6 +100,7 @@ mod buffers;
 use buffers::Served;
 mod relay;
 mod rpc;
+mod state;
 mod thread;
 mod wait;
 mod watch;
@@ -176,7 +177,8 @@ struct Shared {
     /// `Poller::add`). Keyed by base address.
     owned: Mutex<HashMap<usize, Arc<HostcallBuffer>>>,
     /// What each buffer served (owned or raw, keyed by base address) holds while it is served:
-    /// its process-wide claim and its per-buffer counters in the registry. Released when the
+    /// its process-wide claim, its per-buffer counters in the registry, and its host state (the
+    /// line memory or the RPC host its poller registration points to). Released when the
     /// buffer is removed or the thread has been joined.
     served: Mutex<HashMap<usize, Served>>,
     /// The buffers let go of by their thread when it ended after a shutdown: removing one of
