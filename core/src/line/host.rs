@@ -103,18 +103,14 @@ impl crate::host::Host for Host<'_> {
             DrainScope::Whole | DrainScope::Window(_) => 0,
         };
         let entries = &mut Entries { first, entries: state.unwrap_or(&mut []) };
-        let n = self.0.requests.len();
-        match scratch {
-            Some(kept) => {
-                let place = &mut Place::Kept(kept);
-                scope.drain(n, |range, report| self.scan(range, place, entries, handler, report))
-            }
-            None => {
-                let (mut memory, mut initialised) = (own_memory(), false);
-                let place = &mut Place::Own(&mut memory, &mut initialised);
-                scope.drain(n, |range, report| self.scan(range, place, entries, handler, report))
-            }
-        }
+        // One scan whichever the place: one instantiation of the scope's drain and of the scan
+        // (the poller's, always given a kept scratch, loses the other branch when inlined).
+        let (mut memory, mut initialised) = (own_memory(), false);
+        let place = &mut match scratch {
+            Some(kept) => Place::Kept(kept),
+            None => Place::Own(&mut memory, &mut initialised),
+        };
+        scope.drain(self.0.requests.len(), |range, report| self.scan(range, place, entries, handler, report))
     }
 }
 

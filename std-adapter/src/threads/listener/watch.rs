@@ -7,9 +7,9 @@
 //!
 //! | word | written by | when |
 //! | --- | --- | --- |
-//! | `state`: 0, or the call's sequence number (low 62 bits) and two flags | the thread (`begin`: store; `end`: swap to 0) | around each packet's dispatch |
+//! | `state`: 0, or the call's sequence number (low 62 bits) and two flags | the thread (`begin`: store; `end`: swap to 0) | around each packet's dispatch, and around each piece of a host's own work (an LLVM-RPC turn, the packets it serves inside it) |
 //! | `state`'s `REPORTED` and `ABANDONED` bits | the watchdog (compare-exchange from the value it saw) | while that very call runs |
-//! | `service`, `buffer` | the thread, before `begin`'s store | each packet |
+//! | `service`, `buffer` | the thread, before `begin`'s store | each call |
 //!
 //! The handshake: the watchdog sets a flag only with a compare-exchange from the value `begin`
 //! stored, so it succeeds only while that call is still running; the thread's `end` is a swap, so
