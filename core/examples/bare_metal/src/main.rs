@@ -64,7 +64,8 @@ pub extern "C" fn _start() -> ! {
     let device = unsafe { View::from_raw(base, BYTES, PACKETS as u64) }.expect("the layout fits");
     device.init(base as u64, 0);
     // SAFETY: as above; the buffer is never removed, and the memory lives for the program.
-    unsafe { POLLER.add(Registration::new(Protocol::Stack, base, BYTES, PACKETS as u64).unwrap()) }.expect("room for one buffer");
+    unsafe { POLLER.add(Registration::new(Protocol::Stack, base, BYTES, PACKETS as u64).unwrap()) }
+        .expect("room for one buffer");
 
     let mut round = 0u64;
     loop {
