@@ -1,7 +1,8 @@
 //! A buffer's host state moves with its registration when a stuck call hands the listener's
 //! other buffers to another thread (issue 36): an LLVM-RPC buffer's call in progress goes on
 //! where it was on the new thread, and a line buffer's memory of a stalled request still knows it
-//! reported it (a fresh memory would report it again). Every wait is bounded: a stall fails the
+//! reported it (a fresh memory would report it again). And an RPC turn's own work (its console
+//! write, not a packet) is watched as one stuck call. Every wait is bounded: a stall fails the
 //! test, never hangs it.
 
 #[macro_use]
@@ -157,6 +158,63 @@ fn host_state_moves_with_its_buffer_to_another_thread() {
 
         release.send(()).unwrap();
         assert_eq!(blocked.join().unwrap(), 7);
+        listener.shutdown();
+    });
+}
+
+/// An LLVM-RPC turn stuck in its host's own work (a console write whose sink blocks) is watched
+/// as one call: counted stuck once, for its buffer, and the listener's other buffer is served by
+/// another thread meanwhile.
+#[test]
+fn an_rpc_turn_stuck_in_its_own_work_is_one_stuck_call() {
+    returns_within("an RPC turn stuck in the sink", PATIENCE * 2, || {
+        let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+        let config = ListenerConfig::default().with_stuck_after(Duration::from_millis(20));
+        let listener = Listener::start(doorbell.clone(), config).unwrap();
+        listener.services().register_lane(ECHO, "echo", |r| Ok([r[0], r[7]])).unwrap();
+        let (entered_tx, entered) = channel();
+        let (release, release_rx) = channel::<()>();
+        let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+        let sink = SharedSink::from_fn(move |_, _| {
+            entered_tx.lock().unwrap().send(()).unwrap();
+            release_rx.lock().unwrap().recv_timeout(PATIENCE).expect("released by the test");
+        });
+        let (rpc, other) =
+            (buffer(&doorbell, Protocol::Rpc { lanes: 1 }, 1), buffer(&doorbell, Protocol::Phase, 4));
+        let options = BufferOptions::default().with_rpc(RpcOptions::default().with_sink(sink));
+        listener.add_buffer_with(rpc.clone(), &options).unwrap();
+        listener.add_buffer(other.clone()).unwrap();
+
+        let device = rpc.clone();
+        let writer = std::thread::spawn(move || {
+            let locks = [AtomicU32::new(0)];
+            let client = Client::new(device.view().rpc().unwrap(), &locks).unwrap();
+            let mut port = client.try_open(opcode::libc::WRITE_TO_STDOUT_NEWLINE, 1, 0).unwrap();
+            let started = Instant::now();
+            let mut keep_waiting = move |_| started.elapsed() < PATIENCE;
+            port.send_n(|_| b"stuck", &mut keep_waiting).unwrap();
+            let mut written = 0;
+            port.recv(|_, w| written = w[0], &mut keep_waiting).unwrap();
+            port.close();
+            written
+        });
+        entered.recv_timeout(PATIENCE).expect("the write reached the sink");
+
+        let wave = Wave::new(other.clone(), 1).with_timeout(PATIENCE);
+        for k in 0..50u64 {
+            let reply =
+                wave.call(ECHO, |_| [k, 0, 0, 0, 0, 0, 0, 9]).expect("served while the turn is stuck");
+            assert_eq!(reply.lane(0), [k, 9]);
+        }
+        let stuck = || listener.stats().refusals.get(Reason::StuckService);
+        wait_until("the stuck turn's count", || stuck() > 0);
+        assert_eq!(stuck(), 1, "one stuck call");
+        let of_buffer = listener.stats().buffers[&(rpc.as_ptr() as usize)].refusals;
+        assert_eq!(of_buffer.get(Reason::StuckService), 1, "counted for the RPC buffer");
+
+        release.send(()).unwrap();
+        assert_eq!(writer.join().unwrap(), 6, "\"stuck\" and its newline");
+        assert_eq!(stuck(), 1, "still one once it returned");
         listener.shutdown();
     });
 }
