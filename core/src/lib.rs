@@ -66,17 +66,18 @@
 //! A protocol is one folder plus one arm of the one switch. The folder provides `layout.rs` (the
 //! `repr(C)` types, `Layout`, `buffer_size`, `buffer_align`, the ABI asserts), `view.rs` (`View`:
 //! `from_parts`, `from_raw`, `init`, `claim`, `host`), `producer.rs` (its [`producer::Wire`]: what
-//! each step of a call does to its words; the handles are [`producer`]'s), `host.rs` (`Host`: the sealed [`Host`] trait's one required
-//! [`drain_scope`](Host::drain_scope) and its per-buffer [`Host::State`]; the other drains are
-//! the trait's defaults), `mod.rs`
-//! (the docs: who writes which word, the orderings, an example) and `tests.rs`, built on the shared
+//! each step of a call does to its words; the handles are [`producer`]'s), `host.rs` (its `Host`,
+//! implementing the sealed [`Host`] trait: its per-buffer [`Host::State`] and the one required
+//! [`drain_scope`](Host::drain_scope); the other drains are the trait's defaults), `mod.rs` (the
+//! docs: who writes which word, the orderings, an example) and `tests.rs`, built on the shared
 //! mechanisms, which name no protocol: the scan window and drain scope ([`ScanWindow`],
 //! [`DrainScope`]), the checks and slicing of raw memory and parts (`view/`), the layout
 //! arithmetic and ABI asserts (`layout.rs`), the claim bitmap (`occupied.rs`), the producer traits
 //! and wait ([`lane`]), and what the host is given and reports ([`PacketRequest`], [`ErrorCode`],
 //! [`DrainError`], the [`Host`] trait). The switch is `any/`: a [`Protocol`] variant and one arm
 //! in each `match` there ([`AnyView`], [`AnyClaimed`] and its siblings, [`HostScratch`], and a
-//! variant of [`AnyState`] for a host with per-buffer state); the [`Poller`] then serves it. PROTOCOL.md's "Adding a protocol" has the full list.
+//! variant of [`AnyState`] for a host with per-buffer state); the [`Poller`] then serves it.
+//! PROTOCOL.md's "Adding a protocol" has the full list.
 //!
 //! # Features
 //!
