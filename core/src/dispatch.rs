@@ -5,9 +5,12 @@
 //! ([`ErrorCode`]) sits beside the request and reply types too, re-exported here.
 //!
 //! Every host walks a packet's lanes with [`serve_lanes`]: the [`ServiceTable`] here, and the std
-//! crate's registry, which adds only a panic guard around each lane's call.
+//! crate's registry, which adds only a panic guard around each lane's call. A protocol's host whose
+//! work for a buffer is more than serving packets hands it to [`Dispatch::own_work`] (through the
+//! poller's drain), so a dispatch that watches its calls sees it as one; nothing here names a
+//! protocol.
 
-use crate::host::{DrainError, PacketRequest};
+use crate::host::{DrainError, OwnWork, PacketRequest};
 pub use crate::host::{DEVMEM, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER};
 // The error reply, defined beside the request and reply types and re-exported at the crate root,
 // also under its old path here (code across the workspace names it so).
@@ -23,22 +26,15 @@ pub trait Dispatch {
     fn malformed(&self, buffer: usize, error: DrainError) {
         let _ = (buffer, error);
     }
-    /// One turn on a port of the LLVM-RPC buffer at `buffer` (its base address), for a host that
-    /// keeps that buffer's calls in progress itself (the std crate's listener keeps an `RpcHost`
-    /// per buffer). `packets` serves the hostcall packets the turn makes (`'r'`, `'h'`, `MALLOC`)
-    /// with the buffer's origin set. Returns `Some(served)` when this dispatch took the turn (the
-    /// drain then hands the port back; `served` is false for an opcode it has no handler for),
-    /// `None` to leave it to the stateless default ([`DrainHandler::rpc_turn`]).
-    ///
-    /// [`DrainHandler::rpc_turn`]: crate::DrainHandler::rpc_turn
-    fn rpc_turn(
-        &self,
-        buffer: usize,
-        turn: &mut crate::rpc::Turn<'_>,
-        packets: &dyn Dispatch,
-    ) -> Option<bool> {
-        let _ = (buffer, turn, packets);
-        None
+    /// Runs `work`, a piece of a host's own work for the buffer at `buffer` (its base address),
+    /// named `name`, with the way to serve the packets it makes (see
+    /// [`DrainHandler::own_work`](crate::DrainHandler::own_work), which a poller's drain turns
+    /// into this with the buffer named). A dispatch that watches its calls watches it as one
+    /// call, the packets inside it included; the default only runs it, serving its packets with
+    /// [`Dispatch::dispatch`].
+    fn own_work(&self, buffer: usize, name: u32, work: &mut OwnWork<'_>) {
+        let _ = (buffer, name);
+        work(&mut |packet| self.dispatch(packet));
     }
     /// Whether [`Poller::poll_once`](crate::Poller::poll_once) goes on to drain the next buffer:
     /// asked before each buffer of a poll. `false` ends the poll there (the buffers not yet
@@ -76,7 +72,7 @@ where
 ///
 /// ```
 /// use hostcall_core::dispatch::serve_lanes;
-/// use hostcall_core::{ErrorCode, LaneService};
+/// use hostcall_core::{ErrorCode, Host as _, LaneService};
 /// # #[cfg(not(loom))] {
 /// # let prefix = hostcall_core::stack::Prefix::default();
 /// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];
@@ -107,6 +103,7 @@ pub fn serve_lanes(
 ///
 /// ```
 /// use hostcall_core::dispatch::serve_lanes_from;
+/// use hostcall_core::Host as _;
 /// # #[cfg(not(loom))] {
 /// # let prefix = hostcall_core::stack::Prefix::default();
 /// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];

@@ -27,7 +27,7 @@
 //!
 //! ```
 //! use hostcall_core::{AnyView, ClaimedPacket, CompletedPacket, ErrorCode, Protocol};
-//! use hostcall_core::{Poller, ServiceTable, SubmittedPacket};
+//! use hostcall_core::{Poller, Registration, ServiceTable, SubmittedPacket};
 //! // A buffer of 4 packets in raw memory (a GPU runtime allocates fine-grained memory instead).
 //! #[repr(C, align(64))]
 //! struct Line([u64; 8]);
@@ -46,7 +46,7 @@
 //! services.register(7, &add).unwrap();
 //! let poller = Poller::<2>::new();
 //! // SAFETY: as above; removed before `memory` is freed.
-//! unsafe { poller.add(protocol, base, len, 4) }.unwrap();
+//! poller.add(unsafe { Registration::new(protocol, base, len, 4) }.unwrap()).unwrap();
 //!
 //! // Device side (an emulated wave): claim, fill lane 3, submit, and wait for the poller.
 //! let mut packet = buffer.claim(0).unwrap().expect("a free packet");
@@ -64,15 +64,18 @@
 //! A protocol is one folder plus one arm of the one switch. The folder provides `layout.rs` (the
 //! `repr(C)` types, `Layout`, `buffer_size`, `buffer_align`, the ABI asserts), `view.rs` (`View`:
 //! `from_parts`, `from_raw`, `init`, `claim`, `host`), `producer.rs` (its [`producer::Wire`]: what
-//! each step of a call does to its words; the handles are [`producer`]'s), `host.rs` (`Host`: [`drain`](stack::Host::drain), and [`drain_scope`](phase::Host::drain_scope) for a host that scans), `mod.rs`
-//! (the docs: who writes which word, the orderings, an example) and `tests.rs`, built on the shared
+//! each step of a call does to its words; the handles are [`producer`]'s), `host.rs` (its `Host`,
+//! implementing the sealed [`Host`] trait: its per-buffer [`Host::State`] and the one required
+//! [`drain_scope`](Host::drain_scope); the other drains are the trait's defaults), `mod.rs` (the
+//! docs: who writes which word, the orderings, an example) and `tests.rs`, built on the shared
 //! mechanisms, which name no protocol: the scan window and drain scope ([`ScanWindow`],
 //! [`DrainScope`]), the checks and slicing of raw memory and parts (`view/`), the layout
 //! arithmetic and ABI asserts (`layout.rs`), the claim bitmap (`occupied.rs`), the producer traits
 //! and wait ([`lane`]), and what the host is given and reports ([`PacketRequest`], [`ErrorCode`],
-//! [`DrainError`]). The switch is `any/`: a [`Protocol`] variant and one arm in each `match`
-//! there ([`AnyView`], [`AnyClaimed`] and its siblings, [`HostScratch`]); the [`Poller`] then
-//! serves it. PROTOCOL.md's "Adding a protocol" has the full list.
+//! [`DrainError`], the [`Host`] trait). The switch is `any/`: a [`Protocol`] variant and one arm
+//! in each `match` there ([`AnyView`], [`AnyClaimed`] and its siblings, [`HostScratch`], and a
+//! variant of [`AnyState`] for a host with per-buffer state); the [`Poller`] then serves it.
+//! PROTOCOL.md's "Adding a protocol" has the full list.
 //!
 //! # Features
 //!
@@ -139,13 +142,18 @@ pub mod sync;
 mod test_support;
 mod view;
 
-pub use any::{AnyClaimed, AnyCompleted, AnySubmitted, AnyView, HostScratch, Protocol};
+pub use any::{
+    AnyClaimed, AnyCompleted, AnyState, AnyStateMut, AnySubmitted, AnyView, HostScratch, Protocol,
+};
 pub use dispatch::{Dispatch, LaneService, ServiceTable, TableFull};
-pub use host::{ChainError, DrainError, DrainHandler, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
+pub use host::{
+    ChainError, DrainError, DrainHandler, DrainReport, ErrorCode, Host, OwnWork, PacketRequest, ServePacket,
+    ERROR_REPLY,
+};
 pub use lane::{
     ClaimedPacket, CompletedPacket, Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
 };
-pub use poller::{Poller, PollerError};
+pub use poller::{Poller, PollerError, Registration};
 pub use scan::{DrainScope, ScanWindow};
 pub use view::{packet_count, GeometryError, LayoutError, MAX_PACKETS};
 
@@ -166,7 +174,7 @@ pub mod __internal {
     }
 
     pub use crate::phase::in_parts::PhaseBuffer;
-    pub use crate::poller::model::{add_view, remove_without_waiting};
+    pub use crate::poller::model::remove_without_waiting;
 }
 
 /// The crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).

@@ -11,7 +11,7 @@
 //! (the stack's tagged pointer, the line protocol's sequence and its `keep`).
 //!
 //! ```
-//! use hostcall_core::{producer, stack, Payload};
+//! use hostcall_core::{producer, stack, Host as _, Payload};
 //! /// Any protocol's claimed packet is a `producer::Claimed<W>`.
 //! fn lane_zero<W: producer::Wire>(mut packet: producer::Claimed<W>) -> producer::Submitted<W> {
 //!     packet.write_lane(0, &[1, 2, 3, 4, 5, 6, 7, 8]);

@@ -2,7 +2,7 @@
 //! its "device" side and calls `Poller::poll_once` to serve it, with a fixed-capacity service table.
 
 use hostcall_core::stack::{buffer_size, View};
-use hostcall_core::{ErrorCode, Poller, Protocol, ServiceTable, SLOT_WORDS};
+use hostcall_core::{ErrorCode, Poller, Protocol, Registration, ServiceTable, SLOT_WORDS};
 
 fn double(request: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
     request[0].checked_mul(2).map(|d| [d, 0]).ok_or(ErrorCode::Refused)
@@ -24,7 +24,7 @@ fn a_main_loop_serves_its_own_hostcalls() {
     services.register(42, &double).unwrap();
     let poller: Poller<2> = Poller::new();
     // SAFETY: as above.
-    unsafe { poller.add(Protocol::Stack, base, len, PACKETS as u64) }.unwrap();
+    unsafe { poller.add(Registration::new(Protocol::Stack, base, len, PACKETS as u64).unwrap()) }.unwrap();
 
     let rounds = if cfg!(miri) { 10 } else { 100 };
     for round in 0..rounds {

@@ -24,7 +24,10 @@ use crate::input::Input;
 use crate::memory::{RawBuffer, PAYLOAD_WORDS, READY_STACK_WORD};
 use crate::services::{serve_model, table, Recorder};
 use hostcall_core::stack::{CONTROL_HOST_ERROR, CONTROL_READY};
-use hostcall_core::{ChainError, DrainError, DrainReport, Poller, Protocol, LANES, LANE_MASK, SLOT_WORDS};
+use hostcall_core::{
+    ChainError, DrainError, DrainReport, Host as _, Poller, Protocol, Registration, LANES, LANE_MASK,
+    SLOT_WORDS,
+};
 
 /// Bit of byte 0: XOR the image onto an initialised buffer instead of copying it over zeros.
 pub(crate) const XOR_ON_INIT: u8 = 0x10;
@@ -61,8 +64,11 @@ pub fn drain_buffer_image(data: &[u8]) {
     let poller: Poller<1> = Poller::new();
     // SAFETY: `buffer` outlives `poller` (declared before it). It is accessed atomically, except
     // by `RawBuffer`'s snapshot copies, which run on this thread between polls: nothing races.
-    unsafe { poller.add(Protocol::Stack, buffer.base(), buffer.len(), num_packets as u64) }
-        .expect("a valid layout");
+    unsafe {
+        poller
+            .add(Registration::new(Protocol::Stack, buffer.base(), buffer.len(), num_packets as u64).unwrap())
+    }
+    .expect("a valid layout");
     assert_eq!(poller.poll_once(&table), report, "the poller drains like the view");
     assert_words(&buffer.snapshot(), &expected.words);
     assert_eq!(poller.poll_once(&table), DrainReport::default(), "a drain empties the ready-stack");

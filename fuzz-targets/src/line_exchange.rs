@@ -28,7 +28,7 @@
 use crate::input::Input;
 use hostcall_core::line::{self, seq_of, word as line_word, ScratchPayload, View, DATA_BITS};
 use hostcall_core::DrainScope;
-use hostcall_core::{PacketRequest, LANE_MASK, SLOT_WORDS};
+use hostcall_core::{Host as _, PacketRequest, LANE_MASK, SLOT_WORDS};
 
 #[repr(C, align(64))]
 struct Line([u64; 8]);
@@ -143,13 +143,15 @@ fn drain_checked<'w>(
     };
     let before: Vec<u64> = words().iter().map(|w| w.load(relaxed)).collect();
     let mut seen = Vec::new();
-    let report =
-        view.host().drain_scope(&mut DrainScope::Whole, scratch, incomplete, &mut |p: &mut PacketRequest<
-            '_,
-        >| {
+    let report = view.host().drain_scope(
+        &mut DrainScope::Whole,
+        Some(scratch),
+        Some(incomplete),
+        &mut |p: &mut PacketRequest<'_>| {
             seen.push(p.index());
             serve(p);
-        });
+        },
+    );
     assert!(report.packets as usize <= n && report.packets as usize == seen.len());
     let mut unique = seen.clone();
     unique.sort_unstable();

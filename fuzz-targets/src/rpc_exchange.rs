@@ -30,7 +30,7 @@ use hostcall_core::rpc::opcode::{self, libc, rocm};
 use hostcall_core::rpc::{fill_packet, service_of, Client, Cursor, View};
 use hostcall_core::sync::Ordering;
 use hostcall_core::{ClaimedPacket, CompletedPacket, Dispatch, DrainHandler, PacketRequest, ServiceTable};
-use hostcall_core::{Payload, SubmittedPacket};
+use hostcall_core::{DrainScope, Host as _, Payload, SubmittedPacket};
 use std::sync::Arc;
 
 /// The opcodes a header may name; one index past the end takes a raw `u32` from the input.
@@ -284,8 +284,8 @@ fn drain_and_check(
                 })
                 .collect();
             let mut handler = PollerHandler { services, malformed: 0 };
-            let report = view.host().drain(scratch, &mut handler);
-            bystander_view.host().drain(scratch, &mut handler);
+            let report = view.host().drain_scope(&mut DrainScope::Whole, Some(scratch), None, &mut handler);
+            bystander_view.host().drain_scope(&mut DrainScope::Whole, Some(scratch), None, &mut handler);
             let after = words(&view);
             let (mut unhandled, mut lane_calls) = (0, 0);
             for port in (0..ports).filter(|&p| pending[p]) {

@@ -35,7 +35,7 @@
 
 use hostcall_core::__internal::free_list;
 use hostcall_core::stack::{Claimed, Completed, Header, Prefix, Submitted, TaggedPtr, View};
-use hostcall_core::{DrainError, DrainHandler, PacketRequest, Payload, SLOT_WORDS};
+use hostcall_core::{DrainError, DrainHandler, Host as _, PacketRequest, Payload, SLOT_WORDS};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread::{self, Thread};
 use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};

@@ -18,7 +18,7 @@
 use hostcall_core::__internal::free_list;
 use hostcall_core::stack::{TaggedPtr, View, CONTROL_READY};
 use hostcall_core::sync::Ordering;
-use hostcall_core::{PacketRequest, LANES, SLOT_WORDS};
+use hostcall_core::{Host as _, PacketRequest, LANES, SLOT_WORDS};
 use loom::thread;
 use loom_tests::{check, Shared};
 use std::sync::Arc;

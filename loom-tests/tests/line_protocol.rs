@@ -43,7 +43,7 @@ use hostcall_core::line::{
     Request, ScratchPayload, View, SEQ_MAX, STALLED_LOOK_PERIOD, STALL_LOOKS,
 };
 use hostcall_core::sync::{AtomicU32, Ordering};
-use hostcall_core::{DrainError, DrainHandler, PacketRequest, LANES, SLOT_WORDS};
+use hostcall_core::{DrainError, DrainHandler, Host as _, PacketRequest, LANES, SLOT_WORDS};
 use loom::sync::{Arc, Notify};
 use loom::thread;
 
@@ -402,7 +402,7 @@ fn slow_wave(give_up: bool) {
         // last word (the model's check of the claim, not part of the protocol).
         let complete = landed.load(loom::sync::atomic::Ordering::Acquire);
         if !(give_up && notified) {
-            view.host().drain_scope(&mut scope, &mut scratch, &mut incomplete, &mut host);
+            view.host().drain_scope(&mut scope, Some(&mut scratch), Some(&mut incomplete[..]), &mut host);
         }
         drains_after_landing += u16::from(complete);
         // A stalled packet is looked at every STALLED_LOOK_PERIOD scans.

@@ -29,7 +29,7 @@
 
 use hostcall_core::phase::{Claimed, View};
 use hostcall_core::sync::Ordering;
-use hostcall_core::{PacketRequest, LANES, LANE_MASK};
+use hostcall_core::{Host as _, PacketRequest, LANES, LANE_MASK};
 use loom::sync::{Arc, Notify};
 use loom::thread;
 use loom_tests::{check, check_bounded, PhaseBuffer};

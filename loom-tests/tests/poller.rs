@@ -19,9 +19,9 @@
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p loom-tests --release --test poller`
 #![cfg(loom)]
 
-use hostcall_core::__internal::{add_view, remove_without_waiting};
+use hostcall_core::__internal::remove_without_waiting;
 use hostcall_core::phase::View;
-use hostcall_core::{AnyView, ErrorCode, Poller, PollerError, ServiceTable, SLOT_WORDS};
+use hostcall_core::{AnyView, ErrorCode, Poller, PollerError, Registration, ServiceTable, SLOT_WORDS};
 use loom::sync::Arc;
 use loom::thread;
 use loom_tests::{check, PhaseBuffer};
@@ -97,7 +97,8 @@ fn add_poll_remove_free(remove: fn(&Poller<1>, *mut u8) -> Result<(), PollerErro
     };
     // SAFETY: the model's buffer outlives the registration: `remove` returns before the model
     // is dropped (the threads hold it until they are joined).
-    unsafe { add_view(&model.poller, model.base(), AnyView::Phase(model.view())) }.expect("registered");
+    let registration = unsafe { Registration::of_view(model.base(), AnyView::Phase(model.view())) };
+    model.poller.add(registration).expect("registered");
     remove(&model.poller, model.base()).expect("registered");
     let answered = wave.join().unwrap();
     // The buffer is the runtime's again: reuse its words. A poll still reading or writing them

@@ -7,7 +7,7 @@ use hostcall::services::printf::{printf_service, PrintfMessage, PrintfSink, Stre
 use hostcall_core::dispatch::PRINTF;
 use hostcall_core::message::MessageWriter;
 use hostcall_core::stack::{Header, Prefix, View};
-use hostcall_core::{Dispatch, ErrorCode, ServiceTable};
+use hostcall_core::{Dispatch, ErrorCode, Host as _, ServiceTable};
 use hostcall_core::{PacketRequest, Payload};
 use std::sync::{Arc, Mutex};
 

@@ -1,16 +1,21 @@
 //! The one protocol switch: [`Protocol`] names a buffer's protocol, [`AnyView`] is a buffer of
 //! any protocol, [`AnyClaimed`] (and its [`AnySubmitted`], [`AnyCompleted`]) a producer's packet of
-//! any, [`HostScratch`] what a host keeps for the protocols whose host needs scratch memory, and
-//! [`Protocol`]'s sizes are each protocol's. Everything that serves or fills buffers of every
+//! any, [`HostScratch`] what a host keeps for the protocols whose host needs scratch memory,
+//! [`AnyState`] (and its borrowed [`AnyStateMut`]) a buffer's per-buffer host state
+//! ([`Host::State`](crate::Host::State)) of any protocol, and [`Protocol`]'s sizes are each
+//! protocol's. Everything that serves or fills buffers of every
 //! protocol (the [`Poller`](crate::Poller), the std crate's buffers and emulated waves) goes
 //! through here, so a new protocol is one folder plus one arm in each `match` of this module
-//! (here and in `packet.rs`). This is the only module outside the protocol folders that names them.
+//! (here, in `packet.rs`, and in `state.rs` for a host with per-buffer state: the compiler names
+//! every one). This is the only module outside the protocol folders that names them.
 
 mod packet;
+mod state;
 
 pub use packet::{AnyClaimed, AnyCompleted, AnySubmitted};
+pub use state::{AnyState, AnyStateMut};
 
-use crate::host::{ChainError, DrainHandler, DrainReport};
+use crate::host::{ChainError, DrainHandler, DrainReport, Host as _};
 use crate::line;
 use crate::phase;
 use crate::rpc;
@@ -210,7 +215,7 @@ impl<'a> AnyView<'a> {
             Self::Stack(view) => view.host().drain(handler),
             Self::Phase(view) => view.host().drain(handler),
             Self::Line(view) => view.host().drain(handler),
-            Self::Rpc(view) => view.host().drain(&mut None, handler),
+            Self::Rpc(view) => view.host().drain(handler),
         }
     }
 
@@ -226,12 +231,12 @@ impl<'a> AnyView<'a> {
         }
     }
 
-    /// Host: serves the submitted packets of `scope` once, updating its private state. A stack
-    /// buffer is drained whole whatever the scope. A line buffer's requests are copied into
-    /// `scratch` (see [`line::Host::drain_scope`]): keep one per host thread for every drain; and
-    /// `incomplete` is that buffer's memory of the requests it found incomplete (one entry per
-    /// packet of the scope, kept across its drains; empty: none, every pending request read in
-    /// full at every look). The other protocols ignore it.
+    /// Host: serves the submitted packets of `scope` once, updating its private state (the
+    /// protocol's [`Host::drain_scope`](crate::Host::drain_scope)). A stack buffer is drained
+    /// whole whatever the scope. Requests are copied into `scratch` (the line protocol's, and an
+    /// RPC buffer's stateless packets): keep one per host thread for every drain. `state` is the
+    /// buffer's [`Host::State`](crate::Host::State), kept across its drains; a state of another
+    /// protocol than the view's, or [`AnyStateMut::None`], is no state.
     ///
     /// Always inlined: it is the poller's inner step, and left to the inliner it is called, which
     /// costs every packet a call and its register spills (the instruction counts, and the command
@@ -241,14 +246,26 @@ impl<'a> AnyView<'a> {
         &self,
         scope: &mut DrainScope,
         scratch: &mut HostScratch,
-        incomplete: &mut [line::Incomplete],
+        state: AnyStateMut<'_>,
         handler: &mut impl DrainHandler,
     ) -> DrainReport {
-        match self {
-            Self::Stack(view) => view.host().drain(handler),
-            Self::Phase(view) => view.host().drain_scope(scope, handler),
-            Self::Line(view) => view.host().drain_scope(scope, &mut scratch.line, incomplete, handler),
-            Self::Rpc(view) => view.host().drain_scope(scope, &mut scratch.rpc, handler),
+        match (self, state) {
+            (Self::Stack(view), _) => view.host().drain_scope(scope, None, None, handler),
+            (Self::Phase(view), _) => view.host().drain_scope(scope, None, None, handler),
+            (Self::Line(view), state) => {
+                let memory = match state {
+                    AnyStateMut::Line(memory) => Some(memory),
+                    _ => None,
+                };
+                view.host().drain_scope(scope, Some(&mut scratch.line), memory, handler)
+            }
+            (Self::Rpc(view), state) => {
+                let calls = match state {
+                    AnyStateMut::Rpc(calls) => Some(calls),
+                    _ => None,
+                };
+                view.host().drain_scope(scope, Some(&mut scratch.rpc), calls, handler)
+            }
         }
     }
 

@@ -33,10 +33,11 @@ fn round_trip(protocol: Protocol) {
     let submitted = packet.submit(5, 0b11);
     let mut scope = view.scope();
     let mut scratch = HostScratch::new();
-    let report = view.drain_scope(&mut scope, &mut scratch, &mut [], &mut |p: &mut PacketRequest<'_>| {
-        p.reply(0, [p.request(0)[0] + 1, 0]);
-        p.reply_error(1, ErrorCode::Refused);
-    });
+    let report =
+        view.drain_scope(&mut scope, &mut scratch, AnyStateMut::None, &mut |p: &mut PacketRequest<'_>| {
+            p.reply(0, [p.request(0)[0] + 1, 0]);
+            p.reply_error(1, ErrorCode::Refused);
+        });
     assert_eq!(report, DrainReport { packets: 1, lane_calls: 2, malformed: 0 });
     let done = submitted.wait(|| {});
     assert_eq!(done.reply(0), [42, 0]);

@@ -1,21 +1,35 @@
 //! What every protocol gives the host: the packet it serves ([`PacketRequest`]) with its service
 //! id and the error replies it may answer with ([`ErrorCode`]), the handler it serves with
-//! ([`DrainHandler`]), what a drain did ([`DrainReport`]) and found ([`DrainError`]), all of it the
-//! same for every protocol.
+//! ([`DrainHandler`]), what a drain did ([`DrainReport`]) and found ([`DrainError`]), and the
+//! shape of every protocol's host side ([`Host`]: one required drain over a scope, the rest as
+//! defaults, and the per-buffer [`Host::State`] a host keeps across drains), all of it the same
+//! for every protocol.
 //!
-//! Each protocol's `Host` walks its own shared words and hands every submitted packet to the same
-//! handler as a [`PacketRequest`]; services never learn which protocol carried it. This module
-//! names one protocol only, for the one hook a handler may take over per protocol
-//! ([`DrainHandler::rpc_turn`], an LLVM-RPC port's turn, and its stateless default); the protocols
-//! use the rest, never the other way round.
+//! Each protocol's host walks its own shared words and hands every submitted packet to the same
+//! handler as a [`PacketRequest`]; services never learn which protocol carried it. A host whose
+//! own work for a buffer is more than serving packets (an LLVM-RPC host's console writes, files
+//! and allocations) runs it through [`DrainHandler::own_work`], so whatever wraps the handler (a
+//! listener's stuck-call watch) sees it as one call, with the packets it serves inside it. This
+//! module names no protocol (their variants of [`DrainError`] aside, each of which says where it
+//! comes from); the protocols use it, never the other way round.
 
+mod drain;
 mod reply;
 mod request;
 
+pub(crate) use drain::sealed;
+pub use drain::Host;
 pub use reply::{ErrorCode, DEVMEM, ERROR_REPLY, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER};
 pub use request::PacketRequest;
 
 use core::fmt;
+
+/// Serves one packet of a piece of a host's own work ([`DrainHandler::own_work`]).
+pub type ServePacket<'s> = dyn FnMut(&mut PacketRequest<'_>) + 's;
+
+/// A piece of a host's own work for a buffer ([`DrainHandler::own_work`]), given the way to
+/// serve the packets it makes.
+pub type OwnWork<'w> = dyn FnMut(&mut ServePacket<'_>) + 'w;
 
 /// Something malformed the host found in a buffer's shared memory while draining, whatever the
 /// protocol. Each variant says what the drain did about it; each protocol's module docs say which
@@ -159,36 +173,15 @@ pub trait DrainHandler {
     fn malformed(&mut self, error: DrainError) {
         let _ = error;
     }
-    /// One turn on an LLVM-RPC port the device handed over (an RPC buffer's drain). Returns
-    /// whether it was served as a packet. The default keeps no state: ROCm's `'r'` opcodes and
-    /// this project's `'h'` become one packet of their hostcall service, given to
-    /// [`DrainHandler::serve`]; any other opcode is left untouched (the drain hands the port
-    /// back) and reported as [`DrainError::UnhandledOpcode`]. `scratch` is the host's memory the
-    /// packet is copied into.
-    fn rpc_turn(&mut self, turn: &mut crate::rpc::Turn<'_>, scratch: &crate::lane::Payload) -> bool
-    where
-        Self: Sized,
-    {
-        stateless_rpc_turn(self, turn, scratch)
-    }
-}
-
-/// [`DrainHandler::rpc_turn`]'s default, for handlers that override it and fall back to it.
-pub(crate) fn stateless_rpc_turn(
-    handler: &mut impl DrainHandler,
-    turn: &mut crate::rpc::Turn<'_>,
-    scratch: &crate::lane::Payload,
-) -> bool {
-    let (mask, opcode) = turn.header();
-    match crate::rpc::service_of(opcode) {
-        Some(service) => {
-            crate::rpc::serve_as_packet(turn, mask, service, scratch, handler);
-            true
-        }
-        None => {
-            handler.malformed(DrainError::UnhandledOpcode { port: turn.port(), opcode });
-            false
-        }
+    /// Runs `work`, a piece of the host's own work for the buffer being drained that is more
+    /// than serving one packet (an LLVM-RPC turn's console write, file call or allocation), named
+    /// `name` (the service id it stands for, or another id of the protocol's). `work` is given
+    /// the way to serve the packets it makes: they are part of this one piece of work, not
+    /// separate calls. A handler that watches its calls (the std crate's listener) watches it as
+    /// one; the default only runs it, serving its packets with [`DrainHandler::serve`].
+    fn own_work(&mut self, name: u32, work: &mut OwnWork<'_>) {
+        let _ = name;
+        work(&mut |packet| self.serve(packet));
     }
 }
 

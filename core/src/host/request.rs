@@ -14,7 +14,7 @@ pub struct PacketRequest<'a> {
     /// The lanes answered with an error reply, one bit each.
     error_lanes: u64,
     /// The ordinal of the device whose buffer carried the packet (0 unless the buffer was
-    /// registered with one: [`Poller::add_on_device`](crate::Poller::add_on_device)).
+    /// registered with one: [`Registration::on_device`](crate::Registration::on_device)).
     device: u32,
     /// The base address of the buffer that carried the packet (0 unless a poller set it).
     buffer: usize,
@@ -56,7 +56,7 @@ impl<'a> PacketRequest<'a> {
     }
 
     /// The ordinal of the device whose buffer carried this packet, as the host registered the
-    /// buffer ([`Poller::add_on_device`](crate::Poller::add_on_device); 0 by default). ROCm's
+    /// buffer ([`Registration::on_device`](crate::Registration::on_device); 0 by default). ROCm's
     /// sanitizer report names the device by it.
     #[inline]
     pub fn device(&self) -> u32 {

@@ -6,68 +6,51 @@ use super::layout::{Request, CARRIED_REQUEST_WORDS};
 use super::scratch::{own_memory, Place, Scratch, ScratchPayload};
 use super::view::View;
 use super::word::{carries, decode_activemask, decode_service, encode_reply, joined, seq_of, DATA_BITS};
-use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::host::{sealed, DrainError, DrainHandler, DrainReport, PacketRequest};
 use crate::lane::{lanes, Payload, LANE_MASK, SLOT_WORDS};
-use crate::scan::{clamped, DrainScope, ScanWindow};
+use crate::scan::DrainScope;
 use crate::sync::{fence, Ordering};
 use core::ops::Range;
 
 /// The host's side of a line buffer ([`View::host`]): it reads the request blocks and writes
-/// only the reply blocks and `served`. It keeps no state across drains; a host that drains often
-/// keeps a [`ScratchPayload`] (and its [`DrainScope`]) itself.
+/// only the reply blocks and `served`. Its [`Host`](crate::Host) state is the buffer's memory of
+/// the requests it found incomplete (`[Incomplete]`), its scratch a [`ScratchPayload`].
+///
+/// A host writes only `served[i]` and packet `i`'s reply words, so hosts that split one buffer
+/// between threads into disjoint ranges never write the same word.
 #[derive(Clone, Copy, Debug)]
 pub struct Host<'a>(pub(super) View<'a>);
 
-impl Host<'_> {
-    /// Scans every packet once and serves those whose request is complete.
+impl sealed::Sealed for Host<'_> {}
+
+impl crate::host::Host for Host<'_> {
+    type State = [Incomplete];
+    type Scratch = ScratchPayload;
+
+    /// Scans the packets of `scope` once and serves those whose request is complete.
     ///
     /// For each index: read the head; if its sequence is neither 0 nor `served[i]`, read the mask
     /// word and every active lane's words, and take the request only if every one of them carries
     /// that sequence (a packet still arriving is left for a later scan). Serve it, write each
     /// active lane's reply as line words, and record the sequence in `served[i]`. No
     /// read-modify-write on shared words; `occupied` and `device_seq` are never read.
-    pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
-        self.drain_range(0..self.0.requests.len(), handler)
-    }
-
-    /// Like [`Host::drain`] over the packets of `range` only (clamped). Hosts that split one
-    /// buffer between threads give each a disjoint range: a host writes only `served[i]` and
-    /// packet `i`'s reply words.
-    pub fn drain_range(&self, range: Range<usize>, handler: &mut impl DrainHandler) -> DrainReport {
-        let mut report = DrainReport::default();
-        let (mut memory, mut initialised) = (own_memory(), false);
-        let mut place = Place::Own(&mut memory, &mut initialised);
-        let range = clamped(range, self.0.requests.len());
-        self.scan(range, &mut place, &mut no_entries(), handler, &mut report);
-        report
-    }
-
-    /// Like [`Host::drain`] through a [`ScanWindow`] (narrow scans above the highest packet
-    /// served, and a full scan at least every [`ScanWindow::FULL_SCAN_PERIOD`] calls).
-    pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
-        let (mut memory, mut initialised) = (own_memory(), false);
-        let place = &mut Place::Own(&mut memory, &mut initialised);
-        let entries = &mut no_entries();
-        window.drain(self.0.requests.len(), |range, report| self.scan(range, place, entries, handler, report))
-    }
-
-    /// Serves the packets of `scope` once (as [`Host::drain`], [`Host::drain_window`] or
-    /// [`Host::drain_range`]), decoding requests into `scratch`. The other drains use a scratch of
-    /// their own, zeroed in part whenever a scan serves something (4,032 bytes for a 1-lane
-    /// packet); a host that keeps one `scratch` for every drain zeroes it once.
     ///
-    /// `incomplete` is this buffer's memory of the requests it found incomplete, one entry per
+    /// Requests are decoded into `scratch`; without one the drain uses scratch of its own, zeroed
+    /// in part whenever a scan serves something (4,032 bytes for a 1-lane packet): a host that
+    /// keeps one `scratch` for every drain zeroes it once.
+    ///
+    /// `state` is this buffer's memory of the requests it found incomplete, one entry per
     /// packet of the scope (entry `k` for packet `start + k` of a [`DrainScope::Range`], packet
     /// `k` otherwise), kept by the host across drains of this buffer and zeroed before the first.
     /// With it a request that stays incomplete costs one word a look, and after [`STALL_LOOKS`]
     /// looks it is reported once as [`DrainError::Stalled`] and then looked at every
     /// [`STALLED_LOOK_PERIOD`](super::STALLED_LOOK_PERIOD)th scan (still served if it completes); the
-    /// packets without an entry (all, for an empty slice) are read in full at every look, as the
-    /// other drains do. What is served is the same either way (`line/incomplete.rs` says why).
+    /// packets without an entry (all, without a state) are read in full at every look. What is
+    /// served is the same either way (`line/incomplete.rs` says why).
     ///
     /// ```
     /// use hostcall_core::line::{Incomplete, Parts, Prefix, Reply, Request, ScratchPayload, View, STALLED_LOOK_PERIOD, STALL_LOOKS};
-    /// use hostcall_core::{sync::AtomicU32, DrainError, DrainScope, PacketRequest};
+    /// use hostcall_core::{sync::AtomicU32, DrainError, DrainScope, Host as _, PacketRequest};
     ///
     /// let (prefix, words) = (Prefix::default(), |n| (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>());
     /// let (device_seq, occupied, served) = (words(2), words(1), words(2));
@@ -93,34 +76,43 @@ impl Host<'_> {
     ///     fn malformed(&mut self, e: DrainError) { self.0.push(e); }
     /// }
     /// for _ in 0..STALL_LOOKS {
-    ///     let report = buffer.host().drain_scope(&mut scope, &mut scratch, &mut incomplete, &mut Host(&mut stalled));
+    ///     let report = buffer.host().drain_scope(&mut scope, Some(&mut scratch), Some(&mut incomplete), &mut Host(&mut stalled));
     ///     assert_eq!(report.packets, 0);
     /// }
     /// assert_eq!(stalled, [DrainError::Stalled { index: 0, seq: 1, looks: u32::from(STALL_LOOKS) }]);
     /// // ... until it does: a late word is served.
     /// last.store(stored, std::sync::atomic::Ordering::Relaxed);
     /// let served: u32 = (0..STALLED_LOOK_PERIOD)
-    ///     .map(|_| buffer.host().drain_scope(&mut scope, &mut scratch, &mut incomplete, &mut Host(&mut stalled)).packets)
+    ///     .map(|_| buffer.host().drain_scope(&mut scope, Some(&mut scratch), Some(&mut incomplete), &mut Host(&mut stalled)).packets)
     ///     .sum();
     /// assert_eq!(served, 1, "within STALLED_LOOK_PERIOD scans");
     /// assert_eq!(submitted.wait(|| {}).reply(0), [8, 0]);
     /// ```
-    pub fn drain_scope(
+    #[inline]
+    fn drain_scope(
         &self,
         scope: &mut DrainScope,
-        scratch: &mut ScratchPayload,
-        incomplete: &mut [Incomplete],
+        scratch: Option<&mut ScratchPayload>,
+        state: Option<&mut [Incomplete]>,
         handler: &mut impl DrainHandler,
     ) -> DrainReport {
         let first = match *scope {
             DrainScope::Range { start, .. } => start as usize,
             DrainScope::Whole | DrainScope::Window(_) => 0,
         };
-        let place = &mut Place::Kept(scratch);
-        let entries = &mut Entries { first, entries: incomplete };
+        let entries = &mut Entries { first, entries: state.unwrap_or(&mut []) };
+        // One scan whichever the place: one instantiation of the scope's drain and of the scan
+        // (the poller's, always given a kept scratch, loses the other branch when inlined).
+        let (mut memory, mut initialised) = (own_memory(), false);
+        let place = &mut match scratch {
+            Some(kept) => Place::Kept(kept),
+            None => Place::Own(&mut memory, &mut initialised),
+        };
         scope.drain(self.0.requests.len(), |range, report| self.scan(range, place, entries, handler, report))
     }
+}
 
+impl Host<'_> {
     /// Serves every complete pending packet in `range` once; returns the highest index served.
     fn scan(
         &self,
@@ -267,9 +259,4 @@ fn count_look(
         report.malformed += 1;
         handler.malformed(DrainError::Stalled { index: index as u32, seq, looks: u32::from(STALL_LOOKS) });
     }
-}
-
-/// The memory of a drain that keeps none: no packet has an entry.
-fn no_entries() -> Entries<'static> {
-    Entries { first: 0, entries: &mut [] }
 }

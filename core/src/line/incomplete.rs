@@ -44,9 +44,9 @@
 //! wave is late, not lost), at most that many scans late, and a new call on the packet is seen
 //! as late; it is reported again only for a later sequence.
 //!
-//! The drains that keep no memory ([`Host::drain`](super::Host::drain),
-//! [`Host::drain_range`](super::Host::drain_range), [`Host::drain_window`](super::Host::drain_window),
-//! and [`Host::drain_scope`](super::Host::drain_scope) given an empty slice) take every pending
+//! The drains that keep no memory ([`Host::drain`](crate::Host::drain),
+//! [`Host::drain_range`](crate::Host::drain_range), [`Host::drain_window`](crate::Host::drain_window),
+//! and [`Host::drain_scope`](crate::Host::drain_scope) given an empty slice) take every pending
 //! request in full on every look and report nothing stalled.
 
 use super::layout::{Request, REQUEST_LANE_WORDS};
@@ -74,7 +74,7 @@ const _: () = assert!(STALLED_LOOK_PERIOD >= 1 && STALL_LOOKS.checked_add(STALLE
 
 /// What the host remembers of one packet whose request it found incomplete: the sequence, the
 /// first position found not carrying it, and how many looks it has had (see the module docs of
-/// `line/incomplete.rs`, summed up at [`Host::drain_scope`](super::Host::drain_scope)). Host-private:
+/// `line/incomplete.rs`, summed up at [`Host::drain_scope`](crate::Host::drain_scope)). Host-private:
 /// keep one per packet served, zeroed ([`Incomplete::default`]) before the first drain.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Incomplete {

@@ -57,7 +57,7 @@
 //! The host serves packet `i` when its head's sequence `s` is neither 0 nor `served[i]`, and only
 //! if the mask word and all 9 words of every active lane carry `s` (read in one full take);
 //! otherwise it leaves the packet for a later scan. A host that keeps memory of the requests it
-//! found incomplete ([`Incomplete`], see [`Host::drain_scope`]) starts later looks at the first
+//! found incomplete ([`Incomplete`], see [`Host::drain_scope`](crate::Host::drain_scope)) starts later looks at the first
 //! word that did not carry `s` and serves only after a full take as above, so what it serves is
 //! the same: the memory decides where a look starts, never what is taken. The wave takes its
 //! reply only when all 3 words of every active lane carry `s`. Each word is one atomic access, so
@@ -102,7 +102,7 @@
 //!
 //! ```
 //! use hostcall_core::line::{Parts, Prefix, Reply, Request, View};
-//! use hostcall_core::{sync::AtomicU32, PacketRequest};
+//! use hostcall_core::{sync::AtomicU32, Host as _, PacketRequest};
 //!
 //! let prefix = Prefix::default();
 //! let words = |n| (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();

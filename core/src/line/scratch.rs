@@ -7,7 +7,7 @@
 //! whole are zeroed (only those: a 64-lane packet needs no zeroing, a 32-lane one 2 KB). From then
 //! on every slot of that memory is initialised, for good: a host that keeps one
 //! [`ScratchPayload`] across scans (the [`Poller`](crate::Poller) keeps one per poller, passed to
-//! [`Host::drain_scope`](super::Host::drain_scope)) zeroes it once, not on every scan that finds
+//! [`Host::drain_scope`](crate::Host::drain_scope)) zeroes it once, not on every scan that finds
 //! a packet (for a 1-lane packet that was 4,032 bytes, most of the host's instructions for it).
 //! So every payload a service sees is initialised, and what its inactive lanes hold is zeroes, or
 //! the words of an earlier packet this host took (requests or replies, of any buffer it serves),
@@ -25,7 +25,7 @@ use crate::sync::PayloadMemory as Memory;
 /// Memory for the line protocol's host to copy requests into (a [`Payload`], 4 KB), kept by a
 /// host across scans: zeroed once at its first use, never again (see [`Host::drain_scope`]).
 ///
-/// [`Host::drain_scope`]: super::Host::drain_scope
+/// [`Host::drain_scope`]: crate::Host::drain_scope
 pub struct ScratchPayload {
     memory: Memory,
     /// Whether every slot of `memory` is initialised (set by the first scan that served a packet).

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::host::ErrorCode;
+use crate::host::Host as _;
 use crate::host::{DrainReport, PacketRequest};
 use crate::lane::{LANES, SLOT_WORDS};
 use crate::sync::{AtomicU32, Ordering};
@@ -107,7 +108,10 @@ fn a_kept_scratch_serves_every_shape_and_is_zeroed_once() {
     let mut scope = DrainScope::Window(view.scan_window());
     let mut incomplete = [Incomplete::default(); 3];
     // Idle drains leave it untouched.
-    assert_eq!(view.host().drain_scope(&mut scope, &mut scratch, &mut incomplete, &mut echo).packets, 0);
+    assert_eq!(
+        view.host().drain_scope(&mut scope, Some(&mut scratch), Some(&mut incomplete[..]), &mut echo).packets,
+        0
+    );
     assert!(std::format!("{scratch:?}").contains("initialised: false"));
     // Whole, one-lane and split masks one after the other through the same scratch: each lane
     // reads its own request, whatever an earlier packet left in the slots of inactive lanes, and
@@ -121,8 +125,8 @@ fn a_kept_scratch_serves_every_shape_and_is_zeroed_once() {
         let mut inactive = 0u64;
         let report = view.host().drain_scope(
             &mut scope,
-            &mut scratch,
-            &mut incomplete,
+            Some(&mut scratch),
+            Some(&mut incomplete[..]),
             &mut |p: &mut PacketRequest<'_>| {
                 for lane in 0..LANES {
                     if p.activemask() & 1 << lane == 0 {

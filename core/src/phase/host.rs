@@ -2,56 +2,48 @@
 //! words differ and answers by copying `device_phase[i]` into `host_phase[i]`.
 
 use super::view::{View, PHASE_BIT};
-use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::host::{sealed, DrainError, DrainHandler, DrainReport, PacketRequest};
 use crate::lane::Payload;
-use crate::scan::{clamped, DrainScope, ScanWindow};
+use crate::scan::DrainScope;
 use crate::sync::{fence, Ordering};
 use core::ops::Range;
 
 /// The host's side of a phase buffer ([`View::host`]): it reads `device_phase`, the headers and
-/// the requests, and writes only `host_phase` and the reply words. It keeps no state: a windowed
-/// host keeps its [`ScanWindow`] (or [`DrainScope`]) itself.
+/// the requests, and writes only `host_phase` and the reply words. It keeps no state and no
+/// scratch (its [`Host`](crate::Host) state and scratch are `()`): a windowed host keeps its
+/// [`ScanWindow`](crate::ScanWindow) (or [`DrainScope`]) itself.
+///
+/// Since the host writes only `host_phase[i]` and packet `i`'s reply words, threads that split
+/// one buffer into disjoint ranges ([`Host::drain_range`](crate::Host::drain_range),
+/// [`DrainScope::Range`]) never write the same word (and none reads what another writes).
 #[derive(Clone, Copy, Debug)]
 pub struct Host<'a>(pub(super) View<'a>);
 
-impl Host<'_> {
-    /// Scans every packet once and serves those the device has submitted.
+impl sealed::Sealed for Host<'_> {}
+
+impl crate::host::Host for Host<'_> {
+    type State = ();
+    type Scratch = ();
+
+    /// Scans the packets of `scope` once and serves those the device has submitted.
     ///
     /// For each index `i` whose phase words differ in bit 0: an Acquire fence, `handler.serve`
     /// reads the requests and writes the replies, then `host_phase[i]` is stored (Release) with
     /// the value read from `device_phase[i]`, which hands the packet back. The host does no
     /// read-modify-write on shared words and never reads `occupied`.
-    pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
-        self.drain_scope(&mut DrainScope::Whole, handler)
-    }
-
-    /// Like [`Host::drain`], but scans only the packets of `range` (clamped to the
-    /// buffer; an empty or out-of-bounds range scans nothing).
-    ///
-    /// For hosts that split one buffer between several threads: each serves a disjoint range,
-    /// and since the host writes only `host_phase[i]` and packet `i`'s reply words, threads with
-    /// disjoint ranges never write the same word (and none reads what another writes).
-    pub fn drain_range(&self, range: Range<usize>, handler: &mut impl DrainHandler) -> DrainReport {
-        let mut report = DrainReport::default();
-        self.scan(clamped(range, self.0.headers.len()), handler, &mut report);
-        report
-    }
-
-    /// Like [`Host::drain`], but scans only the part of the buffer `window` says is in
-    /// use (see [`ScanWindow`]): the prefix `0..window.limit()`, then the rest of the buffer too
-    /// unless the prefix served a packet, and the whole buffer every
-    /// [`ScanWindow::FULL_SCAN_PERIOD`]th call. No packet is missed: every index is scanned at
-    /// least once per `FULL_SCAN_PERIOD` calls.
-    pub fn drain_window(&self, window: &mut ScanWindow, handler: &mut impl DrainHandler) -> DrainReport {
-        window.drain(self.0.headers.len(), |range, report| self.scan(range, handler, report))
-    }
-
-    /// Serves the packets of `scope` once (as [`Host::drain`], [`Host::drain_window`] or
-    /// [`Host::drain_range`]), updating its private state.
-    pub fn drain_scope(&self, scope: &mut DrainScope, handler: &mut impl DrainHandler) -> DrainReport {
+    #[inline]
+    fn drain_scope(
+        &self,
+        scope: &mut DrainScope,
+        _scratch: Option<&mut ()>,
+        _state: Option<&mut ()>,
+        handler: &mut impl DrainHandler,
+    ) -> DrainReport {
         scope.drain(self.0.headers.len(), |range, report| self.scan(range, handler, report))
     }
+}
 
+impl Host<'_> {
     /// Serves every pending packet in `range` once; returns the highest index served.
     fn scan(
         &self,

@@ -81,7 +81,7 @@
 //!
 //! ```
 //! use hostcall_core::phase::{Header, Parts, Prefix, View};
-//! use hostcall_core::{sync::AtomicU32, PacketRequest, Payload};
+//! use hostcall_core::{sync::AtomicU32, Host as _, PacketRequest, Payload};
 //!
 //! let prefix = Prefix::default();
 //! let phases = |n| (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>();

@@ -2,6 +2,7 @@
 //! scan window, raw memory, hostile bytes.
 
 use super::*;
+use crate::host::Host as _;
 use crate::host::{DrainError, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
 use crate::lane::{PacketEvent, PacketState, Payload, LANES};
 use crate::scan::ScanWindow;

@@ -174,7 +174,7 @@ impl<'a> View<'a> {
         &self.payloads[index]
     }
 
-    /// A host-side scan window sized for this buffer (see [`Host::drain_window`](super::Host::drain_window)).
+    /// A host-side scan window sized for this buffer (see [`Host::drain_window`](crate::Host::drain_window)).
     pub fn scan_window(&self) -> ScanWindow {
         ScanWindow::new(self.num_packets())
     }

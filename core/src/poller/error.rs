@@ -1,4 +1,4 @@
-//! Why [`Poller::add`](super::Poller::add) and its kin, or [`Poller::remove`](super::Poller::remove), refuse.
+//! Why [`Poller::add`](super::Poller::add) (or building its [`Registration`](super::Registration)), or [`Poller::remove`](super::Poller::remove), refuse.
 
 #[cfg(doc)]
 use super::Poller;
@@ -26,7 +26,7 @@ pub enum PollerError {
     },
     /// The memory cannot hold a buffer of that many packets.
     Layout(LayoutError),
-    /// A buffer of this protocol cannot be served by packet ranges ([`Poller::add_range`]): its
+    /// A buffer of this protocol cannot be served by packet ranges ([`Registration::range`](super::Registration::range)): its
     /// host side drains it whole (see [`Protocol::range_capable`]).
     NotRangeCapable {
         /// The protocol asked for.

@@ -1,10 +1,14 @@
 //! The listener's logic without a thread: a fixed-capacity set of registered buffers behind a
 //! spin lock, and [`Poller::poll_once`], which drains every buffer and dispatches each packet.
 //!
-//! Buffers of every protocol are served side by side: [`Poller::add`] registers a buffer of any
-//! [`Protocol`]; each is drained through the one protocol switch ([`AnyView`]) and every packet
-//! reaches the same [`Dispatch`]. A buffer whose host scans keeps its host-private
-//! [`ScanWindow`](crate::ScanWindow) in its registration (its [`DrainScope`]).
+//! Buffers of every protocol are served side by side: [`Poller::add`] takes a [`Registration`]
+//! of a buffer of any [`Protocol`](crate::Protocol) (its memory, device, range and host state);
+//! each is drained through the one protocol switch ([`AnyView`]) and every packet reaches the same
+//! [`Dispatch`]. What a buffer's host keeps across drains lives in its registration: the
+//! [`DrainScope`] (a [`ScanWindow`](crate::ScanWindow) for a buffer whose host scans) in the
+//! poll's own state, and the buffer's [`Host::State`](crate::Host::State) as the owner's memory the
+//! registration points to ([`Registration::with_state`]). This module's code names no protocol
+//! (its docs name some, as examples): it drains every buffer the same way.
 //!
 //! A runtime without threads (firmware, a bare-metal loop) calls `poll_once` from its main loop;
 //! the std crate's listener is a loop around it that waits on a doorbell in between.
@@ -13,39 +17,36 @@
 //! (refreshing its own copy of them first if the table changed since its last poll) and drains
 //! without the lock, so a service may call every other method of its
 //! poller (and of whatever wraps it) from inside a poll. [`Poller::remove`] waits until no poll
-//! uses the buffer, so once it returns the poller will not touch that buffer again and the caller
-//! may free it (the protocol and its ordering: `poller/table.rs`). Polls are serialised by a second lock,
-//! held only by [`Poller::poll_once`]: a poll asked while another is in progress (on another
-//! thread, or from a service of this poller) returns at once with nothing served.
+//! uses the buffer, so once it returns the poller will not touch that buffer (nor its state)
+//! again and the caller may free it (the protocol and its ordering: `poller/table.rs`). Polls
+//! are serialised by a second lock, held only by [`Poller::poll_once`]: a poll asked while
+//! another is in progress (on another thread, or from a service of this poller) returns at once
+//! with nothing served.
 //!
-//! One phase or line buffer may be served by several pollers at once (one per host thread), each
-//! registered with [`Poller::add_range`] for a disjoint range of packet indices: the host writes
-//! only the per-packet host word (`host_phase[i]`, `served[i]`) and the reply words of the
-//! packets it serves, so pollers with disjoint ranges never write the same word. A stack buffer
-//! is served by one poller only (its host side swaps the whole ready-stack).
+//! One buffer of a range-capable protocol may be served by several pollers at once (one per host
+//! thread), each registered for a disjoint range of packet indices ([`Registration::range`]): the
+//! host writes only the per-packet host word and the reply words of the packets it serves, so
+//! pollers with disjoint ranges never write the same word. A buffer whose host takes every
+//! submitted packet at once is served by one poller only.
 
-use crate::any::{AnyView, HostScratch, Protocol};
+use crate::any::{HostScratch, Protocol};
 #[cfg(doc)]
 use crate::dispatch::Dispatch;
-#[cfg(doc)]
-use crate::host::{DrainError, PacketRequest};
-#[cfg(doc)]
-use crate::line;
 use crate::scan::DrainScope;
 use crate::sync::Lock;
 use core::fmt;
 use poll::PollState;
-use table::{Pins, Registered, Table};
+use table::{Pins, Table};
 
 mod error;
 #[cfg(loom)]
 pub(crate) mod model;
 mod poll;
-#[cfg(not(loom))]
-mod range;
+mod registration;
 mod table;
 
 pub use error::PollerError;
+pub use registration::Registration;
 
 /// A fixed-capacity set of up to `N` buffers and the loop body that serves them.
 pub struct Poller<const N: usize> {
@@ -59,10 +60,11 @@ pub struct Poller<const N: usize> {
     polling: Lock<PollState<N>>,
 }
 
-// SAFETY: the buffers are only accessed through the `AnyView`s built by `add`, whose accesses are
-// all atomic, and `add`'s contract keeps the memory valid until `remove` returns; `remove` waits
-// until no poll has the buffer pinned (see `table`), so no poll can be using a buffer after it is
-// removed.
+// SAFETY: the buffers are only accessed through the `AnyView`s their `Registration` built, whose
+// accesses are all atomic, and `Registration::new`'s contract keeps the memory valid until
+// `remove` returns; `remove` waits until no poll has the buffer pinned (see `table`), so no poll
+// can be using a buffer after it is removed. A registration's host state is touched by this
+// poller's polls alone (`Registration::with_state`), one at a time (the poll lock).
 unsafe impl<const N: usize> Send for Poller<N> {}
 // SAFETY: as for `Send`: all shared state is behind the two spin locks or accessed atomically.
 unsafe impl<const N: usize> Sync for Poller<N> {}
@@ -120,131 +122,6 @@ impl<const N: usize> Poller<N> {
     #[cfg(loom)]
     pub fn new() -> Self {
         empty_poller!()
-    }
-
-    /// Registers an initialised buffer of `protocol` of `num_packets` packets at `base` (of `len`
-    /// bytes). The layout is checked as the protocol's `from_raw` checks it. A buffer whose host
-    /// scans (phase, line) is scanned through a [`ScanWindow`](crate::ScanWindow) of its own.
-    ///
-    /// # Safety
-    /// `base..base + len` must stay valid for reads and writes, and be accessed only atomically,
-    /// until [`Poller::remove`] for it returns (or the poller is dropped).
-    #[cfg(not(loom))]
-    pub unsafe fn add(
-        &self,
-        protocol: Protocol,
-        base: *mut u8,
-        len: usize,
-        num_packets: u64,
-    ) -> Result<(), PollerError> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.add_on_device(protocol, base, len, num_packets, 0) }
-    }
-
-    /// [`Poller::add`] for a buffer of device `device`: every packet served from it reports that
-    /// ordinal as [`PacketRequest::device`] (ROCm's sanitizer report names the device by it).
-    ///
-    /// ```
-    /// use hostcall_core::{stack, Poller, Protocol};
-    /// let len = stack::buffer_size(2).unwrap();
-    /// let mut memory = vec![0u64; len / 8];
-    /// let base = memory.as_mut_ptr().cast::<u8>();
-    /// // SAFETY: `memory` outlives the registration (removed below); only the poller touches it.
-    /// let view = unsafe { stack::View::from_raw(base, len, 2) }.unwrap();
-    /// view.init(base as u64, 0);
-    /// let poller = Poller::<1>::new();
-    /// // SAFETY: as above.
-    /// unsafe { poller.add_on_device(Protocol::Stack, base, len, 2, 3) }.unwrap();
-    /// assert_eq!(poller.device(base), Some(3));
-    /// poller.remove(base).unwrap();
-    /// ```
-    ///
-    /// # Safety
-    /// As for [`Poller::add`].
-    #[cfg(not(loom))]
-    pub unsafe fn add_on_device(
-        &self,
-        protocol: Protocol,
-        base: *mut u8,
-        len: usize,
-        num_packets: u64,
-        device: u32,
-    ) -> Result<(), PollerError> {
-        // SAFETY: forwarded from this function's contract; the registration keeps the view, which
-        // polls use only while the buffer is registered (see `Registered::view`).
-        let view =
-            unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
-        self.push(base, len, num_packets, view, device, view.scope())
-    }
-
-    fn push(
-        &self,
-        base: *mut u8,
-        len: usize,
-        num_packets: u64,
-        view: AnyView<'static>,
-        device: u32,
-        scope: DrainScope,
-    ) -> Result<(), PollerError> {
-        let mut table = self.table.lock();
-        if table.get(base).is_some() {
-            return Err(PollerError::AlreadyRegistered { base: base as usize });
-        }
-        table
-            .insert(Registered {
-                base,
-                len,
-                num_packets,
-                protocol: view.protocol(),
-                view,
-                device,
-                scope,
-                incomplete: None,
-                generation: 0,
-            })
-            .ok_or(PollerError::Full { capacity: N })
-    }
-
-    /// Gives the line buffer registered at `base` memory for what its host remembers of the
-    /// requests it found incomplete ([`line::Incomplete`], one entry per packet this poller serves
-    /// of it: all of them, or its range's), so that a request that stays incomplete costs one
-    /// word a look and is reported stalled ([`DrainError::Stalled`]) after
-    /// [`line::STALL_LOOKS`] looks (see [`line::Host::drain_scope`]). Without it every pending
-    /// request is read in full at every look. Polls from the next one on use it; any other
-    /// protocol ignores it.
-    ///
-    /// ```
-    /// use hostcall_core::{line, Poller, Protocol};
-    /// # #[repr(C, align(64))]
-    /// # struct Line([u64; 8]);
-    /// let len = line::buffer_size(4).unwrap();
-    /// let mut memory: Vec<Line> = (0..len.div_ceil(64)).map(|_| Line([0; 8])).collect();
-    /// let base = memory.as_mut_ptr().cast::<u8>();
-    /// // SAFETY: `memory` outlives the registration (removed below); only the poller touches it.
-    /// unsafe { line::View::from_raw(base, len, 4) }.unwrap().init(base as u64, 0);
-    /// let poller = Poller::<1>::new();
-    /// let incomplete = Box::into_raw(vec![line::Incomplete::default(); 4].into_boxed_slice());
-    /// // SAFETY: as above; `incomplete` is freed only after `remove` returns.
-    /// unsafe {
-    ///     poller.add(Protocol::Line, base, len, 4).unwrap();
-    ///     poller.set_incomplete_memory(base, std::ptr::NonNull::new(incomplete).unwrap()).unwrap();
-    /// }
-    /// poller.remove(base).unwrap();
-    /// // SAFETY: made by `Box::into_raw` above, no longer used by the poller.
-    /// drop(unsafe { Box::from_raw(incomplete) });
-    /// ```
-    ///
-    /// # Safety
-    /// `memory` must be valid for reads and writes, initialised (e.g. zeroed:
-    /// [`line::Incomplete::default`]), and accessed by nothing but this poller until
-    /// [`Poller::remove`] for `base` returns or no poll of this poller will run again.
-    pub unsafe fn set_incomplete_memory(
-        &self,
-        base: *mut u8,
-        memory: core::ptr::NonNull<[crate::line::Incomplete]>,
-    ) -> Result<(), PollerError> {
-        let mut table = self.table.lock();
-        table.set_incomplete(base, memory).ok_or(PollerError::NotRegistered { base: base as usize })
     }
 
     /// The protocol of the buffer registered at `base`, if any.

@@ -6,7 +6,7 @@ use super::table::{Pins, Registered};
 use super::Poller;
 use crate::any::HostScratch;
 use crate::dispatch::Dispatch;
-use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::host::{DrainError, DrainHandler, DrainReport, OwnWork, PacketRequest};
 use crate::scan::DrainScope;
 
 /// What polls keep from one to the next, behind the poll lock.
@@ -43,19 +43,16 @@ impl<const N: usize> Poller<N> {
                 (*generation, *scope) = (r.generation, r.scope);
             }
             let mut to = DispatchTo { dispatch, base: r.base as usize, device: r.device };
-            // The view was built and checked by `add`. Its memory is valid: `add`'s contract keeps
-            // it valid while registered, and the slot is pinned (`remove` returns only after
-            // `unpin` below). For a range, `add_phase_range`'s contract makes this poller the only
-            // host writer of the range's `host_phase` words and reply words; the poll lock makes
-            // this poll the only one of this poller.
-            // The line memory (`set_incomplete_memory`) is this registration's alone, valid while
-            // it is registered, and only polls touch it: the poll lock makes this the only access.
-            let incomplete = match r.incomplete {
-                // SAFETY: as just said (the contract of `set_incomplete_memory`).
-                Some(memory) => unsafe { &mut *memory.as_ptr() },
-                None => &mut [],
-            };
-            report += r.view.drain_scope(scope, scratch, incomplete, &mut to);
+            // The view was built and checked by the registration. Its memory is valid:
+            // `Registration::new`'s contract keeps it valid while registered, and the slot is
+            // pinned (`remove` returns only after `unpin` below). For a range, that contract
+            // makes this poller the only host writer of the range's host words and reply words;
+            // the poll lock makes this poll the only one of this poller.
+            // SAFETY: the host state is valid while registered and touched only by this poller's
+            // drains of the buffer (`Registration::with_state`); the poll lock makes this drain
+            // the only one, so the borrow is the only access while it lives.
+            let state = unsafe { r.state.borrow() };
+            report += r.view.drain_scope(scope, scratch, state, &mut to);
             self.pins.unpin(slot);
         }
         report
@@ -116,29 +113,20 @@ struct DispatchTo<'d, D: ?Sized> {
 
 impl<D: Dispatch + ?Sized> DrainHandler for DispatchTo<'_, D> {
     fn serve(&mut self, packet: &mut PacketRequest<'_>) {
-        Dispatch::dispatch(self, packet);
+        packet.set_origin(self.device, self.base);
+        self.dispatch.dispatch(packet);
     }
     fn malformed(&mut self, error: DrainError) {
         self.dispatch.malformed(self.base, error);
     }
-    /// The dispatch's own turn if it keeps the buffer's calls ([`Dispatch::rpc_turn`]), else the
-    /// stateless default.
-    fn rpc_turn(&mut self, turn: &mut crate::rpc::Turn<'_>, scratch: &crate::lane::Payload) -> bool {
-        match self.dispatch.rpc_turn(self.base, turn, &*self) {
-            Some(served) => served,
-            None => crate::host::stateless_rpc_turn(self, turn, scratch),
-        }
-    }
-}
-
-/// The packets an RPC turn makes, with the buffer's origin set (for [`Dispatch::rpc_turn`]).
-impl<D: Dispatch + ?Sized> Dispatch for DispatchTo<'_, D> {
-    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        packet.set_origin(self.device, self.base);
-        self.dispatch.dispatch(packet);
-    }
-    fn malformed(&self, buffer: usize, error: DrainError) {
-        let _ = buffer; // always this registration's buffer
-        self.dispatch.malformed(self.base, error);
+    /// The host's own work, given to the dispatch with the buffer named, its packets' origin set.
+    fn own_work(&mut self, name: u32, work: &mut OwnWork<'_>) {
+        let (base, device) = (self.base, self.device);
+        self.dispatch.own_work(base, name, &mut |serve| {
+            work(&mut |packet| {
+                packet.set_origin(device, base);
+                serve(packet);
+            })
+        });
     }
 }

@@ -34,15 +34,13 @@
 //! | | load pin 3: clear; lock; slot 3 `Free`; unlock; return | buffer may be freed |
 //! | lock; version changed: refresh the copy (slot 3 gone); pin the rest; unlock | | |
 
-use crate::any::{AnyView, Protocol};
-use crate::line::Incomplete;
+use crate::any::{AnyState, AnyView, Protocol};
 use crate::scan::DrainScope;
 use crate::sync::{AtomicU32, Ordering};
 use core::fmt;
-use core::ptr::NonNull;
 
-/// One registration: the buffer's geometry, checked once by `add`, the view `add` built from it,
-/// and its initial drain scope.
+/// One registration: the buffer's geometry and the view its `Registration` checked and built, its
+/// initial drain scope and its host state.
 #[derive(Clone, Copy)]
 pub(super) struct Registered {
     pub(super) base: *mut u8,
@@ -57,9 +55,9 @@ pub(super) struct Registered {
     pub(super) device: u32,
     /// The scope a fresh registration starts with (a poll copies it into its own state once).
     pub(super) scope: DrainScope,
-    /// A line buffer's memory of incomplete requests (`Poller::set_incomplete_memory`), if given:
-    /// the caller's, used only by polls while registered.
-    pub(super) incomplete: Option<NonNull<[Incomplete]>>,
+    /// The buffer's host state (`Registration::with_state`): the owner's memory, used only by
+    /// this poller's polls while registered.
+    pub(super) state: AnyState,
     /// Distinguishes this registration from earlier ones of the same slot.
     pub(super) generation: u64,
 }
@@ -74,7 +72,7 @@ impl fmt::Debug for Registered {
             .field("protocol", &self.protocol)
             .field("device", &self.device)
             .field("scope", &self.scope)
-            .field("incomplete", &self.incomplete.map(|m| m.len()))
+            .field("state", &self.state)
             .field("generation", &self.generation)
             .finish()
     }
@@ -119,14 +117,6 @@ impl<const N: usize> Table<N> {
         self.serving.push((slot, registered)).ok()?;
         self.taken[slot] = true;
         self.version += 1;
-        Some(())
-    }
-
-    /// Gives the registration serving `base` its line memory; `None` if none serves it.
-    pub(super) fn set_incomplete(&mut self, base: *mut u8, memory: NonNull<[Incomplete]>) -> Option<()> {
-        let at = self.position(base)?;
-        self.serving[at].1.incomplete = Some(memory);
-        self.version += 1; // the next poll copies it
         Some(())
     }
 

@@ -4,7 +4,7 @@ use crate::host::{DrainReport, PacketRequest};
 use crate::host::{ErrorCode, ERROR_REPLY};
 use crate::lane::SLOT_WORDS;
 use crate::view::LayoutError;
-use crate::{phase, stack};
+use crate::{phase, stack, Registration};
 
 extern crate std;
 use std::vec::Vec;
@@ -62,14 +62,18 @@ fn one_poll_serves_both_protocols_side_by_side() {
     services.register(1, &add_one).unwrap();
     // SAFETY: as above.
     unsafe {
-        poller.add(Protocol::Stack, stack_base, stack_len, n_stack as u64).unwrap();
-        poller.add(Protocol::Phase, phase_base, phase_len, n_phase as u64).unwrap();
+        poller
+            .add(Registration::new(Protocol::Stack, stack_base, stack_len, n_stack as u64).unwrap())
+            .unwrap();
+        poller
+            .add(Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u64).unwrap())
+            .unwrap();
         assert_eq!(
-            poller.add(Protocol::Phase, phase_base, phase_len, n_phase as u64),
+            poller.add(Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u64).unwrap()),
             Err(PollerError::AlreadyRegistered { base: phase_base as usize })
         );
         assert!(matches!(
-            poller.add(Protocol::Phase, stack_base, stack_len, n_phase as u64),
+            Registration::new(Protocol::Phase, stack_base, stack_len, n_phase as u64),
             Err(PollerError::Layout(LayoutError::TooSmall { .. }))
         ));
     }
@@ -99,8 +103,17 @@ fn one_poll_serves_both_protocols_side_by_side() {
     let low = Poller::<4>::new();
     // SAFETY: as above; the ranges are disjoint.
     unsafe {
-        low.add_phase_range(phase_base, phase_len, n_phase as u64, 0..2).unwrap();
-        poller.add_phase_range(phase_base, phase_len, n_phase as u64, 2..99).unwrap();
+        low.add(
+            Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u64).unwrap().range(0..2),
+        )
+        .unwrap();
+        poller
+            .add(
+                Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u64)
+                    .unwrap()
+                    .range(2..99),
+            )
+            .unwrap();
     }
     assert_eq!(low.protocol(phase_base), Some(Protocol::Phase));
     for index in 0..n_phase {
@@ -192,7 +205,8 @@ fn a_service_may_ask_its_poller_and_removal_waits_for_the_poll() {
     let view = unsafe { stack::View::from_raw(base, len, n as u64) }.unwrap();
     view.init(base as u64, 0);
     // SAFETY: as above.
-    unsafe { holder.poller.add(Protocol::Stack, base, holder.len, n as u64) }.unwrap();
+    unsafe { holder.poller.add(Registration::new(Protocol::Stack, base, holder.len, n as u64).unwrap()) }
+        .unwrap();
 
     let mut claimed = view.claim().unwrap().unwrap();
     claimed.write_lane(0, &[0; 8]);
@@ -244,8 +258,8 @@ fn packets_report_the_device_of_their_buffer() {
     let poller = Poller::<2>::new();
     // SAFETY: as above.
     unsafe {
-        poller.add(Protocol::Stack, a_base, len, n as u64).unwrap();
-        poller.add_on_device(Protocol::Stack, b_base, len, n as u64, 7).unwrap();
+        poller.add(Registration::new(Protocol::Stack, a_base, len, n as u64).unwrap()).unwrap();
+        poller.add(Registration::new(Protocol::Stack, b_base, len, n as u64).unwrap().on_device(7)).unwrap();
     }
     assert_eq!((poller.device(a_base), poller.device(b_base)), (Some(0), Some(7)));
     let (x, y) = (a.claim().unwrap().unwrap().submit(9, 1), b.claim().unwrap().unwrap().submit(9, 1));
@@ -298,8 +312,8 @@ fn a_dispatch_that_says_no_ends_the_poll_before_the_next_buffer() {
     services.register(1, &add_one).unwrap();
     // SAFETY: `buffers` outlives the registrations (removed below).
     unsafe {
-        poller.add(Protocol::Stack, a_base, a_len, 2).unwrap();
-        poller.add(Protocol::Phase, b_base, b_len, 2).unwrap();
+        poller.add(Registration::new(Protocol::Stack, a_base, a_len, 2).unwrap()).unwrap();
+        poller.add(Registration::new(Protocol::Phase, b_base, b_len, 2).unwrap()).unwrap();
     }
     let mut first = a.claim().unwrap().unwrap();
     first.write_lane(0, &[41, 0, 0, 0, 0, 0, 0, 0]);

@@ -17,11 +17,10 @@
 //! state of its own per port); this module only hands turns out.
 
 use super::view::View;
-use crate::host::{DrainHandler, DrainReport};
+use crate::host::{sealed, DrainError, DrainHandler, DrainReport};
 use crate::lane::{lanes, Lanes, Payload, SLOT_WORDS};
 use crate::scan::{clamped, DrainScope};
 use crate::sync::{fence, Ordering};
-use core::ops::Range;
 
 /// Whether a mailbox word says "flipped an odd number of times". Each side stores only 0 or 1;
 /// any other value a hostile device stores reads as 1, as upstream's `!old` does.
@@ -30,61 +29,92 @@ pub(super) const fn bit(word: u32) -> bool {
     word != 0
 }
 
-/// The host's side of an LLVM-RPC buffer ([`View::host`]) for a host that keeps no call state:
-/// each port the device has handed over is one turn given to the handler's
-/// [`DrainHandler::rpc_turn`] (whose default serves ROCm's `'r'` and this project's `'h'` opcodes
-/// as hostcall packets and hands any other back untouched). A host that serves LLVM libc's
-/// multi-packet opcodes keeps each call's state itself (the std crate's `RpcHost`).
+/// The calls in progress on an LLVM-RPC buffer's ports, kept by a host that serves LLVM libc's
+/// multi-packet opcodes (the std crate's listener keeps one per buffer, over its `RpcHost`): the
+/// [`Host`](crate::Host) state of an RPC buffer. Without one, an RPC buffer's host keeps no call
+/// state: ROCm's `'r'` opcodes and this project's `'h'` are served as one hostcall packet each,
+/// any other opcode is handed back untouched and reported [`DrainError::UnhandledOpcode`].
+pub trait Calls {
+    /// Takes one turn on the port of `turn` (continues its call, or begins one from the header),
+    /// serving the hostcall packets the turn makes (`'r'`, `'h'`, `MALLOC`) through `packets`,
+    /// with the buffer's origin set. Returns whether the turn was served: `false` for an opcode
+    /// this host has no handler for (the port must then be left untouched: the drain hands it
+    /// back and reports [`DrainError::UnhandledOpcode`]). The drain finishes the turn (unless it
+    /// was [deferred](Turn::defer)).
+    fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> bool;
+}
+
+/// The host's side of an LLVM-RPC buffer ([`View::host`]): each port the device has handed over
+/// is one turn, taken by the buffer's [`Calls`] (its [`Host`](crate::Host) state), or without
+/// one by the stateless default (see [`Calls`]). Its scratch is where the stateless default
+/// copies a hostcall packet for the services (built at the first turn that needs it).
 #[derive(Clone, Copy, Debug)]
 pub struct Host<'a>(View<'a>);
 
-impl Host<'_> {
-    /// One turn on every port the device has handed over.
-    pub fn drain(&self, scratch: &mut Option<Payload>, handler: &mut impl DrainHandler) -> DrainReport {
-        self.drain_range(0..self.0.ports() as usize, scratch, handler)
-    }
+impl sealed::Sealed for Host<'_> {}
 
-    /// One turn on every port of `range` (clamped) the device has handed over. `scratch` is where
-    /// packets are copied for the services (built at the first turn, kept by the caller).
-    pub fn drain_range(
+impl crate::host::Host for Host<'_> {
+    type State = dyn Calls;
+    type Scratch = Option<Payload>;
+
+    /// One turn on every port of `scope` (a [`DrainScope::Range`]'s ports, clamped; the whole
+    /// buffer for any other scope) that the device has handed over.
+    #[inline]
+    fn drain_scope(
         &self,
-        range: Range<usize>,
-        scratch: &mut Option<Payload>,
+        scope: &mut DrainScope,
+        scratch: Option<&mut Option<Payload>>,
+        mut state: Option<&mut Self::State>,
         handler: &mut impl DrainHandler,
     ) -> DrainReport {
+        let ports = self.0.ports() as usize;
+        let range = match *scope {
+            DrainScope::Range { start, end } => start as usize..end as usize,
+            DrainScope::Whole | DrainScope::Window(_) => 0..ports,
+        };
+        let mut own = None;
+        let scratch = scratch.unwrap_or(&mut own);
         let mut report = DrainReport::default();
-        for port in clamped(range, self.0.ports() as usize) {
+        for port in clamped(range, ports) {
             let Some(mut turn) = self.0.turn(port as u32) else {
                 continue;
             };
-            let payload = scratch.get_or_insert_with(Payload::default);
-            let (mask, _) = turn.header();
-            // A turn the handler defers counts too: the poll found work, and the port is still
+            let (mask, opcode) = turn.header();
+            // A turn the host defers counts too: the poll found work, and the port is still
             // pending, so the caller polls again rather than napping.
             report.packets += 1;
-            if handler.rpc_turn(&mut turn, payload) {
+            let served = match state.as_deref_mut() {
+                Some(calls) => calls.turn(&mut turn, handler),
+                None => stateless_turn(&mut turn, mask, opcode, scratch, handler),
+            };
+            if served {
                 report.lane_calls += mask.count_ones();
             } else {
                 report.malformed += 1;
+                handler.malformed(DrainError::UnhandledOpcode { port: port as u32, opcode });
             }
             turn.finish();
         }
         report
     }
+}
 
-    /// As [`Host::drain_range`] over the scope's ports (the whole buffer for any other scope).
-    pub fn drain_scope(
-        &self,
-        scope: &DrainScope,
-        scratch: &mut Option<Payload>,
-        handler: &mut impl DrainHandler,
-    ) -> DrainReport {
-        match *scope {
-            DrainScope::Range { start, end } => {
-                self.drain_range(start as usize..end as usize, scratch, handler)
-            }
-            _ => self.drain(scratch, handler),
+/// A turn of a host that keeps no call state: an `'r'` or `'h'` opcode served as one packet of
+/// its hostcall service; `false` (untouched) for any other.
+fn stateless_turn(
+    turn: &mut Turn<'_>,
+    mask: u64,
+    opcode: u32,
+    scratch: &mut Option<Payload>,
+    handler: &mut impl DrainHandler,
+) -> bool {
+    match super::service_of(opcode) {
+        Some(service) => {
+            let payload = scratch.get_or_insert_with(Payload::default);
+            super::serve_as_packet(turn, mask, service, payload, handler);
+            true
         }
+        None => false,
     }
 }
 

@@ -102,7 +102,7 @@ mod view;
 
 pub use client::{Client, ClientPort, Stalled};
 pub use client_object::{check_client_symbol, client_object, offsets, ClientSymbolMismatch};
-pub use host::{Host, Turn};
+pub use host::{Calls, Host, Turn};
 pub use layout::{
     buffer_align, buffer_size, check_geometry, Header, LaneBuffer, Layout, HEADER_SIZE, LANE_BUFFER_SIZE,
     MIN_ALIGN,

@@ -3,17 +3,25 @@
 
 use super::layout::{CONTROL_HOST_ERROR, CONTROL_READY};
 use super::view::View;
-use crate::host::{DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::host::{sealed, DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::scan::DrainScope;
 use crate::sync::Ordering;
 
 /// The host's side of a stack buffer ([`View::host`]): it swaps the ready-stack empty, reads the
 /// headers and requests of the packets it took, and writes their reply words and `control`. One
-/// host per buffer: the swap takes every submitted packet.
+/// host per buffer: the swap takes every submitted packet. It keeps no state and no scratch
+/// (its [`Host`](crate::Host) state and scratch are `()`), and drains the whole buffer whatever
+/// the scope: the drains of [`Host`](crate::Host) all take the whole ready-stack.
 #[derive(Clone, Copy, Debug)]
 pub struct Host<'a>(pub(super) View<'a>);
 
-impl Host<'_> {
-    /// Takes the whole ready-stack and serves every packet on it.
+impl sealed::Sealed for Host<'_> {}
+
+impl crate::host::Host for Host<'_> {
+    type State = ();
+    type Scratch = ();
+
+    /// Takes the whole ready-stack and serves every packet on it (whatever `scope` says).
     ///
     /// For each packet (its `next` read first: once served, the device owns it again) whose READY
     /// bit is set, `handler.serve` writes the replies; then `control` is stored with READY clear
@@ -23,14 +31,22 @@ impl Host<'_> {
     /// An idle ready-stack costs one load, inlined into the caller (a spinning poll loop's
     /// common case); the walk itself is out of line.
     #[inline]
-    pub fn drain(&self, handler: &mut impl DrainHandler) -> DrainReport {
+    fn drain_scope(
+        &self,
+        _scope: &mut DrainScope,
+        _scratch: Option<&mut ()>,
+        _state: Option<&mut ()>,
+        handler: &mut impl DrainHandler,
+    ) -> DrainReport {
         if self.0.ready_stack().looks_empty() {
             return DrainReport::default();
         }
         self.drain_taken(handler)
     }
+}
 
-    /// [`Host::drain`] past its look at an idle ready-stack.
+impl Host<'_> {
+    /// The drain past its look at an idle ready-stack.
     #[inline(never)]
     fn drain_taken(&self, handler: &mut impl DrainHandler) -> DrainReport {
         let mut report = DrainReport::default();

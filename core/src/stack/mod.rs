@@ -51,7 +51,7 @@
 //!
 //! ```
 //! use hostcall_core::stack::{Header, Prefix, View};
-//! use hostcall_core::{PacketRequest, Payload};
+//! use hostcall_core::{Host as _, PacketRequest, Payload};
 //! // Two packets, viewed from normally allocated parts (raw memory works the same: `from_raw`).
 //! let prefix = Prefix::default();
 //! let headers = [Header::default(), Header::default()];

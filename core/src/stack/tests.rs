@@ -1,6 +1,7 @@
 //! Sequential behaviour of the buffer: init, claim/submit/drain/release, wraparound, hostile bytes.
 
 use super::*;
+use crate::host::Host as _;
 use crate::host::{ChainError, DrainError, DrainReport, ErrorCode, PacketRequest, ERROR_REPLY};
 use crate::lane::{Payload, LANES};
 use crate::sync::Ordering;

@@ -4,7 +4,7 @@
 //! The view holds its own [`Geometry`] (packet count and index mask) and its own idea of where the
 //! headers and payloads are; it never reads the shared `headers`, `payloads` or `index_mask`
 //! words back. Everything read from shared memory is checked before use, so whatever bytes the
-//! device writes, the host's [`Host::drain`](super::Host::drain) does no undefined behaviour,
+//! device writes, the host's [`Host::drain`](crate::Host::drain) does no undefined behaviour,
 //! cannot index out of bounds, ends in at most `num_packets` steps, and reports what it found as
 //! [`DrainError`](crate::DrainError)s.
 

@@ -27,7 +27,7 @@ use crate::input::Input;
 use crate::memory::{PayloadWords, RawBuffer};
 use crate::services::{table, MIX, PICKY, REFUSE};
 use hostcall_core::stack::{Claimed, Completed, Submitted, View};
-use hostcall_core::{Poller, Protocol, ServiceTable, LANES};
+use hostcall_core::{Poller, Protocol, Registration, ServiceTable, LANES};
 
 mod checks;
 mod hostile;
@@ -60,8 +60,13 @@ pub fn producer_consumer_ops(data: &[u8]) {
     let poller: Poller<1> = Poller::new();
     // SAFETY: `buffer` outlives `poller` (declared before it). It is accessed atomically, except
     // by `RawBuffer`'s snapshot copies, which run on this thread between polls: nothing races.
-    unsafe { poller.add(Protocol::Stack, buffer.base(), buffer.len(), buffer.num_packets() as u64) }
-        .expect("a valid layout");
+    unsafe {
+        poller.add(
+            Registration::new(Protocol::Stack, buffer.base(), buffer.len(), buffer.num_packets() as u64)
+                .unwrap(),
+        )
+    }
+    .expect("a valid layout");
     let mut run = Run::new(&buffer, &poller);
     let mut ops = 0;
     while !input.is_empty() && ops < MAX_OPS {

@@ -6,7 +6,7 @@ use crate::memory::FREE_STACK_WORD;
 use crate::services::{serve_model, Recorder};
 use hostcall_core::lane::lanes;
 use hostcall_core::stack::{Completed, CONTROL_READY};
-use hostcall_core::{DrainReport, LANES, LANE_MASK, SLOT_WORDS};
+use hostcall_core::{DrainReport, Host as _, LANES, LANE_MASK, SLOT_WORDS};
 impl<'a> Run<'a> {
     pub(super) fn claim(&mut self) {
         let top_before = self.buffer.load(FREE_STACK_WORD);

@@ -19,7 +19,7 @@ use hostcall_core::dispatch::SANITIZER;
 use hostcall_core::lane::lanes;
 use hostcall_core::line;
 use hostcall_core::stack::{CONTROL_HOST_ERROR, CONTROL_READY};
-use hostcall_core::{Dispatch, DrainError, PacketRequest, Poller};
+use hostcall_core::{Dispatch, DrainError, PacketRequest, Poller, Registration};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -98,7 +98,8 @@ impl Host {
         let poller = Poller::new();
         // SAFETY: `buffer` (an `Arc` this struct holds) stays allocated until `finish` removes it
         // from the poller (or drops the poller first); its memory is accessed only atomically.
-        unsafe { poller.add(protocol, buffer.as_ptr(), buffer.len(), n as u64) }.expect("a valid buffer");
+        unsafe { poller.add(Registration::new(protocol, buffer.as_ptr(), buffer.len(), n as u64).unwrap()) }
+            .expect("a valid buffer");
         Self {
             geometry: Geometry::new(protocol, n),
             model: Model {

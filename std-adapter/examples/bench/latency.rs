@@ -7,7 +7,7 @@ use crate::{echo, request, ECHO};
 use crossbeam_channel as channel;
 use hostcall::buffer::Protocol;
 use hostcall::core::line::Incomplete;
-use hostcall::core::HostScratch;
+use hostcall::core::{AnyStateMut, HostScratch};
 use hostcall::core::{AnyView, ClaimedPacket, CompletedPacket, PacketRequest, SubmittedPacket, SLOT_WORDS};
 use hostcall::prelude::*;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
@@ -187,7 +187,7 @@ fn core_host(o: &Options, protocol: Protocol) -> (Arc<HostcallBuffer>, CoreHost)
                 view.drain_scope(
                     &mut scope,
                     &mut scratch,
-                    &mut incomplete,
+                    AnyStateMut::Line(&mut incomplete),
                     &mut |packet: &mut PacketRequest<'_>| {
                         for lane in packet.lanes() {
                             let reply = echo(&packet.request(lane));

@@ -8,7 +8,9 @@ use hostcall::buffer::Protocol;
 use hostcall::core::line::Incomplete;
 use hostcall::core::rpc::Client;
 use hostcall::core::sync::AtomicU32;
-use hostcall::core::{ClaimedPacket, CompletedPacket, Poller, SubmittedPacket, LANES};
+use hostcall::core::{
+    AnyState, ClaimedPacket, CompletedPacket, Poller, Registration, SubmittedPacket, LANES,
+};
 use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell, Services};
 use std::hint::black_box;
 use std::ptr::NonNull;
@@ -57,10 +59,12 @@ impl CostLoop {
         // SAFETY: `buffer` lives in the same struct as `poller` and is dropped after it (field
         // order), and is accessed only through views; `incomplete` is freed only after the
         // buffer's removal (`Drop`).
-        unsafe {
-            poller.add(protocol, buffer.as_ptr(), buffer.len(), buffer.num_packets()).unwrap();
-            poller.set_incomplete_memory(buffer.as_ptr(), incomplete).unwrap();
-        }
+        let registration = unsafe {
+            Registration::new(protocol, buffer.as_ptr(), buffer.len(), buffer.num_packets())
+                .unwrap()
+                .with_state(AnyState::Line(incomplete))
+        };
+        poller.add(registration).unwrap();
         let services = Services::new();
         services.register_lane(ECHO, "echo", |r| Ok(echo(r))).unwrap();
         Self { poller, buffer, services, incomplete }

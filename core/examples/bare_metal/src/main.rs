@@ -21,7 +21,7 @@
 use core::cell::UnsafeCell;
 use core::panic::PanicInfo;
 use hostcall_core::stack::{buffer_size, View};
-use hostcall_core::{ErrorCode, Poller, Protocol, ServiceTable, SLOT_WORDS};
+use hostcall_core::{ErrorCode, Poller, Protocol, Registration, ServiceTable, SLOT_WORDS};
 
 /// Packets in the buffer.
 const PACKETS: usize = 4;
@@ -64,7 +64,8 @@ pub extern "C" fn _start() -> ! {
     let device = unsafe { View::from_raw(base, BYTES, PACKETS as u64) }.expect("the layout fits");
     device.init(base as u64, 0);
     // SAFETY: as above; the buffer is never removed, and the memory lives for the program.
-    unsafe { POLLER.add(Protocol::Stack, base, BYTES, PACKETS as u64) }.expect("room for one buffer");
+    unsafe { POLLER.add(Registration::new(Protocol::Stack, base, BYTES, PACKETS as u64).unwrap()) }
+        .expect("room for one buffer");
 
     let mut round = 0u64;
     loop {

@@ -33,7 +33,7 @@ impl<'a> Kept<'a> {
         let mut collect = Collect::default();
         for _ in 0..looks {
             let (scope, scratch) = (&mut self.scope, &mut self.scratch);
-            self.view.host().drain_scope(scope, scratch, &mut self.incomplete, &mut collect);
+            self.view.host().drain_scope(scope, Some(scratch), Some(&mut self.incomplete[..]), &mut collect);
         }
         collect
     }

@@ -2,13 +2,12 @@
 //! with its per-buffer counters in the registry) while it is served.
 
 use super::registration::{BufferRegistration, Memory};
+use super::state::HostState;
 use super::{relay, BufferOptions, Listener, Shared, MAX_BUFFERS};
 use crate::buffer::HostcallBuffer;
 use crate::error::Error;
 use crate::threads::claims::{self, Claim};
-use hostcall_core::line::Incomplete;
-use hostcall_core::{Poller, Protocol};
-use std::ptr::NonNull;
+use hostcall_core::{AnyState, Poller, Protocol};
 use std::sync::Arc;
 
 impl Listener {
@@ -73,7 +72,8 @@ impl Listener {
     /// The counters of the LLVM-RPC buffer at `base`'s host in this listener (`None`: not an
     /// RPC buffer served here). Its refusals are also in [`Listener::stats`], by reason.
     pub fn rpc_counters(&self, base: *const u8) -> Option<crate::services::rpc::RpcCounters> {
-        self.shared.rpc.counters(base as usize)
+        let served = self.shared.served.lock().unwrap_or_else(|p| p.into_inner());
+        served.get(&(base as usize)).and_then(|entry| entry.state.rpc_counters())
     }
 
     /// Stops serving memory added with a [`BufferRegistration::raw`]. Refused from the
@@ -95,56 +95,25 @@ pub(super) struct Served {
     pub(super) home: u64,
     /// Being removed: not handed to another seat.
     pub(super) leaving: bool,
-    /// A line buffer's memory of the requests found incomplete, given to the poller that serves
-    /// it (and to the next one, when a relief hands it on).
-    pub(super) incomplete: Option<IncompleteMemory>,
+    /// The buffer's host state, given to the poller that serves it (and to the next one, when a
+    /// relief hands it on).
+    pub(super) state: HostState,
 }
 
 impl Served {
-    /// Registers the buffer with `poller`, with its memory of incomplete requests.
+    /// Registers the buffer with `poller`, with its host state.
     ///
     /// # Safety
-    /// As for [`Registration::register`]; and no other poller drains the buffer from now on
-    /// (the incomplete-request memory is this poller's alone, `set_incomplete_memory`).
+    /// As for [`Registration::register`]; and no other poller drains the buffer from now on,
+    /// this one's drains coming after the last drain of the poller that drained it before (the
+    /// host state is the drains' alone: `rpc.rs`, "Why a turn needs no lock").
     pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>) -> Result<(), Error> {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.registration.register(poller) }?;
-        if let Some(memory) = &self.incomplete {
-            let base = self.registration.base as *mut u8;
-            // SAFETY: `self` keeps the memory until the buffer is no longer served (`let_go`,
-            // after its removal from this poller, or after its thread ended); the caller makes
-            // this the only poller that drains the buffer, so the only one that touches it.
-            let given = unsafe { poller.set_incomplete_memory(base, memory.0) };
-            debug_assert!(given.is_ok(), "the buffer was just registered");
-        }
-        Ok(())
+        // SAFETY: forwarded from this function's contract; `self` keeps the state until the
+        // buffer is no longer served (`let_go`, after its removal from this poller, or after its
+        // thread ended).
+        unsafe { self.registration.register(poller, self.state.any()) }
     }
 }
-
-/// One entry per packet served of a line buffer ([`hostcall_core::line::Incomplete`]), which the
-/// poller reads and writes through a raw pointer while the buffer is registered: held as that
-/// pointer (a `Box` moved into a map would claim unique access to it), freed on drop, which
-/// comes only after the pollers let go of it (the buffer removed from the poller that drains it,
-/// or its thread ended; a poller it was handed away from drains it no more: `relay.rs`).
-pub(super) struct IncompleteMemory(NonNull<[Incomplete]>);
-
-impl IncompleteMemory {
-    fn new(packets: u64) -> Self {
-        let entries = vec![Incomplete::default(); packets as usize].into_boxed_slice();
-        Self(NonNull::from(Box::leak(entries)))
-    }
-}
-
-impl Drop for IncompleteMemory {
-    fn drop(&mut self) {
-        // SAFETY: made by `Box::leak` in `new`; no poll uses it any more (see the type's docs).
-        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
-    }
-}
-
-// SAFETY: the memory is plain data, touched only by the poller's polls (one at a time) while
-// registered, and freed by whichever thread drops it after that.
-unsafe impl Send for IncompleteMemory {}
 
 /// What a poller registration of a served buffer is made of.
 #[derive(Clone, Debug)]
@@ -159,23 +128,25 @@ pub(super) struct Registration {
 }
 
 impl Registration {
-    /// Registers the buffer with `poller`.
+    /// Registers the buffer with `poller`, with host state `state`.
     ///
     /// # Safety
-    /// As for [`Poller::add`]: the memory stays valid, accessed only atomically, until it is
-    /// removed from `poller` or `poller` drains it no more; for a range, no other poller serves
-    /// an index of it.
-    pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>) -> Result<(), Error> {
+    /// As for [`hostcall_core::Registration::new`]: the memory stays valid, accessed only
+    /// atomically, until it is removed from `poller` or `poller` drains it no more; for a range,
+    /// no other poller serves an index of it. And as for
+    /// [`hostcall_core::Registration::with_state`] for `state`.
+    pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>, state: AnyState) -> Result<(), Error> {
         let Self { protocol, base, len, num_packets, device, .. } = *self;
-        let base = base as *mut u8;
         // SAFETY: forwarded from this function's contract.
-        unsafe {
-            match self.range.clone() {
-                None => poller.add_on_device(protocol, base, len, num_packets, device),
-                Some(range) => poller.add_range_on_device(protocol, base, len, num_packets, range, device),
-            }
-        }
-        .map_err(Error::from)
+        let registration =
+            unsafe { hostcall_core::Registration::new(protocol, base as *mut u8, len, num_packets) }?
+                .on_device(device);
+        let registration = match self.range.clone() {
+            Some(range) => registration.range(range),
+            None => registration,
+        };
+        // SAFETY: forwarded from this function's contract.
+        poller.add(unsafe { registration.with_state(state) }).map_err(Error::from)
     }
 }
 
@@ -203,21 +174,12 @@ impl Shared {
         let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
         // Under `served`: no relief moves buffers meanwhile.
         let active = self.active();
-        if let Protocol::Rpc { .. } = protocol {
-            // Its host (for every port: a range's indices are the buffer's), found by every thread
-            // of this listener by base address (`rpc.rs`).
-            let ports = u32::try_from(num_packets).unwrap_or(u32::MAX);
-            let serving = super::rpc::RpcServing::new(ports, &options.rpc, self.services.rpc_held());
-            self.rpc.insert(base, serving);
-        }
-        let incomplete = (protocol == Protocol::Line).then(|| IncompleteMemory::new(packets));
-        let entry = Served { claim, counted, registration, home: active.id, leaving: false, incomplete };
+        // Owned by the entry and handed to the poller with the registration (`state.rs`).
+        let state = HostState::new(protocol, base, num_packets, packets, options, &self.services);
+        let entry = Served { claim, counted, registration, home: active.id, leaving: false, state };
         // SAFETY: forwarded from this function's contract; a new registration: no poller drains
-        // it yet.
-        if let Err(e) = unsafe { entry.register(&active.poller) } {
-            self.rpc.remove(base);
-            return Err(e);
-        }
+        // it yet. On an error the entry (and its host state) is dropped: no poller has it.
+        unsafe { entry.register(&active.poller) }?;
         log::info!("{}: serving buffer {base:#x} ({protocol:?}, {packets} packets)", self.config.thread_name);
         served.insert(base, entry);
         Ok(())
@@ -262,8 +224,9 @@ impl Shared {
     /// and then its claim is released (so a buffer added at its address later, here or by
     /// another listener, starts with nothing of it).
     pub(super) fn let_go(&self, entry: Option<Served>) {
-        let Some(Served { claim, counted, registration, .. }) = entry else { return };
-        self.rpc.remove(registration.base);
+        let Some(Served { claim, counted, registration, state, .. }) = entry else { return };
+        // The host state first: an RPC buffer's files closed and calls dropped now.
+        drop(state);
         if counted.release() {
             self.services.forget_buffer(registration.base);
         }

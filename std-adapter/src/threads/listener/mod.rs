@@ -101,6 +101,7 @@ use buffers::Served;
 pub(crate) mod registration;
 mod relay;
 mod rpc;
+mod state;
 mod thread;
 mod wait;
 mod watch;
@@ -178,14 +179,13 @@ struct Shared {
     /// `Poller::add`). Keyed by base address.
     owned: Mutex<HashMap<usize, Arc<HostcallBuffer>>>,
     /// What each buffer served (owned or raw, keyed by base address) holds while it is served:
-    /// its process-wide claim and its per-buffer counters in the registry. Released when the
+    /// its process-wide claim, its per-buffer counters in the registry, and its host state (the
+    /// line memory or the RPC host its poller registration points to). Released when the
     /// buffer is removed or the thread has been joined.
     served: Mutex<HashMap<usize, Served>>,
     /// The buffers let go of by their thread when it ended after a shutdown: removing one of
     /// them is still answered `Ok` (as it would have been before the shutdown), once.
     ended: Mutex<std::collections::HashSet<usize>>,
-    /// The LLVM-RPC buffers' hosts (the calls in progress on their ports).
-    rpc: rpc::RpcBuffers,
     /// Names this listener in the process-wide claims.
     id: u64,
     stop: AtomicBool,
@@ -255,7 +255,6 @@ impl Listener {
             owned: Mutex::new(HashMap::new()),
             served: Mutex::new(HashMap::new()),
             ended: Mutex::new(std::collections::HashSet::new()),
-            rpc: rpc::RpcBuffers::default(),
             // Relaxed: only uniqueness matters.
             id: NEXT_LISTENER_ID.fetch_add(1, Ordering::Relaxed),
             stop: AtomicBool::new(false),

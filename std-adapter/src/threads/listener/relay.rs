@@ -14,8 +14,9 @@
 //! 2. the stuck call is marked abandoned (a compare-exchange that succeeds only while that very
 //!    call runs; if it ended meanwhile, the new thread is told to quit);
 //! 3. every buffer of the old seat but the stuck call's is registered with the new seat's poller
-//!    (a fresh registration: its scan state starts over) and the new seat becomes the active
-//!    one (adds go there); the new thread is told to go.
+//!    (a fresh registration: its scan state starts over; its host state, a line buffer's memory
+//!    of incomplete requests or an LLVM-RPC buffer's calls in progress, goes with it) and the new
+//!    seat becomes the active one (adds go there); the new thread is told to go.
 //!
 //! The old thread, once its call returns, finishes the drain of the stuck buffer (its other
 //! packets of that drain included) and drains no other buffer ([`Watched::proceed`]); then

@@ -1,39 +1,43 @@
-//! The LLVM-RPC buffers a listener serves, each with its [`RpcHost`]: the calls in progress on the
-//! ports this listener serves, the buffer's policy and budgets, where its output goes. Every RPC
-//! buffer added to a listener gets one (its [`BufferOptions::rpc`], or the defaults), so every
-//! opcode the host serves reaches it through the poller, whatever other buffers the listener
-//! serves beside it.
+//! The LLVM-RPC buffers' hosts: every RPC buffer a listener serves gets its [`RpcServing`] (its
+//! [`BufferOptions::rpc`]'s `RpcHost`, the calls in progress on the ports this listener serves,
+//! the buffer's policy and budgets, where its output goes), owned by the buffer's entry
+//! (`Served`, `buffers.rs`, as [`RpcState`]) at a stable address and handed to the buffer's
+//! poller registration as its host state (the core's [`Calls`]). The poller's drain of the buffer
+//! takes every turn through it; nothing of the listener looks a host up.
 //!
-//! The poll loop is not changed: the listener thread's dispatch ([`ListenerDispatch`]) answers
-//! the core's [`Dispatch::rpc_turn`] by finding the buffer's host in a small per-thread cache
-//! (refreshed when a buffer is added or removed) and taking the turn with no lock.
+//! A turn runs as one piece of the host's own work ([`DrainHandler::own_work`]), named by the
+//! hostcall service its opcode carries (`'r'`, `'h'`), or else by the opcode: the listener's
+//! stuck-call watch sees it as one call, its console writes, file calls and allocations (and the
+//! packets those serve) inside it, once.
 //!
 //! # Why a turn needs no lock
 //!
-//! A host ([`RpcSlot`]) is touched by turns, and once by [`RpcBuffers::remove`] (its `retire`);
-//! the readers of its counters read a published copy ([`PublishedCounters`]), never the host.
-//! Turns on one buffer's host never overlap, and each happens before the next: a turn is taken
-//! only inside a drain of the buffer by the poller it is registered with (the core calls
-//! `rpc_turn` from `Poller::poll_once` alone); one poller's polls are serialised by its poll
-//! lock; and one poller drains a buffer at a time, the contract of `Served::register` (which the
-//! line buffers' incomplete-request memory relies on too): a buffer moves to another thread's
-//! poller only while its old thread is inside a stuck call of another buffer and will drain no
-//! other buffer again (`watch.rs`), the move ordered after that thread's last drain by the
-//! watch's Release/Acquire, or back through `relay::hand_back` once that thread's poll ended.
-//! `remove` comes after the buffer's removal from the poller that drains it (whose `remove`
-//! waits for the poll in progress), or after its thread ended. So no lock is taken on a turn: a
-//! `Mutex` there would put locked instructions between the reply words and the mailbox flip, and
-//! make a reader of the counters wait for a stuck turn.
+//! A host is touched by turns, and once when its entry lets go of it ([`RpcState`]'s drop, which
+//! retires it); the readers of its counters read a published copy ([`PublishedCounters`], in an
+//! allocation of its own), never the host. Turns on one buffer's host never overlap, and each
+//! happens before the next: a turn is taken only inside a drain of the buffer by a poller it is
+//! registered with (the registration's state is used by nothing else, the contract of
+//! `Registration::with_state`); one poller's polls are serialised by its poll lock; and one
+//! poller drains a buffer at a time, the contract of `Served::register`: a buffer moves to
+//! another thread's poller, its state with its registration, only while its old thread is inside
+//! a stuck call of another buffer and will drain no other buffer again (`watch.rs`), the move
+//! ordered after that thread's last drain by the watch's Release/Acquire, or back through
+//! `relay::hand_back` once that thread's poll ended. The entry lets go of the host after the
+//! buffer's removal from the poller that drains it (whose `remove` waits for the poll in
+//! progress), or after its thread ended. The same argument holds for a line buffer's memory of
+//! incomplete requests, which the entry owns beside it. So no lock is taken on a turn: a `Mutex`
+//! there would put locked instructions between the reply words and the mailbox flip, and make a
+//! reader of the counters wait for a stuck turn.
 
-use crate::dispatch::registry::{Services, ThreadDispatch};
+use crate::dispatch::registry::Services;
 use crate::observe::Reason;
-use crate::services::held::HeldAccount;
 use crate::services::rpc::{RpcCounters, RpcHost, RpcOptions, SharedSink};
-use hostcall_core::rpc::Turn;
-use hostcall_core::{Dispatch, DrainError, PacketRequest};
-use std::cell::{RefCell, UnsafeCell};
+use hostcall_core::rpc::{service_of, Calls, Turn};
+use hostcall_core::{AnyState, Dispatch, DrainHandler, PacketRequest};
+use std::cell::RefCell;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// How a listener serves one buffer, given when it is added ([`crate::BufferRegistration::with_options`]).
 ///
@@ -61,32 +65,19 @@ pub(super) struct RpcServing {
     /// The host's refusal counters (refused lanes, over-limit lanes, refused opens, lanes over
     /// the held budget) as last turned into [`Reason`] counts.
     reported: [u64; 4],
+    /// The buffer's base address (its refusals are counted for it).
+    buffer: usize,
+    /// The registry the refusals are counted in.
+    services: Arc<Services>,
+    /// The counters as of the last turn, for readers on any thread.
+    published: Arc<PublishedCounters>,
 }
 
 impl RpcServing {
-    /// The host of a buffer of `ports` ports served as `options` say, its held bytes charged to
-    /// `all` too (the registry's account of every RPC buffer).
-    pub(super) fn new(ports: u32, options: &RpcOptions, all: Arc<HeldAccount>) -> Self {
-        Self { host: options.host(ports, all), sink: options.sink.clone(), reported: [0; 4] }
-    }
-
-    /// One turn; the host's refusals since the last turn are counted for the buffer, and its
-    /// counters published to `published`.
-    fn turn(
-        &mut self,
-        buffer: usize,
-        turn: &mut Turn<'_>,
-        packets: &dyn Dispatch,
-        services: &Services,
-        published: &PublishedCounters,
-    ) -> bool {
-        let (port, (_, opcode)) = (turn.port(), turn.header());
-        let served = self.host.take_turn(turn, &mut self.sink, &Packets(packets));
-        if !served {
-            packets.malformed(buffer, DrainError::UnhandledOpcode { port, opcode });
-        }
+    /// The refusals since the last turn counted for the buffer, and the counters published.
+    fn account(&mut self) {
         let counters = self.host.counters();
-        published.publish(&counters);
+        self.published.publish(&counters);
         let now = [
             counters.refused_lanes,
             counters.over_limit_lanes,
@@ -99,28 +90,88 @@ impl RpcServing {
                 [Reason::RpcRefused, Reason::RpcStreamLength, Reason::RpcOpenFiles, Reason::HeldBytes];
             for ((reason, now), before) in reasons.into_iter().zip(now).zip(self.reported) {
                 if now > before {
-                    services.count_refusal(reason, now - before, buffer);
+                    self.services.count_refusal(reason, now - before, self.buffer);
                 }
             }
             self.reported = now;
         }
+    }
+}
+
+impl Calls for RpcServing {
+    /// One turn, run as one piece of the host's own work (see the module docs); the host's
+    /// refusals since the last turn are counted for the buffer, and its counters published.
+    fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> bool {
+        let (_, opcode) = turn.header();
+        let name = service_of(opcode).unwrap_or(opcode);
+        let (host, sink) = (&mut self.host, &mut self.sink);
+        let mut served = false;
+        packets.own_work(name, &mut |serve| {
+            served = host.take_turn(turn, sink, &Packets(RefCell::new(serve)));
+        });
+        self.account();
         served
     }
 }
 
-/// One RPC buffer's host in a listener, found by every thread of the listener by base address,
-/// used by one at a time (see the module docs: why a turn needs no lock).
-pub(super) struct RpcSlot {
-    /// The host: touched by turns and by [`RpcBuffers::remove`] alone.
-    serving: UnsafeCell<RpcServing>,
-    /// Its counters as of its last turn, for [`RpcBuffers::counters`].
-    published: PublishedCounters,
+/// An RPC buffer's host as its entry in the listener owns it: the [`RpcServing`] at a stable
+/// address, which the buffer's poller registration points to (its host state), and the counters
+/// it publishes. Held as a pointer (a `Box` moved into a map would claim unique access to what
+/// the poller reaches through the registration); retired and freed on drop, which comes only
+/// after the pollers let go of it (see the module docs).
+pub(super) struct RpcState {
+    serving: NonNull<RpcServing>,
+    published: Arc<PublishedCounters>,
 }
 
-// SAFETY: `serving` is accessed by one thread at a time, each access ordered after the one before
-// (the module docs); `RpcServing` is `Send`, so moving that access between threads is sound. The
-// rest is atomics.
-unsafe impl Sync for RpcSlot {}
+impl RpcState {
+    /// The host of the RPC buffer at `buffer`, of `ports` ports, served as `options` say, its
+    /// refusals counted in `services` (and its held bytes charged to its account of every RPC
+    /// buffer).
+    pub(super) fn new(buffer: usize, ports: u32, options: &RpcOptions, services: &Arc<Services>) -> Self {
+        let published = Arc::new(PublishedCounters::default());
+        let serving = Box::new(RpcServing {
+            host: options.host(ports, services.rpc_held()),
+            sink: options.sink.clone(),
+            reported: [0; 4],
+            buffer,
+            services: services.clone(),
+            published: published.clone(),
+        });
+        Self { serving: NonNull::from(Box::leak(serving)), published }
+    }
+
+    /// The host state to register the buffer with.
+    pub(super) fn state(&self) -> AnyState {
+        AnyState::Rpc(self.serving)
+    }
+
+    /// The counters as of the host's last turn.
+    pub(super) fn counters(&self) -> RpcCounters {
+        self.published.read()
+    }
+}
+
+impl Drop for RpcState {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::leak` in `new`; no poller drains the buffer any more, and the
+        // last turn happened before this (see the type's docs).
+        let mut serving = unsafe { Box::from_raw(self.serving.as_ptr()) };
+        // Files closed (also those other hosts of the buffer's ports share) and calls dropped.
+        serving.host.retire();
+    }
+}
+
+/// `RpcState` is `Send` as `RpcServing` is: asserted here.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<RpcServing>();
+};
+
+// SAFETY: the host is touched by one thread at a time, each access ordered after the one before
+// (the module docs), and `RpcServing` is `Send` (asserted above), so moving that access, or the
+// drop, to another thread is sound. The rest is an `Arc` of atomics.
+unsafe impl Send for RpcState {}
 
 /// An [`RpcCounters`] written by the thread taking turns, read by any: one word each, stored
 /// after every turn.
@@ -167,110 +218,11 @@ impl PublishedCounters {
     }
 }
 
-/// The core's `&dyn Dispatch` as the `Dispatch + Sized` the host's generic calls take.
-struct Packets<'d>(&'d dyn Dispatch);
+/// The packet server a turn's own work is given, as the `Dispatch` the host's calls take.
+struct Packets<'s, 'f>(RefCell<&'s mut (dyn FnMut(&mut PacketRequest<'_>) + 'f)>);
 
-impl Dispatch for Packets<'_> {
+impl Dispatch for Packets<'_, '_> {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        self.0.dispatch(packet);
-    }
-    fn malformed(&self, buffer: usize, error: DrainError) {
-        self.0.malformed(buffer, error);
-    }
-}
-
-/// Each RPC buffer's host, by base address.
-type Hosts = Vec<(usize, Arc<RpcSlot>)>;
-
-/// The RPC buffers a listener serves, by base address.
-#[derive(Default)]
-pub(super) struct RpcBuffers {
-    /// Bumped at every insert and remove, so the thread's cache knows to refresh.
-    version: AtomicU64,
-    hosts: Mutex<Hosts>,
-}
-
-impl RpcBuffers {
-    pub(super) fn insert(&self, base: usize, serving: RpcServing) {
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        hosts.retain(|(b, _)| *b != base);
-        let published = PublishedCounters::default();
-        hosts.push((base, Arc::new(RpcSlot { serving: UnsafeCell::new(serving), published })));
-        // Release: pairs with the Acquire load in `ListenerDispatch::refresh`; the cache then copies
-        // the list under its lock anyway.
-        self.version.fetch_add(1, Ordering::Release);
-    }
-
-    /// Forgets the buffer at `base`: once no poller of the listener drains it (removed from the
-    /// poller that drained it, or that poller's thread ended), or before any did.
-    pub(super) fn remove(&self, base: usize) {
-        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        for (_, slot) in hosts.iter().filter(|(b, _)| *b == base) {
-            // SAFETY: no turn on it runs now or later (this function's contract), and the last one
-            // happened before: the removal from its poller waited for its unpin (Release/Acquire).
-            let serving = unsafe { &mut *slot.serving.get() };
-            // Files closed and calls dropped now, not when the thread's cache lets go of the host.
-            serving.host.retire();
-        }
-        hosts.retain(|(b, _)| *b != base);
-        // Release: as in `insert`.
-        self.version.fetch_add(1, Ordering::Release);
-    }
-
-    /// The counters of the buffer at `base`'s host, if it is an RPC buffer served here.
-    pub(super) fn counters(&self, base: usize) -> Option<RpcCounters> {
-        let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        let (_, slot) = hosts.iter().find(|(b, _)| *b == base)?;
-        Some(slot.published.read())
-    }
-}
-
-/// The listener thread's dispatch: its registry's, and the RPC buffers' hosts.
-pub(super) struct ListenerDispatch<'a> {
-    registry: ThreadDispatch<'a>,
-    rpc: &'a RpcBuffers,
-    /// The version of `rpc` copied, and the copy.
-    cache: RefCell<(u64, Hosts)>,
-}
-
-impl<'a> ListenerDispatch<'a> {
-    pub(super) fn new(registry: ThreadDispatch<'a>, rpc: &'a RpcBuffers) -> Self {
-        Self { registry, rpc, cache: RefCell::new((u64::MAX, Vec::new())) }
-    }
-
-    /// The registry's dispatch.
-    pub(super) fn registry(&self) -> &ThreadDispatch<'a> {
-        &self.registry
-    }
-
-    /// Copies the list of hosts again if a buffer was added or removed since the last copy.
-    fn refresh(&self) {
-        // Acquire: pairs with the Release increments of `RpcBuffers`.
-        let version = self.rpc.version.load(Ordering::Acquire);
-        if self.cache.borrow().0 != version {
-            let hosts = self.rpc.hosts.lock().unwrap_or_else(|p| p.into_inner());
-            *self.cache.borrow_mut() = (version, hosts.clone());
-        }
-    }
-}
-
-impl Dispatch for ListenerDispatch<'_> {
-    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        self.registry.dispatch(packet);
-    }
-
-    fn malformed(&self, buffer: usize, error: DrainError) {
-        self.registry.malformed(buffer, error);
-    }
-
-    fn rpc_turn(&self, buffer: usize, turn: &mut Turn<'_>, packets: &dyn Dispatch) -> Option<bool> {
-        self.refresh();
-        let cache = self.cache.borrow();
-        let (_, slot) = cache.1.iter().find(|(b, _)| *b == buffer)?;
-        // SAFETY: this is a turn of a drain of `buffer` by the one poller that drains it, so no
-        // other access to the host overlaps it and the ones before happened before it (the
-        // module docs).
-        let serving = unsafe { &mut *slot.serving.get() };
-        Some(serving.turn(buffer, turn, packets, self.registry.services(), &slot.published))
+        (self.0.borrow_mut())(packet);
     }
 }

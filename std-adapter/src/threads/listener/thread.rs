@@ -3,14 +3,13 @@
 //! abandoned inside a stuck call hands its buffer back and ends (`relay.rs`).
 
 use super::relay::{self, Seat};
-use super::rpc::ListenerDispatch;
 use super::wait;
 use super::watch::Watched;
 use super::Shared;
-use crate::dispatch::registry::reply_error_all;
+use crate::dispatch::registry::{reply_error_all, ThreadDispatch};
 use crate::observe::Reason;
 use crate::threads::affinity;
-use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, PacketRequest, Poller};
+use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, OwnWork, PacketRequest, Poller};
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -29,13 +28,13 @@ pub(crate) fn listener_of_this_thread() -> u64 {
 
 fn poll<const N: usize>(
     poller: &Poller<N>,
-    dispatch: &ListenerDispatch<'_>,
+    dispatch: &ThreadDispatch<'_>,
     watched: &Watched<'_, '_>,
 ) -> DrainReport {
-    dispatch.registry().poll_started();
+    dispatch.poll_started();
     let report = poller.poll_once(watched);
     if report.packets == 0 {
-        dispatch.registry().services().events().empty_scan();
+        dispatch.services().events().empty_scan();
     }
     report
 }
@@ -66,7 +65,7 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
         log::warn!("{}: could not pin to CPUs {:?}; running unpinned", seat.name, config.cpus);
     }
     log::info!("{}: listener thread started", seat.name);
-    let dispatch = ListenerDispatch::new(shared.services.dispatcher(), &shared.rpc);
+    let dispatch = shared.services.dispatcher();
     let returned = |service, buffer| relay::returned(seat, service, buffer);
     let watched = Watched::new(&dispatch, &seat.watch, &returned);
     let poll = || poll(&seat.poller, &dispatch, &watched);
@@ -103,7 +102,7 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
         }
         let now = shared.doorbell.nap(last_seen, policy.nap(naps));
         let rung = now != last_seen;
-        dispatch.registry().services().events().woke(rung);
+        dispatch.services().events().woke(rung);
         if rung {
             (idle_polls, naps) = (0, 0);
         } else {
@@ -181,35 +180,35 @@ struct Closing<'d, 'w, 'a> {
     refused: std::cell::Cell<u64>,
 }
 
-impl Dispatch for Closing<'_, '_, '_> {
-    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+impl Closing<'_, '_, '_> {
+    /// Serves `packet` with `serve` until `until`, then answers it with the shutdown error.
+    fn serve_or_refuse(&self, packet: &mut PacketRequest<'_>, serve: impl FnOnce(&mut PacketRequest<'_>)) {
         if Instant::now() < self.until {
-            self.dispatch.dispatch(packet);
+            serve(packet);
         } else {
             reply_error_all(packet, ErrorCode::ShuttingDown);
             let lanes = u64::from(packet.activemask().count_ones());
-            self.dispatch.dispatch.registry().services().count_refusal(
-                Reason::ShuttingDown,
-                lanes,
-                packet.buffer(),
-            );
+            self.dispatch.dispatch.services().count_refusal(Reason::ShuttingDown, lanes, packet.buffer());
             self.refused.set(self.refused.get() + 1);
         }
+    }
+}
+
+impl Dispatch for Closing<'_, '_, '_> {
+    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        self.serve_or_refuse(packet, |packet| self.dispatch.dispatch(packet));
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
         self.dispatch.malformed(buffer, error);
     }
 
-    /// An RPC buffer's host goes on following its calls; the packets they make are answered as
-    /// above (`packets` is the poller's wrapper of this dispatch).
-    fn rpc_turn(
-        &self,
-        buffer: usize,
-        turn: &mut hostcall_core::rpc::Turn<'_>,
-        packets: &dyn Dispatch,
-    ) -> Option<bool> {
-        self.dispatch.rpc_turn(buffer, turn, packets)
+    /// A host's own work (an RPC buffer's host following its calls) goes on, watched as ever; the
+    /// packets it makes are answered as above.
+    fn own_work(&self, buffer: usize, name: u32, work: &mut OwnWork<'_>) {
+        self.dispatch.own_work(buffer, name, &mut |serve| {
+            work(&mut |packet| self.serve_or_refuse(packet, &mut *serve));
+        });
     }
 
     fn proceed(&self) -> bool {

@@ -7,9 +7,9 @@
 //!
 //! | word | written by | when |
 //! | --- | --- | --- |
-//! | `state`: 0, or the call's sequence number (low 62 bits) and two flags | the thread (`begin`: store; `end`: swap to 0) | around each packet's dispatch |
+//! | `state`: 0, or the call's sequence number (low 62 bits) and two flags | the thread (`begin`: store; `end`: swap to 0) | around each packet's dispatch, and around each piece of a host's own work (an LLVM-RPC turn, the packets it serves inside it) |
 //! | `state`'s `REPORTED` and `ABANDONED` bits | the watchdog (compare-exchange from the value it saw) | while that very call runs |
-//! | `service`, `buffer` | the thread, before `begin`'s store | each packet |
+//! | `service`, `buffer` | the thread, before `begin`'s store | each call |
 //!
 //! The handshake: the watchdog sets a flag only with a compare-exchange from the value `begin`
 //! stored, so it succeeds only while that call is still running; the thread's `end` is a swap, so
@@ -18,9 +18,8 @@
 //! buffers the watchdog gave to another thread are never drained by two. The cost on the thread,
 //! per packet: two plain stores and one uncontended swap (no clock read, no syscall).
 
-use super::rpc::ListenerDispatch;
-use hostcall_core::rpc::Turn;
-use hostcall_core::{Dispatch, DrainError, PacketRequest};
+use crate::dispatch::registry::ThreadDispatch;
+use hostcall_core::{Dispatch, DrainError, OwnWork, PacketRequest};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -99,17 +98,21 @@ impl CallWatch {
     }
 }
 
-/// A listener thread's dispatch: its [`ListenerDispatch`] with every packet's call (and every
-/// LLVM-RPC turn, whose host may run a service of its own: a console write, a file) shown in its
-/// [`CallWatch`], and the poll stopped once the watchdog abandoned the thread.
+/// A listener thread's dispatch: its registry's with every packet's call (and every piece of a
+/// host's own work, [`Dispatch::own_work`]: an LLVM-RPC turn, whose host may run a service of its
+/// own, a console write, a file, with the packets it serves inside it) shown in its
+/// [`CallWatch`] once, and the poll stopped once the watchdog abandoned the thread.
+///
+/// The watch is protocol-neutral: a host that does more than serve packets says so through the
+/// core's `own_work` hook, and the packets that work serves reach the registry through the
+/// server `own_work` hands it, unwatched, so that nothing is watched twice and no flag says
+/// "inside a turn".
 pub(super) struct Watched<'d, 'a> {
-    pub(super) dispatch: &'d ListenerDispatch<'a>,
+    pub(super) dispatch: &'d ThreadDispatch<'a>,
     pub(super) watch: &'d CallWatch,
     sequence: Cell<u64>,
     /// The flags the watchdog set on calls of this thread so far (`ABANDONED` stays).
     flags: Cell<u64>,
-    /// Inside an RPC turn (whose watch covers the packets it makes).
-    in_turn: Cell<bool>,
     /// Called with the service id and buffer of a call the watchdog reported, when it returns
     /// (rare: the call ran long).
     on_reported: &'d dyn Fn(u32, usize),
@@ -117,18 +120,11 @@ pub(super) struct Watched<'d, 'a> {
 
 impl<'d, 'a> Watched<'d, 'a> {
     pub(super) fn new(
-        dispatch: &'d ListenerDispatch<'a>,
+        dispatch: &'d ThreadDispatch<'a>,
         watch: &'d CallWatch,
         on_reported: &'d dyn Fn(u32, usize),
     ) -> Self {
-        Self {
-            dispatch,
-            watch,
-            sequence: Cell::new(0),
-            flags: Cell::new(0),
-            in_turn: Cell::new(false),
-            on_reported,
-        }
+        Self { dispatch, watch, sequence: Cell::new(0), flags: Cell::new(0), on_reported }
     }
 
     /// Whether the watchdog gave this thread's other buffers to another thread.
@@ -161,9 +157,6 @@ impl Watched<'_, '_> {
 impl Dispatch for Watched<'_, '_> {
     #[inline]
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        if self.in_turn.get() {
-            return self.dispatch.dispatch(packet); // the turn's watch covers it
-        }
         self.watched(packet.service(), packet.buffer(), || self.dispatch.dispatch(packet));
     }
 
@@ -171,15 +164,10 @@ impl Dispatch for Watched<'_, '_> {
         self.dispatch.malformed(buffer, error);
     }
 
-    /// Watched as one call, named by the hostcall service its opcode carries (`'r'`, `'h'`), or
-    /// else by the opcode itself.
-    fn rpc_turn(&self, buffer: usize, turn: &mut Turn<'_>, packets: &dyn Dispatch) -> Option<bool> {
-        let (_, opcode) = turn.header();
-        let id = hostcall_core::rpc::service_of(opcode).unwrap_or(opcode);
-        self.in_turn.set(true);
-        let served = self.watched(id, buffer, || self.dispatch.rpc_turn(buffer, turn, packets));
-        self.in_turn.set(false);
-        served
+    /// Watched as one call named `name`; the packets it serves go to the registry unwatched
+    /// (this call's watch covers them).
+    fn own_work(&self, buffer: usize, name: u32, work: &mut OwnWork<'_>) {
+        self.watched(name, buffer, || work(&mut |packet| self.dispatch.dispatch(packet)));
     }
 
     #[inline]
