@@ -73,7 +73,6 @@ where
 /// ```
 /// use hostcall_core::dispatch::serve_lanes;
 /// use hostcall_core::{ErrorCode, Host as _, LaneService};
-/// # #[cfg(not(loom))] {
 /// # let prefix = hostcall_core::stack::Prefix::default();
 /// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];
 /// # let payloads = [hostcall_core::Payload::default(), hostcall_core::Payload::default()];
@@ -88,7 +87,6 @@ where
 ///     assert_eq!(errors, 1, "lane 0 sent 1, lane 1 sent 0");
 /// });
 /// # assert!(submitted.wait(|| {}).host_error());
-/// # }
 /// ```
 pub fn serve_lanes(
     packet: &mut PacketRequest<'_>,
@@ -104,7 +102,6 @@ pub fn serve_lanes(
 /// ```
 /// use hostcall_core::dispatch::serve_lanes_from;
 /// use hostcall_core::Host as _;
-/// # #[cfg(not(loom))] {
 /// # let prefix = hostcall_core::stack::Prefix::default();
 /// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];
 /// # let payloads = [hostcall_core::Payload::default(), hostcall_core::Payload::default()];
@@ -118,7 +115,6 @@ pub fn serve_lanes(
 ///     assert_eq!(served, [1, 3]);
 /// });
 /// # drop(submitted);
-/// # }
 /// ```
 #[inline]
 pub fn serve_lanes_from(

@@ -18,7 +18,9 @@ use hostcall::prelude::*;
 use hostcall::services::printf::Stream;
 use hostcall::services::rpc::{RpcOptions, SharedSink};
 use hostcall::threads::listener::BufferOptions;
-use hostcall::{BufferRegistration, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    BufferRegistration, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
+};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};

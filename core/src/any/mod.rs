@@ -298,5 +298,5 @@ impl<'a> AnyView<'a> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests;

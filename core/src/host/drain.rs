@@ -23,7 +23,6 @@ pub(crate) mod sealed {
 ///
 /// ```
 /// use hostcall_core::{phase, Host, PacketRequest, ScanWindow};
-/// # #[cfg(not(loom))] {
 /// let len = phase::buffer_size(4).unwrap();
 /// let mut memory = vec![0u64; len.div_ceil(8)];
 /// let base = memory.as_mut_ptr().cast::<u8>();
@@ -38,7 +37,6 @@ pub(crate) mod sealed {
 /// let mut window = ScanWindow::new(4);
 /// assert_eq!(view.host().drain_window(&mut window, &mut answer).packets, 1);
 /// assert_eq!(submitted.wait(|| {}).reply(0), [42, 0]);
-/// # }
 /// ```
 pub trait Host: sealed::Sealed {
     /// What the host keeps of one buffer across its drains: nothing (`()`) for the stack and

@@ -112,16 +112,12 @@ macro_rules! empty_poller {
 }
 
 impl<const N: usize> Poller<N> {
-    /// An empty poller.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        empty_poller!()
-    }
-
-    /// An empty poller (not `const` under loom, whose locks and atomics are not).
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        empty_poller!()
+    crate::sync::const_fn! {
+        /// An empty poller (`const`, so a poller can be a `static`; not under loom, whose locks
+        /// and atomics have no `const` constructor).
+        pub const fn new() -> Self {
+            empty_poller!()
+        }
     }
 
     /// The protocol of the buffer registered at `base`, if any.
@@ -163,5 +159,5 @@ impl<const N: usize> Poller<N> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests;

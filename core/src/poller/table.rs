@@ -139,15 +139,11 @@ pub(super) struct Pins<const N: usize> {
 }
 
 impl<const N: usize> Pins<N> {
-    #[cfg(not(loom))]
-    pub(super) const fn new() -> Self {
-        Self { pinned: [const { AtomicU32::new(0) }; N] }
-    }
-
-    /// Every slot unpinned (loom's atomics have no `const` constructor).
-    #[cfg(loom)]
-    pub(super) fn new() -> Self {
-        Self { pinned: core::array::from_fn(|_| AtomicU32::new(0)) }
+    crate::sync::const_fn! {
+        /// Every slot unpinned.
+        pub(super) const fn new() -> Self {
+            Self { pinned: crate::sync::new_array![AtomicU32::new(0); N] }
+        }
     }
 
     /// Pins `slot`. Called with the table lock held.
