@@ -158,7 +158,7 @@ impl Services {
     pub fn unregister(&self, id: u32) -> bool {
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         let removed = entries.remove(&id).is_some();
-        // Release: pairs with the Acquire load in `ThreadDispatch::entry`.
+        // Release: pairs with the Acquire load in `ThreadDispatch::dispatch`.
         self.generation.fetch_add(1, Ordering::Release);
         removed
     }
@@ -244,7 +244,7 @@ impl Services {
             return Err(Error::ServiceTaken(id));
         }
         entries.insert(id, Arc::new(Entry { name: name.to_owned(), handler, counters: Counters::default() }));
-        // Release: pairs with the Acquire load in `ThreadDispatch::entry`.
+        // Release: pairs with the Acquire load in `ThreadDispatch::dispatch`.
         self.generation.fetch_add(1, Ordering::Release);
         Ok(())
     }
