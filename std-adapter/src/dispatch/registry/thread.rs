@@ -57,6 +57,8 @@ struct Cache {
 impl<'a> ThreadDispatch<'a> {
     /// A dispatcher with nothing cached yet (the first packet copies the registry).
     pub(super) fn new(services: &'a Services) -> Self {
+        // Now, not at every packet: the serving path's guard relies on it (`catch_in_scope`).
+        crate::dispatch::panics::install_filter();
         ThreadDispatch {
             services,
             cache: RefCell::new(Cache {
