@@ -145,7 +145,7 @@ pub(super) fn serve_entry(
             if let Err(panic) = catch_service_panic(|| service.serve(packet)) {
                 error_limited!("service {} panicked ({panic}); packet answered with errors", entry.name);
                 reply_error_all(packet, ErrorCode::ServicePanicked);
-                let lanes = u64::from(packet.activemask().count_ones());
+                let lanes = lane_count(packet.activemask());
                 crate::observe::scope::count_n(Reason::HandlerPanic, lanes);
                 lanes
             } else {
@@ -159,9 +159,27 @@ pub(super) fn serve_entry(
         service: end.wrapping_sub(start),
         queue_wait: poll_start.map(|poll| start.saturating_sub(poll)),
     };
-    let lanes = u64::from(packet.activemask().count_ones());
+    let lanes = lane_count(packet.activemask());
     entry.counters.count(lanes, errors, Some(timing));
     if let Some(buffer) = buffer {
         buffer.counters.count(lanes, errors, None);
     }
+}
+
+/// The lanes in `mask`: the processor's `popcnt` where it has one (the baseline x86_64 target
+/// does not assume it, and the portable count is a dozen instructions a packet).
+#[inline]
+fn lane_count(mask: u64) -> u64 {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if std::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the processor has `popcnt` (just detected; the answer is cached).
+        return unsafe { popcnt(mask) };
+    }
+    u64::from(mask.count_ones())
+}
+
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[target_feature(enable = "popcnt")]
+unsafe fn popcnt(mask: u64) -> u64 {
+    u64::from(mask.count_ones())
 }
