@@ -7,9 +7,9 @@
 //!
 //! | word | written by | when |
 //! | --- | --- | --- |
-//! | `state`: 0, or the call's sequence number (low 61 bits) | the thread (Release stores) | around each packet's dispatch |
-//! | `flags`: a sequence number, `REPORTED`, `ABANDONED` | the watchdog (compare-exchange) | while that very call runs |
-//! | `flags`' `TAKEN` bit | the thread (compare-exchange), once it read a flag of its call | after the call, rarely |
+//! | `state`: 0, or the call's sequence number (low 62 bits) | the thread (Release stores) | around each packet's dispatch |
+//! | `flags`: 0, or a call's sequence number with `REPORTED` and/or `ABANDONED` | the watchdog (compare-exchange) | while that very call runs |
+//! | `flags` back to 0 | the thread (compare-exchange), taking the flags of its call; or the watchdog, taking a flag back | after the call, rarely |
 //! | `service`, `buffer` | the thread, before `begin`'s store | each packet |
 //!
 //! The handshake is Dekker's, with the expensive half on the watchdog's side: the thread stores
@@ -24,8 +24,8 @@
 //! - the watchdog loads `state` and sees the call still running: the thread's store comes after
 //!   the barrier, and its load of `flags` sees the flag. Set.
 //! - the watchdog sees the call ended: the thread may or may not have seen the flag. The one that
-//!   saw it sets `TAKEN` with a compare-exchange, the watchdog takes its flag back with a
-//!   compare-exchange from the value it set: one of them succeeds. The thread took it: set; the
+//!   saw it takes the flags (a compare-exchange to 0), the watchdog takes its flag back (a
+//!   compare-exchange from the value it set to the value before): one of them succeeds. The thread took it: set; the
 //!   watchdog took it back: not set (the call returned), as if it had come too late.
 //!
 //! A thread that took `ABANDONED` drains no other buffer after that call (its
@@ -44,10 +44,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 pub(super) const REPORTED: u64 = 1 << 62;
 /// The watchdog gave this thread's other buffers to another thread while this call ran.
 pub(super) const ABANDONED: u64 = 1 << 63;
-/// In `flags`: the thread read the flags of this call (the watchdog can no longer take them back).
-const TAKEN: u64 = 1 << 61;
 /// The sequence bits of `state` and `flags`.
-const SEQUENCE: u64 = TAKEN - 1;
+const SEQUENCE: u64 = REPORTED - 1;
 
 /// One listener thread's call in progress (see the module docs).
 #[derive(Debug)]
@@ -94,9 +92,10 @@ impl CallWatch {
         self.state.store(sequence, Ordering::Release);
     }
 
-    /// Call `sequence` ended; the flags the watchdog set on it (that this thread took).
+    /// The call ended; `Some(flags word)` if the watchdog flagged a call (for
+    /// [`CallWatch::take`]).
     #[inline]
-    fn end(&self, sequence: u64) -> u64 {
+    fn end(&self) -> Option<u64> {
         // Release: as in `begin` (the watchdog that sees the call ended sees what it did).
         self.state.store(0, Ordering::Release);
         // The thread's half of the handshake: orders the store above before the load below
@@ -106,21 +105,19 @@ impl CallWatch {
         // barriers above and in `flag` are what make sure a flag is seen by one side or taken
         // back by the other.
         let flags = self.flags.load(Ordering::Relaxed);
-        if flags & SEQUENCE != sequence || flags & (REPORTED | ABANDONED) == 0 {
-            return 0;
-        }
-        self.take(sequence, flags)
+        (flags != 0).then_some(flags)
     }
 
-    /// Takes the flags `flags` (of call `sequence`, just loaded) with `TAKEN`, unless the
+    /// Takes the flags `flags` (just loaded, not 0) if they are call `sequence`'s, unless the
     /// watchdog takes them back first (or adds one: then all of them); the flags taken.
-    #[cold]
-    #[inline(never)]
     fn take(&self, sequence: u64, mut flags: u64) -> u64 {
         loop {
             // Relaxed: the compare-exchange on `flags` decides alone (against the watchdog's in
             // `flag`); nothing else is published through it.
-            match self.flags.compare_exchange(flags, flags | TAKEN, Ordering::Relaxed, Ordering::Relaxed) {
+            if flags & SEQUENCE != sequence {
+                return 0; // an earlier call's, that the watchdog is taking back
+            }
+            match self.flags.compare_exchange(flags, 0, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return flags & (REPORTED | ABANDONED),
                 Err(now) if now & SEQUENCE == sequence && now & (REPORTED | ABANDONED) != 0 => flags = now,
                 Err(_) => return 0, // taken back
@@ -134,7 +131,7 @@ impl CallWatch {
         let state = self.state.load(Ordering::Acquire);
         let sequence = state & SEQUENCE;
         (sequence != 0).then(|| {
-            // Relaxed: only this (watchdog) thread sets flags; the thread's `TAKEN` is not read.
+            // Relaxed: only this (watchdog) thread sets flags.
             let flags = self.flags.load(Ordering::Relaxed);
             let set = if flags & SEQUENCE == sequence { flags & (REPORTED | ABANDONED) } else { 0 };
             Running {
@@ -151,12 +148,10 @@ impl CallWatch {
     pub(super) fn flag(&self, seen: Running, flag: u64) -> bool {
         let sequence = seen.sequence();
         let before = seen.state & (REPORTED | ABANDONED);
-        // The flags word as the watchdog left it: this call's flags, or an earlier call's, or 0.
+        // The flags word as the watchdog left it: this call's flags, or 0 (an earlier call's
+        // flags are taken or taken back before the watchdog looks again).
         // Relaxed: see `end`; only the watchdog and the thread's `take` write the word.
         let expected = self.flags.load(Ordering::Relaxed);
-        if expected & SEQUENCE == sequence && expected & TAKEN != 0 {
-            return false; // the call ended and its thread took its flags
-        }
         let set = sequence | before | flag;
         // Relaxed: as in `take`.
         if self.flags.compare_exchange(expected, set, Ordering::Relaxed, Ordering::Relaxed).is_err() {
@@ -178,17 +173,29 @@ impl CallWatch {
 
 /// The two halves of the handshake's barrier (see the module docs).
 mod barrier {
-    use std::sync::atomic::{compiler_fence, fence, Ordering};
-    use std::sync::OnceLock;
+    use std::sync::atomic::{compiler_fence, fence, AtomicBool, Ordering};
+    use std::sync::Once;
 
     /// Whether `membarrier(2)`'s expedited private command is registered for this process (the
     /// thread's half is then a compiler fence). Chosen once, before any watched thread starts
     /// (`init`, from `CallWatch::default`), and never changed.
-    static ASYMMETRIC: OnceLock<bool> = OnceLock::new();
+    static ASYMMETRIC: AtomicBool = AtomicBool::new(false);
 
     /// Chooses the barrier, once per process.
     pub(super) fn init() {
-        ASYMMETRIC.get_or_init(register);
+        static CHOSEN: Once = Once::new();
+        // Relaxed: `Once` orders this store before every `init` that returns, and a watched
+        // thread is spawned after its watch's `init` (the spawn orders it before its loads).
+        CHOSEN.call_once(|| ASYMMETRIC.store(register(), Ordering::Relaxed));
+    }
+
+    /// Whether the barrier is asymmetric (see `ASYMMETRIC`).
+    #[inline]
+    fn asymmetric() -> bool {
+        // Relaxed: stored before any thread that asks can reach a watch: a watched thread is
+        // spawned after its watch was made, and the watchdog finds watches under the listener's
+        // crew lock, taken after they were made (see `init`).
+        ASYMMETRIC.load(Ordering::Relaxed)
     }
 
     #[cfg(all(target_os = "linux", not(miri)))]
@@ -211,8 +218,7 @@ mod barrier {
     /// The watched thread's half, between its store of `state` and its load of `flags`.
     #[inline]
     pub(super) fn light() {
-        // Set by `init` before this thread started (its spawn orders it before this read).
-        if ASYMMETRIC.get().copied().unwrap_or(false) {
+        if asymmetric() {
             // The watchdog's `membarrier` runs the full barrier on this thread when it is needed.
             compiler_fence(Ordering::SeqCst);
         } else {
@@ -224,7 +230,7 @@ mod barrier {
     /// The watchdog's half, between its compare-exchange of `flags` and its load of `state`;
     /// `false` if there is no barrier to pair with the thread's (a refused `membarrier`).
     pub(super) fn heavy() -> bool {
-        if ASYMMETRIC.get().copied().unwrap_or(false) {
+        if asymmetric() {
             expedited()
         } else {
             // SeqCst: pairs with the SeqCst fence in `light`.
@@ -287,20 +293,28 @@ impl Watched<'_, '_> {
     /// Runs `call` (service `service` on the buffer at `buffer`) with it shown in the watch.
     #[inline]
     fn watched<R>(&self, service: u32, buffer: usize, call: impl FnOnce() -> R) -> R {
-        // Within the 61 sequence bits: after 2^61 calls one is numbered 0 (idle), and the watchdog
+        // Within the 62 sequence bits: after 2^62 calls one is numbered 0 (idle), and the watchdog
         // does not see that one call.
         let sequence = self.sequence.get().wrapping_add(1) & SEQUENCE;
         self.sequence.set(sequence);
         self.watch.begin(sequence, service, buffer);
         let result = call();
-        let flags = self.watch.end(sequence);
-        if flags != 0 {
-            self.flags.set(self.flags.get() | (flags & ABANDONED));
-            if flags & REPORTED != 0 {
-                (self.on_reported)(service, buffer);
-            }
+        if let Some(flags) = self.watch.end() {
+            self.flagged(sequence, flags, service, buffer);
         }
         result
+    }
+
+    /// The watchdog flagged call `sequence` (`flags` as loaded): takes what it can
+    /// ([`CallWatch::take`]) and acts on it.
+    #[cold]
+    #[inline(never)]
+    fn flagged(&self, sequence: u64, flags: u64, service: u32, buffer: usize) {
+        let flags = self.watch.take(sequence, flags);
+        self.flags.set(self.flags.get() | (flags & ABANDONED));
+        if flags & REPORTED != 0 {
+            (self.on_reported)(service, buffer);
+        }
     }
 }
 
@@ -349,11 +363,11 @@ mod tests {
         assert_eq!((running.sequence(), running.service, running.buffer), (1, 7, 0x1000));
         assert!(watch.flag(running, REPORTED));
         assert_eq!(watch.running().unwrap().state & REPORTED, REPORTED, "the watchdog sees its flag");
-        assert_eq!(watch.end(1), REPORTED);
+        assert_eq!(watch.end().map(|flags| watch.take(1, flags)), Some(REPORTED));
         assert!(!watch.flag(running, ABANDONED), "call 1 ended");
         watch.begin(2, 7, 0x1000);
         assert_eq!(watch.running().unwrap().state & (REPORTED | ABANDONED), 0, "call 2 starts unflagged");
-        assert_eq!(watch.end(2), 0);
+        assert_eq!(watch.end(), None);
     }
 
     /// The watchdog flags calls while the thread runs through many short ones: every flag
@@ -373,7 +387,8 @@ mod tests {
                     for _ in 0..(sequence % 8) {
                         std::hint::spin_loop();
                     }
-                    taken += u64::from(watch.end(sequence) & ABANDONED != 0);
+                    let flags = watch.end().map_or(0, |flags| watch.take(sequence, flags));
+                    taken += u64::from(flags & ABANDONED != 0);
                 }
                 done.store(true, Ordering::Release);
                 taken
