@@ -59,7 +59,12 @@ pub(super) struct CallWatch {
 impl Default for CallWatch {
     fn default() -> Self {
         barrier::init(); // before the thread that uses this watch starts (it reads the choice)
-        Self { state: AtomicU64::new(0), flags: AtomicU64::new(0), service: AtomicU32::new(0), buffer: AtomicUsize::new(0) }
+        Self {
+            state: AtomicU64::new(0),
+            flags: AtomicU64::new(0),
+            service: AtomicU32::new(0),
+            buffer: AtomicUsize::new(0),
+        }
     }
 }
 
