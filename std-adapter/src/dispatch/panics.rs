@@ -6,13 +6,14 @@
 //! of dozens of lines) on stderr before `catch_unwind` sees it: 2,000 such packets printed
 //! 195,001 lines, 162 MB with backtraces, and the listener served about 6 packets a second.
 //!
-//! So the first service call installs, once per process, a panic hook that filters: a panic on a
-//! thread inside [`catch_service_panic`] (a thread-local depth, set around every service call)
-//! is not printed; its message and location are kept for the catch site, which counts it
+//! So the first service call (or the first listener thread's dispatcher) installs, once per
+//! process, a panic hook that filters: a panic on a thread inside a service call (inside
+//! [`catch_service_panic`], a thread-local depth, or inside the refusal scope the dispatcher
+//! enters around every packet, `observe/scope.rs`) is not printed; its message and location are kept for the catch site, which counts it
 //! ([`Reason::HandlerPanic`](crate::observe::Reason)) and logs it through the rate limit (at most
 //! [`WARNINGS_PER_WINDOW`](crate::rate_limit::WARNINGS_PER_WINDOW) lines per window, the rest
 //! counted). Every other panic goes to the hook that was installed before, unchanged. A program
-//! that sets its own hook after the first service call replaces this one: then its hook sees
+//! that sets its own hook after that replaces this one: then its hook sees
 //! service panics too (they are still caught, counted and logged).
 
 use std::cell::{Cell, RefCell};
@@ -37,20 +38,34 @@ pub(crate) fn catch_service_panic<R>(call: impl FnOnce() -> R) -> Result<R, Stri
     DEPTH.with(|depth| depth.set(depth.get() + 1));
     let outcome = catch_unwind(AssertUnwindSafe(call));
     DEPTH.with(|depth| depth.set(depth.get() - 1));
-    outcome.map_err(|payload| {
-        LAST.with(|last| last.borrow_mut().take())
-            .unwrap_or_else(|| bounded(payload_text(payload.as_ref()).unwrap_or("a panic without a message")))
-    })
+    outcome.map_err(|payload| caught(payload.as_ref()))
 }
 
-/// Installs the filtering hook, once per process, in front of the hook in place now.
-fn install_filter() {
+/// Runs `call` (a service call made inside a refusal scope, [`crate::observe::scope::Scope`],
+/// after [`install_filter`]) with its panic caught, as [`catch_service_panic`] does: the filter
+/// takes a thread inside a scope as inside a service call, so this path pays neither the depth
+/// count nor the check that the hook is installed.
+#[inline]
+pub(crate) fn catch_in_scope<R>(call: impl FnOnce() -> R) -> Result<R, String> {
+    catch_unwind(AssertUnwindSafe(call)).map_err(|payload| caught(payload.as_ref()))
+}
+
+/// The description of a caught panic: what the filter kept, or else its payload's text.
+#[cold]
+fn caught(payload: &(dyn std::any::Any + Send)) -> String {
+    LAST.with(|last| last.borrow_mut().take())
+        .unwrap_or_else(|| bounded(payload_text(payload).unwrap_or("a panic without a message")))
+}
+
+/// Installs the filtering hook, once per process, in front of the hook in place now (the first
+/// service call does, and so does every listener thread's dispatcher when it is made).
+pub(crate) fn install_filter() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             // `try_with`: a panic while this thread's locals are being destroyed is no service's.
-            if DEPTH.try_with(Cell::get).unwrap_or(0) > 0 {
+            if DEPTH.try_with(Cell::get).unwrap_or(0) > 0 || crate::observe::scope::inside() {
                 let _ = LAST.try_with(|last| *last.borrow_mut() = Some(describe(info)));
             } else {
                 previous(info);

@@ -60,6 +60,12 @@ impl Drop for Scope<'_> {
     }
 }
 
+/// Whether this thread is inside a scope (a service call of a dispatcher): the panic filter
+/// (`dispatch/panics.rs`) keeps quiet about a panic there.
+pub(crate) fn inside() -> bool {
+    CURRENT.try_with(|current| !current.get().is_null()).unwrap_or(false)
+}
+
 /// Counts `n` of `reason` in the counters of the packet being served on this thread (its
 /// registry's and its buffer's); nothing outside a service call.
 pub(crate) fn count_n(reason: Reason, n: u64) {

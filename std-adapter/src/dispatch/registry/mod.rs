@@ -10,7 +10,7 @@
 //! counted in a fixed-size table (at most [`REMEMBERED_UNKNOWN_IDS`](super::REMEMBERED_UNKNOWN_IDS) ids); a handler that panics is
 //! answered with [`ErrorCode::ServicePanicked`] and the listener goes on, the panic counted and
 //! logged as one rate-limited record, never printed by the panic hook (`dispatch/panics.rs`: the
-//! first service call installs a filtering hook in front of the process's); every warning a device
+//! first service call or dispatcher installs a filtering hook in front of the process's); every warning a device
 //! can trigger is rate-limited ([`crate::rate_limit`]). An error reply is `[u64::MAX, code]`,
 //! except for DEVMEM, whose device code takes any non-zero word 0 as an address: there it is
 //! `[0, code]` ([`error_reply`]). FUNCTION_CALL, which jumps to any address the device sends,
@@ -158,7 +158,7 @@ impl Services {
     pub fn unregister(&self, id: u32) -> bool {
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         let removed = entries.remove(&id).is_some();
-        // Release: pairs with the Acquire load in `ThreadDispatch::entry`.
+        // Release: pairs with the Acquire load in `ThreadDispatch::dispatch`.
         self.generation.fetch_add(1, Ordering::Release);
         removed
     }
@@ -244,7 +244,7 @@ impl Services {
             return Err(Error::ServiceTaken(id));
         }
         entries.insert(id, Arc::new(Entry { name: name.to_owned(), handler, counters: Counters::default() }));
-        // Release: pairs with the Acquire load in `ThreadDispatch::entry`.
+        // Release: pairs with the Acquire load in `ThreadDispatch::dispatch`.
         self.generation.fetch_add(1, Ordering::Release);
         Ok(())
     }
@@ -284,6 +284,8 @@ impl Services {
 /// not known (the registry does not see a poll start).
 impl Dispatch for Services {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
+        // The serving path's guard relies on it (`ThreadDispatch::new` installs it once).
+        crate::dispatch::panics::install_filter();
         let buffer = self.buffer_tally(packet.buffer());
         match self.find(packet.service()) {
             Some(entry) => serve_entry(&entry, packet, &self.reasons, buffer.as_deref(), None),

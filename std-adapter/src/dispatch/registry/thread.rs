@@ -2,13 +2,14 @@
 
 use hostcall_core::{Dispatch, DrainError, PacketRequest};
 use std::cell::{Cell, RefCell};
+use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::serve::serve_entry;
 use super::{Entry, IdMap, Services};
 use crate::observe::histogram::ticks;
-use crate::observe::SortedTallies;
+use crate::observe::{BufferTally, SortedTallies};
 
 /// One listener thread's view of a [`Services`] registry (see [`Services::dispatcher`]). Not
 /// `Sync`: each thread makes its own.
@@ -16,13 +17,31 @@ pub struct ThreadDispatch<'a> {
     services: &'a Services,
     /// The thread's copy of the registry's entries and buffer tallies.
     cache: RefCell<Cache>,
+    /// The last packet's look-ups, checked before the cache is (see [`Hot`]).
+    hot: Hot,
     /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks.
     poll_start: Cell<Option<u64>>,
 }
 
-/// What a [`ThreadDispatch`] copied from its registry, and the look-ups of the last packet: the
-/// packets of a drain mostly come from one buffer and call one service, so a packet like the last
-/// one skips the hash look-up of its service and the search for its buffer.
+/// The last packet's service and buffer and what they were looked up to, with the generations
+/// of the copies the look-ups were made in: the packets of a drain mostly come from one buffer
+/// and call one service, so a packet like the last one (while nothing was registered or removed)
+/// is served with two loads of the generations and four compares, no borrow of the cache and no
+/// index into it.
+struct Hot {
+    /// `Cache::generation` and `Cache::buffers_generation` when the pointers below were taken
+    /// (`u64::MAX`: never, so the first packet takes the slow path).
+    generation: Cell<u64>,
+    buffers_generation: Cell<u64>,
+    service: Cell<u32>,
+    buffer: Cell<usize>,
+    /// The service's entry, null if it is not registered: an `Arc` in `Cache::entries`.
+    entry: Cell<*const Entry>,
+    /// The buffer's tally, null if it is not counted: an `Arc` in `Cache::buffers`.
+    tally: Cell<*const BufferTally>,
+}
+
+/// What a [`ThreadDispatch`] copied from its registry.
 struct Cache {
     /// The registry's generation when `entries` was copied (`u64::MAX`: never).
     generation: u64,
@@ -33,43 +52,13 @@ struct Cache {
     /// address.
     buffers_generation: u64,
     buffers: SortedTallies,
-    /// The last packet's service id and its index in `entries` (`None`: not registered).
-    last_service: Option<(u32, Option<usize>)>,
-    /// The last packet's buffer and its index in `buffers` (`None`: not counted).
-    last_buffer: Option<(usize, Option<usize>)>,
-}
-
-impl Cache {
-    /// The index in `entries` of service `id`, if registered.
-    #[inline]
-    fn entry_index(&mut self, id: u32) -> Option<usize> {
-        match self.last_service {
-            Some((last, at)) if last == id => at,
-            _ => {
-                let at = self.ids.get(&id).copied();
-                self.last_service = Some((id, at));
-                at
-            }
-        }
-    }
-
-    /// The index in `buffers` of the buffer at `base`, if counted.
-    #[inline]
-    fn buffer_index(&mut self, base: usize) -> Option<usize> {
-        match self.last_buffer {
-            Some((last, at)) if last == base => at,
-            _ => {
-                let at = self.buffers.binary_search_by_key(&base, |(b, _)| *b).ok();
-                self.last_buffer = Some((base, at));
-                at
-            }
-        }
-    }
 }
 
 impl<'a> ThreadDispatch<'a> {
     /// A dispatcher with nothing cached yet (the first packet copies the registry).
     pub(super) fn new(services: &'a Services) -> Self {
+        // Now, not at every packet: the serving path's guard relies on it (`catch_in_scope`).
+        crate::dispatch::panics::install_filter();
         ThreadDispatch {
             services,
             cache: RefCell::new(Cache {
@@ -78,35 +67,56 @@ impl<'a> ThreadDispatch<'a> {
                 ids: IdMap::default(),
                 buffers_generation: u64::MAX,
                 buffers: Vec::new(),
-                last_service: None,
-                last_buffer: None,
             }),
+            hot: Hot {
+                generation: Cell::new(u64::MAX),
+                buffers_generation: Cell::new(u64::MAX),
+                service: Cell::new(0),
+                buffer: Cell::new(0),
+                entry: Cell::new(ptr::null()),
+                tally: Cell::new(ptr::null()),
+            },
             poll_start: Cell::new(None),
         }
     }
 
-    /// Copies the registry again if it changed since the last copy (and forgets the last
-    /// packet's look-ups with it).
-    #[inline]
-    fn refresh(&self, cache: &mut Cache) {
-        // Acquire: pairs with the Release increments in `insert` and `unregister`. (A packet
-        // submitted after a registration returned is served after it anyway: the packet's own
-        // Release/Acquire hand-off orders the increment before this load.)
-        let generation = self.services.generation.load(Ordering::Acquire);
+    /// The entry of `service` and the tally of `buffer` (null where none), as of the registry's
+    /// `generation` and the buffer counters' `buffers_generation`: copies the registry again if
+    /// it changed since the last copy, looks both up in the copy and keeps them in `hot`.
+    #[cold]
+    #[inline(never)]
+    fn look_up(
+        &self,
+        generation: u64,
+        buffers_generation: u64,
+        service: u32,
+        buffer: usize,
+    ) -> (*const Entry, *const BufferTally) {
+        let mut cache = self.cache.borrow_mut();
         if cache.generation != generation {
             let entries = self.services.entries.read().unwrap_or_else(|p| p.into_inner());
             cache.entries = entries.values().cloned().collect();
             // The same map's keys, in the same order as its values just above.
             cache.ids = entries.keys().enumerate().map(|(at, &id)| (id, at)).collect();
             cache.generation = generation;
-            cache.last_service = None;
         }
-        let generation = self.services.buffers.generation();
-        if cache.buffers_generation != generation {
+        if cache.buffers_generation != buffers_generation {
             cache.buffers = self.services.buffers.copy();
-            cache.buffers_generation = generation;
-            cache.last_buffer = None;
+            cache.buffers_generation = buffers_generation;
         }
+        let entry = cache.ids.get(&service).map_or(ptr::null(), |&at| Arc::as_ptr(&cache.entries[at]));
+        let tally = cache
+            .buffers
+            .binary_search_by_key(&buffer, |(b, _)| *b)
+            .map_or(ptr::null(), |at| Arc::as_ptr(&cache.buffers[at].1));
+        let hot = &self.hot;
+        hot.generation.set(generation);
+        hot.buffers_generation.set(buffers_generation);
+        hot.service.set(service);
+        hot.buffer.set(buffer);
+        hot.entry.set(entry);
+        hot.tally.set(tally);
+        (entry, tally)
     }
 
     /// A poll starts now: the queue wait of the packets it finds counts from here.
@@ -122,16 +132,38 @@ impl<'a> ThreadDispatch<'a> {
 
 impl Dispatch for ThreadDispatch<'_> {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        // Served through a borrow of the cached `Arc`, not a clone of it: a clone would be an
-        // atomic add on the entry's reference count, a line every thread writes. (Handlers cannot
-        // dispatch, so nothing borrows the cache meanwhile.)
-        let mut cache = self.cache.borrow_mut();
-        self.refresh(&mut cache);
-        let (buffer, entry) = (cache.buffer_index(packet.buffer()), cache.entry_index(packet.service()));
-        let buffer = buffer.map(|i| &*cache.buffers[i].1);
-        match entry.map(|i| &*cache.entries[i]) {
-            Some(entry) => serve_entry(entry, packet, &self.services.reasons, buffer, self.poll_start.get()),
-            None => self.services.answer_unknown(packet, buffer),
+        // Acquire (both): pairs with the Release increments in `Services::insert` and
+        // `unregister`, and in `BufferTallies::serve` and `ServedBuffer::release`, so a copy made
+        // after seeing a generation holds what that generation names. (A packet submitted after
+        // a registration returned is served after it anyway: the packet's own Release/Acquire
+        // hand-off orders the increment before these loads.)
+        let generation = self.services.generation.load(Ordering::Acquire);
+        let buffers_generation = self.services.buffers.generation();
+        let (service, buffer) = (packet.service(), packet.buffer());
+        let hot = &self.hot;
+        let (entry, tally) = if hot.generation.get() == generation
+            && hot.buffers_generation.get() == buffers_generation
+            && hot.service.get() == service
+            && hot.buffer.get() == buffer
+        {
+            (hot.entry.get(), hot.tally.get())
+        } else {
+            self.look_up(generation, buffers_generation, service, buffer)
+        };
+        // Held while the packet is served: a `look_up` from inside the service (a dispatch
+        // re-entered through this dispatcher) panics on its `borrow_mut` instead of replacing
+        // the copies `entry` and `tally` point into.
+        let _serving = self.cache.borrow();
+        // SAFETY: a non-null `tally` points into an `Arc` of `cache.buffers`, which only
+        // `look_up` replaces (and sets `hot` again), and the borrow just above keeps `look_up`
+        // out until the packet is served: the `Arc` outlives this reference.
+        let tally = unsafe { tally.as_ref() };
+        // SAFETY: as for `tally`, with `entry` in `cache.entries`. Served through this borrow,
+        // not a clone of the `Arc`: a clone would be an atomic add on the entry's reference
+        // count, a line every thread writes.
+        match unsafe { entry.as_ref() } {
+            Some(entry) => serve_entry(entry, packet, &self.services.reasons, tally, self.poll_start.get()),
+            None => self.services.answer_unknown(packet, tally),
         }
     }
 

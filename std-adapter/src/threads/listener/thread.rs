@@ -26,6 +26,8 @@ pub(crate) fn listener_of_this_thread() -> u64 {
     LISTENER.with(Cell::get)
 }
 
+/// Not inlined: the bench's callgrind mode (`--through listener`) collects in it by name.
+#[inline(never)]
 fn poll<const N: usize>(
     poller: &Poller<N>,
     dispatch: &ThreadDispatch<'_>,
