@@ -2,8 +2,8 @@
 //! its size; and the protocol numbers of the C API.
 
 use crate::status::{Failure, HOSTCALL_ERR_OPTIONS};
-use hostcall_rs::lifecycle::EnableOptions;
 use hostcall_rs::services::rpc::{RpcLimits, RpcPolicy};
+use hostcall_rs::EnableOptions;
 use hostcall_rs::Protocol;
 use std::ptr::NonNull;
 

@@ -21,9 +21,9 @@
 //! other thread to order against (the loom models check the orderings).
 
 use crate::input::Input;
-use hostcall::buffer::Protocol;
 use hostcall::services::printf::{Streams, DEFAULT_MAX_OUTPUT};
 use hostcall::services::rpc::{RpcHost, RpcLimits, RpcPolicy};
+use hostcall::Protocol;
 use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell};
 use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::rpc::opcode::{self, libc, rocm};

@@ -85,39 +85,42 @@
 #![warn(missing_docs)]
 #![warn(missing_debug_implementations)]
 
-pub use hostcall_core as core;
-
 #[macro_use]
 mod setters;
 
 pub mod backend;
-pub mod buffer;
-pub mod device;
-pub mod dispatch;
-pub mod doorbell;
-pub mod error;
-pub mod lifecycle;
-pub mod memory;
+mod buffer;
+mod device;
+mod dispatch;
+mod doorbell;
+mod error;
+mod lifecycle;
+mod memory;
 pub mod observe;
-pub mod rate_limit;
+pub(crate) mod rate_limit;
 pub mod services;
-pub mod threads;
+mod threads;
 
 pub use backend::host::{HostMemory, ParkingDoorbell};
-pub use backend::{detect, detect_with, Backend, BackendKind, DetectOptions};
-pub use buffer::{HostcallBuffer, Protocol};
-pub use device::{Reply, Wave};
-pub use dispatch::registry::{PacketService, Services};
-pub use doorbell::Doorbell;
+pub use buffer::HostcallBuffer;
+pub use device::{RawWave, Reply, Wave};
+pub use dispatch::registry::{error_reply, PacketService, Services, ThreadDispatch};
+pub use doorbell::signal as amd_signal;
+pub use doorbell::{Doorbell, DONE as DOORBELL_DONE, INIT as DOORBELL_INIT};
 pub use error::Error;
-pub use hostcall_core::PacketRequest;
+pub use hostcall_core::{PacketRequest, Protocol};
 pub use lifecycle::{
-    buffer_align, buffer_size, disable, enable, enable_with, EnableOptions, HostcallRuntime, QueueId,
+    buffer_align, buffer_align_for, buffer_size, buffer_size_for, device_ordinal, disable, enable,
+    enable_with, is_enabled, occupied_size, protocol_of, EmulatedWave, EnableOptions, HostcallRuntime,
+    QueueId,
 };
 pub use memory::{DeviceAllocation, DeviceMemory, MemoryError};
-pub use observe::Stats;
-pub use threads::listener::{BufferRegistration, Listener, ListenerConfig, WaitPolicy};
-pub use threads::pool::ListenerPool;
+pub use threads::affinity::{allowed_cpus, pin_current_thread};
+pub use threads::devices::{DeviceGroup, DeviceListeners};
+pub use threads::listener::{
+    BufferOptions, BufferRegistration, Listener, ListenerConfig, WaitPolicy, MAX_BUFFERS,
+};
+pub use threads::pool::{stripes, ListenerPool, STRIPE_ALIGN};
 
 /// This crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).
 #[cfg(doctest)]
@@ -145,8 +148,6 @@ pub const IMPLICITARG_OFFSET_V5: usize = 80;
 /// The traits a user implements or calls methods of (`use hostcall::prelude::*`); every type has
 /// one public path, the crate root or its module, never the prelude.
 pub mod prelude {
-    pub use crate::dispatch::registry::PacketService;
-    pub use crate::doorbell::Doorbell;
-    pub use crate::memory::DeviceMemory;
     pub use crate::services::printf::PrintfSink;
+    pub use crate::{DeviceMemory, Doorbell, PacketService};
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use hostcall::backend::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime};
 use hostcall::backend::{detect, detect_with, BackendKind, DetectOptions};
-use hostcall::doorbell::{Doorbell, INIT};
-use hostcall::memory::DeviceAllocation;
+use hostcall::DeviceAllocation;
+use hostcall::{Doorbell, DOORBELL_INIT as INIT};
 use hsa_sys::{HsaLib, HsaStatus, LoadError, DEFAULT_LIBRARY};
 
 const MISSING: &str = "/nonexistent/hostcall-test/libhsa-runtime64.so.1";

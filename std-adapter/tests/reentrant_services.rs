@@ -8,9 +8,9 @@
 mod common;
 
 use common::watchdog::returns_within;
-use hostcall::buffer::Protocol;
-use hostcall::lifecycle::{buffer_size, EmulatedWave};
 use hostcall::prelude::*;
+use hostcall::Protocol;
+use hostcall::{buffer_size, EmulatedWave};
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use hostcall::{HostcallRuntime, QueueId};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,14 +3,18 @@
 //! itself as a child process (with `RUST_BACKTRACE=1`, where the default hook prints a backtrace
 //! per panic), makes 2,000 panicking calls there, and counts the child's stderr lines.
 
-use hostcall::core::ErrorCode;
 use hostcall::observe::Reason;
 use hostcall::prelude::*;
-use hostcall::rate_limit::{WARNINGS_PER_WINDOW, WARNING_WINDOW};
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, PacketRequest, ParkingDoorbell, Wave};
+use hostcall_core::ErrorCode;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// The crate's rate limit on device-triggered warnings (internal to it): lines per window.
+const WARNINGS_PER_WINDOW: u32 = 10;
+/// The window of that rate limit.
+const WARNING_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Set in the child's environment: run the panicking calls instead of spawning.
 const CHILD: &str = "HOSTCALL_SERVICE_PANICS_CHILD";

@@ -8,9 +8,9 @@ mod common;
 
 use common::logs;
 use common::watchdog::returns_within;
-use hostcall::buffer::Protocol;
 use hostcall::observe::Reason;
 use hostcall::prelude::*;
+use hostcall::Protocol;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};

@@ -9,9 +9,9 @@
 mod common;
 
 use common::watchdog::returns_within;
-use hostcall::buffer::Protocol;
 use hostcall::observe::Reason;
 use hostcall::prelude::*;
+use hostcall::Protocol;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ListenerPool, ParkingDoorbell, Wave};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};

@@ -9,8 +9,8 @@ mod common;
 use common::watchdog::returns_within;
 use common::waves::{register_add, ADD};
 
-use hostcall::doorbell::INIT;
 use hostcall::prelude::*;
+use hostcall::DOORBELL_INIT as INIT;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, WaitPolicy, Wave};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -6,14 +6,13 @@ use super::words::{
     activemask_of, line_pending, line_words, read32, service_of, slot_of, write32, Geometry, Words,
 };
 use super::Budgets;
-use hostcall::backend::host::ParkingDoorbell;
-use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall::dispatch::registry::ThreadDispatch;
-use hostcall::dispatch::REMEMBERED_UNKNOWN_IDS;
-use hostcall::doorbell::Doorbell;
 use hostcall::services::devmem::DevMemLimits;
 use hostcall::services::printf::{PrintfSink, Stream};
 use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
+use hostcall::Doorbell;
+use hostcall::ParkingDoorbell;
+use hostcall::ThreadDispatch;
+use hostcall::{HostcallBuffer, Protocol};
 use hostcall::{Listener, ListenerConfig, Services};
 use hostcall_core::dispatch::SANITIZER;
 use hostcall_core::lane::lanes;
@@ -24,6 +23,9 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How many distinct unknown ids a registry remembers (the crate's budget, internal to it).
+const REMEMBERED_UNKNOWN_IDS: usize = 32;
 
 /// How long the listener may take to serve one round before the target calls it a hang.
 const LISTENER_DEADLINE: Duration = Duration::from_secs(10);

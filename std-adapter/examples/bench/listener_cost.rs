@@ -4,12 +4,12 @@
 use crate::measure::{Sample, Timed};
 use crate::options::Options;
 use crate::{echo, request, ECHO};
-use hostcall::buffer::Protocol;
-use hostcall::core::line::Incomplete;
-use hostcall::core::rpc::Client;
-use hostcall::core::sync::AtomicU32;
-use hostcall::core::{ClaimedPacket, CompletedPacket, Poller, SubmittedPacket, LANES};
+use hostcall::Protocol;
 use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell, Services};
+use hostcall_core::line::Incomplete;
+use hostcall_core::rpc::Client;
+use hostcall_core::sync::AtomicU32;
+use hostcall_core::{ClaimedPacket, CompletedPacket, Poller, SubmittedPacket, LANES};
 use std::hint::black_box;
 use std::ptr::NonNull;
 use std::sync::Arc;

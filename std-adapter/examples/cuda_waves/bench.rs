@@ -194,7 +194,7 @@ fn link(gpu: &Gpu) -> Result<(), Error> {
 }
 
 /// A 32-lane line request's bytes: the head, the mask word and 9 line words a lane.
-const LINE_REQUEST_BYTES: f64 = (8 * (2 + 32 * hostcall::core::line::REQUEST_LANE_WORDS)) as f64;
+const LINE_REQUEST_BYTES: f64 = (8 * (2 + 32 * hostcall_core::line::REQUEST_LANE_WORDS)) as f64;
 
 /// One cell's run: (threads, warps, protocol, variant, warp-calls/s, errors).
 type Cell = (usize, u32, &'static str, &'static str, f64, u64);

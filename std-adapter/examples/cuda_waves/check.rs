@@ -8,10 +8,10 @@ use crate::options::{Options, LATENCY, THROUGHPUT};
 use crate::scaling::scaling;
 use crate::variants::Kind;
 use hostcall::backend::cuda::{self, DeviceBuffer};
-use hostcall::buffer::HostcallBuffer;
-use hostcall::threads::devices::DeviceListeners;
-use hostcall::threads::listener::ListenerConfig;
+use hostcall::DeviceListeners;
 use hostcall::Error;
+use hostcall::HostcallBuffer;
+use hostcall::ListenerConfig;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -5,9 +5,9 @@
 use crate::gpu::{Gpu, Run};
 use crate::options::{Options, LATENCY, THROUGHPUT};
 use hostcall::backend::cuda::Kernel;
-use hostcall::threads::devices::DeviceListeners;
-use hostcall::threads::listener::ListenerConfig;
+use hostcall::DeviceListeners;
 use hostcall::Error;
+use hostcall::ListenerConfig;
 use std::sync::Barrier;
 use std::time::Duration;
 

@@ -45,8 +45,9 @@ mod scaling;
 
 use hostcall::backend::hsa::AtomicsRequirement;
 use hostcall::backend::{Backend, DetectOptions};
-use hostcall::buffer::Protocol;
-use hostcall::{Error, HostcallBuffer, ListenerConfig, ListenerPool, Stats};
+use hostcall::observe::Stats;
+use hostcall::Protocol;
+use hostcall::{Error, HostcallBuffer, ListenerConfig, ListenerPool};
 use options::{Layout, Options};
 use run::Counts;
 use std::process::ExitCode;

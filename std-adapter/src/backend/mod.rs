@@ -33,7 +33,7 @@ mod choice;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod deferred;
-pub mod host;
+pub(crate) mod host;
 pub mod hsa;
 
 use std::ffi::OsString;
@@ -237,7 +237,7 @@ impl Backend {
     ///
     /// ```
     /// use hostcall::backend::Backend;
-    /// use hostcall::buffer::Protocol;
+    /// use hostcall::Protocol;
     /// let backend = Backend::host("an example", None);
     /// let buffer = backend.buffer(64, Protocol::Phase, backend.doorbell.clone()).unwrap();
     /// assert_eq!(buffer.doorbell().handle(), backend.doorbell.handle());

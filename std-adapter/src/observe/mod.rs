@@ -15,13 +15,13 @@
 
 mod buffers;
 pub(crate) mod counters;
-pub mod histogram;
+pub(crate) mod histogram;
 mod reason;
 pub(crate) mod scope;
 mod stats;
 
 pub(crate) use buffers::{BufferTallies, BufferTally, ServedBuffer, SortedTallies};
-pub use histogram::Histogram;
+pub use histogram::{Histogram, BUCKETS};
 pub(crate) use reason::ReasonTally;
 pub use reason::{Reason, ReasonCounts, REASONS};
 pub use stats::{BufferStats, ListenerEvents, ServiceStats, Stats};

@@ -1,9 +1,9 @@
 //! A listener with PRINTF writing into memory the test reads back, and one host-memory buffer.
 
-use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
 use hostcall::services::message::MessageLimits;
 use hostcall::services::printf::Streams;
+use hostcall::Protocol;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
 use std::io::Write;
 use std::sync::{Arc, Mutex};

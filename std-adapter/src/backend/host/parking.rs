@@ -41,8 +41,8 @@ pub const WAIT_MAX_NAP: Duration = Duration::from_millis(1);
 /// bounds the nap). So an idle listener wakes once per nap, not once per [`WAIT_MAX_NAP`].
 ///
 /// ```
-/// use hostcall::backend::host::ParkingDoorbell;
-/// use hostcall::doorbell::{Doorbell, INIT};
+/// use hostcall::ParkingDoorbell;
+/// use hostcall::{Doorbell, DOORBELL_INIT as INIT};
 /// use std::sync::atomic::{AtomicI64, Ordering};
 /// use std::time::Duration;
 ///

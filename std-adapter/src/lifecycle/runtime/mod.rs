@@ -39,7 +39,7 @@ mod enable;
 /// [`Services::enable_sanitizer`] with another configuration).
 ///
 /// ```
-/// use hostcall::lifecycle::{buffer_size, EmulatedWave, HostcallRuntime, QueueId};
+/// use hostcall::{buffer_size, EmulatedWave, HostcallRuntime, QueueId};
 /// let runtime = HostcallRuntime::new();
 /// runtime.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
 ///
