@@ -12,6 +12,7 @@ use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
 use hostcall::services::printf::PrintfMessage;
 use hostcall::MemoryError;
 use hostcall::Protocol;
+use hostcall::REMEMBERED_UNKNOWN_IDS;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
 use hostcall_core::dispatch::{DEVMEM, PRINTF};
 use hostcall_core::message::MessageWriter;
@@ -20,9 +21,6 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Barrier};
 
 use common::printing::printing;
-
-/// How many distinct unknown ids a registry remembers (the crate's budget, internal to it).
-const REMEMBERED_UNKNOWN_IDS: usize = 32;
 
 fn lane_message(wave: usize, lane: usize) -> (Vec<u64>, String) {
     let filler = format!("{:->100}", lane);

@@ -6,15 +6,11 @@
 use hostcall::observe::Reason;
 use hostcall::prelude::*;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, PacketRequest, ParkingDoorbell, Wave};
+use hostcall::{WARNINGS_PER_WINDOW, WARNING_WINDOW};
 use hostcall_core::ErrorCode;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// The crate's rate limit on device-triggered warnings (internal to it): lines per window.
-const WARNINGS_PER_WINDOW: u32 = 10;
-/// The window of that rate limit.
-const WARNING_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Set in the child's environment: run the panicking calls instead of spawning.
 const CHILD: &str = "HOSTCALL_SERVICE_PANICS_CHILD";

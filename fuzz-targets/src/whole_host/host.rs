@@ -12,6 +12,7 @@ use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
 use hostcall::Doorbell;
 use hostcall::ParkingDoorbell;
 use hostcall::ThreadDispatch;
+use hostcall::REMEMBERED_UNKNOWN_IDS;
 use hostcall::{HostcallBuffer, Protocol};
 use hostcall::{Listener, ListenerConfig, Services};
 use hostcall_core::dispatch::SANITIZER;
@@ -23,9 +24,6 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// How many distinct unknown ids a registry remembers (the crate's budget, internal to it).
-const REMEMBERED_UNKNOWN_IDS: usize = 32;
 
 /// How long the listener may take to serve one round before the target calls it a hang.
 const LISTENER_DEADLINE: Duration = Duration::from_secs(10);

@@ -1,4 +1,5 @@
-//! The backends, one folder each ([`host`], [`hsa`], and `cuda` with the feature of that name),
+//! The backends, one folder each (`host`, whose types are at the crate root, [`hsa`], and `cuda`
+//! with the feature of that name),
 //! each with its [`DeviceMemory`] and its [`Doorbell`] side by side, and choosing one at run time.
 //!
 //! [`choose`] picks a backend by name ([`MemoryChoice`]: auto, host, HSA or CUDA), or refuses

@@ -8,3 +8,5 @@
 pub(crate) mod panics;
 pub(crate) mod registry;
 mod unknown_ids;
+
+pub use unknown_ids::REMEMBERED_UNKNOWN_IDS;

@@ -80,7 +80,7 @@ pub struct ListenerPool {
 impl ListenerPool {
     /// Starts `threads` (at least 1) listener threads sleeping on `doorbell`, named
     /// `config.thread_name` with `-0`, `-1`, ... appended, placed on `config.cpus`
-    /// ([`affinity::thread_cpus`]: one CPU each while there are enough).
+    /// (one CPU each while there are enough).
     pub fn start(threads: usize, doorbell: Arc<dyn Doorbell>, config: ListenerConfig) -> Result<Self, Error> {
         Self::start_with_services(threads, doorbell, config, Arc::new(Services::new()))
     }

@@ -100,7 +100,7 @@ impl HostcallRuntime {
         Self::with_device_memory(Arc::new(HostMemory), doorbell, config)
     }
 
-    /// A runtime on a detected backend ([`crate::detect`]): its device memory (for DEVMEM and the
+    /// A runtime on a detected backend ([`crate::backend::detect`]): its device memory (for DEVMEM and the
     /// phase bitmaps: the GPU's own memory on HSA) and its doorbell (one signal per listener).
     pub fn with_backend(backend: &Backend, config: ListenerConfig) -> Self {
         let mut runtime =
