@@ -195,8 +195,7 @@ impl Surface {
         if !walking.insert(public.to_owned()) {
             return;
         }
-        let mut add =
-            |target: Target, path: String| paths.entry(target).or_insert_with(BTreeSet::new).insert(path);
+        let mut add = |target: Target, path: String| paths.entry(target).or_default().insert(path);
         for (name, &kind) in self.items.get(module).into_iter().flatten() {
             add(Target::Item(format!("{module}::{name}"), kind), format!("{public}::{name}"));
         }

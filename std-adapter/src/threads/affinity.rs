@@ -166,7 +166,7 @@ mod tests {
         let core = |cpu: usize| cpu % 4;
         let node: Vec<usize> = (0..8).collect();
         assert_eq!(share_by(&[node.clone(), node.clone()], core), vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]]);
-        assert_eq!(share_by(&[node.clone()], core), vec![vec![0, 1, 2, 3, 4, 5, 6, 7]]);
+        assert_eq!(share_by(std::slice::from_ref(&node), core), vec![vec![0, 1, 2, 3, 4, 5, 6, 7]]);
         // No SMT: one CPU per core.
         let alone = |cpu: usize| cpu;
         assert_eq!(
