@@ -5,8 +5,7 @@
 use hostcall_capi::options::{HostcallEnableOptions, HOSTCALL_PROTOCOL_PHASE};
 use hostcall_capi::status::*;
 use hostcall_capi::{hostcall_disable, hostcall_emulated_call, hostcall_enable_ex};
-use hostcall_rs::{buffer_size_for, protocol_of};
-use hostcall_rs::{HostcallRuntime, Protocol};
+use hostcall_rs::{buffer_size_for, protocol_of, HostcallRuntime, Protocol};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -11,8 +11,10 @@ use hostcall_capi::{
 use hostcall_core::rpc::opcode::libc;
 use hostcall_core::rpc::{Client, View};
 use hostcall_core::sync::AtomicU32;
-use hostcall_rs::observe::Reason;
-use hostcall_rs::services::rpc::client::one_lane::{fopen, one_packet, strings};
+use hostcall_rs::{
+    observe::Reason,
+    services::rpc::client::one_lane::{fopen, one_packet, strings},
+};
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 

@@ -3,8 +3,10 @@
 //! PRINTF formatter must answer each with a reply and stay within their bounds.
 
 use crate::input::Input;
-use hostcall::services::message::{ChunkOutcome, MessageError, MessageLimits, Sender};
-use hostcall::services::printf::{printf_message, PrintfLimits};
+use hostcall::{
+    services::message::{ChunkOutcome, MessageError, MessageLimits, Sender},
+    services::printf::{printf_message, PrintfLimits},
+};
 use hostcall_core::message::Descriptor;
 use hostcall_core::ERROR_REPLY;
 

@@ -7,13 +7,13 @@
 mod common;
 
 use hostcall::prelude::*;
-use hostcall::services::devmem::{DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN, SLAB_BYTES};
-use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
-use hostcall::services::printf::PrintfMessage;
-use hostcall::MemoryError;
-use hostcall::Protocol;
-use hostcall::REMEMBERED_UNKNOWN_IDS;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    services::devmem::{DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN, SLAB_BYTES},
+    services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD},
+    services::printf::PrintfMessage,
+    HostMemory, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Protocol, Wave,
+    REMEMBERED_UNKNOWN_IDS,
+};
 use hostcall_core::dispatch::{DEVMEM, PRINTF};
 use hostcall_core::message::MessageWriter;
 use hostcall_core::ErrorCode;

@@ -4,11 +4,10 @@
 #[macro_use]
 mod common;
 
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::PrintfMessage;
-use hostcall::Protocol;
-use hostcall::{HostMemory, Reply, Wave};
+use hostcall::{
+    services::devmem::DevMemLimits, services::message::MessageLimits, services::printf::PrintfMessage,
+    HostMemory, Protocol, Reply, Wave,
+};
 use hostcall_core::dispatch::{DEVMEM, PRINTF};
 use hostcall_core::message::Descriptor;
 use hostcall_core::ErrorCode;

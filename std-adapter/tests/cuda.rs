@@ -14,15 +14,10 @@ use hostcall::amd_signal::AMD_SIGNAL_KIND_USER;
 use hostcall::backend::cuda::{
     self, Cuda, CudaMemory, DeviceBuffer, DeviceStateLayout, Kernel, MappedDoorbell, Module, Stream,
 };
-use hostcall::DeviceListeners;
-use hostcall::Error;
-use hostcall::HostcallBuffer;
-use hostcall::ListenerConfig;
-use hostcall::ListenerPool;
-use hostcall::Protocol;
-use hostcall::Services;
-use hostcall::{DeviceAllocation, DeviceMemory};
-use hostcall::{Doorbell, DOORBELL_INIT as INIT};
+use hostcall::{
+    DeviceAllocation, DeviceListeners, DeviceMemory, Doorbell, Error, HostcallBuffer, ListenerConfig,
+    ListenerPool, Protocol, Services, DOORBELL_INIT as INIT,
+};
 use hostcall_core::SLOT_WORDS;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 
 use common::watchdog::exits_within;
 use hostcall::prelude::*;
-use hostcall::services::ending::allow_device_to_end_process;
-use hostcall::services::rpc::client::one_lane::exit;
-use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
-use hostcall::BufferRegistration;
-use hostcall::Protocol;
+use hostcall::{
+    services::ending::allow_device_to_end_process,
+    services::rpc::client::one_lane::exit,
+    services::sanitizer::{NoCodeObjects, SanitizerConfig},
+    BufferRegistration, Protocol,
+};
 use hostcall::{
     DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
 };

@@ -2,9 +2,8 @@
 //! refuses a buffer of a device it has no group for, and runs each group's threads on the CPUs
 //! given.
 
-use hostcall::allowed_cpus;
 use hostcall::prelude::*;
-use hostcall::Protocol;
+use hostcall::{allowed_cpus, Protocol};
 use hostcall::{
     BufferRegistration, Error, HostMemory, HostcallBuffer, ListenerConfig, ParkingDoorbell, Services, Wave,
 };

@@ -10,11 +10,11 @@
 //! buffer is re-initialised, new waves get correct replies.
 
 use hostcall::prelude::*;
-use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::BufferRegistration;
-use hostcall::MemoryError;
-use hostcall::Protocol;
-use hostcall::{HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    services::rpc::{RpcOptions, SharedSink},
+    BufferRegistration, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Protocol,
+    Wave,
+};
 use hostcall_core::{line, phase, rpc, stack, AnyView, LANES, SLOT_WORDS};
 use std::alloc::Layout;
 use std::ptr::NonNull;

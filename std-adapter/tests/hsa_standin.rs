@@ -39,14 +39,13 @@ use std::time::{Duration, Instant};
 use hostcall::backend::hsa::{
     AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime, PlatformAtomics,
 };
-use hostcall::backend::{detect_with, Backend, BackendKind};
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::{buffer_align, buffer_size, Error, QueueId};
-use hostcall::{DeviceAllocation, MemoryError};
-use hostcall::{Doorbell, DOORBELL_INIT as INIT};
-use hostcall::{EmulatedWave, HostcallRuntime};
-use hostcall::{HostcallBuffer, Protocol};
-use hostcall::{Listener, ListenerConfig};
+use hostcall::{
+    backend::{detect_with, Backend, BackendKind},
+    buffer_align, buffer_size,
+    services::devmem::DevMemLimits,
+    DeviceAllocation, Doorbell, EmulatedWave, Error, HostcallBuffer, HostcallRuntime, Listener,
+    ListenerConfig, MemoryError, Protocol, QueueId, DOORBELL_INIT as INIT,
+};
 use hostcall_core::dispatch::DEVMEM;
 use hsa_sys::{
     AgentInfo, AmdAgentMemoryPoolInfo, AmdLinkInfoType, AmdMemoryPoolLinkInfo, HsaAgent, HsaLib, HsaStatus,

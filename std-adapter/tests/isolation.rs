@@ -9,14 +9,14 @@
 mod common;
 
 use common::printing::Captured;
-use hostcall::observe::{Reason, Stats};
 use hostcall::prelude::*;
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::{PrintfMessage, Streams};
-use hostcall::MemoryError;
-use hostcall::Protocol;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    observe::{Reason, Stats},
+    services::devmem::DevMemLimits,
+    services::message::MessageLimits,
+    services::printf::{PrintfMessage, Streams},
+    HostMemory, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Protocol, Wave,
+};
 use hostcall_core::dispatch::{ErrorCode, DEVMEM, PRINTF};
 use hostcall_core::message::Descriptor;
 use std::ptr::NonNull;

@@ -3,8 +3,9 @@
 //! process that exits with buffers still enabled.
 
 use common::raw_memory::RawMemory;
-use hostcall::{buffer_align, buffer_size, Error, HostcallRuntime, Protocol, QueueId};
-use hostcall::{is_enabled, EmulatedWave};
+use hostcall::{
+    buffer_align, buffer_size, is_enabled, EmulatedWave, Error, HostcallRuntime, Protocol, QueueId,
+};
 use hostcall_core::stack::View;
 use hostcall_core::{GeometryError, LayoutError};
 

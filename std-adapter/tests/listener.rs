@@ -8,8 +8,9 @@ mod common;
 use common::waves::{register_add, run_waves, ADD};
 
 use hostcall::prelude::*;
-use hostcall::Protocol;
-use hostcall::{Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave,
+};
 use hostcall_core::{ErrorCode, ERROR_REPLY};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};

@@ -7,8 +7,7 @@
 mod common;
 
 use hostcall::prelude::*;
-use hostcall::Protocol;
-use hostcall::{buffer_size, BufferRegistration, HostcallRuntime, QueueId};
+use hostcall::{buffer_size, BufferRegistration, HostcallRuntime, Protocol, QueueId};
 use hostcall::{
     Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ListenerPool, ParkingDoorbell, Wave,
 };

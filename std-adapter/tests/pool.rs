@@ -6,10 +6,10 @@
 mod common;
 
 use hostcall::prelude::*;
-use hostcall::Protocol;
-use hostcall::{stripes, ListenerPool, STRIPE_ALIGN};
-use hostcall::{BufferRegistration, Error, ListenerConfig, ParkingDoorbell, Wave};
-use hostcall::{HostMemory, HostcallBuffer};
+use hostcall::{
+    stripes, BufferRegistration, Error, HostMemory, HostcallBuffer, ListenerConfig, ListenerPool,
+    ParkingDoorbell, Protocol, Wave, STRIPE_ALIGN,
+};
 use hostcall_core::PacketRequest;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -2,13 +2,14 @@
 //! reads its counter, for the registry and for the buffer; the listener's events, the histograms,
 //! the suppressed log lines, and the table `Stats` prints.
 
-use hostcall::observe::{Reason, Stats};
 use hostcall::prelude::*;
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
-use hostcall::services::printf::{PrintfMessage, Streams};
-use hostcall::MemoryError;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    observe::{Reason, Stats},
+    services::devmem::DevMemLimits,
+    services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD},
+    services::printf::{PrintfMessage, Streams},
+    HostMemory, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Wave,
+};
 use hostcall_core::dispatch::{ErrorCode, DEVMEM, PRINTF};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;

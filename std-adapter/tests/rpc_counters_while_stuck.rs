@@ -9,10 +9,10 @@ mod common;
 
 use common::watchdog::returns_within;
 use hostcall::prelude::*;
-use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::BufferRegistration;
-use hostcall::Protocol;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
+use hostcall::{
+    services::rpc::{RpcOptions, SharedSink},
+    BufferRegistration, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol,
+};
 use hostcall_core::rpc::{opcode, Client};
 use hostcall_core::sync::AtomicU32;
 use std::sync::mpsc::channel;

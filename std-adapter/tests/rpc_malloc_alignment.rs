@@ -6,11 +6,11 @@
 //! DEVMEM's own requests keep ROCm's rule (a 4 MiB block 4 KiB aligned).
 
 use hostcall::prelude::*;
-use hostcall::services::devmem::{DevMemLimits, BLOCK_ALIGN, SLAB_BYTES};
-use hostcall::services::rpc::client::one_lane::one_packet;
-use hostcall::BufferRegistration;
-use hostcall::MemoryError;
-use hostcall::Protocol;
+use hostcall::{
+    services::devmem::{DevMemLimits, BLOCK_ALIGN, SLAB_BYTES},
+    services::rpc::client::one_lane::one_packet,
+    BufferRegistration, MemoryError, Protocol,
+};
 use hostcall::{
     DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
 };

@@ -11,8 +11,10 @@
 mod standin;
 
 use hostcall::prelude::*;
-use hostcall::services::sanitizer::{HsaCodeObjects, SanitizerConfig, MAX_LIST_AGE};
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    services::sanitizer::{HsaCodeObjects, SanitizerConfig, MAX_LIST_AGE},
+    HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
+};
 use hostcall_core::dispatch::SANITIZER;
 use hsa_sys::LIBRARY_ENV;
 use standin::{with_watchdog, StandIn};

@@ -8,9 +8,10 @@ mod common;
 
 use common::watchdog::returns_within;
 use hostcall::prelude::*;
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::Protocol;
-use hostcall::{Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    services::devmem::DevMemLimits, Error, HostMemory, HostcallBuffer, Listener, ListenerConfig,
+    ParkingDoorbell, Protocol, Wave,
+};
 use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::ErrorCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -10,8 +10,10 @@ use common::watchdog::returns_within;
 use common::waves::{register_add, ADD};
 
 use hostcall::prelude::*;
-use hostcall::DOORBELL_INIT as INIT;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, WaitPolicy, Wave};
+use hostcall::{
+    HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, WaitPolicy, Wave,
+    DOORBELL_INIT as INIT,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

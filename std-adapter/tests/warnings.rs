@@ -6,10 +6,10 @@
 //! turns (`SERIAL`).
 
 use hostcall::prelude::*;
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::Streams;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave};
+use hostcall::{
+    services::devmem::DevMemLimits, services::message::MessageLimits, services::printf::Streams, HostMemory,
+    HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave,
+};
 use hostcall_core::dispatch::{DEVMEM, PRINTF};
 use hostcall_core::ErrorCode;
 use std::sync::atomic::Ordering;

@@ -4,8 +4,7 @@
 use crate::measure::{Sample, Timed};
 use crate::options::Options;
 use crate::{echo, request, ECHO};
-use hostcall::Protocol;
-use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell, Services};
+use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell, Protocol, Services};
 use hostcall_core::line::Incomplete;
 use hostcall_core::rpc::Client;
 use hostcall_core::sync::AtomicU32;

@@ -12,10 +12,10 @@
 
 use crate::{echo, request, ECHO};
 use hostcall::prelude::*;
-use hostcall::services::rpc::RpcOptions;
-use hostcall::BufferRegistration;
-use hostcall::Protocol;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
+use hostcall::{
+    services::rpc::RpcOptions, BufferRegistration, HostMemory, HostcallBuffer, Listener, ListenerConfig,
+    ParkingDoorbell, Protocol,
+};
 use hostcall_core::rpc::Client;
 use hostcall_core::sync::AtomicU32;
 use hostcall_core::{ClaimedPacket, CompletedPacket, SubmittedPacket};

@@ -13,8 +13,10 @@
 use crate::measure::{pinned_pair, round_trips, Sample};
 use crate::options::Options;
 use crate::{echo, request};
-use hostcall::services::printf::StdStreams;
-use hostcall::services::rpc::{RpcHost, RpcLimits, RpcPolicy};
+use hostcall::{
+    services::printf::StdStreams,
+    services::rpc::{RpcHost, RpcLimits, RpcPolicy},
+};
 use hostcall_core::rpc::{opcode_of, Client, Header, LaneBuffer, View};
 use hostcall_core::sync::AtomicU32;
 use hostcall_core::{ErrorCode, ServiceTable, SLOT_WORDS};

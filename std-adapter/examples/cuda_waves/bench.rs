@@ -5,8 +5,7 @@
 use crate::gpu::{Gpu, Run};
 use crate::options::{Options, Wire, LATENCY, THROUGHPUT};
 use crate::variants::{variant, Table, Variant, VARIANTS};
-use hostcall::backend::cuda::Kernel;
-use hostcall::Error;
+use hostcall::{backend::cuda::Kernel, Error};
 
 /// The one-warp goals (issue 28 for rpc, issue 29 for line), as ratios to the floor.
 fn goal(wire: Wire) -> Option<f64> {

@@ -4,17 +4,13 @@
 use crate::options::Policy;
 use crate::variants::Kind;
 use crate::{mix, MIX};
-use hostcall::backend::cuda::{Cuda, CudaGpu, CudaMemory, DeviceBuffer, Kernel, Module, Stream};
-use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::{PrintfSink, Stream as PrintStream};
-use hostcall::DeviceListeners;
-use hostcall::Doorbell;
-use hostcall::Error;
-use hostcall::HostcallBuffer;
-use hostcall::ListenerConfig;
-use hostcall::ListenerPool;
-use hostcall::Services;
-use hostcall::{DeviceAllocation, DeviceMemory};
+use hostcall::{
+    backend::cuda::{Cuda, CudaGpu, CudaMemory, DeviceBuffer, Kernel, Module, Stream},
+    services::message::MessageLimits,
+    services::printf::{PrintfSink, Stream as PrintStream},
+    DeviceAllocation, DeviceListeners, DeviceMemory, Doorbell, Error, HostcallBuffer, ListenerConfig,
+    ListenerPool, Services,
+};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

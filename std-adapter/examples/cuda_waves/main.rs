@@ -34,8 +34,7 @@
 //! 1, 32, 1,056 and 4,224 warps served by 1, 2 and 4 listener threads (a [`ListenerPool`]
 //! splitting each buffer's packets into stripes).
 
-use hostcall::backend::cuda;
-use hostcall::Error;
+use hostcall::{backend::cuda, Error};
 use hostcall_core::SLOT_WORDS;
 use std::process::ExitCode;
 

@@ -33,8 +33,7 @@
 //! [`adversaries`].
 
 use hostcall::prelude::*;
-use hostcall::Protocol;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,8 +5,7 @@
 //! (`Reason::StalledRequest`) after `line::STALL_LOOKS` looks.
 
 use crate::{Arena, Running};
-use hostcall::Protocol;
-use hostcall::{HostMemory, HostcallBuffer};
+use hostcall::{HostMemory, HostcallBuffer, Protocol};
 use hostcall_core::line::{encode_head, encode_mask, word};
 use hostcall_core::LANES;
 use std::sync::atomic::Ordering;

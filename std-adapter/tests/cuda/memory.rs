@@ -4,8 +4,10 @@
 //! test runs under a watchdog: a hang fails it (the stuck threads are left behind).
 
 use super::*;
-use hostcall::backend::cuda::CudaDeviceMemory;
-use hostcall::services::devmem::{DevMemLimits, SLAB_BYTES};
+use hostcall::{
+    backend::cuda::CudaDeviceMemory,
+    services::devmem::{DevMemLimits, SLAB_BYTES},
+};
 
 /// Runs `test` on a thread of its own; fails it, instead of hanging, after `limit`.
 fn within(limit: Duration, test: impl FnOnce() + Send + 'static) {
