@@ -19,7 +19,7 @@ pub const WARNING_WINDOW: Duration = Duration::from_secs(10);
 /// At most `per_window` admissions per `window`; the rest are counted. See the
 /// [module docs](self).
 #[derive(Debug)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     per_window: u32,
     window: Duration,
     state: Mutex<Window>,
@@ -37,23 +37,23 @@ struct Window {
 
 impl RateLimit {
     /// A limit of `per_window` lines per `window`.
-    pub const fn new(per_window: u32, window: Duration) -> Self {
+    pub(crate) const fn new(per_window: u32, window: Duration) -> Self {
         Self { per_window, window, state: Mutex::new(Window { started: None, admitted: 0, suppressed: 0 }) }
     }
 
     /// The limit for device-triggered warnings: [`WARNINGS_PER_WINDOW`] per [`WARNING_WINDOW`].
-    pub const fn for_device_warnings() -> Self {
+    pub(crate) const fn for_device_warnings() -> Self {
         Self::new(WARNINGS_PER_WINDOW, WARNING_WINDOW)
     }
 
     /// Whether to log one more line now: `Some(k)` to log it (`k` lines were suppressed since the
     /// last one admitted), `None` to suppress it (it is counted).
-    pub fn admit(&self) -> Option<u64> {
+    pub(crate) fn admit(&self) -> Option<u64> {
         self.admit_at(Instant::now())
     }
 
     /// [`RateLimit::admit`] at the time `now` (for tests).
-    pub fn admit_at(&self, now: Instant) -> Option<u64> {
+    pub(crate) fn admit_at(&self, now: Instant) -> Option<u64> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let expired =
             state.started.map_or(true, |started| now.saturating_duration_since(started) >= self.window);

@@ -17,6 +17,9 @@
 //! macro other than `setters!` is not seen. Test code (`tests.rs` files, `#[cfg(test)]` modules)
 //! is left out. The crates' sources lie outside this package, so the test exists only in the
 //! repository (`build.rs` sets `hostcall_workspace` there).
+//!
+//! `tests/one_path.rs` reads the list to see what is reachable, and from where: it fails when an
+//! item of `hostcall` has two public paths.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 /// Loads of the value word [`Doorbell::wait`] spins through before it sleeps (one CPU pause
 /// each: a few microseconds).
-pub const WAIT_SPIN_LOADS: u32 = 128;
+pub(crate) const WAIT_SPIN_LOADS: u32 = 128;
 /// The first sleep of [`Doorbell::wait`] once the spin is over.
-pub const WAIT_FIRST_NAP: Duration = Duration::from_micros(50);
+pub(crate) const WAIT_FIRST_NAP: Duration = Duration::from_micros(50);
 /// The longest sleep of [`Doorbell::wait`] between two reads of the value word: the bound on how
 /// late a waiting host notices a ring that woke nobody (a device's raw atomic add).
-pub const WAIT_MAX_NAP: Duration = Duration::from_millis(1);
+pub(crate) const WAIT_MAX_NAP: Duration = Duration::from_millis(1);
 
 /// The host-memory doorbell: it owns a 64-byte, 64-aligned [`AmdSignal`] (a user signal, no
 /// event mailbox) whose address is its [`Doorbell::handle`], so ROCm's device code, which treats
