@@ -6,8 +6,8 @@
 //! listener and device code share (the buffer, a phase buffer's bitmap), which is checked too.
 
 use crate::status::{status, Failure, HOSTCALL_ERR_MISALIGNED, HOSTCALL_ERR_OVERLAPS};
-use hostcall_rs::core::{LANES, REPLY_WORDS, SLOT_WORDS};
-use hostcall_rs::lifecycle::EmulatedWave;
+use hostcall_core::{LANES, REPLY_WORDS, SLOT_WORDS};
+use hostcall_rs::EmulatedWave;
 use std::ffi::{c_int, c_void};
 use std::mem::{align_of, size_of};
 use std::time::Duration;

@@ -3,8 +3,7 @@
 
 use crate::options::{self, HostcallEnableOptions};
 use crate::status::{guard, status, Failure};
-use hostcall_rs::lifecycle::{buffer_align_for, buffer_size_for};
-use hostcall_rs::QueueId;
+use hostcall_rs::{buffer_align_for, buffer_size_for, QueueId};
 use std::ffi::{c_int, c_void};
 
 /// The queue a buffer is enabled for: any non-null pointer (it names the queue, it is never

@@ -2,9 +2,10 @@
 //! its size; and the protocol numbers of the C API.
 
 use crate::status::{Failure, HOSTCALL_ERR_OPTIONS};
-use hostcall_rs::lifecycle::EnableOptions;
-use hostcall_rs::services::rpc::{RpcLimits, RpcPolicy};
-use hostcall_rs::Protocol;
+use hostcall_rs::{
+    services::rpc::{RpcLimits, RpcPolicy},
+    EnableOptions, Protocol,
+};
 use std::ptr::NonNull;
 
 /// `HOSTCALL_PROTOCOL_STACK`: the stack protocol, ROCm's default (every release).

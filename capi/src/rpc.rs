@@ -4,7 +4,7 @@
 use crate::status::{
     guard, status, Failure, HOSTCALL_ERR_NULL, HOSTCALL_ERR_PACKET_COUNT, HOSTCALL_ERR_RPC_CLIENT_SIZE,
 };
-use hostcall_rs::core::rpc::{buffer_size, check_client_symbol, client_object, CLIENT_OBJECT_SIZE};
+use hostcall_core::rpc::{buffer_size, check_client_symbol, client_object, CLIENT_OBJECT_SIZE};
 use std::ffi::{c_int, c_void};
 
 /// Bytes of an LLVM-RPC buffer of `ports` ports and `lanes` lanes; 0 for a refused geometry

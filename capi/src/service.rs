@@ -1,7 +1,7 @@
 //! Services written in C.
 
 use crate::status::{status, Failure, HOSTCALL_ERR_NOT_REGISTERED, HOSTCALL_ERR_UNKNOWN_REASON};
-use hostcall_rs::core::{ErrorCode, SLOT_WORDS};
+use hostcall_core::{ErrorCode, SLOT_WORDS};
 use hostcall_rs::observe::Reason;
 use std::ffi::{c_int, c_void};
 

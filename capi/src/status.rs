@@ -1,6 +1,6 @@
 //! Status codes, the thread-local last error, and the guard every entry point runs in.
 
-use hostcall_rs::core::LayoutError;
+use hostcall_core::LayoutError;
 use hostcall_rs::Error;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CString};

@@ -5,8 +5,7 @@
 use hostcall_capi::options::{HostcallEnableOptions, HOSTCALL_PROTOCOL_PHASE};
 use hostcall_capi::status::*;
 use hostcall_capi::{hostcall_disable, hostcall_emulated_call, hostcall_enable_ex};
-use hostcall_rs::lifecycle::{buffer_size_for, protocol_of};
-use hostcall_rs::{HostcallRuntime, Protocol};
+use hostcall_rs::{buffer_size_for, protocol_of, HostcallRuntime, Protocol};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -213,7 +212,7 @@ fn options_at_any_alignment_are_read() {
 fn null_options_are_the_defaults() {
     let b = Enabled::new(None);
     assert_eq!(protocol_of(b.memory.ptr), Some(Protocol::Stack));
-    assert_eq!(hostcall_rs::lifecycle::device_ordinal(b.memory.ptr), Some(0));
+    assert_eq!(hostcall_rs::device_ordinal(b.memory.ptr), Some(0));
 }
 
 #[test]
@@ -247,7 +246,7 @@ fn rpc_client_object_checks_its_arguments() {
         assert!(out.iter().all(|&b| b == 0xaa), "nothing written on failure");
         assert_eq!(hostcall_rpc_client_object(64, 0x7000_0000, 552, p, 600), HOSTCALL_OK);
     }
-    let expected = hostcall_rs::core::rpc::client_object(64, 0x7000_0000).unwrap();
+    let expected = hostcall_core::rpc::client_object(64, 0x7000_0000).unwrap();
     assert_eq!(&out[..552], &expected[..]);
     assert!(out[552..].iter().all(|&b| b == 0xaa), "nothing past the object");
 }

@@ -8,11 +8,13 @@ use hostcall_capi::status::{HOSTCALL_ERR_OPTIONS, HOSTCALL_OK};
 use hostcall_capi::{
     hostcall_disable, hostcall_enable_ex, hostcall_get_buffer_stats, hostcall_rpc_buffer_size,
 };
-use hostcall_rs::core::rpc::opcode::libc;
-use hostcall_rs::core::rpc::{Client, View};
-use hostcall_rs::core::sync::AtomicU32;
-use hostcall_rs::observe::Reason;
-use hostcall_rs::services::rpc::client::one_lane::{fopen, one_packet, strings};
+use hostcall_core::rpc::opcode::libc;
+use hostcall_core::rpc::{Client, View};
+use hostcall_core::sync::AtomicU32;
+use hostcall_rs::{
+    observe::Reason,
+    services::rpc::client::one_lane::{fopen, one_packet, strings},
+};
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
 

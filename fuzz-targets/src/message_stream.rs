@@ -3,10 +3,12 @@
 //! PRINTF formatter must answer each with a reply and stay within their bounds.
 
 use crate::input::Input;
-use hostcall::core::message::Descriptor;
-use hostcall::core::ERROR_REPLY;
-use hostcall::services::message::{ChunkOutcome, MessageError, MessageLimits, Sender};
-use hostcall::services::printf::{printf_message, PrintfLimits};
+use hostcall::{
+    services::message::{ChunkOutcome, MessageError, MessageLimits, Sender},
+    services::printf::{printf_message, PrintfLimits},
+};
+use hostcall_core::message::Descriptor;
+use hostcall_core::ERROR_REPLY;
 
 /// Decodes `data` into limits and a stream of chunks and feeds them to an
 /// [`Assembler`](hostcall::services::message::Assembler); each completed message goes to the printf formatter.

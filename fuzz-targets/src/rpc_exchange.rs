@@ -21,10 +21,11 @@
 //! other thread to order against (the loom models check the orderings).
 
 use crate::input::Input;
-use hostcall::buffer::Protocol;
-use hostcall::services::printf::{Streams, DEFAULT_MAX_OUTPUT};
-use hostcall::services::rpc::{RpcHost, RpcLimits, RpcPolicy};
-use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell};
+use hostcall::{
+    services::printf::{Streams, DEFAULT_MAX_OUTPUT},
+    services::rpc::{RpcHost, RpcLimits, RpcPolicy},
+    HostMemory, HostcallBuffer, ParkingDoorbell, Protocol,
+};
 use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::rpc::opcode::{self, libc, rocm};
 use hostcall_core::rpc::{fill_packet, service_of, Client, Cursor, View};

@@ -4,7 +4,7 @@ use crate::doorbell::Doorbell;
 use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
 use hostcall_core::sync::AtomicU32;
-pub use hostcall_core::Protocol;
+pub(crate) use hostcall_core::Protocol;
 use hostcall_core::{packet_count, AnyView, LayoutError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -75,8 +75,8 @@ impl HostcallBuffer {
     /// Allocates and initialises a buffer of the given protocol.
     ///
     /// ```
-    /// use hostcall::buffer::{HostcallBuffer, Protocol};
-    /// use hostcall::core::AnyView;
+    /// use hostcall::{HostcallBuffer, Protocol};
+    /// use hostcall_core::AnyView;
     /// use hostcall::{HostMemory, ParkingDoorbell};
     /// use std::sync::Arc;
     /// let doorbell = Arc::new(ParkingDoorbell::new());

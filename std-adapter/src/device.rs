@@ -157,7 +157,7 @@ impl Wave {
 }
 
 /// A wave on a buffer in memory the caller manages (not a [`HostcallBuffer`]): the producer path
-/// for buffers enabled with [`crate::lifecycle`], and the C ABI's emulated wave. The stack or the phase protocol (ROCm's two).
+/// for buffers enabled with [`crate::enable`], and the C ABI's emulated wave. The stack or the phase protocol (ROCm's two).
 #[derive(Clone, Copy)]
 pub struct RawWave<'a> {
     view: AnyView<'a>,

@@ -22,39 +22,42 @@
 //! listener.shutdown();
 //! ```
 //!
-//! # Modules, by role
+//! # One public path per type
 //!
-//! - [`memory`] and [`doorbell`]: the two traits every backend implements ([`DeviceMemory`],
-//!   [`Doorbell`]); every doorbell is an object of ROCm's `amd_signal_t` layout
-//!   ([`doorbell::AmdSignal`]);
-//! - [`backend`]: one folder per backend, each holding its implementations of both traits:
-//!   [`backend::host`] (host memory and a [`ParkingDoorbell`], for emulated waves and embedded
-//!   runtimes), [`backend::hsa`] (memory where ROCm puts it, one HSA signal per listener) and, with
+//! Every type, trait, function and constant has one public path: the crate root, or one of the
+//! three namespaces below, never both. The crate root holds what a user of any backend names:
+//! buffers and waves ([`HostcallBuffer`], [`Protocol`], [`Wave`], [`Reply`], [`EmulatedWave`]),
+//! the two traits every backend implements ([`DeviceMemory`], [`Doorbell`]) and the host backend
+//! of both ([`HostMemory`], [`ParkingDoorbell`]; every doorbell is an object of ROCm's
+//! `amd_signal_t` layout, [`amd_signal`]), the service registry ([`Services`], [`PacketService`],
+//! [`PacketRequest`]), the listener and its groups ([`Listener`], [`ListenerConfig`],
+//! [`BufferRegistration`], [`ListenerPool`], [`DeviceListeners`]: a pinned listener group per
+//! device), ROCm's enable/disable lifecycle on a process-wide listener ([`enable`],
+//! [`enable_with`] for either of ROCm's two protocols, [`disable`], [`buffer_size`],
+//! [`HostcallRuntime`]; the line protocol is refused there), and [`Error`]. The namespaces are
+//! what a user navigates by topic:
+//!
+//! - [`backend`]: one namespace per vendor backend, each holding its memory and its doorbell side
+//!   by side: [`backend::hsa`] (memory where ROCm puts it, one HSA signal per listener) and, with
 //!   the feature `cuda`, `backend::cuda` (pinned, mapped memory and kernel launches through the
 //!   CUDA driver API, loaded at run time, for CUDA kernels using `include/hostcall_cuda.cuh`);
-//!   and choosing HSA or host memory at run time ([`detect`]);
-//! - [`buffer`]: an owned, initialised buffer of any protocol (ROCm's stack and phase ABIs, this
-//!   project's line protocol, or LLVM libc's GPU RPC); [`error`]: [`Error`];
-//! - [`dispatch`]: the service registry ([`Services`]) and its record of unknown ids: from a
-//!   service id to the code that answers it, no threads;
-//! - [`threads`]: the listener thread, a pool of listeners, the claims that keep a buffer on one
-//!   listener, CPU affinity, and [`threads::devices`]: a pinned listener group per device
-//!   (several GPUs, one process);
-//! - [`services`]: the built-in services (FUNCTION_CALL, PRINTF, DEVMEM, SANITIZER), their
-//!   `enable_*` methods on [`Services`], and message assembly;
-//! - [`device`]: emulated waves on CPU threads;
+//!   and choosing HSA or host memory at run time ([`backend::detect`], [`backend::Backend`]);
+//! - [`services`]: the built-in services, one namespace each ([`services::printf`],
+//!   [`services::rpc`] for LLVM libc's GPU RPC, [`services::devmem`], [`services::sanitizer`],
+//!   [`services::function_call`], [`services::message`], [`services::ending`]), their `enable_*`
+//!   methods on [`Services`];
 //! - [`observe`]: what the listener did and why: counters with reasons, per-buffer counters,
-//!   service-time and queue-wait histograms, the [`Stats`] snapshot and its table;
-//! - [`rate_limit`]: the rate limit on every warning a device can trigger;
-//! - [`lifecycle`]: ROCm's enable/disable lifecycle on a process-wide listener ([`enable`],
-//!   [`enable_with`] for either of ROCm's two protocols, [`disable`]; the line protocol is refused
-//!   there), with PRINTF, DEVMEM and SANITIZER built in.
+//!   service-time and queue-wait histograms, the [`observe::Stats`] snapshot and its table.
 //!
-//! Backends are arranged by vendor, not by role: a new backend is one folder under `backend/`
-//! with its memory and its doorbell side by side; the traits they implement stay at the root.
+//! The [`prelude`] re-exports the traits whose methods a user calls (`use hostcall::prelude::*`),
+//! and only traits, each with its one path elsewhere. Items of [`hostcall_core`] (the packet
+//! layouts, `ErrorCode`, the service ids, the lane constants) are named there, as
+//! `hostcall_core::...`; only [`Protocol`] and [`PacketRequest`], which every user of this crate
+//! names, are re-exported, once, at the root. `tests/one_path.rs` checks the rule against the list
+//! of public items.
 //!
 //! For a GPU runtime embedding it the way ROCm embeds `rochostcall.hpp` (size a buffer, enable it
-//! per hardware queue, disable it), start at [`lifecycle`]; for the C ABI, the `hostcall-capi`
+//! per hardware queue, disable it), start at [`enable`]; for the C ABI, the `hostcall-capi`
 //! crate and `include/hostcall.h`; for the wire format, `PROTOCOL.md`.
 //!
 //! # The public surface
@@ -63,8 +66,8 @@
 //! `pub` declaration of their sources in `tests/public_items.txt` and fails when one is added,
 //! removed or renamed without the list (`HOSTCALL_BLESS_PUBLIC_ITEMS=1 cargo test -p hostcall
 //! --test public_items` rewrites it; review its diff). The configuration types
-//! ([`ListenerConfig`], [`EnableOptions`], [`DetectOptions`], [`services::sanitizer::SanitizerConfig`], the
-//! `*Limits` structs) and the reports ([`Stats`], `hostcall_core::DrainReport`)
+//! ([`ListenerConfig`], [`EnableOptions`], [`backend::DetectOptions`], [`services::sanitizer::SanitizerConfig`],
+//! the `*Limits` structs) and the reports ([`observe::Stats`], `hostcall_core::DrainReport`)
 //! are `#[non_exhaustive]`, so they may gain fields in a minor release: build a configuration
 //! from its `Default` and its `with_*` setters.
 //!
@@ -80,44 +83,49 @@
 //! `std` with threads. The HSA backend loads ROCm's `libhsa-runtime64.so` at run time and falls
 //! back to host memory (saying why) where it is missing, so the crate builds and its tests run on
 //! any Linux machine; the stack protocol on a real GPU also needs platform atomics between CPU and
-//! GPU, which [`detect`] checks.
+//! GPU, which [`backend::detect`] checks.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 #![warn(missing_debug_implementations)]
-
-pub use hostcall_core as core;
 
 #[macro_use]
 mod setters;
 
 pub mod backend;
-pub mod buffer;
-pub mod device;
-pub mod dispatch;
-pub mod doorbell;
-pub mod error;
-pub mod lifecycle;
-pub mod memory;
+mod buffer;
+mod device;
+mod dispatch;
+mod doorbell;
+mod error;
+mod lifecycle;
+mod memory;
 pub mod observe;
-pub mod rate_limit;
+pub(crate) mod rate_limit;
 pub mod services;
-pub mod threads;
+mod threads;
 
 pub use backend::host::{HostMemory, ParkingDoorbell};
-pub use backend::{detect, detect_with, Backend, BackendKind, DetectOptions};
-pub use buffer::{HostcallBuffer, Protocol};
-pub use device::{Reply, Wave};
-pub use dispatch::registry::{PacketService, Services};
-pub use doorbell::Doorbell;
+pub use buffer::HostcallBuffer;
+pub use device::{RawWave, Reply, Wave};
+pub use dispatch::registry::{error_reply, PacketService, Services, ThreadDispatch};
+pub use dispatch::REMEMBERED_UNKNOWN_IDS;
+pub use doorbell::signal as amd_signal;
+pub use doorbell::{Doorbell, DONE as DOORBELL_DONE, INIT as DOORBELL_INIT};
 pub use error::Error;
-pub use hostcall_core::PacketRequest;
+pub use hostcall_core::{PacketRequest, Protocol};
 pub use lifecycle::{
-    buffer_align, buffer_size, disable, enable, enable_with, EnableOptions, HostcallRuntime, QueueId,
+    buffer_align, buffer_align_for, buffer_size, buffer_size_for, device_ordinal, disable, enable,
+    enable_with, is_enabled, occupied_size, protocol_of, EmulatedWave, EnableOptions, HostcallRuntime,
+    QueueId,
 };
 pub use memory::{DeviceAllocation, DeviceMemory, MemoryError};
-pub use observe::Stats;
-pub use threads::listener::{BufferRegistration, Listener, ListenerConfig, WaitPolicy};
-pub use threads::pool::ListenerPool;
+pub use rate_limit::{WARNINGS_PER_WINDOW, WARNING_WINDOW};
+pub use threads::affinity::{allowed_cpus, pin_current_thread};
+pub use threads::devices::{DeviceGroup, DeviceListeners};
+pub use threads::listener::{
+    BufferOptions, BufferRegistration, Listener, ListenerConfig, WaitPolicy, MAX_BUFFERS,
+};
+pub use threads::pool::{stripes, ListenerPool, STRIPE_ALIGN};
 
 /// This crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).
 #[cfg(doctest)]
@@ -142,11 +150,9 @@ pub const IMPLICITARG_OFFSET_V4: usize = 24;
 /// (8-byte slot 10).
 pub const IMPLICITARG_OFFSET_V5: usize = 80;
 
-/// The traits a user implements or calls methods of (`use hostcall::prelude::*`); every type has
-/// one public path, the crate root or its module, never the prelude.
+/// The traits a user implements or calls methods of (`use hostcall::prelude::*`): traits only,
+/// each also at its one public path (the crate root or its namespace).
 pub mod prelude {
-    pub use crate::dispatch::registry::PacketService;
-    pub use crate::doorbell::Doorbell;
-    pub use crate::memory::DeviceMemory;
     pub use crate::services::printf::PrintfSink;
+    pub use crate::{DeviceMemory, Doorbell, PacketService};
 }

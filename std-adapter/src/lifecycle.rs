@@ -34,7 +34,7 @@ mod options;
 mod registry;
 mod runtime;
 
-pub use crate::buffer::Protocol;
+pub(crate) use crate::buffer::Protocol;
 pub use options::{buffer_align_for, buffer_size_for, occupied_size, EnableOptions};
 pub use runtime::HostcallRuntime;
 

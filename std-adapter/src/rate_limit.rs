@@ -7,22 +7,6 @@
 //! crate's `warn_limited!` and `error_limited!` macros): at most [`WARNINGS_PER_WINDOW`] lines
 //! per [`WARNING_WINDOW`], the rest counted, and the next line logged after a quiet spell says how
 //! many similar lines were suppressed before it ("... [suppressed 1024 similar warnings]").
-//!
-//! ```
-//! use hostcall::rate_limit::RateLimit;
-//! use std::time::{Duration, Instant};
-//!
-//! let limit = RateLimit::new(2, Duration::from_secs(10));
-//! let start = Instant::now();
-//! assert_eq!(limit.admit_at(start), Some(0)); // logged
-//! assert_eq!(limit.admit_at(start), Some(0)); // logged
-//! assert_eq!(limit.admit_at(start), None); // suppressed, counted
-//! assert_eq!(limit.admit_at(start), None);
-//! assert_eq!(limit.suppressed(), 2);
-//! // A new window: logged, with the count of what was suppressed before it.
-//! assert_eq!(limit.admit_at(start + Duration::from_secs(10)), Some(2));
-//! assert_eq!(limit.suppressed(), 0);
-//! ```
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -35,7 +19,7 @@ pub const WARNING_WINDOW: Duration = Duration::from_secs(10);
 /// At most `per_window` admissions per `window`; the rest are counted. See the
 /// [module docs](self).
 #[derive(Debug)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     per_window: u32,
     window: Duration,
     state: Mutex<Window>,
@@ -53,23 +37,23 @@ struct Window {
 
 impl RateLimit {
     /// A limit of `per_window` lines per `window`.
-    pub const fn new(per_window: u32, window: Duration) -> Self {
+    pub(crate) const fn new(per_window: u32, window: Duration) -> Self {
         Self { per_window, window, state: Mutex::new(Window { started: None, admitted: 0, suppressed: 0 }) }
     }
 
     /// The limit for device-triggered warnings: [`WARNINGS_PER_WINDOW`] per [`WARNING_WINDOW`].
-    pub const fn for_device_warnings() -> Self {
+    pub(crate) const fn for_device_warnings() -> Self {
         Self::new(WARNINGS_PER_WINDOW, WARNING_WINDOW)
     }
 
     /// Whether to log one more line now: `Some(k)` to log it (`k` lines were suppressed since the
     /// last one admitted), `None` to suppress it (it is counted).
-    pub fn admit(&self) -> Option<u64> {
+    pub(crate) fn admit(&self) -> Option<u64> {
         self.admit_at(Instant::now())
     }
 
     /// [`RateLimit::admit`] at the time `now` (for tests).
-    pub fn admit_at(&self, now: Instant) -> Option<u64> {
+    pub(crate) fn admit_at(&self, now: Instant) -> Option<u64> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let expired =
             state.started.map_or(true, |started| now.saturating_duration_since(started) >= self.window);
@@ -86,7 +70,8 @@ impl RateLimit {
     }
 
     /// Lines suppressed since the last one admitted.
-    pub fn suppressed(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn suppressed(&self) -> u64 {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).suppressed
     }
 }
@@ -133,6 +118,19 @@ pub(crate) use {error_limited, warn_limited};
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_window_logs_with_the_count_of_what_was_suppressed() {
+        let limit = RateLimit::new(2, Duration::from_secs(10));
+        let start = Instant::now();
+        assert_eq!(limit.admit_at(start), Some(0)); // logged
+        assert_eq!(limit.admit_at(start), Some(0)); // logged
+        assert_eq!(limit.admit_at(start), None); // suppressed, counted
+        assert_eq!(limit.admit_at(start), None);
+        assert_eq!(limit.suppressed(), 2);
+        assert_eq!(limit.admit_at(start + Duration::from_secs(10)), Some(2));
+        assert_eq!(limit.suppressed(), 0);
+    }
 
     #[test]
     fn a_burst_logs_the_first_lines_then_counts() {

@@ -6,17 +6,17 @@
 #[macro_use]
 mod common;
 
-use hostcall::buffer::Protocol;
-use hostcall::core::dispatch::{DEVMEM, PRINTF};
-use hostcall::core::message::MessageWriter;
-use hostcall::core::ErrorCode;
-use hostcall::dispatch::REMEMBERED_UNKNOWN_IDS;
-use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
-use hostcall::services::devmem::{DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN, SLAB_BYTES};
-use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
-use hostcall::services::printf::PrintfMessage;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    services::devmem::{DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN, SLAB_BYTES},
+    services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD},
+    services::printf::PrintfMessage,
+    HostMemory, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Protocol, Wave,
+    REMEMBERED_UNKNOWN_IDS,
+};
+use hostcall_core::dispatch::{DEVMEM, PRINTF};
+use hostcall_core::message::MessageWriter;
+use hostcall_core::ErrorCode;
 use std::ptr::NonNull;
 use std::sync::{Arc, Barrier};
 

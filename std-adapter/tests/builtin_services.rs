@@ -4,14 +4,13 @@
 #[macro_use]
 mod common;
 
-use hostcall::buffer::Protocol;
-use hostcall::core::dispatch::{DEVMEM, PRINTF};
-use hostcall::core::message::Descriptor;
-use hostcall::core::ErrorCode;
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::PrintfMessage;
-use hostcall::{HostMemory, Reply, Wave};
+use hostcall::{
+    services::devmem::DevMemLimits, services::message::MessageLimits, services::printf::PrintfMessage,
+    HostMemory, Protocol, Reply, Wave,
+};
+use hostcall_core::dispatch::{DEVMEM, PRINTF};
+use hostcall_core::message::Descriptor;
+use hostcall_core::ErrorCode;
 use std::sync::Arc;
 
 use common::printing::{printing, Printing};

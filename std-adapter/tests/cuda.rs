@@ -10,20 +10,15 @@
 #[path = "cuda/memory.rs"]
 mod memory;
 
+use hostcall::amd_signal::AMD_SIGNAL_KIND_USER;
 use hostcall::backend::cuda::{
     self, Cuda, CudaMemory, DeviceBuffer, DeviceStateLayout, Kernel, MappedDoorbell, Module, Stream,
 };
-use hostcall::buffer::HostcallBuffer;
-use hostcall::buffer::Protocol;
-use hostcall::core::SLOT_WORDS;
-use hostcall::dispatch::registry::Services;
-use hostcall::doorbell::signal::AMD_SIGNAL_KIND_USER;
-use hostcall::doorbell::{Doorbell, INIT};
-use hostcall::memory::{DeviceAllocation, DeviceMemory};
-use hostcall::threads::devices::DeviceListeners;
-use hostcall::threads::listener::ListenerConfig;
-use hostcall::threads::pool::ListenerPool;
-use hostcall::Error;
+use hostcall::{
+    DeviceAllocation, DeviceListeners, DeviceMemory, Doorbell, Error, HostcallBuffer, ListenerConfig,
+    ListenerPool, Protocol, Services, DOORBELL_INIT as INIT,
+};
+use hostcall_core::SLOT_WORDS;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +45,7 @@ fn pinned_memory_is_zeroed_and_mapped() {
     // SAFETY: in bounds.
     let inside = unsafe { allocation.as_ptr().add(4100) };
     assert_eq!(memory.device_address(inside), base + 4100);
-    assert!(matches!(memory.allocate(64, 8192), Err(hostcall::memory::MemoryError::BadRequest { .. })));
+    assert!(matches!(memory.allocate(64, 8192), Err(hostcall::MemoryError::BadRequest { .. })));
 }
 
 #[test]
@@ -221,9 +216,9 @@ fn gpu_line_calls_on_whole_and_partial_warps_cross_the_sequence_wrap() {
     let (mixed, set_seq) = (gpu.kernel("hc_line_mixed"), gpu.kernel("hc_line_set_seq"));
     let pool = mix_pool(2, gpu.doorbell.clone());
     let (warps, calls) = (64u64, 300u64);
-    assert!(calls > 2 * u64::from(hostcall::core::line::SEQ_MAX), "every packet wraps");
+    assert!(calls > 2 * u64::from(hostcall_core::line::SEQ_MAX), "every packet wraps");
     let per_warp = mixed_lanes(calls);
-    let near_wrap = u64::from(hostcall::core::line::SEQ_MAX - 5);
+    let near_wrap = u64::from(hostcall_core::line::SEQ_MAX - 5);
     let mut packets = 0;
     for (keep, start) in [(0u64, 0u64), (1, 0), (0, near_wrap), (1, near_wrap)] {
         let (buffer, _state) =
@@ -309,8 +304,8 @@ fn mixed_lanes(calls: u64) -> u64 {
 #[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn gpu_rpc_calls_on_whole_and_partial_warps_with_send_only_calls() {
     let gpu = Gpu::new("gpu_rpc_calls_on_whole_and_partial_warps_with_send_only_calls");
-    let (_, symbol_size) = gpu.module.global(hostcall::core::rpc::CLIENT_SYMBOL).unwrap();
-    assert_eq!(symbol_size, hostcall::core::rpc::CLIENT_OBJECT_SIZE);
+    let (_, symbol_size) = gpu.module.global(hostcall_core::rpc::CLIENT_SYMBOL).unwrap();
+    assert_eq!(symbol_size, hostcall_core::rpc::CLIENT_OBJECT_SIZE);
     let mixed = gpu.kernel("hc_rpc_mixed");
     let pool = mix_pool(2, gpu.doorbell.clone());
     let (warps, calls) = (64u64, 12u64);

@@ -13,18 +13,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::watchdog::exits_within;
-use hostcall::buffer::Protocol;
-use hostcall::core::rpc::opcode::{self, libc, rocm};
-use hostcall::core::rpc::{Client, View};
-use hostcall::core::sync::AtomicU32;
 use hostcall::prelude::*;
-use hostcall::services::ending::allow_device_to_end_process;
-use hostcall::services::rpc::client::one_lane::exit;
-use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
-use hostcall::BufferRegistration;
+use hostcall::{
+    services::ending::allow_device_to_end_process,
+    services::rpc::client::one_lane::exit,
+    services::sanitizer::{NoCodeObjects, SanitizerConfig},
+    BufferRegistration, Protocol,
+};
 use hostcall::{
     DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
 };
+use hostcall_core::rpc::opcode::{self, libc, rocm};
+use hostcall_core::rpc::{Client, View};
+use hostcall_core::sync::AtomicU32;
 
 const CHILD: &str = "DEVICE_ENDING_CHILD";
 const SANITIZER: u32 = 4;

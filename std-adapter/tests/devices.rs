@@ -2,14 +2,13 @@
 //! refuses a buffer of a device it has no group for, and runs each group's threads on the CPUs
 //! given.
 
-use hostcall::buffer::Protocol;
-use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
-use hostcall::threads::affinity;
-use hostcall::threads::devices::{DeviceGroup, DeviceListeners};
+use hostcall::{allowed_cpus, Protocol};
 use hostcall::{
     BufferRegistration, Error, HostMemory, HostcallBuffer, ListenerConfig, ParkingDoorbell, Services, Wave,
 };
+use hostcall::{DeviceGroup, DeviceListeners};
+use hostcall_core::PacketRequest;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -27,7 +26,7 @@ struct Where {
 impl PacketService for Where {
     fn serve(&self, packet: &mut PacketRequest<'_>) {
         let name = std::thread::current().name().unwrap_or("?").to_owned();
-        self.seen.lock().unwrap().entry(packet.device()).or_default().push((name, affinity::allowed_cpus()));
+        self.seen.lock().unwrap().entry(packet.device()).or_default().push((name, allowed_cpus()));
         let lanes: Vec<usize> = packet.lanes().collect();
         for lane in lanes {
             packet.reply(lane, [u64::from(packet.device()), 0]);
@@ -56,7 +55,7 @@ fn buffer(group: &DeviceGroup, ordinal: u32) -> Arc<HostcallBuffer> {
 fn each_device_is_served_by_its_own_group_on_its_cpus() {
     // Each group pinned to one CPU this process may use (the same one for both where there is
     // only one).
-    let allowed = affinity::allowed_cpus();
+    let allowed = allowed_cpus();
     let pin = |i: usize| if allowed.is_empty() { vec![] } else { vec![allowed[i % allowed.len()]] };
     let groups = groups(&[pin(0), pin(1)]);
     let listeners =

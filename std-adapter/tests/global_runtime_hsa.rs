@@ -11,9 +11,8 @@ mod standin;
 
 use std::time::Duration;
 
-use hostcall::core::dispatch::DEVMEM;
-use hostcall::lifecycle::EmulatedWave;
-use hostcall::{buffer_size, QueueId};
+use hostcall::{buffer_size, EmulatedWave, QueueId};
+use hostcall_core::dispatch::DEVMEM;
 use hsa_sys::LIBRARY_ENV;
 use standin::{with_watchdog, StandIn};
 

@@ -9,13 +9,13 @@
 //! time out or get garbage meanwhile, within their timeout. Once the scribbling stops and the
 //! buffer is re-initialised, new waves get correct replies.
 
-use hostcall::buffer::Protocol;
-use hostcall::core::{line, phase, rpc, stack, AnyView, LANES, SLOT_WORDS};
-use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
-use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::BufferRegistration;
-use hostcall::{HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    services::rpc::{RpcOptions, SharedSink},
+    BufferRegistration, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Protocol,
+    Wave,
+};
+use hostcall_core::{line, phase, rpc, stack, AnyView, LANES, SLOT_WORDS};
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,10 +10,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use hostcall::backend::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime};
-use hostcall::backend::{detect, detect_with, BackendKind, DetectOptions};
-use hostcall::doorbell::{Doorbell, INIT};
-use hostcall::memory::DeviceAllocation;
+use hostcall::{
+    backend::hsa::{AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime},
+    backend::{detect, detect_with, BackendKind, DetectOptions},
+    DeviceAllocation, Doorbell, DOORBELL_INIT as INIT,
+};
 use hsa_sys::{HsaLib, HsaStatus, LoadError, DEFAULT_LIBRARY};
 
 const MISSING: &str = "/nonexistent/hostcall-test/libhsa-runtime64.so.1";

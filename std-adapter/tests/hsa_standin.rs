@@ -39,15 +39,14 @@ use std::time::{Duration, Instant};
 use hostcall::backend::hsa::{
     AtomicsRequirement, HsaDoorbell, HsaError, HsaMemory, HsaRuntime, PlatformAtomics,
 };
-use hostcall::backend::{detect_with, Backend, BackendKind};
-use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall::core::dispatch::DEVMEM;
-use hostcall::doorbell::{Doorbell, INIT};
-use hostcall::lifecycle::{EmulatedWave, HostcallRuntime};
-use hostcall::memory::{DeviceAllocation, MemoryError};
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::threads::listener::{Listener, ListenerConfig};
-use hostcall::{buffer_align, buffer_size, Error, QueueId};
+use hostcall::{
+    backend::{detect_with, Backend, BackendKind},
+    buffer_align, buffer_size,
+    services::devmem::DevMemLimits,
+    DeviceAllocation, Doorbell, EmulatedWave, Error, HostcallBuffer, HostcallRuntime, Listener,
+    ListenerConfig, MemoryError, Protocol, QueueId, DOORBELL_INIT as INIT,
+};
+use hostcall_core::dispatch::DEVMEM;
 use hsa_sys::{
     AgentInfo, AmdAgentMemoryPoolInfo, AmdLinkInfoType, AmdMemoryPoolLinkInfo, HsaAgent, HsaLib, HsaStatus,
 };
@@ -327,7 +326,7 @@ fn devmem_blocks_come_from_the_gpu_pool() {
         let device: Arc<dyn Doorbell> = Arc::new(DeviceRing { signal: backend.doorbell.clone() });
         let buffer = Arc::new(HostcallBuffer::new(backend.memory.clone(), 4, device).unwrap());
         listener.add(buffer.clone()).unwrap();
-        let wave = hostcall::device::Wave::new(buffer.clone(), 1).with_timeout(WAVE_TIMEOUT);
+        let wave = hostcall::Wave::new(buffer.clone(), 1).with_timeout(WAVE_TIMEOUT);
         let address = wave.call(DEVMEM, |_| [0, 1 << 20, 0, 0, 0, 0, 0, 0]).unwrap().lane(0)[0];
         assert_ne!(address, 0);
         // ROCm's place for device memory: the GPU's own pool, zeroed there by the runtime.

@@ -9,16 +9,16 @@
 mod common;
 
 use common::printing::Captured;
-use hostcall::buffer::Protocol;
-use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
-use hostcall::core::message::Descriptor;
-use hostcall::memory::MemoryError;
-use hostcall::observe::{Reason, Stats};
 use hostcall::prelude::*;
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::{PrintfMessage, Streams};
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    observe::{Reason, Stats},
+    services::devmem::DevMemLimits,
+    services::message::MessageLimits,
+    services::printf::{PrintfMessage, Streams},
+    HostMemory, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Protocol, Wave,
+};
+use hostcall_core::dispatch::{ErrorCode, DEVMEM, PRINTF};
+use hostcall_core::message::Descriptor;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

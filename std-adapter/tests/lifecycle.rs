@@ -1,12 +1,13 @@
-//! ROCm's buffer lifecycle (`hostcall::lifecycle`): every misuse refused with its error, enable
+//! ROCm's buffer lifecycle (`hostcall::enable`, `hostcall::disable`): every misuse refused with its error, enable
 //! and disable racing with live waves, runtimes starting and stopping their listeners, and a
 //! process that exits with buffers still enabled.
 
 use common::raw_memory::RawMemory;
-use hostcall::core::stack::View;
-use hostcall::core::{GeometryError, LayoutError};
-use hostcall::lifecycle::{is_enabled, EmulatedWave};
-use hostcall::{buffer_align, buffer_size, Error, HostcallRuntime, Protocol, QueueId};
+use hostcall::{
+    buffer_align, buffer_size, is_enabled, EmulatedWave, Error, HostcallRuntime, Protocol, QueueId,
+};
+use hostcall_core::stack::View;
+use hostcall_core::{GeometryError, LayoutError};
 
 use std::sync::atomic::Ordering;
 use std::thread;
@@ -48,7 +49,7 @@ fn free_stack(buffer: *mut u8, packets: u32) -> u64 {
 #[test]
 fn sizes_and_counts() {
     assert_eq!(buffer_size(2), Ok(48 + 2 * 24 + 2 * 4096));
-    assert_eq!(buffer_size(PACKETS).ok(), hostcall::core::stack::buffer_size(PACKETS as usize));
+    assert_eq!(buffer_size(PACKETS).ok(), hostcall_core::stack::buffer_size(PACKETS as usize));
     assert_eq!(buffer_align(), 8);
     for refused in [0, 1] {
         assert_eq!(
@@ -194,8 +195,8 @@ fn dropping_a_runtime_releases_its_buffers() {
 /// second runtime serves it.
 #[test]
 fn a_full_listener_refuses_and_a_second_runtime_serves() {
-    use hostcall::core::PollerError;
-    use hostcall::threads::listener::MAX_BUFFERS;
+    use hostcall::MAX_BUFFERS;
+    use hostcall_core::PollerError;
     let (one, two) = (runtime(), runtime());
     let memory: Vec<RawMemory> = (0..=MAX_BUFFERS).map(|_| RawMemory::buffer(Protocol::Stack, 2)).collect();
     let queue = |i: usize| QueueId(0x0900_0000 + i as u64);

@@ -8,19 +8,19 @@
 mod common;
 
 use common::raw_memory::RawMemory;
-use hostcall::core::dispatch::{DEVMEM, FUNCTION_CALL, PRINTF};
-use hostcall::core::message::MessageWriter;
-use hostcall::core::phase;
-use hostcall::core::{ErrorCode, LayoutError};
-use hostcall::lifecycle::{
+use hostcall::services::printf::PrintfMessage;
+use hostcall::{
     buffer_align_for, buffer_size_for, device_ordinal, occupied_size, protocol_of, EmulatedWave,
     EnableOptions,
 };
-use hostcall::services::printf::PrintfMessage;
 use hostcall::{
     DeviceMemory, Error, HostMemory, HostcallRuntime, MemoryError, PacketRequest, PacketService, Protocol,
     QueueId,
 };
+use hostcall_core::dispatch::{DEVMEM, FUNCTION_CALL, PRINTF};
+use hostcall_core::message::MessageWriter;
+use hostcall_core::phase;
+use hostcall_core::{ErrorCode, LayoutError};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -7,10 +7,11 @@ mod common;
 
 use common::waves::{register_add, run_waves, ADD};
 
-use hostcall::buffer::Protocol;
-use hostcall::core::{ErrorCode, ERROR_REPLY};
 use hostcall::prelude::*;
-use hostcall::{Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave,
+};
+use hostcall_core::{ErrorCode, ERROR_REPLY};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;

@@ -6,9 +6,8 @@
 #[macro_use]
 mod common;
 
-use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
-use hostcall::{buffer_size, BufferRegistration, HostcallRuntime, QueueId};
+use hostcall::{buffer_size, BufferRegistration, HostcallRuntime, Protocol, QueueId};
 use hostcall::{
     Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ListenerPool, ParkingDoorbell, Wave,
 };

@@ -5,12 +5,12 @@
 #[macro_use]
 mod common;
 
-use hostcall::buffer::Protocol;
-use hostcall::core::PacketRequest;
 use hostcall::prelude::*;
-use hostcall::threads::pool::{stripes, ListenerPool, STRIPE_ALIGN};
-use hostcall::{BufferRegistration, Error, ListenerConfig, ParkingDoorbell, Wave};
-use hostcall::{HostMemory, HostcallBuffer};
+use hostcall::{
+    stripes, BufferRegistration, Error, HostMemory, HostcallBuffer, ListenerConfig, ListenerPool,
+    ParkingDoorbell, Protocol, Wave, STRIPE_ALIGN,
+};
+use hostcall_core::PacketRequest;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread;

@@ -17,6 +17,9 @@
 //! macro other than `setters!` is not seen. Test code (`tests.rs` files, `#[cfg(test)]` modules)
 //! is left out. The crates' sources lie outside this package, so the test exists only in the
 //! repository (`build.rs` sets `hostcall_workspace` there).
+//!
+//! `tests/one_path.rs` reads the list to see what is reachable, and from where: it fails when an
+//! item of `hostcall` has two public paths.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -87,7 +90,7 @@ fn items_of(crate_name: &str, module: &str, source: &str, items: &mut BTreeSet<S
     let mut blocks: Vec<(usize, String, &str)> = Vec::new(); // (indent, name, kind)
     let mut skip_until: Option<usize> = None;
     let mut pending_test_module = false;
-    let mut pending_use: Option<String> = None;
+    let mut pending_use: Option<(String, String)> = None; // (module, text so far)
     let mut in_setters: Option<String> = None;
     let mut pending_header: Option<(usize, String, &str)> = None;
     for line in declaration {
@@ -99,13 +102,13 @@ fn items_of(crate_name: &str, module: &str, source: &str, items: &mut BTreeSet<S
             }
             continue;
         }
-        if let Some(mut text) = pending_use.take() {
+        if let Some((at, mut text)) = pending_use.take() {
             text.push(' ');
             text.push_str(trimmed);
             if trimmed.ends_with(';') {
-                items.insert(format!("{crate_name} {module} {}", normalise(&text)));
+                items.insert(format!("{crate_name} {at} {}", normalise(&text)));
             } else {
-                pending_use = Some(text);
+                pending_use = Some((at, text));
             }
             continue;
         }
@@ -176,19 +179,26 @@ fn items_of(crate_name: &str, module: &str, source: &str, items: &mut BTreeSet<S
             Some((_, "private")) => continue,
             _ => {}
         }
+        // A re-export in an inline module (`pub mod prelude { .. }`) is listed under that module;
+        // its items, as `kind module::name` under the file's module.
+        let at = match &owner {
+            Some((name, "mod")) => format!("{module}::{name}"),
+            _ => module.to_owned(),
+        };
         if trimmed.starts_with("pub use ") {
             if trimmed.ends_with(';') {
-                items.insert(format!("{crate_name} {module} {}", normalise(trimmed)));
+                items.insert(format!("{crate_name} {at} {}", normalise(trimmed)));
             } else {
-                pending_use = Some(trimmed.to_owned());
+                pending_use = Some((at, trimmed.to_owned()));
             }
             continue;
         }
         if trimmed.starts_with("pub ") && !rest_is_restricted(trimmed) {
             let item = declaration_of(trimmed);
             let item = match (&owner, item.split_once(' ')) {
-                (Some((name, "impl")), Some((kind, item_name))) => format!("{kind} {name}::{item_name}"),
-                (Some((name, "mod")), Some((kind, item_name))) => format!("{kind} {name}::{item_name}"),
+                (Some((name, "impl" | "mod")), Some((kind, item_name))) => {
+                    format!("{kind} {name}::{item_name}")
+                }
                 _ => item,
             };
             items.insert(format!("{crate_name} {module} {item}"));

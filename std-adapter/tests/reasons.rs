@@ -2,14 +2,15 @@
 //! reads its counter, for the registry and for the buffer; the listener's events, the histograms,
 //! the suppressed log lines, and the table `Stats` prints.
 
-use hostcall::core::dispatch::{ErrorCode, DEVMEM, PRINTF};
-use hostcall::memory::MemoryError;
-use hostcall::observe::{Reason, Stats};
 use hostcall::prelude::*;
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD};
-use hostcall::services::printf::{PrintfMessage, Streams};
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    observe::{Reason, Stats},
+    services::devmem::DevMemLimits,
+    services::message::{MessageLimits, OPEN_MESSAGE_OVERHEAD},
+    services::printf::{PrintfMessage, Streams},
+    HostMemory, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Wave,
+};
+use hostcall_core::dispatch::{ErrorCode, DEVMEM, PRINTF};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -75,7 +76,7 @@ fn unknown_service() {
 #[test]
 fn malformed_packet() {
     let (listener, buffer) = default_listener();
-    let hostcall::core::AnyView::Stack(view) = buffer.view() else { unreachable!() };
+    let hostcall_core::AnyView::Stack(view) = buffer.view() else { unreachable!() };
     let prefix = view.prefix();
     // The free-list's top pushed as the ready-stack: every packet visited, none READY.
     prefix.ready_stack.store(prefix.free_stack.load(Ordering::Acquire), Ordering::Release);
@@ -123,7 +124,7 @@ fn held_bytes() {
 /// message goes on (the whole story across buffers: `tests/isolation.rs`).
 #[test]
 fn foreign_message() {
-    use hostcall::core::message::Descriptor;
+    use hostcall_core::message::Descriptor;
     let (listener, buffer) = default_listener();
     let ok = PrintfMessage::new(b"ok\n").into_words(); // 2 words
     let begin = [Descriptor::new(true, false, 2, 0).unwrap().encode(), ok[0], ok[1], 0, 0, 0, 0, 0];
@@ -320,7 +321,7 @@ fn an_idle_listener_shuts_down_without_waiting_its_grace() {
 
 #[test]
 fn stalled_request() {
-    use hostcall::core::{line, AnyClaimed, AnySubmitted, CompletedPacket, Protocol, SubmittedPacket};
+    use hostcall_core::{line, AnyClaimed, AnySubmitted, CompletedPacket, Protocol, SubmittedPacket};
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     // Spinning: the looks (`line::STALL_LOOKS` of them) come within milliseconds.
     let listener = Listener::start(doorbell.clone(), ListenerConfig::spinning()).unwrap();

@@ -8,11 +8,11 @@
 mod common;
 
 use common::watchdog::returns_within;
-use hostcall::buffer::Protocol;
-use hostcall::lifecycle::{buffer_size, EmulatedWave};
 use hostcall::prelude::*;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
-use hostcall::{HostcallRuntime, QueueId};
+use hostcall::{
+    buffer_size, EmulatedWave, HostMemory, HostcallBuffer, HostcallRuntime, Listener, ListenerConfig,
+    ParkingDoorbell, Protocol, QueueId, Wave,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::thread;

@@ -3,9 +3,9 @@
 //! the id again serves them with the new handler, and alternating services are each served by
 //! their own.
 
-use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall_core::ErrorCode;
 use std::sync::Arc;
 
 const ID: u32 = 100;

@@ -8,13 +8,13 @@
 mod common;
 
 use common::watchdog::returns_within;
-use hostcall::buffer::Protocol;
-use hostcall::core::rpc::{opcode, Client};
-use hostcall::core::sync::AtomicU32;
 use hostcall::prelude::*;
-use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::BufferRegistration;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
+use hostcall::{
+    services::rpc::{RpcOptions, SharedSink},
+    BufferRegistration, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol,
+};
+use hostcall_core::rpc::{opcode, Client};
+use hostcall_core::sync::AtomicU32;
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -8,13 +8,15 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use hostcall::core::rpc::opcode::libc;
-use hostcall::core::rpc::{Client, Header, LaneBuffer, Parts, View};
-use hostcall::core::sync::AtomicU32;
-use hostcall::core::ServiceTable;
-use hostcall::services::printf::Streams;
-use hostcall::services::rpc::client::one_lane::{fopen, one_packet, read, strings};
-use hostcall::services::rpc::{RpcHost, RpcLimits, RpcPolicy};
+use hostcall::{
+    services::printf::Streams,
+    services::rpc::client::one_lane::{fopen, one_packet, read, strings},
+    services::rpc::{RpcHost, RpcLimits, RpcPolicy},
+};
+use hostcall_core::rpc::opcode::libc;
+use hostcall_core::rpc::{Client, Header, LaneBuffer, Parts, View};
+use hostcall_core::sync::AtomicU32;
+use hostcall_core::ServiceTable;
 
 const EOF: u64 = -1i64 as u64;
 

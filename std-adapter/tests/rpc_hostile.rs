@@ -16,13 +16,15 @@
 //! ([`Listener::rpc_counters`]) say which calls are still in progress and what was refused. The
 //! heap count is process-wide, so the tests of this file take turns (`serial`).
 
-use hostcall::buffer::Protocol;
-use hostcall::core::rpc::{self, fill_packet, opcode, Client, ClientPort, Cursor};
-use hostcall::observe::Reason;
 use hostcall::prelude::*;
-use hostcall::services::rpc::{RpcCounters, RpcOptions, SharedSink, DEFAULT_STREAM_BYTES};
-use hostcall::BufferRegistration;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Stats, Wave};
+use hostcall::{
+    observe::Reason,
+    observe::Stats,
+    services::rpc::{RpcCounters, RpcOptions, SharedSink, DEFAULT_STREAM_BYTES},
+    BufferRegistration, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol,
+    Wave,
+};
+use hostcall_core::rpc::{self, fill_packet, opcode, Client, ClientPort, Cursor};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;

@@ -5,18 +5,19 @@
 //! the buffer was added with; an opcode the listener has no handler for is handed back untouched
 //! (the client reads its own packet, so it does not hang), counted as malformed.
 
-use hostcall::buffer::Protocol;
-use hostcall::core::rpc::{opcode, Client, View};
-use hostcall::core::sync::AtomicU32;
-use hostcall::core::{ClaimedPacket, CompletedPacket, SubmittedPacket};
-use hostcall::observe::Reason;
 use hostcall::prelude::*;
-use hostcall::services::printf::Stream;
-use hostcall::services::rpc::client::one_lane::{fopen, one_packet};
-use hostcall::services::rpc::client::{printf, printf_opcode, CArg};
-use hostcall::services::rpc::{RpcLimits, RpcOptions, RpcPolicy, SharedSink};
-use hostcall::{BufferRegistration, ListenerPool};
-use hostcall::{DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
+use hostcall::{
+    observe::Reason,
+    services::printf::Stream,
+    services::rpc::client::one_lane::{fopen, one_packet},
+    services::rpc::client::{printf, printf_opcode, CArg},
+    services::rpc::{RpcLimits, RpcOptions, RpcPolicy, SharedSink},
+    BufferRegistration, DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ListenerPool,
+    ParkingDoorbell, Protocol,
+};
+use hostcall_core::rpc::{opcode, Client, View};
+use hostcall_core::sync::AtomicU32;
+use hostcall_core::{ClaimedPacket, CompletedPacket, SubmittedPacket};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -5,19 +5,19 @@
 //! them, so a free of one is not taken for a chunk of a slab; smaller requests 4 KiB aligned.
 //! DEVMEM's own requests keep ROCm's rule (a 4 MiB block 4 KiB aligned).
 
-use hostcall::buffer::Protocol;
-use hostcall::core::dispatch::DEVMEM;
-use hostcall::core::rpc::opcode::libc;
-use hostcall::core::rpc::{Client, View};
-use hostcall::core::sync::AtomicU32;
-use hostcall::memory::MemoryError;
 use hostcall::prelude::*;
-use hostcall::services::devmem::{DevMemLimits, BLOCK_ALIGN, SLAB_BYTES};
-use hostcall::services::rpc::client::one_lane::one_packet;
-use hostcall::BufferRegistration;
+use hostcall::{
+    services::devmem::{DevMemLimits, BLOCK_ALIGN, SLAB_BYTES},
+    services::rpc::client::one_lane::one_packet,
+    BufferRegistration, MemoryError, Protocol,
+};
 use hostcall::{
     DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
 };
+use hostcall_core::dispatch::DEVMEM;
+use hostcall_core::rpc::opcode::libc;
+use hostcall_core::rpc::{Client, View};
+use hostcall_core::sync::AtomicU32;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -10,10 +10,12 @@
 #[path = "common/hsa_standin.rs"]
 mod standin;
 
-use hostcall::core::dispatch::SANITIZER;
 use hostcall::prelude::*;
-use hostcall::services::sanitizer::{HsaCodeObjects, SanitizerConfig, MAX_LIST_AGE};
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    services::sanitizer::{HsaCodeObjects, SanitizerConfig, MAX_LIST_AGE},
+    HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
+};
+use hostcall_core::dispatch::SANITIZER;
 use hsa_sys::LIBRARY_ENV;
 use standin::{with_watchdog, StandIn};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,11 +3,12 @@
 //! itself as a child process (with `RUST_BACKTRACE=1`, where the default hook prints a backtrace
 //! per panic), makes 2,000 panicking calls there, and counts the child's stderr lines.
 
-use hostcall::core::ErrorCode;
-use hostcall::observe::Reason;
 use hostcall::prelude::*;
-use hostcall::rate_limit::{WARNINGS_PER_WINDOW, WARNING_WINDOW};
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, PacketRequest, ParkingDoorbell, Wave};
+use hostcall::{
+    observe::Reason, HostMemory, HostcallBuffer, Listener, ListenerConfig, PacketRequest, ParkingDoorbell,
+    Wave, WARNINGS_PER_WINDOW, WARNING_WINDOW,
+};
+use hostcall_core::ErrorCode;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;

@@ -7,12 +7,13 @@
 mod common;
 
 use common::watchdog::returns_within;
-use hostcall::buffer::Protocol;
-use hostcall::core::dispatch::DEVMEM;
-use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::{Error, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    services::devmem::DevMemLimits, Error, HostMemory, HostcallBuffer, Listener, ListenerConfig,
+    ParkingDoorbell, Protocol, Wave,
+};
+use hostcall_core::dispatch::DEVMEM;
+use hostcall_core::ErrorCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;

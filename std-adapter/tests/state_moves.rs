@@ -9,18 +9,17 @@
 mod common;
 
 use common::watchdog::returns_within;
-use hostcall::buffer::Protocol;
-use hostcall::core::rpc::{fill_packet, opcode, Client, Cursor};
-use hostcall::core::sync::{AtomicU32, AtomicU64};
-use hostcall::core::{line, AnyClaimed, AnySubmitted, CompletedPacket, SubmittedPacket};
 use hostcall::observe::Reason;
 use hostcall::prelude::*;
 use hostcall::services::printf::Stream;
 use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::threads::listener::BufferOptions;
 use hostcall::{
-    BufferRegistration, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
+    BufferOptions, BufferRegistration, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell,
+    Protocol, Wave,
 };
+use hostcall_core::rpc::{fill_packet, opcode, Client, Cursor};
+use hostcall_core::sync::{AtomicU32, AtomicU64};
+use hostcall_core::{line, AnyClaimed, AnySubmitted, CompletedPacket, SubmittedPacket};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};

@@ -8,10 +8,10 @@ mod common;
 
 use common::logs;
 use common::watchdog::returns_within;
-use hostcall::buffer::Protocol;
-use hostcall::observe::Reason;
 use hostcall::prelude::*;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{
+    observe::Reason, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave,
+};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -9,10 +9,11 @@
 mod common;
 
 use common::watchdog::returns_within;
-use hostcall::buffer::Protocol;
-use hostcall::observe::Reason;
 use hostcall::prelude::*;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ListenerPool, ParkingDoorbell, Wave};
+use hostcall::{
+    observe::Reason, HostMemory, HostcallBuffer, Listener, ListenerConfig, ListenerPool, ParkingDoorbell,
+    Protocol, Wave,
+};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;

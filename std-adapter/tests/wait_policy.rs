@@ -9,9 +9,11 @@ mod common;
 use common::watchdog::returns_within;
 use common::waves::{register_add, ADD};
 
-use hostcall::doorbell::INIT;
 use hostcall::prelude::*;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, WaitPolicy, Wave};
+use hostcall::{
+    HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, WaitPolicy, Wave,
+    DOORBELL_INIT as INIT,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,13 +5,13 @@
 //! global allocator its live heap bytes; both are process-wide, so the tests of this file take
 //! turns (`SERIAL`).
 
-use hostcall::core::dispatch::{DEVMEM, PRINTF};
-use hostcall::core::ErrorCode;
 use hostcall::prelude::*;
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::Streams;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave};
+use hostcall::{
+    services::devmem::DevMemLimits, services::message::MessageLimits, services::printf::Streams, HostMemory,
+    HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave,
+};
+use hostcall_core::dispatch::{DEVMEM, PRINTF};
+use hostcall_core::ErrorCode;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -87,7 +87,7 @@ fn a_ready_stack_store_logs_a_bounded_number_of_warnings() {
     let _turn = serial();
     let started = Instant::now();
     let (listener, buffer) = listener_with(1024, Protocol::Stack);
-    let hostcall::core::AnyView::Stack(view) = buffer.view() else { unreachable!() };
+    let hostcall_core::AnyView::Stack(view) = buffer.view() else { unreachable!() };
     let prefix = view.prefix();
     for _ in 0..20 {
         prefix.ready_stack.store(prefix.free_stack.load(Ordering::Acquire), Ordering::Release);
@@ -171,7 +171,7 @@ fn refused_begins_log_a_bounded_number_of_warnings() {
         .enable_printf(Streams { stdout: std::io::sink(), stderr: std::io::sink() }, limits)
         .unwrap();
     let wave = Wave::new(buffer, 64);
-    let begin = hostcall::core::message::Descriptor::new(true, false, 0, 0).unwrap().encode();
+    let begin = hostcall_core::message::Descriptor::new(true, false, 0, 0).unwrap().encode();
     for _ in 0..20 {
         wave.call(PRINTF, |_| [begin, 0, 0, 0, 0, 0, 0, 0]).unwrap();
     }

@@ -7,13 +7,13 @@ use super::*;
 #[test]
 fn the_header_layout_matches_rust() {
     use hostcall_capi::options::{self, HostcallEnableOptions};
-    use hostcall_rs::core::dispatch as service;
-    use hostcall_rs::core::stack::{self as layout, Header, Prefix};
-    use hostcall_rs::core::{line, phase, rpc};
-    use hostcall_rs::core::{ErrorCode, ERROR_REPLY};
-    use hostcall_rs::core::{Payload, LANES, REPLY_WORDS, SLOT_WORDS};
-    use hostcall_rs::lifecycle::{buffer_align_for, buffer_size_for};
+    use hostcall_core::dispatch as service;
+    use hostcall_core::stack::{self as layout, Header, Prefix};
+    use hostcall_core::{line, phase, rpc};
+    use hostcall_core::{ErrorCode, ERROR_REPLY};
+    use hostcall_core::{Payload, LANES, REPLY_WORDS, SLOT_WORDS};
     use hostcall_rs::Protocol;
+    use hostcall_rs::{buffer_align_for, buffer_size_for};
     use std::mem::{align_of, offset_of, size_of};
 
     let out = run_mode(c_test(Link::Shared), "layout");
@@ -61,7 +61,7 @@ fn the_header_layout_matches_rust() {
         ("lib.buffer_size.1000", size(1000)),
         ("buffer_align", layout::buffer_align() as u64),
         ("lib.buffer_align", layout::buffer_align() as u64),
-        ("max_packets", u64::from(hostcall_rs::core::MAX_PACKETS)),
+        ("max_packets", u64::from(hostcall_core::MAX_PACKETS)),
         ("lanes", LANES as u64),
         ("slot_words", SLOT_WORDS as u64),
         ("reply_words", REPLY_WORDS as u64),
@@ -131,7 +131,7 @@ fn the_header_layout_matches_rust() {
         ("options.rpc_files_dir", offset_of!(HostcallEnableOptions, rpc_files_dir) as u64),
         ("options.max_size", u64::from(options::HOSTCALL_ENABLE_OPTIONS_MAX_SIZE)),
         ("rpc.max_ports", u64::from(rpc::MAX_PORT_COUNT)),
-        ("rpc.max_lanes", hostcall_rs::core::LANES as u64),
+        ("rpc.max_lanes", hostcall_core::LANES as u64),
         ("rpc.client_size", rpc::CLIENT_OBJECT_SIZE as u64),
         ("rpc.buffer_align", rpc::buffer_align() as u64),
         ("version.major", env!("CARGO_PKG_VERSION_MAJOR").parse().unwrap()),

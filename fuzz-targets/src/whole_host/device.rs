@@ -20,9 +20,7 @@
 use super::host::Host;
 use super::words::Geometry;
 use crate::input::Input;
-use hostcall::buffer::Protocol;
-use hostcall::services::devmem::SLAB_BYTES;
-use hostcall::services::printf::PrintfMessage;
+use hostcall::{services::devmem::SLAB_BYTES, services::printf::PrintfMessage, Protocol};
 use hostcall_core::dispatch::{DEVMEM, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER};
 use hostcall_core::lane::lanes;
 use hostcall_core::message::{Descriptor, DATA_WORDS};

@@ -5,7 +5,7 @@
 //! even without AddressSanitizer. It also counts what is live (bytes and allocations), which is
 //! how the target sees DEVMEM's budget from outside the service.
 
-use hostcall::memory::{DeviceMemory, MemoryError};
+use hostcall::{DeviceMemory, MemoryError};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::BTreeMap;
 use std::ptr::NonNull;

@@ -6,15 +6,13 @@ use super::words::{
     activemask_of, line_pending, line_words, read32, service_of, slot_of, write32, Geometry, Words,
 };
 use super::Budgets;
-use hostcall::backend::host::ParkingDoorbell;
-use hostcall::buffer::{HostcallBuffer, Protocol};
-use hostcall::dispatch::registry::ThreadDispatch;
-use hostcall::dispatch::REMEMBERED_UNKNOWN_IDS;
-use hostcall::doorbell::Doorbell;
-use hostcall::services::devmem::DevMemLimits;
-use hostcall::services::printf::{PrintfSink, Stream};
-use hostcall::services::sanitizer::{NoCodeObjects, SanitizerConfig};
-use hostcall::{Listener, ListenerConfig, Services};
+use hostcall::{
+    services::devmem::DevMemLimits,
+    services::printf::{PrintfSink, Stream},
+    services::sanitizer::{NoCodeObjects, SanitizerConfig},
+    Doorbell, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Services, ThreadDispatch,
+    REMEMBERED_UNKNOWN_IDS,
+};
 use hostcall_core::dispatch::SANITIZER;
 use hostcall_core::lane::lanes;
 use hostcall_core::line;

@@ -5,7 +5,7 @@
 //! ordering; what is tested is that the host's own orderings (and its checks of every word it
 //! loads) hold against whatever these stores leave.
 
-use hostcall::buffer::{HostcallBuffer, Protocol};
+use hostcall::{HostcallBuffer, Protocol};
 use hostcall_core::line::{self, carries, decode_activemask, decode_request, seq_of};
 use hostcall_core::{phase, stack, LANES, LANE_MASK, SLOT_WORDS};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

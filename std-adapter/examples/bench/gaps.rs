@@ -18,9 +18,9 @@
 use crate::measure::{no_backoff, pinned_pair, unpin};
 use crate::options::Options;
 use crate::{echo, request, ECHO};
-use hostcall::core::{AnyView, ClaimedPacket, CompletedPacket, SubmittedPacket};
 use hostcall::prelude::*;
 use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, WaitPolicy};
+use hostcall_core::{AnyView, ClaimedPacket, CompletedPacket, SubmittedPacket};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};

@@ -4,14 +4,11 @@
 use crate::measure::{Sample, Timed};
 use crate::options::Options;
 use crate::{echo, request, ECHO};
-use hostcall::buffer::Protocol;
-use hostcall::core::line::Incomplete;
-use hostcall::core::rpc::Client;
-use hostcall::core::sync::AtomicU32;
-use hostcall::core::{
-    AnyState, ClaimedPacket, CompletedPacket, Poller, Registration, SubmittedPacket, LANES,
-};
-use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell, Services};
+use hostcall::{HostMemory, HostcallBuffer, ParkingDoorbell, Protocol, Services};
+use hostcall_core::line::Incomplete;
+use hostcall_core::rpc::Client;
+use hostcall_core::sync::AtomicU32;
+use hostcall_core::{AnyState, ClaimedPacket, CompletedPacket, Poller, Registration, SubmittedPacket, LANES};
 use std::hint::black_box;
 use std::ptr::NonNull;
 use std::sync::Arc;

@@ -11,14 +11,14 @@
 //! of a run are its `empty_polls` (printed), its N served ones, and shutdown's one last poll.
 
 use crate::{echo, request, ECHO};
-use hostcall::buffer::Protocol;
-use hostcall::core::rpc::Client;
-use hostcall::core::sync::AtomicU32;
-use hostcall::core::{ClaimedPacket, CompletedPacket, SubmittedPacket};
 use hostcall::prelude::*;
-use hostcall::services::rpc::RpcOptions;
-use hostcall::BufferRegistration;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
+use hostcall::{
+    services::rpc::RpcOptions, BufferRegistration, HostMemory, HostcallBuffer, Listener, ListenerConfig,
+    ParkingDoorbell, Protocol,
+};
+use hostcall_core::rpc::Client;
+use hostcall_core::sync::AtomicU32;
+use hostcall_core::{ClaimedPacket, CompletedPacket, SubmittedPacket};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -91,7 +91,7 @@
 //! listener-puts` has that listener serve RPC `puts` calls from a warp of `--lanes` lanes (the
 //! `rpc_puts` rows' call) instead.
 
-use hostcall::core::SLOT_WORDS;
+use hostcall_core::SLOT_WORDS;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;

@@ -1,8 +1,8 @@
 //! Command-line options: the full run, `--quick`, and the callgrind mode.
 
 use crate::cli::{self, Arg, Command};
-use hostcall::buffer::Protocol;
-use hostcall::core::LANES;
+use hostcall::Protocol;
+use hostcall_core::LANES;
 use std::ffi::OsString;
 use std::time::Duration;
 

@@ -6,15 +6,15 @@
 //! that starts them, so `start_peer` runs with the calling thread pinned to the peer's CPU.
 //! Throughput rows run unpinned.
 
-use hostcall::threads::affinity;
+use hostcall::{allowed_cpus, pin_current_thread};
 
 /// Restricts the calling thread to `cpus` (best effort: a failure leaves it as it was).
 pub fn set(cpus: &[usize]) {
-    affinity::pin_current_thread(cpus);
+    pin_current_thread(cpus);
 }
 
 /// The CPUs this process could run on at the first call (before any pinning).
 pub fn allowed_at_start() -> &'static [usize] {
     static AT_START: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
-    AT_START.get_or_init(affinity::allowed_cpus)
+    AT_START.get_or_init(allowed_cpus)
 }

@@ -16,14 +16,14 @@
 use crate::measure::Sample;
 use crate::options::Options;
 use crate::throughput::count_calls;
-use hostcall::buffer::Protocol;
-use hostcall::core::rpc::opcode::libc;
-use hostcall::core::rpc::{Client, ClientPort, View};
-use hostcall::core::sync::AtomicU32;
-use hostcall::services::printf::Streams;
-use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::BufferRegistration;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
+use hostcall::{
+    services::printf::Streams,
+    services::rpc::{RpcOptions, SharedSink},
+    BufferRegistration, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol,
+};
+use hostcall_core::rpc::opcode::libc;
+use hostcall_core::rpc::{Client, ClientPort, View};
+use hostcall_core::sync::AtomicU32;
 use std::fs::File;
 use std::hint::spin_loop;
 use std::io::{BufWriter, Write};

@@ -13,8 +13,7 @@ use crate::puts::{llvm_puts, rpc_puts};
 use crate::rpc::{rpc_listener_round_trip, rpc_listener_throughput, rpc_round_trip, RpcServer};
 use crate::throughput::{crossbeam_throughput, hostcall_throughput};
 use crate::wire::{llvm_rpc, llvm_rpc_throughput, wire_line};
-use hostcall::buffer::Protocol;
-use hostcall::ListenerConfig;
+use hostcall::{ListenerConfig, Protocol};
 
 /// Lanes per packet of the per-protocol listener-cost rows: a CUDA warp.
 const COST_LANES: u32 = 32;

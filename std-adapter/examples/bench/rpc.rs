@@ -13,11 +13,13 @@
 use crate::measure::{pinned_pair, round_trips, Sample};
 use crate::options::Options;
 use crate::{echo, request};
-use hostcall::core::rpc::{opcode_of, Client, Header, LaneBuffer, View};
-use hostcall::core::sync::AtomicU32;
-use hostcall::core::{ErrorCode, ServiceTable, SLOT_WORDS};
-use hostcall::services::printf::StdStreams;
-use hostcall::services::rpc::{RpcHost, RpcLimits, RpcPolicy};
+use hostcall::{
+    services::printf::StdStreams,
+    services::rpc::{RpcHost, RpcLimits, RpcPolicy},
+};
+use hostcall_core::rpc::{opcode_of, Client, Header, LaneBuffer, View};
+use hostcall_core::sync::AtomicU32;
+use hostcall_core::{ErrorCode, ServiceTable, SLOT_WORDS};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -64,7 +66,7 @@ pub(crate) enum RpcServer {
 /// `hostcall_1l_rpc`: the same client against the full listener (spinning), the buffer a
 /// `HostcallBuffer` of `Protocol::Rpc`, the ECHO service in the listener's registry.
 pub(crate) fn rpc_listener_round_trip(o: &Options) -> Sample {
-    let protocol = hostcall::buffer::Protocol::Rpc { lanes: 1 };
+    let protocol = hostcall::Protocol::Rpc { lanes: 1 };
     let (listener, buffer) = pinned_pair(o, || {
         crate::latency::start_listener_with(hostcall::ListenerConfig::spinning(), 1, protocol)
     });
@@ -79,7 +81,7 @@ pub(crate) fn rpc_listener_round_trip(o: &Options) -> Sample {
 /// `rpc_tput_1c`: `hostcall_1l_rpc`'s client calling as fast as it can (the twin of
 /// `llvm_rpc_tput_1c`).
 pub(crate) fn rpc_listener_throughput(o: &Options) -> Sample {
-    let protocol = hostcall::buffer::Protocol::Rpc { lanes: 1 };
+    let protocol = hostcall::Protocol::Rpc { lanes: 1 };
     // Pinned as the latency rows (the client thread inherits this thread's CPU).
     let (listener, buffer) = pinned_pair(o, || {
         crate::latency::start_listener_with(hostcall::ListenerConfig::spinning(), 1, protocol)

@@ -19,11 +19,11 @@
 use crate::measure::{pinned_pair, round_trips, Sample};
 use crate::options::Options;
 use crate::{echo, request};
-use hostcall::core::line::{
+use hostcall_core::line::{
     carries, decode_activemask, decode_reply, decode_request, encode_head, encode_mask, encode_reply,
     encode_request, seq_of, REPLY_LANE_WORDS, REQUEST_LANE_WORDS,
 };
-use hostcall::core::SLOT_WORDS;
+use hostcall_core::SLOT_WORDS;
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -86,7 +86,7 @@ pub(crate) fn wire_line(o: &Options) -> Sample {
     // host here serves every call before the next, so no stale word can match).
     let (mut seq, mut calls) = (0u32, 0u64);
     let sample = round_trips(o, || {
-        seq = seq % hostcall::core::line::SEQ_MAX + 1;
+        seq = seq % hostcall_core::line::SEQ_MAX + 1;
         calls += 1;
         let words = request(calls, 0);
         // Relaxed, as the host's loads: each word carries its own sequence.

@@ -5,8 +5,7 @@
 use crate::gpu::{Gpu, Run};
 use crate::options::{Options, Wire, LATENCY, THROUGHPUT};
 use crate::variants::{variant, Table, Variant, VARIANTS};
-use hostcall::backend::cuda::Kernel;
-use hostcall::Error;
+use hostcall::{backend::cuda::Kernel, Error};
 
 /// The one-warp goals (issue 28 for rpc, issue 29 for line), as ratios to the floor.
 fn goal(wire: Wire) -> Option<f64> {
@@ -194,7 +193,7 @@ fn link(gpu: &Gpu) -> Result<(), Error> {
 }
 
 /// A 32-lane line request's bytes: the head, the mask word and 9 line words a lane.
-const LINE_REQUEST_BYTES: f64 = (8 * (2 + 32 * hostcall::core::line::REQUEST_LANE_WORDS)) as f64;
+const LINE_REQUEST_BYTES: f64 = (8 * (2 + 32 * hostcall_core::line::REQUEST_LANE_WORDS)) as f64;
 
 /// One cell's run: (threads, warps, protocol, variant, warp-calls/s, errors).
 type Cell = (usize, u32, &'static str, &'static str, f64, u64);

@@ -7,11 +7,10 @@ use crate::gpu::{Gpu, RpcOpen};
 use crate::options::{Options, LATENCY, THROUGHPUT};
 use crate::scaling::scaling;
 use crate::variants::Kind;
-use hostcall::backend::cuda::{self, DeviceBuffer};
-use hostcall::buffer::HostcallBuffer;
-use hostcall::threads::devices::DeviceListeners;
-use hostcall::threads::listener::ListenerConfig;
-use hostcall::Error;
+use hostcall::{
+    backend::cuda::{self, DeviceBuffer},
+    DeviceListeners, Error, HostcallBuffer, ListenerConfig,
+};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -4,17 +4,13 @@
 use crate::options::Policy;
 use crate::variants::Kind;
 use crate::{mix, MIX};
-use hostcall::backend::cuda::{Cuda, CudaGpu, CudaMemory, DeviceBuffer, Kernel, Module, Stream};
-use hostcall::buffer::HostcallBuffer;
-use hostcall::dispatch::registry::Services;
-use hostcall::doorbell::Doorbell;
-use hostcall::memory::{DeviceAllocation, DeviceMemory};
-use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::{PrintfSink, Stream as PrintStream};
-use hostcall::threads::devices::DeviceListeners;
-use hostcall::threads::listener::ListenerConfig;
-use hostcall::threads::pool::ListenerPool;
-use hostcall::Error;
+use hostcall::{
+    backend::cuda::{Cuda, CudaGpu, CudaMemory, DeviceBuffer, Kernel, Module, Stream},
+    services::message::MessageLimits,
+    services::printf::{PrintfSink, Stream as PrintStream},
+    DeviceAllocation, DeviceListeners, DeviceMemory, Doorbell, Error, HostcallBuffer, ListenerConfig,
+    ListenerPool, Services,
+};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -70,7 +66,7 @@ pub(crate) enum RpcOpen {
 /// The ports of an RPC buffer for `warps` warps: one each (from 32, in multiples of 16, which
 /// keeps the lane buffers 128-byte aligned), at most the port limit.
 pub(crate) fn rpc_ports(warps: u32) -> u64 {
-    u64::from(warps.max(32).next_multiple_of(16).min(hostcall::core::rpc::MAX_PORT_COUNT))
+    u64::from(warps.max(32).next_multiple_of(16).min(hostcall_core::rpc::MAX_PORT_COUNT))
 }
 
 /// What printf printed, kept for checking.

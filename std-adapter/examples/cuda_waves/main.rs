@@ -14,7 +14,7 @@
 //!
 //! Every visible GPU is served by this one process (`--gpus N`: the first N): each has its own
 //! context, buffers in pinned memory allocated on its NUMA node, its own doorbell, and its own
-//! group of listener threads on the CPUs near it ([`hostcall::threads::devices::DeviceListeners`]);
+//! group of listener threads on the CPUs near it ([`hostcall::DeviceListeners`]);
 //! the checks run on every GPU. `--bench` measures GPU 0. `--scaling` runs 1,056 and 4,224 warps
 //! per GPU on GPU 0 alone and on all GPUs at once, for each count of listener threads per GPU,
 //! then one warp's latency on each GPU with the others idle and with them loaded.
@@ -34,9 +34,8 @@
 //! 1, 32, 1,056 and 4,224 warps served by 1, 2 and 4 listener threads (a [`ListenerPool`]
 //! splitting each buffer's packets into stripes).
 
-use hostcall::backend::cuda;
-use hostcall::core::SLOT_WORDS;
-use hostcall::Error;
+use hostcall::{backend::cuda, Error};
+use hostcall_core::SLOT_WORDS;
 use std::process::ExitCode;
 
 const MIX: u32 = 100;

@@ -4,10 +4,7 @@
 
 use crate::gpu::{Gpu, Run};
 use crate::options::{Options, LATENCY, THROUGHPUT};
-use hostcall::backend::cuda::Kernel;
-use hostcall::threads::devices::DeviceListeners;
-use hostcall::threads::listener::ListenerConfig;
-use hostcall::Error;
+use hostcall::{backend::cuda::Kernel, DeviceListeners, Error, ListenerConfig};
 use std::sync::Barrier;
 use std::time::Duration;
 

@@ -32,9 +32,8 @@
 //! A new adversary is one file beside this one: a `fn start(&Arena) -> Running` and one line in
 //! [`adversaries`].
 
-use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave};
+use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

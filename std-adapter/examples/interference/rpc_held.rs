@@ -8,11 +8,11 @@
 //! held budget (`held bytes`).
 
 use crate::{Arena, Running};
-use hostcall::buffer::Protocol;
-use hostcall::core::rpc::{fill_packet, opcode::libc, Client, ClientPort, Cursor};
-use hostcall::services::rpc::{RpcOptions, SharedSink};
-use hostcall::BufferRegistration;
-use hostcall::{HostMemory, HostcallBuffer};
+use hostcall::{
+    services::rpc::{RpcOptions, SharedSink},
+    BufferRegistration, HostMemory, HostcallBuffer, Protocol,
+};
+use hostcall_core::rpc::{fill_packet, opcode::libc, Client, ClientPort, Cursor};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

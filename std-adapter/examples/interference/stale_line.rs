@@ -5,10 +5,9 @@
 //! (`Reason::StalledRequest`) after `line::STALL_LOOKS` looks.
 
 use crate::{Arena, Running};
-use hostcall::buffer::Protocol;
-use hostcall::core::line::{encode_head, encode_mask, word};
-use hostcall::core::LANES;
-use hostcall::{HostMemory, HostcallBuffer};
+use hostcall::{HostMemory, HostcallBuffer, Protocol};
+use hostcall_core::line::{encode_head, encode_mask, word};
+use hostcall_core::LANES;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

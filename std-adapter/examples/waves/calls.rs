@@ -1,9 +1,9 @@
 //! The calls each wave makes, the services that answer them, and the replies they must get.
 
-use hostcall::core::dispatch::FUNCTION_CALL;
-use hostcall::core::lane::lanes;
-use hostcall::core::{PacketRequest, SLOT_WORDS};
 use hostcall::{PacketService, Reply, Services, Wave};
+use hostcall_core::dispatch::FUNCTION_CALL;
+use hostcall_core::lane::lanes;
+use hostcall_core::{PacketRequest, SLOT_WORDS};
 
 /// A lane service: each lane gets `[a + b, c]` for its request `[a, b, c, ..]`.
 const ADD: u32 = 100;

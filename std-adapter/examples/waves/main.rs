@@ -43,10 +43,12 @@ mod printf;
 mod run;
 mod scaling;
 
-use hostcall::backend::hsa::AtomicsRequirement;
-use hostcall::backend::{Backend, DetectOptions};
-use hostcall::buffer::Protocol;
-use hostcall::{Error, HostcallBuffer, ListenerConfig, ListenerPool, Stats};
+use hostcall::{
+    backend::hsa::AtomicsRequirement,
+    backend::{Backend, DetectOptions},
+    observe::Stats,
+    Error, HostcallBuffer, ListenerConfig, ListenerPool, Protocol,
+};
 use options::{Layout, Options};
 use run::Counts;
 use std::process::ExitCode;

@@ -2,8 +2,8 @@
 
 use crate::cli::{self, Arg, Command};
 use crate::scaling::{run_args, Scaling};
-use hostcall::buffer::Protocol;
-use hostcall::core::{LANES, MAX_PACKETS};
+use hostcall::Protocol;
+use hostcall_core::{LANES, MAX_PACKETS};
 
 /// What one run does, as the command line asked.
 #[derive(Debug, PartialEq)]
@@ -239,9 +239,9 @@ fn resolve(o: &mut Options) {
 /// 2, naming the limit): every protocol takes 2 ..= `MAX_PACKETS` packets (checked as parsed),
 /// an LLVM-RPC buffer at most `MAX_PORT_COUNT` ports of 1 ..= `LANES` lanes.
 fn check_geometry(o: &Options) -> Result<(), String> {
-    hostcall::core::packet_count(o.packets).map_err(|e| format!("--packets: {e}"))?;
+    hostcall_core::packet_count(o.packets).map_err(|e| format!("--packets: {e}"))?;
     if let Protocol::Rpc { lanes } = o.protocol {
-        hostcall::core::rpc::check_geometry(o.packets, u64::from(lanes))
+        hostcall_core::rpc::check_geometry(o.packets, u64::from(lanes))
             .map_err(|e| format!("--packets/--lanes with --protocol rpc: {e}"))?;
     }
     Ok(())

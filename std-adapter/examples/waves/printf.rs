@@ -1,11 +1,11 @@
 //! The printf calls: every lane of a wave prints one line, and its reply (the characters printed)
 //! is checked.
 
-use hostcall::core::dispatch::PRINTF;
-use hostcall::core::lane::lanes;
-use hostcall::core::rpc::View;
-use hostcall::core::LANES;
 use hostcall::Wave;
+use hostcall_core::dispatch::PRINTF;
+use hostcall_core::lane::lanes;
+use hostcall_core::rpc::View;
+use hostcall_core::LANES;
 use std::time::{Duration, Instant};
 
 /// The format every lane prints with: wave, lane, call, and the lane as a fraction of 64.
@@ -52,7 +52,7 @@ pub(crate) fn print_from_lanes(wave: &Wave, w: u64, c: u64) -> u64 {
 /// the characters each lane printed, or `None` when no answer came within [`RPC_ANSWER_WITHIN`].
 fn print_through_rpc(view: View<'_>, wave: &Wave, w: u64, c: u64) -> Option<[i32; LANES]> {
     use hostcall::services::rpc::client::{printf, printf_opcode, CArg};
-    let client = hostcall::core::rpc::Client::of(view).expect("a buffer's view has its client's lock bits");
+    let client = hostcall_core::rpc::Client::of(view).expect("a buffer's view has its client's lock bits");
     let args: Vec<[CArg<'_>; 4]> = (0..LANES)
         .map(|lane| {
             [

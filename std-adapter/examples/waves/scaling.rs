@@ -10,7 +10,7 @@
 
 use crate::cli;
 use crate::options::{self, protocol_name, Layout, Options};
-use hostcall::buffer::Protocol;
+use hostcall::Protocol;
 use std::process::{Command as Process, ExitCode, Stdio};
 
 /// What `--scaling` compares: every protocol and layout of `setups` with every thread count of

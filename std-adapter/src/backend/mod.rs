@@ -1,4 +1,5 @@
-//! The backends, one folder each ([`host`], [`hsa`], and `cuda` with the feature of that name),
+//! The backends, one folder each (`host`, whose types are at the crate root, [`hsa`], and `cuda`
+//! with the feature of that name),
 //! each with its [`DeviceMemory`] and its [`Doorbell`] side by side, and choosing one at run time.
 //!
 //! [`choose`] picks a backend by name ([`MemoryChoice`]: auto, host, HSA or CUDA), or refuses
@@ -33,7 +34,7 @@ mod choice;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod deferred;
-pub mod host;
+pub(crate) mod host;
 pub mod hsa;
 
 use std::ffi::OsString;
@@ -237,7 +238,7 @@ impl Backend {
     ///
     /// ```
     /// use hostcall::backend::Backend;
-    /// use hostcall::buffer::Protocol;
+    /// use hostcall::Protocol;
     /// let backend = Backend::host("an example", None);
     /// let buffer = backend.buffer(64, Protocol::Phase, backend.doorbell.clone()).unwrap();
     /// assert_eq!(buffer.doorbell().handle(), backend.doorbell.handle());

@@ -6,7 +6,7 @@
 //! Nothing here starts a thread: the listener threads that call it are in [`crate::threads`].
 
 pub(crate) mod panics;
-pub mod registry;
+pub(crate) mod registry;
 mod unknown_ids;
 
 pub use unknown_ids::REMEMBERED_UNKNOWN_IDS;

@@ -20,8 +20,6 @@
 
 pub mod signal;
 
-pub use signal::AmdSignal;
-
 use std::time::Duration;
 
 /// The value ROCm's listener stores into its signal to stop. This crate never stores it (see the

@@ -40,7 +40,7 @@ pub const EVENT_ID_OFFSET: usize = 24;
 /// touch it at any time (see the module docs for who writes what).
 ///
 /// ```
-/// use hostcall::doorbell::signal::{AmdSignal, AMD_SIGNAL_KIND_USER};
+/// use hostcall::amd_signal::{AmdSignal, AMD_SIGNAL_KIND_USER};
 /// use std::sync::atomic::Ordering;
 ///
 /// let signal = AmdSignal::user(1);

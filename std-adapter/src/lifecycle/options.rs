@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// The default is what ROCm's `enableHostcalls` does: the stack protocol, device 0.
 ///
 /// ```
-/// use hostcall::lifecycle::EnableOptions;
+/// use hostcall::EnableOptions;
 /// use hostcall::Protocol;
 /// let phase = EnableOptions::default().with_protocol(Protocol::Phase);
 /// assert_eq!(phase.occupied, None); // the runtime allocates the bitmap
@@ -74,7 +74,7 @@ impl Default for EnableOptions {
 /// Bytes a buffer of `num_packets` packets needs in `protocol`.
 ///
 /// ```
-/// use hostcall::{lifecycle::buffer_size_for, Protocol};
+/// use hostcall::{buffer_size_for, Protocol};
 /// assert_eq!(buffer_size_for(Protocol::Stack, 2), hostcall::buffer_size(2));
 /// assert_eq!(buffer_size_for(Protocol::Phase, 2), Ok(320 + 2 * 4096));
 /// assert!(buffer_size_for(Protocol::Phase, 1).is_err()); // every protocol needs 2 packets

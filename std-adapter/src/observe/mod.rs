@@ -9,19 +9,19 @@
 //! methods return a [`Stats`] snapshot, whose `Display` is a readable table.
 //!
 //! The serving path takes no lock and allocates nothing for this: Relaxed atomic adds on
-//! per-thread shards, two reads of a cheap clock per packet ([`histogram`]), a thread-local set
+//! per-thread shards, two reads of a cheap clock per packet ([`Histogram`]), a thread-local set
 //! around each service call so that a service deep inside can say why it refused
 //! ([`count`]).
 
 mod buffers;
 pub(crate) mod counters;
-pub mod histogram;
+pub(crate) mod histogram;
 mod reason;
 pub(crate) mod scope;
 mod stats;
 
 pub(crate) use buffers::{BufferTallies, BufferTally, ServedBuffer, SortedTallies};
-pub use histogram::Histogram;
+pub use histogram::{Histogram, BUCKETS};
 pub(crate) use reason::ReasonTally;
 pub use reason::{Reason, ReasonCounts, REASONS};
 pub use stats::{BufferStats, ListenerEvents, ServiceStats, Stats};

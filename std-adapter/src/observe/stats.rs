@@ -99,7 +99,7 @@ pub struct Stats {
     pub services: BTreeMap<u32, (String, ServiceStats)>,
     /// Packets whose service id was not registered.
     pub unknown: ServiceStats,
-    /// The first [`REMEMBERED_UNKNOWN_IDS`](crate::dispatch::REMEMBERED_UNKNOWN_IDS)
+    /// The first [`REMEMBERED_UNKNOWN_IDS`](crate::REMEMBERED_UNKNOWN_IDS)
     /// distinct unknown service ids seen, with their packet counts.
     pub unknown_ids: BTreeMap<u32, u64>,
     /// Packets of unknown ids seen after that table was full (not remembered one by one).

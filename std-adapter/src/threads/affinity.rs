@@ -81,14 +81,7 @@ pub fn pin_current_thread(_cpus: &[usize]) -> bool {
 /// The CPUs of thread `k` of `threads` given the set `cpus`: one CPU each while there are enough
 /// (a spinning thread owns its core, and never migrates), else the whole set (the scheduler
 /// shares it out). Empty `cpus`: not pinned.
-///
-/// ```
-/// use hostcall::threads::affinity::thread_cpus;
-/// assert_eq!(thread_cpus(&[4, 5, 6], 2, 1), vec![5]);
-/// assert_eq!(thread_cpus(&[4, 5, 6], 4, 1), vec![4, 5, 6]);
-/// assert!(thread_cpus(&[], 2, 0).is_empty());
-/// ```
-pub fn thread_cpus(cpus: &[usize], threads: usize, k: usize) -> Vec<usize> {
+pub(crate) fn thread_cpus(cpus: &[usize], threads: usize, k: usize) -> Vec<usize> {
     if threads <= cpus.len() {
         vec![cpus[k % cpus.len()]]
     } else {
@@ -98,7 +91,7 @@ pub fn thread_cpus(cpus: &[usize], threads: usize, k: usize) -> Vec<usize> {
 
 /// The physical core of `cpu`: the first CPU of its `thread_siblings_list` in sysfs (SMT
 /// siblings share one); `cpu` itself where sysfs does not say.
-pub fn core_of(cpu: usize) -> usize {
+pub(crate) fn core_of(cpu: usize) -> usize {
     let path = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
     std::fs::read_to_string(path)
         .ok()
@@ -114,25 +107,12 @@ pub fn core_of(cpu: usize) -> usize {
 /// holds one CPU of each of its cores first, then their siblings, so that
 /// [`thread_cpus`] puts the first threads on distinct cores. Devices with disjoint sets keep
 /// theirs whole (reordered the same way); an empty set (the node is unknown) stays empty.
-pub fn share(near: &[Vec<usize>]) -> Vec<Vec<usize>> {
+pub(crate) fn share(near: &[Vec<usize>]) -> Vec<Vec<usize>> {
     share_by(near, core_of)
 }
 
 /// [`share`] with the core of each CPU given by `core_of`.
-///
-/// ```
-/// use hostcall::threads::affinity::share_by;
-/// // 4 cores with 2 threads each, numbered as Linux does: CPU c and c + 4 are siblings.
-/// let core = |cpu: usize| cpu % 4;
-/// let node: Vec<usize> = (0..8).collect();
-/// assert_eq!(share_by(&[node.clone(), node.clone()], core), vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]]);
-/// assert_eq!(share_by(&[node.clone()], core), vec![vec![0, 1, 2, 3, 4, 5, 6, 7]]);
-/// // No SMT: one CPU per core.
-/// let alone = |cpu: usize| cpu;
-/// assert_eq!(share_by(&[vec![0, 1, 2, 3], vec![0, 1, 2, 3], vec![8, 9]], alone), vec![vec![0, 1], vec![2, 3], vec![8, 9]]);
-/// assert_eq!(share_by(&[vec![], vec![]], alone), vec![Vec::<usize>::new(), vec![]]);
-/// ```
-pub fn share_by(near: &[Vec<usize>], core_of: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
+pub(crate) fn share_by(near: &[Vec<usize>], core_of: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
     near.iter()
         .enumerate()
         .map(|(i, set)| {
@@ -164,12 +144,35 @@ pub fn share_by(near: &[Vec<usize>], core_of: impl Fn(usize) -> usize) -> Vec<Ve
 
 #[cfg(test)]
 mod tests {
-    use super::parse_cpu_list;
+    use super::{parse_cpu_list, share_by, thread_cpus};
 
     #[test]
     fn cpu_lists_parse_as_linux_writes_them() {
         assert_eq!(parse_cpu_list("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
         assert_eq!(parse_cpu_list(""), Some(vec![]));
         assert_eq!(parse_cpu_list("3-1"), None);
+    }
+
+    #[test]
+    fn one_cpu_per_thread_while_there_are_enough() {
+        assert_eq!(thread_cpus(&[4, 5, 6], 2, 1), vec![5]);
+        assert_eq!(thread_cpus(&[4, 5, 6], 4, 1), vec![4, 5, 6]);
+        assert!(thread_cpus(&[], 2, 0).is_empty());
+    }
+
+    #[test]
+    fn devices_sharing_a_set_split_it_by_physical_core() {
+        // 4 cores with 2 threads each, numbered as Linux does: CPU c and c + 4 are siblings.
+        let core = |cpu: usize| cpu % 4;
+        let node: Vec<usize> = (0..8).collect();
+        assert_eq!(share_by(&[node.clone(), node.clone()], core), vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]]);
+        assert_eq!(share_by(std::slice::from_ref(&node), core), vec![vec![0, 1, 2, 3, 4, 5, 6, 7]]);
+        // No SMT: one CPU per core.
+        let alone = |cpu: usize| cpu;
+        assert_eq!(
+            share_by(&[vec![0, 1, 2, 3], vec![0, 1, 2, 3], vec![8, 9]], alone),
+            vec![vec![0, 1], vec![2, 3], vec![8, 9]]
+        );
+        assert_eq!(share_by(&[vec![], vec![]], alone), vec![Vec::<usize>::new(), vec![]]);
     }
 }

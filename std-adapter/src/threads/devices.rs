@@ -41,7 +41,7 @@ pub struct DeviceGroup {
 /// ```
 /// use hostcall::prelude::*;
 /// use hostcall::{HostMemory, HostcallBuffer, ListenerConfig, ParkingDoorbell, Protocol, Services, Wave};
-/// use hostcall::threads::devices::{DeviceGroup, DeviceListeners};
+/// use hostcall::{DeviceGroup, DeviceListeners};
 /// use std::sync::Arc;
 ///
 /// let groups: Vec<DeviceGroup> = (0..2)

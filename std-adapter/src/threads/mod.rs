@@ -10,8 +10,10 @@
 //! Each listener dispatches through a [`Services`](crate::dispatch::registry::Services) registry
 //! ([`crate::dispatch`]).
 
-pub mod affinity;
+// Sharing CPUs between GPUs (`share`, `core_of`) serves only the CUDA backend.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) mod affinity;
 mod claims;
-pub mod devices;
-pub mod listener;
-pub mod pool;
+pub(crate) mod devices;
+pub(crate) mod listener;
+pub(crate) mod pool;

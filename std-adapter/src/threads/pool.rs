@@ -37,7 +37,7 @@ pub const STRIPE_ALIGN: u32 = 16;
 /// be empty for small buffers).
 ///
 /// ```
-/// use hostcall::threads::pool::stripes;
+/// use hostcall::stripes;
 /// assert_eq!(stripes(1056, 4), vec![0..272, 272..544, 544..816, 816..1056]);
 /// assert_eq!(stripes(20, 4), vec![0..16, 16..20, 20..20, 20..20]);
 /// assert_eq!(stripes(7, 1), vec![0..7]);
@@ -80,7 +80,7 @@ pub struct ListenerPool {
 impl ListenerPool {
     /// Starts `threads` (at least 1) listener threads sleeping on `doorbell`, named
     /// `config.thread_name` with `-0`, `-1`, ... appended, placed on `config.cpus`
-    /// ([`affinity::thread_cpus`]: one CPU each while there are enough).
+    /// (one CPU each while there are enough).
     pub fn start(threads: usize, doorbell: Arc<dyn Doorbell>, config: ListenerConfig) -> Result<Self, Error> {
         Self::start_with_services(threads, doorbell, config, Arc::new(Services::new()))
     }

@@ -10,7 +10,7 @@ macro_rules! protocol_tests {
     (@module $module:ident $protocol:tt [$($name:ident),*]) => {
         mod $module {
             #[allow(unused_imports)] // the protocol's expression names it
-            use hostcall::buffer::Protocol;
+            use hostcall::Protocol;
             $(#[test] fn $name() { super::$name($protocol) })*
         }
     };
@@ -20,7 +20,7 @@ macro_rules! protocol_tests {
 /// wave, so every wave of the tests fits a port (a narrower port refuses wider waves, which
 /// `rpc_listener.rs` checks).
 #[allow(dead_code)] // not every test binary uses it
-pub const RPC: hostcall::buffer::Protocol = hostcall::buffer::Protocol::Rpc { lanes: 64 };
+pub const RPC: hostcall::Protocol = hostcall::Protocol::Rpc { lanes: 64 };
 
 /// Runs each named test function once per wire protocol, as `stack_protocol::name`,
 /// `phase_protocol::name`, `line_protocol::name` and `rpc_protocol::name` (LLVM-RPC buffers of

@@ -1,10 +1,10 @@
 //! A listener with PRINTF writing into memory the test reads back, and one host-memory buffer.
 
-use hostcall::buffer::Protocol;
 use hostcall::prelude::*;
-use hostcall::services::message::MessageLimits;
-use hostcall::services::printf::Streams;
-use hostcall::{HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell};
+use hostcall::{
+    services::message::MessageLimits, services::printf::Streams, HostMemory, HostcallBuffer, Listener,
+    ListenerConfig, ParkingDoorbell, Protocol,
+};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 

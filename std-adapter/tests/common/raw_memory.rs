@@ -1,8 +1,7 @@
 //! Zeroed, aligned memory for the tests that hand buffers to the lifecycle by address, freed on
 //! drop.
 
-use hostcall::lifecycle::{buffer_align_for, buffer_size_for};
-use hostcall::Protocol;
+use hostcall::{buffer_align_for, buffer_size_for, Protocol};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 
 /// Zeroed memory of one or more buffers, freed on drop.

@@ -4,8 +4,10 @@
 //! test runs under a watchdog: a hang fails it (the stuck threads are left behind).
 
 use super::*;
-use hostcall::backend::cuda::CudaDeviceMemory;
-use hostcall::services::devmem::{DevMemLimits, SLAB_BYTES};
+use hostcall::{
+    backend::cuda::CudaDeviceMemory,
+    services::devmem::{DevMemLimits, SLAB_BYTES},
+};
 
 /// Runs `test` on a thread of its own; fails it, instead of hanging, after `limit`.
 fn within(limit: Duration, test: impl FnOnce() + Send + 'static) {
@@ -162,14 +164,14 @@ fn gpu_1056_warps_allocate_and_free_as_llvm_libc_does() {
 #[ignore = "needs a CUDA device: run with --include-ignored on a GPU machine"]
 fn the_cuda_backend_serves_with_stream_ordered_device_memory() {
     within(Duration::from_secs(60), || {
-        let backend = hostcall::Backend::cuda(0).unwrap();
-        assert_eq!(backend.kind, hostcall::BackendKind::Cuda, "{}", backend.reason);
+        let backend = hostcall::backend::Backend::cuda(0).unwrap();
+        assert_eq!(backend.kind, hostcall::backend::BackendKind::Cuda, "{}", backend.reason);
         assert_eq!(backend.device_memory.name(), "cuda-device-stream-ordered");
         let block = backend.device_memory.allocate(3 << 20, 256).unwrap();
         assert_eq!(block.as_ptr() as u64 % 256, 0);
         assert!(matches!(
             backend.device_memory.allocate(1 << 20, 2 << 20),
-            Err(hostcall::memory::MemoryError::BadRequest { .. })
+            Err(hostcall::MemoryError::BadRequest { .. })
         ));
         // SAFETY: allocated above with this size and alignment, not used afterwards.
         unsafe { backend.device_memory.free(block, 3 << 20, 256) };

@@ -18,7 +18,7 @@ fn a_raw_device_add_wakes_a_sleeping_listener() {
         let device: Arc<dyn Doorbell> = Arc::new(DeviceRing { signal: backend.doorbell.clone() });
         let buffer = Arc::new(HostcallBuffer::new(backend.memory.clone(), 4, device).unwrap());
         listener.add(buffer.clone()).unwrap();
-        let wave = hostcall::device::Wave::new(buffer.clone(), 1).with_timeout(WAVE_TIMEOUT);
+        let wave = hostcall::Wave::new(buffer.clone(), 1).with_timeout(WAVE_TIMEOUT);
         let mut slowest = Duration::ZERO;
         for call in 0..20u64 {
             thread::sleep(Duration::from_millis(2)); // let the listener fall asleep

@@ -19,7 +19,7 @@ use crate::options::Options;
 use crate::report::Spread;
 use crate::rows::Row;
 use crate::{echo, request};
-use hostcall::core::{LANES, SLOT_WORDS};
+use hostcall_core::{LANES, SLOT_WORDS};
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

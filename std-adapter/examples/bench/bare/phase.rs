@@ -1,6 +1,6 @@
 //! `bare_1l_phase`: ROCm's phase algorithm alone (PROTOCOL.md section 2), one lane, two packets.
 //!
-//! The memory is laid out as `hostcall::core::phase::Layout` lays out a two-packet buffer (each
+//! The memory is laid out as `hostcall_core::phase::Layout` lays out a two-packet buffer (each
 //! array on its own line), so the same lines cross between the cores as on the full path. Left
 //! out: the host's phase-bit check and report, the scan window, the lane prefetch, the registry,
 //! poller and counters.
@@ -9,7 +9,7 @@ use super::{fill, payload, reply, run, serve_in_place, Payload};
 use crate::measure::Sample;
 use crate::options::Options;
 use crate::ECHO;
-use hostcall::core::phase;
+use hostcall_core::phase;
 use std::hint::spin_loop;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;

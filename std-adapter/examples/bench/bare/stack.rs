@@ -1,6 +1,6 @@
 //! `bare_1l_stack`: ROCm's stack algorithm alone (PROTOCOL.md section 1), one lane, two packets.
 //!
-//! The memory is the ABI's (`hostcall::core::stack`: a 48-byte prefix, 24-byte headers, 4 KB
+//! The memory is the ABI's (`hostcall_core::stack`: a 48-byte prefix, 24-byte headers, 4 KB
 //! payloads) placed as `HostcallBuffer` places a stack buffer, 32 bytes past a line boundary, so
 //! `free_stack` and `ready_stack` sit in different lines and each payload starts a line: the
 //! same lines as the full path. What is left out is everything but the algorithm: no bounds
@@ -11,7 +11,7 @@ use super::{fill, payload, reply, run, serve_in_place, Payload};
 use crate::measure::Sample;
 use crate::options::Options;
 use crate::ECHO;
-use hostcall::core::{stack, SLOT_WORDS};
+use hostcall_core::{stack, SLOT_WORDS};
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;

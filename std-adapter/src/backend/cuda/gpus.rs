@@ -35,7 +35,7 @@ pub struct CudaGpu {
     /// Where it sits.
     pub topology: Topology,
     /// The CPUs for its listener threads: its share of [`Topology::local_cpus`] (GPUs near the
-    /// same CPUs split them, [`affinity::share`]).
+    /// same CPUs split them by physical core, SMT siblings never split between GPUs).
     pub cpus: Vec<usize>,
 }
 

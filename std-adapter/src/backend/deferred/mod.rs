@@ -61,7 +61,7 @@ struct Shared<M> {
 ///
 /// ```
 /// use hostcall::backend::DeferredFree;
-/// use hostcall::memory::DeviceMemory;
+/// use hostcall::DeviceMemory;
 /// use hostcall::HostMemory;
 /// let memory = DeferredFree::new(HostMemory).unwrap();
 /// let block = memory.allocate(4096, 64).unwrap();

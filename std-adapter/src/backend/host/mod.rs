@@ -8,4 +8,4 @@ mod parking;
 mod tests;
 
 pub use memory::HostMemory;
-pub use parking::{ParkingDoorbell, WAIT_FIRST_NAP, WAIT_MAX_NAP, WAIT_SPIN_LOADS};
+pub use parking::ParkingDoorbell;

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 /// Loads of the value word [`Doorbell::wait`] spins through before it sleeps (one CPU pause
 /// each: a few microseconds).
-pub const WAIT_SPIN_LOADS: u32 = 128;
+pub(crate) const WAIT_SPIN_LOADS: u32 = 128;
 /// The first sleep of [`Doorbell::wait`] once the spin is over.
-pub const WAIT_FIRST_NAP: Duration = Duration::from_micros(50);
+pub(crate) const WAIT_FIRST_NAP: Duration = Duration::from_micros(50);
 /// The longest sleep of [`Doorbell::wait`] between two reads of the value word: the bound on how
 /// late a waiting host notices a ring that woke nobody (a device's raw atomic add).
-pub const WAIT_MAX_NAP: Duration = Duration::from_millis(1);
+pub(crate) const WAIT_MAX_NAP: Duration = Duration::from_millis(1);
 
 /// The host-memory doorbell: it owns a 64-byte, 64-aligned [`AmdSignal`] (a user signal, no
 /// event mailbox) whose address is its [`Doorbell::handle`], so ROCm's device code, which treats
@@ -28,21 +28,21 @@ pub const WAIT_MAX_NAP: Duration = Duration::from_millis(1);
 /// sleeper.
 ///
 /// **Waiting.** Foreign device code adds to the value word and wakes nobody, so
-/// [`Doorbell::wait`] polls the word: it first spins through [`WAIT_SPIN_LOADS`] loads, then
-/// sleeps on a condition variable for [`WAIT_FIRST_NAP`], doubling each time up to
-/// [`WAIT_MAX_NAP`], re-reading the word after each sleep. A [`Doorbell::ring`] wakes it at once;
-/// a raw add is noticed within [`WAIT_MAX_NAP`] plus the OS's timer slack. A host waiting for
-/// long thus wakes once per [`WAIT_MAX_NAP`], where a wait that only slept until a wake-up would
+/// [`Doorbell::wait`] polls the word: it first spins through `WAIT_SPIN_LOADS` loads, then
+/// sleeps on a condition variable for `WAIT_FIRST_NAP`, doubling each time up to
+/// `WAIT_MAX_NAP`, re-reading the word after each sleep. A [`Doorbell::ring`] wakes it at once;
+/// a raw add is noticed within `WAIT_MAX_NAP` plus the OS's timer slack. A host waiting for
+/// long thus wakes once per `WAIT_MAX_NAP`, where a wait that only slept until a wake-up would
 /// miss device code's rings until its timeout.
 ///
 /// **Napping.** [`Doorbell::nap`] (what a listener calls between polls) neither spins nor
 /// re-reads: one sleep on the condition variable for the whole timeout, ended at once by a
 /// [`Doorbell::ring`]; a raw add is seen when the nap ends (the listener's [`crate::WaitPolicy`]
-/// bounds the nap). So an idle listener wakes once per nap, not once per [`WAIT_MAX_NAP`].
+/// bounds the nap). So an idle listener wakes once per nap, not once per `WAIT_MAX_NAP`.
 ///
 /// ```
-/// use hostcall::backend::host::ParkingDoorbell;
-/// use hostcall::doorbell::{Doorbell, INIT};
+/// use hostcall::ParkingDoorbell;
+/// use hostcall::{Doorbell, DOORBELL_INIT as INIT};
 /// use std::sync::atomic::{AtomicI64, Ordering};
 /// use std::time::Duration;
 ///
@@ -161,7 +161,7 @@ impl ParkingDoorbell {
     }
 
     /// The sleeping part of `wait` and `nap`: naps on the condition variable from `first_nap`,
-    /// doubling up to [`WAIT_MAX_NAP`] (or `first_nap` if longer), reading the value word after
+    /// doubling up to `WAIT_MAX_NAP` (or `first_nap` if longer), reading the value word after
     /// each, until it differs from `last_seen` or `deadline` passes.
     fn sleep(&self, last_seen: u64, deadline: Instant, first_nap: Duration) -> u64 {
         // Relaxed: ordered against `wake_sleepers`' load by the SeqCst fences.

@@ -37,8 +37,9 @@ use serve::serve_entry;
 mod serve;
 mod thread;
 
+pub use serve::error_reply;
+pub(crate) use serve::reply_error_all;
 pub(crate) use serve::serve_lanes_guarded;
-pub use serve::{error_reply, reply_error_all};
 pub use thread::ThreadDispatch;
 
 /// A service that answers a whole packet at once: write a reply (or error reply) for each lane

@@ -18,9 +18,9 @@ use crate::rate_limit::error_limited;
 /// address for null and takes any other value, `u64::MAX` included, as memory it may use.
 ///
 /// ```
-/// use hostcall::dispatch::registry::error_reply;
-/// use hostcall::core::dispatch::{DEVMEM, PRINTF};
-/// use hostcall::core::ErrorCode;
+/// use hostcall::error_reply;
+/// use hostcall_core::dispatch::{DEVMEM, PRINTF};
+/// use hostcall_core::ErrorCode;
 /// assert_eq!(error_reply(PRINTF, ErrorCode::Refused), [u64::MAX, 4]);
 /// assert_eq!(error_reply(DEVMEM, ErrorCode::Refused), [0, 4]);
 /// ```

@@ -39,7 +39,7 @@ impl HostcallRuntime {
     /// one overlapping the buffer or an enabled buffer; no memory for the bitmap.
     ///
     /// ```
-    /// use hostcall::lifecycle::{buffer_size_for, EmulatedWave, EnableOptions, HostcallRuntime, QueueId};
+    /// use hostcall::{buffer_size_for, EmulatedWave, EnableOptions, HostcallRuntime, QueueId};
     /// use hostcall::Protocol;
     /// let runtime = HostcallRuntime::new();
     /// runtime.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
@@ -57,7 +57,7 @@ impl HostcallRuntime {
     ///     .with_device_ordinal(1);
     /// // SAFETY: `memory` and `occupied` outlive the enablement; only the protocol touches them.
     /// unsafe { runtime.enable_with(buffer, 4, QueueId(7), options) }.unwrap();
-    /// assert_eq!(hostcall::lifecycle::device_ordinal(buffer), Some(1));
+    /// assert_eq!(hostcall::device_ordinal(buffer), Some(1));
     ///
     /// // SAFETY: the buffer stays enabled while the wave is used.
     /// let wave = unsafe { EmulatedWave::new(buffer, 4, 0b1) }.unwrap();

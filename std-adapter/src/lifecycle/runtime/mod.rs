@@ -39,7 +39,7 @@ mod enable;
 /// [`Services::enable_sanitizer`] with another configuration).
 ///
 /// ```
-/// use hostcall::lifecycle::{buffer_size, EmulatedWave, HostcallRuntime, QueueId};
+/// use hostcall::{buffer_size, EmulatedWave, HostcallRuntime, QueueId};
 /// let runtime = HostcallRuntime::new();
 /// runtime.services().register_lane(100, "add", |r| Ok([r[0] + r[1], 0])).unwrap();
 ///
@@ -100,7 +100,7 @@ impl HostcallRuntime {
         Self::with_device_memory(Arc::new(HostMemory), doorbell, config)
     }
 
-    /// A runtime on a detected backend ([`crate::detect`]): its device memory (for DEVMEM and the
+    /// A runtime on a detected backend ([`crate::backend::detect`]): its device memory (for DEVMEM and the
     /// phase bitmaps: the GPU's own memory on HSA) and its doorbell (one signal per listener).
     pub fn with_backend(backend: &Backend, config: ListenerConfig) -> Self {
         let mut runtime =

@@ -133,7 +133,7 @@ pub struct ListenerConfig {
     /// The thread's name.
     pub thread_name: String,
     /// The CPUs the thread runs on (empty: wherever the scheduler puts it). Best effort: see
-    /// [`crate::threads::affinity`]. A [`crate::ListenerPool`] gives each of its threads one of
+    /// [`crate::pin_current_thread`]. A [`crate::ListenerPool`] gives each of its threads one of
     /// them while there are enough.
     pub cpus: Vec<usize>,
     /// A service call running this long is stuck: counted

@@ -43,7 +43,7 @@ use std::sync::Arc;
 ///
 /// ```
 /// use hostcall::services::rpc::{RpcOptions, RpcPolicy};
-/// use hostcall::threads::listener::BufferOptions;
+/// use hostcall::BufferOptions;
 /// let options = BufferOptions::default().with_rpc(RpcOptions::default().with_policy(RpcPolicy::none()));
 /// assert_eq!(options.rpc.policy, RpcPolicy::none());
 /// ```
