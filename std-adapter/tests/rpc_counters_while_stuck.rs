@@ -15,8 +15,7 @@ use hostcall::{
 };
 use hostcall_core::rpc::{opcode, Client};
 use hostcall_core::sync::AtomicU32;
-use std::sync::mpsc::channel;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -31,12 +30,9 @@ fn rpc_counters_are_read_while_a_turn_is_stuck_in_the_sink() {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let listener = Arc::new(Listener::start(doorbell.clone(), ListenerConfig::spinning()).unwrap());
     // A sink that blocks on its first write until the test releases it.
-    let (entered_tx, entered) = channel();
-    let (release, release_rx) = channel::<()>();
-    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+    let (gate, opener) = common::gate::gate(PATIENCE);
     let sink = SharedSink::from_fn(move |_, _| {
-        entered_tx.lock().unwrap().send(()).unwrap();
-        release_rx.lock().unwrap().recv_timeout(PATIENCE).expect("released by the test");
+        gate.pass();
     });
     let protocol = Protocol::Rpc { lanes: 1 };
     let buffer =
@@ -58,7 +54,7 @@ fn rpc_counters_are_read_while_a_turn_is_stuck_in_the_sink() {
         port.close();
         written
     });
-    entered.recv_timeout(PATIENCE).expect("the write reached the sink");
+    opener.wait_arrived("the write reached the sink");
 
     let reader = listener.clone();
     let (during, _) =
@@ -66,7 +62,7 @@ fn rpc_counters_are_read_while_a_turn_is_stuck_in_the_sink() {
             reader.rpc_counters(base as *const u8).unwrap()
         });
     assert_eq!(during.calls_done, before.calls_done, "the stuck call has not finished: {during:?}");
-    release.send(()).unwrap();
+    opener.open();
     assert_eq!(writer.join().unwrap(), 6, "\"stuck\" and its newline");
     let after = listener.rpc_counters(buffer.as_ptr()).unwrap();
     assert_eq!((after.calls, after.calls_done), (before.calls + 1, before.calls_done + 1), "{after:?}");

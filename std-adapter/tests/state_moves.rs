@@ -21,7 +21,6 @@ use hostcall_core::rpc::{fill_packet, opcode, Client, Cursor};
 use hostcall_core::sync::{AtomicU32, AtomicU64};
 use hostcall_core::{line, AnyClaimed, AnySubmitted, CompletedPacket, SubmittedPacket};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -67,15 +66,12 @@ fn host_state_moves_with_its_buffer_to_another_thread() {
         // Spinning: a stalled line request's looks (`line::STALL_LOOKS`) come within milliseconds.
         let config = ListenerConfig::spinning().with_stuck_after(Duration::from_millis(20));
         let listener = Listener::start(doorbell.clone(), config).unwrap();
-        let (entered_tx, entered) = channel();
-        let (release, release_rx) = channel::<()>();
-        let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+        let (gate, opener) = common::gate::gate(PATIENCE);
         listener.services().register_lane(ECHO, "echo", |r| Ok([r[0], r[7]])).unwrap();
         listener
             .services()
             .register_lane(BLOCK, "block", move |_| {
-                entered_tx.lock().unwrap().send(()).unwrap();
-                release_rx.lock().unwrap().recv_timeout(PATIENCE).expect("released by the test");
+                gate.pass();
                 Ok([7, 0])
             })
             .unwrap();
@@ -122,7 +118,7 @@ fn host_state_moves_with_its_buffer_to_another_thread() {
         let wave = Wave::new(stuck.clone(), 1).with_timeout(PATIENCE);
         let blocked =
             std::thread::spawn(move || wave.call(BLOCK, |_| [0; 8]).expect("the blocked call").lane(0)[0]);
-        entered.recv_timeout(PATIENCE).expect("the blocking service runs");
+        opener.wait_arrived("the blocking service runs");
         wait_until("the stuck call's count", || listener.stats().refusals.get(Reason::StuckService) == 1);
 
         // The write goes on where it was, on the new thread.
@@ -157,7 +153,7 @@ fn host_state_moves_with_its_buffer_to_another_thread() {
             assert_eq!(done.reply(0), [lane0, 8]);
         }
 
-        release.send(()).unwrap();
+        opener.open();
         assert_eq!(blocked.join().unwrap(), 7);
         listener.shutdown();
     });
@@ -173,12 +169,9 @@ fn an_rpc_turn_stuck_in_its_own_work_is_one_stuck_call() {
         let config = ListenerConfig::default().with_stuck_after(Duration::from_millis(20));
         let listener = Listener::start(doorbell.clone(), config).unwrap();
         listener.services().register_lane(ECHO, "echo", |r| Ok([r[0], r[7]])).unwrap();
-        let (entered_tx, entered) = channel();
-        let (release, release_rx) = channel::<()>();
-        let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+        let (gate, opener) = common::gate::gate(PATIENCE);
         let sink = SharedSink::from_fn(move |_, _| {
-            entered_tx.lock().unwrap().send(()).unwrap();
-            release_rx.lock().unwrap().recv_timeout(PATIENCE).expect("released by the test");
+            gate.pass();
         });
         let (rpc, other) =
             (buffer(&doorbell, Protocol::Rpc { lanes: 1 }, 1), buffer(&doorbell, Protocol::Phase, 4));
@@ -199,7 +192,7 @@ fn an_rpc_turn_stuck_in_its_own_work_is_one_stuck_call() {
             port.close();
             written
         });
-        entered.recv_timeout(PATIENCE).expect("the write reached the sink");
+        opener.wait_arrived("the write reached the sink");
 
         let wave = Wave::new(other.clone(), 1).with_timeout(PATIENCE);
         for k in 0..50u64 {
@@ -213,7 +206,7 @@ fn an_rpc_turn_stuck_in_its_own_work_is_one_stuck_call() {
         let of_buffer = listener.stats().buffers[&(rpc.as_ptr() as usize)].refusals;
         assert_eq!(of_buffer.get(Reason::StuckService), 1, "counted for the RPC buffer");
 
-        release.send(()).unwrap();
+        opener.open();
         assert_eq!(writer.join().unwrap(), 6, "\"stuck\" and its newline");
         assert_eq!(stuck(), 1, "still one once it returned");
         listener.shutdown();

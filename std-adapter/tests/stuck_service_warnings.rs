@@ -12,8 +12,7 @@ use hostcall::prelude::*;
 use hostcall::{
     observe::Reason, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave,
 };
-use std::sync::mpsc::channel;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const BLOCK: u32 = 300;
@@ -43,14 +42,11 @@ fn a_stuck_call_is_warned_about_and_its_return_too(protocol: Protocol) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let config = ListenerConfig::default().with_stuck_after(Duration::from_millis(20));
     let listener = Listener::start(doorbell.clone(), config).unwrap();
-    let (entered_tx, entered) = channel();
-    let (release, release_rx) = channel::<()>();
-    let (entered_tx, release_rx) = (Mutex::new(entered_tx), Mutex::new(release_rx));
+    let (gate, opener) = common::gate::gate(PATIENCE);
     listener
         .services()
         .register_lane(BLOCK, "block", move |_| {
-            entered_tx.lock().unwrap().send(()).unwrap();
-            release_rx.lock().unwrap().recv_timeout(PATIENCE).expect("released by the test");
+            gate.pass();
             Ok([7, 0])
         })
         .unwrap();
@@ -59,12 +55,12 @@ fn a_stuck_call_is_warned_about_and_its_return_too(protocol: Protocol) {
     listener.add(buffer.clone()).unwrap();
     let wave = Wave::new(buffer.clone(), 1).with_timeout(PATIENCE);
     let call = std::thread::spawn(move || wave.call(BLOCK, |_| [0; 8]).unwrap().lane(0)[0]);
-    entered.recv_timeout(PATIENCE).unwrap();
+    opener.wait_arrived("the blocking service runs");
 
     let at = format!("{:#x}", buffer.as_ptr() as usize);
     let running = wait_for_line(&["service 300", &at, "has been running for"]);
     assert_eq!(listener.stats().refusals.get(Reason::StuckService), 1, "{running}");
-    release.send(()).unwrap();
+    opener.open();
     assert_eq!(call.join().unwrap(), 7);
     let returned = wait_for_line(&["service 300", &at, "returned after"]);
     assert!(!returned.contains("after at least 0ns"), "{returned}");

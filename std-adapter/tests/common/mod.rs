@@ -66,6 +66,8 @@ macro_rules! for_splittable_protocols {
 #[allow(dead_code)] // not every test binary uses it
 pub mod counting;
 #[allow(dead_code)] // not every test binary uses it
+pub mod gate;
+#[allow(dead_code)] // not every test binary uses it
 pub mod logs;
 #[allow(dead_code)] // not every test binary uses it
 pub mod printing;
