@@ -174,7 +174,7 @@ pub mod __internal {
     }
 
     pub use crate::phase::in_parts::PhaseBuffer;
-    pub use crate::poller::model::{poll_once_without_fence, remove_without_waiting};
+    pub use crate::poller::model::remove_without_waiting;
 }
 
 /// The crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).

@@ -123,9 +123,7 @@ impl DrainScope {
 
     /// One drain of a scanned buffer of `num_packets` packets through this scope: `scan(range,
     /// report)` serves the pending packets of `range` (clamped) and returns the highest index it
-    /// served. [`DrainScope::Whole`] scans every packet. Inlined into the poll: a call here
-    /// costs a scanned buffer's every poll its register spills.
-    #[inline(always)]
+    /// served. [`DrainScope::Whole`] scans every packet.
     pub(crate) fn drain(
         &mut self,
         num_packets: usize,

@@ -12,18 +12,14 @@
 //! - no poll touches the buffer after `remove` returns: payload words are loom cells, so a read or
 //!   write of the poll not ordered before the main thread's "free" fails the model.
 //!
-//! The host's second poll can take the fast path (its pins checked against the table's version
-//! without the table lock, the fenced store-buffering protocol of `poller/table.rs`). Two broken
-//! twins must fail, each with loom's report of the poll's payload access racing the free: a remove
-//! that does not wait for the poll's pin (`__internal::remove_without_waiting`), and a poll whose
-//! fast path leaves out the fence between its pins and its version check
-//! (`__internal::poll_once_without_fence`).
+//! Its broken twin removes without waiting for the poll's pin (`__internal::remove_without_waiting`)
+//! and must fail, with loom's report of the poll's payload access racing the free.
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p loom-tests --release --test poller`
 #![cfg(loom)]
 
-use hostcall_core::__internal::{poll_once_without_fence, remove_without_waiting};
+use hostcall_core::__internal::remove_without_waiting;
 use hostcall_core::phase::View;
 use hostcall_core::{AnyView, ErrorCode, Poller, PollerError, Registration, ServiceTable, SLOT_WORDS};
 use loom::sync::Arc;
@@ -75,41 +71,25 @@ fn wave(model: &Model) -> bool {
     }
 }
 
-/// How the host thread polls: the poller's own `poll_once`, or its broken twin.
-type Poll = fn(&Poller<1>, &ServiceTable<'_, 1>) -> u32;
-
-fn poll_once(poller: &Poller<1>, services: &ServiceTable<'_, 1>) -> u32 {
-    poller.poll_once(services).packets
-}
-
-fn poll_once_unfenced(poller: &Poller<1>, services: &ServiceTable<'_, 1>) -> u32 {
-    poll_once_without_fence(poller, services).packets
-}
-
-/// The host thread: two polls (the second one can take the fast path, with the copy the first
-/// made); returns the packets they served.
-fn host(model: &Model, poll: Poll) -> u32 {
+/// The host thread: two polls; returns the packets they served.
+fn host(model: &Model) -> u32 {
     let serve = |r: &[u64; SLOT_WORDS]| {
         assert_eq!(*r, REQUEST, "the service reads the wave's request");
         Ok::<_, ErrorCode>([r[0] + 1, 0])
     };
     let mut services = ServiceTable::<1>::new();
     services.register(SERVICE, &serve).expect("room for one service");
-    (0..2).map(|_| poll(&model.poller, &services)).sum()
+    (0..2).map(|_| model.poller.poll_once(&services).packets).sum()
 }
 
 /// The model: add, poll (another thread), a wave's call, remove, free. `remove` is the poller's
 /// own (counted in [`SERVED`] and [`ANSWERED`]) or its broken twin (not counted: the two tests run
 /// at once).
-fn add_poll_remove_free(
-    remove: fn(&Poller<1>, *mut u8) -> Result<(), PollerError>,
-    poll: Poll,
-    counted: bool,
-) {
+fn add_poll_remove_free(remove: fn(&Poller<1>, *mut u8) -> Result<(), PollerError>, counted: bool) {
     let model = Model::new();
     let poll = {
         let model = model.clone();
-        thread::spawn(move || host(&model, poll))
+        thread::spawn(move || host(&model))
     };
     let wave = {
         let model = model.clone();
@@ -137,9 +117,7 @@ fn add_poll_remove_free(
 
 #[test]
 fn a_removed_buffer_is_not_touched_by_a_poll() {
-    check("poller: add, poll, a wave, remove, free", || {
-        add_poll_remove_free(Poller::remove, poll_once, true)
-    });
+    check("poller: add, poll, a wave, remove, free", || add_poll_remove_free(Poller::remove, true));
     let (served, answered) = (SERVED.load(StdOrdering::Relaxed), ANSWERED.load(StdOrdering::Relaxed));
     println!("poller model: served in {served} executions, answered in {answered}");
     assert!(served > 0 && answered > 0, "some execution serves the packet and the wave sees it");
@@ -151,17 +129,6 @@ fn a_removed_buffer_is_not_touched_by_a_poll() {
 #[should_panic(expected = "Causality violation")]
 fn a_remove_that_does_not_wait_for_the_poll_is_caught() {
     check("poller: remove without waiting (must fail)", || {
-        add_poll_remove_free(remove_without_waiting, poll_once, false)
-    });
-}
-
-/// The models can fail: a poll whose fast path checks the table's version without the fence
-/// after its pins may read the version from before a removal while the remover reads the pin from
-/// before the poll; the remover returns and frees while the poll drains the buffer.
-#[test]
-#[should_panic(expected = "Causality violation")]
-fn a_poll_without_the_fence_after_its_pins_is_caught() {
-    check("poller: fast path without the fence (must fail)", || {
-        add_poll_remove_free(Poller::remove, poll_once_unfenced, false)
+        add_poll_remove_free(remove_without_waiting, false)
     });
 }

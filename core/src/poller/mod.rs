@@ -13,9 +13,9 @@
 //! A runtime without threads (firmware, a bare-metal loop) calls `poll_once` from its main loop;
 //! the std crate's listener is a loop around it that waits on a doorbell in between.
 //!
-//! No lock is held while a service runs: a poll pins the registrations of its own copy of the
-//! table (without the table lock while the table is unchanged; under it, refreshing the copy
-//! first, when the table changed since its last poll) and drains without the lock, so a service may call every other method of its
+//! No lock is held while a service runs: a poll pins the registrations under the table lock
+//! (refreshing its own copy of them first if the table changed since its last poll) and drains
+//! without the lock, so a service may call every other method of its
 //! poller (and of whatever wraps it) from inside a poll. [`Poller::remove`] waits until no poll
 //! uses the buffer, so once it returns the poller will not touch that buffer (nor its state)
 //! again and the caller may free it (the protocol and its ordering: `poller/table.rs`). Polls
@@ -136,12 +136,8 @@ impl<const N: usize> Poller<N> {
     /// is serving a packet of this very buffer, it would wait for itself (the std crate's listener
     /// refuses removals from its own thread).
     pub fn remove(&self, base: *mut u8) -> Result<(), PollerError> {
-        let slot = {
-            let mut table = self.table.lock();
-            let slot = table.retire(base).ok_or(PollerError::NotRegistered { base: base as usize })?;
-            self.pins.publish(table.version);
-            slot
-        };
+        let slot =
+            self.table.lock().retire(base).ok_or(PollerError::NotRegistered { base: base as usize })?;
         self.pins.wait_unpinned(slot);
         self.table.lock().free(slot);
         Ok(())

@@ -31,18 +31,3 @@ pub fn remove_without_waiting<const N: usize>(poller: &Poller<N>, base: *mut u8)
     table.free(slot); // BUG: `remove` waits here until no poll has the slot pinned
     Ok(())
 }
-
-/// The broken twin of [`Poller::poll_once`]: its fast path checks the table's version without the
-/// fence that orders its pins before that check, so a remover may miss the pin and free the buffer
-/// while this poll still drains it. The loom models must catch it; nothing else may call it.
-pub fn poll_once_without_fence<const N: usize, D: crate::Dispatch + ?Sized>(
-    poller: &Poller<N>,
-    dispatch: &D,
-) -> crate::DrainReport {
-    let Some(mut polling) = poller.polling.try_lock() else {
-        return crate::DrainReport::default();
-    };
-    let super::poll::PollState { version, serving, scopes, scratch } = &mut *polling;
-    let pinned = poller.pin_all::<false>(version, serving); // BUG: `poll_once` fences its pins
-    poller.drain_pinned(pinned, scopes, scratch, dispatch)
-}

@@ -1,6 +1,6 @@
-//! One poll: [`Poller::poll_once`] pins the registrations of its own copy of the table (under
-//! the table lock, refreshing the copy, only if the table changed), then drains each without the
-//! lock, dispatching every packet with its buffer's origin set.
+//! One poll: [`Poller::poll_once`] pins the registrations under the table lock (refreshing the
+//! poll's own copy of them if the table changed), then drains each without the lock, dispatching
+//! every packet with its buffer's origin set.
 
 use super::table::{Pins, Registered};
 use super::Poller;
@@ -32,20 +32,7 @@ impl<const N: usize> Poller<N> {
             return DrainReport::default();
         };
         let PollState { version, serving, scopes, scratch } = &mut *polling;
-        let pinned = self.pin_all::<true>(version, serving);
-        self.drain_pinned(pinned, scopes, scratch, dispatch)
-    }
-
-    /// Drains the registrations `pin_all` pinned, unpinning each once drained (the body of a
-    /// poll, shared with the loom models' broken twin).
-    #[inline(always)]
-    pub(super) fn drain_pinned<D: Dispatch + ?Sized>(
-        &self,
-        mut pinned: PinnedSlots<'_, N>,
-        scopes: &mut [(u64, DrainScope); N],
-        scratch: &mut HostScratch,
-        dispatch: &D,
-    ) -> DrainReport {
+        let mut pinned = self.pin_all(version, serving);
         let mut report = DrainReport::default();
         while let Some(&(slot, ref r)) = pinned.next() {
             if !dispatch.proceed() {
@@ -71,34 +58,9 @@ impl<const N: usize> Poller<N> {
         report
     }
 
-    /// Pins the slot of every serving registration. Fast path, without the table lock: pins
-    /// the slots of the poll's copy `serving` and checks, fenced (`FENCED` is false only in the
-    /// loom models' broken twin), that the table is still at the `version` the copy was made at.
-    /// Otherwise it unpins them and takes the locked path (the removal protocol of
-    /// `poller/table.rs`).
-    #[inline(always)]
-    pub(super) fn pin_all<'s, const FENCED: bool>(
-        &'s self,
-        version: &mut u64,
-        serving: &'s mut heapless::Vec<(usize, Registered), N>,
-    ) -> PinnedSlots<'s, N> {
-        for &(slot, _) in serving.iter() {
-            self.pins.pin(slot);
-        }
-        if self.pins.still_current::<FENCED>(*version) {
-            return PinnedSlots { pins: &self.pins, slots: serving, next: 0 };
-        }
-        for &(slot, _) in serving.iter() {
-            self.pins.unpin(slot);
-        }
-        self.pin_locked(version, serving)
-    }
-
-    /// Pins the slot of every serving registration under the table lock, first refreshing the
+    /// Pins the slot of every serving registration, under the table lock, first refreshing the
     /// poll's copy `serving` of them if the table changed since it was copied (at `version`).
-    #[cold]
-    #[inline(never)]
-    fn pin_locked<'s>(
+    fn pin_all<'s>(
         &'s self,
         version: &mut u64,
         serving: &'s mut heapless::Vec<(usize, Registered), N>,
@@ -119,7 +81,7 @@ impl<const N: usize> Poller<N> {
 
 /// The registrations a poll pinned, handed out one at a time; whatever is still pinned when it is
 /// dropped (a service panicked through the poll) is unpinned, so no remover waits forever.
-pub(super) struct PinnedSlots<'p, const N: usize> {
+struct PinnedSlots<'p, const N: usize> {
     pins: &'p Pins<N>,
     slots: &'p [(usize, Registered)],
     next: usize,

@@ -171,18 +171,18 @@ impl<const N: usize> Poller<N> {
         if table.get(base).is_some() {
             return Err(PollerError::AlreadyRegistered { base: base as usize });
         }
-        let inserted = table.insert(super::table::Registered {
-            base,
-            len,
-            num_packets,
-            protocol,
-            view,
-            device,
-            scope,
-            state,
-            generation: 0,
-        });
-        self.pins.publish(table.version);
-        inserted.ok_or(PollerError::Full { capacity: N })
+        table
+            .insert(super::table::Registered {
+                base,
+                len,
+                num_packets,
+                protocol,
+                view,
+                device,
+                scope,
+                state,
+                generation: 0,
+            })
+            .ok_or(PollerError::Full { capacity: N })
     }
 }

@@ -6,46 +6,37 @@
 //! | state | written by | when |
 //! | --- | --- | --- |
 //! | `Table` (slot `i` `Free` / `Serving` / `Retiring`, and its `version`) | `add` (`Free` -> `Serving`), `remove` (`Serving` -> `Retiring` -> `Free`) | under the table lock |
-//! | `Pins::pinned[i]` | `poll_once`: set under the table lock or before the fenced version check, cleared without it | a poll pins every serving slot at its start and unpins each once it has drained it |
-//! | `Pins::version` | `add`, `remove` | under the table lock, after each change of the table: its `version` |
+//! | `Pins::pinned[i]` | `poll_once`: set under the table lock, cleared without it | a poll pins every serving slot at its start and unpins each once it has drained it |
 //! | `Poller::polling` (the poll's copy of the serving registrations, and each slot's drain state) | `poll_once` only | under the poll lock (host-private); the copy is refreshed under the table lock |
 //!
 //! # Removal
 //!
-//! A poll keeps its own copy of the `Serving` registrations (in the poll lock's state), made at
-//! the table's `version` it records. In steady state it takes no table lock: it pins the slot of
-//! every registration of its copy, then a SeqCst fence, then loads the published version; if the
-//! version is the copy's, it drains with those pins. Otherwise (an `add` or a `remove` since) it
-//! unpins them, untouched, and takes the locked path: under the table lock it refreshes its copy
-//! and pins the slot of every registration of it, and lets go of the lock before draining
-//! anything.
-//!
-//! `remove` takes the table lock, turns the slot `Retiring` (no later poll copies it, no `add`
-//! reuses it), bumps `version` and publishes it, lets go of the lock; then a SeqCst fence, and it
-//! spins until the slot is unpinned (Acquire, pairing with the Release unpin); then it frees the
-//! slot. A poll on the locked path either took the lock first (the remover, taking the lock after
-//! it, sees the pin) or after the remover (it sees the slot gone). A poll on the fast path and the
-//! remover each store (pin; version) then fence then load (version; pin): by the two SeqCst fences
-//! at least one load sees the other's store. Either the poll sees the new version (it unpins
-//! without touching the buffer and the locked path drops the registration), or the remover sees
-//! the pin and waits for the unpin. So when `remove` returns, every access of a poll to the buffer
-//! happens before it: the caller may free the memory. The poll's copy may still hold the removed
-//! registration's view until the next poll refreshes it, but nothing reads through it: a poll
-//! drains only a copy it found current, pinned. An `add` frees nothing: a poll that reads the
-//! older version serves the new buffer from a later poll on.
+//! A poll takes the table lock once; if the table's `version` changed since its last poll
+//! (an `add` or a `remove` since) it refreshes its own copy of the `Serving` registrations (the
+//! copy lives in the poll lock's state, so an unchanged table costs no copy); it pins the slot of
+//! every registration of that copy and lets go of the lock before draining anything. `remove`
+//! takes the table lock, turns the slot `Retiring` (no later poll copies it, no `add` reuses it)
+//! and bumps `version` (the next poll drops it from its copy), lets go of the lock, and spins
+//! until the slot is unpinned; then it frees the slot. Either the poll took the lock first (then
+//! the remover, taking the lock after it, sees the pin and waits for the Release unpin) or the
+//! remover did (then the poll sees the new `version` and drops the registration before pinning).
+//! So when `remove` returns, every access of a poll to the buffer happens before it: the caller
+//! may free the memory. The poll's copy may still hold the removed registration's view until the
+//! next poll refreshes it, but nothing reads through it: a poll drains only what it refreshed and
+//! pinned under the table lock.
 //!
 //! | poll | remove | |
 //! | --- | --- | --- |
-//! | pin 3; fence; version unchanged | | |
-//! | drain slot 3 (services run) | lock; slot 3 `Retiring`, version + 1, published; unlock; fence | |
+//! | lock; version unchanged: pin 3; unlock | | |
+//! | drain slot 3 (services run) | lock; slot 3 `Retiring`, version + 1; unlock | |
 //! | | load pin 3 (Acquire): set, spin | |
 //! | unpin 3 (Release) | | |
 //! | | load pin 3: clear; lock; slot 3 `Free`; unlock; return | buffer may be freed |
-//! | pin 3; fence; version changed: unpin 3; lock; refresh the copy (slot 3 gone); pin the rest; unlock | | |
+//! | lock; version changed: refresh the copy (slot 3 gone); pin the rest; unlock | | |
 
 use crate::any::{AnyState, AnyView, Protocol};
 use crate::scan::DrainScope;
-use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{AtomicU32, Ordering};
 use core::fmt;
 
 /// One registration: the buffer's geometry and the view its `Registration` checked and built, its
@@ -142,71 +133,36 @@ impl<const N: usize> Table<N> {
     }
 }
 
-/// Per slot: whether the poll in progress still has to drain it; and the table's `version` as
-/// the last `add` or `remove` published it, which a poll reads without the table lock.
+/// Per slot: whether the poll in progress still has to drain it.
 pub(super) struct Pins<const N: usize> {
     pinned: [AtomicU32; N],
-    /// A copy of `Table::version`, stored under the table lock by every change of the table.
-    version: AtomicU64,
 }
 
 impl<const N: usize> Pins<N> {
     crate::sync::const_fn! {
-        /// Every slot unpinned; the version of an empty table.
+        /// Every slot unpinned.
         pub(super) const fn new() -> Self {
-            Self { pinned: crate::sync::new_array![AtomicU32::new(0); N], version: AtomicU64::new(1) }
+            Self { pinned: crate::sync::new_array![AtomicU32::new(0); N] }
         }
     }
 
-    /// Pins `slot`, under the table lock (the locked path) or before the fenced check of
-    /// [`Pins::still_current`] (the fast path).
+    /// Pins `slot`. Called with the table lock held.
     pub(super) fn pin(&self, slot: usize) {
-        // Relaxed: under the table lock, a remover reads it only after taking that lock later,
-        // and the lock's release/acquire orders it before that read; on the fast path the SeqCst
-        // fence of `still_current` orders it before the poll's version load, and pairs with the
-        // remover's fence in `wait_unpinned` (see the module docs).
+        // Relaxed: the store is made under the table lock; a remover reads it only after taking
+        // that lock later, and the lock's release/acquire orders it before that read.
         self.pinned[slot].store(1, Ordering::Relaxed);
     }
 
-    /// The poll is done with `slot`'s buffer (or, on the fast path, found its copy stale before
-    /// touching any buffer).
+    /// The poll is done with `slot`'s buffer.
     pub(super) fn unpin(&self, slot: usize) {
         // Release: pairs with the Acquire load in `wait_unpinned`: every access the poll made to
         // the buffer happens before the remover returns.
         self.pinned[slot].store(0, Ordering::Release);
     }
 
-    /// Publishes the table's new `version`. Called with the table lock held, after each change.
-    pub(super) fn publish(&self, version: u64) {
-        // Relaxed: a poll that takes the table lock reads the table's own version under it; the
-        // fast path's load is ordered against this store by the two SeqCst fences (the remover's
-        // in `wait_unpinned`, the poll's in `still_current`), and a poll that reads an older value
-        // only misses an `add` until a later poll.
-        self.version.store(version, Ordering::Relaxed);
-    }
-
-    /// With the poll's slots pinned (`pin`, no lock held): whether the table is still at
-    /// `version`, the version the poll's copy of it was made at. If so the copy is current and
-    /// every slot of it pinned as under the lock: a remover of any of them waits for the unpin.
-    pub(super) fn still_current<const FENCED: bool>(&self, version: u64) -> bool {
-        if FENCED {
-            // SeqCst: pairs with the SeqCst fence of `wait_unpinned` (the store-buffering pattern):
-            // either this poll's version load below sees the remover's `publish` (the copy is
-            // stale: the poll unpins and takes the locked path), or the remover's pin load sees
-            // this poll's pin stores above (it waits for their Release unpin). `FENCED` is false
-            // only in the loom models' broken twin.
-            fence(Ordering::SeqCst);
-        }
-        // Relaxed: ordered by the fence above (see `publish`).
-        self.version.load(Ordering::Relaxed) == version
-    }
-
     /// Spins until no poll has `slot` pinned. Called without the table lock, after the slot
-    /// was made `Retiring` and the new version published under it.
+    /// was made `Retiring` under it.
     pub(super) fn wait_unpinned(&self, slot: usize) {
-        // SeqCst: pairs with the poll's fence in `still_current`: a poll on the fast path either
-        // sees the version published before this fence, or its pin is visible to the loads below.
-        fence(Ordering::SeqCst);
         // Acquire: pairs with the Release store in `unpin`.
         while self.pinned[slot].load(Ordering::Acquire) != 0 {
             crate::sync::spin_hint();
