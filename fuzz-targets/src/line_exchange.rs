@@ -81,14 +81,14 @@ pub fn line_exchange(data: &[u8]) {
                 let request = |lane: usize| -> [u64; SLOT_WORDS] {
                     core::array::from_fn(|k| seed.rotate_left(lane as u32 * 8 + k as u32) ^ k as u64)
                 };
-                for lane in hostcall_core::lane::lanes(mask) {
+                for lane in hostcall_core::lanes(mask) {
                     packet.write_lane(lane, &request(lane));
                 }
                 let submitted = packet.submit(1, mask);
                 let report = drain_checked(&view, &words, n, &mut scratch, &mut incomplete);
                 match submitted.wait_until(|polls| polls < 1) {
                     Ok(done) => {
-                        for lane in hostcall_core::lane::lanes(mask) {
+                        for lane in hostcall_core::lanes(mask) {
                             if clean {
                                 assert_eq!(done.reply(lane), answer(&request(lane)), "lane {lane}");
                             }

@@ -4,7 +4,7 @@
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
-use hostcall_core::lane::lanes;
+use hostcall_core::lanes;
 use hostcall_core::message::MessageWriter;
 use hostcall_core::phase::{self, occupied_words};
 use hostcall_core::sync::AtomicU32;

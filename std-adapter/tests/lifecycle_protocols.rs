@@ -17,10 +17,10 @@ use hostcall::{
     DeviceMemory, Error, HostMemory, HostcallRuntime, MemoryError, PacketRequest, PacketService, Protocol,
     QueueId,
 };
-use hostcall_core::dispatch::{DEVMEM, FUNCTION_CALL, PRINTF};
 use hostcall_core::message::MessageWriter;
 use hostcall_core::phase;
 use hostcall_core::{ErrorCode, LayoutError};
+use hostcall_core::{DEVMEM, FUNCTION_CALL, PRINTF};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -14,10 +14,10 @@ use hostcall::{
 use hostcall::{
     DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
 };
-use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::rpc::opcode::libc;
 use hostcall_core::rpc::{Client, View};
 use hostcall_core::sync::AtomicU32;
+use hostcall_core::DEVMEM;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

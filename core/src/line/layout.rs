@@ -3,7 +3,7 @@
 //! project puts the arrays the prefix points to (the picture is in the [`crate::line`] docs).
 
 use crate::lane::{LANES, REPLY_WORDS, SLOT_WORDS};
-pub use crate::layout::CACHE_LINE;
+pub(crate) use crate::layout::CACHE_LINE;
 use crate::layout::{line_aligned, total};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::view::MIN_ALIGN as SHARED_MIN_ALIGN;

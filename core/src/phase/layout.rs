@@ -1,7 +1,7 @@
 //! The phase-protocol buffer as device code sees it (PROTOCOL.md section 2), and where this
 //! project puts the arrays the prefix points to (the picture is in the [`crate::phase`] docs).
 
-pub use crate::layout::CACHE_LINE;
+pub(crate) use crate::layout::CACHE_LINE;
 use crate::layout::{line_aligned, total};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::view::MIN_ALIGN as SHARED_MIN_ALIGN;
@@ -37,7 +37,7 @@ pub struct Prefix {
 pub struct Header {
     /// Bit `i` set: lane `i`'s slot holds a request.
     pub activemask: AtomicU64,
-    /// Service id (see [`crate::dispatch`]).
+    /// Service id (see [`crate::PRINTF`] and its siblings).
     pub service: AtomicU32,
 }
 

@@ -47,7 +47,7 @@ pub struct Header {
     pub next: AtomicU64,
     /// Bit `i` set: lane `i`'s slot holds a request.
     pub activemask: AtomicU64,
-    /// Service id (see [`crate::dispatch`]).
+    /// Service id (see [`crate::PRINTF`] and its siblings).
     pub service: AtomicU32,
     /// Bit 0 = READY ([`CONTROL_READY`]); bit 1 = host error ([`CONTROL_HOST_ERROR`]).
     pub control: AtomicU32,

@@ -13,10 +13,10 @@ use hostcall::{
     Doorbell, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Services, ThreadDispatch,
     REMEMBERED_UNKNOWN_IDS,
 };
-use hostcall_core::dispatch::SANITIZER;
-use hostcall_core::lane::lanes;
+use hostcall_core::lanes;
 use hostcall_core::line;
 use hostcall_core::stack::{CONTROL_HOST_ERROR, CONTROL_READY};
+use hostcall_core::SANITIZER;
 use hostcall_core::{Dispatch, DrainError, PacketRequest, Poller, Registration};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
