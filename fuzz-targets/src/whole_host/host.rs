@@ -96,7 +96,7 @@ impl Host {
         let poller = Poller::new();
         // SAFETY: `buffer` (an `Arc` this struct holds) stays allocated until `finish` removes it
         // from the poller (or drops the poller first); its memory is accessed only atomically.
-        unsafe { poller.add(Registration::new(protocol, buffer.as_ptr(), buffer.len(), n as u64).unwrap()) }
+        unsafe { poller.add(Registration::new(protocol, buffer.as_ptr(), buffer.len(), n as u32).unwrap()) }
             .expect("a valid buffer");
         Self {
             geometry: Geometry::new(protocol, n),

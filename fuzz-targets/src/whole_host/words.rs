@@ -44,7 +44,7 @@ impl Geometry {
                 phases: (0, 0),
             },
             Protocol::Phase => {
-                let layout = phase::Layout::new(n).expect("small packet counts fit");
+                let layout = phase::Layout::new(n as u32).expect("small packet counts fit");
                 Self {
                     protocol,
                     n,
@@ -54,7 +54,7 @@ impl Geometry {
                 }
             }
             Protocol::Line => {
-                let layout = line::Layout::new(n).expect("small packet counts fit");
+                let layout = line::Layout::new(n as u32).expect("small packet counts fit");
                 Self {
                     protocol,
                     n,
