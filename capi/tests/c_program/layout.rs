@@ -175,7 +175,7 @@ fn the_header_layout_matches_rust() {
     }
     // LLVM-RPC geometries `hostcall_test.c` prints.
     for (p, l) in [(1u32, 1u32), (3, 2), (64, 32), (4096, 64)] {
-        let layout = rpc::Layout::new(p.into(), l.into()).unwrap();
+        let layout = rpc::Layout::new(p, l).unwrap();
         for (name, value) in [
             ("device_mailbox_offset", layout.device_mailbox),
             ("headers_offset", layout.headers),
