@@ -289,6 +289,7 @@ fn every_item_of_hostcall_core_has_one_public_path() {
     // in that protocol's `producer.rs`; the list sees its `pub type` lines where the macro is
     // written (and the generic structs of the same names there).
     for protocol in ["stack", "phase", "line", "rpc"] {
+        surface.modules.insert(format!("crate::{protocol}::producer"));
         let items = surface.items.entry(format!("crate::{protocol}::producer")).or_default();
         for handle in ["Claimed", "Submitted", "Completed"] {
             items.insert(handle.to_owned(), "type");
