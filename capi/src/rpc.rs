@@ -14,7 +14,7 @@ pub extern "C" fn hostcall_rpc_buffer_size(ports: u32, lanes: u32) -> usize {
     guard(
         |_| 0,
         || {
-            buffer_size(u64::from(ports), u64::from(lanes)).ok_or_else(|| {
+            buffer_size(ports, lanes).ok_or_else(|| {
                 Failure::new(HOSTCALL_ERR_PACKET_COUNT, format!("{ports} ports of {lanes} lanes: refused"))
             })
         },

@@ -91,7 +91,7 @@ fn an_rpc_buffer_is_enabled_and_served_through_the_c_abi() {
         HOSTCALL_OK
     );
     // SAFETY: the buffer stays enabled (so valid) while the view is used.
-    let view = unsafe { View::from_raw(base.cast(), len, u64::from(PORTS), 1) }.unwrap();
+    let view = unsafe { View::from_raw(base.cast(), len, PORTS, 1) }.unwrap();
     let locks = [AtomicU32::new(0)];
     let client = Client::new(view, &locks).unwrap();
     let w = &mut patience();

@@ -1,8 +1,8 @@
-//! How a packet reaches the code that answers it: service ids (PROTOCOL.md section 3; defined
-//! beside the request and reply types, re-exported here), the host's [`Dispatch`] trait, the one
+//! How a packet reaches the code that answers it: the host's [`Dispatch`] trait, the one
 //! lane-service type ([`LaneService`]), a fixed-capacity [`ServiceTable`], and the one routine that
-//! serves a packet lane by lane ([`serve_lanes`]). The error reply this project answers with
-//! ([`ErrorCode`]) sits beside the request and reply types too, re-exported here.
+//! serves a packet lane by lane ([`serve_lanes`]), all re-exported at the crate root. The service
+//! ids (PROTOCOL.md section 3) and the error reply this project answers with ([`ErrorCode`]) sit
+//! beside the request and reply types, also at the crate root.
 //!
 //! Every host walks a packet's lanes with [`serve_lanes`]: the [`ServiceTable`] here, and the std
 //! crate's registry, which adds only a panic guard around each lane's call. A protocol's host whose
@@ -10,11 +10,7 @@
 //! poller's drain), so a dispatch that watches its calls sees it as one; nothing here names a
 //! protocol.
 
-use crate::host::{DrainError, OwnWork, PacketRequest};
-pub use crate::host::{DEVMEM, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER};
-// The error reply, defined beside the request and reply types and re-exported at the crate root,
-// also under its old path here (code across the workspace names it so).
-pub use crate::host::{ErrorCode, ERROR_REPLY};
+use crate::host::{DrainError, ErrorCode, OwnWork, PacketRequest};
 use crate::lane::{REPLY_WORDS, SLOT_WORDS};
 use core::fmt;
 
@@ -71,7 +67,7 @@ where
 /// must survive a panicking service wraps `serve` in its panic guard and nothing else.
 ///
 /// ```
-/// use hostcall_core::dispatch::serve_lanes;
+/// use hostcall_core::serve_lanes;
 /// use hostcall_core::{ErrorCode, Host as _, LaneService};
 /// # let prefix = hostcall_core::stack::Prefix::default();
 /// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];
@@ -100,7 +96,7 @@ pub fn serve_lanes(
 /// lanes after the one that panicked (the std crate's registry).
 ///
 /// ```
-/// use hostcall_core::dispatch::serve_lanes_from;
+/// use hostcall_core::serve_lanes_from;
 /// use hostcall_core::Host as _;
 /// # let prefix = hostcall_core::stack::Prefix::default();
 /// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];

@@ -87,7 +87,7 @@ crate::sync::abi_checks! {
 /// and producer loop. Only lanes that exist ([`LANE_MASK`]) are yielded, one step per set bit.
 ///
 /// ```
-/// use hostcall_core::lane::lanes;
+/// use hostcall_core::lanes;
 /// assert!(lanes(0b1010_0001).eq([0, 5, 7]));
 /// assert_eq!(lanes(u64::MAX).len(), hostcall_core::LANES);
 /// ```
@@ -169,7 +169,7 @@ impl PacketState {
     /// The state after `event`, or why it is refused.
     ///
     /// ```
-    /// use hostcall_core::lane::{PacketEvent::*, PacketState::*};
+    /// use hostcall_core::{PacketEvent::*, PacketState::*};
     /// assert_eq!(Free.apply(Claim), Ok(Claimed));
     /// assert!(Ready.apply(Submit).is_err(), "a packet cannot be submitted twice");
     /// ```

@@ -22,7 +22,7 @@
 //!
 //! All four have the same shape (`layout`, `View`, `Claimed`/`Submitted`/`Completed`, `Host`,
 //! `buffer_size`) and give the host the same things: every submitted packet reaches a [`DrainHandler`] as a
-//! [`PacketRequest`], answered lane by lane ([`dispatch`]). [`AnyView`] is the one switch over
+//! [`PacketRequest`], answered lane by lane ([`serve_lanes`], [`ServiceTable`]). [`AnyView`] is the one switch over
 //! the four; [`Poller`] is the listener without a thread, serving buffers of all four side by side.
 //!
 //! ```
@@ -71,7 +71,7 @@
 //! mechanisms, which name no protocol: the scan window and drain scope ([`ScanWindow`],
 //! [`DrainScope`]), the checks and slicing of raw memory and parts (`view/`), the layout
 //! arithmetic and ABI asserts (`layout.rs`), the claim bitmap (`occupied.rs`), the producer traits
-//! and wait ([`lane`]), and what the host is given and reports ([`PacketRequest`], [`ErrorCode`],
+//! and wait (`lane.rs`: [`ClaimedPacket`] and its siblings), and what the host is given and reports ([`PacketRequest`], [`ErrorCode`],
 //! [`DrainError`], the [`Host`] trait). The switch is `any/`: a [`Protocol`] variant and one arm
 //! in each `match` there ([`AnyView`], [`AnyClaimed`] and its siblings, [`HostScratch`], and a
 //! variant of [`AnyState`] for a host with per-buffer state); the [`Poller`] then serves it.
@@ -103,30 +103,36 @@
 //!
 //! # Modules and what is public
 //!
-//! | module | what |
+//! Every public item has one path (the rule the std crate `hostcall` follows too, checked by its
+//! `tests/one_path.rs` for both crates). The protocols are namespaces, because their types share
+//! names (`View`, `Host`, `Header`, `Prefix`, `Claimed`, ...); what all four share is at the root,
+//! once.
+//!
+//! | path | what |
 //! | --- | --- |
 //! | [`stack`], [`phase`], [`line`](mod@line), [`rpc`] | one folder per protocol, the same files in each |
-//! | [`lane`] | lanes, the shared [`Payload`], the lane-mask walk, the producer traits |
 //! | [`producer`] | the producer's handles written once, generic over each protocol's [`producer::Wire`] |
-//! | [`dispatch`] | service ids, [`Dispatch`], [`LaneService`], [`ServiceTable`], [`serve_lanes`](dispatch::serve_lanes) |
 //! | [`message`] | message streams: descriptors and chunking |
-//! | [`sync`] | the atomics facade: the types the `repr(C)` layouts are made of |
-//! | `host`, `any`, `poller`, `scan`, `view` (private) | re-exported here: [`PacketRequest`], [`ErrorCode`] and the drain types; [`Protocol`], [`AnyView`], [`HostScratch`]; [`Poller`]; [`DrainScope`], [`ScanWindow`]; [`LayoutError`], [`packet_count`] |
+//! | [`sync`] | the atomics the `repr(C)` layouts are made of ([`sync::AtomicU64`], [`sync::AtomicU32`], [`sync::Ordering`], [`sync::fence`]) and the payload's [`sync::PayloadWord`] |
+//! | the root | the rest: the switch ([`Protocol`], [`AnyView`] and its handles, [`HostScratch`]); the [`Poller`]; the host's side ([`PacketRequest`], [`ErrorCode`], [`ERROR_REPLY`], [`DrainHandler`] and the drain types, [`Host`]); dispatch ([`Dispatch`], [`LaneService`], [`ServiceTable`], [`serve_lanes`], the service ids [`PRINTF`], [`DEVMEM`], ...); lanes ([`Payload`], [`LANES`], [`lanes`], the producer traits [`ClaimedPacket`], ...); geometry ([`packet_count`], [`MAX_PACKETS`], [`LayoutError`], [`CACHE_LINE`]); the scan ([`ScanWindow`], [`DrainScope`]) |
 //!
-//! The types users touch are re-exported at the root. The machinery underneath (the Treiber
-//! stack and its chain walk, the spin hints, the layout and view helpers) is `pub(crate)`. The loom
-//! models in the workspace's `loom-tests` crate drive the free-list and the poller's registrations
-//! directly, so under `--cfg loom` only, a `#[doc(hidden)]` module `__internal` exposes them;
-//! it is not part of the API, carries no stability promise, and does not exist in normal builds.
+//! The modules behind the root (`any`, `dispatch`, `host`, `lane`, `layout`, `poller`, `scan`,
+//! `view`) are private, and the machinery underneath (the Treiber stack and its chain walk, the
+//! spin hints and the lock, the layout and view helpers) is `pub(crate)`. The loom models in the
+//! workspace's `loom-tests` crate drive the free-list and the poller's registrations directly, so
+//! under `--cfg loom` only, a `#[doc(hidden)]` module `__internal` exposes them: the models live
+//! in another crate (loom needs its own build of everything), and these are the internals they
+//! must reach; it is not part of the API, carries no stability promise, does not exist in normal
+//! builds, and is the one exception the one-path check leaves out.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 #![warn(missing_debug_implementations)]
 
 mod any;
-pub mod dispatch;
+mod dispatch;
 mod host;
-pub mod lane;
+mod lane;
 mod layout;
 pub mod line;
 pub mod message;
@@ -145,14 +151,16 @@ mod view;
 pub use any::{
     AnyClaimed, AnyCompleted, AnyState, AnyStateMut, AnySubmitted, AnyView, HostScratch, Protocol,
 };
-pub use dispatch::{Dispatch, LaneService, ServiceTable, TableFull};
+pub use dispatch::{serve_lanes, serve_lanes_from, Dispatch, LaneService, ServiceTable, TableFull};
 pub use host::{
     ChainError, DrainError, DrainHandler, DrainReport, ErrorCode, Host, OwnWork, PacketRequest, ServePacket,
-    ERROR_REPLY,
+    DEVMEM, ERROR_REPLY, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER,
 };
 pub use lane::{
-    ClaimedPacket, CompletedPacket, Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
+    lanes, ClaimedPacket, CompletedPacket, InvalidTransition, Lanes, PacketEvent, PacketState, Payload,
+    SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
 };
+pub use layout::CACHE_LINE;
 pub use poller::{Poller, PollerError, Registration};
 pub use scan::{DrainScope, ScanWindow};
 pub use view::{packet_count, GeometryError, LayoutError, MAX_PACKETS};

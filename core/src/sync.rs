@@ -50,10 +50,16 @@ mod model;
 #[cfg(not(loom))]
 mod production;
 
+// What users name (the types of the layouts' fields, and the payload's word) is re-exported by
+// name; the rest of each half is the crate's own.
 #[cfg(loom)]
-pub use model::*;
+pub(crate) use model::*;
+#[cfg(loom)]
+pub use model::{fence, AtomicU32, AtomicU64, Ordering, PayloadWord};
 #[cfg(not(loom))]
-pub use production::*;
+pub(crate) use production::*;
+#[cfg(not(loom))]
+pub use production::{fence, AtomicU32, AtomicU64, Ordering, PayloadWord};
 
 // The target requirements (see the crate docs): the shared words must be atomic against the
 // device, which only the CPU's own lock-free instructions are. portable-atomic falls back to a

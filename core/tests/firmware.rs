@@ -10,21 +10,21 @@ fn double(request: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
 
 #[test]
 fn a_main_loop_serves_its_own_hostcalls() {
-    const PACKETS: usize = 3;
+    const PACKETS: u32 = 3;
     // Static-like storage: a word array big enough for the buffer, 8-aligned.
     let mut memory = vec![0u64; buffer_size(PACKETS).unwrap() / 8];
     let base = memory.as_mut_ptr() as *mut u8;
     let len = memory.len() * 8;
     // SAFETY: `memory` outlives the view and the poller's use of it (removed below), and is only
     // accessed through them.
-    let buffer = unsafe { View::from_raw(base, len, PACKETS as u64) }.unwrap();
+    let buffer = unsafe { View::from_raw(base, len, PACKETS) }.unwrap();
     buffer.init(base as u64, 0);
 
     let mut services: ServiceTable<'_, 4> = ServiceTable::new();
     services.register(42, &double).unwrap();
     let poller: Poller<2> = Poller::new();
     // SAFETY: as above.
-    unsafe { poller.add(Registration::new(Protocol::Stack, base, len, PACKETS as u64).unwrap()) }.unwrap();
+    unsafe { poller.add(Registration::new(Protocol::Stack, base, len, PACKETS).unwrap()) }.unwrap();
 
     let rounds = if cfg!(miri) { 10 } else { 100 };
     for round in 0..rounds {

@@ -66,7 +66,7 @@ pub fn drain_buffer_image(data: &[u8]) {
     // by `RawBuffer`'s snapshot copies, which run on this thread between polls: nothing races.
     unsafe {
         poller
-            .add(Registration::new(Protocol::Stack, buffer.base(), buffer.len(), num_packets as u64).unwrap())
+            .add(Registration::new(Protocol::Stack, buffer.base(), buffer.len(), num_packets as u32).unwrap())
     }
     .expect("a valid layout");
     assert_eq!(poller.poll_once(&table), report, "the poller drains like the view");

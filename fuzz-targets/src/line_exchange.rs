@@ -50,12 +50,12 @@ fn serve(p: &mut PacketRequest<'_>) {
 pub fn line_exchange(data: &[u8]) {
     let mut input = Input::new(data);
     let n = 2 + usize::from(input.u8() & 7);
-    let layout = line::Layout::new(n).expect("a small buffer");
+    let layout = line::Layout::new(n as u32).expect("a small buffer");
     let mut memory: Vec<Line> = (0..layout.size.div_ceil(64)).map(|_| Line([0; 8])).collect();
     let base = memory.as_mut_ptr().cast::<u8>();
     // SAFETY: `memory` outlives the view, which is the only thing that touches it (every access
     // atomic; the snapshots below read through the same atomics).
-    let view = unsafe { View::from_raw(base, layout.size, n as u64) }.expect("a valid buffer");
+    let view = unsafe { View::from_raw(base, layout.size, n as u32) }.expect("a valid buffer");
     view.init(base as u64, 0);
     let words = || {
         // SAFETY: as above: the words are read only atomically.
@@ -81,14 +81,14 @@ pub fn line_exchange(data: &[u8]) {
                 let request = |lane: usize| -> [u64; SLOT_WORDS] {
                     core::array::from_fn(|k| seed.rotate_left(lane as u32 * 8 + k as u32) ^ k as u64)
                 };
-                for lane in hostcall_core::lane::lanes(mask) {
+                for lane in hostcall_core::lanes(mask) {
                     packet.write_lane(lane, &request(lane));
                 }
                 let submitted = packet.submit(1, mask);
                 let report = drain_checked(&view, &words, n, &mut scratch, &mut incomplete);
                 match submitted.wait_until(|polls| polls < 1) {
                     Ok(done) => {
-                        for lane in hostcall_core::lane::lanes(mask) {
+                        for lane in hostcall_core::lanes(mask) {
                             if clean {
                                 assert_eq!(done.reply(lane), answer(&request(lane)), "lane {lane}");
                             }
@@ -135,7 +135,7 @@ fn drain_checked<'w>(
     scratch: &mut ScratchPayload,
     incomplete: &mut [line::Incomplete],
 ) -> hostcall_core::DrainReport {
-    let layout = line::Layout::new(n).expect("a small buffer");
+    let layout = line::Layout::new(n as u32).expect("a small buffer");
     let relaxed = hostcall_core::sync::Ordering::Relaxed;
     let device_side = |w: usize| {
         let byte = w * 8;

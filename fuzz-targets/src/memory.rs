@@ -37,7 +37,7 @@ pub(crate) struct RawBuffer {
 impl RawBuffer {
     /// Zeroed memory for `num_packets` packets (2..=`Geometry::MAX_PACKETS`).
     pub(crate) fn new(num_packets: usize) -> Self {
-        let size = buffer_size(num_packets).expect("small packet counts fit");
+        let size = buffer_size(num_packets as u32).expect("small packet counts fit");
         debug_assert_eq!(size % 8, 0);
         let len = size / 8;
         let layout = Layout::array::<AtomicU64>(len).expect("small packet counts fit");
@@ -74,7 +74,7 @@ impl RawBuffer {
         // (`AtomicU64` has the representation of `u64`, and its `UnsafeCell` allows writes through
         // a pointer derived from a shared reference); the plain copies of `snapshot`/`restore`
         // run on the one thread that uses the buffer and its views, so nothing races with them.
-        unsafe { View::from_raw(self.base(), self.len(), self.num_packets as u64) }
+        unsafe { View::from_raw(self.base(), self.len(), self.num_packets as u32) }
             .expect("memory sized and aligned for this packet count")
     }
 

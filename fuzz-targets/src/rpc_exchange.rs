@@ -26,10 +26,10 @@ use hostcall::{
     services::rpc::{RpcHost, RpcLimits, RpcPolicy},
     HostMemory, HostcallBuffer, ParkingDoorbell, Protocol,
 };
-use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::rpc::opcode::{self, libc, rocm};
 use hostcall_core::rpc::{fill_packet, service_of, Client, Cursor, View};
 use hostcall_core::sync::Ordering;
+use hostcall_core::DEVMEM;
 use hostcall_core::{ClaimedPacket, CompletedPacket, Dispatch, DrainHandler, PacketRequest, ServiceTable};
 use hostcall_core::{DrainScope, Host as _, Payload, SubmittedPacket};
 use std::sync::Arc;

@@ -28,7 +28,7 @@ struct Image {
 
 impl Image {
     fn new(n: usize) -> Self {
-        Self { n, words: vec![0; buffer_size(n).unwrap() / 8] }
+        Self { n, words: vec![0; buffer_size(n as u32).unwrap() / 8] }
     }
     fn ready(mut self, raw: u64) -> Self {
         self.words[4] = raw;

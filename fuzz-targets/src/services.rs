@@ -4,7 +4,7 @@
 //! [`ErrorCode::UnknownService`]); [`serve_model`] states independently what it must write.
 
 use crate::memory::PayloadWords;
-use hostcall_core::lane::lanes;
+use hostcall_core::lanes;
 use hostcall_core::{Dispatch, DrainError, DrainHandler, ErrorCode, PacketRequest, ServiceTable, SLOT_WORDS};
 
 /// Answers `[r0 + r1, r2 ^ r7]`.

@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::memory::{DeviceAllocation, DeviceMemory};
 use hostcall_core::sync::AtomicU32;
 pub(crate) use hostcall_core::Protocol;
-use hostcall_core::{packet_count, AnyView, LayoutError};
+use hostcall_core::{AnyView, LayoutError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -90,13 +90,7 @@ impl HostcallBuffer {
         protocol: Protocol,
     ) -> Result<Self, Error> {
         // An LLVM-RPC buffer's count is its ports (1 ..= rpc::MAX_PORT_COUNT, its own rule).
-        let num_packets = match protocol {
-            Protocol::Rpc { lanes } => {
-                hostcall_core::rpc::check_geometry(num_packets, u64::from(lanes)).map(|(ports, _)| ports)
-            }
-            _ => packet_count(num_packets),
-        }
-        .map_err(|e| Error::Layout(e.into()))?;
+        let num_packets = protocol.packet_count(num_packets).map_err(|e| Error::Layout(e.into()))?;
         const STACK_ALIGN: usize = Protocol::Stack.buffer_align();
         const _: () = assert!(STACK_BASE_OFFSET % STACK_ALIGN == 0 && CACHE_LINE % STACK_ALIGN == 0);
         const _: () = assert!(CACHE_LINE % Protocol::Phase.buffer_align() == 0);
@@ -105,7 +99,7 @@ impl HostcallBuffer {
         let offset = if protocol == Protocol::Stack { STACK_BASE_OFFSET } else { 0 };
         // `packet_count` bounds the count, so the size exists on 64-bit targets.
         let too_big = LayoutError::TooSmall { needed: usize::MAX, given: 0 };
-        let size = protocol.buffer_size(num_packets as usize).ok_or(Error::Layout(too_big))?;
+        let size = protocol.buffer_size(num_packets).ok_or(Error::Layout(too_big))?;
         let allocation = DeviceAllocation::new(memory, offset + size, CACHE_LINE)?;
         let occupied = AtomicU64::new(0);
         let lock_words = match protocol {
@@ -158,7 +152,7 @@ impl HostcallBuffer {
     /// The buffer's view, through the core's protocol switch (checked once more; cheap). An RPC
     /// buffer's view has the emulated client's lock bits, so waves can claim its ports.
     pub fn view(&self) -> AnyView<'_> {
-        let (base, len, n) = (self.as_ptr(), self.size, self.num_packets());
+        let (base, len, n) = (self.as_ptr(), self.size, self.num_packets);
         // SAFETY: `as_ptr()..as_ptr() + size` lies inside the allocation (`offset + size` bytes),
         // sized for this protocol and packet count in `with_protocol` and aligned for it (the
         // allocation is aligned to a cache line, the offset a multiple of the protocol's

@@ -4,7 +4,7 @@
 use crate::buffer::HostcallBuffer;
 use crate::doorbell::Doorbell;
 use crate::error::Error;
-use hostcall_core::lane::lanes;
+use hostcall_core::lanes;
 use hostcall_core::message::MessageWriter;
 use hostcall_core::phase::{self, occupied_words};
 use hostcall_core::sync::AtomicU32;
@@ -182,6 +182,7 @@ impl<'a> RawWave<'a> {
         doorbell: &'a dyn Doorbell,
         activemask: u64,
     ) -> Result<Self, Error> {
+        let num_packets = Protocol::Stack.packet_count(num_packets).map_err(|e| Error::Layout(e.into()))?;
         // SAFETY: forwarded from this function's contract.
         let view = unsafe { AnyView::from_raw(Protocol::Stack, base, len, num_packets) }?;
         Ok(Self { view, doorbell, activemask, timeout: None, start: 0 })
@@ -204,13 +205,14 @@ impl<'a> RawWave<'a> {
         doorbell: &'a dyn Doorbell,
         activemask: u64,
     ) -> Result<Self, Error> {
+        let num_packets = Protocol::Phase.packet_count(num_packets).map_err(|e| Error::Layout(e.into()))?;
         // SAFETY: forwarded from this function's contract.
         let mut view = unsafe { phase::View::from_raw(base, len, num_packets) }?;
         if let Some(bitmap) = occupied {
             if bitmap.as_ptr() as usize % std::mem::align_of::<AtomicU32>() != 0 {
                 return Err(Error::Layout(LayoutError::Misaligned { address: bitmap.as_ptr() as usize }));
             }
-            let words = occupied_words(view.num_packets() as usize);
+            let words = occupied_words(view.num_packets());
             // SAFETY: non-null and aligned (checked); the contract gives `words` valid words for
             // 'a, accessed only atomically; `AtomicU32` has the representation of `u32`.
             let bitmap = unsafe { std::slice::from_raw_parts(bitmap.as_ptr().cast::<AtomicU32>(), words) };

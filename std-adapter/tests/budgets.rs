@@ -14,9 +14,9 @@ use hostcall::{
     HostMemory, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Protocol, Wave,
     REMEMBERED_UNKNOWN_IDS,
 };
-use hostcall_core::dispatch::{DEVMEM, PRINTF};
 use hostcall_core::message::MessageWriter;
 use hostcall_core::ErrorCode;
+use hostcall_core::{DEVMEM, PRINTF};
 use std::ptr::NonNull;
 use std::sync::{Arc, Barrier};
 

@@ -8,9 +8,9 @@ use hostcall::{
     services::devmem::DevMemLimits, services::message::MessageLimits, services::printf::PrintfMessage,
     HostMemory, Protocol, Reply, Wave,
 };
-use hostcall_core::dispatch::{DEVMEM, PRINTF};
 use hostcall_core::message::Descriptor;
 use hostcall_core::ErrorCode;
+use hostcall_core::{DEVMEM, PRINTF};
 use std::sync::Arc;
 
 use common::printing::{printing, Printing};

@@ -12,7 +12,7 @@ mod standin;
 use std::time::Duration;
 
 use hostcall::{buffer_size, EmulatedWave, QueueId};
-use hostcall_core::dispatch::DEVMEM;
+use hostcall_core::DEVMEM;
 use hsa_sys::LIBRARY_ENV;
 use standin::{with_watchdog, StandIn};
 

@@ -46,7 +46,7 @@ use hostcall::{
     DeviceAllocation, Doorbell, EmulatedWave, Error, HostcallBuffer, HostcallRuntime, Listener,
     ListenerConfig, MemoryError, Protocol, QueueId, DOORBELL_INIT as INIT,
 };
-use hostcall_core::dispatch::DEVMEM;
+use hostcall_core::DEVMEM;
 use hsa_sys::{
     AgentInfo, AmdAgentMemoryPoolInfo, AmdLinkInfoType, AmdMemoryPoolLinkInfo, HsaAgent, HsaLib, HsaStatus,
 };

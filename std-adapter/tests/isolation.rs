@@ -17,8 +17,8 @@ use hostcall::{
     services::printf::{PrintfMessage, Streams},
     HostMemory, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Protocol, Wave,
 };
-use hostcall_core::dispatch::{ErrorCode, DEVMEM, PRINTF};
 use hostcall_core::message::Descriptor;
+use hostcall_core::{ErrorCode, DEVMEM, PRINTF};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -42,14 +42,14 @@ fn add_call(buffer: *mut u8, packets: u32, mask: u64, tag: u64) {
 
 fn free_stack(buffer: *mut u8, packets: u32) -> u64 {
     // SAFETY: the buffer is allocated and initialised; the load is atomic.
-    let view = unsafe { View::from_raw(buffer, buffer_size(packets).unwrap(), u64::from(packets)) };
+    let view = unsafe { View::from_raw(buffer, buffer_size(packets).unwrap(), packets) };
     view.unwrap().prefix().free_stack.load(Ordering::Acquire)
 }
 
 #[test]
 fn sizes_and_counts() {
     assert_eq!(buffer_size(2), Ok(48 + 2 * 24 + 2 * 4096));
-    assert_eq!(buffer_size(PACKETS).ok(), hostcall_core::stack::buffer_size(PACKETS as usize));
+    assert_eq!(buffer_size(PACKETS).ok(), hostcall_core::stack::buffer_size(PACKETS));
     assert_eq!(buffer_align(), 8);
     for refused in [0, 1] {
         assert_eq!(

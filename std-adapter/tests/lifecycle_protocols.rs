@@ -17,10 +17,10 @@ use hostcall::{
     DeviceMemory, Error, HostMemory, HostcallRuntime, MemoryError, PacketRequest, PacketService, Protocol,
     QueueId,
 };
-use hostcall_core::dispatch::{DEVMEM, FUNCTION_CALL, PRINTF};
 use hostcall_core::message::MessageWriter;
 use hostcall_core::phase;
 use hostcall_core::{ErrorCode, LayoutError};
+use hostcall_core::{DEVMEM, FUNCTION_CALL, PRINTF};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -203,7 +203,7 @@ fn a_phase_bitmap_passed_in_is_used_and_kept() {
         "services see the ordinal"
     );
     // SAFETY: the buffer is enabled (so initialised); the prefix load is atomic.
-    let view = unsafe { phase::View::from_raw(buffer.ptr(), buffer.len(), u64::from(PACKETS)) }.unwrap();
+    let view = unsafe { phase::View::from_raw(buffer.ptr(), buffer.len(), PACKETS) }.unwrap();
     assert_eq!(view.prefix().occupied.load(Ordering::Relaxed), bitmap.as_ptr() as u64);
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
@@ -276,7 +276,7 @@ fn phase_options_are_checked() {
 #[test]
 fn sizes_and_alignments_per_protocol() {
     assert_eq!(buffer_size_for(Protocol::Stack, PACKETS), hostcall::buffer_size(PACKETS));
-    assert_eq!(buffer_size_for(Protocol::Phase, PACKETS).ok(), phase::buffer_size(PACKETS as usize));
+    assert_eq!(buffer_size_for(Protocol::Phase, PACKETS).ok(), phase::buffer_size(PACKETS));
     assert_eq!((buffer_align_for(Protocol::Stack), buffer_align_for(Protocol::Phase)), (8, 64));
     assert!(buffer_size_for(Protocol::Phase, 1).is_err());
     assert!(buffer_size_for(Protocol::Phase, u32::MAX).is_err());

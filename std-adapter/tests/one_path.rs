@@ -273,6 +273,49 @@ fn every_item_of_hostcall_has_one_public_path() {
     );
 }
 
+/// The same rule for `hostcall-core`. Its `__internal` module exists only under `--cfg loom`
+/// (the text-based list shows it regardless): the loom models' access to internals, hidden and
+/// not API, so it is left out of the walk.
+#[test]
+#[cfg_attr(not(hostcall_workspace), ignore = "tests/public_items.txt lists the workspace's sources")]
+fn every_item_of_hostcall_core_has_one_public_path() {
+    let list = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/public_items.txt"))
+        .unwrap();
+    let mut surface = Surface::parse(&list, "hostcall-core");
+    if let Some(children) = surface.public_children.get_mut("crate") {
+        children.remove("__internal");
+    }
+    // `producer::handles!` declares each protocol's `Claimed`, `Submitted` and `Completed` aliases
+    // in that protocol's `producer.rs`; the list sees its `pub type` lines where the macro is
+    // written (and the generic structs of the same names there).
+    for protocol in ["stack", "phase", "line", "rpc"] {
+        surface.modules.insert(format!("crate::{protocol}::producer"));
+        let items = surface.items.entry(format!("crate::{protocol}::producer")).or_default();
+        for handle in ["Claimed", "Submitted", "Completed"] {
+            items.insert(handle.to_owned(), "type");
+        }
+    }
+    for handle in ["Claimed", "Submitted", "Completed"] {
+        surface.items.get_mut("crate::producer").unwrap().insert(handle.to_owned(), "struct");
+    }
+    let paths = surface.paths("hostcall_core");
+    assert!(
+        paths.contains_key(&Target::Item("crate::poller::Poller".into(), "struct")),
+        "the walk reaches the crate's types"
+    );
+    let items = paths.keys().filter(|target| !matches!(target, Target::Module(_))).count();
+    eprintln!(
+        "hostcall_core: {items} items reachable, at {} paths",
+        paths.values().map(BTreeSet::len).sum::<usize>()
+    );
+    let found = violations(&surface, "hostcall_core", &[]);
+    assert!(
+        found.is_empty(),
+        "the rule \"every type has one public path\" is broken in hostcall_core:\n  {}",
+        found.join("\n  ")
+    );
+}
+
 /// The walk sees a second path however it is made: a re-export at the root of a type of a public
 /// module, a re-export of a re-export, a module re-exported under a second name, a non-trait in
 /// the prelude, a module named `core`.

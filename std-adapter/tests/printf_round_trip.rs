@@ -4,9 +4,9 @@
 
 use hostcall::services::message::SharedMessageService;
 use hostcall::services::printf::{printf_service, PrintfMessage, PrintfSink, Stream};
-use hostcall_core::dispatch::PRINTF;
 use hostcall_core::message::MessageWriter;
 use hostcall_core::stack::{Header, Prefix, View};
+use hostcall_core::PRINTF;
 use hostcall_core::{Dispatch, ErrorCode, Host as _, ServiceTable};
 use hostcall_core::{PacketRequest, Payload};
 use std::sync::{Arc, Mutex};

@@ -10,7 +10,7 @@ use hostcall::{
     services::printf::{PrintfMessage, Streams},
     HostMemory, HostcallBuffer, Listener, ListenerConfig, MemoryError, ParkingDoorbell, Wave,
 };
-use hostcall_core::dispatch::{ErrorCode, DEVMEM, PRINTF};
+use hostcall_core::{ErrorCode, DEVMEM, PRINTF};
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};

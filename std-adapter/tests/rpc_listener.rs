@@ -43,7 +43,7 @@ fn listener_with_add(config: ListenerConfig) -> (Listener, Arc<dyn Doorbell>) {
 fn rpc_ports_are_served_beside_a_phase_buffer() {
     let (listener, doorbell) = listener_with_add(ListenerConfig::spinning());
     let protocol = Protocol::Rpc { lanes: LANES };
-    let len = protocol.buffer_size(PORTS as usize).unwrap();
+    let len = protocol.buffer_size(PORTS as u32).unwrap();
     let memory = DeviceAllocation::new(Arc::new(HostMemory), len, protocol.buffer_align()).unwrap();
     let (sink, output) = capture();
     // SAFETY: `memory` stays allocated until after `remove_raw`, touched only atomically.
@@ -55,7 +55,7 @@ fn rpc_ports_are_served_beside_a_phase_buffer() {
     listener.add(phase.clone()).unwrap();
 
     // SAFETY: as above; the view is used only while the listener serves the memory.
-    let view = unsafe { View::from_raw(memory.as_ptr(), len, PORTS, u64::from(LANES)) }.unwrap();
+    let view = unsafe { View::from_raw(memory.as_ptr(), len, PORTS as u32, LANES) }.unwrap();
     let locks = [AtomicU32::new(0)];
     let client = Client::new(view, &locks).unwrap();
     std::thread::scope(|s| {
@@ -165,7 +165,7 @@ fn a_pool_stripes_rpc_ports_and_counts_refusals() {
     assert!(pool.listeners().iter().all(|l| l.rpc_counters(buffer.as_ptr()).is_some()));
 
     // SAFETY: the buffer outlives the view (it is used below only while the pool serves it).
-    let view = unsafe { View::from_raw(buffer.as_ptr(), buffer.len(), PORTS, 1) }.unwrap();
+    let view = unsafe { View::from_raw(buffer.as_ptr(), buffer.len(), PORTS as u32, 1) }.unwrap();
     let locks: Vec<AtomicU32> = (0..2).map(|_| AtomicU32::new(0)).collect();
     let client = Client::new(view, &locks).unwrap();
     let long = [b'x'; 200];

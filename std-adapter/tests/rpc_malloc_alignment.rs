@@ -14,10 +14,10 @@ use hostcall::{
 use hostcall::{
     DeviceAllocation, HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
 };
-use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::rpc::opcode::libc;
 use hostcall_core::rpc::{Client, View};
 use hostcall_core::sync::AtomicU32;
+use hostcall_core::DEVMEM;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -85,7 +85,7 @@ fn llvm_large_request(size: u64) -> u64 {
 #[test]
 fn llvm_sized_blocks_come_back_2_mib_aligned_and_devmem_keeps_rocms_rule() {
     let protocol = Protocol::Rpc { lanes: LANES };
-    let len = protocol.buffer_size(PORTS as usize).unwrap();
+    let len = protocol.buffer_size(PORTS as u32).unwrap();
     // Before the listener, so that it is dropped after the listener stops, even when a check fails.
     let memory = DeviceAllocation::new(Arc::new(HostMemory), len, protocol.buffer_align()).unwrap();
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
@@ -94,7 +94,7 @@ fn llvm_sized_blocks_come_back_2_mib_aligned_and_devmem_keeps_rocms_rule() {
     // SAFETY: `memory` stays allocated until after `remove_raw`, touched only atomically.
     listener.add(unsafe { BufferRegistration::raw(protocol, memory.as_ptr(), len, PORTS) }).unwrap();
     // SAFETY: as above; the view is used only while the listener serves the memory.
-    let view = unsafe { View::from_raw(memory.as_ptr(), len, PORTS, u64::from(LANES)) }.unwrap();
+    let view = unsafe { View::from_raw(memory.as_ptr(), len, PORTS as u32, LANES) }.unwrap();
     let locks = [AtomicU32::new(0)];
     let client = Client::new(view, &locks).unwrap();
 

@@ -15,7 +15,7 @@ use hostcall::{
     services::sanitizer::{HsaCodeObjects, SanitizerConfig, MAX_LIST_AGE},
     HostMemory, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Wave,
 };
-use hostcall_core::dispatch::SANITIZER;
+use hostcall_core::SANITIZER;
 use hsa_sys::LIBRARY_ENV;
 use standin::{with_watchdog, StandIn};
 use std::sync::atomic::{AtomicUsize, Ordering};

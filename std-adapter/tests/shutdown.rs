@@ -12,8 +12,8 @@ use hostcall::{
     services::devmem::DevMemLimits, Error, HostMemory, HostcallBuffer, Listener, ListenerConfig,
     ParkingDoorbell, Protocol, Wave,
 };
-use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::ErrorCode;
+use hostcall_core::DEVMEM;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;

@@ -10,8 +10,8 @@ use hostcall::{
     services::devmem::DevMemLimits, services::message::MessageLimits, services::printf::Streams, HostMemory,
     HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Wave,
 };
-use hostcall_core::dispatch::{DEVMEM, PRINTF};
 use hostcall_core::ErrorCode;
+use hostcall_core::{DEVMEM, PRINTF};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

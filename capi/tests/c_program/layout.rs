@@ -7,7 +7,7 @@ use super::*;
 #[test]
 fn the_header_layout_matches_rust() {
     use hostcall_capi::options::{self, HostcallEnableOptions};
-    use hostcall_core::dispatch as service;
+    use hostcall_core as service;
     use hostcall_core::stack::{self as layout, Header, Prefix};
     use hostcall_core::{line, phase, rpc};
     use hostcall_core::{ErrorCode, ERROR_REPLY};
@@ -140,7 +140,7 @@ fn the_header_layout_matches_rust() {
     ];
     let mut expected: Vec<(String, u64)> = expected.into_iter().map(|(n, v)| (n.to_owned(), v)).collect();
     for n in [3usize, 1000] {
-        let l = phase::Layout::new(n).unwrap();
+        let l = phase::Layout::new(n as u32).unwrap();
         for (name, value) in [
             ("device_phase_offset", l.device_phase),
             ("occupied_offset", l.occupied),
@@ -158,7 +158,7 @@ fn the_header_layout_matches_rust() {
     assert_eq!(line::buffer_align(), line::MIN_ALIGN);
     assert_eq!(buffer_align_for(Protocol::Line), line::buffer_align());
     for n in [2usize, 3, 31, 32, 33, 64, 1000, 1 << 24] {
-        let l = line::Layout::new(n).unwrap();
+        let l = line::Layout::new(n as u32).unwrap();
         for (name, value) in [
             ("occupied_words", n.div_ceil(32)),
             ("device_seq_offset", l.device_seq),
@@ -170,12 +170,12 @@ fn the_header_layout_matches_rust() {
         ] {
             expected.push((format!("line.{name}.{n}"), value as u64));
         }
-        assert_eq!(line::buffer_size(n), Some(l.size));
+        assert_eq!(line::buffer_size(n as u32), Some(l.size));
         assert_eq!(buffer_size_for(Protocol::Line, n as u32).unwrap(), l.size, "n = {n}");
     }
     // LLVM-RPC geometries `hostcall_test.c` prints.
     for (p, l) in [(1u32, 1u32), (3, 2), (64, 32), (4096, 64)] {
-        let layout = rpc::Layout::new(p.into(), l.into()).unwrap();
+        let layout = rpc::Layout::new(p, l).unwrap();
         for (name, value) in [
             ("device_mailbox_offset", layout.device_mailbox),
             ("headers_offset", layout.headers),

@@ -21,6 +21,7 @@ use crate::phase;
 use crate::rpc;
 use crate::scan::DrainScope;
 use crate::stack;
+use crate::view::GeometryError;
 #[cfg(not(loom))]
 use crate::view::LayoutError;
 
@@ -50,12 +51,34 @@ impl Protocol {
     /// assert_eq!(Protocol::Stack.buffer_size(4), stack::buffer_size(4));
     /// assert_eq!(Protocol::Phase.buffer_size(4), phase::buffer_size(4));
     /// ```
-    pub const fn buffer_size(self, num_packets: usize) -> Option<usize> {
+    pub const fn buffer_size(self, num_packets: u32) -> Option<usize> {
         match self {
             Self::Stack => stack::buffer_size(num_packets),
             Self::Phase => phase::buffer_size(num_packets),
             Self::Line => line::buffer_size(num_packets),
-            Self::Rpc { lanes } => rpc::buffer_size(num_packets as u64, lanes as u64),
+            Self::Rpc { lanes } => rpc::buffer_size(num_packets, lanes),
+        }
+    }
+
+    /// `num_packets`, a count of a wider type (a C caller's `u64`), as the `u32` every count of
+    /// this crate is, checked against this protocol's bounds: [`packet_count`](crate::packet_count)'s
+    /// 2 ..= [`MAX_PACKETS`](crate::MAX_PACKETS) for the hostcall protocols; for an LLVM-RPC
+    /// buffer, whose count is its ports, [`rpc::check_geometry`]'s 1 ..= [`rpc::MAX_PORT_COUNT`].
+    ///
+    /// ```
+    /// use hostcall_core::{GeometryError, Protocol};
+    /// assert_eq!(Protocol::Phase.packet_count(64), Ok(64));
+    /// assert_eq!(Protocol::Phase.packet_count(1), Err(GeometryError::TooFewPackets(1)));
+    /// assert_eq!(Protocol::Rpc { lanes: 32 }.packet_count(1), Ok(1));
+    /// assert_eq!(Protocol::Stack.packet_count(1 << 40), Err(GeometryError::TooManyPackets(1 << 40)));
+    /// ```
+    pub const fn packet_count(self, num_packets: u64) -> Result<u32, GeometryError> {
+        match self {
+            Self::Rpc { lanes } => match rpc::check_geometry(num_packets, lanes as u64) {
+                Ok((ports, _)) => Ok(ports),
+                Err(e) => Err(e),
+            },
+            _ => crate::view::packet_count(num_packets),
         }
     }
 
@@ -132,7 +155,7 @@ impl<'a> AnyView<'a> {
         protocol: Protocol,
         base: *mut u8,
         len: usize,
-        num_packets: u64,
+        num_packets: u32,
     ) -> Result<Self, LayoutError> {
         // SAFETY (every arm): forwarded from this function's contract, which is theirs.
         match protocol {
@@ -140,7 +163,7 @@ impl<'a> AnyView<'a> {
             Protocol::Phase => unsafe { phase::View::from_raw(base, len, num_packets) }.map(Self::Phase),
             Protocol::Line => unsafe { line::View::from_raw(base, len, num_packets) }.map(Self::Line),
             Protocol::Rpc { lanes } => {
-                unsafe { rpc::View::from_raw(base, len, num_packets, u64::from(lanes)) }.map(Self::Rpc)
+                unsafe { rpc::View::from_raw(base, len, num_packets, lanes) }.map(Self::Rpc)
             }
         }
     }

@@ -14,11 +14,11 @@ struct Line([u64; 8]);
 /// One call through the switch on a raw buffer of `protocol`: the same code for every one.
 fn round_trip(protocol: Protocol) {
     let n = 3usize;
-    let len = protocol.buffer_size(n).unwrap();
+    let len = protocol.buffer_size(n as u32).unwrap();
     let mut memory: Vec<Line> = (0..len.div_ceil(64)).map(|_| Line([0; 8])).collect();
     let base = memory.as_mut_ptr().cast::<u8>();
     // SAFETY: `memory` outlives the view and is only accessed through it.
-    let view = unsafe { AnyView::from_raw(protocol, base, len, n as u64) }.unwrap();
+    let view = unsafe { AnyView::from_raw(protocol, base, len, n as u32) }.unwrap();
     // An RPC client's lock bits are its own memory, beside the buffer.
     let locks = [crate::sync::AtomicU32::new(0)];
     let view = match view {

@@ -46,7 +46,7 @@ impl ErrorCode {
     /// panic, a shutdown) ever hands a DEVMEM caller `ERROR_REPLY` as a pointer.
     ///
     /// ```
-    /// use hostcall_core::dispatch::{DEVMEM, PRINTF};
+    /// use hostcall_core::{DEVMEM, PRINTF};
     /// use hostcall_core::ErrorCode;
     /// assert_eq!(ErrorCode::UnknownService.reply_for(DEVMEM), [0, 1]);
     /// assert_eq!(ErrorCode::UnknownService.reply_for(PRINTF), [u64::MAX, 1]);

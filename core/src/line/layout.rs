@@ -3,7 +3,7 @@
 //! project puts the arrays the prefix points to (the picture is in the [`crate::line`] docs).
 
 use crate::lane::{LANES, REPLY_WORDS, SLOT_WORDS};
-pub use crate::layout::CACHE_LINE;
+pub(crate) use crate::layout::CACHE_LINE;
 use crate::layout::{line_aligned, total};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::view::MIN_ALIGN as SHARED_MIN_ALIGN;
@@ -160,8 +160,9 @@ impl Layout {
     /// assert_eq!((l.replies, l.size), (14272, 18880));
     /// assert_eq!((l.replies, l.size), (256 + 3 * 4672, 256 + 3 * 4672 + 3 * 1536));
     /// ```
-    pub const fn new(num_packets: usize) -> Option<Self> {
-        let Some(([device_seq, occupied, served, requests, replies], size)) = placed(num_packets) else {
+    pub const fn new(num_packets: u32) -> Option<Self> {
+        let Some(([device_seq, occupied, served, requests, replies], size)) = placed(num_packets as usize)
+        else {
             return None;
         };
         Some(Self { device_seq, occupied, served, requests, replies, size })
@@ -169,8 +170,8 @@ impl Layout {
 }
 
 /// Bytes a line buffer of `num_packets` packets needs, or `None` on overflow.
-pub const fn buffer_size(num_packets: usize) -> Option<usize> {
-    total(placed(num_packets))
+pub const fn buffer_size(num_packets: u32) -> Option<usize> {
+    total(placed(num_packets as usize))
 }
 
 /// The arrays after the prefix, in order: `device_seq`, `occupied`, `served`, the request blocks,
@@ -236,7 +237,7 @@ mod tests {
     #[test]
     fn every_array_starts_on_a_line_of_its_own() {
         crate::test_support::assert_line_aligned_for_counts(|n| {
-            let l = Layout::new(n).unwrap();
+            let l = Layout::new(n as u32).unwrap();
             (
                 [
                     (0, PREFIX_SIZE),
@@ -249,7 +250,7 @@ mod tests {
                 l.size,
             )
         });
-        assert_eq!(Layout::new(usize::MAX / 8), None);
+        assert!(Layout::new(u32::MAX).is_some(), "a u32 count never overflows a 64-bit size");
     }
 
     #[test]

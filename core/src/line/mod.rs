@@ -144,9 +144,8 @@ mod word;
 pub use host::Host;
 pub use incomplete::{Incomplete, STALLED_LOOK_PERIOD, STALL_LOOKS};
 pub use layout::{
-    buffer_align, buffer_size, next_seq, refreshes, Layout, Prefix, Reply, Request, CACHE_LINE,
-    CARRIED_REQUEST_WORDS, MIN_ALIGN, REPLY_LANE_WORDS, REPLY_SIZE, REQUEST_LANE_WORDS, REQUEST_SIZE,
-    SEQ_MAX,
+    buffer_align, buffer_size, next_seq, refreshes, Layout, Prefix, Reply, Request, CARRIED_REQUEST_WORDS,
+    MIN_ALIGN, REPLY_LANE_WORDS, REPLY_SIZE, REQUEST_LANE_WORDS, REQUEST_SIZE, SEQ_MAX,
 };
 pub use producer::{Claimed, Completed, Submitted};
 pub use scratch::ScratchPayload;

@@ -360,16 +360,16 @@ fn errors_reach_the_wave_and_raw_memory_works() {
     #[repr(C, align(64))]
     struct Line([u64; 8]);
     let n = 4usize;
-    let len = buffer_size(n).unwrap();
+    let len = buffer_size(n as u32).unwrap();
     let mut memory: Vec<Line> = (0..len.div_ceil(64)).map(|_| Line([0; 8])).collect();
     let base = memory.as_mut_ptr().cast::<u8>();
     // SAFETY: `memory` outlives the view and is only accessed through it.
-    let view = unsafe { View::from_raw(base, len, n as u64) }.unwrap();
+    let view = unsafe { View::from_raw(base, len, n as u32) }.unwrap();
     view.init(0x1000, 5);
-    let layout = Layout::new(n).unwrap();
+    let layout = Layout::new(n as u32).unwrap();
     assert_eq!(view.prefix().replies.load(Ordering::Relaxed), 0x1000 + layout.replies as u64);
     // SAFETY: refused before any access.
-    let misaligned = unsafe { View::from_raw(base.add(8), len, n as u64) };
+    let misaligned = unsafe { View::from_raw(base.add(8), len, n as u32) };
     assert!(matches!(misaligned, Err(crate::LayoutError::Misaligned { .. })));
     let mut packet = view.claim(2).unwrap();
     packet.write_lane(1, &[1; SLOT_WORDS]);

@@ -64,7 +64,7 @@ impl<'a> View<'a> {
     /// The memory `base..base + len` must stay valid for reads and writes for `'a`, and be
     /// accessed only through atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
-    pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
+    pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u32) -> Result<Self, LayoutError> {
         use crate::view::raw::RawBuffer;
         let (raw, layout, n) =
             RawBuffer::for_packets(base, len, num_packets, super::MIN_ALIGN, Layout::new, |l| l.size)?;
@@ -138,7 +138,7 @@ impl<'a> View<'a> {
     /// publishes it.
     pub fn init(&self, device_base: u64, doorbell: u64) {
         let n = self.requests.len();
-        let layout = Layout::new(n).expect("packet count bounded by packet_count");
+        let layout = Layout::new(self.num_packets()).expect("packet count bounded by packet_count");
         let p = self.prefix;
         let addresses = [
             (&p.requests, layout.requests),

@@ -4,7 +4,8 @@
 //! `__internal::PhaseBuffer`) both use this type.
 
 extern crate std;
-use super::{occupied_words, Header, Parts, Prefix, View};
+use super::layout::occupied_len;
+use super::{Header, Parts, Prefix, View};
 use crate::lane::Payload;
 use crate::sync::AtomicU32;
 use std::boxed::Box;
@@ -28,7 +29,7 @@ impl PhaseBuffer {
             prefix: Prefix::default(),
             device_phase: words(n),
             host_phase: words(n),
-            occupied: words(occupied_words(n)),
+            occupied: words(occupied_len(n)),
             headers: (0..n).map(|_| Header::default()).collect(),
             payloads: (0..n).map(|_| Payload::default()).collect(),
         };

@@ -1,7 +1,7 @@
 //! The phase-protocol buffer as device code sees it (PROTOCOL.md section 2), and where this
 //! project puts the arrays the prefix points to (the picture is in the [`crate::phase`] docs).
 
-pub use crate::layout::CACHE_LINE;
+pub(crate) use crate::layout::CACHE_LINE;
 use crate::layout::{line_aligned, total};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::view::MIN_ALIGN as SHARED_MIN_ALIGN;
@@ -37,7 +37,7 @@ pub struct Prefix {
 pub struct Header {
     /// Bit `i` set: lane `i`'s slot holds a request.
     pub activemask: AtomicU64,
-    /// Service id (see [`crate::dispatch`]).
+    /// Service id (see [`crate::PRINTF`] and its siblings).
     pub service: AtomicU32,
 }
 
@@ -62,7 +62,12 @@ impl Default for Header {
 }
 
 /// Words of the `occupied` bitmap for `num_packets` packets: `ceil(num_packets / 32)`.
-pub const fn occupied_words(num_packets: usize) -> usize {
+pub const fn occupied_words(num_packets: u32) -> usize {
+    occupied_len(num_packets as usize)
+}
+
+/// [`occupied_words`] of an array length.
+pub(crate) const fn occupied_len(num_packets: usize) -> usize {
     num_packets.div_ceil(32)
 }
 
@@ -93,8 +98,9 @@ impl Layout {
     /// assert_eq!((l.device_phase, l.occupied, l.host_phase, l.headers, l.payloads), (64, 128, 192, 256, 320));
     /// assert_eq!(l.size, 320 + 3 * 4096);
     /// ```
-    pub const fn new(num_packets: usize) -> Option<Self> {
-        let Some(([device_phase, occupied, host_phase, headers, payloads], size)) = placed(num_packets)
+    pub const fn new(num_packets: u32) -> Option<Self> {
+        let Some(([device_phase, occupied, host_phase, headers, payloads], size)) =
+            placed(num_packets as usize)
         else {
             return None;
         };
@@ -107,14 +113,14 @@ impl Layout {
 /// ```
 /// assert_eq!(hostcall_core::phase::buffer_size(2), Some(320 + 2 * 4096));
 /// ```
-pub const fn buffer_size(num_packets: usize) -> Option<usize> {
-    total(placed(num_packets))
+pub const fn buffer_size(num_packets: u32) -> Option<usize> {
+    total(placed(num_packets as usize))
 }
 
 /// The arrays after the prefix, in order: `device_phase`, `occupied`, `host_phase`, the headers,
 /// the payloads.
 const fn placed(n: usize) -> Option<([usize; 5], usize)> {
-    line_aligned(PREFIX_SIZE, [(n, 4), (occupied_words(n), 4), (n, 4), (n, HEADER_SIZE), (n, PAYLOAD_SIZE)])
+    line_aligned(PREFIX_SIZE, [(n, 4), (occupied_len(n), 4), (n, 4), (n, HEADER_SIZE), (n, PAYLOAD_SIZE)])
 }
 
 /// The alignment to allocate a phase buffer with: a cache line, so the arrays the device writes
@@ -168,12 +174,12 @@ mod tests {
     #[test]
     fn arrays_are_line_aligned_disjoint_and_in_bounds() {
         crate::test_support::assert_line_aligned_for_counts(|n| {
-            let l = Layout::new(n).unwrap();
+            let l = Layout::new(n as u32).unwrap();
             (
                 [
                     (0, PREFIX_SIZE),
                     (l.device_phase, 4 * n),
-                    (l.occupied, 4 * occupied_words(n)),
+                    (l.occupied, 4 * occupied_words(n as u32)),
                     (l.host_phase, 4 * n),
                     (l.headers, HEADER_SIZE * n),
                     (l.payloads, PAYLOAD_SIZE * n),
@@ -181,7 +187,7 @@ mod tests {
                 l.size,
             )
         });
-        assert_eq!(Layout::new(usize::MAX / 8), None);
+        assert!(Layout::new(u32::MAX).is_some(), "a u32 count never overflows a 64-bit size");
         assert_eq!(occupied_words(32), 1);
         assert_eq!(occupied_words(33), 2);
     }

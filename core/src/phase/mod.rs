@@ -124,7 +124,7 @@ mod producer;
 mod view;
 
 pub use host::Host;
-pub use layout::{buffer_align, buffer_size, occupied_words, Header, Layout, Prefix, CACHE_LINE, MIN_ALIGN};
+pub use layout::{buffer_align, buffer_size, occupied_words, Header, Layout, Prefix, MIN_ALIGN};
 pub use producer::{Claimed, Completed, Submitted};
 pub use view::{Parts, View};
 

@@ -36,7 +36,7 @@ fn init_writes_the_prefix_and_frees_every_packet() {
             w.store(0xdead_beef, Ordering::Relaxed);
         }
         v.init(0x10_0000, 7);
-        let l = Layout::new(n).unwrap();
+        let l = Layout::new(n as u32).unwrap();
         let p = v.prefix();
         let at = |o: usize| 0x10_0000 + o as u64;
         assert_eq!(p.device_phase.load(Ordering::Relaxed), at(l.device_phase));

@@ -1,7 +1,7 @@
 //! [`View`]: a checked view of one phase buffer, its initialisation and the device's claim. The
 //! host's side is [`Host`](super::Host), in `host.rs`.
 
-use super::layout::{occupied_words, Header, Layout, Prefix};
+use super::layout::{occupied_len, Header, Layout, Prefix};
 use super::producer::Claimed;
 use crate::lane::Payload;
 use crate::scan::ScanWindow;
@@ -77,7 +77,7 @@ impl<'a> View<'a> {
         check_lengths(&[
             ("device_phase", n, parts.device_phase.len()),
             ("host_phase", n, parts.host_phase.len()),
-            ("occupied", occupied_words(n), parts.occupied.len()),
+            ("occupied", occupied_len(n), parts.occupied.len()),
             ("payloads", n, parts.payloads.len()),
         ])?;
         let Parts { prefix, device_phase, host_phase, occupied, headers, payloads } = parts;
@@ -92,7 +92,7 @@ impl<'a> View<'a> {
     /// `base..base + len` must be valid for reads and writes for `'a`, and only accessed through
     /// atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
-    pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
+    pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u32) -> Result<Self, LayoutError> {
         let (raw, layout, n) = crate::view::raw::RawBuffer::for_packets(
             base,
             len,
@@ -110,7 +110,7 @@ impl<'a> View<'a> {
                 prefix: &raw.slice::<Prefix>(0, 1)[0],
                 device_phase: raw.slice(layout.device_phase, n),
                 host_phase: raw.slice(layout.host_phase, n),
-                occupied: raw.slice(layout.occupied, occupied_words(n)),
+                occupied: raw.slice(layout.occupied, occupied_len(n)),
                 headers: raw.slice(layout.headers, n),
                 payloads: raw.slice(layout.payloads, n),
             })
@@ -124,7 +124,7 @@ impl<'a> View<'a> {
     /// use the bitmap; the host's scan never reads it. `occupied` must have
     /// `ceil(num_packets / 32)` words.
     pub fn with_occupied(self, occupied: &'a [AtomicU32]) -> Result<Self, LayoutError> {
-        let expected = occupied_words(self.headers.len());
+        let expected = occupied_len(self.headers.len());
         if occupied.len() != expected {
             return Err(LayoutError::ArrayLength { array: "occupied", expected, given: occupied.len() });
         }
@@ -189,7 +189,7 @@ impl<'a> View<'a> {
     pub fn init(&self, device_base: u64, doorbell: u64) {
         let n = self.headers.len();
         // `from_parts`/`from_raw` bounded n, so the layout exists.
-        let layout = Layout::new(n).expect("packet count bounded by packet_count");
+        let layout = Layout::new(self.num_packets()).expect("packet count bounded by packet_count");
         let p = self.prefix;
         let addresses = [
             (&p.device_phase, layout.device_phase),

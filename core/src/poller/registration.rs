@@ -75,13 +75,13 @@ impl Registration {
         protocol: Protocol,
         base: *mut u8,
         len: usize,
-        num_packets: u64,
+        num_packets: u32,
     ) -> Result<Self, PollerError> {
         // SAFETY: forwarded from this function's contract; the registration keeps the view, which
         // polls use only while the buffer is registered (see `Registered::view`).
         let view =
             unsafe { AnyView::from_raw(protocol, base, len, num_packets) }.map_err(PollerError::Layout)?;
-        Ok(Self::of(base, len, num_packets, view))
+        Ok(Self::of(base, len, u64::from(num_packets), view))
     }
 
     /// The registration of `view`, its memory `base..base + len`.

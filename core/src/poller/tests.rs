@@ -30,16 +30,16 @@ struct TwoBuffers {
 }
 
 fn two_buffers(n_stack: usize, n_phase: usize) -> TwoBuffers {
-    let stack_len = stack::buffer_size(n_stack).unwrap();
-    let phase_len = phase::buffer_size(n_phase).unwrap();
+    let stack_len = stack::buffer_size(n_stack as u32).unwrap();
+    let phase_len = phase::buffer_size(n_phase as u32).unwrap();
     let (mut stack_mem, mut phase_mem) = (raw(stack_len), raw(phase_len));
     let (stack_base, phase_base) = (stack_mem.as_mut_ptr() as *mut u8, phase_mem.as_mut_ptr() as *mut u8);
     // SAFETY: both allocations live in the returned struct, whose users keep it beyond the views
     // (see above); they are only accessed through atomics.
     let (stack, phase) = unsafe {
         (
-            stack::View::from_raw(stack_base, stack_len, n_stack as u64).unwrap(),
-            phase::View::from_raw(phase_base, phase_len, n_phase as u64).unwrap(),
+            stack::View::from_raw(stack_base, stack_len, n_stack as u32).unwrap(),
+            phase::View::from_raw(phase_base, phase_len, n_phase as u32).unwrap(),
         )
     };
     stack.init(stack_base as u64, 0);
@@ -63,17 +63,17 @@ fn one_poll_serves_both_protocols_side_by_side() {
     // SAFETY: as above.
     unsafe {
         poller
-            .add(Registration::new(Protocol::Stack, stack_base, stack_len, n_stack as u64).unwrap())
+            .add(Registration::new(Protocol::Stack, stack_base, stack_len, n_stack as u32).unwrap())
             .unwrap();
         poller
-            .add(Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u64).unwrap())
+            .add(Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u32).unwrap())
             .unwrap();
         assert_eq!(
-            poller.add(Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u64).unwrap()),
+            poller.add(Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u32).unwrap()),
             Err(PollerError::AlreadyRegistered { base: phase_base as usize })
         );
         assert!(matches!(
-            Registration::new(Protocol::Phase, stack_base, stack_len, n_phase as u64),
+            Registration::new(Protocol::Phase, stack_base, stack_len, n_phase as u32),
             Err(PollerError::Layout(LayoutError::TooSmall { .. }))
         ));
     }
@@ -104,12 +104,12 @@ fn one_poll_serves_both_protocols_side_by_side() {
     // SAFETY: as above; the ranges are disjoint.
     unsafe {
         low.add(
-            Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u64).unwrap().range(0..2),
+            Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u32).unwrap().range(0..2),
         )
         .unwrap();
         poller
             .add(
-                Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u64)
+                Registration::new(Protocol::Phase, phase_base, phase_len, n_phase as u32)
                     .unwrap()
                     .range(2..99),
             )
@@ -189,7 +189,7 @@ fn a_service_may_ask_its_poller_and_removal_waits_for_the_poll() {
     }
 
     let n = 2usize;
-    let len = stack::buffer_size(n).unwrap();
+    let len = stack::buffer_size(n as u32).unwrap();
     let mut memory = raw(len);
     let base = memory.as_mut_ptr() as *mut u8;
     let holder = Arc::new(Holder {
@@ -202,10 +202,10 @@ fn a_service_may_ask_its_poller_and_removal_waits_for_the_poll() {
     });
     assert_eq!(holder.memory.as_ptr() as *const u8, base.cast_const());
     // SAFETY: `holder` owns the memory for as long as the poller (also in it) lives.
-    let view = unsafe { stack::View::from_raw(base, len, n as u64) }.unwrap();
+    let view = unsafe { stack::View::from_raw(base, len, n as u32) }.unwrap();
     view.init(base as u64, 0);
     // SAFETY: as above.
-    unsafe { holder.poller.add(Registration::new(Protocol::Stack, base, holder.len, n as u64).unwrap()) }
+    unsafe { holder.poller.add(Registration::new(Protocol::Stack, base, holder.len, n as u32).unwrap()) }
         .unwrap();
 
     let mut claimed = view.claim().unwrap().unwrap();
@@ -242,15 +242,15 @@ fn a_service_may_ask_its_poller_and_removal_waits_for_the_poll() {
 #[test]
 fn packets_report_the_device_of_their_buffer() {
     let n = 2usize;
-    let len = stack::buffer_size(n).unwrap();
+    let len = stack::buffer_size(n as u32).unwrap();
     let (mut a_mem, mut b_mem) = (raw(len), raw(len));
     let (a_base, b_base) = (a_mem.as_mut_ptr() as *mut u8, b_mem.as_mut_ptr() as *mut u8);
     // SAFETY: both allocations outlive the views and the poller and are only accessed through
     // atomics.
     let (a, b) = unsafe {
         (
-            stack::View::from_raw(a_base, len, n as u64).unwrap(),
-            stack::View::from_raw(b_base, len, n as u64).unwrap(),
+            stack::View::from_raw(a_base, len, n as u32).unwrap(),
+            stack::View::from_raw(b_base, len, n as u32).unwrap(),
         )
     };
     a.init(a_base as u64, 0);
@@ -258,8 +258,8 @@ fn packets_report_the_device_of_their_buffer() {
     let poller = Poller::<2>::new();
     // SAFETY: as above.
     unsafe {
-        poller.add(Registration::new(Protocol::Stack, a_base, len, n as u64).unwrap()).unwrap();
-        poller.add(Registration::new(Protocol::Stack, b_base, len, n as u64).unwrap().on_device(7)).unwrap();
+        poller.add(Registration::new(Protocol::Stack, a_base, len, n as u32).unwrap()).unwrap();
+        poller.add(Registration::new(Protocol::Stack, b_base, len, n as u32).unwrap().on_device(7)).unwrap();
     }
     assert_eq!((poller.device(a_base), poller.device(b_base)), (Some(0), Some(7)));
     let (x, y) = (a.claim().unwrap().unwrap().submit(9, 1), b.claim().unwrap().unwrap().submit(9, 1));

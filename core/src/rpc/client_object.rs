@@ -36,7 +36,7 @@ pub mod offsets {
 /// assert_eq!(u64::from_le_bytes(object[16..24].try_into().unwrap()), 0x7000_0000 + 4 * 64);
 /// ```
 pub fn client_object(ports: u32, device_base: u64) -> Result<[u8; CLIENT_OBJECT_SIZE], GeometryError> {
-    let layout = Layout::new(u64::from(ports), 1)?;
+    let layout = Layout::new(ports, 1)?;
     let mut object = [0u8; CLIENT_OBJECT_SIZE];
     object[offsets::PORT_COUNT..offsets::PORT_COUNT + 4].copy_from_slice(&ports.to_le_bytes());
     let pointers = [

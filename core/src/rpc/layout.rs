@@ -104,8 +104,8 @@ impl Layout {
     /// assert_eq!(Layout::new(1, 1).unwrap().size, 88);
     /// assert_eq!(Layout::new(4096, 32).unwrap().size, 8_486_912);
     /// ```
-    pub const fn new(ports: u64, lanes: u64) -> Result<Self, GeometryError> {
-        let (ports, lanes) = match check_geometry(ports, lanes) {
+    pub const fn new(ports: u32, lanes: u32) -> Result<Self, GeometryError> {
+        let (ports, lanes) = match check_geometry(ports as u64, lanes as u64) {
             Ok(geometry) => geometry,
             Err(e) => return Err(e),
         };
@@ -126,7 +126,7 @@ impl Layout {
 
 /// Bytes a buffer of `ports` ports and `lanes` lanes needs, or `None` for a geometry
 /// [`check_geometry`] refuses.
-pub const fn buffer_size(ports: u64, lanes: u64) -> Option<usize> {
+pub const fn buffer_size(ports: u32, lanes: u32) -> Option<usize> {
     match Layout::new(ports, lanes) {
         Ok(layout) => Some(layout.size),
         Err(_) => None,

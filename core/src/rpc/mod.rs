@@ -1,4 +1,4 @@
-//! LLVM libc's GPU RPC (`libc/shared/rpc.h` in llvm-project; the version in [`version`]), served
+//! LLVM libc's GPU RPC (`libc/shared/rpc.h` in llvm-project; the version in [`UPSTREAM`]), served
 //! natively: the wire format of the device code that LLVM libc, OpenMP offload and ROCm clr's
 //! `devrpc` build, with the host as its server.
 //!
@@ -97,7 +97,7 @@ pub mod opcode;
 mod packet;
 mod producer;
 mod stream;
-pub mod version;
+mod version;
 mod view;
 
 pub use client::{Client, ClientPort, Stalled};

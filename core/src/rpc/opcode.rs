@@ -1,4 +1,4 @@
-//! Opcode values on the wire (`libc/shared/rpc_opcodes.h`; see [`super::version`]): the top byte
+//! Opcode values on the wire (`libc/shared/rpc_opcodes.h`; see [`super::UPSTREAM`]): the top byte
 //! names a namespace, the low 24 bits the call.
 
 /// The namespace byte of an opcode.

@@ -14,11 +14,11 @@ struct Raw {
 }
 
 impl Raw {
-    fn new(ports: u64, lanes: u64) -> Self {
+    fn new(ports: u32, lanes: u32) -> Self {
         Self { memory: vec![0u64; buffer_size(ports, lanes).unwrap().div_ceil(8)] }
     }
 
-    fn view(&mut self, ports: u64, lanes: u64) -> View<'_> {
+    fn view(&mut self, ports: u32, lanes: u32) -> View<'_> {
         let len = self.memory.len() * 8;
         // SAFETY: the memory outlives the view and is only accessed through it (and through
         // `word` between accesses of the view, on the same thread).
@@ -39,7 +39,7 @@ fn no_stall() -> impl FnMut(u32) -> bool {
 /// headers at 24, lane buffers at 72), and the host reads it from there.
 #[test]
 fn the_client_writes_where_rpc_h_says() {
-    let (ports, lanes) = (3u64, 2u64);
+    let (ports, lanes) = (3u32, 2u32);
     let mut raw = Raw::new(ports, lanes);
     let locks = [crate::sync::AtomicU32::new(0)];
     {
@@ -65,7 +65,7 @@ fn the_client_writes_where_rpc_h_says() {
 /// Bytes a device wrote at `rpc.h`'s offsets are a pending call the host's turn reads.
 #[test]
 fn the_host_reads_what_a_device_wrote_at_rpc_h_offsets() {
-    let (ports, lanes) = (2u64, 1u64);
+    let (ports, lanes) = (2u32, 1u32);
     let mut raw = Raw::new(ports, lanes);
     let layout = Layout::new(ports, lanes).unwrap();
     raw.memory[layout.device_mailbox / 8] = 1 << 32; // device mailbox [1] = 1 (bytes 12..16)
@@ -88,7 +88,7 @@ fn the_host_reads_what_a_device_wrote_at_rpc_h_offsets() {
 /// of its own (`recv_n`) in the same turn as its last receive, then the client closes.
 #[test]
 fn streams_both_ways_in_turns() {
-    let (ports, lanes) = (1u64, 2u64);
+    let (ports, lanes) = (1u32, 2u32);
     let mut raw = Raw::new(ports, lanes);
     let locks = [crate::sync::AtomicU32::new(0)];
     let view = raw.view(ports, lanes);
@@ -144,7 +144,7 @@ fn streams_both_ways_in_turns() {
 /// are not read; a lane declaring more than the limit is read to its end but nothing is kept.
 #[test]
 fn hostile_words_stay_inside_the_port() {
-    let (ports, lanes) = (1u64, 1u64);
+    let (ports, lanes) = (1u32, 1u32);
     let mut raw = Raw::new(ports, lanes);
     let view = raw.view(ports, lanes);
     view.init();
@@ -189,7 +189,7 @@ fn geometry_and_arrays_are_checked() {
 fn the_producer_path_carries_hostcall_packets() {
     use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket};
     use crate::{PacketRequest, Payload};
-    let (ports, lanes) = (2u64, 4u64);
+    let (ports, lanes) = (2u32, 4u32);
     let mut raw = Raw::new(ports, lanes);
     let locks = [crate::sync::AtomicU32::new(0)];
     let view = raw.view(ports, lanes);

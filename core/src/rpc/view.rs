@@ -108,7 +108,7 @@ impl<'a> View<'a> {
     /// - `base..base + len` must be valid for reads and writes for `'a`, and only accessed
     ///   through atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
-    pub unsafe fn from_raw(base: *mut u8, len: usize, ports: u64, lanes: u64) -> Result<Self, LayoutError> {
+    pub unsafe fn from_raw(base: *mut u8, len: usize, ports: u32, lanes: u32) -> Result<Self, LayoutError> {
         use super::layout::{Layout, MIN_ALIGN};
         let layout = Layout::new(ports, lanes).map_err(LayoutError::Geometry)?;
         let (raw, layout) =

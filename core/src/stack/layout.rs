@@ -47,7 +47,7 @@ pub struct Header {
     pub next: AtomicU64,
     /// Bit `i` set: lane `i`'s slot holds a request.
     pub activemask: AtomicU64,
-    /// Service id (see [`crate::dispatch`]).
+    /// Service id (see [`crate::PRINTF`] and its siblings).
     pub service: AtomicU32,
     /// Bit 0 = READY ([`CONTROL_READY`]); bit 1 = host error ([`CONTROL_HOST_ERROR`]).
     pub control: AtomicU32,
@@ -92,7 +92,8 @@ pub const fn payloads_offset(num_packets: usize) -> usize {
 /// ```
 /// assert_eq!(hostcall_core::stack::buffer_size(2), Some(48 + 2 * 24 + 2 * 4096));
 /// ```
-pub const fn buffer_size(num_packets: usize) -> Option<usize> {
+pub const fn buffer_size(num_packets: u32) -> Option<usize> {
+    let num_packets = num_packets as usize;
     let headers = match num_packets.checked_mul(core::mem::size_of::<Header>()) {
         Some(b) => b,
         None => return None,
@@ -156,10 +157,10 @@ mod tests {
     fn sizes_follow_the_protocol_formula() {
         for n in [2usize, 3, 7, 64, 1000] {
             let expected = align8(align8(48) + n * 24) + n * 4096;
-            assert_eq!(buffer_size(n), Some(expected));
+            assert_eq!(buffer_size(n as u32), Some(expected));
             assert_eq!(payloads_offset(n), align8(48 + n * 24));
         }
-        assert_eq!(buffer_size(usize::MAX / 8), None);
+        assert!(buffer_size(u32::MAX).is_some(), "a u32 count never overflows a 64-bit size");
         assert_eq!(buffer_align(), 8);
     }
 }

@@ -41,8 +41,8 @@ impl Geometry {
     /// assert_eq!(g.tag_step(), 8);
     /// assert!(Geometry::new(1).is_err());
     /// ```
-    pub fn new(num_packets: u64) -> Result<Self, GeometryError> {
-        let num_packets = packet_count(num_packets)?;
+    pub fn new(num_packets: u32) -> Result<Self, GeometryError> {
+        let num_packets = packet_count(u64::from(num_packets))?;
         Ok(Self { num_packets, index_mask: u64::from(num_packets).next_power_of_two() - 1 })
     }
 
@@ -120,7 +120,7 @@ mod tests {
             assert_eq!(Geometry::new(n).unwrap().index_mask(), mask);
         }
         assert_eq!(Geometry::new(0), Err(GeometryError::TooFewPackets(0)));
-        assert!(Geometry::new(u64::from(Geometry::MAX_PACKETS) + 1).is_err());
+        assert!(Geometry::new(Geometry::MAX_PACKETS + 1).is_err());
     }
 
     #[test]
@@ -147,7 +147,7 @@ mod tests {
 
         #![proptest_config(crate::test_support::proptest_config())]
         #[test]
-        fn advance_keeps_index_and_never_yields_null(n in 2u64..5000, raw in any::<u64>()) {
+        fn advance_keeps_index_and_never_yields_null(n in 2u32..5000, raw in any::<u64>()) {
             let g = Geometry::new(n).unwrap();
             if let Ok(Some(p)) = g.decode(raw) {
                 let q = g.advance_tag(p);

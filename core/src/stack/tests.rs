@@ -170,12 +170,12 @@ fn from_raw_checks_address_size_and_count() {
     let base = words.as_mut_ptr() as *mut u8;
     // SAFETY (all calls): `words` outlives the views and is only accessed through them.
     unsafe {
-        assert!(View::from_raw(base, size, n as u64).is_ok());
+        assert!(View::from_raw(base, size, n).is_ok());
         assert_eq!(
-            View::from_raw(base, size - 1, n as u64).err(),
+            View::from_raw(base, size - 1, n).err(),
             Some(LayoutError::TooSmall { needed: size, given: size - 1 })
         );
-        assert!(matches!(View::from_raw(base.add(4), size, n as u64), Err(LayoutError::Misaligned { .. })));
+        assert!(matches!(View::from_raw(base.add(4), size, n), Err(LayoutError::Misaligned { .. })));
         assert!(matches!(View::from_raw(base, size, 1), Err(LayoutError::Geometry(_))));
         assert_eq!(View::from_raw(core::ptr::null_mut(), size, 2).err(), Some(LayoutError::Null));
     }

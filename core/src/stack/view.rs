@@ -46,7 +46,7 @@ impl<'a> View<'a> {
         headers: &'a [Header],
         payloads: &'a [Payload],
     ) -> Result<Self, LayoutError> {
-        let geometry = Geometry::new(headers.len() as u64)?;
+        let geometry = Geometry::new(crate::packet_count(headers.len() as u64)?)?;
         check_lengths(&[("payloads", headers.len(), payloads.len())])?;
         Ok(Self { prefix, headers, payloads, geometry })
     }
@@ -59,12 +59,12 @@ impl<'a> View<'a> {
     /// - `base..base + len` must be valid for reads and writes for `'a`, and only accessed
     ///   through atomics (views like this one, or device code) while the view lives.
     #[cfg(not(loom))]
-    pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u64) -> Result<Self, LayoutError> {
+    pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u32) -> Result<Self, LayoutError> {
         use crate::view::raw::RawBuffer;
         let geometry = Geometry::new(num_packets)?;
         let n = geometry.num_packets() as usize;
-        let (raw, _size) =
-            RawBuffer::check(base, len, layout::buffer_align(), layout::buffer_size(n), |&size| size)?;
+        let size = layout::buffer_size(geometry.num_packets());
+        let (raw, _size) = RawBuffer::check(base, len, layout::buffer_align(), size, |&size| size)?;
         // SAFETY: the memory is valid for 'a and only accessed atomically (caller), aligned to 8
         // (checked; every offset below is a multiple of 8), and holds the prefix, `n` headers and
         // `n` payloads (`buffer_size`, checked to fit `len`). The layout types are made only of

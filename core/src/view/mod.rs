@@ -2,6 +2,17 @@
 //! ([`packet_count`]), why memory cannot be viewed as a buffer ([`LayoutError`]), and the checks
 //! and slicing of raw memory (`raw.rs`) and of separately held parts (`parts.rs`), written once.
 //!
+//! Every packet (and port) count the crate takes or returns is a `u32`: `buffer_size`,
+//! `Layout::new`, `View::from_raw`, [`Registration::new`](crate::Registration::new),
+//! `num_packets()`, an LLVM-RPC buffer's ports and lanes. It holds every count a buffer can have
+//! ([`MAX_PACKETS`] is 2^24, an RPC buffer's ports at most `rpc::MAX_PORT_COUNT`), it is what the
+//! views, the scan and the packet indices the host reports use, and it is the width the device
+//! code's own counts have. Sizes and offsets in bytes stay `usize`. A caller holding a wider
+//! count (a C caller's `u64`, a `usize` length) converts it once, checked: [`packet_count`] for
+//! the hostcall protocols, [`Protocol::packet_count`](crate::Protocol::packet_count) for any
+//! protocol (an RPC buffer's count is its ports, 1 ..= `rpc::MAX_PORT_COUNT`). The
+//! [`GeometryError`] it returns keeps the caller's value, as a `u64`.
+//!
 //! A protocol's `View::from_raw` calls [`RawBuffer::check`](raw::RawBuffer::check) (null, alignment, length) and takes
 //! its arrays with [`RawBuffer::slice`](raw::RawBuffer::slice); its `View::from_parts` calls [`check_lengths`]. Which
 //! arrays there are, and the offsets of each, stay with the protocol.
@@ -62,11 +73,11 @@ impl core::error::Error for GeometryError {}
 /// assert_eq!(packet_count(64), Ok(64));
 /// assert_eq!(packet_count(1), Err(GeometryError::TooFewPackets(1)));
 /// ```
-pub fn packet_count(num_packets: u64) -> Result<u32, GeometryError> {
+pub const fn packet_count(num_packets: u64) -> Result<u32, GeometryError> {
     if num_packets < 2 {
         return Err(GeometryError::TooFewPackets(num_packets));
     }
-    if num_packets > u64::from(MAX_PACKETS) {
+    if num_packets > MAX_PACKETS as u64 {
         return Err(GeometryError::TooManyPackets(num_packets));
     }
     Ok(num_packets as u32)

@@ -49,14 +49,14 @@ impl RawBuffer {
     pub(crate) fn for_packets<L>(
         base: *mut u8,
         len: usize,
-        num_packets: u64,
+        num_packets: u32,
         align: usize,
-        layout: impl FnOnce(usize) -> Option<L>,
+        layout: impl FnOnce(u32) -> Option<L>,
         size: impl FnOnce(&L) -> usize,
     ) -> Result<(Self, L, usize), LayoutError> {
-        let n = packet_count(num_packets)? as usize;
+        let n = packet_count(u64::from(num_packets))?;
         let (raw, layout) = Self::check(base, len, align, layout(n), size)?;
-        Ok((raw, layout, n))
+        Ok((raw, layout, n as usize))
     }
 
     /// The `count` elements of type `T` starting `offset` bytes from the base.

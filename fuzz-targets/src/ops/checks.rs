@@ -4,7 +4,7 @@
 use super::Run;
 use crate::memory::{FREE_STACK_WORD, PAYLOAD_WORDS, READY_STACK_WORD};
 use crate::services::MIX;
-use hostcall_core::lane::lanes;
+use hostcall_core::lanes;
 impl Run<'_> {
     /// The free chain and the ready chain in memory are the model's.
     pub(super) fn check_chains(&self) {

@@ -62,7 +62,7 @@ pub fn producer_consumer_ops(data: &[u8]) {
     // by `RawBuffer`'s snapshot copies, which run on this thread between polls: nothing races.
     unsafe {
         poller.add(
-            Registration::new(Protocol::Stack, buffer.base(), buffer.len(), buffer.num_packets() as u64)
+            Registration::new(Protocol::Stack, buffer.base(), buffer.len(), buffer.num_packets() as u32)
                 .unwrap(),
         )
     }

@@ -4,7 +4,7 @@
 use super::{advance, mix64, pick, tag_step, Done, Held, InFlight, Run, State};
 use crate::memory::FREE_STACK_WORD;
 use crate::services::{serve_model, Recorder};
-use hostcall_core::lane::lanes;
+use hostcall_core::lanes;
 use hostcall_core::stack::{Completed, CONTROL_READY};
 use hostcall_core::{DrainReport, Host as _, LANES, LANE_MASK, SLOT_WORDS};
 impl<'a> Run<'a> {

@@ -2,8 +2,8 @@
 //! drains.
 
 use crate::rpc_exchange::{op, opcode_byte};
-use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::rpc::opcode::{self, libc};
+use hostcall_core::DEVMEM;
 
 /// A seed being written.
 struct Script(Vec<u8>);

@@ -21,11 +21,11 @@ use super::host::Host;
 use super::words::Geometry;
 use crate::input::Input;
 use hostcall::{services::devmem::SLAB_BYTES, services::printf::PrintfMessage, Protocol};
-use hostcall_core::dispatch::{DEVMEM, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER};
-use hostcall_core::lane::lanes;
+use hostcall_core::lanes;
 use hostcall_core::message::{Descriptor, DATA_WORDS};
 use hostcall_core::stack::CONTROL_READY;
 use hostcall_core::{line, LANES, SLOT_WORDS};
+use hostcall_core::{DEVMEM, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER};
 
 /// Operation codes (the low 3 bits of an operation byte).
 pub(crate) mod op {

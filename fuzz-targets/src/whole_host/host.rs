@@ -13,10 +13,10 @@ use hostcall::{
     Doorbell, HostcallBuffer, Listener, ListenerConfig, ParkingDoorbell, Protocol, Services, ThreadDispatch,
     REMEMBERED_UNKNOWN_IDS,
 };
-use hostcall_core::dispatch::SANITIZER;
-use hostcall_core::lane::lanes;
+use hostcall_core::lanes;
 use hostcall_core::line;
 use hostcall_core::stack::{CONTROL_HOST_ERROR, CONTROL_READY};
+use hostcall_core::SANITIZER;
 use hostcall_core::{Dispatch, DrainError, PacketRequest, Poller, Registration};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -96,7 +96,7 @@ impl Host {
         let poller = Poller::new();
         // SAFETY: `buffer` (an `Arc` this struct holds) stays allocated until `finish` removes it
         // from the poller (or drops the poller first); its memory is accessed only atomically.
-        unsafe { poller.add(Registration::new(protocol, buffer.as_ptr(), buffer.len(), n as u64).unwrap()) }
+        unsafe { poller.add(Registration::new(protocol, buffer.as_ptr(), buffer.len(), n as u32).unwrap()) }
             .expect("a valid buffer");
         Self {
             geometry: Geometry::new(protocol, n),

@@ -6,9 +6,9 @@
 use hostcall::services::devmem::{block_alignment, DevMemLimits, ALLOCATION_OVERHEAD, BLOCK_ALIGN};
 use hostcall::services::message::MessageLimits;
 use hostcall::services::printf::{printf_partial, PrintfLimits, Stream};
-use hostcall_core::dispatch::{DEVMEM, PRINTF, SANITIZER};
 use hostcall_core::message::Descriptor;
 use hostcall_core::{ErrorCode, SLOT_WORDS};
+use hostcall_core::{DEVMEM, PRINTF, SANITIZER};
 use std::collections::BTreeMap;
 
 /// DEVMEM's state as the replies so far determine it.

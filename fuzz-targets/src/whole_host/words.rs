@@ -44,7 +44,7 @@ impl Geometry {
                 phases: (0, 0),
             },
             Protocol::Phase => {
-                let layout = phase::Layout::new(n).expect("small packet counts fit");
+                let layout = phase::Layout::new(n as u32).expect("small packet counts fit");
                 Self {
                     protocol,
                     n,
@@ -54,7 +54,7 @@ impl Geometry {
                 }
             }
             Protocol::Line => {
-                let layout = line::Layout::new(n).expect("small packet counts fit");
+                let layout = line::Layout::new(n as u32).expect("small packet counts fit");
                 Self {
                     protocol,
                     n,
@@ -265,7 +265,7 @@ pub(crate) fn line_pending(words: &[u64], geometry: &Geometry, i: usize) -> Opti
     if !carries(geometry.activemask(i)) {
         return None;
     }
-    let complete = hostcall_core::lane::lanes(activemask_of(words, geometry, i)).all(|lane| {
+    let complete = hostcall_core::lanes(activemask_of(words, geometry, i)).all(|lane| {
         let start = geometry.slot(i, lane);
         (0..line::REQUEST_LANE_WORDS).all(|k| carries(start + 8 * k))
     });

@@ -57,9 +57,14 @@ impl CostLoop {
         // order), and is accessed only through views; `incomplete` is freed only after the
         // buffer's removal (`Drop`).
         let registration = unsafe {
-            Registration::new(protocol, buffer.as_ptr(), buffer.len(), buffer.num_packets())
-                .unwrap()
-                .with_state(AnyState::Line(incomplete))
+            Registration::new(
+                protocol,
+                buffer.as_ptr(),
+                buffer.len(),
+                protocol.packet_count(packets).unwrap(),
+            )
+            .unwrap()
+            .with_state(AnyState::Line(incomplete))
         };
         poller.add(registration).unwrap();
         let services = Services::new();

@@ -1,8 +1,8 @@
 //! The calls each wave makes, the services that answer them, and the replies they must get.
 
 use hostcall::{PacketService, Reply, Services, Wave};
-use hostcall_core::dispatch::FUNCTION_CALL;
-use hostcall_core::lane::lanes;
+use hostcall_core::lanes;
+use hostcall_core::FUNCTION_CALL;
 use hostcall_core::{PacketRequest, SLOT_WORDS};
 
 /// A lane service: each lane gets `[a + b, c]` for its request `[a, b, c, ..]`.

@@ -2,10 +2,10 @@
 //! is checked.
 
 use hostcall::Wave;
-use hostcall_core::dispatch::PRINTF;
-use hostcall_core::lane::lanes;
+use hostcall_core::lanes;
 use hostcall_core::rpc::View;
 use hostcall_core::LANES;
+use hostcall_core::PRINTF;
 use std::time::{Duration, Instant};
 
 /// The format every lane prints with: wave, lane, call, and the lane as a fraction of 64.

@@ -84,9 +84,9 @@ pub fn buffer_size_for(protocol: Protocol, num_packets: u32) -> Result<usize, Er
         // An LLVM-RPC buffer's count is its ports (1 ..= rpc::MAX_PORT_COUNT, its own rule).
         let (ports, lanes) = hostcall_core::rpc::check_geometry(u64::from(num_packets), u64::from(lanes))
             .map_err(|e| Error::Layout(e.into()))?;
-        return Ok(hostcall_core::rpc::buffer_size(u64::from(ports), u64::from(lanes)).unwrap_or(usize::MAX));
+        return Ok(hostcall_core::rpc::buffer_size(ports, lanes).unwrap_or(usize::MAX));
     }
-    let n = packet_count(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))? as usize;
+    let n = packet_count(u64::from(num_packets)).map_err(|e| Error::Layout(e.into()))?;
     protocol
         .buffer_size(n)
         .ok_or(Error::Layout(LayoutError::Geometry(GeometryError::TooManyPackets(u64::from(num_packets)))))
@@ -102,7 +102,7 @@ pub const fn buffer_align_for(protocol: Protocol) -> usize {
 /// Bytes of the phase protocol's `occupied` bitmap for `num_packets` packets:
 /// `4 * ceil(num_packets / 32)`.
 pub const fn occupied_size(num_packets: u32) -> usize {
-    4 * phase::occupied_words(num_packets as usize)
+    4 * phase::occupied_words(num_packets)
 }
 
 /// Where an enabled phase buffer's `occupied` bitmap is.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hostcall_core::dispatch::{DEVMEM, FUNCTION_CALL, PRINTF, SANITIZER};
+use hostcall_core::{DEVMEM, FUNCTION_CALL, PRINTF, SANITIZER};
 
 use super::devmem::{DevMem, DevMemLimits};
 use super::function_call::call_host_function;

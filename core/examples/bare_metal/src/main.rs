@@ -24,7 +24,7 @@ use hostcall_core::stack::{buffer_size, View};
 use hostcall_core::{ErrorCode, Poller, Protocol, Registration, ServiceTable, SLOT_WORDS};
 
 /// Packets in the buffer.
-const PACKETS: usize = 4;
+const PACKETS: u32 = 4;
 /// The buffer's size in bytes (the stack protocol's layout for `PACKETS`).
 const BYTES: usize = match buffer_size(PACKETS) {
     Some(bytes) => bytes,
@@ -61,10 +61,10 @@ pub extern "C" fn _start() -> ! {
     let base = MEMORY.0.get().cast::<u8>();
     // SAFETY: `MEMORY` is static (it outlives the view) and is only accessed through the view
     // and the poller.
-    let device = unsafe { View::from_raw(base, BYTES, PACKETS as u64) }.expect("the layout fits");
+    let device = unsafe { View::from_raw(base, BYTES, PACKETS) }.expect("the layout fits");
     device.init(base as u64, 0);
     // SAFETY: as above; the buffer is never removed, and the memory lives for the program.
-    unsafe { POLLER.add(Registration::new(Protocol::Stack, base, BYTES, PACKETS as u64).unwrap()) }
+    unsafe { POLLER.add(Registration::new(Protocol::Stack, base, BYTES, PACKETS).unwrap()) }
         .expect("room for one buffer");
 
     let mut round = 0u64;

@@ -18,15 +18,15 @@ fn from_raw_checks_address_size_and_count() {
     let base = mem.as_mut_ptr() as *mut u8;
     // SAFETY (all calls): `mem` outlives the views and is only accessed through them.
     unsafe {
-        assert!(View::from_raw(base, size, n as u64).is_ok());
-        assert!(View::from_raw(base.add(8), size, n as u64).is_ok(), "8-aligned is enough");
+        assert!(View::from_raw(base, size, n).is_ok());
+        assert!(View::from_raw(base.add(8), size, n).is_ok(), "8-aligned is enough");
         assert_eq!(
-            View::from_raw(base, size - 1, n as u64).err(),
+            View::from_raw(base, size - 1, n).err(),
             Some(LayoutError::TooSmall { needed: size, given: size - 1 })
         );
-        assert!(matches!(View::from_raw(base.add(4), size, n as u64), Err(LayoutError::Misaligned { .. })));
+        assert!(matches!(View::from_raw(base.add(4), size, n), Err(LayoutError::Misaligned { .. })));
         assert!(matches!(View::from_raw(base, size, 1), Err(LayoutError::Geometry(_))));
-        assert!(matches!(View::from_raw(base, size, u64::MAX), Err(LayoutError::Geometry(_))));
+        assert!(matches!(View::from_raw(base, size, u32::MAX), Err(LayoutError::Geometry(_))));
         assert_eq!(View::from_raw(core::ptr::null_mut(), size, 2).err(), Some(LayoutError::Null));
     }
 }
@@ -38,7 +38,7 @@ fn a_raw_buffer_round_trips_and_the_prefix_points_at_its_arrays() {
     let mut mem = raw(size);
     let base = mem.as_mut_ptr() as *mut u8;
     // SAFETY: `mem` outlives the view and is only accessed through it.
-    let v = unsafe { View::from_raw(base, size, n as u64) }.unwrap();
+    let v = unsafe { View::from_raw(base, size, n) }.unwrap();
     v.init(base as u64, 0);
     let device_phase = v.prefix().device_phase.load(Ordering::Relaxed) as usize;
     assert_eq!(device_phase, v.device_phase(0) as *const AtomicU32 as usize);
@@ -46,7 +46,7 @@ fn a_raw_buffer_round_trips_and_the_prefix_points_at_its_arrays() {
     assert_eq!(v.prefix().headers.load(Ordering::Relaxed) as usize, v.header(0) as *const _ as usize);
     assert_eq!(v.prefix().payloads.load(Ordering::Relaxed) as usize, v.payload(0) as *const _ as usize);
     assert_eq!(v.prefix().occupied.load(Ordering::Relaxed) as usize, v.occupied_word(0) as *const _ as usize);
-    assert_eq!(v.payload(n - 1) as *const Payload as usize + 4096, base as usize + size);
+    assert_eq!(v.payload(n as usize - 1) as *const Payload as usize + 4096, base as usize + size);
     let mut c = v.claim(3).unwrap();
     c.write_lane(2, &request(41));
     let s = c.submit(8, 1 << 2);

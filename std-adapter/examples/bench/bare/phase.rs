@@ -39,7 +39,7 @@ struct Buffer {
     payloads: [Payload; PACKETS],
 }
 
-const LAYOUT: phase::Layout = match phase::Layout::new(PACKETS) {
+const LAYOUT: phase::Layout = match phase::Layout::new(PACKETS as u32) {
     Some(layout) => layout,
     None => panic!("a two-packet layout exists"),
 };

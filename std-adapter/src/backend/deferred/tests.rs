@@ -9,7 +9,7 @@ use crate::doorbell::Doorbell;
 use crate::memory::{DeviceMemory, MemoryError};
 use crate::services::devmem::DevMemLimits;
 use crate::threads::listener::{listener_of_this_thread, Listener, ListenerConfig};
-use hostcall_core::dispatch::DEVMEM;
+use hostcall_core::DEVMEM;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -1,7 +1,7 @@
 //! Serving one packet with a registered service, and the error replies: the panic guard around
 //! handlers, and the counting of what was served (per service, per buffer).
 
-use hostcall_core::dispatch::serve_lanes_from;
+use hostcall_core::serve_lanes_from;
 use hostcall_core::{ErrorCode, LaneService, PacketRequest, SLOT_WORDS};
 use std::cell::Cell;
 
@@ -19,7 +19,7 @@ use crate::rate_limit::error_limited;
 ///
 /// ```
 /// use hostcall::error_reply;
-/// use hostcall_core::dispatch::{DEVMEM, PRINTF};
+/// use hostcall_core::{DEVMEM, PRINTF};
 /// use hostcall_core::ErrorCode;
 /// assert_eq!(error_reply(PRINTF, ErrorCode::Refused), [u64::MAX, 4]);
 /// assert_eq!(error_reply(DEVMEM, ErrorCode::Refused), [0, 4]);

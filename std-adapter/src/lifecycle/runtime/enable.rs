@@ -169,7 +169,7 @@ impl HostcallRuntime {
     /// `layout.num_packets` and `layout.buffer` non-null and aligned for the protocol.
     unsafe fn serve(&self, listener: &mut Option<Listener>, layout: Layout) -> Result<(), Error> {
         let Layout { buffer, len, num_packets, protocol, occupied, device, rpc } = layout;
-        let n = u64::from(num_packets);
+        let n = num_packets;
         let running = match listener {
             Some(running) => running,
             None => listener.insert(self.start_listener()?),
@@ -189,13 +189,13 @@ impl HostcallRuntime {
             }
             Protocol::Line => return Err(options::line_unsupported()),
             Protocol::Rpc { lanes } => {
-                let view = unsafe { hostcall_core::rpc::View::from_raw(buffer, len, n, u64::from(lanes)) }?;
+                let view = unsafe { hostcall_core::rpc::View::from_raw(buffer, len, n, lanes) }?;
                 view.init();
             }
         }
         // SAFETY: the caller's contract keeps the memory valid until `disable` removes it, and
         // the memory was initialised for `protocol` just above.
-        let registration = unsafe { BufferRegistration::raw(protocol, buffer, len, n) };
+        let registration = unsafe { BufferRegistration::raw(protocol, buffer, len, u64::from(n)) };
         running.add(registration.on_device(device).with_rpc(rpc))
     }
 }

@@ -174,7 +174,7 @@ pub fn printf_reply_with(message: &[u64], limits: &PrintfLimits, sink: &mut dyn 
 }
 
 /// A complete PRINTF lane service: message assembly (default limits) around [`printf_reply`]
-/// writing to `sink`. Register it for [`hostcall_core::dispatch::PRINTF`].
+/// writing to `sink`. Register it for [`hostcall_core::PRINTF`].
 pub fn printf_service<S: PrintfSink>(mut sink: S) -> MessageService<impl FnMut(&[u64]) -> [u64; 2]> {
     MessageService::new(move |message: &[u64]| printf_reply(message, &mut sink))
 }

@@ -9,8 +9,8 @@
 
 use super::RpcCounters;
 use crate::services::devmem::LLVM_RULE;
-use hostcall_core::dispatch::DEVMEM;
 use hostcall_core::rpc::{serve_as_packet, Turn};
+use hostcall_core::DEVMEM;
 use hostcall_core::{Dispatch, PacketRequest, Payload};
 
 /// Serves a `MALLOC` (`free == false`) or `FREE` turn of the lanes of `mask`; when not

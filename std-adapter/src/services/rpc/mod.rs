@@ -24,7 +24,7 @@
 //! allocates whatever the device declares and answers every lane in one go, this host refuses
 //! past the budget and spreads the answers; the details, and why, are in `budget.rs`.
 //!
-//! Served: every opcode of LLVM's server at [`hostcall_core::rpc::version`]: `NOOP`, the console
+//! Served: every opcode of LLVM's server at [`hostcall_core::rpc::UPSTREAM`]: `NOOP`, the console
 //! writes, the printf family (to stdout, stderr or an opened file), `MALLOC` and `FREE` (through
 //! the DEVMEM service), the files (`fopen`, `fclose`, `fread`, `fgets`, the stream calls,
 //! `remove`, `rename`: C stdio on the host, every path beneath the directory the host names,

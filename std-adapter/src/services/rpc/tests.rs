@@ -275,7 +275,7 @@ fn malloc_and_free_go_through_devmem() {
         Ok([if r[0] == 0 { 0x9000 + r[1] } else { 0 }, 0])
     };
     let mut services = ServiceTable::<1>::new();
-    services.register(hostcall_core::dispatch::DEVMEM, &devmem).unwrap();
+    services.register(hostcall_core::DEVMEM, &devmem).unwrap();
     let call = |client: &Client<'_>, opcode, words: [u64; 2], reply: bool| {
         let mut port = open(client, opcode, 0b11);
         port.send(|lane| [words[lane as usize], 0, 0, 0, 0, 0, 0, 0], &mut patience()).unwrap();

@@ -137,6 +137,7 @@ impl Registration {
     /// [`hostcall_core::Registration::with_state`] for `state`.
     pub(super) unsafe fn register(&self, poller: &Poller<MAX_BUFFERS>, state: AnyState) -> Result<(), Error> {
         let Self { protocol, base, len, num_packets, device, .. } = *self;
+        let num_packets = protocol.packet_count(num_packets).map_err(|e| Error::Layout(e.into()))?;
         // SAFETY: forwarded from this function's contract.
         let registration =
             unsafe { hostcall_core::Registration::new(protocol, base as *mut u8, len, num_packets) }?
