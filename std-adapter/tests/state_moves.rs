@@ -66,15 +66,8 @@ fn host_state_moves_with_its_buffer_to_another_thread() {
         // Spinning: a stalled line request's looks (`line::STALL_LOOKS`) come within milliseconds.
         let config = ListenerConfig::spinning().with_stuck_after(Duration::from_millis(20));
         let listener = Listener::start(doorbell.clone(), config).unwrap();
-        let (gate, opener) = common::gate::gate(PATIENCE);
         listener.services().register_lane(ECHO, "echo", |r| Ok([r[0], r[7]])).unwrap();
-        listener
-            .services()
-            .register_lane(BLOCK, "block", move |_| {
-                gate.pass();
-                Ok([7, 0])
-            })
-            .unwrap();
+        let opener = common::gate::register_blocking(listener.services(), BLOCK, PATIENCE);
         let written = Arc::new(Mutex::new(Vec::new()));
         let sink = {
             let written = written.clone();

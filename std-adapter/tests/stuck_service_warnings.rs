@@ -42,14 +42,7 @@ fn a_stuck_call_is_warned_about_and_its_return_too(protocol: Protocol) {
     let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
     let config = ListenerConfig::default().with_stuck_after(Duration::from_millis(20));
     let listener = Listener::start(doorbell.clone(), config).unwrap();
-    let (gate, opener) = common::gate::gate(PATIENCE);
-    listener
-        .services()
-        .register_lane(BLOCK, "block", move |_| {
-            gate.pass();
-            Ok([7, 0])
-        })
-        .unwrap();
+    let opener = common::gate::register_blocking(listener.services(), BLOCK, PATIENCE);
     let buffer =
         Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 4, doorbell, protocol).unwrap());
     listener.add(buffer.clone()).unwrap();

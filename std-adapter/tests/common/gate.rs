@@ -50,3 +50,16 @@ impl Opener {
         self.open.send(()).unwrap();
     }
 }
+
+/// Registers service `id` ("block") on `services`: each call passes a gate (so it blocks until
+/// the test opens it) and then answers `[7, 0]`. Returns the test's side of the gate.
+pub fn register_blocking(services: &hostcall::Services, id: u32, patience: Duration) -> Opener {
+    let (gate, opener) = gate(patience);
+    services
+        .register_lane(id, "block", move |_| {
+            gate.pass();
+            Ok([7, 0])
+        })
+        .unwrap();
+    opener
+}
