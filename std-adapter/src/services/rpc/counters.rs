@@ -31,6 +31,13 @@ pub struct RpcCounters {
     pub held_bytes: u64,
 }
 
+impl RpcCounters {
+    /// The four refusal counts, in [`RpcCounters::refused_lanes`]'s order of the fields.
+    pub(crate) fn refusals(&self) -> [u64; 4] {
+        [self.refused_lanes, self.over_limit_lanes, self.open_files_refused, self.held_refused_lanes]
+    }
+}
+
 impl std::ops::Add for RpcCounters {
     type Output = Self;
     fn add(self, o: Self) -> Self {

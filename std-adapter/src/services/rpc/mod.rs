@@ -131,6 +131,8 @@ pub struct RpcHost {
     held: Held,
     /// The work budget of the drain in progress.
     work: PollWork,
+    /// Whether the last turn counted a refusal.
+    refused: bool,
 }
 
 impl RpcHost {
@@ -156,6 +158,7 @@ impl RpcHost {
             limits,
             calls: (0..ports).map(|_| None).collect(),
             counters: RpcCounters::default(),
+            refused: false,
             scratch: Box::default(),
             files,
             held: Held::new(&limits, buffer, all),
@@ -180,6 +183,11 @@ impl RpcHost {
     /// The counters so far.
     pub fn counters(&self) -> RpcCounters {
         self.counters
+    }
+
+    /// The counters so far, borrowed, and whether the last turn counted a refusal.
+    pub(crate) fn counters_after_turn(&self) -> (&RpcCounters, bool) {
+        (&self.counters, self.refused)
     }
 
     /// The most work one drain of this host's ports did so far, as counted against
@@ -251,7 +259,7 @@ impl RpcHost {
             self.counters.deferred_turns += 1;
             return true;
         }
-        let before = self.counters;
+        let (refusals, unhandled) = (self.counters.refusals(), self.counters.unhandled);
         let mut lanes = 0;
         let call = match slot.take() {
             Some(call) => Some(call),
@@ -303,12 +311,24 @@ impl RpcHost {
             self.counters.turns += 1;
         }
         self.counters.held_bytes = self.held.held() as u64;
-        self.log_refusals(turn, &before);
-        self.counters.unhandled == before.unhandled
+        self.refused = self.counters.refusals() != refusals;
+        if self.refused {
+            self.log_refusals(turn, refusals);
+        }
+        self.counters.unhandled == unhandled
     }
 
-    /// Logs (rate-limited) the lanes this turn refused, from the counters `before` it.
-    fn log_refusals(&self, turn: &Turn<'_>, before: &RpcCounters) {
+    /// Logs (rate-limited) the lanes this turn refused, from the refusal counts `before` it.
+    #[cold]
+    fn log_refusals(&self, turn: &Turn<'_>, before: [u64; 4]) {
+        let [refused_lanes, over_limit_lanes, open_files_refused, held_refused_lanes] = before;
+        let before = RpcCounters {
+            refused_lanes,
+            over_limit_lanes,
+            open_files_refused,
+            held_refused_lanes,
+            ..self.counters
+        };
         if self.counters.refused_lanes > before.refused_lanes {
             warn_limited!(
                 "rpc: port {}: opcode {:#x}: {} lanes refused (their opcode group is off in the buffer's \

@@ -76,16 +76,12 @@ pub(super) struct RpcServing {
 impl RpcServing {
     /// The refusals since the last turn counted for the buffer, and the counters published.
     fn account(&mut self) {
-        let counters = self.host.counters();
-        self.published.publish(&counters);
-        let now = [
-            counters.refused_lanes,
-            counters.over_limit_lanes,
-            counters.open_files_refused,
-            counters.held_refused_lanes,
-        ];
-        // Only when a refusal was counted (rare): most turns change only the turn and call counts.
-        if now != self.reported {
+        let (counters, refused) = self.host.counters_after_turn();
+        self.published.publish(counters);
+        // Only when the turn counted a refusal (rare): most turns change only the turn and call
+        // counts.
+        if refused {
+            let now = counters.refusals();
             let reasons =
                 [Reason::RpcRefused, Reason::RpcStreamLength, Reason::RpcOpenFiles, Reason::HeldBytes];
             for ((reason, now), before) in reasons.into_iter().zip(now).zip(self.reported) {
