@@ -380,6 +380,18 @@ impl RpcHost {
         opcode: u32,
         services: &D,
     ) -> Option<Call> {
+        // The one-turn hostcall opcodes (`'r'`, `'h'`, all of the `Rocm` group) first: the common
+        // call, served without the libc opcodes' match.
+        if let Some(service) = service_of(opcode) {
+            if self.policy.allows(OpcodeGroup::Rocm) {
+                serve_as_packet(turn, mask, service, &self.scratch, &mut |p: &mut PacketRequest<'_>| {
+                    services.dispatch(p)
+                });
+            } else {
+                self.unhandled(turn, opcode);
+            }
+            return None;
+        }
         let group = OpcodeGroup::of(opcode);
         let allowed = group.is_some_and(|g| self.policy.allows(g));
         let limit = self.limits.stream_bytes;
@@ -416,25 +428,20 @@ impl RpcHost {
                 Some(Call::Printf(Box::new(Printf::new(mask, target, packed, allowed, limit))))
             }
             _ => {
-                match service_of(opcode) {
-                    Some(service) if allowed => {
-                        serve_as_packet(turn, mask, service, &self.scratch, &mut |p: &mut PacketRequest<
-                            '_,
-                        >| {
-                            services.dispatch(p)
-                        });
-                    }
-                    _ => {
-                        self.counters.unhandled += 1;
-                        warn_limited!(
-                            "rpc: port {}: opcode {opcode:#x} not served (status {:#x}): the port is handed back untouched",
-                            turn.port(),
-                            status::UNHANDLED_OPCODE
-                        );
-                    }
-                }
+                self.unhandled(turn, opcode);
                 None
             }
         }
+    }
+
+    /// Counts and logs (rate-limited) an opcode this host does not serve.
+    #[cold]
+    fn unhandled(&mut self, turn: &Turn<'_>, opcode: u32) {
+        self.counters.unhandled += 1;
+        warn_limited!(
+            "rpc: port {}: opcode {opcode:#x} not served (status {:#x}): the port is handed back untouched",
+            turn.port(),
+            status::UNHANDLED_OPCODE
+        );
     }
 }
