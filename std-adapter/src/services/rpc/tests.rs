@@ -236,6 +236,29 @@ fn rocm_opcodes_reach_the_hostcall_services() {
     assert_eq!(host.counters().unhandled, 0);
 }
 
+/// With the `Rocm` group off, a hostcall opcode is unhandled: counted, its service not called,
+/// the lanes handed back as they were sent.
+#[test]
+fn rocm_opcodes_off_are_unhandled() {
+    let buffer = Buffer::new(1, 1);
+    let mut host = RpcHost::new(1, RpcPolicy::default().without_rocm(), RpcLimits::default());
+    let mut out = sink();
+    let devmem = |_: &[u64; 8]| -> Result<[u64; 2], ErrorCode> { panic!("served with the Rocm group off") };
+    let mut services = ServiceTable::<2>::new();
+    services.register(3, &devmem).unwrap();
+    let reply = run(&buffer, &mut host, &mut out, &services, |client| {
+        let mut port = open(&client, rocm::DEVMEM, 0b1);
+        port.send(|_| [5, 64, 0, 0, 0, 0, 0, 9], &mut patience()).unwrap();
+        let mut got = [0; 8];
+        port.recv(|_, words| got = words, &mut patience()).unwrap();
+        port.close();
+        got
+    });
+    assert_eq!((reply[0], reply[1], reply[7]), (5, 64, 9));
+    let c = host.counters();
+    assert_eq!((c.calls, c.calls_done, c.unhandled), (1, 1, 1));
+}
+
 /// A client that opens a stream and stops holds its port's state only; other ports are served.
 #[test]
 fn a_client_that_stops_mid_stream_blocks_only_its_port() {
