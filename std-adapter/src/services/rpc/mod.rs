@@ -100,12 +100,11 @@ pub use policy::{OpcodeGroup, RpcPolicy};
 use call::Call;
 pub(crate) use call::Context;
 
-use crate::rate_limit::warn_limited;
 use crate::services::held::HeldAccount;
 use crate::services::printf::{PrintfSink, Stream};
 use budget::{Held, PollWork};
 use console::Write;
-use hostcall_core::rpc::opcode::{libc, status};
+use hostcall_core::rpc::opcode::libc;
 use hostcall_core::rpc::{serve_as_packet, service_of, Turn, View};
 use hostcall_core::{Dispatch, PacketRequest, Payload};
 use printf::Printf;
@@ -318,59 +317,6 @@ impl RpcHost {
         self.counters.unhandled == unhandled
     }
 
-    /// Logs (rate-limited) the lanes this turn refused, from the refusal counts `before` it.
-    #[cold]
-    fn log_refusals(&self, turn: &Turn<'_>, before: [u64; 4]) {
-        let [refused_lanes, over_limit_lanes, open_files_refused, held_refused_lanes] = before;
-        let before = RpcCounters {
-            refused_lanes,
-            over_limit_lanes,
-            open_files_refused,
-            held_refused_lanes,
-            ..self.counters
-        };
-        if self.counters.refused_lanes > before.refused_lanes {
-            warn_limited!(
-                "rpc: port {}: opcode {:#x}: {} lanes refused (their opcode group is off in the buffer's \
-                 RpcPolicy, they named a FILE they may not use, or a path outside the files directory); \
-                 answered as failed",
-                turn.port(),
-                turn.header().1,
-                self.counters.refused_lanes - before.refused_lanes
-            );
-        }
-        if self.counters.over_limit_lanes > before.over_limit_lanes {
-            warn_limited!(
-                "rpc: port {}: opcode {:#x}: {} lanes' streams longer than the buffer's RpcLimits::stream_bytes \
-                 ({} bytes): their calls answered as failed, their data dropped (a read is cut to the limit)",
-                turn.port(),
-                turn.header().1,
-                self.counters.over_limit_lanes - before.over_limit_lanes,
-                self.limits.stream_bytes
-            );
-        }
-        if self.counters.open_files_refused > before.open_files_refused {
-            warn_limited!(
-                "rpc: port {}: {} fopens answered NULL: the buffer holds RpcLimits::open_files ({}) files",
-                turn.port(),
-                self.counters.open_files_refused - before.open_files_refused,
-                self.limits.open_files
-            );
-        }
-        if self.counters.held_refused_lanes > before.held_refused_lanes {
-            warn_limited!(
-                "rpc: port {}: opcode {:#x}: {} lanes refused: the calls in progress would hold more than \
-                 this buffer's {} bytes or all buffers' {} (RpcLimits::max_held_bytes_per_buffer, \
-                 max_held_bytes); answered as failed",
-                turn.port(),
-                turn.header().1,
-                self.counters.held_refused_lanes - before.held_refused_lanes,
-                self.limits.max_held_bytes_per_buffer,
-                self.limits.max_held_bytes
-            );
-        }
-    }
-
     /// The call an opcode begins, or `None` when this first turn is the whole call (`NOOP`,
     /// the `'r'` opcodes, an unhandled opcode).
     fn begin<D: Dispatch + ?Sized>(
@@ -432,16 +378,5 @@ impl RpcHost {
                 None
             }
         }
-    }
-
-    /// Counts and logs (rate-limited) an opcode this host does not serve.
-    #[cold]
-    fn unhandled(&mut self, turn: &Turn<'_>, opcode: u32) {
-        self.counters.unhandled += 1;
-        warn_limited!(
-            "rpc: port {}: opcode {opcode:#x} not served (status {:#x}): the port is handed back untouched",
-            turn.port(),
-            status::UNHANDLED_OPCODE
-        );
     }
 }
