@@ -71,15 +71,26 @@ const SOURCES: [&str; 6] = [
 /// The C and CUDA sources whose names a guide may give as `a::b`.
 const C_SOURCES: [&str; 2] = ["include", "std-adapter/examples/cuda"];
 
-/// Every identifier-like word of the C and CUDA sources.
-fn c_words(root: &Path) -> BTreeSet<String> {
+/// The C and CUDA source files (`.h`, `.cuh`, `.cu`) under [`C_SOURCES`], each with its text.
+fn c_sources(root: &Path) -> Vec<(PathBuf, String)> {
     let mut files = Vec::new();
     for dir in C_SOURCES {
         walk(&root.join(dir), &mut files);
     }
+    files.retain(|f| f.extension().is_some_and(|e| e == "h" || e == "cuh" || e == "cu"));
+    files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).unwrap();
+            (file, text)
+        })
+        .collect()
+}
+
+/// Every identifier-like word of the C and CUDA sources.
+fn c_words(root: &Path) -> BTreeSet<String> {
     let mut words = BTreeSet::new();
-    for file in files.iter().filter(|f| f.extension().is_some_and(|e| e == "h" || e == "cuh" || e == "cu")) {
-        let text = std::fs::read_to_string(file).unwrap();
+    for (_, text) in c_sources(root) {
         words.extend(
             text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                 .filter(|w| is_ident(w))
@@ -294,13 +305,8 @@ fn gpu_guide_counts_the_ignored_cuda_tests() {
 fn c_comments_name_rust_items_that_exist() {
     let root = root();
     let declared = read_sources(&root);
-    let mut files = Vec::new();
-    for dir in C_SOURCES {
-        walk(&root.join(dir), &mut files);
-    }
     let mut stale = Vec::new();
-    for file in files.iter().filter(|f| f.extension().is_some_and(|e| e == "h" || e == "cuh" || e == "cu")) {
-        let text = std::fs::read_to_string(file).unwrap();
+    for (file, text) in c_sources(&root) {
         for (number, line) in text.lines().enumerate() {
             for token in line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
                 let steps: Vec<&str> = token.trim_matches(':').split("::").collect();

@@ -103,14 +103,20 @@ fn the_power_saving_preset_naps_up_to_its_own_stated_bound() {
     });
 }
 
+/// A policy that never spins and naps ten minutes at a time: only a ring (or a new policy)
+/// wakes such a listener within a test's patience.
+fn naps_of_ten_minutes() -> WaitPolicy {
+    WaitPolicy::default()
+        .with_spin_polls(0)
+        .with_min_wait(Duration::from_secs(600))
+        .with_max_wait(Duration::from_secs(600))
+}
+
 #[test]
 fn a_ring_ends_a_long_nap() {
     returns_within("a rung call during a 600 s nap", Duration::from_secs(30), || {
         let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-        let naps_of_ten_minutes = WaitPolicy::default()
-            .with_spin_polls(0)
-            .with_min_wait(Duration::from_secs(600))
-            .with_max_wait(Duration::from_secs(600));
+        let naps_of_ten_minutes = naps_of_ten_minutes();
         let config = ListenerConfig::default().with_wait(naps_of_ten_minutes);
         let listener = Listener::start(doorbell.clone(), config).unwrap();
         register_add(listener.services());
@@ -126,10 +132,7 @@ fn a_ring_ends_a_long_nap() {
 fn a_new_policy_reaches_a_running_listener() {
     returns_within("a silent call after set_wait_policy", Duration::from_secs(30), || {
         let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
-        let naps_of_ten_minutes = WaitPolicy::default()
-            .with_spin_polls(0)
-            .with_min_wait(Duration::from_secs(600))
-            .with_max_wait(Duration::from_secs(600));
+        let naps_of_ten_minutes = naps_of_ten_minutes();
         let listener =
             Listener::start(doorbell, ListenerConfig::default().with_wait(naps_of_ten_minutes)).unwrap();
         register_add(listener.services());
