@@ -161,7 +161,7 @@ pub use lane::{
     SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
 };
 pub use layout::CACHE_LINE;
-pub use poller::{Poller, PollerError, Registration};
+pub use poller::{PollSession, Poller, PollerError, Registration};
 pub use scan::{DrainScope, ScanWindow};
 pub use view::{packet_count, GeometryError, LayoutError, MAX_PACKETS};
 
@@ -182,7 +182,7 @@ pub mod __internal {
     }
 
     pub use crate::phase::in_parts::PhaseBuffer;
-    pub use crate::poller::model::remove_without_waiting;
+    pub use crate::poller::model::{poll_then_unpin, remove_without_waiting};
 }
 
 /// The crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).

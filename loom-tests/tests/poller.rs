@@ -15,11 +15,16 @@
 //! Its broken twin removes without waiting for the poll's pin (`__internal::remove_without_waiting`)
 //! and must fail, with loom's report of the poll's payload access racing the free.
 //!
+//! The same model with the host's two polls in one poll session (`Poller::session`, whose pins
+//! stay set between its polls, so a poll in steady state takes no lock): `remove` then waits for
+//! the session's next poll or its end. Its broken twin lets go of the pins after the first poll
+//! but keeps the copy as pinned (`__internal::poll_then_unpin`), and must fail the same way.
+//!
 //! Run with
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p loom-tests --release --test poller`
 #![cfg(loom)]
 
-use hostcall_core::__internal::remove_without_waiting;
+use hostcall_core::__internal::{poll_then_unpin, remove_without_waiting};
 use hostcall_core::phase::View;
 use hostcall_core::{AnyView, ErrorCode, Poller, PollerError, Registration, ServiceTable, SLOT_WORDS};
 use loom::sync::Arc;
@@ -27,10 +32,31 @@ use loom::thread;
 use loom_tests::{check, PhaseBuffer};
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 
-/// Executions (across the whole exploration) in which a poll served the packet, and in which the
-/// wave saw its answer: the model must reach both, or it proves nothing about a poll in progress.
-static SERVED: AtomicUsize = AtomicUsize::new(0);
-static ANSWERED: AtomicUsize = AtomicUsize::new(0);
+/// Executions (across the whole exploration of one model) in which a poll served the packet, and
+/// in which the wave saw its answer: the model must reach both, or it proves nothing about a poll
+/// in progress.
+struct Reached {
+    served: AtomicUsize,
+    answered: AtomicUsize,
+}
+
+impl Reached {
+    const fn new() -> Self {
+        Self { served: AtomicUsize::new(0), answered: AtomicUsize::new(0) }
+    }
+
+    /// Asserts that some execution served the packet and some saw the answer.
+    fn assert_both(&self, model: &str) {
+        let (served, answered) =
+            (self.served.load(StdOrdering::Relaxed), self.answered.load(StdOrdering::Relaxed));
+        println!("{model}: served in {served} executions, answered in {answered}");
+        assert!(served > 0 && answered > 0, "some execution serves the packet and the wave sees it");
+    }
+}
+
+/// What the model with two `poll_once` reached, and the model with one session.
+static ALONE: Reached = Reached::new();
+static IN_SESSION: Reached = Reached::new();
 
 const SERVICE: u32 = 7;
 /// The request the wave sends in lane 0; the service answers `[REQUEST[0] + 1, 0]`.
@@ -71,25 +97,50 @@ fn wave(model: &Model) -> bool {
     }
 }
 
+/// How the host thread polls twice.
+#[derive(Clone, Copy)]
+enum Polls {
+    /// Two `Poller::poll_once`, each a session of its own.
+    Alone,
+    /// Two polls of one session.
+    InSession,
+    /// Two polls of one session that lets go of its pins after the first (the broken twin).
+    InSessionUnpinned,
+}
+
 /// The host thread: two polls; returns the packets they served.
-fn host(model: &Model) -> u32 {
+fn host(model: &Model, polls: Polls) -> u32 {
     let serve = |r: &[u64; SLOT_WORDS]| {
         assert_eq!(*r, REQUEST, "the service reads the wave's request");
         Ok::<_, ErrorCode>([r[0] + 1, 0])
     };
     let mut services = ServiceTable::<1>::new();
     services.register(SERVICE, &serve).expect("room for one service");
-    (0..2).map(|_| model.poller.poll_once(&services).packets).sum()
+    match polls {
+        Polls::Alone => (0..2).map(|_| model.poller.poll_once(&services).packets).sum(),
+        Polls::InSession | Polls::InSessionUnpinned => {
+            let mut session = model.poller.session().expect("the only poller");
+            let first = match polls {
+                Polls::InSessionUnpinned => poll_then_unpin(&mut session, &services),
+                _ => session.poll_once(&services),
+            };
+            first.packets + session.poll_once(&services).packets
+        }
+    }
 }
 
 /// The model: add, poll (another thread), a wave's call, remove, free. `remove` is the poller's
-/// own (counted in [`SERVED`] and [`ANSWERED`]) or its broken twin (not counted: the two tests run
-/// at once).
-fn add_poll_remove_free(remove: fn(&Poller<1>, *mut u8) -> Result<(), PollerError>, counted: bool) {
+/// own or its broken twin; what the execution reached goes to `reached` (none for the broken
+/// twins).
+fn add_poll_remove_free(
+    remove: fn(&Poller<1>, *mut u8) -> Result<(), PollerError>,
+    polls: Polls,
+    reached: Option<&'static Reached>,
+) {
     let model = Model::new();
     let poll = {
         let model = model.clone();
-        thread::spawn(move || host(&model))
+        thread::spawn(move || host(&model, polls))
     };
     let wave = {
         let model = model.clone();
@@ -109,18 +160,18 @@ fn add_poll_remove_free(remove: fn(&Poller<1>, *mut u8) -> Result<(), PollerErro
     let served = poll.join().unwrap();
     assert!(served <= 1, "a packet served at most once");
     assert!(!answered || served == 1, "an answer the wave saw came from a poll");
-    if counted {
-        SERVED.fetch_add(served as usize, StdOrdering::Relaxed);
-        ANSWERED.fetch_add(usize::from(answered), StdOrdering::Relaxed);
+    if let Some(reached) = reached {
+        reached.served.fetch_add(served as usize, StdOrdering::Relaxed);
+        reached.answered.fetch_add(usize::from(answered), StdOrdering::Relaxed);
     }
 }
 
 #[test]
 fn a_removed_buffer_is_not_touched_by_a_poll() {
-    check("poller: add, poll, a wave, remove, free", || add_poll_remove_free(Poller::remove, true));
-    let (served, answered) = (SERVED.load(StdOrdering::Relaxed), ANSWERED.load(StdOrdering::Relaxed));
-    println!("poller model: served in {served} executions, answered in {answered}");
-    assert!(served > 0 && answered > 0, "some execution serves the packet and the wave sees it");
+    check("poller: add, poll, a wave, remove, free", || {
+        add_poll_remove_free(Poller::remove, Polls::Alone, Some(&ALONE))
+    });
+    ALONE.assert_both("poller model");
 }
 
 /// The models can fail: a `remove` that does not wait for the poll's pin returns while the poll
@@ -129,6 +180,26 @@ fn a_removed_buffer_is_not_touched_by_a_poll() {
 #[should_panic(expected = "Causality violation")]
 fn a_remove_that_does_not_wait_for_the_poll_is_caught() {
     check("poller: remove without waiting (must fail)", || {
-        add_poll_remove_free(remove_without_waiting, false)
+        add_poll_remove_free(remove_without_waiting, Polls::Alone, None)
+    });
+}
+
+/// The host's two polls in one session: `remove` waits for the session's pins, which stay set
+/// between its polls, and no poll touches the buffer after `remove` returns.
+#[test]
+fn a_removed_buffer_is_not_touched_by_a_poll_session() {
+    check("poller: add, a poll session, a wave, remove, free", || {
+        add_poll_remove_free(Poller::remove, Polls::InSession, Some(&IN_SESSION))
+    });
+    IN_SESSION.assert_both("poller session model");
+}
+
+/// The session models can fail: a session that lets go of its pins between polls but drains its
+/// copy again without re-pinning lets a remover return while that poll reads the buffer.
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn a_session_that_lets_go_of_its_pins_between_polls_is_caught() {
+    check("poller: session unpinned between polls (must fail)", || {
+        add_poll_remove_free(Poller::remove, Polls::InSessionUnpinned, None)
     });
 }

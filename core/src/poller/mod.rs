@@ -13,15 +13,16 @@
 //! A runtime without threads (firmware, a bare-metal loop) calls `poll_once` from its main loop;
 //! the std crate's listener is a loop around it that waits on a doorbell in between.
 //!
-//! No lock is held while a service runs: a poll pins the registrations under the table lock
-//! (refreshing its own copy of them first if the table changed since its last poll) and drains
-//! without the lock, so a service may call every other method of its
-//! poller (and of whatever wraps it) from inside a poll. [`Poller::remove`] waits until no poll
-//! uses the buffer, so once it returns the poller will not touch that buffer (nor its state)
-//! again and the caller may free it (the protocol and its ordering: `poller/table.rs`). Polls
-//! are serialised by a second lock, held only by [`Poller::poll_once`]: a poll asked while
-//! another is in progress (on another thread, or from a service of this poller) returns at once
-//! with nothing served.
+//! No lock is held while a service runs but the poll lock: a poll session
+//! ([`Poller::session`]) keeps a copy of the registrations, their slots pinned, refreshed under
+//! the table lock only when the table changed since its last poll, and drains without the table
+//! lock; so a service may call every other method of its poller (and of whatever wraps it) from
+//! inside a poll, and a poll in steady state takes no lock at all. [`Poller::remove`] waits until
+//! no session has the buffer pinned, so once it returns the poller will not touch that buffer
+//! (nor its state) again and the caller may free it (the protocol and its ordering:
+//! `poller/table.rs`). Polls are serialised by the poll lock, which a session holds: a poll asked
+//! while a session is held (on another thread, or from a service of this poller) returns at once
+//! with nothing served. [`Poller::poll_once`] is a poll in a session of its own.
 //!
 //! One buffer of a range-capable protocol may be served by several pollers at once (one per host
 //! thread), each registered for a disjoint range of packet indices ([`Registration::range`]): the
@@ -33,7 +34,7 @@ use crate::any::{HostScratch, Protocol};
 #[cfg(doc)]
 use crate::dispatch::Dispatch;
 use crate::scan::DrainScope;
-use crate::sync::Lock;
+use crate::sync::{AtomicU64, Lock, Ordering};
 use core::fmt;
 use poll::PollState;
 use table::{Pins, Table};
@@ -46,6 +47,7 @@ mod registration;
 mod table;
 
 pub use error::PollerError;
+pub use poll::PollSession;
 pub use registration::Registration;
 
 /// A fixed-capacity set of up to `N` buffers and the loop body that serves them.
@@ -53,8 +55,11 @@ pub struct Poller<const N: usize> {
     /// Which buffers are registered, in which slot. Taken briefly by every method, never held
     /// while a service runs.
     table: Lock<Table<N>>,
-    /// Which slots the poll in progress has still to drain (the removal protocol of `poller/table.rs`).
+    /// Which slots a poll session has pinned (the removal protocol of `poller/table.rs`).
     pins: Pins<N>,
+    /// The table's version, published for sessions to compare without the table lock: stored
+    /// under the table lock by every `add` and `remove` that changes the table.
+    published: AtomicU64,
     /// The host-private state of the polls. Held for a whole poll and taken only by `poll_once`:
     /// it serialises polls.
     polling: Lock<PollState<N>>,
@@ -101,8 +106,10 @@ macro_rules! empty_poller {
         Self {
             table: Lock::new(Table::new()),
             pins: Pins::new(),
+            published: AtomicU64::new(Table::<N>::FIRST_VERSION),
             polling: Lock::new(PollState {
                 version: 0,
+                pinned: false,
                 serving: heapless::Vec::new(),
                 scopes: [(0, DrainScope::Whole); N],
                 scratch: HostScratch::new(),
@@ -132,15 +139,27 @@ impl<const N: usize> Poller<N> {
 
     /// Deregisters the buffer at `base`. When this returns no poll is using it.
     ///
-    /// It waits for a poll that is draining the buffer: called from a service while that service
-    /// is serving a packet of this very buffer, it would wait for itself (the std crate's listener
-    /// refuses removals from its own thread).
+    /// It waits for a poll session that has the buffer pinned: until that session's next poll or
+    /// its end. Called from a service inside a session of this poller, it would wait for itself
+    /// (the std crate's listener refuses removals from its own thread).
     pub fn remove(&self, base: *mut u8) -> Result<(), PollerError> {
-        let slot =
-            self.table.lock().retire(base).ok_or(PollerError::NotRegistered { base: base as usize })?;
+        let slot = {
+            let mut table = self.table.lock();
+            let slot = table.retire(base).ok_or(PollerError::NotRegistered { base: base as usize })?;
+            self.publish(&table);
+            slot
+        };
         self.pins.wait_unpinned(slot);
         self.table.lock().free(slot);
         Ok(())
+    }
+
+    /// Publishes the table's version for sessions (called with the table lock held, after a
+    /// change).
+    fn publish(&self, table: &Table<N>) {
+        // Relaxed: a session that reads it takes the table lock before it reads the table, and
+        // that lock orders this change before its refresh (`PollSession::poll_once`).
+        self.published.store(table.version, Ordering::Relaxed);
     }
 
     /// Whether a buffer is registered at `base`.

@@ -1,10 +1,12 @@
 //! What the loom models of the [`Poller`] need and production has no use for (built under
 //! `--cfg loom` only, reached through the crate's `__internal` module): registering a view built
-//! from separately allocated parts ([`Registration::of_view`]) (loom's atomics cannot view raw memory), and the broken twin of
-//! [`Poller::remove`] that the models must catch.
+//! from separately allocated parts ([`Registration::of_view`]) (loom's atomics cannot view raw memory), and the broken twins of
+//! [`Poller::remove`] and of a [`PollSession`]'s pins that the models must catch.
 
-use super::{Poller, PollerError, Registration};
+use super::{PollSession, Poller, PollerError, Registration};
 use crate::any::AnyView;
+use crate::dispatch::Dispatch;
+use crate::host::DrainReport;
 
 impl Registration {
     /// The registration of `view` under the key `base` (any address unique to the buffer, e.g.
@@ -30,4 +32,19 @@ pub fn remove_without_waiting<const N: usize>(poller: &Poller<N>, base: *mut u8)
     let slot = table.retire(base).ok_or(PollerError::NotRegistered { base: base as usize })?;
     table.free(slot); // BUG: `remove` waits here until no poll has the slot pinned
     Ok(())
+}
+
+/// The broken twin of a session's poll: after [`PollSession::poll_once`] it lets go of every pin
+/// of the session's copy but keeps the copy as if pinned, so the session's next poll drains
+/// without a pin and a remover may return (and free the buffer) meanwhile. The loom models must
+/// catch it; nothing else may call it.
+pub fn poll_then_unpin<const N: usize, D: Dispatch + ?Sized>(
+    session: &mut PollSession<'_, N>,
+    dispatch: &D,
+) -> DrainReport {
+    let report = session.poll_once(dispatch);
+    for &(slot, _) in session.state.serving.iter() {
+        session.poller.pins.unpin(slot); // BUG: the copy stays `pinned`, its next poll unpinned
+    }
+    report
 }

@@ -1,20 +1,23 @@
-//! One poll: [`Poller::poll_once`] pins the registrations under the table lock (refreshing the
-//! poll's own copy of them if the table changed), then drains each without the lock, dispatching
-//! every packet with its buffer's origin set.
+//! Polls: a [`PollSession`] holds the poll lock and keeps the slots of its copy of the table
+//! pinned from one poll to the next, so a poll in steady state takes no lock and writes no shared
+//! word; [`PollSession::poll_once`] drains each registration, dispatching every packet with its
+//! buffer's origin set. [`Poller::poll_once`] is one poll in a session of its own.
 
-use super::table::{Pins, Registered};
+use super::table::Registered;
 use super::Poller;
 use crate::any::HostScratch;
 use crate::dispatch::Dispatch;
 use crate::host::{DrainError, DrainHandler, DrainReport, OwnWork, PacketRequest};
 use crate::scan::DrainScope;
+use crate::sync::{LockGuard, Ordering};
 
 /// What polls keep from one to the next, behind the poll lock.
 pub(super) struct PollState<const N: usize> {
-    /// The table's `version` that `serving` was copied at (0: never; the table's starts at 1).
+    /// The table's version that `serving` was copied at (0: never; the table's starts at 1).
     pub(super) version: u64,
-    /// The poll's copy of the table's serving registrations, refreshed under the table lock when
-    /// the table's version changed.
+    /// Whether the slots of `serving` are pinned: from a session's first poll to its end.
+    pub(super) pinned: bool,
+    /// The poll's copy of the table's serving registrations.
     pub(super) serving: heapless::Vec<(usize, Registered), N>,
     /// The drain state of each slot (the registration generation it belongs to, and its scope).
     pub(super) scopes: [(u64, DrainScope); N],
@@ -23,20 +26,108 @@ pub(super) struct PollState<const N: usize> {
     pub(super) scratch: HostScratch,
 }
 
+/// The right to poll a [`Poller`], held by one thread for as many polls as it likes
+/// ([`Poller::session`]): it holds the poll lock, and the registrations of its last poll stay
+/// pinned between polls. A poll in steady state (no `add` or `remove` since the last) takes no
+/// lock and writes no shared word: it reads the table's version and drains its copy.
+///
+/// While a session is held, [`Poller::remove`] waits for its next poll (or its drop), and every
+/// other poll of the poller returns at once with nothing served. Drop a session before waiting for
+/// anything but the device (a doorbell, a sleep): a remover would wait for it meanwhile.
+///
+/// ```
+/// use hostcall_core::{Poller, ServiceTable};
+/// let poller = Poller::<4>::new();
+/// let services = ServiceTable::<1>::new();
+/// let mut session = poller.session().expect("no other poll in progress");
+/// for _ in 0..3 {
+///     assert_eq!(session.poll_once(&services).packets, 0); // nothing registered
+/// }
+/// assert!(poller.session().is_none(), "one session at a time");
+/// assert_eq!(poller.poll_once(&services).packets, 0, "a poll meanwhile returns at once");
+/// drop(session);
+/// assert!(poller.session().is_some());
+/// ```
+pub struct PollSession<'p, const N: usize> {
+    pub(super) poller: &'p Poller<N>,
+    pub(super) state: LockGuard<'p, PollState<N>>,
+}
+
+/// The poller it polls (its `Debug`: capacity and buffers, `<locked>` while another thread holds
+/// the table lock).
+impl<const N: usize> core::fmt::Debug for PollSession<'_, N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PollSession").field("poller", self.poller).finish()
+    }
+}
+
 impl<const N: usize> Poller<N> {
+    /// A session of polls ([`PollSession`]), or `None` if another session (or poll) is in
+    /// progress, on another thread or in a service of this poller.
+    #[inline]
+    pub fn session(&self) -> Option<PollSession<'_, N>> {
+        Some(PollSession { poller: self, state: self.polling.try_lock()? })
+    }
+
+    /// One poll in a session of its own ([`PollSession::poll_once`]): every registered buffer
+    /// drained once, each with its own protocol, every packet dispatched. Returns at once with
+    /// nothing served if another poll is in progress. A loop that polls again and again keeps a
+    /// [`session`](Self::session) instead, which saves the poll its locks.
+    pub fn poll_once<D: Dispatch + ?Sized>(&self, dispatch: &D) -> DrainReport {
+        match self.session() {
+            Some(mut session) => session.poll_once(dispatch),
+            None => DrainReport::default(),
+        }
+    }
+
+    /// Brings the session's copy of the serving registrations up to the table, under the table
+    /// lock: unpins the slots of the old copy if they are pinned, copies the table's if it
+    /// changed since the copy was made, and pins the copy's slots.
+    #[cold]
+    #[inline(never)]
+    fn refresh(&self, state: &mut PollState<N>) {
+        let table = self.table.lock();
+        if state.version != table.version {
+            if state.pinned {
+                for &(slot, _) in state.serving.iter() {
+                    self.pins.unpin(slot);
+                }
+            }
+            state.serving.clear();
+            // Cannot fail: both hold at most `N`.
+            let _ = state.serving.extend_from_slice(&table.serving);
+            state.version = table.version;
+        } else if state.pinned {
+            return;
+        }
+        for &(slot, _) in state.serving.iter() {
+            self.pins.pin(slot);
+        }
+        state.pinned = true;
+    }
+}
+
+impl<const N: usize> PollSession<'_, N> {
     /// Drains every registered buffer once, each with its own protocol, dispatching each packet;
     /// before each buffer it asks [`Dispatch::proceed`], and stops the poll when that says no.
-    /// Scanned buffers go through their [`ScanWindow`](crate::ScanWindow)s (ranges whole). Returns at once with nothing served if another poll is in progress.
-    pub fn poll_once<D: Dispatch + ?Sized>(&self, dispatch: &D) -> DrainReport {
-        let Some(mut polling) = self.polling.try_lock() else {
-            return DrainReport::default();
-        };
-        let PollState { version, serving, scopes, scratch } = &mut *polling;
-        let mut pinned = self.pin_all(version, serving);
+    /// Scanned buffers go through their [`ScanWindow`](crate::ScanWindow)s (ranges whole).
+    ///
+    /// When the table changed since the session's last poll (an `add` or a `remove`), the poll
+    /// first refreshes its copy under the table lock; otherwise it takes no lock.
+    pub fn poll_once<D: Dispatch + ?Sized>(&mut self, dispatch: &D) -> DrainReport {
+        let poller = self.poller;
+        // Relaxed: the version only says whether to take the table lock, whose acquisition
+        // orders the refresh after the `add` or `remove` that changed it. A poll that reads an
+        // old version drains its old copy, whose slots are still pinned, so a remover waits for a
+        // later poll's refresh (or the session's drop) and its Release unpin.
+        if !self.state.pinned || self.state.version != poller.published.load(Ordering::Relaxed) {
+            poller.refresh(&mut self.state);
+        }
+        let PollState { serving, scopes, scratch, .. } = &mut *self.state;
         let mut report = DrainReport::default();
-        while let Some(&(slot, ref r)) = pinned.next() {
+        for &(slot, ref r) in serving.iter() {
             if !dispatch.proceed() {
-                break; // the rest are unpinned by `pinned`'s drop
+                break;
             }
             let (generation, scope) = &mut scopes[slot];
             if *generation != r.generation {
@@ -45,62 +136,32 @@ impl<const N: usize> Poller<N> {
             let mut to = DispatchTo { dispatch, base: r.base as usize, device: r.device };
             // The view was built and checked by the registration. Its memory is valid:
             // `Registration::new`'s contract keeps it valid while registered, and the slot is
-            // pinned (`remove` returns only after `unpin` below). For a range, that contract
-            // makes this poller the only host writer of the range's host words and reply words;
-            // the poll lock makes this poll the only one of this poller.
+            // pinned (`remove` returns only after the session unpins it). For a range, that
+            // contract makes this poller the only host writer of the range's host words and reply
+            // words; the poll lock (held by the session) makes this poll the only one of this
+            // poller.
             // SAFETY: the host state is valid while registered and touched only by this poller's
             // drains of the buffer (`Registration::with_state`); the poll lock makes this drain
             // the only one, so the borrow is the only access while it lives.
             let state = unsafe { r.state.borrow() };
             report += r.view.drain_scope(scope, scratch, state, &mut to);
-            self.pins.unpin(slot);
         }
         report
     }
-
-    /// Pins the slot of every serving registration, under the table lock, first refreshing the
-    /// poll's copy `serving` of them if the table changed since it was copied (at `version`).
-    fn pin_all<'s>(
-        &'s self,
-        version: &mut u64,
-        serving: &'s mut heapless::Vec<(usize, Registered), N>,
-    ) -> PinnedSlots<'s, N> {
-        let table = self.table.lock();
-        if *version != table.version {
-            serving.clear();
-            // Cannot fail: both hold at most `N`.
-            let _ = serving.extend_from_slice(&table.serving);
-            *version = table.version;
-        }
-        for &(slot, _) in serving.iter() {
-            self.pins.pin(slot);
-        }
-        PinnedSlots { pins: &self.pins, slots: serving, next: 0 }
-    }
 }
 
-/// The registrations a poll pinned, handed out one at a time; whatever is still pinned when it is
-/// dropped (a service panicked through the poll) is unpinned, so no remover waits forever.
-struct PinnedSlots<'p, const N: usize> {
-    pins: &'p Pins<N>,
-    slots: &'p [(usize, Registered)],
-    next: usize,
-}
-
-impl<'p, const N: usize> PinnedSlots<'p, N> {
-    fn next(&mut self) -> Option<&'p (usize, Registered)> {
-        let next = self.slots.get(self.next);
-        self.next += 1;
-        next
-    }
-}
-
-impl<const N: usize> Drop for PinnedSlots<'_, N> {
+/// Unpins every slot of the session's copy (Release, in [`Pins::unpin`](super::table::Pins)):
+/// every access of its polls to those buffers happens before a remover waiting for them
+/// returns. Runs on unwinding too (a service panicked through a poll), so no remover waits
+/// forever.
+impl<const N: usize> Drop for PollSession<'_, N> {
     fn drop(&mut self) {
-        // The slot handed out last may not have been unpinned yet (a panic in its drain).
-        let from = self.next.saturating_sub(1);
-        for &(slot, _) in self.slots.iter().skip(from) {
-            self.pins.unpin(slot);
+        let state = &mut *self.state;
+        if state.pinned {
+            for &(slot, _) in state.serving.iter() {
+                self.poller.pins.unpin(slot);
+            }
+            state.pinned = false;
         }
     }
 }

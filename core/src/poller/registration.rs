@@ -183,6 +183,8 @@ impl<const N: usize> Poller<N> {
                 state,
                 generation: 0,
             })
-            .ok_or(PollerError::Full { capacity: N })
+            .ok_or(PollerError::Full { capacity: N })?;
+        self.publish(&table);
+        Ok(())
     }
 }

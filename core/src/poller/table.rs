@@ -6,33 +6,42 @@
 //! | state | written by | when |
 //! | --- | --- | --- |
 //! | `Table` (slot `i` `Free` / `Serving` / `Retiring`, and its `version`) | `add` (`Free` -> `Serving`), `remove` (`Serving` -> `Retiring` -> `Free`) | under the table lock |
-//! | `Pins::pinned[i]` | `poll_once`: set under the table lock, cleared without it | a poll pins every serving slot at its start and unpins each once it has drained it |
-//! | `Poller::polling` (the poll's copy of the serving registrations, and each slot's drain state) | `poll_once` only | under the poll lock (host-private); the copy is refreshed under the table lock |
+//! | `Poller::published` (a copy of the table's `version`) | `add`, `remove` | under the table lock, after the change |
+//! | `Pins::pinned[i]` | a poll session: set under the table lock, cleared under it or at the session's end | a session's refresh pins the slots of its new copy and unpins those of its old one; its drop unpins them all |
+//! | `Poller::polling` (the session's copy of the serving registrations, and each slot's drain state) | the session only | under the poll lock (host-private); the copy is refreshed under the table lock |
 //!
 //! # Removal
 //!
-//! A poll takes the table lock once; if the table's `version` changed since its last poll
-//! (an `add` or a `remove` since) it refreshes its own copy of the `Serving` registrations (the
-//! copy lives in the poll lock's state, so an unchanged table costs no copy); it pins the slot of
-//! every registration of that copy and lets go of the lock before draining anything. `remove`
-//! takes the table lock, turns the slot `Retiring` (no later poll copies it, no `add` reuses it)
-//! and bumps `version` (the next poll drops it from its copy), lets go of the lock, and spins
-//! until the slot is unpinned; then it frees the slot. Either the poll took the lock first (then
-//! the remover, taking the lock after it, sees the pin and waits for the Release unpin) or the
-//! remover did (then the poll sees the new `version` and drops the registration before pinning).
-//! So when `remove` returns, every access of a poll to the buffer happens before it: the caller
-//! may free the memory. The poll's copy may still hold the removed registration's view until the
-//! next poll refreshes it, but nothing reads through it: a poll drains only what it refreshed and
-//! pinned under the table lock.
+//! A poll session keeps a copy of the `Serving` registrations, with the slot of every one of them
+//! pinned, from one poll to the next. A poll reads the published `version`; if it changed since
+//! the copy was made (an `add` or a `remove` since), the poll takes the table lock, unpins the old
+//! copy's slots, copies the table's serving registrations and pins their slots, and lets go of the
+//! lock before draining anything. Otherwise it drains its copy without any lock. The session's
+//! drop unpins every slot of its copy. `remove` takes the table lock, turns the slot `Retiring`
+//! (no later refresh copies it, no `add` reuses it) and bumps and publishes `version`, lets go of
+//! the lock, and spins until the slot is unpinned; then it frees the slot.
 //!
-//! | poll | remove | |
+//! Pins are set only under the table lock, from the table's serving registrations. Either a
+//! session's refresh took the lock before the remover (then the remover, taking the lock after it,
+//! sees the pin and waits for the Release unpin of a later refresh or of the session's drop) or
+//! the remover did (then the refresh does not copy the slot and does not pin it). Every drain of
+//! the slot's buffer comes before the unpin in the session's thread. So when `remove` returns,
+//! every access of a poll to the buffer happens before it: the caller may free the memory. No
+//! store needs ordering before a load (the pins are written under the lock the remover takes),
+//! so neither side needs a full fence.
+//!
+//! | session | remove | |
 //! | --- | --- | --- |
-//! | lock; version unchanged: pin 3; unlock | | |
-//! | drain slot 3 (services run) | lock; slot 3 `Retiring`, version + 1; unlock | |
+//! | version changed: lock; copy, pin 3; unlock | | |
+//! | drain slot 3 (services run) | lock; slot 3 `Retiring`, version + 1 published; unlock | |
 //! | | load pin 3 (Acquire): set, spin | |
-//! | unpin 3 (Release) | | |
+//! | next poll: version unchanged (not yet seen): drain slot 3 again, pinned | | |
+//! | next poll: version changed: lock; unpin 3 (Release); copy the rest, pin them; unlock | | |
 //! | | load pin 3: clear; lock; slot 3 `Free`; unlock; return | buffer may be freed |
-//! | lock; version changed: refresh the copy (slot 3 gone); pin the rest; unlock | | |
+//!
+//! The cost is the remover's wait: until the session's next poll, or its end. So a session is
+//! dropped before its thread waits for anything but the device (the std crate's listener drops it
+//! before each nap).
 
 use crate::any::{AnyState, AnyView, Protocol};
 use crate::scan::DrainScope;
@@ -94,8 +103,16 @@ pub(super) struct Table<const N: usize> {
 }
 
 impl<const N: usize> Table<N> {
+    /// The version of an empty table (a session's copy at version 0 was never made).
+    pub(super) const FIRST_VERSION: u64 = 1;
+
     pub(super) const fn new() -> Self {
-        Self { serving: heapless::Vec::new(), taken: [false; N], next_generation: 1, version: 1 }
+        Self {
+            serving: heapless::Vec::new(),
+            taken: [false; N],
+            next_generation: 1,
+            version: Self::FIRST_VERSION,
+        }
     }
 
     /// The position in `serving` of the buffer at `base`.
@@ -133,7 +150,7 @@ impl<const N: usize> Table<N> {
     }
 }
 
-/// Per slot: whether the poll in progress still has to drain it.
+/// Per slot: whether a poll session's copy holds it.
 pub(super) struct Pins<const N: usize> {
     pinned: [AtomicU32; N],
 }
@@ -146,17 +163,17 @@ impl<const N: usize> Pins<N> {
         }
     }
 
-    /// Pins `slot`. Called with the table lock held.
+    /// Pins `slot`. Called with the table lock held, by a session's refresh.
     pub(super) fn pin(&self, slot: usize) {
         // Relaxed: the store is made under the table lock; a remover reads it only after taking
         // that lock later, and the lock's release/acquire orders it before that read.
         self.pinned[slot].store(1, Ordering::Relaxed);
     }
 
-    /// The poll is done with `slot`'s buffer.
+    /// The session is done with `slot`'s buffer (its refresh dropped it, or the session ended).
     pub(super) fn unpin(&self, slot: usize) {
-        // Release: pairs with the Acquire load in `wait_unpinned`: every access the poll made to
-        // the buffer happens before the remover returns.
+        // Release: pairs with the Acquire load in `wait_unpinned`: every access the session's
+        // polls made to the buffer happens before the remover returns.
         self.pinned[slot].store(0, Ordering::Release);
     }
 

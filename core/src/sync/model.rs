@@ -104,10 +104,13 @@ impl<T> Lock<T> {
 
     /// Takes the lock if it is free.
     #[inline]
-    pub(crate) fn try_lock(&self) -> Option<impl core::ops::DerefMut<Target = T> + '_> {
+    pub(crate) fn try_lock(&self) -> Option<LockGuard<'_, T>> {
         self.inner.try_lock().ok()
     }
 }
+
+/// A held [`Lock`], named as in production.
+pub(crate) type LockGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
 
 /// One spin of a busy-wait loop: a yield to loom's scheduler (loom must see the spinning thread
 /// give way, or it reports a livelock).

@@ -144,10 +144,13 @@ impl<T> Lock<T> {
 
     /// Takes the lock if it is free.
     #[inline]
-    pub(crate) fn try_lock(&self) -> Option<impl core::ops::DerefMut<Target = T> + '_> {
+    pub(crate) fn try_lock(&self) -> Option<LockGuard<'_, T>> {
         self.inner.try_lock()
     }
 }
+
+/// A held [`Lock`], named so that a value can keep it (the poller's poll session does).
+pub(crate) type LockGuard<'a, T> = spin::MutexGuard<'a, T>;
 
 /// One spin of a busy-wait loop: a CPU hint (under loom, a yield to loom's scheduler, which must
 /// see the spinning thread give way or it reports a livelock).

@@ -95,6 +95,8 @@ pub(crate) fn listener_loop<C: ClaimedPacket, const TIMED: bool>(
 ) -> (u64, Duration) {
     let activemask = low_lanes(lanes);
     let services = cost.services.dispatcher(); // what the listener thread dispatches through
+                                               // A session across the loop, as the listener thread keeps one while it polls.
+    let mut session = cost.poller.session().expect("only this loop polls");
     let mut checksum = 0u64;
     let mut polling = Duration::ZERO;
     for i in 0..packets {
@@ -105,11 +107,11 @@ pub(crate) fn listener_loop<C: ClaimedPacket, const TIMED: bool>(
         let submitted = claimed.submit(ECHO, activemask);
         let report = if TIMED {
             let t = Instant::now();
-            let report = cost.poller.poll_once(&services);
+            let report = session.poll_once(&services);
             polling += t.elapsed();
             report
         } else {
-            cost.poller.poll_once(&services)
+            session.poll_once(&services)
         };
         debug_assert_eq!(report.packets, 1);
         let Ok(done) = submitted.wait_until(|_| false) else { panic!("not served by the poll") };

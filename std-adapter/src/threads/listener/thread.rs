@@ -9,7 +9,7 @@ use super::Shared;
 use crate::dispatch::registry::{reply_error_all, ThreadDispatch};
 use crate::observe::Reason;
 use crate::threads::affinity;
-use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, OwnWork, PacketRequest, Poller};
+use hostcall_core::{Dispatch, DrainError, DrainReport, ErrorCode, OwnWork, PacketRequest, PollSession};
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -29,12 +29,12 @@ pub(crate) fn listener_of_this_thread() -> u64 {
 /// Not inlined: the bench's callgrind mode (`--through listener`) collects in it by name.
 #[inline(never)]
 fn poll<const N: usize>(
-    poller: &Poller<N>,
+    session: &mut PollSession<'_, N>,
     dispatch: &ThreadDispatch<'_>,
     watched: &Watched<'_, '_>,
 ) -> DrainReport {
     dispatch.poll_started();
-    let report = poller.poll_once(watched);
+    let report = session.poll_once(watched);
     if report.packets == 0 {
         dispatch.services().events().empty_scan();
     }
@@ -70,7 +70,9 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
     let dispatch = shared.services.dispatcher();
     let returned = |service, buffer| relay::returned(seat, service, buffer);
     let watched = Watched::new(&dispatch, &seat.watch, &returned);
-    let poll = || poll(&seat.poller, &dispatch, &watched);
+    // The session of polls, held while the thread polls and dropped before it naps (or ends), so
+    // that a `remove` from another thread waits for one poll at most, never for a nap.
+    let mut session = None;
     let mut last_seen = shared.doorbell.value();
     // The generation read before the policy: a change in between is seen again at the first
     // check, never lost.
@@ -81,7 +83,13 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
     let mut idle_polls = 0u32;
     // Acquire: pairs with the Release store in `shutdown_timeout`.
     while !shared.stop.load(Ordering::Acquire) {
-        if poll().packets > 0 {
+        if session.is_none() {
+            session = seat.poller.session();
+        }
+        // Only this thread polls its seat's poller, so the session is there; if it were not,
+        // the loop goes on as after an empty poll.
+        let served = session.as_mut().map_or(0, |polls| poll(polls, &dispatch, &watched).packets);
+        if served > 0 {
             if watched.abandoned() {
                 break;
             }
@@ -102,6 +110,7 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
             std::hint::spin_loop();
             continue;
         }
+        session = None; // a remover waits for no nap
         let now = shared.doorbell.nap(last_seen, policy.nap(naps));
         let rung = now != last_seen;
         dispatch.services().events().woke(rung);
@@ -112,6 +121,7 @@ fn run(shared: &Shared, seat: &Arc<Seat>) {
         }
         last_seen = now;
     }
+    drop(session); // `hand_back` removes buffers from this poller
     if watched.abandoned() && !relay::hand_back(shared, seat) {
         log::info!("{}: gave its buffer back after a stuck call; thread ends", seat.name);
         return;
