@@ -157,7 +157,7 @@ pub use host::{
     DEVMEM, ERROR_REPLY, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER,
 };
 pub use lane::{
-    lanes, ClaimedPacket, CompletedPacket, InvalidTransition, Lanes, PacketEvent, PacketState, Payload,
+    lane_count, lanes, ClaimedPacket, CompletedPacket, InvalidTransition, Lanes, PacketEvent, PacketState, Payload,
     SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
 };
 pub use layout::CACHE_LINE;

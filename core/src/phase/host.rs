@@ -105,7 +105,7 @@ impl Host<'_> {
         // the packet.
         self.0.host_phase[index].store(device, Ordering::Release);
         report.packets += 1;
-        report.lane_calls += request.activemask().count_ones();
+        report.lane_calls += crate::lane_count(request.activemask());
     }
 }
 

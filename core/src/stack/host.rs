@@ -78,7 +78,7 @@ impl Host<'_> {
             // `Submitted::wait_until`. From here on the producer owns the packet.
             header.control.store(control, Ordering::Release);
             report.packets += 1;
-            report.lane_calls += request.activemask().count_ones();
+            report.lane_calls += crate::lane_count(request.activemask());
         }
         report
     }
