@@ -31,7 +31,7 @@ impl crate::host::Host for Host<'_> {
     /// reads the requests and writes the replies, then `host_phase[i]` is stored (Release) with
     /// the value read from `device_phase[i]`, which hands the packet back. The host does no
     /// read-modify-write on shared words and never reads `occupied`.
-    #[inline]
+    #[inline(never)]
     fn drain_scope(
         &self,
         scope: &mut DrainScope,
@@ -45,6 +45,7 @@ impl crate::host::Host for Host<'_> {
 
 impl Host<'_> {
     /// Serves every pending packet in `range` once; returns the highest index served.
+    #[inline(always)]
     fn scan(
         &self,
         range: Range<usize>,
