@@ -157,8 +157,8 @@ pub use host::{
     DEVMEM, ERROR_REPLY, FUNCTION_CALL, PRINTF, RESERVED, SANITIZER,
 };
 pub use lane::{
-    lane_count, lanes, ClaimedPacket, CompletedPacket, InvalidTransition, Lanes, PacketEvent, PacketState, Payload,
-    SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
+    lane_count, lanes, ClaimedPacket, CompletedPacket, InvalidTransition, Lanes, PacketEvent, PacketState,
+    Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
 };
 pub use layout::CACHE_LINE;
 pub use poller::{PollSession, Poller, PollerError, Registration};

@@ -150,7 +150,7 @@ impl<const N: usize> PollSession<'_, N> {
     }
 }
 
-/// Unpins every slot of the session's copy (Release, in [`Pins::unpin`](super::table::Pins)):
+/// Unpins every slot of the session's copy (Release, in `Pins::unpin`):
 /// every access of its polls to those buffers happens before a remover waiting for them
 /// returns. Runs on unwinding too (a service panicked through a poll), so no remover waits
 /// forever.
