@@ -85,6 +85,7 @@ mod files;
 mod gather;
 mod memory;
 mod options;
+mod packet_turn;
 mod policy;
 mod printf;
 mod stream_file;
@@ -243,6 +244,23 @@ impl RpcHost {
     /// poller's drain does). Returns `false` when the turn was an opcode this host does not serve
     /// (the port is left untouched) or a port past this host's count.
     pub fn take_turn<D: Dispatch + ?Sized>(
+        &mut self,
+        turn: &mut Turn<'_>,
+        sink: &mut dyn PrintfSink,
+        services: &D,
+    ) -> bool {
+        let (mask, opcode) = turn.header();
+        if let Some(service) = service_of(opcode) {
+            if self.packet_turn(turn, mask, service, &mut |p: &mut PacketRequest<'_>| services.dispatch(p)) {
+                return true;
+            }
+        }
+        self.take_call_turn(turn, sink, services)
+    }
+
+    /// [`RpcHost::take_turn`] of any turn but a whole hostcall packet's call
+    /// ([`RpcHost::packet_turn`], which a caller tries first).
+    pub(crate) fn take_call_turn<D: Dispatch + ?Sized>(
         &mut self,
         turn: &mut Turn<'_>,
         sink: &mut dyn PrintfSink,

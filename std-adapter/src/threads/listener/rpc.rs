@@ -5,10 +5,12 @@
 //! poller registration as its host state (the core's [`Calls`]). The poller's drain of the buffer
 //! takes every turn through it; nothing of the listener looks a host up.
 //!
-//! A turn runs as one piece of the host's own work ([`DrainHandler::own_work`]), named by the
-//! hostcall service its opcode carries (`'r'`, `'h'`), or else by the opcode: the listener's
-//! stuck-call watch sees it as one call, its console writes, file calls and allocations (and the
-//! packets those serve) inside it, once.
+//! A turn that is a whole call of one hostcall packet (an `'r'` or `'h'` opcode beginning a call)
+//! is served as any packet of the drain ([`DrainHandler::serve`]): the listener's stuck-call watch
+//! sees the packet's call, named by its service. Any other turn runs as one piece of the host's
+//! own work ([`DrainHandler::own_work`]), named by the hostcall service its opcode carries, or
+//! else by the opcode: the watch sees it as one call, its console writes, file calls and
+//! allocations (and the packets those serve) inside it, once.
 //!
 //! # Why a turn needs no lock
 //!
@@ -98,12 +100,20 @@ impl Calls for RpcServing {
     /// One turn, run as one piece of the host's own work (see the module docs); the host's
     /// refusals since the last turn are counted for the buffer, and its counters published.
     fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> bool {
-        let (_, opcode) = turn.header();
-        let name = service_of(opcode).unwrap_or(opcode);
+        let (mask, opcode) = turn.header();
+        let service = service_of(opcode);
+        // A whole hostcall packet's call is the packet's own call: served (and watched) as any
+        // packet of the drain, with no own work around it.
+        if let Some(service) = service {
+            if self.host.packet_turn(turn, mask, service, packets) {
+                self.account();
+                return true;
+            }
+        }
         let (host, sink) = (&mut self.host, &mut self.sink);
         let mut served = false;
-        packets.own_work(name, &mut |serve| {
-            served = host.take_turn(turn, sink, &Packets(RefCell::new(serve)));
+        packets.own_work(service.unwrap_or(opcode), &mut |serve| {
+            served = host.take_call_turn(turn, sink, &Packets(RefCell::new(serve)));
         });
         self.account();
         served
