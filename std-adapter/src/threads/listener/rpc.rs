@@ -106,7 +106,8 @@ impl Calls for RpcServing {
         // packet of the drain, with no own work around it.
         if let Some(service) = service {
             if self.host.packet_turn(turn, mask, service, packets) {
-                self.account();
+                // It refused nothing and holds nothing: only the turn counts changed.
+                self.published.publish_turn_counts(self.host.counters_after_turn().0);
                 return true;
             }
         }
@@ -184,7 +185,22 @@ unsafe impl Send for RpcState {}
 #[derive(Default)]
 pub(super) struct PublishedCounters([AtomicU64; 10]);
 
+/// Where [`PublishedCounters::publish`] stores each count of a turn that refuses nothing and holds
+/// nothing (a whole hostcall packet's call): turns, calls begun, calls done, deferred turns.
+const TURN_COUNTS: [usize; 4] = [0, 1, 2, 8];
+
 impl PublishedCounters {
+    /// Stores only the counts a turn that refuses nothing and holds nothing changes (the
+    /// others are as the last [`PublishedCounters::publish`] stored them).
+    #[inline]
+    fn publish_turn_counts(&self, c: &RpcCounters) {
+        let counts = [c.turns, c.calls, c.calls_done, c.deferred_turns];
+        for (at, value) in TURN_COUNTS.into_iter().zip(counts) {
+            // Relaxed: as in `publish`.
+            self.0[at].store(value, Ordering::Relaxed);
+        }
+    }
+
     fn publish(&self, c: &RpcCounters) {
         let words = [
             c.turns,
@@ -230,5 +246,36 @@ struct Packets<'s, 'f>(RefCell<&'s mut (dyn FnMut(&mut PacketRequest<'_>) + 'f)>
 impl Dispatch for Packets<'_, '_> {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
         (self.0.borrow_mut())(packet);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counts a packet turn publishes land where `publish` puts them, and only those move.
+    #[test]
+    fn turn_counts_are_published_in_their_own_words() {
+        let published = PublishedCounters::default();
+        let mut counters = RpcCounters {
+            turns: 1,
+            calls: 2,
+            calls_done: 3,
+            unhandled: 4,
+            refused_lanes: 5,
+            over_limit_lanes: 6,
+            open_files_refused: 7,
+            held_refused_lanes: 8,
+            deferred_turns: 9,
+            held_bytes: 10,
+        };
+        published.publish(&counters);
+        assert_eq!(published.read(), counters);
+        counters.turns += 100;
+        counters.calls += 200;
+        counters.calls_done += 300;
+        counters.deferred_turns += 400;
+        published.publish_turn_counts(&counters);
+        assert_eq!(published.read(), counters);
     }
 }
