@@ -37,11 +37,12 @@ pub(super) const fn bit(word: u32) -> bool {
 pub trait Calls {
     /// Takes one turn on the port of `turn` (continues its call, or begins one from the header),
     /// serving the hostcall packets the turn makes (`'r'`, `'h'`, `MALLOC`) through `packets`,
-    /// with the buffer's origin set. Returns whether the turn was served: `false` for an opcode
-    /// this host has no handler for (the port must then be left untouched: the drain hands it
-    /// back and reports [`DrainError::UnhandledOpcode`]). The drain finishes the turn (unless it
-    /// was [deferred](Turn::defer)).
-    fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> bool;
+    /// with the buffer's origin set. Returns the lanes the turn served (0 for a turn it
+    /// [deferred](Turn::defer)), counted in the drain's [`DrainReport::lane_calls`], or `None`
+    /// for an opcode this host has no handler for (the port must then be left untouched: the
+    /// drain hands it back and reports [`DrainError::UnhandledOpcode`]). The drain finishes the
+    /// turn (unless it was deferred).
+    fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> Option<u32>;
 }
 
 /// The host's side of an LLVM-RPC buffer ([`View::host`]): each port the device has handed over
@@ -87,8 +88,8 @@ impl crate::host::Host for Host<'_> {
                 Some(calls) => calls.turn(&mut turn, handler),
                 None => stateless_turn(&mut turn, mask, opcode, scratch, handler),
             };
-            if served {
-                report.lane_calls += mask.count_ones();
+            if let Some(lanes) = served {
+                report.lane_calls += lanes;
             } else {
                 report.malformed += 1;
                 handler.malformed(DrainError::UnhandledOpcode { port: port as u32, opcode });
@@ -100,22 +101,18 @@ impl crate::host::Host for Host<'_> {
 }
 
 /// A turn of a host that keeps no call state: an `'r'` or `'h'` opcode served as one packet of
-/// its hostcall service; `false` (untouched) for any other.
+/// its hostcall service (its lanes returned); `None` (untouched) for any other.
 fn stateless_turn(
     turn: &mut Turn<'_>,
     mask: u64,
     opcode: u32,
     scratch: &mut Option<Payload>,
     handler: &mut impl DrainHandler,
-) -> bool {
-    match super::service_of(opcode) {
-        Some(service) => {
-            let payload = scratch.get_or_insert_with(Payload::default);
-            super::serve_as_packet(turn, mask, service, payload, handler);
-            true
-        }
-        None => false,
-    }
+) -> Option<u32> {
+    let service = super::service_of(opcode)?;
+    let payload = scratch.get_or_insert_with(Payload::default);
+    super::serve_as_packet(turn, mask, service, payload, handler);
+    Some(mask.count_ones())
 }
 
 impl<'a> View<'a> {

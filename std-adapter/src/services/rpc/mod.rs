@@ -251,30 +251,32 @@ impl RpcHost {
     ) -> bool {
         let (mask, opcode) = turn.header();
         if let Some(service) = service_of(opcode) {
-            if self.packet_turn(turn, mask, service, &mut |p: &mut PacketRequest<'_>| services.dispatch(p)) {
+            let mut packets = |p: &mut PacketRequest<'_>| services.dispatch(p);
+            if self.packet_turn(turn, mask, service, &mut packets).is_some() {
                 return true;
             }
         }
-        self.take_call_turn(turn, sink, services)
+        self.take_call_turn(turn, sink, services).is_some()
     }
 
     /// [`RpcHost::take_turn`] of any turn but a whole hostcall packet's call
-    /// ([`RpcHost::packet_turn`], which a caller tries first).
+    /// ([`RpcHost::packet_turn`], which a caller tries first). Returns the lanes served (0 for a
+    /// deferred turn), `None` where `take_turn` returns `false`.
     pub(crate) fn take_call_turn<D: Dispatch + ?Sized>(
         &mut self,
         turn: &mut Turn<'_>,
         sink: &mut dyn PrintfSink,
         services: &D,
-    ) -> bool {
+    ) -> Option<u32> {
         let port = turn.port();
         let Some(slot) = self.calls.get_mut(port as usize) else {
             self.counters.turns += 1;
-            return false; // a port past this host's count: never served
+            return None; // a port past this host's count: never served
         };
         if !self.work.admit(port) {
             turn.defer(); // this poll's work is spent: the next takes the port first
             self.counters.deferred_turns += 1;
-            return true;
+            return Some(0);
         }
         let (refusals, unhandled) = (self.counters.refusals(), self.counters.unhandled);
         let mut lanes = 0;
@@ -283,7 +285,7 @@ impl RpcHost {
             None => {
                 self.counters.calls += 1;
                 let (mask, opcode) = turn.header();
-                lanes = mask.count_ones();
+                lanes = packet_turn::lane_count(mask);
                 self.begin(turn, mask, opcode, services)
             }
         };
@@ -309,7 +311,7 @@ impl RpcHost {
                 Call::Gather(gather) => gather.turn(turn, &mut cx),
                 Call::Ending(ending) => ending.turn(turn, &mut cx),
             };
-            lanes = call.mask().count_ones();
+            lanes = packet_turn::lane_count(call.mask());
             if done {
                 self.held.release(call.charged());
                 self.counters.calls_done += 1;
@@ -332,7 +334,8 @@ impl RpcHost {
         if self.refused {
             self.log_refusals(turn, refusals);
         }
-        self.counters.unhandled == unhandled
+        let lanes = if turn.is_deferred() { 0 } else { lanes };
+        (self.counters.unhandled == unhandled).then_some(lanes)
     }
 
     /// The call an opcode begins, or `None` when this first turn is the whole call (`NOOP`,

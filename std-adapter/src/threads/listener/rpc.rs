@@ -97,22 +97,23 @@ impl RpcServing {
 }
 
 impl Calls for RpcServing {
-    /// One turn, run as one piece of the host's own work (see the module docs); the host's
-    /// refusals since the last turn are counted for the buffer, and its counters published.
-    fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> bool {
+    /// One turn: a whole hostcall packet's call served as a packet, any other run as one piece of
+    /// the host's own work (see the module docs); the host's refusals since the last turn are
+    /// counted for the buffer, and its counters published.
+    fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> Option<u32> {
         let (mask, opcode) = turn.header();
         let service = service_of(opcode);
         // A whole hostcall packet's call is the packet's own call: served (and watched) as any
         // packet of the drain, with no own work around it.
         if let Some(service) = service {
-            if self.host.packet_turn(turn, mask, service, packets) {
+            if let Some(lanes) = self.host.packet_turn(turn, mask, service, packets) {
                 // It refused nothing and holds nothing: only the turn counts changed.
                 self.published.publish_turn_counts(self.host.counters_after_turn().0);
-                return true;
+                return Some(lanes);
             }
         }
         let (host, sink) = (&mut self.host, &mut self.sink);
-        let mut served = false;
+        let mut served = None;
         packets.own_work(service.unwrap_or(opcode), &mut |serve| {
             served = host.take_call_turn(turn, sink, &Packets(RefCell::new(serve)));
         });
