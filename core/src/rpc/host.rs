@@ -51,7 +51,7 @@ pub trait Calls {
 /// one by the stateless default (see [`Calls`]). Its scratch is where the stateless default
 /// copies a hostcall packet for the services (built at the first turn that needs it).
 #[derive(Clone, Copy, Debug)]
-pub struct Host<'a>(View<'a>);
+pub struct Host<'a>(&'a View<'a>);
 
 impl sealed::Sealed for Host<'_> {}
 
@@ -118,8 +118,8 @@ fn stateless_turn(
 
 impl<'a> View<'a> {
     /// The host's side of the buffer.
-    pub fn host(&self) -> Host<'a> {
-        Host(*self)
+    pub fn host(&self) -> Host<'_> {
+        Host(self)
     }
 
     /// Whether port `port` is the host's: its two mailboxes differ (a Relaxed look at each; see
