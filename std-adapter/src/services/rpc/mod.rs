@@ -107,7 +107,7 @@ use budget::{Held, PollWork};
 use console::Write;
 use hostcall_core::rpc::opcode::libc;
 use hostcall_core::rpc::{serve_as_packet, service_of, Turn, View};
-use hostcall_core::{Dispatch, PacketRequest, Payload};
+use hostcall_core::{Dispatch, DrainHandler, PacketRequest, Payload};
 use printf::Printf;
 use std::sync::Arc;
 
@@ -250,23 +250,24 @@ impl RpcHost {
         services: &D,
     ) -> bool {
         let (mask, opcode) = turn.header();
+        let mut packets = |p: &mut PacketRequest<'_>| services.dispatch(p);
         if let Some(service) = service_of(opcode) {
-            let mut packets = |p: &mut PacketRequest<'_>| services.dispatch(p);
             if self.packet_turn(turn, mask, service, &mut packets).is_some() {
                 return true;
             }
         }
-        self.take_call_turn(turn, sink, services).is_some()
+        self.take_call_turn(turn, sink, &mut packets).is_some()
     }
 
     /// [`RpcHost::take_turn`] of any turn but a whole hostcall packet's call
-    /// ([`RpcHost::packet_turn`], which a caller tries first). Returns the lanes served (0 for a
-    /// deferred turn), `None` where `take_turn` returns `false`.
-    pub(crate) fn take_call_turn<D: Dispatch + ?Sized>(
+    /// ([`RpcHost::packet_turn`], which a caller tries first), the packets its calls make served
+    /// through `packets`. Returns the lanes served (0 for a deferred turn), `None` where
+    /// `take_turn` returns `false`.
+    pub(crate) fn take_call_turn(
         &mut self,
         turn: &mut Turn<'_>,
         sink: &mut dyn PrintfSink,
-        services: &D,
+        packets: &mut (impl DrainHandler + ?Sized),
     ) -> Option<u32> {
         let port = turn.port();
         let Some(slot) = self.calls.get_mut(port as usize) else {
@@ -286,7 +287,7 @@ impl RpcHost {
                 self.counters.calls += 1;
                 let (mask, opcode) = turn.header();
                 lanes = packet_turn::lane_count(mask);
-                self.begin(turn, mask, opcode, services)
+                self.begin(turn, mask, opcode, packets)
             }
         };
         if let Some(mut call) = call {
@@ -340,20 +341,18 @@ impl RpcHost {
 
     /// The call an opcode begins, or `None` when this first turn is the whole call (`NOOP`,
     /// the `'r'` opcodes, an unhandled opcode).
-    fn begin<D: Dispatch + ?Sized>(
+    fn begin(
         &mut self,
         turn: &mut Turn<'_>,
         mask: u64,
         opcode: u32,
-        services: &D,
+        packets: &mut (impl DrainHandler + ?Sized),
     ) -> Option<Call> {
-        // The one-turn hostcall opcodes (`'r'`, `'h'`, all of the `Rocm` group) first: the common
-        // call, served without the libc opcodes' match.
+        // The one-turn hostcall opcodes (`'r'`, `'h'`, all of the `Rocm` group) first (callers
+        // that tried `packet_turn` first get here only with the group off).
         if let Some(service) = service_of(opcode) {
             if self.policy.allows(OpcodeGroup::Rocm) {
-                serve_as_packet(turn, mask, service, &self.scratch, &mut |p: &mut PacketRequest<'_>| {
-                    services.dispatch(p)
-                });
+                serve_as_packet(turn, mask, service, &self.scratch, packets);
             } else {
                 self.unhandled(turn, opcode);
             }
@@ -368,7 +367,7 @@ impl RpcHost {
             libc::NOOP => None,
             libc::MALLOC | libc::FREE => {
                 let free = opcode == libc::FREE;
-                memory::serve(turn, mask, free, allowed, &self.scratch, services, &mut self.counters);
+                memory::serve(turn, mask, free, allowed, &self.scratch, packets, &mut self.counters);
                 None
             }
             libc::WRITE_TO_STDOUT => write(Some(Stream::Stdout), false),

@@ -35,8 +35,7 @@ use crate::dispatch::registry::Services;
 use crate::observe::Reason;
 use crate::services::rpc::{RpcCounters, RpcHost, RpcOptions, SharedSink};
 use hostcall_core::rpc::{service_of, Calls, Turn};
-use hostcall_core::{AnyState, Dispatch, DrainHandler, PacketRequest};
-use std::cell::RefCell;
+use hostcall_core::{AnyState, DrainHandler};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -115,7 +114,7 @@ impl Calls for RpcServing {
         let (host, sink) = (&mut self.host, &mut self.sink);
         let mut served = None;
         packets.own_work(service.unwrap_or(opcode), &mut |serve| {
-            served = host.take_call_turn(turn, sink, &Packets(RefCell::new(serve)));
+            served = host.take_call_turn(turn, sink, &mut &mut *serve);
         });
         self.account();
         served
@@ -238,15 +237,6 @@ impl PublishedCounters {
             deferred_turns,
             held_bytes,
         }
-    }
-}
-
-/// The packet server a turn's own work is given, as the `Dispatch` the host's calls take.
-struct Packets<'s, 'f>(RefCell<&'s mut (dyn FnMut(&mut PacketRequest<'_>) + 'f)>);
-
-impl Dispatch for Packets<'_, '_> {
-    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        (self.0.borrow_mut())(packet);
     }
 }
 
