@@ -68,6 +68,11 @@ impl RpcHost {
             if done {
                 self.held.release(call.charged());
                 self.counters.calls_done += 1;
+                if let Call::Write(write) = call {
+                    if write.worth_keeping() {
+                        self.spare_write = Some(write); // the next write's buffers
+                    }
+                }
             } else {
                 if turn.is_deferred() {
                     self.work.ran_out(port);
@@ -113,8 +118,9 @@ impl RpcHost {
         let group = OpcodeGroup::of(opcode);
         let allowed = group.is_some_and(|g| self.policy.allows(g));
         let limit = self.limits.stream_bytes;
-        let write =
-            |target, newline| Some(Call::Write(Box::new(Write::new(mask, target, newline, allowed, limit))));
+        let spare = &mut self.spare_write;
+        let mut write =
+            |target, newline| Some(Call::Write(Write::boxed(spare, mask, target, newline, allowed, limit)));
         match opcode {
             libc::NOOP => None,
             libc::MALLOC | libc::FREE => {

@@ -131,6 +131,8 @@ pub struct RpcHost {
     work: PollWork,
     /// Whether the last turn counted a refusal.
     refused: bool,
+    /// The last finished console write, kept for the next one's buffers (`console.rs`).
+    spare_write: Option<Box<console::Write>>,
 }
 
 impl RpcHost {
@@ -157,6 +159,7 @@ impl RpcHost {
             calls: (0..ports).map(|_| None).collect(),
             counters: RpcCounters::default(),
             refused: false,
+            spare_write: None,
             scratch: Box::default(),
             files,
             held: Held::new(&limits, buffer, all),
@@ -174,6 +177,7 @@ impl RpcHost {
     pub(crate) fn retire(&mut self) {
         self.files.lock().close_all();
         self.calls.iter_mut().for_each(|call| *call = None);
+        self.spare_write = None;
         self.held.clear();
         self.counters.held_bytes = 0;
     }
