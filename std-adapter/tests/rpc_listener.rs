@@ -240,3 +240,23 @@ fn a_wave_wider_than_the_ports_is_refused() {
     assert!((0..LANES as usize).all(|lane| reply.lane(lane) == [lane as u64 + 1, 7]));
     assert_eq!(listener.shutdown().total().lane_calls, u64::from(LANES));
 }
+
+/// Hostcall packets on an RPC buffer (each a whole call of one turn) are counted by the
+/// listener's host as any turn, and the counts are published before each reply: a wave that got
+/// its reply reads its call counted.
+#[test]
+fn hostcall_packets_on_an_rpc_buffer_are_counted_before_their_replies() {
+    let (listener, doorbell) = listener_with_add(ListenerConfig::spinning());
+    let protocol = Protocol::Rpc { lanes: 1 };
+    let buffer =
+        Arc::new(HostcallBuffer::with_protocol(Arc::new(HostMemory), 2, doorbell, protocol).unwrap());
+    listener.add(buffer.clone()).unwrap();
+    let wave = hostcall::Wave::new(buffer.clone(), 1).with_timeout(Duration::from_secs(10));
+    for call in 1..=20u64 {
+        assert_eq!(wave.call(ADD, |_| [call, 1, 0, 0, 0, 0, 0, 0]).unwrap().lane(0), [call + 1, 7]);
+        let counters = listener.rpc_counters(buffer.as_ptr()).unwrap();
+        assert_eq!((counters.turns, counters.calls, counters.calls_done), (call, call, call), "{counters:?}");
+        assert_eq!(counters.unhandled + counters.deferred_turns + counters.held_bytes, 0, "{counters:?}");
+    }
+    listener.shutdown();
+}

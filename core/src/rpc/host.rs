@@ -16,11 +16,12 @@
 //! round trips, as upstream. What a turn does is the conversation's business (the caller's, with
 //! state of its own per port); this module only hands turns out.
 
+use super::layout::{Header, LaneBuffer};
 use super::view::View;
 use crate::host::{sealed, DrainError, DrainHandler, DrainReport};
 use crate::lane::{lanes, Lanes, Payload, SLOT_WORDS};
 use crate::scan::{clamped, DrainScope};
-use crate::sync::{fence, Ordering};
+use crate::sync::{fence, AtomicU32, Ordering};
 
 /// Whether a mailbox word says "flipped an odd number of times". Each side stores only 0 or 1;
 /// any other value a hostile device stores reads as 1, as upstream's `!old` does.
@@ -37,11 +38,12 @@ pub(super) const fn bit(word: u32) -> bool {
 pub trait Calls {
     /// Takes one turn on the port of `turn` (continues its call, or begins one from the header),
     /// serving the hostcall packets the turn makes (`'r'`, `'h'`, `MALLOC`) through `packets`,
-    /// with the buffer's origin set. Returns whether the turn was served: `false` for an opcode
-    /// this host has no handler for (the port must then be left untouched: the drain hands it
-    /// back and reports [`DrainError::UnhandledOpcode`]). The drain finishes the turn (unless it
-    /// was [deferred](Turn::defer)).
-    fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> bool;
+    /// with the buffer's origin set. Returns the lanes the turn served (0 for a turn it
+    /// [deferred](Turn::defer)), counted in the drain's [`DrainReport::lane_calls`], or `None`
+    /// for an opcode this host has no handler for (the port must then be left untouched: the
+    /// drain hands it back and reports [`DrainError::UnhandledOpcode`]). The drain finishes the
+    /// turn (unless it was deferred).
+    fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> Option<u32>;
 }
 
 /// The host's side of an LLVM-RPC buffer ([`View::host`]): each port the device has handed over
@@ -49,7 +51,7 @@ pub trait Calls {
 /// one by the stateless default (see [`Calls`]). Its scratch is where the stateless default
 /// copies a hostcall packet for the services (built at the first turn that needs it).
 #[derive(Clone, Copy, Debug)]
-pub struct Host<'a>(View<'a>);
+pub struct Host<'a>(&'a View<'a>);
 
 impl sealed::Sealed for Host<'_> {}
 
@@ -87,8 +89,8 @@ impl crate::host::Host for Host<'_> {
                 Some(calls) => calls.turn(&mut turn, handler),
                 None => stateless_turn(&mut turn, mask, opcode, scratch, handler),
             };
-            if served {
-                report.lane_calls += mask.count_ones();
+            if let Some(lanes) = served {
+                report.lane_calls += lanes;
             } else {
                 report.malformed += 1;
                 handler.malformed(DrainError::UnhandledOpcode { port: port as u32, opcode });
@@ -100,28 +102,24 @@ impl crate::host::Host for Host<'_> {
 }
 
 /// A turn of a host that keeps no call state: an `'r'` or `'h'` opcode served as one packet of
-/// its hostcall service; `false` (untouched) for any other.
+/// its hostcall service (its lanes returned); `None` (untouched) for any other.
 fn stateless_turn(
     turn: &mut Turn<'_>,
     mask: u64,
     opcode: u32,
     scratch: &mut Option<Payload>,
     handler: &mut impl DrainHandler,
-) -> bool {
-    match super::service_of(opcode) {
-        Some(service) => {
-            let payload = scratch.get_or_insert_with(Payload::default);
-            super::serve_as_packet(turn, mask, service, payload, handler);
-            true
-        }
-        None => false,
-    }
+) -> Option<u32> {
+    let service = super::service_of(opcode)?;
+    let payload = scratch.get_or_insert_with(Payload::default);
+    super::serve_as_packet(turn, mask, service, payload, handler);
+    Some(mask.count_ones())
 }
 
 impl<'a> View<'a> {
     /// The host's side of the buffer.
-    pub fn host(&self) -> Host<'a> {
-        Host(*self)
+    pub fn host(&self) -> Host<'_> {
+        Host(self)
     }
 
     /// Whether port `port` is the host's: its two mailboxes differ (a Relaxed look at each; see
@@ -142,7 +140,8 @@ impl<'a> View<'a> {
     /// If `port >= ports`.
     #[inline]
     pub fn turn(&self, port: u32) -> Option<Turn<'a>> {
-        let host = bit(self.host_mailbox[port as usize].load(Ordering::Relaxed));
+        let host_mailbox = &self.host_mailbox[port as usize];
+        let host = bit(host_mailbox.load(Ordering::Relaxed));
         // Relaxed load, then the Acquire fence below: pairs with the Release fence before the
         // client's flip of its mailbox (`ClientPort::flip`), so the client's lane buffer and
         // header stores before that flip are visible to the turn's reads.
@@ -151,7 +150,16 @@ impl<'a> View<'a> {
             return None;
         }
         fence(Ordering::Acquire);
-        Some(Turn { view: *self, port, host, deferred: false })
+        let first = port as usize * self.lanes as usize;
+        Some(Turn {
+            host_mailbox,
+            header: self.header(port),
+            buffers: &self.buffers[first..first + self.lanes as usize],
+            lane_mask: self.lane_mask(),
+            port,
+            host,
+            deferred: false,
+        })
     }
 }
 
@@ -159,15 +167,35 @@ impl<'a> View<'a> {
 /// the host's with [`Turn::write`], then [`Turn::finish`] to hand the port back. A turn dropped
 /// without `finish`, or [deferred](Turn::defer), leaves the port the host's (the next scan sees it
 /// pending again).
-#[derive(Debug)]
+///
+/// It holds only its port's words (found once, when the turn is taken), not the buffer's view.
 #[must_use = "finish the turn to hand the port back"]
 pub struct Turn<'a> {
-    view: View<'a>,
+    /// The port's host mailbox word.
+    host_mailbox: &'a AtomicU32,
+    /// The port's header.
+    header: &'a Header,
+    /// The port's lane buffers, one per lane of the buffer.
+    buffers: &'a [LaneBuffer],
+    /// The bits of the lanes that exist (the view's).
+    lane_mask: u64,
     port: u32,
     /// The host mailbox's bit as this turn found it.
     host: bool,
     /// Whether [`Turn::defer`] was called: `finish` then hands nothing back.
     deferred: bool,
+}
+
+/// The port, lanes and state; the words are not read.
+impl core::fmt::Debug for Turn<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("rpc::Turn")
+            .field("port", &self.port)
+            .field("lanes", &self.buffers.len())
+            .field("host", &self.host)
+            .field("deferred", &self.deferred)
+            .finish()
+    }
 }
 
 impl<'a> Turn<'a> {
@@ -180,24 +208,23 @@ impl<'a> Turn<'a> {
     /// The lanes per port of the buffer.
     #[inline]
     pub fn lane_count(&self) -> u32 {
-        self.view.lanes
+        self.buffers.len() as u32
     }
 
     /// The header as the client wrote it at `open`: (lanes that exist among its mask, opcode).
     /// Meaningful at a call's first turn; a conversation keeps its own copy for the later ones.
     #[inline]
     pub fn header(&self) -> (u64, u32) {
-        let header = self.view.header(self.port);
         // Relaxed: ordered by the Acquire fence of `View::turn` (the client writes the header
         // before its first flip).
-        let mask = header.mask.load(Ordering::Relaxed) & self.view.lane_mask();
-        (mask, header.opcode.load(Ordering::Relaxed))
+        let mask = self.header.mask.load(Ordering::Relaxed) & self.lane_mask;
+        (mask, self.header.opcode.load(Ordering::Relaxed))
     }
 
     /// The lanes of `mask` that exist, lowest first.
     #[inline]
     pub fn lanes(&self, mask: u64) -> Lanes {
-        lanes(mask & self.view.lane_mask())
+        lanes(mask & self.lane_mask)
     }
 
     /// Lane `lane`'s eight words.
@@ -206,7 +233,7 @@ impl<'a> Turn<'a> {
     /// If `lane >= lane_count()` (lanes from [`Turn::lanes`] never are).
     #[inline]
     pub fn read(&self, lane: u32) -> [u64; SLOT_WORDS] {
-        self.view.lane_buffer(self.port, lane).read()
+        self.buffers[lane as usize].read()
     }
 
     /// Stores lane `lane`'s eight words (published by [`Turn::finish`]).
@@ -215,7 +242,7 @@ impl<'a> Turn<'a> {
     /// If `lane >= lane_count()`.
     #[inline]
     pub fn write(&mut self, lane: u32, words: &[u64; SLOT_WORDS]) {
-        self.view.lane_buffer(self.port, lane).write(words);
+        self.buffers[lane as usize].write(words);
     }
 
     /// Stores the first `N` words of lane `lane` only (a reply that leaves the rest of the
@@ -225,7 +252,7 @@ impl<'a> Turn<'a> {
     /// If `lane >= lane_count()` or `N > 8`.
     #[inline]
     pub fn write_first<const N: usize>(&mut self, lane: u32, words: &[u64; N]) {
-        let buffer = self.view.lane_buffer(self.port, lane);
+        let buffer = &self.buffers[lane as usize];
         for (word, value) in buffer.words[..N].iter().zip(words) {
             word.write(*value);
         }
@@ -258,6 +285,6 @@ impl<'a> Turn<'a> {
             return; // the port stays the host's; nothing was handed over, nothing to order
         }
         fence(Ordering::Release);
-        self.view.host_mailbox[self.port as usize].store(u32::from(!self.host), Ordering::Relaxed);
+        self.host_mailbox.store(u32::from(!self.host), Ordering::Relaxed);
     }
 }

@@ -64,7 +64,7 @@ pub fn serve_as_packet(
     mask: u64,
     service: u32,
     payload: &Payload,
-    handler: &mut impl DrainHandler,
+    handler: &mut (impl DrainHandler + ?Sized),
 ) -> bool {
     let mask = mask & crate::lane::LANE_MASK;
     for lane in turn.lanes(mask) {

@@ -249,3 +249,49 @@ fn the_header_goes_out_with_the_first_send_and_a_short_reply_is_read_short() {
     assert_eq!((reply, port.read_first::<3>(0)), ([50, 60], [50, 60, 7]));
     port.close();
 }
+
+/// A drain with call state counts the lanes its [`Calls`] says each turn served, reports an
+/// unserved turn's opcode as unhandled, and hands both ports back (a deferred one stays).
+#[test]
+fn a_drain_counts_what_its_calls_served() {
+    use crate::host::{DrainError, DrainReport, Host as _, PacketRequest};
+    use crate::scan::DrainScope;
+
+    /// Port 0: 5 lanes served; port 1: not served; port 2: deferred.
+    struct Told;
+    impl Calls for Told {
+        fn turn(&mut self, turn: &mut Turn<'_>, _: &mut dyn crate::host::DrainHandler) -> Option<u32> {
+            match turn.port() {
+                0 => Some(5),
+                1 => None,
+                _ => {
+                    turn.defer();
+                    Some(0)
+                }
+            }
+        }
+    }
+    struct Malformed(Vec<DrainError>);
+    impl crate::host::DrainHandler for Malformed {
+        fn serve(&mut self, _: &mut PacketRequest<'_>) {
+            panic!("no packet served");
+        }
+        fn malformed(&mut self, error: DrainError) {
+            self.0.push(error);
+        }
+    }
+    let (ports, lanes) = (3u32, 1u32);
+    let mut raw = Raw::new(ports, lanes);
+    let view = raw.view(ports, lanes);
+    view.init();
+    for port in 0..ports as usize {
+        view.headers[port].mask.store(1, Ordering::Relaxed);
+        view.headers[port].opcode.store(0x6300_0000 + port as u32, Ordering::Relaxed);
+        view.device_mailbox[port].store(1, Ordering::Relaxed);
+    }
+    let mut handler = Malformed(Vec::new());
+    let report = view.host().drain_scope(&mut DrainScope::Whole, None, Some(&mut Told), &mut handler);
+    assert_eq!(report, DrainReport { packets: 3, lane_calls: 5, malformed: 1 });
+    assert_eq!(handler.0, [DrainError::UnhandledOpcode { port: 1, opcode: 0x6300_0001 }]);
+    assert_eq!((view.pending(0), view.pending(1), view.pending(2)), (false, false, true));
+}

@@ -23,7 +23,9 @@
 //! [`Reason::HeldBytes`](crate::observe::Reason::HeldBytes) on a listener) and logged,
 //! rate-limited. Everything a call was charged comes back when it is answered (or its buffer
 //! removed). Not charged: each port's own bookkeeping (a call's per-lane tables, a few KiB, fixed
-//! by the buffer's port count, which the host chose), and one lane's output while it is written.
+//! by the buffer's port count, which the host chose), one lane's output while it is written, and
+//! the one finished console write a host keeps so that its next allocates nothing (its buffers'
+//! capacity, at most 64 KiB, `console.rs`).
 //!
 //! The shared accounts are atomic words; a host takes from them in quanta of [`QUANTUM`] bytes
 //! and keeps at most one quantum it does not use, so most charges touch no shared word (a small

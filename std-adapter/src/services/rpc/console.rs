@@ -22,6 +22,10 @@ use hostcall_core::LANES;
 /// One stream's share of a packet: its lanes' bytes, and each lane with its byte count.
 type ConsoleLanes = (Vec<u8>, Vec<(u32, u64)>);
 
+/// The most buffer capacity, in bytes, of the one finished write a host keeps for its next
+/// ([`Write::boxed`]); a write whose buffers grew past it is freed.
+pub(super) const SPARE_WRITE_BYTES: usize = 64 << 10;
+
 /// A console write in progress.
 #[derive(Debug)]
 pub(super) struct Write {
@@ -42,6 +46,9 @@ pub(super) struct Write {
     charged: usize,
     /// Lanes the held budget refused (counted; answered 0 bytes).
     dropped: u64,
+    /// Each console stream's share of the answer, built by `finish` (kept with the rest for the
+    /// host's next write).
+    consoles: [ConsoleLanes; 2],
 }
 
 impl Write {
@@ -59,7 +66,70 @@ impl Write {
             chunks: Vec::new(),
             charged: 0,
             dropped: 0,
+            consoles: Default::default(),
         }
+    }
+
+    /// [`Write::new`] in a box: `spare`'s (a finished write the host kept), its buffers emptied
+    /// and their capacity kept, where there is one, so that a host's console writes allocate
+    /// nothing once their buffers have grown.
+    pub(super) fn boxed(
+        spare: &mut Option<Box<Write>>,
+        mask: u64,
+        target: Option<Stream>,
+        newline: bool,
+        allowed: bool,
+        limit: u64,
+    ) -> Box<Self> {
+        match spare.take() {
+            Some(mut write) => {
+                write.restart(mask, target, newline, allowed, limit);
+                write
+            }
+            None => Box::new(Self::new(mask, target, newline, allowed, limit)),
+        }
+    }
+
+    /// Makes this (finished) write what [`Write::new`] makes, in place, its buffers emptied but
+    /// their capacity kept. (Every field is named: a field added to `Write` must be reset here.)
+    fn restart(&mut self, mask: u64, target: Option<Stream>, newline: bool, allowed: bool, limit: u64) {
+        let Self {
+            mask: call_mask,
+            awaiting_files,
+            allowed: call_allowed,
+            targets,
+            newline: call_newline,
+            input,
+            bytes,
+            chunks,
+            charged,
+            dropped,
+            consoles,
+        } = self;
+        *call_mask = mask;
+        *awaiting_files = target.is_none();
+        *call_allowed = allowed;
+        *targets = [target.map(Target::Console).filter(|_| allowed); LANES];
+        *call_newline = newline;
+        *input = StreamIn::new(mask, limit);
+        bytes.clear();
+        chunks.clear();
+        *charged = 0;
+        *dropped = 0;
+        for (bytes, lanes) in consoles {
+            bytes.clear();
+            lanes.clear();
+        }
+    }
+
+    /// Whether the host keeps this finished write for its next: its buffers' capacity is at most
+    /// [`SPARE_WRITE_BYTES`].
+    pub(super) fn worth_keeping(&self) -> bool {
+        let lanes = |lanes: &Vec<(u32, u64)>| lanes.capacity() * size_of::<(u32, u64)>();
+        let consoles: usize = self.consoles.iter().map(|(bytes, l)| bytes.capacity() + lanes(l)).sum();
+        let capacity =
+            self.bytes.capacity() + self.chunks.capacity() * size_of::<(u8, u32, u32)>() + consoles;
+        capacity <= SPARE_WRITE_BYTES
     }
 
     /// The lanes of the call.
@@ -116,7 +186,7 @@ impl Write {
         if self.chunks.windows(2).any(|pair| pair[0].0 > pair[1].0) {
             self.chunks.sort_by_key(|&(lane, ..)| lane);
         }
-        let mut consoles: [ConsoleLanes; 2] = Default::default();
+        let consoles = &mut self.consoles;
         let first_target = self.targets.iter().flatten().next();
         if let Some(Target::Console(stream)) = first_target {
             // Most calls write every lane to one stream: its bytes and a newline a lane.
@@ -173,12 +243,12 @@ impl Write {
             turn.write(lane as u32, &[written, 0, 0, 0, 0, 0, 0, 0]);
         }
         cx.work.spend(self.bytes.len());
-        for (stream, (out, lanes)) in [Stream::Stdout, Stream::Stderr].into_iter().zip(consoles) {
+        for (stream, (out, lanes)) in [Stream::Stdout, Stream::Stderr].into_iter().zip(consoles.iter()) {
             if lanes.is_empty() {
                 continue;
             }
-            let ok = cx.write(Target::Console(stream), &out) == Some(out.len());
-            for (lane, len) in lanes {
+            let ok = cx.write(Target::Console(stream), out) == Some(out.len());
+            for &(lane, len) in lanes {
                 turn.write(lane, &[if ok { len } else { 0 }, 0, 0, 0, 0, 0, 0, 0]);
             }
         }
@@ -238,6 +308,38 @@ mod tests {
             }
             wave.join().unwrap()
         })
+    }
+
+    /// A finished write the host kept, restarted for another call, is that call's new write
+    /// (every field as `Write::new` makes it), its buffers' capacity kept.
+    #[test]
+    fn a_kept_write_restarts_as_a_new_one() {
+        use super::{Target, Write};
+        use crate::services::printf::Stream;
+        let mut used = Box::new(Write::new(u64::MAX, None, true, false, 7));
+        used.awaiting_files = false;
+        used.targets[3] = Some(Target::File(5));
+        used.input = hostcall_core::rpc::StreamIn::new(1, 1);
+        used.bytes.extend_from_slice(b"left over");
+        used.chunks.push((3, 0, 9));
+        (used.charged, used.dropped) = (9, 0b1000);
+        used.consoles[1].0.extend_from_slice(b"left over");
+        used.consoles[1].1.push((3, 9));
+        assert!(used.worth_keeping());
+        let capacity = used.bytes.capacity();
+        let mut spare = Some(used);
+        let restarted = Write::boxed(&mut spare, 0b11, Some(Stream::Stdout), false, true, 100);
+        let fresh = Write::new(0b11, Some(Stream::Stdout), false, true, 100);
+        assert_eq!(format!("{restarted:?}"), format!("{fresh:?}"));
+        assert_eq!((restarted.bytes.capacity(), spare.is_none()), (capacity, true));
+    }
+
+    /// A write whose buffers grew past the spare's bound is not kept.
+    #[test]
+    fn a_large_write_is_not_kept() {
+        let mut write = super::Write::new(1, None, false, true, 100);
+        write.bytes.reserve(super::SPARE_WRITE_BYTES + 1);
+        assert!(!write.worth_keeping());
     }
 
     #[test]

@@ -11,17 +11,17 @@ use super::RpcCounters;
 use crate::services::devmem::LLVM_RULE;
 use hostcall_core::rpc::{serve_as_packet, Turn};
 use hostcall_core::DEVMEM;
-use hostcall_core::{Dispatch, PacketRequest, Payload};
+use hostcall_core::{DrainHandler, Payload};
 
 /// Serves a `MALLOC` (`free == false`) or `FREE` turn of the lanes of `mask`; when not
 /// `allowed`, answers `MALLOC` with null and frees nothing.
-pub(super) fn serve<D: Dispatch + ?Sized>(
+pub(super) fn serve(
     turn: &mut Turn<'_>,
     mask: u64,
     free: bool,
     allowed: bool,
     scratch: &Payload,
-    services: &D,
+    packets: &mut (impl DrainHandler + ?Sized),
     counters: &mut RpcCounters,
 ) {
     if !allowed {
@@ -47,5 +47,5 @@ pub(super) fn serve<D: Dispatch + ?Sized>(
     if requests == 0 {
         return;
     }
-    serve_as_packet(turn, requests, DEVMEM, scratch, &mut |p: &mut PacketRequest<'_>| services.dispatch(p));
+    serve_as_packet(turn, requests, DEVMEM, scratch, packets);
 }

@@ -75,6 +75,7 @@
 mod beneath;
 mod budget;
 mod call;
+mod call_turn;
 pub mod client;
 mod console;
 mod counters;
@@ -85,6 +86,7 @@ mod files;
 mod gather;
 mod memory;
 mod options;
+mod packet_turn;
 mod policy;
 mod printf;
 mod stream_file;
@@ -101,13 +103,10 @@ use call::Call;
 pub(crate) use call::Context;
 
 use crate::services::held::HeldAccount;
-use crate::services::printf::{PrintfSink, Stream};
+use crate::services::printf::PrintfSink;
 use budget::{Held, PollWork};
-use console::Write;
-use hostcall_core::rpc::opcode::libc;
-use hostcall_core::rpc::{serve_as_packet, service_of, Turn, View};
+use hostcall_core::rpc::{service_of, Turn, View};
 use hostcall_core::{Dispatch, PacketRequest, Payload};
-use printf::Printf;
 use std::sync::Arc;
 
 /// The work a turn's packet costs, a lane (its 64 bytes read or written).
@@ -132,6 +131,8 @@ pub struct RpcHost {
     work: PollWork,
     /// Whether the last turn counted a refusal.
     refused: bool,
+    /// The last finished console write, kept for the next one's buffers (`console.rs`).
+    spare_write: Option<Box<console::Write>>,
 }
 
 impl RpcHost {
@@ -158,6 +159,7 @@ impl RpcHost {
             calls: (0..ports).map(|_| None).collect(),
             counters: RpcCounters::default(),
             refused: false,
+            spare_write: None,
             scratch: Box::default(),
             files,
             held: Held::new(&limits, buffer, all),
@@ -175,6 +177,7 @@ impl RpcHost {
     pub(crate) fn retire(&mut self) {
         self.files.lock().close_all();
         self.calls.iter_mut().for_each(|call| *call = None);
+        self.spare_write = None;
         self.held.clear();
         self.counters.held_bytes = 0;
     }
@@ -248,135 +251,13 @@ impl RpcHost {
         sink: &mut dyn PrintfSink,
         services: &D,
     ) -> bool {
-        let port = turn.port();
-        let Some(slot) = self.calls.get_mut(port as usize) else {
-            self.counters.turns += 1;
-            return false; // a port past this host's count: never served
-        };
-        if !self.work.admit(port) {
-            turn.defer(); // this poll's work is spent: the next takes the port first
-            self.counters.deferred_turns += 1;
-            return true;
-        }
-        let (refusals, unhandled) = (self.counters.refusals(), self.counters.unhandled);
-        let mut lanes = 0;
-        let call = match slot.take() {
-            Some(call) => Some(call),
-            None => {
-                self.counters.calls += 1;
-                let (mask, opcode) = turn.header();
-                lanes = mask.count_ones();
-                self.begin(turn, mask, opcode, services)
-            }
-        };
-        if let Some(mut call) = call {
-            let mut cx = Context {
-                sink,
-                counters: &mut self.counters,
-                files: &self.files,
-                console_allowed: self.policy.allows(OpcodeGroup::Console),
-                files_allowed: self.policy.allows(OpcodeGroup::Files),
-                limit: self.limits.stream_bytes,
-                held: &mut self.held,
-                work: &mut self.work,
-            };
-            let done = match &mut call {
-                Call::Write(write) => write.turn(turn, &mut cx),
-                Call::Printf(printf) => printf.turn(turn, &mut cx),
-                Call::OnStream(opcode, mask) => {
-                    file_calls::serve_stream_call(turn, *mask, *opcode, &mut cx);
-                    true
-                }
-                Call::Read(read) => read.turn(turn, &mut cx),
-                Call::Gather(gather) => gather.turn(turn, &mut cx),
-                Call::Ending(ending) => ending.turn(turn, &mut cx),
-            };
-            lanes = call.mask().count_ones();
-            if done {
-                self.held.release(call.charged());
-                self.counters.calls_done += 1;
-            } else {
-                if turn.is_deferred() {
-                    self.work.ran_out(port);
-                    self.counters.deferred_turns += 1;
-                }
-                self.calls[port as usize] = Some(call);
-            }
-        } else {
-            self.counters.calls_done += 1;
-        }
-        self.work.spend(PACKET_WORK * lanes as usize);
-        if !turn.is_deferred() {
-            self.counters.turns += 1;
-        }
-        self.counters.held_bytes = self.held.held() as u64;
-        self.refused = self.counters.refusals() != refusals;
-        if self.refused {
-            self.log_refusals(turn, refusals);
-        }
-        self.counters.unhandled == unhandled
-    }
-
-    /// The call an opcode begins, or `None` when this first turn is the whole call (`NOOP`,
-    /// the `'r'` opcodes, an unhandled opcode).
-    fn begin<D: Dispatch + ?Sized>(
-        &mut self,
-        turn: &mut Turn<'_>,
-        mask: u64,
-        opcode: u32,
-        services: &D,
-    ) -> Option<Call> {
-        // The one-turn hostcall opcodes (`'r'`, `'h'`, all of the `Rocm` group) first: the common
-        // call, served without the libc opcodes' match.
+        let (mask, opcode) = turn.header();
+        let mut packets = |p: &mut PacketRequest<'_>| services.dispatch(p);
         if let Some(service) = service_of(opcode) {
-            if self.policy.allows(OpcodeGroup::Rocm) {
-                serve_as_packet(turn, mask, service, &self.scratch, &mut |p: &mut PacketRequest<'_>| {
-                    services.dispatch(p)
-                });
-            } else {
-                self.unhandled(turn, opcode);
-            }
-            return None;
-        }
-        let group = OpcodeGroup::of(opcode);
-        let allowed = group.is_some_and(|g| self.policy.allows(g));
-        let limit = self.limits.stream_bytes;
-        let write =
-            |target, newline| Some(Call::Write(Box::new(Write::new(mask, target, newline, allowed, limit))));
-        match opcode {
-            libc::NOOP => None,
-            libc::MALLOC | libc::FREE => {
-                let free = opcode == libc::FREE;
-                memory::serve(turn, mask, free, allowed, &self.scratch, services, &mut self.counters);
-                None
-            }
-            libc::WRITE_TO_STDOUT => write(Some(Stream::Stdout), false),
-            libc::WRITE_TO_STDERR => write(Some(Stream::Stderr), false),
-            libc::WRITE_TO_STDOUT_NEWLINE => write(Some(Stream::Stdout), true),
-            libc::WRITE_TO_STREAM => write(None, false),
-            libc::CLOSE_FILE | libc::FEOF..=libc::UNGETC => Some(Call::OnStream(opcode, mask)),
-            libc::READ_FROM_STREAM | libc::READ_FGETS => {
-                Some(Call::Read(Box::new(file_calls::Read::new(mask, opcode == libc::READ_FGETS))))
-            }
-            libc::OPEN_FILE | libc::REMOVE | libc::RENAME | libc::SYSTEM | libc::HOST_CALL => {
-                Some(Call::Gather(Box::new(gather::Gather::new(mask, opcode, allowed, limit))))
-            }
-            libc::EXIT | libc::ABORT => {
-                Some(Call::Ending(gather::Ending::new(mask, opcode == libc::ABORT, allowed)))
-            }
-            libc::PRINTF_TO_STDOUT..=libc::PRINTF_TO_STREAM_PACKED => {
-                let packed = opcode >= libc::PRINTF_TO_STDOUT_PACKED;
-                let target = match (opcode - libc::PRINTF_TO_STDOUT) % 3 {
-                    0 => Some(Stream::Stdout),
-                    1 => Some(Stream::Stderr),
-                    _ => None,
-                };
-                Some(Call::Printf(Box::new(Printf::new(mask, target, packed, allowed, limit))))
-            }
-            _ => {
-                self.unhandled(turn, opcode);
-                None
+            if self.packet_turn(turn, mask, service, &mut packets).is_some() {
+                return true;
             }
         }
+        self.take_call_turn(turn, sink, &mut packets).is_some()
     }
 }

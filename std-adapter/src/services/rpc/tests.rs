@@ -283,6 +283,7 @@ fn a_client_that_stops_mid_stream_blocks_only_its_port() {
 }
 
 mod budget;
+mod packet_turn;
 mod printf;
 
 /// `MALLOC` and `FREE` reach the DEVMEM service as its allocate and free requests; a null free

@@ -5,10 +5,12 @@
 //! poller registration as its host state (the core's [`Calls`]). The poller's drain of the buffer
 //! takes every turn through it; nothing of the listener looks a host up.
 //!
-//! A turn runs as one piece of the host's own work ([`DrainHandler::own_work`]), named by the
-//! hostcall service its opcode carries (`'r'`, `'h'`), or else by the opcode: the listener's
-//! stuck-call watch sees it as one call, its console writes, file calls and allocations (and the
-//! packets those serve) inside it, once.
+//! A turn that is a whole call of one hostcall packet (an `'r'` or `'h'` opcode beginning a call)
+//! is served as any packet of the drain ([`DrainHandler::serve`]): the listener's stuck-call watch
+//! sees the packet's call, named by its service. Any other turn runs as one piece of the host's
+//! own work ([`DrainHandler::own_work`]), named by the hostcall service its opcode carries, or
+//! else by the opcode: the watch sees it as one call, its console writes, file calls and
+//! allocations (and the packets those serve) inside it, once.
 //!
 //! # Why a turn needs no lock
 //!
@@ -33,8 +35,7 @@ use crate::dispatch::registry::Services;
 use crate::observe::Reason;
 use crate::services::rpc::{RpcCounters, RpcHost, RpcOptions, SharedSink};
 use hostcall_core::rpc::{service_of, Calls, Turn};
-use hostcall_core::{AnyState, Dispatch, DrainHandler, PacketRequest};
-use std::cell::RefCell;
+use hostcall_core::{AnyState, DrainHandler};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -95,15 +96,25 @@ impl RpcServing {
 }
 
 impl Calls for RpcServing {
-    /// One turn, run as one piece of the host's own work (see the module docs); the host's
-    /// refusals since the last turn are counted for the buffer, and its counters published.
-    fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> bool {
-        let (_, opcode) = turn.header();
-        let name = service_of(opcode).unwrap_or(opcode);
+    /// One turn: a whole hostcall packet's call served as a packet, any other run as one piece of
+    /// the host's own work (see the module docs); the host's refusals since the last turn are
+    /// counted for the buffer, and its counters published.
+    fn turn(&mut self, turn: &mut Turn<'_>, packets: &mut dyn DrainHandler) -> Option<u32> {
+        let (mask, opcode) = turn.header();
+        let service = service_of(opcode);
+        // A whole hostcall packet's call is the packet's own call: served (and watched) as any
+        // packet of the drain, with no own work around it.
+        if let Some(service) = service {
+            if let Some(lanes) = self.host.packet_turn(turn, mask, service, packets) {
+                // It refused nothing and holds nothing: only the turn counts changed.
+                self.published.publish_turn_counts(self.host.counters_after_turn().0);
+                return Some(lanes);
+            }
+        }
         let (host, sink) = (&mut self.host, &mut self.sink);
-        let mut served = false;
-        packets.own_work(name, &mut |serve| {
-            served = host.take_turn(turn, sink, &Packets(RefCell::new(serve)));
+        let mut served = None;
+        packets.own_work(service.unwrap_or(opcode), &mut |serve| {
+            served = host.take_call_turn(turn, sink, &mut &mut *serve);
         });
         self.account();
         served
@@ -174,7 +185,22 @@ unsafe impl Send for RpcState {}
 #[derive(Default)]
 pub(super) struct PublishedCounters([AtomicU64; 10]);
 
+/// Where [`PublishedCounters::publish`] stores each count of a turn that refuses nothing and holds
+/// nothing (a whole hostcall packet's call): turns, calls begun, calls done, deferred turns.
+const TURN_COUNTS: [usize; 4] = [0, 1, 2, 8];
+
 impl PublishedCounters {
+    /// Stores only the counts a turn that refuses nothing and holds nothing changes (the
+    /// others are as the last [`PublishedCounters::publish`] stored them).
+    #[inline]
+    fn publish_turn_counts(&self, c: &RpcCounters) {
+        let counts = [c.turns, c.calls, c.calls_done, c.deferred_turns];
+        for (at, value) in TURN_COUNTS.into_iter().zip(counts) {
+            // Relaxed: as in `publish`.
+            self.0[at].store(value, Ordering::Relaxed);
+        }
+    }
+
     fn publish(&self, c: &RpcCounters) {
         let words = [
             c.turns,
@@ -214,11 +240,33 @@ impl PublishedCounters {
     }
 }
 
-/// The packet server a turn's own work is given, as the `Dispatch` the host's calls take.
-struct Packets<'s, 'f>(RefCell<&'s mut (dyn FnMut(&mut PacketRequest<'_>) + 'f)>);
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Dispatch for Packets<'_, '_> {
-    fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        (self.0.borrow_mut())(packet);
+    /// The counts a packet turn publishes land where `publish` puts them, and only those move.
+    #[test]
+    fn turn_counts_are_published_in_their_own_words() {
+        let published = PublishedCounters::default();
+        let mut counters = RpcCounters {
+            turns: 1,
+            calls: 2,
+            calls_done: 3,
+            unhandled: 4,
+            refused_lanes: 5,
+            over_limit_lanes: 6,
+            open_files_refused: 7,
+            held_refused_lanes: 8,
+            deferred_turns: 9,
+            held_bytes: 10,
+        };
+        published.publish(&counters);
+        assert_eq!(published.read(), counters);
+        counters.turns += 100;
+        counters.calls += 200;
+        counters.calls_done += 300;
+        counters.deferred_turns += 400;
+        published.publish_turn_counts(&counters);
+        assert_eq!(published.read(), counters);
     }
 }
