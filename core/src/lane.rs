@@ -316,8 +316,9 @@ mod tests {
 }
 
 /// The number of lanes in `mask`: the processor's `popcnt` instruction where it has one (detected
-/// once, at run time, on x86-64 builds that do not assume it), else the portable count. The
-/// drains count every packet's lanes, and the portable count is about twenty instructions.
+/// once, at run time, on x86-64 builds that do not assume it; not under Miri, which has no
+/// CPUID), else the portable count. The drains count every packet's lanes, and the portable
+/// count is about twenty instructions.
 ///
 /// ```
 /// assert_eq!(hostcall_core::lane_count(0), 0);
@@ -326,7 +327,7 @@ mod tests {
 /// ```
 #[inline]
 pub fn lane_count(mask: u64) -> u32 {
-    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri)))]
     if popcnt::available() {
         // SAFETY: the processor has `popcnt` (`available` asked it).
         return unsafe { popcnt::count(mask) };
@@ -335,7 +336,7 @@ pub fn lane_count(mask: u64) -> u32 {
 }
 
 /// Run-time use of x86-64's `popcnt` where the build does not assume it.
-#[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt")))]
+#[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri)))]
 mod popcnt {
     use core::sync::atomic::{AtomicU8, Ordering};
 

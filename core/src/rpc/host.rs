@@ -113,7 +113,7 @@ fn stateless_turn(
     let service = super::service_of(opcode)?;
     let payload = scratch.get_or_insert_with(Payload::default);
     super::serve_as_packet(turn, mask, service, payload, handler);
-    Some(mask.count_ones())
+    Some(crate::lane_count(mask))
 }
 
 impl<'a> View<'a> {

@@ -4,7 +4,7 @@
 use super::call::{Call, Context};
 use super::console::Write;
 use super::printf::Printf;
-use super::{file_calls, gather, memory, packet_turn, OpcodeGroup, RpcHost, PACKET_WORK};
+use super::{file_calls, gather, memory, OpcodeGroup, RpcHost, PACKET_WORK};
 use crate::services::printf::{PrintfSink, Stream};
 use hostcall_core::rpc::opcode::libc;
 use hostcall_core::rpc::{serve_as_packet, service_of, Turn};
@@ -38,7 +38,7 @@ impl RpcHost {
             None => {
                 self.counters.calls += 1;
                 let (mask, opcode) = turn.header();
-                lanes = packet_turn::lane_count(mask);
+                lanes = hostcall_core::lane_count(mask);
                 self.begin(turn, mask, opcode, packets)
             }
         };
@@ -64,7 +64,7 @@ impl RpcHost {
                 Call::Gather(gather) => gather.turn(turn, &mut cx),
                 Call::Ending(ending) => ending.turn(turn, &mut cx),
             };
-            lanes = packet_turn::lane_count(call.mask());
+            lanes = hostcall_core::lane_count(call.mask());
             if done {
                 self.held.release(call.charged());
                 self.counters.calls_done += 1;

@@ -37,39 +37,10 @@ impl RpcHost {
         }
         self.counters.calls += 1;
         serve_as_packet(turn, mask, service, &self.scratch, packets);
-        let lanes = lane_count(mask);
+        let lanes = hostcall_core::lane_count(mask);
         self.work.spend(PACKET_WORK * lanes as usize);
         self.counters.calls_done += 1;
         self.counters.turns += 1;
         Some(lanes)
-    }
-}
-
-/// The lanes in `mask`: the processor's `popcnt` where it has one (the baseline x86_64 target
-/// does not assume it, and the portable count is a dozen instructions a turn).
-#[inline]
-pub(super) fn lane_count(mask: u64) -> u32 {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    if std::is_x86_feature_detected!("popcnt") {
-        // SAFETY: the processor has `popcnt` (just detected; the answer is cached).
-        return unsafe { popcnt(mask) };
-    }
-    mask.count_ones()
-}
-
-#[cfg(all(target_arch = "x86_64", not(miri)))]
-#[target_feature(enable = "popcnt")]
-unsafe fn popcnt(mask: u64) -> u32 {
-    mask.count_ones()
-}
-
-#[cfg(test)]
-mod tests {
-    /// Both counts agree (where the processor has `popcnt`, the detected one is tested).
-    #[test]
-    fn lane_count_counts_lanes() {
-        for mask in [0, 1, 0b1011, 1 << 63, u64::MAX, 0x8000_0000_0000_0001] {
-            assert_eq!(super::lane_count(mask), mask.count_ones(), "{mask:#x}");
-        }
     }
 }
