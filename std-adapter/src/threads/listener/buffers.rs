@@ -58,8 +58,11 @@ impl Listener {
         Ok(())
     }
 
-    /// Stops serving `buffer`. When this returns the listener no longer touches it. Refused from
-    /// the listener's own thread (a service), where it would wait for its own poll.
+    /// Stops serving `buffer`. When this returns the listener no longer touches it. It waits for
+    /// the buffer's thread's next poll (a thread holds its buffers between polls and lets go
+    /// before it naps), or, if that thread is inside a stuck call the listener could not relieve
+    /// it of, until the call returns. Refused from the listener's own thread (a service), where it
+    /// would wait for its own poll.
     pub fn remove_buffer(&self, buffer: &HostcallBuffer) -> Result<Arc<HostcallBuffer>, Error> {
         self.refuse_own_thread()?;
         let base = buffer.as_ptr() as usize;
@@ -187,8 +190,9 @@ impl Shared {
     }
 
     /// Stops serving the buffer at `base`: when this returns no thread of the listener touches it;
-    /// its claim is released, its counters left. Waits for a poll in progress on it (a stuck
-    /// call of it: until that call returns).
+    /// its claim is released, its counters left. Waits for its thread's next poll (the thread
+    /// keeps its poll session's pins between polls, and drops them before it naps); a buffer whose
+    /// thread is inside a stuck call and was not relieved: until that call returns.
     fn unserve(&self, base: usize) -> Result<(), Error> {
         let not_registered = Error::Poller(hostcall_core::PollerError::NotRegistered { base });
         let seat = {
