@@ -1,0 +1,245 @@
+//! The take's lane decode: a lane's [`REQUEST_LANE_WORDS`] line words, loaded once each, turned
+//! into its request words, with the sequence check of every word folded into one test a take.
+//!
+//! A [`Decoder`] is made for one take (one sequence). [`Decoder::lane`] loads every line word of a
+//! lane, XORs each with the sequence's tag (its sequence bits are then 0 exactly when the word
+//! carries the sequence, and what is left is its data), ORs the results into the take's *stray*
+//! accumulator, and rebuilds each request word from its data and its 7 top bits out of the lane's
+//! packed word (`joined` in `word.rs`). [`Decoder::all_carry`], once the take has decoded every
+//! active lane, says whether every word it loaded carried the sequence: the same answer as a test
+//! per word, or per lane, for every word of every lane (a word that did not carry it leaves
+//! sequence bits in the accumulator, and nothing clears them). What a lane decoded is only a
+//! service's to see after that test passed (the take records the slots as written only then).
+//!
+//! Two implementations of the same arithmetic: on x86-64 (outside loom) the request words are
+//! rebuilt two at a time in SSE2 registers (part of the x86-64 baseline): the words are loaded
+//! with the same 8-byte atomic loads, each pair moved into one register, and one XOR, one OR, one
+//! shift pair and one OR decode both; elsewhere, and under loom, one word at a time. The tests
+//! check that both give the same words and the same verdict for any bytes.
+
+#[cfg(any(test, not(all(target_arch = "x86_64", not(loom), not(miri)))))]
+use super::layout::CARRIED_REQUEST_WORDS;
+use super::layout::REQUEST_LANE_WORDS;
+use super::word::DATA_BITS;
+#[cfg(any(test, not(all(target_arch = "x86_64", not(loom), not(miri)))))]
+use super::word::{data_of, joined};
+use crate::lane::SLOT_WORDS;
+use crate::sync::AtomicU64;
+#[cfg(any(test, not(all(target_arch = "x86_64", not(loom), not(miri)))))]
+use crate::sync::Ordering;
+
+/// The decode of one take: the sequence's tag and the stray accumulator.
+pub(super) type Decoder = Native;
+
+#[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+type Native = sse2::Decoder;
+#[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+type Native = Scalar;
+
+/// The one-word-at-a-time decode (off x86-64, under loom, and in the tests as the reference).
+#[cfg(any(test, not(all(target_arch = "x86_64", not(loom), not(miri)))))]
+pub(super) struct Scalar {
+    /// The sequence in a line word's sequence bits.
+    tagged: u64,
+    /// Every loaded word XOR `tagged`, ORed together.
+    stray: u64,
+}
+
+#[cfg(any(test, not(all(target_arch = "x86_64", not(loom), not(miri)))))]
+impl Scalar {
+    /// The decode of a take of sequence `seq`.
+    #[inline]
+    pub(super) fn new(seq: u32) -> Self {
+        Self { tagged: u64::from(seq) << DATA_BITS, stray: 0 }
+    }
+
+    /// Loads lane `words` and returns its request words (the words not carried are zero).
+    #[inline]
+    pub(super) fn lane(&mut self, words: &[AtomicU64; REQUEST_LANE_WORDS]) -> [u64; SLOT_WORDS] {
+        // Relaxed (every load of this module): a line word is read in one access, so its data is
+        // the data its sequence was stored with; nothing else needs ordering.
+        let line: [u64; REQUEST_LANE_WORDS] =
+            core::array::from_fn(|k| words[k].load(Ordering::Relaxed) ^ self.tagged);
+        self.stray |= line.iter().fold(0, |acc, &w| acc | w);
+        let top = line[CARRIED_REQUEST_WORDS];
+        core::array::from_fn(|k| if k < CARRIED_REQUEST_WORDS { joined(data_of(line[k]), top, k) } else { 0 })
+    }
+
+    /// Whether every word [`Scalar::lane`] loaded carried the sequence.
+    #[inline]
+    pub(super) fn all_carry(&self) -> bool {
+        self.stray >> DATA_BITS == 0
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+mod sse2 {
+    use super::{AtomicU64, DATA_BITS, REQUEST_LANE_WORDS, SLOT_WORDS};
+    use crate::line::word::DATA_MASK;
+    use core::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_cvtsi128_si64, _mm_cvtsi32_si128, _mm_or_si128, _mm_set1_epi64x,
+        _mm_setzero_si128, _mm_sll_epi64, _mm_srli_epi64, _mm_storeu_si128, _mm_unpackhi_epi64,
+        _mm_unpacklo_epi64, _mm_xor_si128,
+    };
+
+    const _: () = assert!(REQUEST_LANE_WORDS == 9 && SLOT_WORDS == 8 && DATA_BITS == 57);
+
+    /// A lane's nine line words, in pairs (words 0 and 1 in the first register's low and high
+    /// halves, ...) and the packed word (in the last one's low half), each loaded with one
+    /// 8-byte access.
+    #[inline(always)]
+    fn load(words: &[AtomicU64; REQUEST_LANE_WORDS]) -> [__m128i; 5] {
+        let (first, second, third, fourth, top): (__m128i, __m128i, __m128i, __m128i, __m128i);
+        // SAFETY: nine 8-byte loads from `words`, a live array of nine 8-byte aligned atomics
+        // (offsets 0..72), and nothing else: no store, no stack, flags kept. Each is one aligned
+        // quadword access, which x86-64 performs atomically (Intel SDM vol. 3A, 9.1.1; AMD APM
+        // vol. 2, 7.3.2), as the `mov` of a Relaxed `AtomicU64::load` does: each load is a
+        // Relaxed atomic load of its word, straight into a vector register.
+        unsafe {
+            core::arch::asm!(
+                "movq {first}, qword ptr [{words}]",
+                "movhps {first}, qword ptr [{words} + 8]",
+                "movq {second}, qword ptr [{words} + 16]",
+                "movhps {second}, qword ptr [{words} + 24]",
+                "movq {third}, qword ptr [{words} + 32]",
+                "movhps {third}, qword ptr [{words} + 40]",
+                "movq {fourth}, qword ptr [{words} + 48]",
+                "movhps {fourth}, qword ptr [{words} + 56]",
+                "movq {top}, qword ptr [{words} + 64]",
+                words = in(reg) words.as_ptr(),
+                first = out(xmm_reg) first,
+                second = out(xmm_reg) second,
+                third = out(xmm_reg) third,
+                fourth = out(xmm_reg) fourth,
+                top = out(xmm_reg) top,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        [first, second, third, fourth, top]
+    }
+
+    /// The two-words-at-a-time decode.
+    pub(in crate::line) struct Decoder {
+        /// The same in both halves.
+        tagged: __m128i,
+        /// Every loaded word XOR the tag, ORed together (in either half).
+        stray: __m128i,
+    }
+
+    // The SSE2 intrinsics below are safe functions in the toolchains that know the baseline
+    // enables SSE2, `unsafe` in the older ones the library supports (hence the blocks and
+    // `unused_unsafe`); none of them touches memory but `_mm_storeu_si128`, whose target is a
+    // local array.
+    #[allow(unused_unsafe)]
+    impl Decoder {
+        /// The decode of a take of sequence `seq`.
+        #[inline]
+        pub(in crate::line) fn new(seq: u32) -> Self {
+            let tagged = (u64::from(seq) << DATA_BITS) as i64;
+            // SAFETY: register arithmetic; SSE2 is part of the x86-64 baseline.
+            unsafe { Self { tagged: _mm_set1_epi64x(tagged), stray: _mm_setzero_si128() } }
+        }
+
+        /// Loads lane `words` and returns its request words.
+        #[inline]
+        pub(in crate::line) fn lane(&mut self, words: &[AtomicU64; REQUEST_LANE_WORDS]) -> [u64; SLOT_WORDS] {
+            let [first, second, third, fourth, top] = load(words);
+            let mut out = [0u64; SLOT_WORDS];
+            // SAFETY: register arithmetic on SSE2 (x86-64 baseline), and four unaligned 16-byte
+            // stores into `out`, 64 bytes: store `j` writes its bytes `16 j .. 16 j + 16`.
+            unsafe {
+                // The packed word XOR the tag in the low half (checked there), the same shifted
+                // right by 7 in the high half: word 2j's top bits are bits 14 j .. 14 j + 7 of the
+                // low half, word 2j + 1's the same bits of the high half.
+                let top = _mm_xor_si128(top, self.tagged);
+                let tops = _mm_unpacklo_epi64(top, _mm_srli_epi64::<7>(top));
+                self.stray = _mm_or_si128(self.stray, tops);
+                let dest = out.as_mut_ptr().cast::<__m128i>();
+                let high = _mm_set1_epi64x(!DATA_MASK as i64);
+                let field = |shift| _mm_and_si128(_mm_sll_epi64(tops, _mm_cvtsi32_si128(shift)), high);
+                for (j, pair) in [first, second, third, fourth].into_iter().enumerate() {
+                    let pair = _mm_xor_si128(pair, self.tagged);
+                    self.stray = _mm_or_si128(self.stray, pair);
+                    _mm_storeu_si128(dest.add(j), _mm_or_si128(pair, field(57 - 14 * j as i32)));
+                }
+            }
+            out
+        }
+
+        /// Whether every word [`Decoder::lane`] loaded carried the sequence.
+        #[inline]
+        pub(in crate::line) fn all_carry(&self) -> bool {
+            // SAFETY: register arithmetic; SSE2 is part of the x86-64 baseline.
+            let (low, high) = unsafe {
+                (_mm_cvtsi128_si64(self.stray), _mm_cvtsi128_si64(_mm_unpackhi_epi64(self.stray, self.stray)))
+            };
+            (low | high) as u64 >> DATA_BITS == 0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::line::word::{encode_request, word};
+    use proptest::prelude::*;
+
+    fn atomics(words: [u64; REQUEST_LANE_WORDS]) -> [AtomicU64; REQUEST_LANE_WORDS] {
+        words.map(AtomicU64::new)
+    }
+
+    proptest! {
+        #![proptest_config(crate::test_support::proptest_config())]
+
+        /// For any bytes, the native decode gives the scalar one's verdict (and its words when
+        /// they pass), and a well-formed lane decodes to its request.
+        #[test]
+        fn the_native_decode_is_the_scalar_one(lanes in proptest::collection::vec(any::<[u64; REQUEST_LANE_WORDS]>(), 1..4),
+                request in any::<[u64; SLOT_WORDS]>(), seq in 1u32..128, tagged in any::<bool>()) {
+            let (mut native, mut scalar) = (Decoder::new(seq), Scalar::new(seq));
+            for words in &lanes {
+                let words = if tagged { words.map(|w| word(w, seq)) } else { *words };
+                let words = atomics(words);
+                let (decoded, expected) = (native.lane(&words), scalar.lane(&words));
+                prop_assert_eq!(native.all_carry(), scalar.all_carry());
+                // What a failing take decoded is never served: only the words of one that passes
+                // must agree.
+                if scalar.all_carry() {
+                    prop_assert_eq!(decoded, expected);
+                }
+            }
+            let words = atomics(encode_request(&request, seq));
+            let expected = core::array::from_fn(|k| if k < CARRIED_REQUEST_WORDS { request[k] } else { 0 });
+            let mut fresh = Decoder::new(seq);
+            prop_assert_eq!(fresh.lane(&words), expected);
+            prop_assert!(fresh.all_carry());
+        }
+    }
+
+    /// A single word of another sequence, anywhere in any lane of a take, fails it.
+    #[test]
+    fn one_stray_word_fails_the_take() {
+        let seq = 5;
+        let good = encode_request(&[u64::MAX; SLOT_WORDS], seq);
+        for lanes in 1..4 {
+            for stray_lane in 0..lanes {
+                for k in 0..REQUEST_LANE_WORDS {
+                    for other in [0, seq - 1, seq + 1, 127] {
+                        let mut decoder = Decoder::new(seq);
+                        for lane in 0..lanes {
+                            let mut words = good;
+                            if lane == stray_lane {
+                                words[k] = word(words[k], other);
+                            }
+                            decoder.lane(&atomics(words));
+                        }
+                        assert!(
+                            !decoder.all_carry(),
+                            "word {k} of lane {stray_lane} of {lanes}, sequence {other}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
