@@ -11,33 +11,28 @@
 //! sequence bits in the accumulator, and nothing clears them). What a lane decoded is only a
 //! service's to see after that test passed (the take records the slots as written only then).
 //!
-//! Two implementations of the same arithmetic: on x86-64 (outside loom) the request words are
-//! rebuilt two at a time in SSE2 registers (part of the x86-64 baseline): the words are loaded
-//! with the same 8-byte atomic loads, each pair moved into one register, and one XOR, one OR, one
-//! shift pair and one OR decode both; elsewhere, and under loom, one word at a time. The tests
-//! check that both give the same words and the same verdict for any bytes.
+//! Two implementations of the same arithmetic. On x86-64 the request words are rebuilt two at a
+//! time in SSE2 registers (part of the x86-64 baseline): each line word is loaded with one aligned
+//! 8-byte access straight into a vector register (inline assembly: a Relaxed load compiles to the
+//! same access into a general register, from which LLVM would move each word), and one XOR, one
+//! OR, a shift, a mask and one OR decode a pair. Elsewhere, under loom (whose atomics are not the
+//! words' memory) and under Miri (which runs no inline assembly), one word at a time. The tests
+//! check that both give the same verdict, and the same words when it passes, for any bytes.
 
-#[cfg(any(test, not(all(target_arch = "x86_64", not(loom), not(miri)))))]
-use super::layout::CARRIED_REQUEST_WORDS;
-use super::layout::REQUEST_LANE_WORDS;
-use super::word::DATA_BITS;
-#[cfg(any(test, not(all(target_arch = "x86_64", not(loom), not(miri)))))]
-use super::word::{data_of, joined};
+use super::layout::{CARRIED_REQUEST_WORDS, REQUEST_LANE_WORDS};
+use super::word::{data_of, joined, DATA_BITS};
 use crate::lane::SLOT_WORDS;
-use crate::sync::AtomicU64;
-#[cfg(any(test, not(all(target_arch = "x86_64", not(loom), not(miri)))))]
-use crate::sync::Ordering;
+use crate::sync::{AtomicU64, Ordering};
 
 /// The decode of one take: the sequence's tag and the stray accumulator.
-pub(super) type Decoder = Native;
-
 #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-type Native = sse2::Decoder;
+pub(super) type Decoder = sse2::Decoder;
+/// The decode of one take: the sequence's tag and the stray accumulator.
 #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
-type Native = Scalar;
+pub(super) type Decoder = Scalar;
 
-/// The one-word-at-a-time decode (off x86-64, under loom, and in the tests as the reference).
-#[cfg(any(test, not(all(target_arch = "x86_64", not(loom), not(miri)))))]
+/// The one-word-at-a-time decode (off x86-64, under loom and Miri, and the tests' reference).
+#[cfg_attr(all(target_arch = "x86_64", not(loom), not(miri), not(test)), allow(dead_code))]
 pub(super) struct Scalar {
     /// The sequence in a line word's sequence bits.
     tagged: u64,
@@ -45,7 +40,7 @@ pub(super) struct Scalar {
     stray: u64,
 }
 
-#[cfg(any(test, not(all(target_arch = "x86_64", not(loom), not(miri)))))]
+#[cfg_attr(all(target_arch = "x86_64", not(loom), not(miri), not(test)), allow(dead_code))]
 impl Scalar {
     /// The decode of a take of sequence `seq`.
     #[inline]
@@ -120,16 +115,15 @@ mod sse2 {
 
     /// The two-words-at-a-time decode.
     pub(in crate::line) struct Decoder {
-        /// The same in both halves.
+        /// The sequence in a line word's sequence bits, in both halves.
         tagged: __m128i,
         /// Every loaded word XOR the tag, ORed together (in either half).
         stray: __m128i,
     }
 
-    // The SSE2 intrinsics below are safe functions in the toolchains that know the baseline
-    // enables SSE2, `unsafe` in the older ones the library supports (hence the blocks and
-    // `unused_unsafe`); none of them touches memory but `_mm_storeu_si128`, whose target is a
-    // local array.
+    // The SSE2 intrinsics below are safe to call in newer toolchains (the target enables SSE2)
+    // and `unsafe` in the older ones the library supports, hence the blocks and `unused_unsafe`;
+    // none of them touches memory but `_mm_storeu_si128`, whose target is a local array.
     #[allow(unused_unsafe)]
     impl Decoder {
         /// The decode of a take of sequence `seq`.
