@@ -1,7 +1,7 @@
 //! [`Host`]: the host's side of the line protocol, the scan that polls each packet's head, takes a request
 //! only when every word of it carries the head's sequence, serves it, and answers in line words.
 
-use super::decode::Decoder;
+use super::decode::decode_lanes;
 use super::incomplete::{Entries, Incomplete, Look, STALL_LOOKS};
 use super::layout::Request;
 use super::scratch::{own_memory, Place, Scratch, ScratchPayload};
@@ -200,11 +200,7 @@ impl Host<'_> {
         // are recorded as written whole once, for the whole mask, when every word carried `seq`;
         // a take that fails leaves the slots it wrote not recorded (zeroed before any service
         // sees them, if no later packet of the scan writes them whole).
-        let mut decoder = Decoder::new(seq);
-        for lane in lanes(activemask) {
-            scratch.write_slot(lane, decoder.lane(&request.lanes[lane]));
-        }
-        if !decoder.all_carry() {
+        if !decode_lanes(request, activemask, seq, scratch) {
             return None;
         }
         scratch.written_whole(activemask);
