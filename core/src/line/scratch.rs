@@ -18,8 +18,7 @@
 //! loom a payload's words are loom cells, for which all-zero bytes are no valid value, so there the
 //! payload is built normally ([`Payload::default`]) at the first write.
 
-use crate::lane::LANE_MASK;
-use crate::lane::{Payload, SLOT_WORDS};
+use crate::lane::{Payload, LANE_MASK, SLOT_WORDS};
 use crate::sync::PayloadMemory as Memory;
 
 /// Memory for the line protocol's host to copy requests into (a [`Payload`], 4 KB), kept by a
