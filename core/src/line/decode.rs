@@ -329,7 +329,9 @@ mod tests {
         let seq = 5;
         let request = request_of(&[u64::MAX], seq, true);
         for (name, take) in takes() {
-            for mask in [0b1, 0b1011, 0b1111_0000, u64::MAX] {
+            // Under Miri one mask (every take there runs each word through the interpreter).
+            let masks: &[u64] = if cfg!(miri) { &[0b101] } else { &[0b1, 0b1011, 0b1111_0000, u64::MAX] };
+            for &mask in masks {
                 assert!(run(take, &request, mask, seq).0, "{name}: mask {mask:#x} all carry {seq}");
                 for lane in lanes(mask) {
                     for k in 0..REQUEST_LANE_WORDS {
