@@ -1,13 +1,14 @@
 //! [`Host`]: the host's side of the line protocol, the scan that polls each packet's head, takes a request
 //! only when every word of it carries the head's sequence, serves it, and answers in line words.
 
+use super::decode::decode_lanes;
 use super::incomplete::{Entries, Incomplete, Look, STALL_LOOKS};
-use super::layout::{Request, CARRIED_REQUEST_WORDS};
+use super::layout::Request;
 use super::scratch::{own_memory, Place, Scratch, ScratchPayload};
 use super::view::View;
-use super::word::{carries, decode_activemask, decode_service, encode_reply, joined, seq_of, DATA_BITS};
+use super::word::{carries, decode_activemask, decode_service, encode_reply, seq_of};
 use crate::host::{sealed, DrainError, DrainHandler, DrainReport, PacketRequest};
-use crate::lane::{lanes, Payload, LANE_MASK, SLOT_WORDS};
+use crate::lane::{lanes, Payload, LANE_MASK};
 use crate::scan::DrainScope;
 use crate::sync::{fence, Ordering};
 use core::ops::Range;
@@ -180,7 +181,7 @@ impl Host<'_> {
 
     /// Decodes the active lanes of `request` into `scratch` if the mask word and every word of
     /// them carry `seq` (the head `head` does); returns the activemask (cut to the lanes that
-    /// exist), or `None` at the first lane that does not.
+    /// exist), or `None` if any of those words does not (every active lane is read either way).
     ///
     /// Never inlined: inlined into the scan, its lane loop loses registers to the scan's and
     /// spills (counted in `docs/performance.md`, "Line requests that never complete, and the line
@@ -194,34 +195,13 @@ impl Host<'_> {
             return None;
         }
         let activemask = decode_activemask(head, mask) & LANE_MASK;
-        // Each word XOR the sequence: its sequence bits are 0 exactly when the word carries
-        // `seq`, and then what is left is its data. Every word of the lane is loaded and each
-        // request word decoded (its data, and its top bits out of the packed word) straight into
-        // the scratch the service reads; the words are ORed together and their sequence bits
-        // checked once for the lane, fewer instructions than a test per word for the same
-        // answer. The slots are recorded as written whole once, for the whole mask, when every
-        // lane passed; a take that fails leaves the slots it wrote not recorded (zeroed before
-        // any service sees them, if no later packet of the scan writes them whole).
-        let tagged = u64::from(seq) << DATA_BITS;
-        for lane in lanes(activemask) {
-            let words = &request.lanes[lane];
-            let top = words[CARRIED_REQUEST_WORDS].load(Ordering::Relaxed) ^ tagged;
-            let mut stray = top;
-            for (k, word) in words[..CARRIED_REQUEST_WORDS].iter().enumerate() {
-                let low = word.load(Ordering::Relaxed) ^ tagged;
-                stray |= low;
-                scratch.write(lane, k, joined(low, top, k));
-            }
-            if stray >> DATA_BITS != 0 {
-                return None;
-            }
-            // The words the transport does not carry (none in production; all but the first
-            // under loom, see `CARRIED_REQUEST_WORDS`) are zero, as the wave's `write_lane`
-            // requires of them.
-            #[allow(clippy::reversed_empty_ranges)] // empty outside loom, on purpose
-            for k in CARRIED_REQUEST_WORDS..SLOT_WORDS {
-                scratch.write(lane, k, 0);
-            }
+        // Every active lane decoded straight into the scratch the service reads, and the
+        // sequences of all their words checked once for the take (`line/decode.rs`). The slots
+        // are recorded as written whole once, for the whole mask, when every word carried `seq`;
+        // a take that fails leaves the slots it wrote not recorded (zeroed before any service
+        // sees them, if no later packet of the scan writes them whole).
+        if !decode_lanes(request, activemask, seq, scratch) {
+            return None;
         }
         scratch.written_whole(activemask);
         Some(activemask)

@@ -32,7 +32,11 @@
 //! code runs, each loop to these constants): [`SEQ_MAX`] is 2, a wave has 2 lanes
 //! ([`LANES`](crate::LANES)), and a lane's request carries only its first word
 //! ([`CARRIED_REQUEST_WORDS`]: 2 line words instead of 9; the others must be zero). The
-//! production layout above is pinned by `const` asserts that hold outside loom only.
+//! production layout above is pinned by `const` asserts that hold outside loom only. One step has
+//! several implementations of the same arithmetic: the host's decode of a lane's words, four
+//! words at a time in AVX2 registers on the x86-64 CPUs that have it (checked at run time), two
+//! at a time in SSE2 registers on the others, and one at a time elsewhere, under loom and under
+//! Miri (`line/decode.rs`; its tests check that all give the same verdict and words).
 //!
 //! # Who writes what
 //!
@@ -133,6 +137,7 @@
 //! assert_eq!(submitted.wait(|| {}).reply(3), [42, u64::MAX - 1]);
 //! ```
 
+mod decode;
 mod host;
 mod incomplete;
 mod layout;

@@ -18,8 +18,7 @@
 //! loom a payload's words are loom cells, for which all-zero bytes are no valid value, so there the
 //! payload is built normally ([`Payload::default`]) at the first write.
 
-use crate::lane::Payload;
-use crate::lane::LANE_MASK;
+use crate::lane::{Payload, LANE_MASK, SLOT_WORDS};
 use crate::sync::PayloadMemory as Memory;
 
 /// Memory for the line protocol's host to copy requests into (a [`Payload`], 4 KB), kept by a
@@ -93,13 +92,15 @@ pub(super) fn own_memory() -> Memory {
 }
 
 impl Scratch<'_> {
-    /// Writes word `k` of lane `lane`'s slot.
+    /// Writes lane `lane`'s slot whole.
     ///
     /// # Panics
-    /// If `lane >= LANES` or `k >= SLOT_WORDS`.
+    /// If `lane >= LANES`.
     #[inline]
-    pub(super) fn write(&mut self, lane: usize, k: usize, value: u64) {
-        self.memory.write(lane, k, value);
+    pub(super) fn write_slot(&mut self, lane: usize, words: [u64; SLOT_WORDS]) {
+        for (k, word) in words.into_iter().enumerate() {
+            self.memory.write(lane, k, word);
+        }
     }
 
     /// Records that every word of the slots of the lanes of `lanes` has been written (a mask of
