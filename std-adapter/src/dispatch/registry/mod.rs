@@ -29,12 +29,14 @@ use std::sync::{Arc, RwLock};
 use crate::dispatch::panics::catch_service_panic;
 use crate::dispatch::unknown_ids::UnknownIds;
 use crate::error::Error;
-use crate::observe::counters::{Counters, EventTally};
+use crate::observe::counters::{thread_slot, Counters, EventTally, ShardSlot};
 use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, Stats};
 use crate::rate_limit::{error_limited, warn_limited};
-use serve::serve_entry;
+use serve::{serve_entry, Shards};
 
 mod serve;
+#[cfg(test)]
+mod tests;
 mod thread;
 
 pub use serve::error_reply;
@@ -254,13 +256,14 @@ impl Services {
         self.entries.read().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
     }
 
-    fn answer_unknown(&self, packet: &mut PacketRequest<'_>, buffer: Option<&BufferTally>) {
+    /// Answers a packet for an unknown service and counts it, in `slot`'s shards.
+    fn answer_unknown(&self, packet: &mut PacketRequest<'_>, buffer: Option<&BufferTally>, slot: ShardSlot) {
         reply_error_all(packet, ErrorCode::UnknownService);
         let lanes = u64::from(packet.activemask().count_ones());
-        self.unknown.count(lanes, lanes, None);
+        self.unknown.shard(slot).count(lanes, lanes, None, slot.alone);
         self.reasons.add(Reason::UnknownService, lanes);
         if let Some(buffer) = buffer {
-            buffer.counters.count(lanes, lanes, None);
+            buffer.counters.shard(slot).count(lanes, lanes, None, slot.alone);
             buffer.reasons.add(Reason::UnknownService, lanes);
         }
         self.unknown_ids.record(packet.service());
@@ -288,9 +291,17 @@ impl Dispatch for Services {
         // The serving path's guard relies on it (`ThreadDispatch::new` installs it once).
         crate::dispatch::panics::install_filter();
         let buffer = self.buffer_tally(packet.buffer());
+        let slot = thread_slot();
         match self.find(packet.service()) {
-            Some(entry) => serve_entry(&entry, packet, &self.reasons, buffer.as_deref(), None),
-            None => self.answer_unknown(packet, buffer.as_deref()),
+            Some(entry) => {
+                let shards = Shards {
+                    service: entry.counters.shard(slot),
+                    buffer: buffer.as_deref().map(|tally| tally.counters.shard(slot)),
+                    alone: slot.alone,
+                };
+                serve_entry(&entry, packet, &self.reasons, buffer.as_deref(), None, shards)
+            }
+            None => self.answer_unknown(packet, buffer.as_deref(), slot),
         }
     }
 

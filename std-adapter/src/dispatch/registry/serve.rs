@@ -7,7 +7,7 @@ use std::cell::Cell;
 
 use super::{Entry, Handler};
 use crate::dispatch::panics::{catch_in_scope, catch_service_panic};
-use crate::observe::counters::Timing;
+use crate::observe::counters::{Shard, Timing};
 use crate::observe::histogram::ticks;
 use crate::observe::scope::{Scope, Sink};
 use crate::observe::{BufferTally, Reason, ReasonTally};
@@ -126,15 +126,26 @@ fn after_panic(
     }
 }
 
-/// Serves a packet with a registered service and counts it: for the service (with its service
-/// time, and its queue wait since `poll_start` if known) and for its buffer; refusals the service
-/// counts ([`crate::observe::count`]) go to `reasons` and the buffer's.
+/// Where a packet is counted: a shard of its service's counters and one of its buffer's (none
+/// when its buffer is not counted), with whether the caller adds to them alone
+/// ([`ShardSlot::alone`](crate::observe::counters::ShardSlot::alone)).
+#[derive(Clone, Copy)]
+pub(super) struct Shards<'a> {
+    pub(super) service: &'a Shard,
+    pub(super) buffer: Option<&'a Shard>,
+    pub(super) alone: bool,
+}
+
+/// Serves a packet with a registered service and counts it in `shards`: for the service (with
+/// its service time, and its queue wait since `poll_start` if known) and for its buffer;
+/// refusals the service counts ([`crate::observe::count`]) go to `reasons` and the buffer's.
 pub(super) fn serve_entry(
     entry: &Entry,
     packet: &mut PacketRequest<'_>,
     reasons: &ReasonTally,
     buffer: Option<&BufferTally>,
     poll_start: Option<u64>,
+    shards: Shards<'_>,
 ) {
     let start = ticks();
     let sink = Sink { registry: reasons, buffer };
@@ -160,9 +171,9 @@ pub(super) fn serve_entry(
         queue_wait: poll_start.map(|poll| start.saturating_sub(poll)),
     };
     let lanes = lane_count(packet.activemask());
-    entry.counters.count(lanes, errors, Some(timing));
-    if let Some(buffer) = buffer {
-        buffer.counters.count(lanes, errors, None);
+    shards.service.count(lanes, errors, Some(timing), shards.alone);
+    if let Some(buffer) = shards.buffer {
+        buffer.count(lanes, errors, None, shards.alone);
     }
 }
 

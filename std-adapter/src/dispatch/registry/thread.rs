@@ -6,8 +6,9 @@ use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::serve::serve_entry;
+use super::serve::{serve_entry, Shards};
 use super::{Entry, IdMap, Services};
+use crate::observe::counters::{Shard, ShardLease};
 use crate::observe::histogram::ticks;
 use crate::observe::{BufferTally, SortedTallies};
 
@@ -21,6 +22,10 @@ pub struct ThreadDispatch<'a> {
     hot: Hot,
     /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks.
     poll_start: Cell<Option<u64>>,
+    /// The shard of every counter this dispatcher adds to (its own, not its thread's: the
+    /// dispatcher is not `Send`, so it is only ever used on one thread, and its shards are found
+    /// at a look-up, kept in `hot`).
+    lease: ShardLease,
 }
 
 /// The last packet's service and buffer and what they were looked up to, with the generations
@@ -39,6 +44,18 @@ struct Hot {
     entry: Cell<*const Entry>,
     /// The buffer's tally, null if it is not counted: an `Arc` in `Cache::buffers`.
     tally: Cell<*const BufferTally>,
+    /// This dispatcher's shards of the entry's counters and of the tally's (null with `tally`).
+    service_shard: Cell<*const Shard>,
+    buffer_shard: Cell<*const Shard>,
+}
+
+/// What a look-up finds: the pointers `Hot` keeps.
+#[derive(Clone, Copy)]
+struct Found {
+    entry: *const Entry,
+    tally: *const BufferTally,
+    service_shard: *const Shard,
+    buffer_shard: *const Shard,
 }
 
 /// What a [`ThreadDispatch`] copied from its registry.
@@ -75,23 +92,21 @@ impl<'a> ThreadDispatch<'a> {
                 buffer: Cell::new(0),
                 entry: Cell::new(ptr::null()),
                 tally: Cell::new(ptr::null()),
+                service_shard: Cell::new(ptr::null()),
+                buffer_shard: Cell::new(ptr::null()),
             },
             poll_start: Cell::new(None),
+            lease: ShardLease::take(),
         }
     }
 
-    /// The entry of `service` and the tally of `buffer` (null where none), as of the registry's
-    /// `generation` and the buffer counters' `buffers_generation`: copies the registry again if
-    /// it changed since the last copy, looks both up in the copy and keeps them in `hot`.
+    /// The entry of `service` and the tally of `buffer` (null where none), with this
+    /// dispatcher's shards of their counters, as of the registry's `generation` and the buffer
+    /// counters' `buffers_generation`: copies the registry again if it changed since the last
+    /// copy, looks both up in the copy and keeps them in `hot`.
     #[cold]
     #[inline(never)]
-    fn look_up(
-        &self,
-        generation: u64,
-        buffers_generation: u64,
-        service: u32,
-        buffer: usize,
-    ) -> (*const Entry, *const BufferTally) {
+    fn look_up(&self, generation: u64, buffers_generation: u64, service: u32, buffer: usize) -> Found {
         let mut cache = self.cache.borrow_mut();
         if cache.generation != generation {
             let entries = self.services.entries.read().unwrap_or_else(|p| p.into_inner());
@@ -104,24 +119,37 @@ impl<'a> ThreadDispatch<'a> {
             cache.buffers = self.services.buffers.copy();
             cache.buffers_generation = buffers_generation;
         }
-        let entry = cache.ids.get(&service).map_or(ptr::null(), |&at| Arc::as_ptr(&cache.entries[at]));
-        let tally = cache
-            .buffers
-            .binary_search_by_key(&buffer, |(b, _)| *b)
-            .map_or(ptr::null(), |at| Arc::as_ptr(&cache.buffers[at].1));
+        let slot = self.lease.slot();
+        let entry = cache.ids.get(&service).map(|&at| &*cache.entries[at]);
+        let tally =
+            cache.buffers.binary_search_by_key(&buffer, |(b, _)| *b).ok().map(|at| &*cache.buffers[at].1);
+        let found = Found {
+            entry: entry.map_or(ptr::null(), ptr::from_ref),
+            tally: tally.map_or(ptr::null(), ptr::from_ref),
+            service_shard: entry.map_or(ptr::null(), |entry| entry.counters.shard(slot)),
+            buffer_shard: tally.map_or(ptr::null(), |tally| tally.counters.shard(slot)),
+        };
         let hot = &self.hot;
         hot.generation.set(generation);
         hot.buffers_generation.set(buffers_generation);
         hot.service.set(service);
         hot.buffer.set(buffer);
-        hot.entry.set(entry);
-        hot.tally.set(tally);
-        (entry, tally)
+        hot.entry.set(found.entry);
+        hot.tally.set(found.tally);
+        hot.service_shard.set(found.service_shard);
+        hot.buffer_shard.set(found.buffer_shard);
+        found
     }
 
     /// A poll starts now: the queue wait of the packets it finds counts from here.
     pub(crate) fn poll_started(&self) {
         self.poll_start.set(Some(ticks()));
+    }
+
+    /// A poll found no packet: counted in this dispatcher's shard (a listener thread counts
+    /// everything it counts through its dispatcher, so it holds one shard, not two).
+    pub(crate) fn empty_scan(&self) {
+        self.services.events.empty_scan(self.lease.slot());
     }
 
     /// The registry this dispatcher serves.
@@ -141,12 +169,17 @@ impl Dispatch for ThreadDispatch<'_> {
         let buffers_generation = self.services.buffers.generation();
         let (service, buffer) = (packet.service(), packet.buffer());
         let hot = &self.hot;
-        let (entry, tally) = if hot.generation.get() == generation
+        let found = if hot.generation.get() == generation
             && hot.buffers_generation.get() == buffers_generation
             && hot.service.get() == service
             && hot.buffer.get() == buffer
         {
-            (hot.entry.get(), hot.tally.get())
+            Found {
+                entry: hot.entry.get(),
+                tally: hot.tally.get(),
+                service_shard: hot.service_shard.get(),
+                buffer_shard: hot.buffer_shard.get(),
+            }
         } else {
             self.look_up(generation, buffers_generation, service, buffer)
         };
@@ -157,14 +190,22 @@ impl Dispatch for ThreadDispatch<'_> {
         // SAFETY: a non-null `tally` points into an `Arc` of `cache.buffers`, which only
         // `look_up` replaces (and sets `hot` again), and the borrow just above keeps `look_up`
         // out until the packet is served: the `Arc` outlives this reference.
-        let tally = unsafe { tally.as_ref() };
+        let tally = unsafe { found.tally.as_ref() };
         // SAFETY: as for `tally`, with `entry` in `cache.entries`. Served through this borrow,
         // not a clone of the `Arc`: a clone would be an atomic add on the entry's reference
         // count, a line every thread writes.
-        match unsafe { entry.as_ref() } {
-            Some(entry) => serve_entry(entry, packet, &self.services.reasons, tally, self.poll_start.get()),
-            None => self.services.answer_unknown(packet, tally),
-        }
+        let Some(entry) = (unsafe { found.entry.as_ref() }) else {
+            return self.services.answer_unknown(packet, tally, self.lease.slot());
+        };
+        let shards = Shards {
+            // SAFETY: a non-null `entry` comes with its shard, in the entry's counters: as for
+            // `entry`.
+            service: unsafe { &*found.service_shard },
+            // SAFETY: non-null with `tally`, in the tally's counters: as for `tally`.
+            buffer: unsafe { found.buffer_shard.as_ref() },
+            alone: self.lease.slot().alone,
+        };
+        serve_entry(entry, packet, &self.services.reasons, tally, self.poll_start.get(), shards);
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {

@@ -1,0 +1,68 @@
+//! The registry's per-packet path: what a listener thread's dispatcher counts.
+
+use super::Services;
+use hostcall_core::stack::{Header, Prefix, View};
+use hostcall_core::{Dispatch, Host as _, PacketRequest, Payload, Protocol, LANES};
+
+/// Serves `packets` packets of `lanes` lanes of service `service` through `dispatch`, on a
+/// stack buffer of two packets (its host's `buffer()` is 0).
+fn serve(dispatch: &dyn Dispatch, service: u32, packets: u64, lanes: usize) {
+    let prefix = Prefix::default();
+    let headers = [Header::default(), Header::default()];
+    let payloads = [Payload::default(), Payload::default()];
+    let view = View::from_parts(&prefix, &headers, &payloads).unwrap();
+    view.init(0, 0);
+    let activemask = if lanes == LANES { u64::MAX } else { (1 << lanes) - 1 };
+    for i in 0..packets {
+        let mut claimed = view.claim().unwrap().unwrap();
+        for lane in 0..lanes {
+            claimed.write_lane(lane, &[i, 0, 0, 0, 0, 0, 0, 0]);
+        }
+        let submitted = claimed.submit(service, activemask);
+        view.host().drain(&mut |p: &mut PacketRequest<'_>| dispatch.dispatch(p));
+        drop(submitted.wait(|| {}));
+    }
+}
+
+/// More listener threads than exclusive shards, each with its dispatcher, serving at once: no
+/// packet, lane, error or timing is lost, for the service or for the buffer (two dispatchers
+/// adding with plain stores to one shard would lose some).
+#[test]
+fn dispatchers_beyond_the_exclusive_shards_lose_no_count() {
+    let services = Services::new();
+    services
+        .register_lane(7, "odd", |r| {
+            if r[0] % 2 == 1 {
+                Ok([r[0], 0])
+            } else {
+                Err(hostcall_core::ErrorCode::BadRequest)
+            }
+        })
+        .unwrap();
+    let _counted = services.count_buffer(0, Protocol::Stack, 2);
+    let per_thread = if cfg!(miri) { 20 } else { 4_000u64 };
+    let threads = 2 * crate::observe::counters::EXCLUSIVE_SHARDS as u64 + 3;
+    let barrier = std::sync::Barrier::new(threads as usize);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let dispatch = services.dispatcher();
+                barrier.wait();
+                serve(&dispatch, 7, per_thread, 2);
+                dispatch.empty_scan();
+            });
+        }
+    });
+    let stats = services.stats();
+    let odd = &stats.services[&7].1;
+    let packets = threads * per_thread;
+    assert_eq!((odd.packets, odd.lane_calls, odd.errors), (packets, 2 * packets, packets));
+    assert_eq!(
+        (odd.service_time.count(), odd.queue_wait.count()),
+        (packets, 0),
+        "no poll start: no queue wait"
+    );
+    let buffer = &stats.buffers[&0];
+    assert_eq!((buffer.packets, buffer.lane_calls, buffer.errors), (packets, 2 * packets, packets));
+    assert_eq!(stats.events.empty_scans, threads);
+}
