@@ -97,9 +97,9 @@ type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
 /// The registry a listener dispatches through.
 #[derive(Default)]
 pub struct Services {
+    /// Every change of it is a new generation of `buffers` ([`BufferTallies::changed`]), so
+    /// [`ThreadDispatch`] caches know to refresh.
     entries: RwLock<IdMap<Arc<Entry>>>,
-    /// Bumped on every change of `entries`, so [`ThreadDispatch`] caches know to refresh.
-    generation: AtomicU64,
     unknown: Counters,
     unknown_ids: UnknownIds,
     malformed: AtomicU64,
@@ -161,8 +161,7 @@ impl Services {
     pub fn unregister(&self, id: u32) -> bool {
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         let removed = entries.remove(&id).is_some();
-        // Release: pairs with the Acquire load in `ThreadDispatch::dispatch`.
-        self.generation.fetch_add(1, Ordering::Release);
+        self.buffers.changed();
         removed
     }
 
@@ -247,8 +246,7 @@ impl Services {
             return Err(Error::ServiceTaken(id));
         }
         entries.insert(id, Arc::new(Entry { name: name.to_owned(), handler, counters: Counters::default() }));
-        // Release: pairs with the Acquire load in `ThreadDispatch::dispatch`.
-        self.generation.fetch_add(1, Ordering::Release);
+        self.buffers.changed();
         Ok(())
     }
 

@@ -66,3 +66,28 @@ fn dispatchers_beyond_the_exclusive_shards_lose_no_count() {
     assert_eq!((buffer.packets, buffer.lane_calls, buffer.errors), (packets, 2 * packets, packets));
     assert_eq!(stats.events.empty_scans, threads);
 }
+
+/// A dispatcher's copies follow the registry: a service registered or removed, and a buffer
+/// counted, after its last packet are seen at its next one (one generation covers both).
+#[test]
+fn a_dispatcher_sees_registrations_and_counted_buffers_at_its_next_packet() {
+    let services = Services::new();
+    let dispatch = services.dispatcher();
+    serve(&dispatch, 7, 1, 1);
+    assert_eq!(services.stats().unknown.packets, 1, "nothing registered yet");
+    services.register_lane(7, "echo", |r| Ok([r[0], 0])).unwrap();
+    serve(&dispatch, 7, 1, 1);
+    assert_eq!(services.stats().services[&7].1.packets, 1, "seen once registered");
+    let _counted = services.count_buffer(0, Protocol::Stack, 2);
+    serve(&dispatch, 7, 1, 1);
+    let stats = services.stats();
+    assert_eq!(
+        (stats.services[&7].1.packets, stats.buffers[&0].packets),
+        (2, 1),
+        "the buffer counted from now on"
+    );
+    assert!(services.unregister(7));
+    serve(&dispatch, 7, 1, 1);
+    let stats = services.stats();
+    assert_eq!((stats.unknown.packets, stats.buffers[&0].packets), (2, 2), "unknown again once removed");
+}

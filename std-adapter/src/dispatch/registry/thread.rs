@@ -3,7 +3,6 @@
 use hostcall_core::{Dispatch, DrainError, PacketRequest};
 use std::cell::{Cell, RefCell};
 use std::ptr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::serve::{serve_entry, Shards};
@@ -28,16 +27,15 @@ pub struct ThreadDispatch<'a> {
     lease: ShardLease,
 }
 
-/// The last packet's service and buffer and what they were looked up to, with the generations
-/// of the copies the look-ups were made in: the packets of a drain mostly come from one buffer
-/// and call one service, so a packet like the last one (while nothing was registered or removed)
-/// is served with two loads of the generations and four compares, no borrow of the cache and no
+/// The last packet's service and buffer and what they were looked up to, with the generation of
+/// the copies the look-ups were made in: the packets of a drain mostly come from one buffer and
+/// call one service, so a packet like the last one (while nothing was registered or removed) is
+/// served with one load of the generation and three compares, no borrow of the cache and no
 /// index into it.
 struct Hot {
-    /// `Cache::generation` and `Cache::buffers_generation` when the pointers below were taken
-    /// (`u64::MAX`: never, so the first packet takes the slow path).
+    /// `Cache::generation` when the pointers below were taken (`u64::MAX`: never, so the first
+    /// packet takes the slow path).
     generation: Cell<u64>,
-    buffers_generation: Cell<u64>,
     service: Cell<u32>,
     buffer: Cell<usize>,
     /// The service's entry, null if it is not registered: an `Arc` in `Cache::entries`.
@@ -60,14 +58,13 @@ struct Found {
 
 /// What a [`ThreadDispatch`] copied from its registry.
 struct Cache {
-    /// The registry's generation when `entries` was copied (`u64::MAX`: never).
+    /// The generation of the registry's services and buffer counters (one version of both:
+    /// `BufferTallies::generation`) when `entries` and `buffers` were copied (`u64::MAX`: never).
     generation: u64,
     /// The registered entries, and the index in it of each service id.
     entries: Vec<Arc<Entry>>,
     ids: IdMap<usize>,
-    /// The buffer counters' generation when `buffers` was copied, and the copy, sorted by base
-    /// address.
-    buffers_generation: u64,
+    /// The buffer counters' copy, sorted by base address.
     buffers: SortedTallies,
 }
 
@@ -82,12 +79,10 @@ impl<'a> ThreadDispatch<'a> {
                 generation: u64::MAX,
                 entries: Vec::new(),
                 ids: IdMap::default(),
-                buffers_generation: u64::MAX,
                 buffers: Vec::new(),
             }),
             hot: Hot {
                 generation: Cell::new(u64::MAX),
-                buffers_generation: Cell::new(u64::MAX),
                 service: Cell::new(0),
                 buffer: Cell::new(0),
                 entry: Cell::new(ptr::null()),
@@ -101,23 +96,21 @@ impl<'a> ThreadDispatch<'a> {
     }
 
     /// The entry of `service` and the tally of `buffer` (null where none), with this
-    /// dispatcher's shards of their counters, as of the registry's `generation` and the buffer
-    /// counters' `buffers_generation`: copies the registry again if it changed since the last
-    /// copy, looks both up in the copy and keeps them in `hot`.
+    /// dispatcher's shards of their counters, as of `generation` (of the registry's services and
+    /// buffer counters): copies both again if it changed since the last copy, looks both up in
+    /// the copy and keeps them in `hot`.
     #[cold]
     #[inline(never)]
-    fn look_up(&self, generation: u64, buffers_generation: u64, service: u32, buffer: usize) -> Found {
+    fn look_up(&self, generation: u64, service: u32, buffer: usize) -> Found {
         let mut cache = self.cache.borrow_mut();
         if cache.generation != generation {
             let entries = self.services.entries.read().unwrap_or_else(|p| p.into_inner());
             cache.entries = entries.values().cloned().collect();
             // The same map's keys, in the same order as its values just above.
             cache.ids = entries.keys().enumerate().map(|(at, &id)| (id, at)).collect();
-            cache.generation = generation;
-        }
-        if cache.buffers_generation != buffers_generation {
+            drop(entries);
             cache.buffers = self.services.buffers.copy();
-            cache.buffers_generation = buffers_generation;
+            cache.generation = generation;
         }
         let slot = self.lease.slot();
         let entry = cache.ids.get(&service).map(|&at| &*cache.entries[at]);
@@ -131,7 +124,6 @@ impl<'a> ThreadDispatch<'a> {
         };
         let hot = &self.hot;
         hot.generation.set(generation);
-        hot.buffers_generation.set(buffers_generation);
         hot.service.set(service);
         hot.buffer.set(buffer);
         hot.entry.set(found.entry);
@@ -160,17 +152,15 @@ impl<'a> ThreadDispatch<'a> {
 
 impl Dispatch for ThreadDispatch<'_> {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
-        // Acquire (both): pairs with the Release increments in `Services::insert` and
-        // `unregister`, and in `BufferTallies::serve` and `ServedBuffer::release`, so a copy made
-        // after seeing a generation holds what that generation names. (A packet submitted after
-        // a registration returned is served after it anyway: the packet's own Release/Acquire
-        // hand-off orders the increment before these loads.)
-        let generation = self.services.generation.load(Ordering::Acquire);
-        let buffers_generation = self.services.buffers.generation();
+        // Acquire (in `generation`): pairs with the Release increments of `BufferTallies::changed`
+        // (from `Services::insert` and `unregister`), `BufferTallies::serve` and
+        // `ServedBuffer::release`, so a copy made after seeing a generation holds what that
+        // generation names. (A packet submitted after a registration returned is served after it
+        // anyway: the packet's own Release/Acquire hand-off orders the increment before this load.)
+        let generation = self.services.buffers.generation();
         let (service, buffer) = (packet.service(), packet.buffer());
         let hot = &self.hot;
         let found = if hot.generation.get() == generation
-            && hot.buffers_generation.get() == buffers_generation
             && hot.service.get() == service
             && hot.buffer.get() == buffer
         {
@@ -181,7 +171,7 @@ impl Dispatch for ThreadDispatch<'_> {
                 buffer_shard: hot.buffer_shard.get(),
             }
         } else {
-            self.look_up(generation, buffers_generation, service, buffer)
+            self.look_up(generation, service, buffer)
         };
         // Held while the packet is served: a `look_up` from inside the service (a dispatch
         // re-entered through this dispatcher) panics on its `borrow_mut` instead of replacing
