@@ -76,11 +76,11 @@ pub(crate) fn serve_lanes_guarded(
     }
 }
 
-/// Serves every active lane with `handler`, as [`serve_lanes_guarded`] does, inside the refusal
-/// scope `serve_entry` entered (whose filter knows a panic here is a service's:
+/// Serves every active lane with `handler` (`entry`'s), as [`serve_lanes_guarded`] does, inside
+/// the refusal scope `serve_entry` entered (whose filter knows a panic here is a service's:
 /// [`catch_in_scope`]). Returns the error count.
 #[inline]
-fn serve_lanes_in_scope(name: &str, packet: &mut PacketRequest<'_>, handler: &dyn LaneService) -> u64 {
+fn serve_lanes_in_scope(entry: &Entry, packet: &mut PacketRequest<'_>, handler: &dyn LaneService) -> u64 {
     // The lane being served: the one that panicked, when the guard catches a panic.
     let serving = Cell::new(0usize);
     let served = catch_in_scope(|| {
@@ -91,7 +91,8 @@ fn serve_lanes_in_scope(name: &str, packet: &mut PacketRequest<'_>, handler: &dy
     });
     match served {
         Ok(errors) => u64::from(errors),
-        Err(panic) => after_panic(name, packet, handler, serving.get(), panic),
+        // The entry, not its name and handler: one word the panic's landing pad keeps.
+        Err(panic) => after_panic(entry, packet, serving.get(), panic),
     }
 }
 
@@ -100,13 +101,10 @@ fn serve_lanes_in_scope(name: &str, packet: &mut PacketRequest<'_>, handler: &dy
 /// the packet's error count.
 #[cold]
 #[inline(never)]
-fn after_panic(
-    name: &str,
-    packet: &mut PacketRequest<'_>,
-    handler: &dyn LaneService,
-    mut lane: usize,
-    mut panic: String,
-) -> u64 {
+fn after_panic(entry: &Entry, packet: &mut PacketRequest<'_>, mut lane: usize, mut panic: String) -> u64 {
+    // Always a lane handler: only one is served lane by lane.
+    let Handler::Lane(handler) = &entry.handler else { return u64::from(packet.error_lanes()) };
+    let name = &entry.name;
     let serving = Cell::new(0usize);
     loop {
         crate::observe::count(Reason::HandlerPanic);
@@ -151,7 +149,7 @@ pub(super) fn serve_entry(
     let sink = Sink { registry: reasons, buffer };
     let scope = Scope::enter(&sink);
     let errors = match &entry.handler {
-        Handler::Lane(handler) => serve_lanes_in_scope(&entry.name, packet, &**handler),
+        Handler::Lane(handler) => serve_lanes_in_scope(entry, packet, &**handler),
         Handler::Packet(service) => {
             if let Err(panic) = catch_service_panic(|| service.serve(packet)) {
                 error_limited!("service {} panicked ({panic}); packet answered with errors", entry.name);
