@@ -91,3 +91,40 @@ fn a_dispatcher_sees_registrations_and_counted_buffers_at_its_next_packet() {
     let stats = services.stats();
     assert_eq!((stats.unknown.packets, stats.buffers[&0].packets), (2, 2), "unknown again once removed");
 }
+
+thread_local! {
+    /// The dispatcher the test below serves through, for its service to dispatch through again.
+    static OUTER: std::cell::Cell<*const super::ThreadDispatch<'static>> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// A service that registers another and dispatches a packet to it through its own dispatcher:
+/// the copies the outer packet is served from stay (the inner packet needs a new look-up, and is
+/// served by the registry itself: no queue wait, which only the dispatcher knows), and both
+/// packets are served and counted.
+#[test]
+fn a_dispatch_reentered_from_a_service_leaves_the_outer_packets_copies() {
+    let services: &'static Services = Box::leak(Box::new(Services::new()));
+    services
+        .register_lane(7, "outer", move |r| {
+            services.register_lane(8, "inner", |r| Ok([r[0] + 1, 0])).unwrap();
+            let outer = OUTER.with(|o| o.get());
+            // SAFETY: set below to the dispatcher serving this packet, on this thread, which
+            // outlives the call.
+            serve(unsafe { &*outer }, 8, 1, 1);
+            Ok([r[0], 0])
+        })
+        .unwrap();
+    let dispatch: super::ThreadDispatch<'static> = services.dispatcher();
+    OUTER.with(|o| o.set(&dispatch));
+    dispatch.poll_started();
+    serve(&dispatch, 7, 1, 1);
+    OUTER.with(|o| o.set(std::ptr::null()));
+    let stats = services.stats();
+    let (outer, inner) = (&stats.services[&7].1, &stats.services[&8].1);
+    assert_eq!((outer.packets, outer.errors, inner.packets, inner.errors), (1, 0, 1, 0), "{stats}");
+    assert_eq!(
+        (outer.queue_wait.count(), inner.queue_wait.count()),
+        (1, 0),
+        "the inner one through the registry"
+    );
+}

@@ -21,6 +21,9 @@ pub struct ThreadDispatch<'a> {
     hot: Hot,
     /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks.
     poll_start: Cell<Option<u64>>,
+    /// How many packets this dispatcher is serving now (more than one: a service dispatched
+    /// through it again). `look_up` replaces the copies `hot` points into only at 0.
+    serving: Cell<u32>,
     /// The shard of every counter this dispatcher adds to (its own, not its thread's: the
     /// dispatcher is not `Send`, so it is only ever used on one thread, and its shards are found
     /// at a look-up, kept in `hot`).
@@ -91,6 +94,7 @@ impl<'a> ThreadDispatch<'a> {
                 buffer_shard: Cell::new(ptr::null()),
             },
             poll_start: Cell::new(None),
+            serving: Cell::new(0),
             lease: ShardLease::take(),
         }
     }
@@ -150,6 +154,24 @@ impl<'a> ThreadDispatch<'a> {
     }
 }
 
+/// One packet being served by a dispatcher (its `serving` count, taken back when dropped).
+struct Serving<'d>(&'d Cell<u32>);
+
+impl<'d> Serving<'d> {
+    #[inline]
+    fn enter(serving: &'d Cell<u32>) -> Self {
+        serving.set(serving.get() + 1);
+        Self(serving)
+    }
+}
+
+impl Drop for Serving<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
+}
+
 impl Dispatch for ThreadDispatch<'_> {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
         // Acquire (in `generation`): pairs with the Release increments of `BufferTallies::changed`
@@ -170,16 +192,20 @@ impl Dispatch for ThreadDispatch<'_> {
                 service_shard: hot.service_shard.get(),
                 buffer_shard: hot.buffer_shard.get(),
             }
-        } else {
+        } else if self.serving.get() == 0 {
             self.look_up(generation, service, buffer)
+        } else {
+            // Re-entered from inside a service: the copies stay as they are (the outer packet
+            // points into them), and this packet is served by the registry itself.
+            return self.services.dispatch(packet);
         };
-        // Held while the packet is served: a `look_up` from inside the service (a dispatch
-        // re-entered through this dispatcher) panics on its `borrow_mut` instead of replacing
-        // the copies `entry` and `tally` point into.
-        let _serving = self.cache.borrow();
+        // Counted while the packet is served, so that a dispatch re-entered from inside the
+        // service does not `look_up` (just above) and replace the copies `entry` and `tally`
+        // point into; undone also when the service unwinds.
+        let _serving = Serving::enter(&self.serving);
         // SAFETY: a non-null `tally` points into an `Arc` of `cache.buffers`, which only
-        // `look_up` replaces (and sets `hot` again), and the borrow just above keeps `look_up`
-        // out until the packet is served: the `Arc` outlives this reference.
+        // `look_up` replaces (and sets `hot` again), and `_serving` keeps `look_up` out until
+        // the packet is served: the `Arc` outlives this reference.
         let tally = unsafe { found.tally.as_ref() };
         // SAFETY: as for `tally`, with `entry` in `cache.entries`. Served through this borrow,
         // not a clone of the `Arc`: a clone would be an atomic add on the entry's reference
