@@ -78,8 +78,9 @@ pub(crate) fn serve_lanes_guarded(
 
 /// Serves every active lane with `handler` (`entry`'s), as [`serve_lanes_guarded`] does, inside
 /// the refusal scope `serve_entry` entered (whose filter knows a panic here is a service's:
-/// [`catch_in_scope`]). Returns the error count.
-#[inline]
+/// [`catch_in_scope`]). Returns the error count. Not inlined: the lane loop keeps its few
+/// values in registers of its own, and the dispatcher that calls `serve_entry` keeps the counting.
+#[inline(never)]
 fn serve_lanes_in_scope(entry: &Entry, packet: &mut PacketRequest<'_>, handler: &dyn LaneService) -> u64 {
     // The lane being served: the one that panicked, when the guard catches a panic.
     let serving = Cell::new(0usize);
@@ -137,6 +138,9 @@ pub(super) struct Shards<'a> {
 /// Serves a packet with a registered service and counts it in `shards`: for the service (with
 /// its service time, and its queue wait since `poll_start` if known) and for its buffer;
 /// refusals the service counts ([`crate::observe::count`]) go to `reasons` and the buffer's.
+/// Inlined: into a listener thread's dispatcher, so that what it found (the entry, the shards)
+/// stays in its registers for the counting after the service.
+#[inline(always)]
 pub(super) fn serve_entry(
     entry: &Entry,
     packet: &mut PacketRequest<'_>,
