@@ -50,15 +50,6 @@ struct Hot {
     buffer_shard: Cell<*const Shard>,
 }
 
-/// What a look-up finds: the pointers `Hot` keeps.
-#[derive(Clone, Copy)]
-struct Found {
-    entry: *const Entry,
-    tally: *const BufferTally,
-    service_shard: *const Shard,
-    buffer_shard: *const Shard,
-}
-
 /// What a [`ThreadDispatch`] copied from its registry.
 struct Cache {
     /// The generation of the registry's services and buffer counters (one version of both:
@@ -103,10 +94,11 @@ impl<'a> ThreadDispatch<'a> {
     /// The entry of `service` and the tally of `buffer` (null where none), with this
     /// dispatcher's shards of their counters, as of `generation` (of the registry's services and
     /// buffer counters): copies both again if it changed since the last copy, looks both up in
-    /// the copy and keeps them in `hot`.
+    /// the copy and keeps them in `hot` (where the packet is served from, read again: copied out
+    /// through a return value, they would be one more copy on the hot path's stack).
     #[cold]
     #[inline(never)]
-    fn look_up(&self, generation: u64, service: u32, buffer: usize) -> Found {
+    fn look_up(&self, generation: u64, service: u32, buffer: usize) {
         let mut cache = self.cache.borrow_mut();
         if cache.generation != generation {
             let entries = self.services.entries.read().unwrap_or_else(|p| p.into_inner());
@@ -121,21 +113,14 @@ impl<'a> ThreadDispatch<'a> {
         let entry = cache.ids.get(&service).map(|&at| &*cache.entries[at]);
         let tally =
             cache.buffers.binary_search_by_key(&buffer, |(b, _)| *b).ok().map(|at| &*cache.buffers[at].1);
-        let found = Found {
-            entry: entry.map_or(ptr::null(), ptr::from_ref),
-            tally: tally.map_or(ptr::null(), ptr::from_ref),
-            service_shard: entry.map_or(ptr::null(), |entry| entry.counters.shard(slot)),
-            buffer_shard: tally.map_or(ptr::null(), |tally| tally.counters.shard(slot)),
-        };
         let hot = &self.hot;
         hot.generation.set(generation);
         hot.service.set(service);
         hot.buffer.set(buffer);
-        hot.entry.set(found.entry);
-        hot.tally.set(found.tally);
-        hot.service_shard.set(found.service_shard);
-        hot.buffer_shard.set(found.buffer_shard);
-        found
+        hot.entry.set(entry.map_or(ptr::null(), ptr::from_ref));
+        hot.tally.set(tally.map_or(ptr::null(), ptr::from_ref));
+        hot.service_shard.set(entry.map_or(ptr::null(), |entry| entry.counters.shard(slot)));
+        hot.buffer_shard.set(tally.map_or(ptr::null(), |tally| tally.counters.shard(slot)));
     }
 
     /// A poll starts now: the queue wait of the packets it finds counts from here.
@@ -183,23 +168,14 @@ impl Dispatch for ThreadDispatch<'_> {
         let generation = self.services.buffers.generation();
         let (service, buffer) = (packet.service(), packet.buffer());
         let hot = &self.hot;
-        let found = if hot.generation.get() == generation
-            && hot.service.get() == service
-            && hot.buffer.get() == buffer
-        {
-            Found {
-                entry: hot.entry.get(),
-                tally: hot.tally.get(),
-                service_shard: hot.service_shard.get(),
-                buffer_shard: hot.buffer_shard.get(),
+        if hot.generation.get() != generation || hot.service.get() != service || hot.buffer.get() != buffer {
+            if self.serving.get() != 0 {
+                // Re-entered from inside a service: the copies stay as they are (the outer
+                // packet points into them), and this packet is served by the registry itself.
+                return self.services.dispatch(packet);
             }
-        } else if self.serving.get() == 0 {
-            self.look_up(generation, service, buffer)
-        } else {
-            // Re-entered from inside a service: the copies stay as they are (the outer packet
-            // points into them), and this packet is served by the registry itself.
-            return self.services.dispatch(packet);
-        };
+            self.look_up(generation, service, buffer);
+        }
         // Counted while the packet is served, so that a dispatch re-entered from inside the
         // service does not `look_up` (just above) and replace the copies `entry` and `tally`
         // point into; undone also when the service unwinds.
@@ -207,19 +183,19 @@ impl Dispatch for ThreadDispatch<'_> {
         // SAFETY: a non-null `tally` points into an `Arc` of `cache.buffers`, which only
         // `look_up` replaces (and sets `hot` again), and `_serving` keeps `look_up` out until
         // the packet is served: the `Arc` outlives this reference.
-        let tally = unsafe { found.tally.as_ref() };
+        let tally = unsafe { hot.tally.get().as_ref() };
         // SAFETY: as for `tally`, with `entry` in `cache.entries`. Served through this borrow,
         // not a clone of the `Arc`: a clone would be an atomic add on the entry's reference
         // count, a line every thread writes.
-        let Some(entry) = (unsafe { found.entry.as_ref() }) else {
+        let Some(entry) = (unsafe { hot.entry.get().as_ref() }) else {
             return self.services.answer_unknown(packet, tally, self.lease.slot());
         };
         let shards = Shards {
             // SAFETY: a non-null `entry` comes with its shard, in the entry's counters: as for
             // `entry`.
-            service: unsafe { &*found.service_shard },
+            service: unsafe { &*hot.service_shard.get() },
             // SAFETY: non-null with `tally`, in the tally's counters: as for `tally`.
-            buffer: unsafe { found.buffer_shard.as_ref() },
+            buffer: unsafe { hot.buffer_shard.get().as_ref() },
             alone: self.lease.slot().alone,
         };
         serve_entry(entry, packet, &self.services.reasons, tally, self.poll_start.get(), shards);
