@@ -4,6 +4,7 @@
 use hostcall_core::serve_lanes_from;
 use hostcall_core::{ErrorCode, LaneService, PacketRequest, SLOT_WORDS};
 use std::cell::Cell;
+use std::num::NonZeroU64;
 
 use super::{Entry, Handler};
 use crate::dispatch::panics::{catch_in_scope, catch_service_panic};
@@ -146,7 +147,7 @@ pub(super) fn serve_entry(
     packet: &mut PacketRequest<'_>,
     reasons: &ReasonTally,
     buffer: Option<&BufferTally>,
-    poll_start: Option<u64>,
+    poll_start: Option<NonZeroU64>,
     shards: Shards<'_>,
 ) {
     let start = ticks();
@@ -170,7 +171,7 @@ pub(super) fn serve_entry(
     let end = ticks();
     let timing = Timing {
         service: end.wrapping_sub(start),
-        queue_wait: poll_start.map(|poll| start.saturating_sub(poll)),
+        queue_wait: poll_start.map(|poll| start.saturating_sub(poll.get())),
     };
     let lanes = lane_count(packet.activemask());
     shards.service.count(lanes, errors, Some(timing), shards.alone);

@@ -2,6 +2,7 @@
 
 use hostcall_core::{Dispatch, DrainError, PacketRequest};
 use std::cell::{Cell, RefCell};
+use std::num::NonZeroU64;
 use std::ptr;
 use std::sync::Arc;
 
@@ -19,8 +20,9 @@ pub struct ThreadDispatch<'a> {
     cache: RefCell<Cache>,
     /// The last packet's look-ups, checked before the cache is (see [`Hot`]).
     hot: Hot,
-    /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks.
-    poll_start: Cell<Option<u64>>,
+    /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks (one
+    /// word: a reading of 0, which no clock gives after boot, counts as not known).
+    poll_start: Cell<Option<NonZeroU64>>,
     /// How many packets this dispatcher is serving now (more than one: a service dispatched
     /// through it again). `look_up` replaces the copies `hot` points into only at 0.
     serving: Cell<u32>,
@@ -125,7 +127,7 @@ impl<'a> ThreadDispatch<'a> {
 
     /// A poll starts now: the queue wait of the packets it finds counts from here.
     pub(crate) fn poll_started(&self) {
-        self.poll_start.set(Some(ticks()));
+        self.poll_start.set(NonZeroU64::new(ticks()));
     }
 
     /// A poll found no packet: counted in this dispatcher's shard (a listener thread counts
