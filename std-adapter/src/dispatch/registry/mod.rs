@@ -298,7 +298,7 @@ impl Dispatch for Services {
                     buffer: buffer.as_deref().map(|tally| tally.counters.shard(slot)),
                     alone: slot.alone,
                 };
-                serve_entry(&entry, packet, &self.reasons, buffer.as_deref(), None, shards)
+                serve_entry(&entry, packet, &self.reasons, buffer.as_deref(), || (shards, None))
             }
             None => self.answer_unknown(packet, buffer.as_deref(), slot),
         }

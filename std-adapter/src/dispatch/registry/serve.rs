@@ -136,19 +136,19 @@ pub(super) struct Shards<'a> {
     pub(super) alone: bool,
 }
 
-/// Serves a packet with a registered service and counts it in `shards`: for the service (with
-/// its service time, and its queue wait since `poll_start` if known) and for its buffer;
-/// refusals the service counts ([`crate::observe::count`]) go to `reasons` and the buffer's.
-/// Inlined: into a listener thread's dispatcher, so that what it found (the entry, the shards)
-/// stays in its registers for the counting after the service.
+/// Serves a packet with a registered service and counts it in the shards `counting` gives, after
+/// the service returned: for the service (with its service time, and its queue wait since the
+/// poll's start if `counting` knows it) and for its buffer; refusals the service counts
+/// ([`crate::observe::count`]) go to `reasons` and the buffer's. Inlined: into a listener
+/// thread's dispatcher, whose `counting` reads its shards and poll start where they are kept,
+/// after the service (not before it, kept on the stack across the call).
 #[inline(always)]
-pub(super) fn serve_entry(
+pub(super) fn serve_entry<'s>(
     entry: &Entry,
     packet: &mut PacketRequest<'_>,
     reasons: &ReasonTally,
     buffer: Option<&BufferTally>,
-    poll_start: Option<NonZeroU64>,
-    shards: Shards<'_>,
+    counting: impl FnOnce() -> (Shards<'s>, Option<NonZeroU64>),
 ) {
     let start = ticks();
     let sink = Sink { registry: reasons, buffer };
@@ -169,6 +169,7 @@ pub(super) fn serve_entry(
     };
     drop(scope);
     let end = ticks();
+    let (shards, poll_start) = counting();
     let timing = Timing {
         service: end.wrapping_sub(start),
         queue_wait: poll_start.map(|poll| start.saturating_sub(poll.get())),

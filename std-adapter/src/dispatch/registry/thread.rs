@@ -192,15 +192,19 @@ impl Dispatch for ThreadDispatch<'_> {
         let Some(entry) = (unsafe { hot.entry.get().as_ref() }) else {
             return self.services.answer_unknown(packet, tally, self.lease.slot());
         };
-        let shards = Shards {
-            // SAFETY: a non-null `entry` comes with its shard, in the entry's counters: as for
-            // `entry`.
-            service: unsafe { &*hot.service_shard.get() },
-            // SAFETY: non-null with `tally`, in the tally's counters: as for `tally`.
-            buffer: unsafe { hot.buffer_shard.get().as_ref() },
-            alone: self.lease.slot().alone,
+        // Read after the service (still the look-up's: `_serving` kept `look_up` out).
+        let counting = || {
+            let shards = Shards {
+                // SAFETY: a non-null `entry` comes with its shard, in the entry's counters: as
+                // for `entry`.
+                service: unsafe { &*hot.service_shard.get() },
+                // SAFETY: non-null with `tally`, in the tally's counters: as for `tally`.
+                buffer: unsafe { hot.buffer_shard.get().as_ref() },
+                alone: self.lease.slot().alone,
+            };
+            (shards, self.poll_start.get())
         };
-        serve_entry(entry, packet, &self.services.reasons, tally, self.poll_start.get(), shards);
+        serve_entry(entry, packet, &self.services.reasons, tally, counting);
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
