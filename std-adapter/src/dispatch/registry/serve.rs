@@ -11,7 +11,7 @@ use crate::dispatch::panics::{catch_in_scope, catch_service_panic};
 use crate::observe::counters::{Shard, Timing};
 use crate::observe::histogram::ticks;
 use crate::observe::scope::{Scope, Sink};
-use crate::observe::{BufferTally, Reason, ReasonTally};
+use crate::observe::Reason;
 use crate::rate_limit::error_limited;
 
 /// The reply words of an error for a lane of service `service`: `[ERROR_REPLY, code]`
@@ -139,20 +139,18 @@ pub(super) struct Shards<'a> {
 /// Serves a packet with a registered service and counts it in the shards `counting` gives, after
 /// the service returned: for the service (with its service time, and its queue wait since the
 /// poll's start if `counting` knows it) and for its buffer; refusals the service counts
-/// ([`crate::observe::count`]) go to `reasons` and the buffer's. Inlined: into a listener
+/// ([`crate::observe::count`]) go to `sink` (the registry's and the buffer's). Inlined: into a listener
 /// thread's dispatcher, whose `counting` reads its shards and poll start where they are kept,
 /// after the service (not before it, kept on the stack across the call).
 #[inline(always)]
 pub(super) fn serve_entry<'s>(
     entry: &Entry,
     packet: &mut PacketRequest<'_>,
-    reasons: &ReasonTally,
-    buffer: Option<&BufferTally>,
+    sink: &Sink<'_>,
     counting: impl FnOnce() -> (Shards<'s>, Option<NonZeroU64>),
 ) {
     let start = ticks();
-    let sink = Sink { registry: reasons, buffer };
-    let scope = Scope::enter(&sink);
+    let scope = Scope::enter(sink);
     let errors = match &entry.handler {
         Handler::Lane(handler) => serve_lanes_in_scope(entry, packet, &**handler),
         Handler::Packet(service) => {

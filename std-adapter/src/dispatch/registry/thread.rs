@@ -10,7 +10,8 @@ use super::serve::{serve_entry, Shards};
 use super::{Entry, IdMap, Services};
 use crate::observe::counters::{Shard, ShardLease};
 use crate::observe::histogram::ticks;
-use crate::observe::{BufferTally, SortedTallies};
+use crate::observe::scope::Sink;
+use crate::observe::SortedTallies;
 
 /// One listener thread's view of a [`Services`] registry (see [`Services::dispatcher`]). Not
 /// `Sync`: each thread makes its own.
@@ -23,6 +24,10 @@ pub struct ThreadDispatch<'a> {
     /// When the poll in progress started ([`ThreadDispatch::poll_started`]), in clock ticks (one
     /// word: a reading of 0, which no clock gives after boot, counts as not known).
     poll_start: Cell<Option<NonZeroU64>>,
+    /// The refusal scope's sink of the packets served: the registry's reasons, and the hot
+    /// buffer's tally (null if it is not counted: an `Arc` in `Cache::buffers`, set by
+    /// `look_up` with the rest of `hot`).
+    sink: Sink<'a>,
     /// How many packets this dispatcher is serving now (more than one: a service dispatched
     /// through it again). `look_up` replaces the copies `hot` points into only at 0.
     serving: Cell<u32>,
@@ -45,9 +50,8 @@ struct Hot {
     buffer: Cell<usize>,
     /// The service's entry, null if it is not registered: an `Arc` in `Cache::entries`.
     entry: Cell<*const Entry>,
-    /// The buffer's tally, null if it is not counted: an `Arc` in `Cache::buffers`.
-    tally: Cell<*const BufferTally>,
-    /// This dispatcher's shards of the entry's counters and of the tally's (null with `tally`).
+    /// This dispatcher's shards of the entry's counters and of the buffer's tally (null with the
+    /// sink's buffer).
     service_shard: Cell<*const Shard>,
     buffer_shard: Cell<*const Shard>,
 }
@@ -83,11 +87,11 @@ impl<'a> ThreadDispatch<'a> {
                 service: Cell::new(0),
                 buffer: Cell::new(0),
                 entry: Cell::new(ptr::null()),
-                tally: Cell::new(ptr::null()),
                 service_shard: Cell::new(ptr::null()),
                 buffer_shard: Cell::new(ptr::null()),
             },
             poll_start: Cell::new(None),
+            sink: Sink::new(&services.reasons, None),
             serving: Cell::new(0),
             lease: ShardLease::take(),
         }
@@ -120,7 +124,10 @@ impl<'a> ThreadDispatch<'a> {
         hot.service.set(service);
         hot.buffer.set(buffer);
         hot.entry.set(entry.map_or(ptr::null(), ptr::from_ref));
-        hot.tally.set(tally.map_or(ptr::null(), ptr::from_ref));
+        // SAFETY: null or an `Arc` of `cache.buffers`, which only the next `look_up` replaces,
+        // and then sets the sink again; no reference from the sink is in use: `look_up` runs
+        // only while no packet is served (`serving` is 0).
+        unsafe { self.sink.set_buffer(tally.map_or(ptr::null(), ptr::from_ref)) };
         hot.service_shard.set(entry.map_or(ptr::null(), |entry| entry.counters.shard(slot)));
         hot.buffer_shard.set(tally.map_or(ptr::null(), |tally| tally.counters.shard(slot)));
     }
@@ -179,18 +186,16 @@ impl Dispatch for ThreadDispatch<'_> {
             self.look_up(generation, service, buffer);
         }
         // Counted while the packet is served, so that a dispatch re-entered from inside the
-        // service does not `look_up` (just above) and replace the copies `entry` and `tally`
+        // service does not `look_up` (just above) and replace the copies `entry` and the sink
         // point into; undone also when the service unwinds.
         let _serving = Serving::enter(&self.serving);
-        // SAFETY: a non-null `tally` points into an `Arc` of `cache.buffers`, which only
+        // SAFETY: a non-null `entry` points into an `Arc` of `cache.entries`, which only
         // `look_up` replaces (and sets `hot` again), and `_serving` keeps `look_up` out until
-        // the packet is served: the `Arc` outlives this reference.
-        let tally = unsafe { hot.tally.get().as_ref() };
-        // SAFETY: as for `tally`, with `entry` in `cache.entries`. Served through this borrow,
+        // the packet is served: the `Arc` outlives this reference. Served through this borrow,
         // not a clone of the `Arc`: a clone would be an atomic add on the entry's reference
         // count, a line every thread writes.
         let Some(entry) = (unsafe { hot.entry.get().as_ref() }) else {
-            return self.services.answer_unknown(packet, tally, self.lease.slot());
+            return self.services.answer_unknown(packet, self.sink.buffer(), self.lease.slot());
         };
         // Read after the service (still the look-up's: `_serving` kept `look_up` out).
         let counting = || {
@@ -198,13 +203,14 @@ impl Dispatch for ThreadDispatch<'_> {
                 // SAFETY: a non-null `entry` comes with its shard, in the entry's counters: as
                 // for `entry`.
                 service: unsafe { &*hot.service_shard.get() },
-                // SAFETY: non-null with `tally`, in the tally's counters: as for `tally`.
+                // SAFETY: non-null with the sink's buffer, in its tally's counters: as for
+                // `entry`, with the tally in `cache.buffers`.
                 buffer: unsafe { hot.buffer_shard.get().as_ref() },
                 alone: self.lease.slot().alone,
             };
             (shards, self.poll_start.get())
         };
-        serve_entry(entry, packet, &self.services.reasons, tally, counting);
+        serve_entry(entry, packet, &self.sink, counting);
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
