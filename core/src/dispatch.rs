@@ -120,9 +120,11 @@ pub fn serve_lanes_from(
 ) -> u32 {
     let from = if first < crate::lane::LANES { u64::MAX << first } else { 0 };
     let mut errors = 0;
+    // The same words `PacketRequest::request` and `reply` read and write.
+    let payload = packet.payload_words();
     for lane in crate::lane::lanes(packet.activemask() & from) {
-        match serve(lane, &packet.request(lane)) {
-            Ok(reply) => packet.reply(lane, reply),
+        match serve(lane, &payload.read_lane(lane)) {
+            Ok(reply) => payload.write_lane(lane, &reply),
             Err(code) => {
                 errors += 1;
                 packet.reply_error(lane, code);

@@ -158,4 +158,13 @@ impl<'a> PacketRequest<'a> {
     pub fn payload(&self) -> &Payload {
         self.payload
     }
+
+    /// The payload with the packet's lifetime, not this borrow's: the lane loop
+    /// ([`serve_lanes_from`](crate::serve_lanes_from)) reads and writes lanes through it while it
+    /// holds the request mutably for the error replies, and keeps it in a register across the
+    /// service calls.
+    #[inline]
+    pub(crate) fn payload_words(&self) -> &'a Payload {
+        self.payload
+    }
 }

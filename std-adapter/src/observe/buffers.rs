@@ -43,7 +43,8 @@ pub(crate) type SortedTallies = Vec<(usize, Arc<BufferTally>)>;
 #[derive(Debug, Default)]
 pub(crate) struct BufferTallies {
     map: RwLock<HashMap<usize, (usize, Arc<BufferTally>)>>,
-    /// Bumped on every change of `map`, so dispatchers' caches know to refresh.
+    /// Bumped on every change of `map`, and of the services of the registry these tallies belong
+    /// to ([`BufferTallies::changed`]): the one version a dispatcher's copies are checked against.
     generation: AtomicU64,
     /// `map.len()`, read without the lock by [`BufferTallies::is_empty`].
     len: AtomicUsize,
@@ -113,11 +114,18 @@ impl BufferTallies {
         ServedBuffer { tallies: Some(self.clone()), base }
     }
 
-    /// The version of the map (changes when a buffer is added or removed).
+    /// The version of the map and of the registry's services (changes when a buffer is added or
+    /// removed, and at [`BufferTallies::changed`]).
     pub(crate) fn generation(&self) -> u64 {
-        // Acquire: pairs with the Release increments in `serve` and `unhold`, so a
-        // cache refreshed after seeing a new generation sees the map it names.
+        // Acquire: pairs with the Release increments in `serve`, `unhold` and `changed`, so a
+        // cache refreshed after seeing a new generation sees the map and the services it names.
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// The registry's services changed (one was registered or removed): a new generation.
+    pub(crate) fn changed(&self) {
+        // Release: pairs with the Acquire load in `generation`.
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// The tally of the buffer at `base`, if it is served.

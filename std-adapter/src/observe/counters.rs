@@ -5,22 +5,23 @@ use super::stats::ServiceStats;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Counters of one service (or of the unknown ids, or of one buffer), in shards on separate
-/// cache lines: each of the first [`EXCLUSIVE_SHARDS`] threads that count holds a shard of its
-/// own while it lives (so several threads serving packets of one service do not fight over one
-/// line, and a thread adds to its shard without a locked instruction); threads beyond them share
-/// the last shard, with atomic adds. A snapshot sums the shards.
+/// cache lines: each of the first [`EXCLUSIVE_SHARDS`] holders of a [`ShardLease`] (a listener
+/// thread's dispatcher, a thread that counts without one) adds to a shard of its own while it
+/// lives (so several threads serving packets of one service do not fight over one line, and a
+/// holder adds to its shard without a locked instruction); holders beyond them share the last
+/// shard, with atomic adds. A snapshot sums the shards.
 #[derive(Debug)]
 pub(crate) struct Counters {
     shards: Box<[Shard]>,
 }
 
 /// Shards a thread may hold alone; one more is shared by every other thread.
-const EXCLUSIVE_SHARDS: usize = 16;
+pub(crate) const EXCLUSIVE_SHARDS: usize = 16;
 
 /// One thread's share of a service's counters, alone on its cache lines.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-struct Shard {
+pub(crate) struct Shard {
     packets: AtomicU64,
     lane_calls: AtomicU64,
     errors: AtomicU64,
@@ -50,9 +51,13 @@ pub(crate) fn add(counter: &AtomicU64, n: u64, alone: bool) {
     }
 }
 
-/// The shard a thread adds to: one of the exclusive ones, held from the thread's first count to
-/// its end, or the shared one when all are held.
-struct ShardLease {
+/// The shard its holder adds to: one of the exclusive ones, held from the holder's first count to
+/// its end, or the shared one when all are held. A listener thread's dispatcher holds one, so
+/// that its packets' shards are found once, with their entry, not at every count (and the thread
+/// counts everything through it: one shard a listener thread); a thread that counts without a
+/// dispatcher ([`thread_slot`]) holds one from its first count to its end.
+#[derive(Debug)]
+pub(crate) struct ShardLease {
     index: usize,
 }
 
@@ -60,7 +65,7 @@ struct ShardLease {
 static HELD: AtomicU32 = AtomicU32::new(0);
 
 impl ShardLease {
-    fn take() -> Self {
+    pub(crate) fn take() -> Self {
         // Relaxed: only a guess at the free bits; the compare-exchange below checks it, and its
         // Acquire (or its Relaxed failure, another guess) is what the loop acts on.
         let mut held = HELD.load(Ordering::Relaxed);
@@ -78,6 +83,7 @@ impl ShardLease {
         }
     }
 
+    /// Whether the holder adds to its shard alone (an exclusive one: plain loads and stores).
     fn alone(&self) -> bool {
         self.index < EXCLUSIVE_SHARDS
     }
@@ -96,11 +102,25 @@ thread_local! {
     static LEASE: ShardLease = ShardLease::take();
 }
 
-/// This thread's shard index and whether it holds it alone (the shared shard while the thread's
-/// locals are being destroyed).
+/// Which shard of every [`Counters`] its holder adds to, and whether alone: a lease's
+/// ([`ShardLease::slot`]) or this thread's ([`thread_slot`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ShardSlot {
+    index: usize,
+    pub(crate) alone: bool,
+}
+
+impl ShardLease {
+    /// The slot this lease holds.
+    pub(crate) fn slot(&self) -> ShardSlot {
+        ShardSlot { index: self.index, alone: self.alone() }
+    }
+}
+
+/// This thread's slot (the shared shard's while the thread's locals are being destroyed).
 #[inline]
-fn shard_of_thread() -> (usize, bool) {
-    LEASE.try_with(|lease| (lease.index, lease.alone())).unwrap_or((EXCLUSIVE_SHARDS, false))
+pub(crate) fn thread_slot() -> ShardSlot {
+    LEASE.try_with(ShardLease::slot).unwrap_or(ShardSlot { index: EXCLUSIVE_SHARDS, alone: false })
 }
 
 /// How long a packet took, in clock ticks (`crate::observe::histogram::ticks`).
@@ -113,24 +133,30 @@ pub(crate) struct Timing {
     pub(crate) queue_wait: Option<u64>,
 }
 
-impl Counters {
+impl Shard {
     /// Counts one packet of `lanes` lanes, `errors` of them answered with an error, and its
-    /// timing if measured.
+    /// timing if measured; `alone`: the caller holds the shard's lease ([`ShardSlot::alone`]).
     #[inline]
-    pub(crate) fn count(&self, lanes: u64, errors: u64, timing: Option<Timing>) {
-        let (index, alone) = shard_of_thread();
-        let shard = &self.shards[index];
-        add(&shard.packets, 1, alone);
-        add(&shard.lane_calls, lanes, alone);
+    pub(crate) fn count(&self, lanes: u64, errors: u64, timing: Option<Timing>, alone: bool) {
+        add(&self.packets, 1, alone);
+        add(&self.lane_calls, lanes, alone);
         if errors != 0 {
-            add(&shard.errors, errors, alone);
+            add(&self.errors, errors, alone);
         }
         if let Some(timing) = timing {
-            shard.service_time.record(timing.service, alone);
+            self.service_time.record(timing.service, alone);
             if let Some(wait) = timing.queue_wait {
-                shard.queue_wait.record(wait, alone);
+                self.queue_wait.record(wait, alone);
             }
         }
+    }
+}
+
+impl Counters {
+    /// The shard of `slot` (its holder adds to it, alone if [`ShardSlot::alone`]).
+    #[inline]
+    pub(crate) fn shard(&self, slot: ShardSlot) -> &Shard {
+        &self.shards[slot.index]
     }
 
     /// The sums over the shards.
@@ -181,9 +207,8 @@ impl Default for ShardedCount {
 
 impl ShardedCount {
     #[inline]
-    fn add(&self, n: u64) {
-        let (index, alone) = shard_of_thread();
-        add(&self.shards[index].0, n, alone);
+    fn add(&self, n: u64, slot: ShardSlot) {
+        add(&self.shards[slot.index].0, n, slot.alone);
     }
 
     fn total(&self) -> u64 {
@@ -200,10 +225,10 @@ impl EventTally {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A poll found no packet.
+    /// A poll found no packet (counted in `slot`'s shard: the polling thread's dispatcher's).
     #[inline]
-    pub(crate) fn empty_scan(&self) {
-        self.empty_scans.add(1);
+    pub(crate) fn empty_scan(&self, slot: ShardSlot) {
+        self.empty_scans.add(1, slot);
     }
 
     pub(crate) fn snapshot(&self) -> super::ListenerEvents {
@@ -233,8 +258,10 @@ mod tests {
             for _ in 0..threads {
                 s.spawn(|| {
                     barrier.wait();
+                    let slot = thread_slot();
                     for _ in 0..per_thread {
-                        counters.count(2, 1, Some(Timing { service: 5, queue_wait: Some(0) }));
+                        let timing = Some(Timing { service: 5, queue_wait: Some(0) });
+                        counters.shard(slot).count(2, 1, timing, slot.alone);
                     }
                 });
             }

@@ -52,10 +52,15 @@ fn ns_per_tick() -> f64 {
     })
 }
 
+/// Buckets a live histogram keeps: one per bit length of a duration (0 to 63 bits, the 64-bit
+/// durations with the 63-bit ones), so that counting one needs no bound; a snapshot folds the
+/// buckets from [`BUCKETS`]` - 1` on into the last one.
+const LIVE_BUCKETS: usize = 64;
+
 /// The live buckets of one histogram (one shard of it: see the registry's counters).
 #[derive(Debug)]
 pub(crate) struct TimeBuckets {
-    counts: [AtomicU64; BUCKETS],
+    counts: [AtomicU64; LIVE_BUCKETS],
 }
 
 impl Default for TimeBuckets {
@@ -64,20 +69,27 @@ impl Default for TimeBuckets {
     }
 }
 
+/// The live bucket of a duration of `ticks`: its bit length (0 for 0; `[2^(b-1), 2^b)` is `b`),
+/// the durations of 64 bits in bucket 63. One `bsr` of `2 * ticks + 1` (saturated), which is never
+/// 0: no test for 0 and no bound.
+#[inline]
+fn live_bucket(ticks: u64) -> usize {
+    (ticks.saturating_add(ticks) | 1).ilog2() as usize
+}
+
 impl TimeBuckets {
     /// Counts one duration of `ticks`; `alone`: the caller is the only thread that adds to these
     /// buckets (see `counters::add`).
     #[inline]
     pub(crate) fn record(&self, ticks: u64, alone: bool) {
-        let bucket = ((u64::BITS - ticks.leading_zeros()) as usize).min(BUCKETS - 1);
-        super::counters::add(&self.counts[bucket], 1, alone);
+        super::counters::add(&self.counts[live_bucket(ticks)], 1, alone);
     }
 
-    /// Adds these buckets into `into`.
+    /// Adds these buckets into `into` (the live buckets from `BUCKETS - 1` on into its last).
     pub(crate) fn add_to(&self, into: &mut Histogram) {
-        for (count, live) in into.counts.iter_mut().zip(&self.counts) {
+        for (bucket, live) in self.counts.iter().enumerate() {
             // Relaxed: statistics, see `record`.
-            *count += live.load(Ordering::Relaxed);
+            into.counts[bucket.min(BUCKETS - 1)] += live.load(Ordering::Relaxed);
         }
     }
 }
@@ -182,6 +194,13 @@ mod tests {
         for ticks in [0, 1, 2, 3, 4, 1000, u64::MAX] {
             buckets.record(ticks, false);
         }
+        // Each side of every power of two, up to the 64-bit durations.
+        for bits in 1..u64::BITS - 1 {
+            assert_eq!(live_bucket(1 << bits), bits as usize + 1, "2^{bits}");
+            assert_eq!(live_bucket((1 << bits) - 1), bits as usize, "2^{bits} - 1");
+        }
+        assert_eq!(live_bucket((1 << 63) - 1), 63);
+        assert_eq!(live_bucket(1 << 63), 63, "64 bits: with the 63-bit durations");
         let mut h = Histogram::default();
         buckets.add_to(&mut h);
         assert_eq!(&h.counts[..4], &[1, 1, 2, 1]);

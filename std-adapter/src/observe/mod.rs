@@ -9,7 +9,7 @@
 //! methods return a [`Stats`] snapshot, whose `Display` is a readable table.
 //!
 //! The serving path takes no lock and allocates nothing for this: Relaxed atomic adds on
-//! per-thread shards, two reads of a cheap clock per packet ([`Histogram`]), a thread-local set
+//! per-thread shards (a listener thread's dispatcher holds its own, found with the packet's service), two reads of a cheap clock per packet ([`Histogram`]), a thread-local set
 //! around each service call so that a service deep inside can say why it refused
 //! ([`count`]).
 

@@ -12,19 +12,46 @@ use super::reason::{Reason, ReasonTally};
 use std::cell::Cell;
 use std::ptr;
 
-/// The counters a refusal on this thread goes to while a packet is served.
+/// The counters a refusal on this thread goes to while a packet is served. A listener thread's
+/// dispatcher keeps one and points it at each packet's buffer ([`Sink::set_buffer`]), so that
+/// entering a scope is a pointer swap, nothing built.
 #[derive(Debug)]
 pub(crate) struct Sink<'a> {
     /// The registry's (every listener that dispatches through it).
-    pub(crate) registry: &'a ReasonTally,
-    /// The packet's buffer's, if its listener registered it.
-    pub(crate) buffer: Option<&'a BufferTally>,
+    registry: &'a ReasonTally,
+    /// The packet's buffer's, null if its listener did not register it: valid for every use of
+    /// the sink until the next `set_buffer` (its contract).
+    buffer: Cell<*const BufferTally>,
 }
 
-impl Sink<'_> {
+impl<'a> Sink<'a> {
+    /// A sink of `registry` and `buffer`.
+    pub(crate) fn new(registry: &'a ReasonTally, buffer: Option<&'a BufferTally>) -> Self {
+        Self { registry, buffer: Cell::new(buffer.map_or(ptr::null(), ptr::from_ref)) }
+    }
+
+    /// The buffer's tally, if the packet's buffer is counted.
+    #[inline]
+    pub(crate) fn buffer(&self) -> Option<&BufferTally> {
+        // SAFETY: null or valid for every use of the sink until the next `set_buffer`
+        // (`new` takes a reference that outlives the sink; `set_buffer` states it).
+        unsafe { self.buffer.get().as_ref() }
+    }
+
+    /// Points the sink at the tally `buffer` (null: the buffer is not counted).
+    ///
+    /// # Safety
+    /// `buffer` is null or points to a tally that stays valid for every use of this sink (a
+    /// scope entered with it, a reference [`Sink::buffer`] returns) until the next `set_buffer`;
+    /// no reference `buffer` returned before this call is used after it.
+    #[inline]
+    pub(crate) unsafe fn set_buffer(&self, buffer: *const BufferTally) {
+        self.buffer.set(buffer);
+    }
+
     fn add(&self, reason: Reason, n: u64) {
         self.registry.add(reason, n);
-        if let Some(buffer) = self.buffer {
+        if let Some(buffer) = self.buffer() {
             buffer.reasons.add(reason, n);
         }
     }
@@ -98,12 +125,12 @@ mod tests {
     fn counts_go_to_the_innermost_scope_and_nowhere_outside() {
         count_n(Reason::BadFree, 1); // no scope: nowhere
         let (outer, inner) = (ReasonTally::default(), ReasonTally::default());
-        let outer_sink = Sink { registry: &outer, buffer: None };
+        let outer_sink = Sink::new(&outer, None);
         {
             let _outer = Scope::enter(&outer_sink);
             count_n(Reason::BadFree, 1);
             {
-                let inner_sink = Sink { registry: &inner, buffer: None };
+                let inner_sink = Sink::new(&inner, None);
                 let _inner = Scope::enter(&inner_sink);
                 count_n(Reason::BadFree, 5);
                 count_suppressed_log();
@@ -128,11 +155,11 @@ mod tests {
     #[test]
     fn a_panic_inside_a_scope_restores_the_outer_one() {
         let tally = ReasonTally::default();
-        let sink = Sink { registry: &tally, buffer: None };
-        let caught = std::panic::catch_unwind(|| {
+        let sink = Sink::new(&tally, None);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _scope = Scope::enter(&sink);
             panic!("service panicked");
-        });
+        }));
         assert!(caught.is_err());
         count_n(Reason::HandlerPanic, 1);
         assert_eq!(tally.snapshot().0.total(), 0, "the scope ended with the panic");

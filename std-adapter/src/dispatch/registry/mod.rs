@@ -29,12 +29,15 @@ use std::sync::{Arc, RwLock};
 use crate::dispatch::panics::catch_service_panic;
 use crate::dispatch::unknown_ids::UnknownIds;
 use crate::error::Error;
-use crate::observe::counters::{Counters, EventTally};
+use crate::observe::counters::{thread_slot, Counters, EventTally, ShardSlot};
+use crate::observe::scope::Sink;
 use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, Stats};
 use crate::rate_limit::{error_limited, warn_limited};
-use serve::serve_entry;
+use serve::{serve_entry, Shards};
 
 mod serve;
+#[cfg(test)]
+mod tests;
 mod thread;
 
 pub use serve::error_reply;
@@ -95,9 +98,9 @@ type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
 /// The registry a listener dispatches through.
 #[derive(Default)]
 pub struct Services {
+    /// Every change of it is a new generation of `buffers` ([`BufferTallies::changed`]), so
+    /// [`ThreadDispatch`] caches know to refresh.
     entries: RwLock<IdMap<Arc<Entry>>>,
-    /// Bumped on every change of `entries`, so [`ThreadDispatch`] caches know to refresh.
-    generation: AtomicU64,
     unknown: Counters,
     unknown_ids: UnknownIds,
     malformed: AtomicU64,
@@ -159,8 +162,7 @@ impl Services {
     pub fn unregister(&self, id: u32) -> bool {
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         let removed = entries.remove(&id).is_some();
-        // Release: pairs with the Acquire load in `ThreadDispatch::dispatch`.
-        self.generation.fetch_add(1, Ordering::Release);
+        self.buffers.changed();
         removed
     }
 
@@ -245,8 +247,7 @@ impl Services {
             return Err(Error::ServiceTaken(id));
         }
         entries.insert(id, Arc::new(Entry { name: name.to_owned(), handler, counters: Counters::default() }));
-        // Release: pairs with the Acquire load in `ThreadDispatch::dispatch`.
-        self.generation.fetch_add(1, Ordering::Release);
+        self.buffers.changed();
         Ok(())
     }
 
@@ -254,13 +255,14 @@ impl Services {
         self.entries.read().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
     }
 
-    fn answer_unknown(&self, packet: &mut PacketRequest<'_>, buffer: Option<&BufferTally>) {
+    /// Answers a packet for an unknown service and counts it, in `slot`'s shards.
+    fn answer_unknown(&self, packet: &mut PacketRequest<'_>, buffer: Option<&BufferTally>, slot: ShardSlot) {
         reply_error_all(packet, ErrorCode::UnknownService);
         let lanes = u64::from(packet.activemask().count_ones());
-        self.unknown.count(lanes, lanes, None);
+        self.unknown.shard(slot).count(lanes, lanes, None, slot.alone);
         self.reasons.add(Reason::UnknownService, lanes);
         if let Some(buffer) = buffer {
-            buffer.counters.count(lanes, lanes, None);
+            buffer.counters.shard(slot).count(lanes, lanes, None, slot.alone);
             buffer.reasons.add(Reason::UnknownService, lanes);
         }
         self.unknown_ids.record(packet.service());
@@ -287,10 +289,20 @@ impl Dispatch for Services {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
         // The serving path's guard relies on it (`ThreadDispatch::new` installs it once).
         crate::dispatch::panics::install_filter();
+        serve::detect_popcnt();
         let buffer = self.buffer_tally(packet.buffer());
+        let slot = thread_slot();
         match self.find(packet.service()) {
-            Some(entry) => serve_entry(&entry, packet, &self.reasons, buffer.as_deref(), None),
-            None => self.answer_unknown(packet, buffer.as_deref()),
+            Some(entry) => {
+                let shards = Shards {
+                    service: entry.counters.shard(slot),
+                    buffer: buffer.as_deref().map(|tally| tally.counters.shard(slot)),
+                    alone: slot.alone,
+                };
+                let sink = Sink::new(&self.reasons, buffer.as_deref());
+                serve_entry(&entry, packet, &sink, || (shards, None))
+            }
+            None => self.answer_unknown(packet, buffer.as_deref(), slot),
         }
     }
 

@@ -4,13 +4,14 @@
 use hostcall_core::serve_lanes_from;
 use hostcall_core::{ErrorCode, LaneService, PacketRequest, SLOT_WORDS};
 use std::cell::Cell;
+use std::num::NonZeroU64;
 
 use super::{Entry, Handler};
 use crate::dispatch::panics::{catch_in_scope, catch_service_panic};
-use crate::observe::counters::Timing;
+use crate::observe::counters::{Shard, Timing};
 use crate::observe::histogram::ticks;
 use crate::observe::scope::{Scope, Sink};
-use crate::observe::{BufferTally, Reason, ReasonTally};
+use crate::observe::Reason;
 use crate::rate_limit::error_limited;
 
 /// The reply words of an error for a lane of service `service`: `[ERROR_REPLY, code]`
@@ -76,11 +77,12 @@ pub(crate) fn serve_lanes_guarded(
     }
 }
 
-/// Serves every active lane with `handler`, as [`serve_lanes_guarded`] does, inside the refusal
-/// scope `serve_entry` entered (whose filter knows a panic here is a service's:
-/// [`catch_in_scope`]). Returns the error count.
-#[inline]
-fn serve_lanes_in_scope(name: &str, packet: &mut PacketRequest<'_>, handler: &dyn LaneService) -> u64 {
+/// Serves every active lane with `handler` (`entry`'s), as [`serve_lanes_guarded`] does, inside
+/// the refusal scope `serve_entry` entered (whose filter knows a panic here is a service's:
+/// [`catch_in_scope`]). Returns the error count. Not inlined: the lane loop keeps its few
+/// values in registers of its own, and the dispatcher that calls `serve_entry` keeps the counting.
+#[inline(never)]
+fn serve_lanes_in_scope(entry: &Entry, packet: &mut PacketRequest<'_>, handler: &dyn LaneService) -> u64 {
     // The lane being served: the one that panicked, when the guard catches a panic.
     let serving = Cell::new(0usize);
     let served = catch_in_scope(|| {
@@ -91,7 +93,8 @@ fn serve_lanes_in_scope(name: &str, packet: &mut PacketRequest<'_>, handler: &dy
     });
     match served {
         Ok(errors) => u64::from(errors),
-        Err(panic) => after_panic(name, packet, handler, serving.get(), panic),
+        // The entry, not its name and handler: one word the panic's landing pad keeps.
+        Err(panic) => after_panic(entry, packet, serving.get(), panic),
     }
 }
 
@@ -100,13 +103,10 @@ fn serve_lanes_in_scope(name: &str, packet: &mut PacketRequest<'_>, handler: &dy
 /// the packet's error count.
 #[cold]
 #[inline(never)]
-fn after_panic(
-    name: &str,
-    packet: &mut PacketRequest<'_>,
-    handler: &dyn LaneService,
-    mut lane: usize,
-    mut panic: String,
-) -> u64 {
+fn after_panic(entry: &Entry, packet: &mut PacketRequest<'_>, mut lane: usize, mut panic: String) -> u64 {
+    // Always a lane handler: only one is served lane by lane.
+    let Handler::Lane(handler) = &entry.handler else { return u64::from(packet.error_lanes()) };
+    let name = &entry.name;
     let serving = Cell::new(0usize);
     loop {
         crate::observe::count(Reason::HandlerPanic);
@@ -126,21 +126,33 @@ fn after_panic(
     }
 }
 
-/// Serves a packet with a registered service and counts it: for the service (with its service
-/// time, and its queue wait since `poll_start` if known) and for its buffer; refusals the service
-/// counts ([`crate::observe::count`]) go to `reasons` and the buffer's.
-pub(super) fn serve_entry(
+/// Where a packet is counted: a shard of its service's counters and one of its buffer's (none
+/// when its buffer is not counted), with whether the caller adds to them alone
+/// ([`ShardSlot::alone`](crate::observe::counters::ShardSlot::alone)).
+#[derive(Clone, Copy)]
+pub(super) struct Shards<'a> {
+    pub(super) service: &'a Shard,
+    pub(super) buffer: Option<&'a Shard>,
+    pub(super) alone: bool,
+}
+
+/// Serves a packet with a registered service and counts it in the shards `counting` gives, after
+/// the service returned: for the service (with its service time, and its queue wait since the
+/// poll's start if `counting` knows it) and for its buffer; refusals the service counts
+/// ([`crate::observe::count`]) go to `sink` (the registry's and the buffer's). Inlined: into a listener
+/// thread's dispatcher, whose `counting` reads its shards and poll start where they are kept,
+/// after the service (not before it, kept on the stack across the call).
+#[inline(always)]
+pub(super) fn serve_entry<'s>(
     entry: &Entry,
     packet: &mut PacketRequest<'_>,
-    reasons: &ReasonTally,
-    buffer: Option<&BufferTally>,
-    poll_start: Option<u64>,
+    sink: &Sink<'_>,
+    counting: impl FnOnce() -> (Shards<'s>, Option<NonZeroU64>),
 ) {
     let start = ticks();
-    let sink = Sink { registry: reasons, buffer };
-    let scope = Scope::enter(&sink);
+    let scope = Scope::enter(sink);
     let errors = match &entry.handler {
-        Handler::Lane(handler) => serve_lanes_in_scope(&entry.name, packet, &**handler),
+        Handler::Lane(handler) => serve_lanes_in_scope(entry, packet, &**handler),
         Handler::Packet(service) => {
             if let Err(panic) = catch_service_panic(|| service.serve(packet)) {
                 error_limited!("service {} panicked ({panic}); packet answered with errors", entry.name);
@@ -155,31 +167,51 @@ pub(super) fn serve_entry(
     };
     drop(scope);
     let end = ticks();
+    let (shards, poll_start) = counting();
     let timing = Timing {
         service: end.wrapping_sub(start),
-        queue_wait: poll_start.map(|poll| start.saturating_sub(poll)),
+        queue_wait: poll_start.map(|poll| start.saturating_sub(poll.get())),
     };
     let lanes = lane_count(packet.activemask());
-    entry.counters.count(lanes, errors, Some(timing));
-    if let Some(buffer) = buffer {
-        buffer.counters.count(lanes, errors, None);
+    shards.service.count(lanes, errors, Some(timing), shards.alone);
+    if let Some(buffer) = shards.buffer {
+        buffer.count(lanes, errors, None, shards.alone);
     }
 }
 
-/// The lanes in `mask`: the processor's `popcnt` where it has one (the baseline x86_64 target
-/// does not assume it, and the portable count is a dozen instructions a packet).
+/// Whether the processor has `popcnt` ([`detect_popcnt`] sets it; until then, no).
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+static HAS_POPCNT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Finds out whether the processor has `popcnt`, for [`lane_count`] (a dispatcher does when it
+/// is made: the count then reads one flag, not the standard library's feature cache).
+pub(super) fn detect_popcnt() {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // Relaxed: see below. Stored once, not at every call: the registry's own dispatch calls
+    // this for every packet, from any thread, and a store would take the flag's line each time.
+    if !HAS_POPCNT.load(std::sync::atomic::Ordering::Relaxed) && std::is_x86_feature_detected!("popcnt") {
+        // Relaxed: the flag publishes nothing but itself, and a reader that does not see it yet
+        // counts the portable way.
+        HAS_POPCNT.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The lanes in `mask`: the processor's `popcnt` where it has one ([`detect_popcnt`]: the
+/// baseline x86_64 target does not assume it, and the portable count is a dozen instructions a
+/// packet).
 #[inline]
 fn lane_count(mask: u64) -> u64 {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
-    if std::is_x86_feature_detected!("popcnt") {
-        // SAFETY: the processor has `popcnt` (just detected; the answer is cached).
-        return unsafe { popcnt(mask) };
+    // Relaxed: see `detect_popcnt`.
+    if HAS_POPCNT.load(std::sync::atomic::Ordering::Relaxed) {
+        let lanes: u64;
+        // SAFETY: the processor has `popcnt` (`detect_popcnt` found it); the instruction only
+        // reads and writes these two registers and the flags.
+        unsafe {
+            std::arch::asm!("popcnt {lanes}, {mask}", mask = in(reg) mask, lanes = lateout(reg) lanes,
+                options(pure, nomem, nostack));
+        }
+        return lanes;
     }
-    u64::from(mask.count_ones())
-}
-
-#[cfg(all(target_arch = "x86_64", not(miri)))]
-#[target_feature(enable = "popcnt")]
-unsafe fn popcnt(mask: u64) -> u64 {
     u64::from(mask.count_ones())
 }

@@ -36,7 +36,7 @@ fn poll<const N: usize>(
     dispatch.poll_started();
     let report = session.poll_once(watched);
     if report.packets == 0 {
-        dispatch.services().events().empty_scan();
+        dispatch.empty_scan();
     }
     report
 }
