@@ -317,7 +317,7 @@ mod tests {
 
 /// The number of lanes in `mask`: the processor's `popcnt` instruction where it has one (detected
 /// once, at run time, on x86-64 builds that do not assume it; not under Miri, which has no
-/// CPUID), else the portable count. The drains count every packet's lanes, and the portable
+/// CPUID, nor loom), else the portable count. The drains count every packet's lanes, and the portable
 /// count is about twenty instructions.
 ///
 /// ```
@@ -327,47 +327,10 @@ mod tests {
 /// ```
 #[inline]
 pub fn lane_count(mask: u64) -> u32 {
-    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri)))]
-    if popcnt::available() {
-        // SAFETY: the processor has `popcnt` (`available` asked it).
-        return unsafe { popcnt::count(mask) };
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom)))]
+    if crate::cpu::has_popcnt() {
+        // SAFETY: the processor has `popcnt` (just asked; the answer is kept).
+        return unsafe { crate::cpu::popcnt(mask) };
     }
     mask.count_ones()
-}
-
-/// Run-time use of x86-64's `popcnt` where the build does not assume it.
-#[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri)))]
-mod popcnt {
-    use core::sync::atomic::{AtomicU8, Ordering};
-
-    /// 0: not asked yet; 1: no `popcnt`; 2: `popcnt`.
-    static ANSWER: AtomicU8 = AtomicU8::new(0);
-
-    /// Whether the processor has `popcnt` (CPUID leaf 1, ECX bit 23), asked once.
-    #[inline]
-    pub(super) fn available() -> bool {
-        // Relaxed: the answer is the same whichever thread asks; a thread that sees 0 asks the
-        // processor itself and stores the same value.
-        match ANSWER.load(Ordering::Relaxed) {
-            0 => ask(),
-            answer => answer == 2,
-        }
-    }
-
-    #[cold]
-    fn ask() -> bool {
-        // CPUID exists on every x86-64 processor; leaf 1 is always implemented.
-        let has = core::arch::x86_64::__cpuid(1).ecx & (1 << 23) != 0;
-        ANSWER.store(if has { 2 } else { 1 }, Ordering::Relaxed);
-        has
-    }
-
-    /// The number of set bits of `mask`, with `popcnt`.
-    ///
-    /// # Safety
-    /// The processor must have `popcnt` ([`available`]).
-    #[target_feature(enable = "popcnt")]
-    pub(super) unsafe fn count(mask: u64) -> u32 {
-        mask.count_ones()
-    }
 }

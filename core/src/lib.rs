@@ -130,6 +130,8 @@
 #![warn(missing_debug_implementations)]
 
 mod any;
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+mod cpu;
 mod dispatch;
 mod host;
 mod lane;

@@ -7,53 +7,17 @@ use super::super::layout::{Request, REQUEST_LANE_WORDS};
 use super::super::scratch::Scratch;
 use super::super::word::{DATA_BITS, DATA_MASK};
 use crate::lane::{lanes, SLOT_WORDS};
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::AtomicU64;
 use core::arch::x86_64::{
-    __cpuid, __cpuid_count, __m128i, __m256i, _mm256_and_si256, _mm256_broadcastq_epi64, _mm256_or_si256,
-    _mm256_set1_epi64x, _mm256_set_epi64x, _mm256_set_m128i, _mm256_setzero_si256, _mm256_sllv_epi64,
-    _mm256_srli_epi64, _mm256_storeu_si256, _mm256_testz_si256, _mm256_xor_si256,
+    __m128i, __m256i, _mm256_and_si256, _mm256_broadcastq_epi64, _mm256_or_si256, _mm256_set1_epi64x,
+    _mm256_set_epi64x, _mm256_set_m128i, _mm256_setzero_si256, _mm256_sllv_epi64, _mm256_srli_epi64,
+    _mm256_storeu_si256, _mm256_testz_si256, _mm256_xor_si256,
 };
 
-/// Whether this CPU runs AVX2 and its OS saves the registers: 0 not asked yet, 1 no, 2 yes.
-static AVX2: AtomicU32 = AtomicU32::new(0);
-
-/// Whether [`decode_lanes`] may run here.
+/// Whether [`decode_lanes`] may run here: the processor runs AVX2 (asked once, `crate::cpu`).
 #[inline]
 pub(in crate::line) fn available() -> bool {
-    if cfg!(target_feature = "avx2") {
-        return true;
-    }
-    // Relaxed (both accesses): the flag is a function of the CPU alone; threads that race on
-    // the first call each find the same answer and store it.
-    match AVX2.load(Ordering::Relaxed) {
-        0 => {
-            let found = detect();
-            AVX2.store(if found { 2 } else { 1 }, Ordering::Relaxed);
-            found
-        }
-        known => known == 2,
-    }
-}
-
-/// Asks the CPU (as `std`'s feature detection does): AVX and OSXSAVE (CPUID leaf 1, ECX bits 28
-/// and 27), the OS saving the XMM and YMM state (XCR0 bits 1 and 2), AVX2 (leaf 7, EBX bit 5).
-#[cold]
-#[allow(unused_unsafe)] // `__cpuid` is safe to call in newer toolchains, `unsafe` in older ones
-fn detect() -> bool {
-    // SAFETY: CPUID exists on every x86-64 CPU and only reads identification registers.
-    let (max_leaf, leaf1) = unsafe { (__cpuid(0).eax, __cpuid(1)) };
-    if max_leaf < 7 || leaf1.ecx & (1 << 27) == 0 || leaf1.ecx & (1 << 28) == 0 {
-        return false;
-    }
-    let (xcr0_low, _xcr0_high): (u32, u32);
-    // SAFETY: XGETBV with ECX = 0 reads XCR0; it exists when OSXSAVE is set (checked above), and
-    // it touches no memory.
-    unsafe {
-        core::arch::asm!("xgetbv", in("ecx") 0, out("eax") xcr0_low, out("edx") _xcr0_high,
-            options(nomem, nostack, preserves_flags));
-    }
-    // SAFETY: as above; leaf 7 exists (`max_leaf`).
-    xcr0_low & 0b110 == 0b110 && unsafe { __cpuid_count(7, 0) }.ebx & (1 << 5) != 0
+    crate::cpu::has_avx2()
 }
 
 /// A lane's line words: words 0..4 in the first register, 4..8 in the second, the packed word in

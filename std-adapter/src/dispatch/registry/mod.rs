@@ -289,7 +289,6 @@ impl Dispatch for Services {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
         // The serving path's guard relies on it (`ThreadDispatch::new` installs it once).
         crate::dispatch::panics::install_filter();
-        serve::detect_popcnt();
         let buffer = self.buffer_tally(packet.buffer());
         let slot = thread_slot();
         match self.find(packet.service()) {

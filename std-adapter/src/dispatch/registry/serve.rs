@@ -179,39 +179,9 @@ pub(super) fn serve_entry<'s>(
     }
 }
 
-/// Whether the processor has `popcnt` ([`detect_popcnt`] sets it; until then, no).
-#[cfg(all(target_arch = "x86_64", not(miri)))]
-static HAS_POPCNT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Finds out whether the processor has `popcnt`, for [`lane_count`] (a dispatcher does when it
-/// is made: the count then reads one flag, not the standard library's feature cache).
-pub(super) fn detect_popcnt() {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // Relaxed: see below. Stored once, not at every call: the registry's own dispatch calls
-    // this for every packet, from any thread, and a store would take the flag's line each time.
-    if !HAS_POPCNT.load(std::sync::atomic::Ordering::Relaxed) && std::is_x86_feature_detected!("popcnt") {
-        // Relaxed: the flag publishes nothing but itself, and a reader that does not see it yet
-        // counts the portable way.
-        HAS_POPCNT.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// The lanes in `mask`: the processor's `popcnt` where it has one ([`detect_popcnt`]: the
-/// baseline x86_64 target does not assume it, and the portable count is a dozen instructions a
-/// packet).
+/// The lanes in `mask` ([`hostcall_core::lane_count`]: the processor's `popcnt` where it has
+/// one).
 #[inline]
 fn lane_count(mask: u64) -> u64 {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // Relaxed: see `detect_popcnt`.
-    if HAS_POPCNT.load(std::sync::atomic::Ordering::Relaxed) {
-        let lanes: u64;
-        // SAFETY: the processor has `popcnt` (`detect_popcnt` found it); the instruction only
-        // reads and writes these two registers and the flags.
-        unsafe {
-            std::arch::asm!("popcnt {lanes}, {mask}", mask = in(reg) mask, lanes = lateout(reg) lanes,
-                options(pure, nomem, nostack));
-        }
-        return lanes;
-    }
-    u64::from(mask.count_ones())
+    u64::from(hostcall_core::lane_count(mask))
 }

@@ -73,7 +73,6 @@ impl<'a> ThreadDispatch<'a> {
     pub(super) fn new(services: &'a Services) -> Self {
         // Now, not at every packet: the serving path's guard relies on it (`catch_in_scope`).
         crate::dispatch::panics::install_filter();
-        super::serve::detect_popcnt();
         ThreadDispatch {
             services,
             cache: RefCell::new(Cache {
