@@ -173,7 +173,7 @@ impl Host<'_> {
             // Relaxed: host-only word (several hosts of one buffer serve disjoint ranges).
             self.0.served[index].store(seq, Ordering::Relaxed);
             report.packets += 1;
-            report.lane_calls += activemask.count_ones();
+            report.lane_calls += crate::lane_count(activemask);
             highest = Some(index as u32);
         }
         highest
