@@ -288,6 +288,26 @@ pub(crate) fn poll_until<T>(
     }
 }
 
+/// The number of lanes in `mask`: the processor's `popcnt` instruction where it has one (detected
+/// once, at run time, on x86-64 builds that do not assume it; not under Miri, which has no
+/// CPUID, nor loom), else the portable count. The drains count every packet's lanes, and the portable
+/// count is about twenty instructions.
+///
+/// ```
+/// assert_eq!(hostcall_core::lane_count(0), 0);
+/// assert_eq!(hostcall_core::lane_count(0b1011), 3);
+/// assert_eq!(hostcall_core::lane_count(u64::MAX), 64);
+/// ```
+#[inline]
+pub fn lane_count(mask: u64) -> u32 {
+    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom)))]
+    if crate::cpu::has_popcnt() {
+        // SAFETY: the processor has `popcnt` (just asked; the answer is kept).
+        return unsafe { crate::cpu::popcnt(mask) };
+    }
+    mask.count_ones()
+}
+
 #[cfg(test)]
 mod tests {
     use super::PacketEvent::*;
@@ -313,24 +333,4 @@ mod tests {
         assert!(lanes(1 << 63 | 1).eq([0, 63]));
         assert_eq!(lanes(u64::MAX).len(), LANES);
     }
-}
-
-/// The number of lanes in `mask`: the processor's `popcnt` instruction where it has one (detected
-/// once, at run time, on x86-64 builds that do not assume it; not under Miri, which has no
-/// CPUID, nor loom), else the portable count. The drains count every packet's lanes, and the portable
-/// count is about twenty instructions.
-///
-/// ```
-/// assert_eq!(hostcall_core::lane_count(0), 0);
-/// assert_eq!(hostcall_core::lane_count(0b1011), 3);
-/// assert_eq!(hostcall_core::lane_count(u64::MAX), 64);
-/// ```
-#[inline]
-pub fn lane_count(mask: u64) -> u32 {
-    #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom)))]
-    if crate::cpu::has_popcnt() {
-        // SAFETY: the processor has `popcnt` (just asked; the answer is kept).
-        return unsafe { crate::cpu::popcnt(mask) };
-    }
-    mask.count_ones()
 }
