@@ -12,6 +12,7 @@
 
 use crate::host::{DrainError, ErrorCode, OwnWork, PacketRequest};
 use crate::lane::{REPLY_WORDS, SLOT_WORDS};
+use core::cell::Cell;
 use core::fmt;
 
 /// How the host serves packets: a poller hands it every packet of every buffer.
@@ -48,6 +49,43 @@ pub trait Dispatch {
 pub trait LaneService: Send + Sync {
     /// The reply to one lane's request, or the error to answer with.
     fn serve(&self, request: &[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode>;
+
+    /// Serves the active lanes of `packet` from lane `first` on with [`serve`](Self::serve), as
+    /// [`serve_lanes_from`] does, storing each lane in `serving` before serving it (so a host that
+    /// catches a panic knows the lane it happened on). Returns the error count.
+    ///
+    /// One call serves the packet: a host that holds its services as `dyn LaneService` pays one
+    /// indirect call a packet, not one a lane, and this body is compiled for each service, with
+    /// its `serve` inline. There is no reason to override it.
+    ///
+    /// ```
+    /// use core::cell::Cell;
+    /// use hostcall_core::{ErrorCode, Host as _, LaneService};
+    /// # let prefix = hostcall_core::stack::Prefix::default();
+    /// # let headers = [hostcall_core::stack::Header::default(), hostcall_core::stack::Header::default()];
+    /// # let payloads = [hostcall_core::Payload::default(), hostcall_core::Payload::default()];
+    /// # let view = hostcall_core::stack::View::from_parts(&prefix, &headers, &payloads).unwrap();
+    /// # view.init(0, 0);
+    /// # let mut packet = view.claim().unwrap().unwrap();
+    /// # packet.write_lane(0, &[4, 0, 0, 0, 0, 0, 0, 0]);
+    /// # packet.write_lane(3, &[5, 0, 0, 0, 0, 0, 0, 0]);
+    /// # let submitted = packet.submit(9, 0b1001);
+    /// let halve = |r: &[u64; 8]| if r[0] % 2 == 0 { Ok([r[0] / 2, 0]) } else { Err(ErrorCode::BadRequest) };
+    /// let service: &dyn LaneService = &halve;
+    /// let serving = Cell::new(0);
+    /// view.host().drain(&mut |p: &mut hostcall_core::PacketRequest<'_>| {
+    ///     assert_eq!(service.serve_lanes(p, 0, &serving), 1, "lane 3 sent an odd number");
+    ///     assert_eq!(serving.get(), 3, "the last lane served");
+    /// });
+    /// # let done = submitted.wait(|| {});
+    /// # assert_eq!(done.reply(0), [2, 0]);
+    /// ```
+    fn serve_lanes(&self, packet: &mut PacketRequest<'_>, first: usize, serving: &Cell<usize>) -> u32 {
+        serve_lanes_from(packet, first, |lane, request| {
+            serving.set(lane);
+            self.serve(request)
+        })
+    }
 }
 
 impl<F> LaneService for F
@@ -279,6 +317,6 @@ impl<const N: usize> Dispatch for ServiceTable<'_, N> {
             packet.reply_error_all(ErrorCode::UnknownService);
             return;
         };
-        serve_lanes(packet, |_lane, request| service.serve(request));
+        service.serve_lanes(packet, 0, &Cell::new(0));
     }
 }

@@ -85,12 +85,7 @@ pub(crate) fn serve_lanes_guarded(
 fn serve_lanes_in_scope(entry: &Entry, packet: &mut PacketRequest<'_>, handler: &dyn LaneService) -> u64 {
     // The lane being served: the one that panicked, when the guard catches a panic.
     let serving = Cell::new(0usize);
-    let served = catch_in_scope(|| {
-        serve_lanes_from(packet, 0, |lane, request| {
-            serving.set(lane);
-            handler.serve(request)
-        })
-    });
+    let served = catch_in_scope(|| handler.serve_lanes(packet, 0, &serving));
     match served {
         Ok(errors) => u64::from(errors),
         // The entry, not its name and handler: one word the panic's landing pad keeps.
@@ -112,16 +107,13 @@ fn after_panic(entry: &Entry, packet: &mut PacketRequest<'_>, mut lane: usize, m
         crate::observe::count(Reason::HandlerPanic);
         error_limited!("service {name} panicked on lane {lane} ({panic}); answered with an error");
         packet.reply_error(lane, ErrorCode::ServicePanicked);
-        // Ends: every panic is at a lane after the last one.
-        let served = catch_in_scope(|| {
-            serve_lanes_from(packet, lane + 1, |at, request| {
-                serving.set(at);
-                handler.serve(request)
-            })
-        });
+        // Ends: each round starts after the lane that panicked last, and stops past the last lane.
+        let served = catch_in_scope(|| handler.serve_lanes(packet, lane + 1, &serving));
         match served {
             Ok(_) => return u64::from(packet.error_lanes()),
-            Err(again) => (lane, panic) = (serving.get(), again),
+            // At least the lane after the last, so the loop ends even if `serving` were not moved
+            // (the registry's lane services are closures, served by the trait's own body).
+            Err(again) => (lane, panic) = (serving.get().max(lane + 1), again),
         }
     }
 }
