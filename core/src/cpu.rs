@@ -32,6 +32,7 @@ pub(crate) fn has_popcnt() -> bool {
 }
 
 /// Whether the processor runs AVX2 and its OS saves the registers.
+#[cfg_attr(not(target_feature = "sse2"), allow(dead_code))] // no vector take without SSE2
 #[inline]
 pub(crate) fn has_avx2() -> bool {
     cfg!(target_feature = "avx2") || features() & AVX2 != 0

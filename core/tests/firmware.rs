@@ -1,5 +1,6 @@
 //! A firmware-like runtime: no threads, no allocator in the loop. Its main loop submits work from
-//! its "device" side and calls `Poller::poll_once` to serve it, with a fixed-capacity service table.
+//! its "device" side and serves it with a poll session's `poll_once` (its polls take no lock), with
+//! a fixed-capacity service table; the session ends before the buffer is removed.
 
 use hostcall_core::stack::{buffer_size, View};
 use hostcall_core::{ErrorCode, Poller, Protocol, Registration, ServiceTable, SLOT_WORDS};
@@ -27,6 +28,7 @@ fn a_main_loop_serves_its_own_hostcalls() {
     unsafe { poller.add(Registration::new(Protocol::Stack, base, len, PACKETS).unwrap()) }.unwrap();
 
     let rounds = if cfg!(miri) { 10 } else { 100 };
+    let mut polls = poller.session().expect("the only poller");
     for round in 0..rounds {
         // Device side: two packets in flight, one with an unknown service.
         let mut a = buffer.claim().unwrap().unwrap();
@@ -35,7 +37,7 @@ fn a_main_loop_serves_its_own_hostcalls() {
         let a = a.submit(42, 0b11);
         let b = buffer.claim().unwrap().unwrap().submit(7, 1);
         // Main loop: serve.
-        let report = poller.poll_once(&services);
+        let report = polls.poll_once(&services);
         assert_eq!((report.packets, report.lane_calls), (2, 3));
         let a = a.wait_until(|_| false).expect("served in this loop turn");
         assert_eq!(a.reply(0), [round * 2, 0]);
@@ -43,6 +45,7 @@ fn a_main_loop_serves_its_own_hostcalls() {
         let b = b.wait_until(|_| false).expect("served");
         assert_eq!(b.reply(0), ErrorCode::UnknownService.reply());
     }
+    drop(polls); // a remove waits for the session: on this thread, it would wait for itself
     poller.remove(base).unwrap();
     assert_eq!(poller.poll_once(&services).packets, 0);
 }

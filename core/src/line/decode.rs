@@ -12,7 +12,8 @@
 //! service's to see after that test passed (the take records the slots as written only then).
 //!
 //! Three implementations of the same arithmetic. On x86-64 the request words are rebuilt two at
-//! a time in SSE2 registers (part of the x86-64 baseline): each line word is loaded with one
+//! a time in SSE2 registers (part of the baseline of every x86-64 target with an OS; a build
+//! without SSE, `x86_64-unknown-none`, runs the scalar decode): each line word is loaded with one
 //! aligned 8-byte access straight into a vector register (inline assembly: a Relaxed load
 //! compiles to the same access into a general register, from which LLVM would move each word),
 //! and one XOR, one OR, a shift, a mask and one OR decode a pair. On the x86-64 CPUs with AVX2
@@ -27,14 +28,14 @@ use super::word::{data_of, joined, DATA_BITS};
 use crate::lane::{lanes, SLOT_WORDS};
 use crate::sync::{AtomicU64, Ordering};
 
-#[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
 mod avx2;
 
 /// The decode of one take, lane by lane: the sequence's tag and the stray accumulator.
-#[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
 type Decoder = sse2::Decoder;
 /// The decode of one take, lane by lane: the sequence's tag and the stray accumulator.
-#[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri))))]
 type Decoder = Scalar;
 
 /// Decodes every lane of `activemask` (lanes that exist) of `request` into `scratch`, slot by
@@ -42,7 +43,7 @@ type Decoder = Scalar;
 /// only if so.
 #[inline]
 pub(super) fn decode_lanes(request: &Request, activemask: u64, seq: u32, scratch: &mut Scratch<'_>) -> bool {
-    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
     if avx2::available() {
         // SAFETY: this CPU runs AVX2 and its OS keeps the registers (`available`).
         return unsafe { avx2::decode_lanes(request, activemask, seq, scratch) };
@@ -76,7 +77,10 @@ trait Lane {
 }
 
 /// The one-word-at-a-time decode (off x86-64, under loom and Miri, and the tests' reference).
-#[cfg_attr(all(target_arch = "x86_64", not(loom), not(miri), not(test)), allow(dead_code))]
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri), not(test)),
+    allow(dead_code)
+)]
 pub(super) struct Scalar {
     /// The sequence in a line word's sequence bits.
     tagged: u64,
@@ -84,7 +88,10 @@ pub(super) struct Scalar {
     stray: u64,
 }
 
-#[cfg_attr(all(target_arch = "x86_64", not(loom), not(miri), not(test)), allow(dead_code))]
+#[cfg_attr(
+    all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri), not(test)),
+    allow(dead_code)
+)]
 impl Lane for Scalar {
     #[inline]
     fn new(seq: u32) -> Self {
@@ -108,7 +115,7 @@ impl Lane for Scalar {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
 mod sse2 {
     use super::{AtomicU64, Lane, DATA_BITS, REQUEST_LANE_WORDS, SLOT_WORDS};
     use crate::line::word::DATA_MASK;
@@ -231,7 +238,7 @@ mod tests {
     fn takes() -> Vec<(&'static str, Take)> {
         let mut takes: Vec<(&'static str, Take)> =
             vec![("scalar", decode_lanes_with::<Scalar>), ("native", decode_lanes_with::<Decoder>)];
-        #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
         if avx2::available() {
             // SAFETY: AVX2 is available (checked just above).
             takes.push(("avx2", |request, mask, seq, scratch| unsafe {
