@@ -84,7 +84,7 @@ pub(crate) fn low_lanes(lanes: usize) -> u64 {
 
 /// `packets` times: claim (through `claim`), fill `lanes` lanes, submit, poll once (drain +
 /// dispatch), read the replies, release. Returns a checksum of the replies and, when `TIMED`, the
-/// time spent inside `Poller::poll_once` (else zero). Not inlined: callgrind's
+/// time spent inside the session's `poll_once` (else zero). Not inlined: callgrind's
 /// `--toggle-collect` names it.
 #[inline(never)]
 pub(crate) fn listener_loop<C: ClaimedPacket, const TIMED: bool>(
@@ -148,7 +148,7 @@ pub(crate) fn listener_cost(o: &Options, lanes: u32) -> Sample {
 }
 
 /// `listener_cost_<L>l_<protocol>`: the same loop on a buffer of `protocol`, through the core's
-/// protocol switch; the figure is the time inside `Poller::poll_once` per packet, less what an
+/// protocol switch; the figure is the time inside the poll per packet, less what an
 /// empty pair of clock reads costs, with the whole (untimed) loop per packet beside it.
 pub(crate) fn listener_cost_hot(o: &Options, lanes: u32, protocol: Protocol) -> Sample {
     let cost = CostLoop::with(protocol, 2);

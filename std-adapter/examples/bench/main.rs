@@ -57,8 +57,9 @@
 //!   they can, output to `/dev/null`: through the full listener, and through a model of LLVM's
 //!   server loop (see `puts.rs`). calls/s counts warp calls.
 //! - `listener_cost_64l`: producer and listener on one thread, no cross-core traffic: claim, fill
-//!   64 lanes, submit, `Poller::poll_once` with the std `Services` registry through
-//!   `Services::dispatcher` (what the listener thread runs per wake-up), read 64 replies, release.
+//!   64 lanes, submit, one poll of a poll session (`PollSession::poll_once`, held across the
+//!   loop as a listener thread holds one while it polls) with the std `Services` registry
+//!   through `Services::dispatcher`, read 64 replies, release.
 //!   ns per 64-lane packet. `listener_cost_1l` is the same with one lane.
 //! - `listener_cost_32l_<protocol>` (`stack`, `phase`, `line`): that loop with 32 lanes on a
 //!   buffer of each protocol, through the core's protocol switch and the producer traits (hot: the

@@ -20,10 +20,10 @@ pub(crate) enum Sample {
 /// What a listener-cost row times.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Timed {
-    /// The whole loop on one thread: claim, fill, submit, `Poller::poll_once`, read the replies,
-    /// release.
+    /// The whole loop on one thread: claim, fill, submit, a poll session's `poll_once`, read the
+    /// replies, release.
     Loop,
-    /// `Poller::poll_once` alone, in that loop (one packet per poll, requests the listener's own
+    /// The poll alone, in that loop (one packet per poll, requests the listener's own
     /// thread just wrote: hot); `loop_ns` is the whole loop per packet, timed without the clock
     /// reads around the poll.
     Poll { loop_ns: f64 },
