@@ -4,8 +4,9 @@
 //! ids (PROTOCOL.md section 3) and the error reply this project answers with ([`ErrorCode`]) sit
 //! beside the request and reply types, also at the crate root.
 //!
-//! Every host walks a packet's lanes with [`serve_lanes`]: the [`ServiceTable`] here, and the std
-//! crate's registry, which adds only a panic guard around each lane's call. A protocol's host whose
+//! Every host walks a packet's lanes with [`serve_lanes_from`] ([`serve_lanes`] is it from lane
+//! 0): through [`LaneService::serve_lanes`], one call a packet, the [`ServiceTable`] here and the
+//! std crate's registry, which adds only a panic guard around that call. A protocol's host whose
 //! work for a buffer is more than serving packets hands it to [`Dispatch::own_work`] (through the
 //! poller's drain), so a dispatch that watches its calls sees it as one; nothing here names a
 //! protocol.

@@ -1,7 +1,8 @@
 //! The listener's wait policy, seen from outside and without timing assertions: the naps an idle
 //! listener asks its doorbell for stay within the policy's bound however long it idles; a call
-//! whose device never rings is served after an idle spell; a ring ends a long nap; a new policy
-//! reaches a running listener; the timer slack is the listener thread's.
+//! whose device never rings is served after an idle spell; a ring ends a long nap; a buffer is
+//! removed while its listener naps; a new policy reaches a running listener; the timer slack is
+//! the listener thread's.
 
 #[macro_use]
 mod common;
@@ -170,6 +171,27 @@ fn the_timer_slack_is_the_listener_threads() {
         let seen: Vec<u64> = (0..50).map(|_| slack()).collect();
         assert!(seen.contains(&77_000), "{seen:?}");
         assert_eq!(seen.last(), Some(&77_000), "{seen:?}");
+        listener.shutdown();
+    });
+}
+
+/// A listener asleep in a long nap holds nothing of its buffers: removing one returns at once,
+/// not when the nap ends (the thread drops its poll session, whose pins a remover waits for,
+/// before it naps).
+#[test]
+fn a_buffer_is_removed_while_its_listener_naps() {
+    returns_within("a removal during a 600 s nap", Duration::from_secs(30), || {
+        let doorbell: Arc<dyn Doorbell> = Arc::new(ParkingDoorbell::new());
+        let config = ListenerConfig::default().with_wait(naps_of_ten_minutes());
+        let listener = Listener::start(doorbell.clone(), config).unwrap();
+        register_add(listener.services());
+        // The buffer rings a doorbell nobody listens to: only the ring below wakes the listener.
+        let buffer = buffer_on(Arc::new(ParkingDoorbell::new()));
+        listener.add(buffer.clone()).unwrap();
+        doorbell.ring(); // one poll, which takes the buffer into its session
+        std::thread::sleep(Duration::from_millis(50)); // then asleep in a 600 s nap
+        assert_eq!(listener.stats().events.doorbell_wakes, 1, "woken once, by the ring");
+        listener.remove_buffer(&buffer).unwrap();
         listener.shutdown();
     });
 }
