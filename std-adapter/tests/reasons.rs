@@ -333,13 +333,15 @@ fn stalled_request() {
     let Ok(Some(AnyClaimed::Line(mut packet))) = view.claim(2) else { panic!("a free line packet") };
     let (index, seq) = (packet.index(), packet.seq());
     packet.write_lane(5, &[1, 2, 3, 4, 5, 6, 7, 8]);
-    // The wave's last word is held back: it still carries sequence 0.
+    // The wave's last word is held back: it is taken away before the head is written (a spinning
+    // listener may take the packet the moment the head lands), so the listener finds only the
+    // head and the other words carrying this call's sequence.
     let word = &view.line().unwrap().request(index).lanes[5][line::REQUEST_LANE_WORDS - 1];
-    let stored = AnySubmitted::Line(packet.submit(ECHO, 1 << 5));
     // Relaxed, as the wave's own stores of its words: every word carries its sequence, so the
     // line protocol orders nothing by it (the listener's Acquire loads find the tag, or do not).
     let landed = word.swap(0, Ordering::Relaxed);
     assert_eq!(line::seq_of(landed), seq);
+    let stored = AnySubmitted::Line(packet.submit(ECHO, 1 << 5));
     let deadline = Instant::now() + Duration::from_secs(60);
     while listener.stats().refusals.get(Reason::StalledRequest) == 0 {
         assert!(Instant::now() < deadline, "the listener never reported the stalled request");
