@@ -52,10 +52,11 @@ fn stalled_call(buffer: &HostcallBuffer, start: usize) -> (AnySubmitted<'_>, &At
     let index = packet.index();
     packet.write_lane(0, &[start as u64, 2, 3, 4, 5, 6, 7, 8]);
     let word = &view.line().unwrap().request(index).lanes[0][line::REQUEST_LANE_WORDS - 1];
-    let call = AnySubmitted::Line(packet.submit(ECHO, 1));
-    // Relaxed, as the wave's own stores of its words: every word carries its sequence, so the
-    // line protocol orders nothing by it.
+    // Taken away before the head is written: a spinning listener may take the packet the moment
+    // the head lands. Relaxed, as the wave's own stores of its words: every word carries its
+    // sequence, so the line protocol orders nothing by it.
     let landed = word.swap(0, Ordering::Relaxed);
+    let call = AnySubmitted::Line(packet.submit(ECHO, 1));
     (call, word, landed)
 }
 
