@@ -292,6 +292,30 @@ impl<'a> AnyView<'a> {
         }
     }
 
+    /// [`drain_scope`](Self::drain_scope) with the state as a registration keeps it, borrowed
+    /// only by the protocols that have one (the poller's drain of a registered buffer): a stack
+    /// or phase drain reads nothing of it.
+    ///
+    /// # Safety
+    /// `state` meets [`AnyState::borrow`]'s contract for the time of the call.
+    #[inline(always)]
+    pub(crate) unsafe fn drain_registered(
+        &self,
+        scope: &mut DrainScope,
+        scratch: &mut HostScratch,
+        state: AnyState,
+        handler: &mut impl DrainHandler,
+    ) -> DrainReport {
+        match self {
+            Self::Stack(view) => view.host().drain_scope(scope, None, None, handler),
+            Self::Phase(view) => view.host().drain_scope(scope, None, None, handler),
+            Self::Line(_) | Self::Rpc(_) => {
+                // SAFETY: this function's contract.
+                self.drain_scope(scope, scratch, unsafe { state.borrow() }, handler)
+            }
+        }
+    }
+
     /// The lanes one packet carries: all [`LANES`](crate::LANES) for the stack, phase and line
     /// protocols, an RPC port's lanes (its client's warp width) for an RPC buffer. A producer
     /// whose activemask has lanes outside it cannot call through this buffer.

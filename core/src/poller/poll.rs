@@ -142,9 +142,8 @@ impl<const N: usize> PollSession<'_, N> {
             // poller.
             // SAFETY: the host state is valid while registered and touched only by this poller's
             // drains of the buffer (`Registration::with_state`); the poll lock makes this drain
-            // the only one, so the borrow is the only access while it lives.
-            let state = unsafe { r.state.borrow() };
-            report += r.view.drain_scope(scope, scratch, state, &mut to);
+            // the only one, so its borrow is the only access while it lives.
+            report += unsafe { r.view.drain_registered(scope, scratch, r.state, &mut to) };
         }
         report
     }
