@@ -274,7 +274,7 @@ impl<'a> AnyView<'a> {
     ) -> DrainReport {
         match (self, state) {
             (Self::Stack(view), _) => view.host().drain_scope(scope, None, None, handler),
-            (Self::Phase(view), _) => view.host().drain_scope(scope, None, None, handler),
+            (Self::Phase(view), _) => view.host_ref().drain_scope(scope, None, None, handler),
             (Self::Line(view), state) => {
                 let memory = match state {
                     AnyStateMut::Line(memory) => Some(memory),
@@ -308,7 +308,7 @@ impl<'a> AnyView<'a> {
     ) -> DrainReport {
         match self {
             Self::Stack(view) => view.host().drain_scope(scope, None, None, handler),
-            Self::Phase(view) => view.host().drain_scope(scope, None, None, handler),
+            Self::Phase(view) => view.host_ref().drain_scope(scope, None, None, handler),
             Self::Line(_) | Self::Rpc(_) => {
                 // SAFETY: this function's contract.
                 self.drain_scope(scope, scratch, unsafe { state.borrow() }, handler)

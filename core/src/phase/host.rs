@@ -16,7 +16,11 @@ use core::ops::Range;
 /// Since the host writes only `host_phase[i]` and packet `i`'s reply words, threads that split
 /// one buffer into disjoint ranges ([`Host::drain_range`](crate::Host::drain_range),
 /// [`DrainScope::Range`]) never write the same word (and none reads what another writes).
+///
+/// Transparent over its view, so that a view can lend its host by reference
+/// ([`View::host_ref`]).
 #[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
 pub struct Host<'a>(pub(super) View<'a>);
 
 impl sealed::Sealed for Host<'_> {}
