@@ -98,7 +98,8 @@ impl Host<'_> {
         // Relaxed: ordered by the fence above.
         let (service, activemask) =
             (header.service.load(Ordering::Relaxed), header.activemask.load(Ordering::Relaxed));
-        prefetch_lanes(payload, activemask);
+        // Lane 0's slot is on its way already.
+        prefetch_lanes(payload, activemask & !1);
         let mut request = PacketRequest::new(index as u32, service, activemask, payload);
         handler.serve(&mut request);
         // Release: publishes the reply words and orders our reads of the request before the
