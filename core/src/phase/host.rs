@@ -17,8 +17,8 @@ use core::ops::Range;
 /// one buffer into disjoint ranges ([`Host::drain_range`](crate::Host::drain_range),
 /// [`DrainScope::Range`]) never write the same word (and none reads what another writes).
 ///
-/// Transparent over its view, so that a view can lend its host by reference
-/// ([`View::host_ref`]).
+/// Transparent over its view, so that the crate's poller can borrow a view as its host, without
+/// a copy.
 #[derive(Clone, Copy, Debug)]
 #[repr(transparent)]
 pub struct Host<'a>(pub(super) View<'a>);
