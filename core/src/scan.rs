@@ -129,16 +129,14 @@ impl DrainScope {
         num_packets: usize,
         mut scan: impl FnMut(Range<usize>, &mut DrainReport) -> Option<u32>,
     ) -> DrainReport {
+        let range = match self {
+            Self::Whole => 0..num_packets,
+            // The window's report is the drain's, returned as it is (not copied into another).
+            Self::Window(window) => return window.drain(num_packets, scan),
+            Self::Range { start, end } => clamped(*start as usize..*end as usize, num_packets),
+        };
         let mut report = DrainReport::default();
-        match self {
-            Self::Whole => {
-                scan(0..num_packets, &mut report);
-            }
-            Self::Window(window) => report = window.drain(num_packets, scan),
-            Self::Range { start, end } => {
-                scan(clamped(*start as usize..*end as usize, num_packets), &mut report);
-            }
-        }
+        scan(range, &mut report);
         report
     }
 }
