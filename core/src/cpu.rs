@@ -28,7 +28,18 @@ fn features() -> u8 {
 #[cfg_attr(target_feature = "popcnt", allow(dead_code))] // the build assumes it
 #[inline]
 pub(crate) fn has_popcnt() -> bool {
-    cfg!(target_feature = "popcnt") || features() & POPCNT != 0
+    // The answer's bit first: on a processor that has it (all since about 2008) the lane count's
+    // check is one test of the word, not a test that it was asked and then one of the answer.
+    // Relaxed: as in `features`.
+    cfg!(target_feature = "popcnt") || FEATURES.load(Ordering::Relaxed) & POPCNT != 0 || popcnt_asked()
+}
+
+/// [`has_popcnt`] past its look at the answer's bit (not set: not asked yet, or no `popcnt`).
+#[cfg_attr(target_feature = "popcnt", allow(dead_code))] // the build assumes it
+#[cold]
+#[inline(never)]
+fn popcnt_asked() -> bool {
+    features() & POPCNT != 0
 }
 
 /// Whether the processor runs AVX2 and its OS saves the registers.

@@ -29,8 +29,9 @@ use core::ops::Range;
 pub struct ScanWindow {
     /// Narrow scans cover `0..limit`.
     limit: u32,
-    /// Highest index served since the last full scan.
-    highest_since_full: Option<u32>,
+    /// The packets in use since the last full scan: the highest index served since then, plus
+    /// one (0: none served). A count, not an `Option` of the index: no tag to keep and test.
+    in_use_since_full: u32,
     /// Narrow calls left before a full one is due.
     narrow_left: u32,
 }
@@ -43,7 +44,7 @@ impl ScanWindow {
 
     /// A window whose first scan is full.
     pub fn new(num_packets: u32) -> Self {
-        Self { limit: num_packets, highest_since_full: None, narrow_left: 0 }
+        Self { limit: num_packets, in_use_since_full: 0, narrow_left: 0 }
     }
 
     /// The end of the narrow scan.
@@ -83,13 +84,13 @@ impl ScanWindow {
     /// Records one call: whether it scanned all `num_packets`, and the highest index it served.
     #[inline]
     fn record(&mut self, full: bool, highest: Option<u32>, num_packets: u32) {
-        self.highest_since_full = self.highest_since_full.max(highest);
+        let in_use = self.in_use_since_full.max(highest.map_or(0, |h| h.saturating_add(1)));
         if full {
-            let in_use = self.highest_since_full.map_or(0, |h| h.saturating_add(1));
             self.limit = in_use.saturating_add(Self::SLACK).min(num_packets);
-            self.highest_since_full = None;
+            self.in_use_since_full = 0;
             self.narrow_left = Self::FULL_SCAN_PERIOD - 1;
         } else {
+            self.in_use_since_full = in_use;
             self.narrow_left = self.narrow_left.saturating_sub(1);
         }
     }
@@ -129,16 +130,14 @@ impl DrainScope {
         num_packets: usize,
         mut scan: impl FnMut(Range<usize>, &mut DrainReport) -> Option<u32>,
     ) -> DrainReport {
+        let range = match self {
+            Self::Whole => 0..num_packets,
+            // The window's report is the drain's, returned as it is (not copied into another).
+            Self::Window(window) => return window.drain(num_packets, scan),
+            Self::Range { start, end } => clamped(*start as usize..*end as usize, num_packets),
+        };
         let mut report = DrainReport::default();
-        match self {
-            Self::Whole => {
-                scan(0..num_packets, &mut report);
-            }
-            Self::Window(window) => report = window.drain(num_packets, scan),
-            Self::Range { start, end } => {
-                scan(clamped(*start as usize..*end as usize, num_packets), &mut report);
-            }
-        }
+        scan(range, &mut report);
         report
     }
 }
@@ -153,6 +152,26 @@ pub(crate) fn clamped(range: Range<usize>, num_packets: usize) -> Range<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a narrow scan served is remembered until the next full scan, which sets the limit
+    /// from it.
+    #[test]
+    fn a_narrow_scan_remembers_what_it_served_until_the_full_scan() {
+        let (n, slack) = (128usize, ScanWindow::SLACK);
+        let mut window = ScanWindow::new(n as u32);
+        window.drain(n, |_, _| None); // full, nothing served: the limit is the slack
+        assert_eq!(window.limit(), slack);
+        window.drain(n, |range, report| {
+            assert_eq!(range, 0..slack as usize, "a narrow scan");
+            report.packets += 1;
+            Some(5)
+        });
+        assert_eq!(window.limit(), slack, "a narrow scan does not move the limit");
+        window.drain(n, |_, _| None); // narrow and empty: the rest too, a full scan
+        assert_eq!(window.limit(), 6 + slack, "index 5 was in use since the last full scan");
+        window.drain(n, |_, _| None);
+        assert_eq!(window.limit(), slack, "and not since this one");
+    }
 
     #[test]
     fn an_inverted_range_scope_is_empty() {

@@ -274,7 +274,7 @@ impl<'a> AnyView<'a> {
     ) -> DrainReport {
         match (self, state) {
             (Self::Stack(view), _) => view.host().drain_scope(scope, None, None, handler),
-            (Self::Phase(view), _) => view.host().drain_scope(scope, None, None, handler),
+            (Self::Phase(view), _) => view.host_ref().drain_scope(scope, None, None, handler),
             (Self::Line(view), state) => {
                 let memory = match state {
                     AnyStateMut::Line(memory) => Some(memory),
@@ -288,6 +288,30 @@ impl<'a> AnyView<'a> {
                     _ => None,
                 };
                 view.host().drain_scope(scope, Some(&mut scratch.rpc), calls, handler)
+            }
+        }
+    }
+
+    /// [`drain_scope`](Self::drain_scope) with the state as a registration keeps it, borrowed
+    /// only by the protocols that have one (the poller's drain of a registered buffer): a stack
+    /// or phase drain reads nothing of it.
+    ///
+    /// # Safety
+    /// `state` meets [`AnyState::borrow`]'s contract for the time of the call.
+    #[inline(always)]
+    pub(crate) unsafe fn drain_registered(
+        &self,
+        scope: &mut DrainScope,
+        scratch: &mut HostScratch,
+        state: AnyState,
+        handler: &mut impl DrainHandler,
+    ) -> DrainReport {
+        match self {
+            Self::Stack(view) => view.host().drain_scope(scope, None, None, handler),
+            Self::Phase(view) => view.host_ref().drain_scope(scope, None, None, handler),
+            Self::Line(_) | Self::Rpc(_) => {
+                // SAFETY: this function's contract.
+                self.drain_scope(scope, scratch, unsafe { state.borrow() }, handler)
             }
         }
     }

@@ -16,7 +16,11 @@ use core::ops::Range;
 /// Since the host writes only `host_phase[i]` and packet `i`'s reply words, threads that split
 /// one buffer into disjoint ranges ([`Host::drain_range`](crate::Host::drain_range),
 /// [`DrainScope::Range`]) never write the same word (and none reads what another writes).
+///
+/// Transparent over its view, so that the crate's poller can borrow a view as its host, without
+/// a copy.
 #[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
 pub struct Host<'a>(pub(super) View<'a>);
 
 impl sealed::Sealed for Host<'_> {}
@@ -94,7 +98,8 @@ impl Host<'_> {
         // Relaxed: ordered by the fence above.
         let (service, activemask) =
             (header.service.load(Ordering::Relaxed), header.activemask.load(Ordering::Relaxed));
-        prefetch_lanes(payload, activemask);
+        // Lane 0's slot is on its way already.
+        prefetch_lanes(payload, activemask & !1);
         let mut request = PacketRequest::new(index as u32, service, activemask, payload);
         handler.serve(&mut request);
         // Release: publishes the reply words and orders our reads of the request before the

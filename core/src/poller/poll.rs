@@ -17,9 +17,13 @@ pub(super) struct PollState<const N: usize> {
     pub(super) version: u64,
     /// Whether the slots of `serving` are pinned: from a session's first poll to its end.
     pub(super) pinned: bool,
-    /// The poll's copy of the table's serving registrations.
+    /// The poll's copy of the table's serving registrations, each `scope` the registration's
+    /// drain state as of the last poll (the copy is the session's own: its drains update it in
+    /// place).
     pub(super) serving: heapless::Vec<(usize, Registered), N>,
-    /// The drain state of each slot (the registration generation it belongs to, and its scope).
+    /// Each slot's drain state while a refresh replaces the copy (the registration generation it
+    /// belongs to, and its scope): a registration still serving keeps its scope across the
+    /// refresh, a new one starts with its registered scope.
     pub(super) scopes: [(u64, DrainScope); N],
     /// Where requests are copied for the services, for the protocols that copy them (one per
     /// poller: polls take turns).
@@ -88,14 +92,22 @@ impl<const N: usize> Poller<N> {
     fn refresh(&self, state: &mut PollState<N>) {
         let table = self.table.lock();
         if state.version != table.version {
-            if state.pinned {
-                for &(slot, _) in state.serving.iter() {
+            for &(slot, ref r) in state.serving.iter() {
+                if state.pinned {
                     self.pins.unpin(slot);
                 }
+                state.scopes[slot] = (r.generation, r.scope);
             }
             state.serving.clear();
             // Cannot fail: both hold at most `N`.
             let _ = state.serving.extend_from_slice(&table.serving);
+            for (slot, r) in state.serving.iter_mut() {
+                if let Some(&(generation, scope)) = state.scopes.get(*slot) {
+                    if generation == r.generation {
+                        r.scope = scope;
+                    }
+                }
+            }
             state.version = table.version;
         } else if state.pinned {
             return;
@@ -123,15 +135,11 @@ impl<const N: usize> PollSession<'_, N> {
         if !self.state.pinned || self.state.version != poller.published.load(Ordering::Relaxed) {
             poller.refresh(&mut self.state);
         }
-        let PollState { serving, scopes, scratch, .. } = &mut *self.state;
+        let PollState { serving, scratch, .. } = &mut *self.state;
         let mut report = DrainReport::default();
-        for &(slot, ref r) in serving.iter() {
+        for (_, r) in serving.iter_mut() {
             if !dispatch.proceed() {
                 break;
-            }
-            let (generation, scope) = &mut scopes[slot];
-            if *generation != r.generation {
-                (*generation, *scope) = (r.generation, r.scope);
             }
             let mut to = DispatchTo { dispatch, base: r.base as usize, device: r.device };
             // The view was built and checked by the registration. Its memory is valid:
@@ -142,9 +150,8 @@ impl<const N: usize> PollSession<'_, N> {
             // poller.
             // SAFETY: the host state is valid while registered and touched only by this poller's
             // drains of the buffer (`Registration::with_state`); the poll lock makes this drain
-            // the only one, so the borrow is the only access while it lives.
-            let state = unsafe { r.state.borrow() };
-            report += r.view.drain_scope(scope, scratch, state, &mut to);
+            // the only one, so its borrow is the only access while it lives.
+            report += unsafe { r.view.drain_registered(&mut r.scope, scratch, r.state, &mut to) };
         }
         report
     }

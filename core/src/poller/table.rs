@@ -62,7 +62,8 @@ pub(super) struct Registered {
     pub(super) view: AnyView<'static>,
     /// The device ordinal its packets report ([`PacketRequest::device`](crate::PacketRequest::device)).
     pub(super) device: u32,
-    /// The scope a fresh registration starts with (a poll copies it into its own state once).
+    /// The scope a fresh registration starts with; in a poll session's copy, the scope as of its
+    /// last drain (the session carries it across refreshes).
     pub(super) scope: DrainScope,
     /// The buffer's host state (`Registration::with_state`): the owner's memory, used only by
     /// this poller's polls while registered.

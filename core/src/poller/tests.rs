@@ -331,3 +331,57 @@ fn a_dispatch_that_says_no_ends_the_poll_before_the_next_buffer() {
     poller.remove(a_base).unwrap();
     poller.remove(b_base).unwrap();
 }
+
+/// The scan window of the phase registration at `base` in `session`'s copy, as of its last poll.
+fn window_limit(session: &PollSession<'_, 4>, base: *mut u8) -> u32 {
+    let (_, r) = session.state.serving.iter().find(|(_, r)| r.base == base).expect("registered");
+    match r.scope {
+        crate::DrainScope::Window(window) => window.limit(),
+        other => panic!("a phase registration's scope is a window, not {other:?}"),
+    }
+}
+
+#[test]
+fn a_scan_window_lives_across_a_refresh_and_a_new_registration_starts_fresh() {
+    let n = 64usize;
+    let buffers = two_buffers(2, n);
+    let ((s_base, s_len, _), (p_base, p_len, phase)) = (buffers.stack, buffers.phase);
+    let slack = crate::ScanWindow::SLACK;
+    let poller = Poller::<4>::new();
+    let mut services = ServiceTable::<2>::new();
+    services.register(1, &add_one).unwrap();
+    let serve_at = |session: &mut PollSession<'_, 4>, index: usize| {
+        let mut claimed = phase.claim(index).unwrap();
+        assert_eq!(claimed.index(), index);
+        claimed.write_lane(0, &[1, 0, 0, 0, 0, 0, 0, 0]);
+        let submitted = claimed.submit(1, 1);
+        assert_eq!(session.poll_once(&services).packets, 1);
+        assert_eq!(submitted.wait(|| {}).reply(0), [2, 0]);
+    };
+    // SAFETY: `buffers` outlives the registrations (removed below).
+    unsafe { poller.add(Registration::new(Protocol::Phase, p_base, p_len, n as u32).unwrap()).unwrap() };
+    let mut session = poller.session().unwrap();
+    session.poll_once(&services); // an empty full scan: the window narrows to its slack
+    assert_eq!(window_limit(&session, p_base), slack);
+    serve_at(&mut session, 2); // a narrow scan: index 2 in use since the last full scan
+
+    // Another buffer's add: the next poll refreshes its copy, and the phase window goes on (its
+    // empty narrow scan then scans the rest, a full scan that keeps index 2 in use).
+    // SAFETY: as above.
+    unsafe { poller.add(Registration::new(Protocol::Stack, s_base, s_len, 2).unwrap()).unwrap() };
+    assert_eq!(session.poll_once(&services).packets, 0);
+    assert_eq!(window_limit(&session, p_base), 3 + slack, "the window lived across the refresh");
+
+    // The same buffer registered again (the slot reused, a new generation) starts fresh.
+    serve_at(&mut session, 2);
+    drop(session); // a remover waits for the session
+    poller.remove(p_base).unwrap();
+    // SAFETY: as above.
+    unsafe { poller.add(Registration::new(Protocol::Phase, p_base, p_len, n as u32).unwrap()).unwrap() };
+    let mut session = poller.session().unwrap();
+    assert_eq!(session.poll_once(&services).packets, 0);
+    assert_eq!(window_limit(&session, p_base), slack, "a new registration's window starts fresh");
+    drop(session);
+    poller.remove(p_base).unwrap();
+    poller.remove(s_base).unwrap();
+}

@@ -46,11 +46,12 @@ impl crate::host::Host for Host<'_> {
 }
 
 impl Host<'_> {
-    /// The drain past its look at an idle ready-stack.
+    /// The drain past its look at an idle ready-stack (which saw it not empty: the swap is not
+    /// preceded by a second look).
     #[inline(always)]
     fn drain_taken(&self, handler: &mut impl DrainHandler) -> DrainReport {
         let mut report = DrainReport::default();
-        for link in self.0.ready_stack().take_all() {
+        for link in self.0.ready_stack().take_all_seen() {
             let ptr = match link {
                 Ok(ptr) => ptr,
                 Err(e) => {

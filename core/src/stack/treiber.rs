@@ -96,7 +96,11 @@ impl<'a> TaggedStack<'a> {
     /// only shares the cache line, instead of taking it exclusive on every poll and making each
     /// producer's next push (and, on the free-list's neighbouring word, each claim and release)
     /// win it back.
+    ///
+    /// The loom models take through it; the host's drain looks first itself and then swaps with
+    /// [`TaggedStack::take_all_seen`].
     #[inline]
+    #[cfg_attr(not(loom), allow(dead_code))]
     pub fn take_all(&self) -> ChainWalk<'a> {
         // Relaxed: only decides whether to swap. Reading 0 is as if the swap below had run just
         // before a concurrent push (the next poll takes that push); nothing is read through it.
@@ -107,6 +111,15 @@ impl<'a> TaggedStack<'a> {
             // word, so each packet's `next`, header and payload writes are visible to the walk.
             self.top.swap(0, Ordering::Acquire)
         };
+        ChainWalk { next: top, headers: self.headers, geometry: self.geometry, steps: 0 }
+    }
+
+    /// [`TaggedStack::take_all`] for a caller that just saw the stack not empty
+    /// ([`TaggedStack::looks_empty`]): the swap without a second look.
+    #[inline]
+    pub(crate) fn take_all_seen(&self) -> ChainWalk<'a> {
+        // Acquire: as in `take_all`.
+        let top = self.top.swap(0, Ordering::Acquire);
         ChainWalk { next: top, headers: self.headers, geometry: self.geometry, steps: 0 }
     }
 

@@ -8,15 +8,19 @@ use std::sync::Arc;
 
 use super::serve::{serve_entry, Shards};
 use super::{Entry, IdMap, Services};
+
 use crate::observe::counters::{Shard, ShardLease};
 use crate::observe::histogram::ticks;
 use crate::observe::scope::Sink;
-use crate::observe::SortedTallies;
+use crate::observe::{BufferTallies, SortedTallies};
 
 /// One listener thread's view of a [`Services`] registry (see [`Services::dispatcher`]). Not
 /// `Sync`: each thread makes its own.
 pub struct ThreadDispatch<'a> {
     services: &'a Services,
+    /// The registry's buffer tallies, whose generation every packet reads (one load less than
+    /// through `services` and its `Arc`).
+    tallies: &'a BufferTallies,
     /// The thread's copy of the registry's entries and buffer tallies.
     cache: RefCell<Cache>,
     /// The last packet's look-ups, checked before the cache is (see [`Hot`]).
@@ -75,6 +79,7 @@ impl<'a> ThreadDispatch<'a> {
         crate::dispatch::panics::install_filter();
         ThreadDispatch {
             services,
+            tallies: &services.buffers,
             cache: RefCell::new(Cache {
                 generation: u64::MAX,
                 entries: Vec::new(),
@@ -173,7 +178,7 @@ impl Dispatch for ThreadDispatch<'_> {
         // `ServedBuffer::release`, so a copy made after seeing a generation holds what that
         // generation names. (A packet submitted after a registration returned is served after it
         // anyway: the packet's own Release/Acquire hand-off orders the increment before this load.)
-        let generation = self.services.buffers.generation();
+        let generation = self.tallies.generation();
         let (service, buffer) = (packet.service(), packet.buffer());
         let hot = &self.hot;
         if hot.generation.get() != generation || hot.service.get() != service || hot.buffer.get() != buffer {
