@@ -134,6 +134,11 @@ pub fn serve_lanes(
 /// host that catches a panicking service once per packet, not once per lane, goes on with the
 /// lanes after the one that panicked (the std crate's registry).
 ///
+/// Where the packet's payload is memory of the host's own (the line host's scratch, into which it
+/// decoded the request), `serve` reads each lane's request in place and the reply is written
+/// there as plain words; elsewhere (a payload the device shares) each lane's words are copied
+/// out first, one atomic load each.
+///
 /// ```
 /// use hostcall_core::serve_lanes_from;
 /// use hostcall_core::Host as _;
@@ -159,9 +164,27 @@ pub fn serve_lanes_from(
 ) -> u32 {
     let from = if first < crate::lane::LANES { u64::MAX << first } else { 0 };
     let mut errors = 0;
+    let mask = packet.activemask() & from;
+    if let Some(slots) = packet.plain_slots() {
+        // The host's own memory: each lane served from its slot in place.
+        for lane in crate::lane::lanes(mask) {
+            // SAFETY: `lane` is a lane that exists (`lanes`), and the slot is only read while
+            // `serve` runs (which reaches neither the packet nor its memory).
+            let reply = serve(lane, unsafe { slots.request(lane) });
+            match reply {
+                // SAFETY: as above; the reference `serve` had is gone.
+                Ok(reply) => unsafe { slots.write(lane, reply) },
+                Err(code) => {
+                    errors += 1;
+                    packet.reply_error(lane, code);
+                }
+            }
+        }
+        return errors;
+    }
     // The same words `PacketRequest::request` and `reply` read and write.
     let payload = packet.payload_words();
-    for lane in crate::lane::lanes(packet.activemask() & from) {
+    for lane in crate::lane::lanes(mask) {
         match serve(lane, &payload.read_lane(lane)) {
             Ok(reply) => payload.write_lane(lane, &reply),
             Err(code) => {

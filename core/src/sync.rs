@@ -14,7 +14,9 @@
 //! - the atomics, [`fence`] and [`Ordering`]; [`PayloadWord`], the payload's word; the lock the
 //!   poller keeps its state behind (`Lock`); the CPU hints of wait loops and scans (`spin_hint`,
 //!   `retry_hint`, `prefetch`); the host's uninitialised payload memory (`PayloadMemory`, raw
-//!   memory written in place, or a whole loom payload built at its first access);
+//!   memory written in place, or a whole loom payload built at its first access) and its slots
+//!   as plain words (`PlainSlots`, which the lane loop serves from in place; none under loom,
+//!   whose cells are read one by one);
 //! - one way to write a constructor that is `const` in production although loom's atomics and
 //!   locks have no `const` constructor: `const_fn!` around the function (a plain `fn` under loom),
 //!   and `new_array!` for an array of atomics in it (`[const { .. }; N]` in production);

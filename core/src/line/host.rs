@@ -166,8 +166,9 @@ impl Host<'_> {
             if let Some(entry) = entry {
                 entry.forget();
             }
-            let payload = scratch.payload();
-            let mut request = PacketRequest::new(index as u32, decode_service(head), activemask, payload);
+            let (payload, slots) = scratch.payload();
+            let mut request = PacketRequest::new(index as u32, decode_service(head), activemask, payload)
+                .with_plain_slots(slots);
             handler.serve(&mut request);
             self.answer(index, seq, activemask, payload);
             // Relaxed: host-only word (several hosts of one buffer serve disjoint ranges).
