@@ -137,6 +137,7 @@
 //! assert_eq!(submitted.wait(|| {}).reply(3), [42, u64::MAX - 1]);
 //! ```
 
+mod answer;
 mod decode;
 mod host;
 mod incomplete;

@@ -103,6 +103,15 @@ impl<'a> PlainSlots<'a> {
     }
 
     /// Never built under loom.
+    #[allow(dead_code)]
+    #[inline]
+    pub(crate) fn slot(&self, _lane: usize) -> *const u64 {
+        match *self {
+            Self::_Never(never, _) => match never {},
+        }
+    }
+
+    /// Never built under loom.
     #[allow(clippy::missing_safety_doc)]
     #[inline]
     pub(crate) unsafe fn write<const K: usize>(&self, _lane: usize, _words: [u64; K]) {

@@ -163,6 +163,17 @@ impl<'a> PlainSlots<'a> {
         unsafe { &*self.slots.as_ptr().add(lane) }
     }
 
+    /// Where lane `lane`'s slot starts (its words are read through it only while no reference
+    /// from [`PlainSlots::request`] to the slot is alive and nothing writes it).
+    ///
+    /// # Panics
+    /// If `lane >= LANES`.
+    #[inline]
+    pub(crate) fn slot(&self, lane: usize) -> *const u64 {
+        assert!(lane < LANES, "lane {lane} is outside the payload");
+        self.slots.as_ptr().wrapping_add(lane).cast()
+    }
+
     /// Writes `words` into the first `K` words of lane `lane`'s slot.
     ///
     /// # Safety
