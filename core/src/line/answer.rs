@@ -57,7 +57,7 @@ fn store_lane(reply: &Reply, lane: usize, words: [u64; 2], seq: u32) {
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
 mod avx2 {
     use super::{store_lane, PlainSlots, Reply};
-    use crate::lane::{LANE_MASK, SLOT_WORDS};
+    use crate::lane::{runs, SLOT_WORDS};
     use crate::line::layout::REPLY_LANE_WORDS;
     use crate::line::word::{DATA_BITS, DATA_MASK, SEQ_BITS};
     use crate::sync::AtomicU64;
@@ -87,18 +87,14 @@ mod avx2 {
                 tops: _mm256_set_epi64x(0x7f << 7, 0x7f, 0x7f << 7, 0x7f),
             }
         };
-        let mut rest = activemask & LANE_MASK;
-        while rest != 0 {
-            // The next run of adjacent lanes, `first..first + run`: its slots and its reply words
-            // are each one stretch of memory, walked two lanes a step.
-            let first = rest.trailing_zeros() as usize;
-            let run = (!(rest >> first)).trailing_zeros() as usize;
-            rest = if run == 64 { 0 } else { rest & !(((1 << run) - 1) << first) };
-            let (slot, words) = (slots.slot(first), reply.lanes[first].as_ptr());
-            for pair in 0..run / 2 {
-                // SAFETY: lanes `first + 2 pair` and the next are in the run, lanes that exist:
-                // their slots (`SLOT_WORDS` words apart) and their reply words (3 apart) are in
-                // the payload and in `reply`.
+        for run in runs(activemask) {
+            // The run's slots and its reply words are each one stretch of memory, walked two
+            // lanes a step.
+            let (slot, words) = (slots.slot(run.start), reply.lanes[run.start].as_ptr());
+            for pair in 0..run.len() / 2 {
+                // SAFETY: the run's lanes `2 pair` and `2 pair + 1` exist: their slots
+                // (`SLOT_WORDS` words apart) and their reply words (3 apart) are in the payload
+                // and in `reply`.
                 unsafe {
                     answer_pair(
                         slot.add(2 * pair * SLOT_WORDS),
@@ -107,9 +103,9 @@ mod avx2 {
                     )
                 };
             }
-            if run % 2 == 1 {
-                let lane = first + run - 1;
-                // SAFETY: lane `lane` exists (`LANE_MASK`); its two reply words are initialised
+            if run.len() % 2 == 1 {
+                let lane = run.end - 1;
+                // SAFETY: lane `lane` exists (`runs`); its two reply words are initialised
                 // memory of the host's own, which no reference borrows now (the caller's
                 // contract).
                 let words = unsafe { slots.slot(lane).cast::<[u64; 2]>().read() };

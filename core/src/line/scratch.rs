@@ -107,6 +107,18 @@ impl Scratch<'_> {
         }
     }
 
+    /// Where lane `lane`'s slot starts: the slots of the lanes after it follow (up to
+    /// [`LANES`](crate::LANES)); a slot written whole through it is then as by
+    /// [`Scratch::write_slot`] (the vector decode's stores).
+    ///
+    /// # Panics
+    /// If `lane >= LANES`.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+    #[inline]
+    pub(super) fn slot_mut(&mut self, lane: usize) -> *mut [u64; SLOT_WORDS] {
+        self.memory.slot_mut(lane)
+    }
+
     /// Records that every word of the slots of the lanes of `lanes` has been written (a mask of
     /// lanes that exist: only those have slots).
     #[inline]

@@ -97,6 +97,20 @@ impl PayloadMemory {
         unsafe { words.add(lane * SLOT_WORDS + k).write(value) };
     }
 
+    /// Where lane `lane`'s slot starts, for the vector decode's stores of whole slots (a slot
+    /// written through it is initialised, as by [`PayloadMemory::write`]; only outside loom,
+    /// where that decode runs).
+    ///
+    /// # Panics
+    /// If `lane >= LANES`.
+    #[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2", not(miri))), allow(dead_code))]
+    #[inline]
+    pub(crate) fn slot_mut(&mut self, lane: usize) -> *mut [u64; SLOT_WORDS] {
+        assert!(lane < LANES, "lane {lane} is outside the payload");
+        // In bounds: `Payload` is `LANES` slots of `SLOT_WORDS` words (see `write`).
+        self.memory.as_mut_ptr().cast::<[u64; SLOT_WORDS]>().wrapping_add(lane)
+    }
+
     /// Zeroes the slots of lanes `first..first + run`.
     ///
     /// # Panics
