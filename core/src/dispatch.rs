@@ -167,16 +167,28 @@ pub fn serve_lanes_from(
     let mask = packet.activemask() & from;
     if let Some(slots) = packet.plain_slots() {
         // The host's own memory: each lane served from its slot in place.
-        for lane in crate::lane::lanes(mask) {
-            // SAFETY: `lane` is a lane that exists (`lanes`), and the slot is only read while
-            // `serve` runs (which reaches neither the packet nor its memory).
-            let reply = serve(lane, unsafe { slots.request(lane) });
-            match reply {
+        let mut serve_lane = |packet: &mut PacketRequest<'_>, lane: usize| {
+            // SAFETY: `lane` is a lane that exists (from `lanes` or `runs`), and the slot is only
+            // read while `serve` runs (which reaches neither the packet nor its memory).
+            match serve(lane, unsafe { slots.request(lane) }) {
                 // SAFETY: as above; the reference `serve` had is gone.
                 Ok(reply) => unsafe { slots.write(lane, reply) },
                 Err(code) => {
                     errors += 1;
                     packet.reply_error(lane, code);
+                }
+            }
+        };
+        if mask & mask.wrapping_sub(1) == 0 {
+            // One lane (or none): no run to find.
+            for lane in crate::lane::lanes(mask) {
+                serve_lane(packet, lane);
+            }
+        } else {
+            // A run of adjacent lanes (adjacent slots) at a time.
+            for run in crate::lane::runs(mask) {
+                for lane in run {
+                    serve_lane(packet, lane);
                 }
             }
         }

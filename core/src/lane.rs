@@ -124,7 +124,6 @@ impl ExactSizeIterator for Lanes {}
 /// The runs of adjacent lanes of an activemask, lowest first, each as the range of its lanes
 /// (only lanes that exist): the walk of the host loops whose lanes' words lie one after the other
 /// in memory, so that a run's are walked by pointer steps.
-#[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri))), allow(dead_code))]
 #[inline]
 pub(crate) fn runs(activemask: u64) -> Runs {
     Runs { mask: activemask & LANE_MASK }
