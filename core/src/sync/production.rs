@@ -182,6 +182,7 @@ impl<'a> PlainSlots<'a> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
+    #[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2", not(miri))), allow(dead_code))]
     #[inline]
     pub(crate) fn slot(&self, lane: usize) -> *const u64 {
         assert!(lane < LANES, "lane {lane} is outside the payload");
