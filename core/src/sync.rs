@@ -38,8 +38,9 @@
 //! - the models' access, under loom only: the crate's `__internal` module (unstable internals the
 //!   models call) and the poller's model-only entry points (`poller::model`); the in-memory phase
 //!   buffer the models share with the unit tests (`phase::in_parts`, `cfg(any(test, loom))`);
-//! - the line host's vector decode (`line/decode.rs`), outside loom (and Miri) only: it loads the
-//!   production atomics' memory with inline assembly; the one-word-at-a-time decode runs there.
+//! - the line host's vector decode and answer (`line/decode.rs`, `line/answer.rs`), outside loom
+//!   (and Miri) only: they load and store the production atomics' memory with inline assembly;
+//!   the one-word-at-a-time decode and the one-lane-at-a-time answer run there.
 //!
 //! The crate's tests, unit and doc, run outside loom only: they run their threads themselves, with
 //! no model around them. A unit-test build under loom is refused below; the models are the
