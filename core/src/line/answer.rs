@@ -3,14 +3,14 @@
 //! of the call's sequence ([`encode_reply`]) in the packet's reply block.
 //!
 //! Two implementations of the same words. On the x86-64 CPUs with AVX2 (checked once at run time)
-//! two adjacent lanes at a time: both lanes' reply words loaded from the scratch in one register
-//! (the host's own memory, read whole), their data bits tagged with the sequence, their top bits
-//! gathered into each lane's packed word by one variable shift, and every line word stored with
-//! one aligned 8-byte access (inline assembly, as the take's loads: each a Release store of its
-//! word, see below); a lane left over at the end of a run of adjacent lanes, and a packet's only
-//! lane, is answered alone. Elsewhere (no AVX2, no SSE, under loom and under Miri, and when the
-//! payload lends no plain slots) one lane at a time with atomic stores. The tests check that both
-//! store the same words for any replies and masks.
+//! four, then two, adjacent lanes at a time: two lanes' reply words loaded from the scratch into
+//! one register (the host's own memory, read whole), their data bits tagged with the sequence,
+//! their top bits gathered into each lane's packed word by one variable shift, and every line word
+//! stored with one aligned 8-byte access (inline assembly, as the take's loads: each a Release
+//! store of its word, see below); a lane left over at the end of a run of adjacent lanes, and a
+//! packet's only lane, is answered alone. Elsewhere (no AVX2, no SSE, under loom and under Miri,
+//! and when the payload lends no plain slots) one lane at a time with atomic stores. The tests
+//! check that both store the same words for any replies and masks.
 
 use super::layout::Reply;
 use super::word::encode_reply;
@@ -64,7 +64,7 @@ mod avx2 {
     use core::arch::x86_64::{
         __m128i, __m256i, _mm256_and_si256, _mm256_castsi256_si128, _mm256_extracti128_si256,
         _mm256_loadu2_m128i, _mm256_or_si256, _mm256_set1_epi64x, _mm256_set_epi64x, _mm256_shuffle_epi32,
-        _mm256_srlv_epi64,
+        _mm256_srlv_epi64, _mm256_unpackhi_epi64, _mm256_unpacklo_epi64,
     };
 
     const _: () = assert!(REPLY_LANE_WORDS == 3 && DATA_BITS == 57 && SEQ_BITS == 7);
@@ -88,17 +88,27 @@ mod avx2 {
             }
         };
         for run in runs(activemask) {
-            // The run's slots and its reply words are each one stretch of memory, walked two
-            // lanes a step.
+            // The run's slots and its reply words are each one stretch of memory, walked four
+            // lanes a step, then two.
             let (slot, words) = (slots.slot(run.start), reply.lanes[run.start].as_ptr());
-            for pair in 0..run.len() / 2 {
-                // SAFETY: the run's lanes `2 pair` and `2 pair + 1` exist: their slots
-                // (`SLOT_WORDS` words apart) and their reply words (3 apart) are in the payload
-                // and in `reply`.
+            let quads = run.len() / 4;
+            for quad in 0..quads {
+                // SAFETY: the run's lanes `4 quad .. 4 quad + 4` exist: their slots (`SLOT_WORDS`
+                // words apart) and their reply words (3 apart) are in the payload and in `reply`.
+                unsafe {
+                    answer_quad(
+                        slot.add(4 * quad * SLOT_WORDS),
+                        words.add(4 * quad * REPLY_LANE_WORDS),
+                        consts,
+                    )
+                };
+            }
+            if run.len() % 4 >= 2 {
+                // SAFETY: as above, for the two lanes after the last four.
                 unsafe {
                     answer_pair(
-                        slot.add(2 * pair * SLOT_WORDS),
-                        words.add(2 * pair * REPLY_LANE_WORDS),
+                        slot.add(4 * quads * SLOT_WORDS),
+                        words.add(4 * quads * REPLY_LANE_WORDS),
                         consts,
                     )
                 };
@@ -121,6 +131,79 @@ mod avx2 {
         data: __m256i,
         shifts: __m256i,
         tops: __m256i,
+    }
+
+    /// Answers four adjacent lanes, as [`answer_pair`] does two: the first two lanes' reply words
+    /// in one register, the last two's in another, and the four packed words in a third.
+    ///
+    /// # Safety
+    /// As [`answer_pair`], for four lanes.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+    unsafe fn answer_quad(slot: *const u64, words: *const AtomicU64, consts: Consts) {
+        let Consts { tag, data, shifts, tops } = consts;
+        let (first, second, third, fourth, packed_low, packed_high): (
+            __m128i,
+            __m128i,
+            __m128i,
+            __m128i,
+            __m128i,
+            __m128i,
+        );
+        // SAFETY: four 16-byte loads of the first two words of the four slots (the caller's
+        // contract), then register arithmetic.
+        unsafe {
+            let front = _mm256_loadu2_m128i(slot.add(SLOT_WORDS).cast(), slot.cast());
+            let back = _mm256_loadu2_m128i(slot.add(3 * SLOT_WORDS).cast(), slot.add(2 * SLOT_WORDS).cast());
+            let (front_tagged, back_tagged) = (
+                _mm256_or_si256(_mm256_and_si256(front, data), tag),
+                _mm256_or_si256(_mm256_and_si256(back, data), tag),
+            );
+            let front_tops = _mm256_and_si256(_mm256_srlv_epi64(front, shifts), tops);
+            let back_tops = _mm256_and_si256(_mm256_srlv_epi64(back, shifts), tops);
+            // Word 0's and word 1's top bits of lanes 0, 2 | 1, 3, ORed: the packed words in the
+            // order lane 0, lane 2 | lane 1, lane 3.
+            let packed = _mm256_or_si256(
+                _mm256_or_si256(
+                    _mm256_unpacklo_epi64(front_tops, back_tops),
+                    _mm256_unpackhi_epi64(front_tops, back_tops),
+                ),
+                tag,
+            );
+            (first, second) =
+                (_mm256_castsi256_si128(front_tagged), _mm256_extracti128_si256::<1>(front_tagged));
+            (third, fourth) =
+                (_mm256_castsi256_si128(back_tagged), _mm256_extracti128_si256::<1>(back_tagged));
+            (packed_low, packed_high) =
+                (_mm256_castsi256_si128(packed), _mm256_extracti128_si256::<1>(packed));
+        }
+        // SAFETY: twelve 8-byte stores into the four lanes' reply words (twelve 8-byte aligned
+        // atomics, the caller's contract), each a Release store of its word, as in `answer_pair`.
+        unsafe {
+            core::arch::asm!(
+                "vmovq qword ptr [{words}], {first}",
+                "vmovhps qword ptr [{words} + 8], {first}",
+                "vmovq qword ptr [{words} + 16], {packed_low}",
+                "vmovq qword ptr [{words} + 24], {second}",
+                "vmovhps qword ptr [{words} + 32], {second}",
+                "vmovq qword ptr [{words} + 40], {packed_high}",
+                "vmovq qword ptr [{words} + 48], {third}",
+                "vmovhps qword ptr [{words} + 56], {third}",
+                "vmovhps qword ptr [{words} + 64], {packed_low}",
+                "vmovq qword ptr [{words} + 72], {fourth}",
+                "vmovhps qword ptr [{words} + 80], {fourth}",
+                "vmovhps qword ptr [{words} + 88], {packed_high}",
+                words = in(reg) words,
+                first = in(xmm_reg) first,
+                second = in(xmm_reg) second,
+                third = in(xmm_reg) third,
+                fourth = in(xmm_reg) fourth,
+                packed_low = in(xmm_reg) packed_low,
+                packed_high = in(xmm_reg) packed_high,
+                options(nostack, preserves_flags),
+            );
+        }
     }
 
     /// Answers two adjacent lanes: their reply words from `slot` (the first lane's slot; the second
