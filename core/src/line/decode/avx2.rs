@@ -60,50 +60,88 @@ unsafe fn load(words: &[AtomicU64; REQUEST_LANE_WORDS]) -> [__m256i; 3] {
 }
 
 /// Decodes every lane of `activemask` of `request` into `scratch` and says whether every word
-/// carried `seq` (the same contract as `decode::decode_lanes`). The lanes are walked in runs of
-/// adjacent ones: a run's line words, and its slots, are each one stretch of memory.
+/// carried `seq` (the same contract as `decode::decode_lanes`). A packet of one lane is decoded
+/// by a function of its own, the others by one that walks the lanes in runs of adjacent ones (a
+/// run's line words, and its slots, are each one stretch of memory), two lanes a step: each
+/// function saves only the registers its own loop needs.
 ///
 /// # Safety
 /// The CPU runs AVX2 ([`available`]).
-#[target_feature(enable = "avx2")]
-#[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+#[inline]
 pub(in crate::line) unsafe fn decode_lanes(
     request: &Request,
     activemask: u64,
     seq: u32,
     scratch: &mut Scratch<'_>,
 ) -> bool {
-    const _: () = assert!(REQUEST_LANE_WORDS == 9 && SLOT_WORDS == 8 && DATA_BITS == 57);
-    // SAFETY (the register blocks below): register arithmetic on AVX2, which the caller checked.
-    let (tag, high, mut stray) = unsafe {
-        (
-            _mm256_set1_epi64x((u64::from(seq) << DATA_BITS) as i64),
-            _mm256_set1_epi64x(!DATA_MASK as i64),
-            _mm256_setzero_si256(),
-        )
-    };
-    // Word k's top bits are bits 7 k .. 7 k + 7 of the packed word: shifted left by 57 - 7 k and
-    // masked, they are the word's bits 57..64 (the packed word's own sequence bits shift out).
-    let (shifts_low, shifts_high) =
-        unsafe { (_mm256_set_epi64x(36, 43, 50, 57), _mm256_set_epi64x(8, 15, 22, 29)) };
-    let decode = Decode { tag, high, shifts_low, shifts_high };
-    if activemask & activemask.wrapping_sub(1) == 0 {
-        // One lane (or none): no run to find.
-        for lane in lanes(activemask) {
-            // SAFETY: AVX2 (the caller's contract); the lane exists (`lanes`), and so its slot.
-            stray = unsafe { decode.lane(&request.lanes[lane], scratch.slot_mut(lane), stray) };
-        }
-    } else {
-        for run in runs(activemask) {
-            let slots = scratch.slot_mut(run.start);
-            for (k, words) in request.lanes[run].iter().enumerate() {
-                // SAFETY: AVX2 (the caller's contract); the slots of the run's lanes follow
-                // `slots`, the first's, so that of its `k`th lane is `slots + k`.
-                stray = unsafe { decode.lane(words, slots.add(k), stray) };
-            }
+    // SAFETY: AVX2 (the caller's contract).
+    unsafe {
+        if activemask & activemask.wrapping_sub(1) == 0 {
+            decode_one(request, activemask, seq, scratch)
+        } else {
+            decode_runs(request, activemask, seq, scratch)
         }
     }
-    // Every word XOR the tag has no sequence bit set: the accumulator's bits 57..64 are zero.
+}
+
+/// [`decode_lanes`] of a packet of one lane (or none).
+///
+/// # Safety
+/// The CPU runs AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn decode_one(request: &Request, activemask: u64, seq: u32, scratch: &mut Scratch<'_>) -> bool {
+    // SAFETY: AVX2 (the caller's contract).
+    let (decode, mut stray) = unsafe { Decode::new(seq) };
+    for lane in lanes(activemask) {
+        // SAFETY: AVX2 (the caller's contract); the lane exists (`lanes`), and so its slot.
+        stray = unsafe { decode.lane(&request.lanes[lane], scratch.slot_mut(lane), stray) };
+    }
+    // SAFETY: AVX2 (the caller's contract).
+    unsafe { all_carry(stray) }
+}
+
+/// [`decode_lanes`] of a packet of several lanes: a run of adjacent lanes at a time, two lanes a
+/// step, then the run's last if it is odd.
+///
+/// # Safety
+/// The CPU runs AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn decode_runs(request: &Request, activemask: u64, seq: u32, scratch: &mut Scratch<'_>) -> bool {
+    // SAFETY: AVX2 (the caller's contract).
+    let (decode, mut stray) = unsafe { Decode::new(seq) };
+    for run in runs(activemask) {
+        let slots = scratch.slot_mut(run.start);
+        let pairs = request.lanes[run].chunks_exact(2);
+        let last = pairs.remainder().first();
+        let mut k = 0;
+        for pair in pairs {
+            // SAFETY: AVX2 (the caller's contract); the slots of the run's lanes follow `slots`,
+            // the first's, so those of its `k`th and `k + 1`th lanes are `slots + k` and the next.
+            unsafe {
+                stray = decode.lane(&pair[0], slots.add(k), stray);
+                stray = decode.lane(&pair[1], slots.add(k + 1), stray);
+            }
+            k += 2;
+        }
+        if let Some(words) = last {
+            // SAFETY: as above, for the run's last lane, its `k`th.
+            stray = unsafe { decode.lane(words, slots.add(k), stray) };
+        }
+    }
+    // SAFETY: AVX2 (the caller's contract).
+    unsafe { all_carry(stray) }
+}
+
+/// Whether every word ORed into `stray` (XOR the tag) had no sequence bit set: the accumulator's
+/// bits 57..64 are zero.
+///
+/// # Safety
+/// The CPU runs AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+#[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+unsafe fn all_carry(stray: __m256i) -> bool {
+    // SAFETY: register arithmetic on AVX2 (the caller's contract).
     unsafe {
         let sequences = _mm256_srli_epi64::<57>(stray);
         _mm256_testz_si256(sequences, sequences) == 1
@@ -123,6 +161,30 @@ struct Decode {
 }
 
 impl Decode {
+    /// The registers of a take of sequence `seq`, and an empty accumulator.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+    unsafe fn new(seq: u32) -> (Self, __m256i) {
+        const _: () = assert!(REQUEST_LANE_WORDS == 9 && SLOT_WORDS == 8 && DATA_BITS == 57);
+        // SAFETY: register arithmetic on AVX2 (the caller's contract).
+        unsafe {
+            let decode = Self {
+                tag: _mm256_set1_epi64x((u64::from(seq) << DATA_BITS) as i64),
+                high: _mm256_set1_epi64x(!DATA_MASK as i64),
+                // Word k's top bits are bits 7 k .. 7 k + 7 of the packed word: shifted left by
+                // 57 - 7 k and masked, they are the word's bits 57..64 (the packed word's own
+                // sequence bits shift out).
+                shifts_low: _mm256_set_epi64x(36, 43, 50, 57),
+                shifts_high: _mm256_set_epi64x(8, 15, 22, 29),
+            };
+            (decode, _mm256_setzero_si256())
+        }
+    }
+
     /// Decodes the lane whose line words are `words` into `slot` and returns `stray` ORed with
     /// each of them XOR the tag.
     ///
