@@ -1,6 +1,6 @@
 //! The processor's optional instructions that the host's hot paths use where it has them, on
 //! x86-64 builds that do not assume them: `popcnt` (the drains' and the registry's lane counts)
-//! and AVX2 (the line protocol's take). Asked once at run time and kept in one word. Not under
+//! and AVX2 (the line protocol's take and answer). Asked once at run time and kept in one word. Not under
 //! Miri (which has no CPUID) nor loom (whose models run the portable code).
 
 use core::sync::atomic::{AtomicU8, Ordering};

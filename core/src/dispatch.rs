@@ -13,6 +13,7 @@
 
 use crate::host::{DrainError, ErrorCode, OwnWork, PacketRequest};
 use crate::lane::{REPLY_WORDS, SLOT_WORDS};
+use crate::sync::PlainSlots;
 use core::cell::Cell;
 use core::fmt;
 
@@ -134,6 +135,11 @@ pub fn serve_lanes(
 /// host that catches a panicking service once per packet, not once per lane, goes on with the
 /// lanes after the one that panicked (the std crate's registry).
 ///
+/// Where the packet's payload is memory of the host's own (the line host's scratch, into which it
+/// decoded the request), `serve` reads each lane's request in place and the reply is written
+/// there as plain words; elsewhere (a payload the device shares) each lane's words are copied
+/// out first, one atomic load each.
+///
 /// ```
 /// use hostcall_core::serve_lanes_from;
 /// use hostcall_core::Host as _;
@@ -159,14 +165,59 @@ pub fn serve_lanes_from(
 ) -> u32 {
     let from = if first < crate::lane::LANES { u64::MAX << first } else { 0 };
     let mut errors = 0;
+    let mask = packet.activemask() & from;
+    if let Some(slots) = packet.plain_slots() {
+        return serve_in_place(packet, mask, slots, serve);
+    }
     // The same words `PacketRequest::request` and `reply` read and write.
     let payload = packet.payload_words();
-    for lane in crate::lane::lanes(packet.activemask() & from) {
+    for lane in crate::lane::lanes(mask) {
         match serve(lane, &payload.read_lane(lane)) {
             Ok(reply) => payload.write_lane(lane, &reply),
             Err(code) => {
                 errors += 1;
                 packet.reply_error(lane, code);
+            }
+        }
+    }
+    errors
+}
+
+/// [`serve_lanes_from`]'s loop for a packet whose payload is memory of the host's own (`slots`,
+/// the slots of its payload): each lane served from its slot in place, the lanes of `mask` only.
+/// Not inlined: the other protocols' loop, beside which it would be compiled, keeps its few
+/// registers.
+#[inline(never)]
+fn serve_in_place(
+    packet: &mut PacketRequest<'_>,
+    mask: u64,
+    slots: PlainSlots<'_>,
+    mut serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode>,
+) -> u32 {
+    let mut errors = 0;
+    // The host's own memory: each lane served from its slot in place.
+    let mut serve_lane = |packet: &mut PacketRequest<'_>, lane: usize| {
+        // SAFETY: `lane` is a lane that exists (from `lanes` or `runs`), and the slot is only
+        // read while `serve` runs (which reaches neither the packet nor its memory).
+        match serve(lane, unsafe { slots.request(lane) }) {
+            // SAFETY: as above; the reference `serve` had is gone.
+            Ok(reply) => unsafe { slots.write(lane, reply) },
+            Err(code) => {
+                errors += 1;
+                packet.reply_error(lane, code);
+            }
+        }
+    };
+    if mask & mask.wrapping_sub(1) == 0 {
+        // One lane (or none): no run to find.
+        for lane in crate::lane::lanes(mask) {
+            serve_lane(packet, lane);
+        }
+    } else {
+        // A run of adjacent lanes (adjacent slots) at a time.
+        for run in crate::lane::runs(mask) {
+            for lane in run {
+                serve_lane(packet, lane);
             }
         }
     }

@@ -121,6 +121,36 @@ impl Iterator for Lanes {
 
 impl ExactSizeIterator for Lanes {}
 
+/// The runs of adjacent lanes of an activemask, lowest first, each as the range of its lanes
+/// (only lanes that exist): the walk of the host loops whose lanes' words lie one after the other
+/// in memory, so that a run's are walked by pointer steps.
+#[inline]
+pub(crate) fn runs(activemask: u64) -> Runs {
+    Runs { mask: activemask & LANE_MASK }
+}
+
+/// The iterator [`runs`] returns.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Runs {
+    mask: u64,
+}
+
+impl Iterator for Runs {
+    type Item = core::ops::Range<usize>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        (self.mask != 0).then(|| {
+            let first = self.mask.trailing_zeros();
+            // Adding the lowest lane carries through its run: the sum has the lanes above the run
+            // and the first bit after it (none when the run ends at bit 63: the sum wraps to 0).
+            let above = self.mask.wrapping_add(self.mask & self.mask.wrapping_neg());
+            self.mask &= above;
+            first as usize..above.trailing_zeros() as usize
+        })
+    }
+}
+
 /// Where a packet is in its life. Every protocol takes a packet around this cycle; only the words
 /// that record it differ (each protocol's module docs draw or tabulate them). The phase tests check its words against this machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -313,6 +343,7 @@ mod tests {
     use super::PacketEvent::*;
     use super::PacketState::*;
     use super::*;
+    extern crate std;
 
     #[test]
     fn only_the_cycle_is_allowed() {
@@ -325,6 +356,17 @@ mod tests {
                 assert_eq!(s.apply(e).is_ok(), allowed.contains(&(s, e)), "{s:?} {e:?}");
             }
         }
+    }
+
+    #[test]
+    fn runs_cover_every_lane_once_in_runs_of_adjacent_lanes() {
+        for mask in [0, 1, 0b1110, 0b0111_0100, 1 << 63, u64::MAX, u64::MAX - 1, 0x8000_0001_ffff_0003] {
+            let runs: std::vec::Vec<_> = runs(mask).collect();
+            assert!(runs.iter().flat_map(|r| r.clone()).eq(lanes(mask)), "{mask:#x}: {runs:?}");
+            assert!(runs.iter().all(|r| !r.is_empty()), "{mask:#x}: {runs:?}");
+            assert!(runs.windows(2).all(|w| w[0].end < w[1].start), "{mask:#x}: runs apart: {runs:?}");
+        }
+        assert_eq!(runs(0x8000_0001_ffff_0003).collect::<std::vec::Vec<_>>(), [0..2, 16..33, 63..64]);
     }
 
     #[test]

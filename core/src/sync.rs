@@ -14,7 +14,9 @@
 //! - the atomics, [`fence`] and [`Ordering`]; [`PayloadWord`], the payload's word; the lock the
 //!   poller keeps its state behind (`Lock`); the CPU hints of wait loops and scans (`spin_hint`,
 //!   `retry_hint`, `prefetch`); the host's uninitialised payload memory (`PayloadMemory`, raw
-//!   memory written in place, or a whole loom payload built at its first access);
+//!   memory written in place, or a whole loom payload built at its first access) and its slots
+//!   as plain words (`PlainSlots`, which the lane loop serves from in place; none under loom,
+//!   whose cells are read one by one);
 //! - one way to write a constructor that is `const` in production although loom's atomics and
 //!   locks have no `const` constructor: `const_fn!` around the function (a plain `fn` under loom),
 //!   and `new_array!` for an array of atomics in it (`[const { .. }; N]` in production);
@@ -36,8 +38,9 @@
 //! - the models' access, under loom only: the crate's `__internal` module (unstable internals the
 //!   models call) and the poller's model-only entry points (`poller::model`); the in-memory phase
 //!   buffer the models share with the unit tests (`phase::in_parts`, `cfg(any(test, loom))`);
-//! - the line host's vector decode (`line/decode.rs`), outside loom (and Miri) only: it loads the
-//!   production atomics' memory with inline assembly; the one-word-at-a-time decode runs there.
+//! - the line host's vector decode and answer (`line/decode.rs`, `line/answer.rs`), outside loom
+//!   (and Miri) only: they load and store the production atomics' memory with inline assembly;
+//!   the one-word-at-a-time decode and the one-lane-at-a-time answer run there.
 //!
 //! The crate's tests, unit and doc, run outside loom only: they run their threads themselves, with
 //! no model around them. A unit-test build under loom is refused below; the models are the

@@ -2,6 +2,7 @@
 
 use super::ErrorCode;
 use crate::lane::{lanes, Lanes, Payload, LANE_MASK, REPLY_WORDS, SLOT_WORDS};
+use crate::sync::PlainSlots;
 use core::fmt;
 
 /// One packet handed to the host's service code during a drain.
@@ -10,6 +11,9 @@ pub struct PacketRequest<'a> {
     service: u32,
     activemask: u64,
     payload: &'a Payload,
+    /// `payload`'s slots as plain words, when the payload is memory of the host's own (the line
+    /// host's scratch): the lane loop serves from them in place.
+    plain: Option<PlainSlots<'a>>,
     error: bool,
     /// The lanes answered with an error reply, one bit each.
     error_lanes: u64,
@@ -42,11 +46,21 @@ impl<'a> PacketRequest<'a> {
             service,
             activemask: activemask & LANE_MASK,
             payload,
+            plain: None,
             error: false,
             error_lanes: 0,
             device: 0,
             buffer: 0,
         }
+    }
+
+    /// This request with `slots`, the slots of its payload as plain words (a host whose payload
+    /// is memory of its own: the line host's scratch), from which
+    /// [`serve_lanes_from`](crate::serve_lanes_from) serves each lane in place.
+    #[inline]
+    pub(crate) fn with_plain_slots(mut self, slots: Option<PlainSlots<'a>>) -> Self {
+        self.plain = slots;
+        self
     }
 
     /// The packet's index in its buffer.
@@ -166,5 +180,11 @@ impl<'a> PacketRequest<'a> {
     #[inline]
     pub(crate) fn payload_words(&self) -> &'a Payload {
         self.payload
+    }
+
+    /// The payload's slots as plain words, if the host gave them ([`PacketRequest::with_plain_slots`]).
+    #[inline]
+    pub(crate) fn plain_slots(&self) -> Option<PlainSlots<'a>> {
+        self.plain
     }
 }

@@ -257,7 +257,7 @@ mod tests {
             return (false, Vec::new());
         }
         scratch.written_whole(mask);
-        let payload = scratch.payload();
+        let (payload, _) = scratch.payload();
         (true, lanes(mask).map(|lane| payload.read_lane(lane)).collect())
     }
 

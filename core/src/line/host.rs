@@ -1,14 +1,15 @@
 //! [`Host`]: the host's side of the line protocol, the scan that polls each packet's head, takes a request
 //! only when every word of it carries the head's sequence, serves it, and answers in line words.
 
+use super::answer::answer_lanes;
 use super::decode::decode_lanes;
 use super::incomplete::{Entries, Incomplete, Look, STALL_LOOKS};
 use super::layout::Request;
 use super::scratch::{own_memory, Place, Scratch, ScratchPayload};
 use super::view::View;
-use super::word::{carries, decode_activemask, decode_service, encode_reply, seq_of};
+use super::word::{carries, decode_activemask, decode_service, seq_of};
 use crate::host::{sealed, DrainError, DrainHandler, DrainReport, PacketRequest};
-use crate::lane::{lanes, Payload, LANE_MASK};
+use crate::lane::LANE_MASK;
 use crate::scan::DrainScope;
 use crate::sync::{fence, Ordering};
 use core::ops::Range;
@@ -166,10 +167,11 @@ impl Host<'_> {
             if let Some(entry) = entry {
                 entry.forget();
             }
-            let payload = scratch.payload();
-            let mut request = PacketRequest::new(index as u32, decode_service(head), activemask, payload);
+            let (payload, slots) = scratch.payload();
+            let mut request = PacketRequest::new(index as u32, decode_service(head), activemask, payload)
+                .with_plain_slots(slots);
             handler.serve(&mut request);
-            self.answer(index, seq, activemask, payload);
+            answer_lanes(&self.0.replies[index], seq, activemask, payload, slots);
             // Relaxed: host-only word (several hosts of one buffer serve disjoint ranges).
             self.0.served[index].store(seq, Ordering::Relaxed);
             report.packets += 1;
@@ -205,23 +207,6 @@ impl Host<'_> {
         }
         scratch.written_whole(activemask);
         Some(activemask)
-    }
-
-    /// Writes the reply of every lane of `activemask` from `scratch` into packet `index`'s reply
-    /// block as line words of sequence `seq` ([`encode_reply`]). Always inlined: a short loop,
-    /// and one call a packet fewer.
-    #[inline(always)]
-    fn answer(&self, index: usize, seq: u32, activemask: u64, scratch: &Payload) {
-        let reply = &self.0.replies[index];
-        for lane in lanes(activemask) {
-            let words = encode_reply(scratch.read_lane(lane), seq);
-            for (word, value) in reply.lanes[lane].iter().zip(words) {
-                // Release: orders our reads of the request before the wave's next call (with the
-                // wave's Acquire poll in `Submitted::wait_until`); the reply data needs no
-                // ordering, it is in the word.
-                word.store(value, Ordering::Release);
-            }
-        }
     }
 }
 

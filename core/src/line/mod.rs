@@ -32,11 +32,15 @@
 //! code runs, each loop to these constants): [`SEQ_MAX`] is 2, a wave has 2 lanes
 //! ([`LANES`](crate::LANES)), and a lane's request carries only its first word
 //! ([`CARRIED_REQUEST_WORDS`]: 2 line words instead of 9; the others must be zero). The
-//! production layout above is pinned by `const` asserts that hold outside loom only. One step has
-//! several implementations of the same arithmetic: the host's decode of a lane's words, four
+//! production layout above is pinned by `const` asserts that hold outside loom only. Two steps
+//! have several implementations of the same arithmetic: the host's decode of a lane's words, four
 //! words at a time in AVX2 registers on the x86-64 CPUs that have it (checked at run time), two
 //! at a time in SSE2 registers on the others, and one at a time elsewhere, under loom and under
-//! Miri (`line/decode.rs`; its tests check that all give the same verdict and words).
+//! Miri (`line/decode.rs`; its tests check that all give the same verdict and words); and its
+//! answer, two adjacent lanes' replies at a time in AVX2 registers where the CPU has it, one lane
+//! at a time elsewhere (`line/answer.rs`; its tests check that both store the same words). The
+//! service reads each lane's decoded request in the host's scratch itself, with no copy
+//! ([`serve_lanes_from`](crate::serve_lanes_from)).
 //!
 //! # Who writes what
 //!
@@ -137,6 +141,7 @@
 //! assert_eq!(submitted.wait(|| {}).reply(3), [42, u64::MAX - 1]);
 //! ```
 
+mod answer;
 mod decode;
 mod host;
 mod incomplete;

@@ -14,12 +14,16 @@
 //! never memory the host did not write. Services read only their active lanes; nothing of an
 //! inactive slot goes back to a device.
 //!
+//! The payload is the host's alone while a service runs, so the packet it is handed lends its
+//! slots as plain words too (`sync::PlainSlots`): the lane loop
+//! ([`serve_lanes_from`](crate::serve_lanes_from)) gives each lane's service its request in place.
+//!
 //! The memory itself, written and zeroed in place, is the facade's (`sync::PayloadMemory`): under
 //! loom a payload's words are loom cells, for which all-zero bytes are no valid value, so there the
 //! payload is built normally ([`Payload::default`]) at the first write.
 
 use crate::lane::{Payload, LANE_MASK, SLOT_WORDS};
-use crate::sync::PayloadMemory as Memory;
+use crate::sync::{PayloadMemory as Memory, PlainSlots};
 
 /// Memory for the line protocol's host to copy requests into (a [`Payload`], 4 KB), kept by a
 /// host across scans: zeroed once at its first use, never again (see [`Host::drain_scope`]).
@@ -103,6 +107,18 @@ impl Scratch<'_> {
         }
     }
 
+    /// Where lane `lane`'s slot starts: the slots of the lanes after it follow (up to
+    /// [`LANES`](crate::LANES)); a slot written whole through it is then as by
+    /// [`Scratch::write_slot`] (the vector decode's stores).
+    ///
+    /// # Panics
+    /// If `lane >= LANES`.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+    #[inline]
+    pub(super) fn slot_mut(&mut self, lane: usize) -> *mut [u64; SLOT_WORDS] {
+        self.memory.slot_mut(lane)
+    }
+
     /// Records that every word of the slots of the lanes of `lanes` has been written (a mask of
     /// lanes that exist: only those have slots).
     #[inline]
@@ -113,7 +129,7 @@ impl Scratch<'_> {
     /// The payload, every slot initialised: the first call zeroes the slots of the lanes not
     /// written whole yet (in runs of adjacent lanes), later calls only hand it out.
     #[inline]
-    pub(super) fn payload(&mut self) -> &Payload {
+    pub(super) fn payload(&mut self) -> (&Payload, Option<PlainSlots<'_>>) {
         if !self.ready {
             self.zero_unwritten();
             self.ready = true;

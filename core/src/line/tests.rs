@@ -14,6 +14,7 @@ use crate::test_support::{packets, words};
 extern crate std;
 use std::{boxed::Box, vec::Vec};
 
+mod in_place;
 mod stalled;
 
 /// A line buffer allocated in parts.

@@ -74,13 +74,50 @@ impl PayloadMemory {
         let _ = self.memory.get_or_insert_with(Payload::default);
     }
 
-    /// The payload (built if it is not yet).
+    /// The payload, and no plain slots (loom's cells are read one by one).
     ///
     /// # Safety
     /// None under loom; the same contract as in production.
     #[inline]
-    pub(crate) unsafe fn assume_init(&mut self) -> &Payload {
-        self.memory.get_or_insert_with(Payload::default)
+    pub(crate) unsafe fn assume_init(&mut self) -> (&Payload, Option<PlainSlots<'_>>) {
+        (self.memory.get_or_insert_with(Payload::default), None)
+    }
+}
+
+/// None under loom: a loom payload's words are cells, read one by one (the type has no value, so
+/// the lane loop's plain branch is dead code here).
+#[derive(Clone, Copy)]
+pub(crate) enum PlainSlots<'a> {
+    #[doc(hidden)]
+    _Never(core::convert::Infallible, core::marker::PhantomData<&'a Payload>),
+}
+
+impl<'a> PlainSlots<'a> {
+    /// Never built under loom.
+    #[allow(clippy::missing_safety_doc)]
+    #[inline]
+    pub(crate) unsafe fn request(&self, _lane: usize) -> &[u64; crate::lane::SLOT_WORDS] {
+        match *self {
+            Self::_Never(never, _) => match never {},
+        }
+    }
+
+    /// Never built under loom.
+    #[allow(dead_code)]
+    #[inline]
+    pub(crate) fn slot(&self, _lane: usize) -> *const u64 {
+        match *self {
+            Self::_Never(never, _) => match never {},
+        }
+    }
+
+    /// Never built under loom.
+    #[allow(clippy::missing_safety_doc)]
+    #[inline]
+    pub(crate) unsafe fn write<const K: usize>(&self, _lane: usize, _words: [u64; K]) {
+        match *self {
+            Self::_Never(never, _) => match never {},
+        }
     }
 }
 

@@ -97,6 +97,20 @@ impl PayloadMemory {
         unsafe { words.add(lane * SLOT_WORDS + k).write(value) };
     }
 
+    /// Where lane `lane`'s slot starts, for the vector decode's stores of whole slots (a slot
+    /// written through it is initialised, as by [`PayloadMemory::write`]; only outside loom,
+    /// where that decode runs).
+    ///
+    /// # Panics
+    /// If `lane >= LANES`.
+    #[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2", not(miri))), allow(dead_code))]
+    #[inline]
+    pub(crate) fn slot_mut(&mut self, lane: usize) -> *mut [u64; SLOT_WORDS] {
+        assert!(lane < LANES, "lane {lane} is outside the payload");
+        // In bounds: `Payload` is `LANES` slots of `SLOT_WORDS` words (see `write`).
+        self.memory.as_mut_ptr().cast::<[u64; SLOT_WORDS]>().wrapping_add(lane)
+    }
+
     /// Zeroes the slots of lanes `first..first + run`.
     ///
     /// # Panics
@@ -110,16 +124,81 @@ impl PayloadMemory {
         unsafe { words.add(first * SLOT_WORDS).write_bytes(0, run * SLOT_WORDS) };
     }
 
-    /// The payload.
+    /// The payload, with its slots as plain words ([`PlainSlots`]; `&mut self` makes the memory
+    /// this thread's alone for as long as either is borrowed).
     ///
     /// # Safety
     /// Every slot has been initialised: written whole with [`PayloadMemory::write`] or zeroed with
     /// [`PayloadMemory::zero_lanes`] (once is enough: writes store only initialised words).
     #[inline]
-    pub(crate) unsafe fn assume_init(&mut self) -> &Payload {
+    pub(crate) unsafe fn assume_init(&mut self) -> (&Payload, Option<PlainSlots<'_>>) {
         // SAFETY: every slot is initialised (the caller's contract), and initialised words are a
         // valid `Payload` (atomic words with the representation of plain integers).
-        unsafe { self.memory.assume_init_ref() }
+        let payload = unsafe { self.memory.assume_init_ref() };
+        // SAFETY: the memory is borrowed mutably for the slots' lifetime: no one else reaches it.
+        (payload, Some(unsafe { PlainSlots::new(payload) }))
+    }
+}
+
+/// The slots of a [`Payload`] that lives in memory of the host's own (the line host's scratch, a
+/// [`PayloadMemory`]), read and written as plain words: a service's lane reads its request from
+/// the slot itself, with no copy, and the compiler drops the loads of words it does not use.
+/// Under loom there is none (the type has no value): a loom payload's words are cells whose
+/// accesses the models must see, so the lane loop reads them one by one.
+#[derive(Clone, Copy)]
+pub(crate) struct PlainSlots<'a> {
+    slots: core::ptr::NonNull<[u64; SLOT_WORDS]>,
+    payload: core::marker::PhantomData<&'a Payload>,
+}
+
+impl<'a> PlainSlots<'a> {
+    /// The slots of `payload`.
+    ///
+    /// # Safety
+    /// For `'a` the payload's memory is this thread's alone: no other thread and no device reads
+    /// or writes it (its owner lends it to one packet's service).
+    #[inline]
+    pub(crate) unsafe fn new(payload: &'a Payload) -> Self {
+        // A pointer with the payload's provenance: its words are atomics, whose `UnsafeCell`
+        // lets a pointer from a shared reference write them.
+        Self { slots: core::ptr::NonNull::from(payload).cast(), payload: core::marker::PhantomData }
+    }
+
+    /// Lane `lane`'s request words, in place.
+    ///
+    /// # Safety
+    /// `lane < LANES`, and nothing writes the slot while the reference lives.
+    #[inline]
+    pub(crate) unsafe fn request(&self, lane: usize) -> &[u64; SLOT_WORDS] {
+        // SAFETY: `lane` is a slot of the payload (the caller's contract), whose `LANES * SLOT_WORDS`
+        // words have the representation of `u64`s (`PayloadWord`, `repr(transparent)` over an
+        // atomic of that representation), all initialised (a `&Payload` exists); no other thread
+        // reaches them (`new`'s contract) and nothing writes this slot while it is borrowed.
+        unsafe { &*self.slots.as_ptr().add(lane) }
+    }
+
+    /// Where lane `lane`'s slot starts (its words are read through it only while no reference
+    /// from [`PlainSlots::request`] to the slot is alive and nothing writes it).
+    ///
+    /// # Panics
+    /// If `lane >= LANES`.
+    #[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2", not(miri))), allow(dead_code))]
+    #[inline]
+    pub(crate) fn slot(&self, lane: usize) -> *const u64 {
+        assert!(lane < LANES, "lane {lane} is outside the payload");
+        self.slots.as_ptr().wrapping_add(lane).cast()
+    }
+
+    /// Writes `words` into the first `K` words of lane `lane`'s slot.
+    ///
+    /// # Safety
+    /// `lane < LANES`, and no reference from [`PlainSlots::request`] to this slot lives.
+    #[inline]
+    pub(crate) unsafe fn write<const K: usize>(&self, lane: usize, words: [u64; K]) {
+        const { assert!(K <= SLOT_WORDS) };
+        // SAFETY: as in `request`; the pointer derives from the payload's shared reference, whose
+        // words are `UnsafeCell`s, and no reference to the slot is alive (the caller's contract).
+        unsafe { self.slots.as_ptr().add(lane).cast::<[u64; K]>().write(words) }
     }
 }
 

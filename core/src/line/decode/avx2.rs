@@ -1,17 +1,18 @@
 //! The take's decode four words at a time in AVX2 registers, on the x86-64 CPUs that have AVX2
 //! (checked once at run time, [`available`]): the same loads (one aligned 8-byte access a word,
-//! straight into a vector register), XORs and accumulator as the SSE2 decode, and one variable
-//! shift (`vpsllvq`) for four words' top bits.
+//! straight into a vector register; the packed word's into all four quarters of one), XORs and
+//! accumulator as the SSE2 decode, and one variable shift (`vpsllvq`) for four words' top bits;
+//! the lanes walked in runs of adjacent ones, each lane's words and slot one step along.
 
 use super::super::layout::{Request, REQUEST_LANE_WORDS};
 use super::super::scratch::Scratch;
 use super::super::word::{DATA_BITS, DATA_MASK};
-use crate::lane::{lanes, SLOT_WORDS};
+use crate::lane::{lanes, runs, SLOT_WORDS};
 use crate::sync::AtomicU64;
 use core::arch::x86_64::{
-    __m128i, __m256i, _mm256_and_si256, _mm256_broadcastq_epi64, _mm256_or_si256, _mm256_set1_epi64x,
-    _mm256_set_epi64x, _mm256_set_m128i, _mm256_setzero_si256, _mm256_sllv_epi64, _mm256_srli_epi64,
-    _mm256_storeu_si256, _mm256_testz_si256, _mm256_xor_si256,
+    __m128i, __m256i, _mm256_and_si256, _mm256_or_si256, _mm256_set1_epi64x, _mm256_set_epi64x,
+    _mm256_set_m128i, _mm256_setzero_si256, _mm256_sllv_epi64, _mm256_srli_epi64, _mm256_storeu_si256,
+    _mm256_testz_si256, _mm256_xor_si256,
 };
 
 /// Whether [`decode_lanes`] may run here: the processor runs AVX2 (asked once, `crate::cpu`).
@@ -22,11 +23,18 @@ pub(in crate::line) fn available() -> bool {
 
 /// A lane's line words: words 0..4 in the first register, 4..8 in the second, the packed word in
 /// every quarter of the third; each loaded with one aligned 8-byte access.
-#[inline(always)]
-fn load(words: &[AtomicU64; REQUEST_LANE_WORDS]) -> [__m128i; 5] {
-    let (first, second, third, fourth, top): (__m128i, __m128i, __m128i, __m128i, __m128i);
+///
+/// # Safety
+/// The CPU runs AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+#[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+unsafe fn load(words: &[AtomicU64; REQUEST_LANE_WORDS]) -> [__m256i; 3] {
+    let (first, second, third, fourth): (__m128i, __m128i, __m128i, __m128i);
+    let top: __m256i;
     // SAFETY: as in the SSE2 decode's loads (`decode.rs`), in their VEX forms: nine aligned 8-byte
-    // loads from `words`, each a Relaxed atomic load of its word; no store, no stack, flags kept.
+    // loads from `words`, each a Relaxed atomic load of its word (the packed word's broadcast
+    // too: one 8-byte access, its value in every quarter); no store, no stack, flags kept.
     unsafe {
         core::arch::asm!(
             "vmovq {first}, qword ptr [{words}]",
@@ -37,64 +45,172 @@ fn load(words: &[AtomicU64; REQUEST_LANE_WORDS]) -> [__m128i; 5] {
             "vmovhps {third}, {third}, qword ptr [{words} + 40]",
             "vmovq {fourth}, qword ptr [{words} + 48]",
             "vmovhps {fourth}, {fourth}, qword ptr [{words} + 56]",
-            "vmovq {top}, qword ptr [{words} + 64]",
+            "vpbroadcastq {top}, qword ptr [{words} + 64]",
             words = in(reg) words.as_ptr(),
             first = out(xmm_reg) first,
             second = out(xmm_reg) second,
             third = out(xmm_reg) third,
             fourth = out(xmm_reg) fourth,
-            top = out(xmm_reg) top,
+            top = out(ymm_reg) top,
             options(nostack, preserves_flags, readonly),
         );
     }
-    [first, second, third, fourth, top]
+    // SAFETY: register moves on AVX2 (the caller's contract).
+    unsafe { [_mm256_set_m128i(second, first), _mm256_set_m128i(fourth, third), top] }
 }
 
 /// Decodes every lane of `activemask` of `request` into `scratch` and says whether every word
-/// carried `seq` (the same contract as `decode::decode_lanes`).
+/// carried `seq` (the same contract as `decode::decode_lanes`). A packet of one lane is decoded
+/// by a function of its own, the others by one that walks the lanes in runs of adjacent ones (a
+/// run's line words, and its slots, are each one stretch of memory), two lanes a step: each
+/// function saves only the registers its own loop needs.
 ///
 /// # Safety
 /// The CPU runs AVX2 ([`available`]).
-#[target_feature(enable = "avx2")]
-#[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+#[inline]
 pub(in crate::line) unsafe fn decode_lanes(
     request: &Request,
     activemask: u64,
     seq: u32,
     scratch: &mut Scratch<'_>,
 ) -> bool {
-    const _: () = assert!(REQUEST_LANE_WORDS == 9 && SLOT_WORDS == 8 && DATA_BITS == 57);
-    // SAFETY (every block below): register arithmetic on AVX2, which the caller checked, and two
-    // unaligned 32-byte stores into `out`, 64 bytes: store `h` writes its bytes `32 h .. 32 h + 32`.
-    let (tag, high, mut stray) = unsafe {
-        (
-            _mm256_set1_epi64x((u64::from(seq) << DATA_BITS) as i64),
-            _mm256_set1_epi64x(!DATA_MASK as i64),
-            _mm256_setzero_si256(),
-        )
-    };
-    // Word k's top bits are bits 7 k .. 7 k + 7 of the packed word: shifted left by 57 - 7 k and
-    // masked, they are the word's bits 57..64.
-    let (shifts_low, shifts_high) =
-        unsafe { (_mm256_set_epi64x(36, 43, 50, 57), _mm256_set_epi64x(8, 15, 22, 29)) };
-    for lane in lanes(activemask) {
-        let [first, second, third, fourth, top] = load(&request.lanes[lane]);
-        let mut out = [0u64; SLOT_WORDS];
-        unsafe {
-            let low = _mm256_xor_si256(_mm256_set_m128i(second, first), tag);
-            let high_words = _mm256_xor_si256(_mm256_set_m128i(fourth, third), tag);
-            let top = _mm256_xor_si256(_mm256_broadcastq_epi64(top), tag);
-            stray = _mm256_or_si256(stray, _mm256_or_si256(top, _mm256_or_si256(low, high_words)));
-            let field = |shifts| _mm256_and_si256(_mm256_sllv_epi64(top, shifts), high);
-            let dest = out.as_mut_ptr().cast::<__m256i>();
-            _mm256_storeu_si256(dest, _mm256_or_si256(low, field(shifts_low)));
-            _mm256_storeu_si256(dest.add(1), _mm256_or_si256(high_words, field(shifts_high)));
+    // SAFETY: AVX2 (the caller's contract).
+    unsafe {
+        if activemask & activemask.wrapping_sub(1) == 0 {
+            decode_one(request, activemask, seq, scratch)
+        } else {
+            decode_runs(request, activemask, seq, scratch)
         }
-        scratch.write_slot(lane, out);
     }
-    // Every word XOR the tag has no sequence bit set: the accumulator's bits 57..64 are zero.
+}
+
+/// [`decode_lanes`] of a packet of one lane (or none).
+///
+/// # Safety
+/// The CPU runs AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn decode_one(request: &Request, activemask: u64, seq: u32, scratch: &mut Scratch<'_>) -> bool {
+    // SAFETY: AVX2 (the caller's contract).
+    let (decode, mut stray) = unsafe { Decode::new(seq) };
+    for lane in lanes(activemask) {
+        // SAFETY: AVX2 (the caller's contract); the lane exists (`lanes`), and so its slot.
+        stray = unsafe { decode.lane(&request.lanes[lane], scratch.slot_mut(lane), stray) };
+    }
+    // SAFETY: AVX2 (the caller's contract).
+    unsafe { all_carry(stray) }
+}
+
+/// [`decode_lanes`] of a packet of several lanes: a run of adjacent lanes at a time, two lanes a
+/// step, then the run's last if it is odd.
+///
+/// # Safety
+/// The CPU runs AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn decode_runs(request: &Request, activemask: u64, seq: u32, scratch: &mut Scratch<'_>) -> bool {
+    // SAFETY: AVX2 (the caller's contract).
+    let (decode, mut stray) = unsafe { Decode::new(seq) };
+    for run in runs(activemask) {
+        let slots = scratch.slot_mut(run.start);
+        let pairs = request.lanes[run].chunks_exact(2);
+        let last = pairs.remainder().first();
+        let mut k = 0;
+        for pair in pairs {
+            // SAFETY: AVX2 (the caller's contract); the slots of the run's lanes follow `slots`,
+            // the first's, so those of its `k`th and `k + 1`th lanes are `slots + k` and the next.
+            unsafe {
+                stray = decode.lane(&pair[0], slots.add(k), stray);
+                stray = decode.lane(&pair[1], slots.add(k + 1), stray);
+            }
+            k += 2;
+        }
+        if let Some(words) = last {
+            // SAFETY: as above, for the run's last lane, its `k`th.
+            stray = unsafe { decode.lane(words, slots.add(k), stray) };
+        }
+    }
+    // SAFETY: AVX2 (the caller's contract).
+    unsafe { all_carry(stray) }
+}
+
+/// Whether every word ORed into `stray` (XOR the tag) had no sequence bit set: the accumulator's
+/// bits 57..64 are zero.
+///
+/// # Safety
+/// The CPU runs AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+#[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+unsafe fn all_carry(stray: __m256i) -> bool {
+    // SAFETY: register arithmetic on AVX2 (the caller's contract).
     unsafe {
         let sequences = _mm256_srli_epi64::<57>(stray);
         _mm256_testz_si256(sequences, sequences) == 1
+    }
+}
+
+/// The registers every lane's decode uses.
+#[derive(Clone, Copy)]
+struct Decode {
+    /// The sequence in every quarter's sequence bits.
+    tag: __m256i,
+    /// The sequence bits of every quarter.
+    high: __m256i,
+    /// The shifts that bring words 0..4's, and 4..8's, top bits from the packed word.
+    shifts_low: __m256i,
+    shifts_high: __m256i,
+}
+
+impl Decode {
+    /// The registers of a take of sequence `seq`, and an empty accumulator.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+    unsafe fn new(seq: u32) -> (Self, __m256i) {
+        const _: () = assert!(REQUEST_LANE_WORDS == 9 && SLOT_WORDS == 8 && DATA_BITS == 57);
+        // SAFETY: register arithmetic on AVX2 (the caller's contract).
+        unsafe {
+            let decode = Self {
+                tag: _mm256_set1_epi64x((u64::from(seq) << DATA_BITS) as i64),
+                high: _mm256_set1_epi64x(!DATA_MASK as i64),
+                // Word k's top bits are bits 7 k .. 7 k + 7 of the packed word: shifted left by
+                // 57 - 7 k and masked, they are the word's bits 57..64 (the packed word's own
+                // sequence bits shift out).
+                shifts_low: _mm256_set_epi64x(36, 43, 50, 57),
+                shifts_high: _mm256_set_epi64x(8, 15, 22, 29),
+            };
+            (decode, _mm256_setzero_si256())
+        }
+    }
+
+    /// Decodes the lane whose line words are `words` into `slot` and returns `stray` ORed with
+    /// each of them XOR the tag.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2, and `slot` is a slot of the scratch (64 bytes it may write).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+    unsafe fn lane(
+        self,
+        words: &[AtomicU64; REQUEST_LANE_WORDS],
+        slot: *mut [u64; SLOT_WORDS],
+        stray: __m256i,
+    ) -> __m256i {
+        let Self { tag, high, shifts_low, shifts_high } = self;
+        // SAFETY: AVX2 (the caller's contract): the loads, register arithmetic, and two unaligned
+        // 32-byte stores into `slot`, 64 bytes.
+        unsafe {
+            let [low, high_words, top] = load(words);
+            let (low, high_words) = (_mm256_xor_si256(low, tag), _mm256_xor_si256(high_words, tag));
+            let checked = _mm256_or_si256(_mm256_xor_si256(top, tag), _mm256_or_si256(low, high_words));
+            let field = |shifts| _mm256_and_si256(_mm256_sllv_epi64(top, shifts), high);
+            let dest = slot.cast::<__m256i>();
+            _mm256_storeu_si256(dest, _mm256_or_si256(low, field(shifts_low)));
+            _mm256_storeu_si256(dest.add(1), _mm256_or_si256(high_words, field(shifts_high)));
+            _mm256_or_si256(stray, checked)
+        }
     }
 }
