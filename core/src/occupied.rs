@@ -10,11 +10,13 @@
 use crate::sync::{AtomicU32, Ordering};
 
 /// Packet `index`'s bit in its `occupied` word (word `index / 32`).
+#[inline(always)]
 pub(crate) fn bit(index: usize) -> u32 {
     1 << (index % 32)
 }
 
 /// Sets packet `index`'s bit in `word`; true if it was clear, i.e. the packet is now ours.
+#[inline(always)]
 pub(crate) fn try_take(word: &AtomicU32, index: usize) -> bool {
     let bit = bit(index);
     // Acquire: pairs with the Release `fetch_and` in `release` of the packet's previous owner.
@@ -22,6 +24,7 @@ pub(crate) fn try_take(word: &AtomicU32, index: usize) -> bool {
 }
 
 /// Clears packet `index`'s bit in `word`, handing the packet to the next claimer.
+#[inline(always)]
 pub(crate) fn release(word: &AtomicU32, index: usize) {
     // Release: pairs with the Acquire `fetch_or` in `try_take` of the next claimer.
     word.fetch_and(!bit(index), Ordering::Release);
@@ -30,6 +33,7 @@ pub(crate) fn release(word: &AtomicU32, index: usize) {
 /// Tries each of `num_packets` indices once, from `start % num_packets` upwards and wrapping, and
 /// returns the first claim `try_claim` makes. Waves that start at different indices (their wave
 /// id, say) collide less on the bitmap.
+#[inline(always)]
 pub(crate) fn claim_from<T>(
     num_packets: usize,
     start: usize,

@@ -10,6 +10,11 @@
 //! names its handles (`stack::Claimed<'a>` is `Claimed<stack::View<'a>>`) and adds what only it has
 //! (the stack's tagged pointer, the line protocol's sequence and its `keep`).
 //!
+//! Every step of the device's path (the claim, these handles' methods, each protocol's [`Wire`]
+//! steps and the [`AnyClaimed`](crate::AnyClaimed) arms over them) is `#[inline(always)]`: left to
+//! the inliner, each step is a call that moves the handle through memory, which costs a call more
+//! than the step's own atomics (`docs/performance.md`, "The emulated device's path, cut alone").
+//!
 //! ```
 //! use hostcall_core::{producer, stack, Host as _, Payload};
 //! /// Any protocol's claimed packet is a `producer::Claimed<W>`.
@@ -133,11 +138,13 @@ pub struct Completed<W: Wire> {
 
 impl<W: Wire> Claimed<W> {
     /// The handle of packet `index`, which `wire`'s claim took, with the protocol's `state`.
+    #[inline(always)]
     pub(crate) fn new(wire: W, index: usize, state: W::State) -> Self {
         Self { wire, ticket: Ticket { index, state } }
     }
 
     /// The packet's index in the buffer.
+    #[inline(always)]
     pub fn index(&self) -> usize {
         self.ticket.index
     }
@@ -146,13 +153,14 @@ impl<W: Wire> Claimed<W> {
     ///
     /// # Panics
     /// If `lane >= LANES` (and, under loom, as the protocol's transport requires).
-    #[inline]
+    #[inline(always)]
     pub fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
         self.wire.write_lane(&self.ticket, lane, words);
     }
 
     /// Sets the service id and the activemask and hands the packet to the host. The caller rings
     /// the doorbell afterwards (or not: a polling host needs no ring).
+    #[inline(always)]
     pub fn submit(self, service: u32, activemask: u64) -> Submitted<W> {
         let (wire, mut ticket) = (self.wire, self.ticket);
         core::mem::forget(self);
@@ -162,6 +170,7 @@ impl<W: Wire> Claimed<W> {
 }
 
 impl<W: Wire> Drop for Claimed<W> {
+    #[inline(always)]
     fn drop(&mut self) {
         self.wire.drop_unsent(&self.ticket);
     }
@@ -169,16 +178,19 @@ impl<W: Wire> Drop for Claimed<W> {
 
 impl<W: Wire> Submitted<W> {
     /// The packet's index in the buffer.
+    #[inline(always)]
     pub fn index(&self) -> usize {
         self.ticket.index
     }
 
     /// Whether the host has answered.
+    #[inline(always)]
     pub fn is_served(&self) -> bool {
         self.wire.answered(&self.ticket, self.activemask).is_some()
     }
 
     /// Waits until the host answers, calling `backoff` between polls.
+    #[inline(always)]
     pub fn wait(self, backoff: impl FnMut()) -> Completed<W> {
         SubmittedPacket::wait(self, backoff)
     }
@@ -186,6 +198,7 @@ impl<W: Wire> Submitted<W> {
     /// Waits until the host answers, or until `keep_waiting(polls so far)` returns false, in
     /// which case the packet is handed back still submitted. `keep_waiting` is the backoff: it
     /// may spin, yield or sleep.
+    #[inline(always)]
     pub fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<W>, Self> {
         match poll_until(|| self.wire.answered(&self.ticket, self.activemask), keep_waiting) {
             Some(answer) => {
@@ -199,6 +212,7 @@ impl<W: Wire> Submitted<W> {
 }
 
 impl<W: Wire> Drop for Submitted<W> {
+    #[inline(always)]
     fn drop(&mut self) {
         self.wire.drop_submitted(&self.ticket);
     }
@@ -206,6 +220,7 @@ impl<W: Wire> Drop for Submitted<W> {
 
 impl<W: Wire> Completed<W> {
     /// The packet's index in the buffer.
+    #[inline(always)]
     pub fn index(&self) -> usize {
         self.ticket.index
     }
@@ -214,12 +229,13 @@ impl<W: Wire> Completed<W> {
     ///
     /// # Panics
     /// If `lane >= LANES`.
-    #[inline]
+    #[inline(always)]
     pub fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
         self.wire.reply(&self.ticket, lane)
     }
 
     /// Lane `lane`'s reply decoded as an error reply, if it is one.
+    #[inline(always)]
     pub fn error(&self, lane: usize) -> Option<ErrorCode> {
         ErrorCode::from_reply(self.reply(lane))
     }
@@ -227,15 +243,17 @@ impl<W: Wire> Completed<W> {
     /// Whether the host answered at least one submitted lane with an error reply (see
     /// [`ErrorCode`]): the protocol's control bit where it has one, else the error replies of
     /// the active lanes.
-    #[inline]
+    #[inline(always)]
     pub fn host_error(&self) -> bool {
         self.wire.host_error(&self.ticket, self.activemask, self.answer)
     }
 
     /// Releases the packet (dropping does the same).
+    #[inline(always)]
     pub fn release(self) {}
 
     /// The handle's parts without its `Drop` (for a protocol that keeps the packet).
+    #[inline(always)]
     pub(crate) fn into_parts(self) -> (W, Ticket<W::State>) {
         let (wire, ticket) = (self.wire, self.ticket);
         core::mem::forget(self);
@@ -244,6 +262,7 @@ impl<W: Wire> Completed<W> {
 }
 
 impl<W: Wire> Drop for Completed<W> {
+    #[inline(always)]
     fn drop(&mut self) {
         self.wire.release(&self.ticket);
     }
@@ -252,12 +271,12 @@ impl<W: Wire> Drop for Completed<W> {
 impl<W: Wire> ClaimedPacket for Claimed<W> {
     type Submitted = Submitted<W>;
 
-    #[inline]
+    #[inline(always)]
     fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
         Claimed::write_lane(self, lane, words);
     }
 
-    #[inline]
+    #[inline(always)]
     fn submit(self, service: u32, activemask: u64) -> Submitted<W> {
         Claimed::submit(self, service, activemask)
     }
@@ -266,19 +285,19 @@ impl<W: Wire> ClaimedPacket for Claimed<W> {
 impl<W: Wire> SubmittedPacket for Submitted<W> {
     type Completed = Completed<W>;
 
-    #[inline]
+    #[inline(always)]
     fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<W>, Self> {
         Submitted::wait_until(self, keep_waiting)
     }
 }
 
 impl<W: Wire> CompletedPacket for Completed<W> {
-    #[inline]
+    #[inline(always)]
     fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
         Completed::reply(self, lane)
     }
 
-    #[inline]
+    #[inline(always)]
     fn host_error(&self) -> bool {
         Completed::host_error(self)
     }

@@ -311,6 +311,7 @@ impl<'a> AnyView<'a> {
     ///
     /// # Panics
     /// For an RPC view without lock bits (see [`rpc::View::claim`]).
+    #[inline(always)]
     pub fn claim(&self, start: usize) -> Result<Option<AnyClaimed<'a>>, ChainError> {
         Ok(match self {
             Self::Stack(view) => view.claim()?.map(AnyClaimed::Stack),

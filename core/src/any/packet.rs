@@ -51,7 +51,7 @@ pub enum AnyCompleted<'a> {
 impl<'a> ClaimedPacket for AnyClaimed<'a> {
     type Submitted = AnySubmitted<'a>;
 
-    #[inline]
+    #[inline(always)]
     fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
         match self {
             Self::Stack(packet) => packet.write_lane(lane, words),
@@ -61,7 +61,7 @@ impl<'a> ClaimedPacket for AnyClaimed<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn submit(self, service: u32, activemask: u64) -> AnySubmitted<'a> {
         match self {
             Self::Stack(packet) => AnySubmitted::Stack(packet.submit(service, activemask)),
@@ -75,7 +75,7 @@ impl<'a> ClaimedPacket for AnyClaimed<'a> {
 impl<'a> SubmittedPacket for AnySubmitted<'a> {
     type Completed = AnyCompleted<'a>;
 
-    #[inline]
+    #[inline(always)]
     fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<AnyCompleted<'a>, Self> {
         match self {
             Self::Stack(packet) => {
@@ -91,7 +91,7 @@ impl<'a> SubmittedPacket for AnySubmitted<'a> {
 }
 
 impl CompletedPacket for AnyCompleted<'_> {
-    #[inline]
+    #[inline(always)]
     fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
         match self {
             Self::Stack(packet) => packet.reply(lane),
@@ -101,7 +101,7 @@ impl CompletedPacket for AnyCompleted<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn host_error(&self) -> bool {
         match self {
             Self::Stack(packet) => packet.host_error(),

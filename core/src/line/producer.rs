@@ -17,7 +17,7 @@ impl Wire for View<'_> {
     /// The lane's request as its line words ([`encode_request`]). Under loom only the first
     /// [`CARRIED_REQUEST_WORDS`] travel (the models' geometry, see there), and a non-zero word past
     /// them panics (it would be lost); in production every word travels.
-    #[inline]
+    #[inline(always)]
     fn write_lane(
         &self,
         &Ticket { index, state: seq }: &Ticket<u32>,
@@ -38,6 +38,7 @@ impl Wire for View<'_> {
     }
 
     /// Writes the mask word and the head, handing the packet to the host.
+    #[inline(always)]
     fn submit(&self, &mut Ticket { index, state: seq }: &mut Ticket<u32>, service: u32, activemask: u64) {
         let request = self.request(index);
         // Relaxed (both): line words, see `write_lane`. The head is written last only so that a
@@ -49,6 +50,7 @@ impl Wire for View<'_> {
     }
 
     /// Whether every active lane's reply words carry this call's sequence.
+    #[inline(always)]
     fn answered(&self, &Ticket { index, state: seq }: &Ticket<u32>, activemask: u64) -> Option<()> {
         let reply = self.reply(index);
         lanes(activemask)
@@ -62,7 +64,7 @@ impl Wire for View<'_> {
     }
 
     /// Lane `lane`'s reply, out of its line words ([`decode_reply`]).
-    #[inline]
+    #[inline(always)]
     fn reply(&self, &Ticket { index, .. }: &Ticket<u32>, lane: usize) -> [u64; REPLY_WORDS] {
         let words = &self.reply(index).lanes[lane];
         // Relaxed: the wait saw these very words carry our sequence; the host writes them again
@@ -70,6 +72,7 @@ impl Wire for View<'_> {
         decode_reply(&core::array::from_fn(|k| words[k].load(Ordering::Relaxed)))
     }
 
+    #[inline(always)]
     fn drop_unsent(&self, &Ticket { index, state: seq }: &Ticket<u32>) {
         // Relaxed: as in `submit`. Using the sequence up keeps any word written under it from
         // matching the next claimer's call.
@@ -78,8 +81,10 @@ impl Wire for View<'_> {
     }
 
     /// Leaks the packet: its `occupied` bit stays set (see [`Submitted`]).
+    #[inline(always)]
     fn drop_submitted(&self, _: &Ticket<u32>) {}
 
+    #[inline(always)]
     fn release(&self, &Ticket { index, .. }: &Ticket<u32>) {
         self.release_occupied(index);
     }

@@ -123,6 +123,7 @@ impl<'a> View<'a> {
     }
 
     /// The `occupied` word holding packet `index`'s bit (device only).
+    #[inline(always)]
     pub fn occupied_word(&self, index: usize) -> &'a AtomicU32 {
         &self.occupied[index / 32]
     }
@@ -177,11 +178,13 @@ impl<'a> View<'a> {
     /// Device: claims a free packet, trying each index once from `start % num_packets` upwards.
     /// `None`: every packet is occupied (retry later). Waves that start at different indices (their
     /// wave id, say) collide less on the bitmap.
+    #[inline(always)]
     pub fn claim(&self, start: usize) -> Option<Claimed<'a>> {
         crate::occupied::claim_from(self.requests.len(), start, |index| self.try_claim(index))
     }
 
     /// Device: claims packet `index` if its bit is clear; does the wrap refresh when due.
+    #[inline(always)]
     fn try_claim(&self, index: usize) -> Option<Claimed<'a>> {
         // The hand-off (Acquire, pairing with `release_occupied` of the packet's previous owner):
         // its `device_seq` store and its last reads of the replies happen before our accesses.
@@ -196,6 +199,7 @@ impl<'a> View<'a> {
     /// Device: the next call on packet `index`, which this wave holds, after the call with
     /// sequence `previous` (0: none since `init`): its sequence, and the wrap refresh when due.
     /// Shared by a claim and by [`Completed::keep`](super::Completed::keep).
+    #[inline(always)]
     pub(super) fn begin_call(&self, index: usize, previous: u32) -> Claimed<'a> {
         let seq = next_seq(previous);
         if refreshes(previous, seq) {
@@ -219,6 +223,7 @@ impl<'a> View<'a> {
     }
 
     /// Device: clears packet `index`'s bit in `occupied`, handing the packet to the next claimer.
+    #[inline(always)]
     pub(super) fn release_occupied(&self, index: usize) {
         // The hand-off (Release, pairing with `try_claim` of the next claimer).
         crate::occupied::release(self.occupied_word(index), index);

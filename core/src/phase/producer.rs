@@ -29,13 +29,14 @@ impl Wire for View<'_> {
     type State = u32;
     type Answer = ();
 
-    #[inline]
+    #[inline(always)]
     fn write_lane(&self, &Ticket { index, .. }: &Ticket<u32>, lane: usize, words: &[u64; SLOT_WORDS]) {
         self.payload(index).write_lane(lane, words);
     }
 
     /// Sets the service id and the activemask and flips `device_phase`, handing the packet to the
     /// host.
+    #[inline(always)]
     fn submit(&self, Ticket { index, state: phase }: &mut Ticket<u32>, service: u32, activemask: u64) {
         *phase ^= 1;
         let header = self.header(*index);
@@ -48,26 +49,30 @@ impl Wire for View<'_> {
         self.device_phase(*index).store(*phase, Ordering::Release);
     }
 
+    #[inline(always)]
     fn answered(&self, &Ticket { index, state: phase }: &Ticket<u32>, _activemask: u64) -> Option<()> {
         // Acquire: pairs with the host's Release store of `host_phase` in `Host::serve_packet`,
         // so the reply words it wrote before are visible.
         (self.host_phase(index).load(Ordering::Acquire) & 1 == phase).then_some(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn reply(&self, &Ticket { index, .. }: &Ticket<u32>, lane: usize) -> [u64; REPLY_WORDS] {
         self.payload(index).read_lane(lane)
     }
 
+    #[inline(always)]
     fn drop_unsent(&self, &Ticket { index, .. }: &Ticket<u32>) {
         self.release_occupied(index);
     }
 
+    #[inline(always)]
     fn drop_submitted(&self, &Ticket { index, .. }: &Ticket<u32>) {
         // Safe to free early: `try_claim` refuses the packet until the phases agree.
         self.release_occupied(index);
     }
 
+    #[inline(always)]
     fn release(&self, &Ticket { index, .. }: &Ticket<u32>) {
         self.release_occupied(index);
     }

@@ -160,6 +160,7 @@ impl<'a> View<'a> {
     }
 
     /// The `occupied` bitmap word holding packet `index`'s bit (device side only).
+    #[inline(always)]
     pub fn occupied_word(&self, index: usize) -> &'a AtomicU32 {
         &self.occupied[index / 32]
     }
@@ -225,11 +226,13 @@ impl<'a> View<'a> {
     /// and wrapping. `None`: every packet is occupied or still unanswered (retry later).
     ///
     /// Waves that start at different indices (their wave id, say) collide less on the bitmap.
+    #[inline(always)]
     pub fn claim(&self, start: usize) -> Option<Claimed<'a>> {
         crate::occupied::claim_from(self.headers.len(), start, |index| self.try_claim(index))
     }
 
     /// Device: claims packet `index` if it is free and answered.
+    #[inline(always)]
     fn try_claim(&self, index: usize) -> Option<Claimed<'a>> {
         let word = self.occupied_word(index);
         // The hand-off (Acquire, pairing with `release_occupied` of the packet's previous owner):
@@ -257,6 +260,7 @@ impl<'a> View<'a> {
     }
 
     /// Device: clears packet `index`'s bit in `occupied`, handing the packet to the next claimer.
+    #[inline(always)]
     pub(super) fn release_occupied(&self, index: usize) {
         // The hand-off (Release, pairing with `try_claim` of the next claimer): our accesses to
         // the payload (request writes of an unsent claim, reply reads of a completed one) happen

@@ -32,7 +32,7 @@ impl Wire for View<'_> {
     type State = TaggedPtr;
     type Answer = u32;
 
-    #[inline]
+    #[inline(always)]
     fn write_lane(
         &self,
         &Ticket { state: ptr, .. }: &Ticket<TaggedPtr>,
@@ -43,6 +43,7 @@ impl Wire for View<'_> {
     }
 
     /// Sets the service id, the activemask and READY, and pushes the packet on the ready-stack.
+    #[inline(always)]
     fn submit(&self, &mut Ticket { state: ptr, .. }: &mut Ticket<TaggedPtr>, service: u32, activemask: u64) {
         let header = self.header(ptr.index());
         // Relaxed: the three stores are published by the Release CAS of the push below.
@@ -53,7 +54,7 @@ impl Wire for View<'_> {
     }
 
     /// Whether READY reads 0.
-    #[inline]
+    #[inline(always)]
     fn answered(&self, &Ticket { state: ptr, .. }: &Ticket<TaggedPtr>, _activemask: u64) -> Option<u32> {
         // Acquire: pairs with the host's Release store of `control` in `Host::drain`, so the
         // reply words it wrote before are visible once READY reads 0.
@@ -61,23 +62,27 @@ impl Wire for View<'_> {
         (control & CONTROL_READY == 0).then_some(control)
     }
 
-    #[inline]
+    #[inline(always)]
     fn reply(&self, &Ticket { state: ptr, .. }: &Ticket<TaggedPtr>, lane: usize) -> [u64; REPLY_WORDS] {
         self.payload(ptr.index()).read_lane(lane)
     }
 
     /// The [`CONTROL_HOST_ERROR`] bit of the `control` word the wait read.
+    #[inline(always)]
     fn host_error(&self, _: &Ticket<TaggedPtr>, _activemask: u64, control: u32) -> bool {
         control & CONTROL_HOST_ERROR != 0
     }
 
+    #[inline(always)]
     fn drop_unsent(&self, &Ticket { state: ptr, .. }: &Ticket<TaggedPtr>) {
         self.push_free(ptr);
     }
 
     /// Leaks the packet (see [`Submitted`]).
+    #[inline(always)]
     fn drop_submitted(&self, _: &Ticket<TaggedPtr>) {}
 
+    #[inline(always)]
     fn release(&self, &Ticket { state: ptr, .. }: &Ticket<TaggedPtr>) {
         self.push_free(ptr);
     }

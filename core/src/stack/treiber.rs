@@ -38,6 +38,7 @@ impl<'a> TaggedStack<'a> {
     }
 
     /// Pops the top packet. `Ok(None)`: the stack is empty.
+    #[inline(always)]
     pub fn pop(&self) -> Result<Option<TaggedPtr>, ChainError> {
         // Acquire: pairs with the Release CAS in `push` that stored this value, so the `next` we
         // read below is the one the pusher wrote.
@@ -62,6 +63,7 @@ impl<'a> TaggedStack<'a> {
     }
 
     /// Pushes a packet the caller owns.
+    #[inline(always)]
     pub fn push(&self, ptr: TaggedPtr) {
         let header = &self.headers[ptr.index()];
         // Relaxed: the value only seeds the CAS; a stale one makes the CAS fail and retry.
@@ -110,6 +112,7 @@ impl<'a> TaggedStack<'a> {
         ChainWalk { next: top, headers: self.headers, geometry: self.geometry, steps: 0 }
     }
 
+    #[inline(always)]
     fn decode(&self, raw: u64) -> Result<Option<TaggedPtr>, ChainError> {
         self.geometry.decode(raw).map_err(|index| ChainError::IndexOutOfRange { index })
     }

@@ -112,6 +112,7 @@ impl<'a> View<'a> {
     }
 
     /// The free-list (internal: the loom models reach it through `__internal`).
+    #[inline(always)]
     pub(crate) fn free_list(&self) -> TaggedStack<'a> {
         TaggedStack::new(&self.prefix.free_stack, self.headers, self.geometry)
     }
@@ -151,11 +152,13 @@ impl<'a> View<'a> {
     }
 
     /// Producer: claims a free packet. `Ok(None)`: none is free (more waves than packets; retry).
+    #[inline(always)]
     pub fn claim(&self) -> Result<Option<Claimed<'a>>, ChainError> {
         Ok(self.free_list().pop()?.map(|ptr| Claimed::new(*self, ptr.index(), ptr)))
     }
 
     /// Producer: pushes a packet it owns back on the free-list with its tag advanced.
+    #[inline(always)]
     pub(crate) fn push_free(&self, ptr: TaggedPtr) {
         self.free_list().push(self.geometry.advance_tag(ptr));
     }
