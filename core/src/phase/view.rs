@@ -2,7 +2,7 @@
 //! host's side is [`Host`](super::Host), in `host.rs`.
 
 use super::layout::{occupied_len, Header, Layout, Prefix};
-use super::producer::Claimed;
+use super::producer::{Claimed, PacketWords};
 use crate::lane::Payload;
 use crate::scan::ScanWindow;
 use crate::sync::{AtomicU32, Ordering};
@@ -256,15 +256,6 @@ impl<'a> View<'a> {
             word.fetch_and(!crate::occupied::bit(index), Ordering::Relaxed);
             return None;
         }
-        Some(Claimed::new(*self, index, device & PHASE_BIT))
-    }
-
-    /// Device: clears packet `index`'s bit in `occupied`, handing the packet to the next claimer.
-    #[inline(always)]
-    pub(super) fn release_occupied(&self, index: usize) {
-        // The hand-off (Release, pairing with `try_claim` of the next claimer): our accesses to
-        // the payload (request writes of an unsent claim, reply reads of a completed one) happen
-        // before the next owner's.
-        crate::occupied::release(self.occupied_word(index), index);
+        Some(Claimed::new(PacketWords::new(self, index, device & PHASE_BIT)))
     }
 }
