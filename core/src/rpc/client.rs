@@ -30,6 +30,7 @@ impl<'a> Client<'a> {
     }
 
     /// The client of a view that has its lock bits ([`View::with_locks`]), else `None`.
+    #[inline(always)]
     pub fn of(view: View<'a>) -> Option<Self> {
         view.has_locks().then_some(Self { view })
     }
@@ -38,6 +39,7 @@ impl<'a> Client<'a> {
     /// `start` (upstream scans from 0 every time), takes the first whose lock bit is free and
     /// whose mailboxes are equal (the host has closed its last call); the header is written with
     /// the call's first send. `None` when every port is busy.
+    #[inline(always)]
     pub fn try_open(&self, opcode: u32, mask: u64, start: u32) -> Option<ClientPort<'a>> {
         let ports = self.view.ports();
         (0..ports)
@@ -45,6 +47,7 @@ impl<'a> Client<'a> {
             .find_map(|port| self.try_open_port(opcode, mask, port))
     }
 
+    #[inline(always)]
     fn try_open_port(&self, opcode: u32, mask: u64, port: u32) -> Option<ClientPort<'a>> {
         let (word, bit_of_port) = (&self.view.locks[port as usize / 32], 1u32 << (port % 32));
         // Acquire: pairs with the Release `fetch_and` of the previous holder's `close`, so this
@@ -138,11 +141,13 @@ impl<'a> PortWords<'a> {
 
 impl ClientPort<'_> {
     /// The port's index.
+    #[inline(always)]
     pub fn port(&self) -> u32 {
         self.port
     }
 
     /// The lanes of the call.
+    #[inline(always)]
     pub fn mask(&self) -> u64 {
         self.mask
     }
@@ -153,6 +158,7 @@ impl ClientPort<'_> {
     /// polling the mailboxes (which share the header's line in a one-port buffer) takes the line
     /// back in between, and the flip has to win it again: one more transfer per call
     /// (`core_1l_rpc`: 2.6 x the floor with the header at open, beside `llvm_rpc_1l`'s 1.2 x).
+    #[inline(always)]
     fn write_header_once(&mut self) {
         if self.header_pending {
             self.header_pending = false;
@@ -165,6 +171,7 @@ impl ClientPort<'_> {
 
     /// Flips the client's mailbox: a Release fence, then a Relaxed store. The fence pairs with
     /// the Acquire fence of the host's [`View::turn`](super::View::turn).
+    #[inline(always)]
     fn flip(&mut self) {
         fence(Ordering::Release);
         self.out = !self.out;
@@ -174,6 +181,7 @@ impl ClientPort<'_> {
 
     /// Waits until the host's mailbox equals the client's, then an Acquire fence that pairs with
     /// the Release fence of the host's [`Turn::finish`](super::Turn::finish).
+    #[inline(always)]
     fn wait_for_ownership(&mut self, keep_waiting: &mut impl FnMut(u32) -> bool) -> Result<(), Stalled> {
         let inbox = self.words.host_mailbox;
         let mut polls = 0u32;
@@ -287,6 +295,7 @@ impl ClientPort<'_> {
     ///
     /// # Panics
     /// If the port is not the client's without waiting, or `lane >= lanes`.
+    #[inline(always)]
     pub fn write_lane(&mut self, lane: u32, words: &[u64; SLOT_WORDS]) {
         assert!(self.owns, "write_lane on a port the host owns");
         self.words.lane_buffer(lane).write(words);
@@ -297,6 +306,7 @@ impl ClientPort<'_> {
     ///
     /// # Panics
     /// If the port has already sent (only a port fresh from `try_open` may be retargeted).
+    #[inline(always)]
     pub fn send_as(&mut self, opcode: u32, mask: u64) {
         assert!(self.owns && self.header_pending, "send_as on a port that has already sent");
         self.mask = mask & self.words.lane_mask();
@@ -307,6 +317,7 @@ impl ClientPort<'_> {
 
     /// Whether the host has answered (the port is the client's again); on `true` the Acquire
     /// fence of a completed wait has been issued and [`ClientPort::read_lane`] reads the answer.
+    #[inline(always)]
     pub fn poll(&mut self) -> bool {
         self.wait_for_ownership(&mut |_| false).is_ok()
     }
@@ -323,12 +334,14 @@ impl ClientPort<'_> {
     ///
     /// # Panics
     /// If `lane >= lanes`.
+    #[inline(always)]
     pub fn read_first<const K: usize>(&self, lane: u32) -> [u64; K] {
         self.words.lane_buffer(lane).read_first()
     }
 
     /// Closes the port: unlocks it (the client never flips at close; the host does when its last
     /// turn was a receive).
+    #[inline(always)]
     pub fn close(self) {
         // Release: pairs with the Acquire `fetch_or` of the next wave's `try_open`.
         self.words.lock.fetch_and(!(1u32 << (self.port % 32)), Ordering::Release);
@@ -338,6 +351,7 @@ impl ClientPort<'_> {
 impl<'a> Client<'a> {
     /// Claims a port for the hostcall producer path (see [`super::Claimed`]): tries each port once
     /// from `start`; the header is written at submit.
+    #[inline(always)]
     pub fn claim(&self, start: u32) -> Option<super::Claimed<'a>> {
         self.try_open(0, 0, start).map(super::Claimed::new)
     }
