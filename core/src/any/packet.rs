@@ -1,5 +1,9 @@
 //! A producer's packet of any protocol: [`AnyClaimed`], [`AnySubmitted`], [`AnyCompleted`], each
 //! one arm per protocol over the protocol's own handle.
+//!
+//! Each is `#[repr(u8)]`: a tag byte of its own, which every step's `match` reads and jumps on,
+//! where the compiler's layout would hide the tag in a spare value of the RPC handle's flags and
+//! decode it at every step.
 
 use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
 use crate::{line, phase, rpc, stack};
@@ -8,6 +12,7 @@ use crate::{line, phase, rpc, stack};
 /// unsent, as the protocol's handle does.
 #[derive(Debug)]
 #[must_use = "dropping a claimed packet returns it unsent"]
+#[repr(u8)]
 pub enum AnyClaimed<'a> {
     /// A stack-protocol packet.
     Stack(stack::Claimed<'a>),
@@ -23,6 +28,7 @@ pub enum AnyClaimed<'a> {
 /// (a stack or line packet leaks, a phase packet is freed once the host has answered).
 #[derive(Debug)]
 #[must_use = "wait for the reply"]
+#[repr(u8)]
 pub enum AnySubmitted<'a> {
     /// A stack-protocol packet.
     Stack(stack::Submitted<'a>),
@@ -37,6 +43,7 @@ pub enum AnySubmitted<'a> {
 /// An answered packet of any protocol. Dropping it releases the packet.
 #[derive(Debug)]
 #[must_use = "read the reply before releasing the packet"]
+#[repr(u8)]
 pub enum AnyCompleted<'a> {
     /// A stack-protocol packet.
     Stack(stack::Completed<'a>),
