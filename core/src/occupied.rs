@@ -33,11 +33,25 @@ pub(crate) fn release(word: &AtomicU32, index: usize) {
 /// Tries each of `num_packets` indices once, from `start % num_packets` upwards and wrapping, and
 /// returns the first claim `try_claim` makes. Waves that start at different indices (their wave
 /// id, say) collide less on the bitmap.
+///
+/// The walk wraps by a compare, not a remainder: a division is one of the slowest instructions a
+/// claim could run, and a wave's `start` is usually below `num_packets` already (std's emulated
+/// waves keep theirs so), which needs none.
 #[inline(always)]
 pub(crate) fn claim_from<T>(
     num_packets: usize,
     start: usize,
-    try_claim: impl FnMut(usize) -> Option<T>,
+    mut try_claim: impl FnMut(usize) -> Option<T>,
 ) -> Option<T> {
-    (0..num_packets).map(|k| (start % num_packets + k) % num_packets).find_map(try_claim)
+    let mut index = if start < num_packets { start } else { start % num_packets };
+    for _ in 0..num_packets {
+        if let Some(claim) = try_claim(index) {
+            return Some(claim);
+        }
+        index += 1;
+        if index == num_packets {
+            index = 0;
+        }
+    }
+    None
 }

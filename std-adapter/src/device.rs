@@ -23,7 +23,8 @@ pub struct Wave {
     timeout: Option<Duration>,
     spin_wait: bool,
     /// Where a phase-protocol claim starts looking: waves spread over the packets, as GPU waves
-    /// do by their wave id, so they collide less on the `occupied` bitmap.
+    /// do by their wave id, so they collide less on the `occupied` bitmap. Below the packet count
+    /// (the claim then needs no division to wrap it).
     start: usize,
 }
 
@@ -67,13 +68,8 @@ impl Wave {
     /// A wave with an arbitrary activemask (divergent lanes).
     pub fn with_activemask(buffer: Arc<HostcallBuffer>, activemask: u64) -> Self {
         // Relaxed: a hint, ordered with nothing.
-        Self {
-            buffer,
-            activemask,
-            timeout: None,
-            spin_wait: false,
-            start: NEXT_WAVE.fetch_add(1, Ordering::Relaxed),
-        }
+        let start = NEXT_WAVE.fetch_add(1, Ordering::Relaxed) % buffer.view().num_packets().max(1) as usize;
+        Self { buffer, activemask, timeout: None, spin_wait: false, start }
     }
 
     /// Waits for packets and replies by spinning only (a CPU pause between polls), never yielding

@@ -42,9 +42,18 @@ impl<'a> Client<'a> {
     #[inline(always)]
     pub fn try_open(&self, opcode: u32, mask: u64, start: u32) -> Option<ClientPort<'a>> {
         let ports = self.view.ports();
-        (0..ports)
-            .map(|i| (start % ports + i) % ports)
-            .find_map(|port| self.try_open_port(opcode, mask, port))
+        // Wrapped by a compare, not a remainder (as `occupied::claim_from` says why).
+        let mut port = if start < ports { start } else { start % ports };
+        for _ in 0..ports {
+            if let Some(open) = self.try_open_port(opcode, mask, port) {
+                return Some(open);
+            }
+            port += 1;
+            if port == ports {
+                port = 0;
+            }
+        }
+        None
     }
 
     #[inline(always)]
