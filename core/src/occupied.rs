@@ -55,3 +55,42 @@ pub(crate) fn claim_from<T>(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::claim_from;
+    use std::vec::Vec;
+
+    /// The indices `claim_from` tries when no claim succeeds, in order.
+    fn tried(num_packets: usize, start: usize) -> Vec<usize> {
+        let mut seen = Vec::new();
+        let none: Option<()> = claim_from(num_packets, start, |index| {
+            seen.push(index);
+            None
+        });
+        assert!(none.is_none());
+        seen
+    }
+
+    #[test]
+    fn each_index_once_from_start_wrapping() {
+        assert_eq!(tried(4, 0), [0, 1, 2, 3]);
+        assert_eq!(tried(4, 3), [3, 0, 1, 2]);
+        assert_eq!(tried(4, 6), [2, 3, 0, 1], "a start past the count wraps as start % n");
+        assert_eq!(tried(1, 5), [0]);
+    }
+
+    #[test]
+    fn the_first_claim_ends_the_walk() {
+        let mut calls = 0;
+        assert_eq!(
+            claim_from(5, 3, |index| {
+                calls += 1;
+                (index == 0).then_some(index)
+            }),
+            Some(0)
+        );
+        assert_eq!(calls, 3, "3, 4, then 0");
+    }
+}
