@@ -15,10 +15,10 @@ use crate::sync::{AtomicU32, Ordering};
 pub struct PacketWords<'a> {
     request: &'a Request,
     reply: &'a Reply,
-    device_seq: &'a AtomicU32,
-    occupied: &'a AtomicU32,
+    pub(super) device_seq: &'a AtomicU32,
+    pub(super) occupied: &'a AtomicU32,
     index: u32,
-    seq: u32,
+    pub(super) seq: u32,
 }
 
 impl<'a> PacketWords<'a> {

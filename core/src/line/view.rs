@@ -184,14 +184,17 @@ impl<'a> View<'a> {
     /// Device: claims packet `index` if its bit is clear; does the wrap refresh when due.
     #[inline(always)]
     fn try_claim(&self, index: usize) -> Option<Claimed<'a>> {
+        // Every word of the packet looked up (and bounds-checked) once, before the atomics; the
+        // previous call's sequence is set below.
+        let mut words = PacketWords::new(self, index, 0);
         // The hand-off (Acquire, pairing with `release_occupied` of the packet's previous owner):
         // its `device_seq` store and its last reads of the replies happen before our accesses.
-        if !crate::occupied::try_take(self.occupied_word(index), index) {
+        if !crate::occupied::try_take(words.occupied, index) {
             return None;
         }
         // Relaxed: device-only word, ordered by the Acquire above.
-        let previous = self.device_seq[index].load(Ordering::Relaxed);
-        Some(PacketWords::new(self, index, previous).begin_call())
+        words.seq = words.device_seq.load(Ordering::Relaxed);
+        Some(words.begin_call())
     }
 }
 

@@ -32,11 +32,11 @@ producer::handles! {
 pub struct PacketWords<'a> {
     header: &'a Header,
     payload: &'a Payload,
-    device_phase: &'a AtomicU32,
-    host_phase: &'a AtomicU32,
-    occupied: &'a AtomicU32,
+    pub(super) device_phase: &'a AtomicU32,
+    pub(super) host_phase: &'a AtomicU32,
+    pub(super) occupied: &'a AtomicU32,
     index: u32,
-    phase: u32,
+    pub(super) phase: u32,
 }
 
 impl<'a> PacketWords<'a> {

@@ -234,7 +234,10 @@ impl<'a> View<'a> {
     /// Device: claims packet `index` if it is free and answered.
     #[inline(always)]
     fn try_claim(&self, index: usize) -> Option<Claimed<'a>> {
-        let word = self.occupied_word(index);
+        // Every word of the packet looked up (and bounds-checked) once, before the atomics; the
+        // phase is set below.
+        let mut words = PacketWords::new(self, index, 0);
+        let word = words.occupied;
         // The hand-off (Acquire, pairing with `release_occupied` of the packet's previous owner):
         // its last reads of the reply (and, for an unsent claim, its writes) happen before our
         // writes to the payload.
@@ -243,12 +246,12 @@ impl<'a> View<'a> {
         }
         // Relaxed: only device code writes `device_phase[index]`, each time as the packet's
         // owner; the Acquire `fetch_or` above ordered the previous owner's store before us.
-        let device = self.device_phase[index].load(Ordering::Relaxed);
+        let device = words.device_phase.load(Ordering::Relaxed);
         // Acquire: pairs with the host's Release store of `host_phase` in `serve_packet`: when the
         // phases agree the host has finished reading the request and writing the reply of the
         // last submit of this packet, and those accesses happen before ours. (They differ only
         // when a `Submitted` handle was dropped before the host answered.)
-        let host = self.host_phase[index].load(Ordering::Acquire);
+        let host = words.host_phase.load(Ordering::Acquire);
         if (device ^ host) & PHASE_BIT != 0 {
             // Relaxed: we touched nothing of the packet but these two atomic loads; the
             // read-modify-write keeps the previous owner's release sequence intact for the next
@@ -256,6 +259,7 @@ impl<'a> View<'a> {
             word.fetch_and(!crate::occupied::bit(index), Ordering::Relaxed);
             return None;
         }
-        Some(Claimed::new(PacketWords::new(self, index, device & PHASE_BIT)))
+        words.phase = device & PHASE_BIT;
+        Some(Claimed::new(words))
     }
 }
