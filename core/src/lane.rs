@@ -301,6 +301,7 @@ pub trait CompletedPacket {
 /// The producer's wait loop, shared by every protocol: calls `answered` until it returns
 /// `Some`, or until `keep_waiting(polls so far)` returns false (then `None`). `answered` does the
 /// protocol's Acquire load; `keep_waiting` is the backoff.
+#[inline(always)]
 pub(crate) fn poll_until<T>(
     mut answered: impl FnMut() -> Option<T>,
     mut keep_waiting: impl FnMut(u32) -> bool,

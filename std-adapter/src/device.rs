@@ -19,11 +19,16 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub struct Wave {
     buffer: Arc<HostcallBuffer>,
+    /// `buffer`'s view, checked once here rather than at every call (the check costs a call about
+    /// as much as its own steps). It points into `buffer`, which the `Arc` keeps alive and in
+    /// place as long as the wave; handed out only for as long as `&self` (see `call_lanes`).
+    view: AnyView<'static>,
     activemask: u64,
     timeout: Option<Duration>,
     spin_wait: bool,
     /// Where a phase-protocol claim starts looking: waves spread over the packets, as GPU waves
-    /// do by their wave id, so they collide less on the `occupied` bitmap.
+    /// do by their wave id, so they collide less on the `occupied` bitmap. Below the packet count
+    /// (the claim then needs no division to wrap it).
     start: usize,
 }
 
@@ -66,14 +71,15 @@ impl Wave {
 
     /// A wave with an arbitrary activemask (divergent lanes).
     pub fn with_activemask(buffer: Arc<HostcallBuffer>, activemask: u64) -> Self {
+        let view = buffer.view();
         // Relaxed: a hint, ordered with nothing.
-        Self {
-            buffer,
-            activemask,
-            timeout: None,
-            spin_wait: false,
-            start: NEXT_WAVE.fetch_add(1, Ordering::Relaxed),
-        }
+        let start = NEXT_WAVE.fetch_add(1, Ordering::Relaxed) % view.num_packets().max(1) as usize;
+        // SAFETY: only the lifetime changes. The view points into `buffer`'s allocation and lock
+        // bits, which live and stay in place while an `Arc` to the buffer does; the wave holds
+        // this one for as long as it holds the view (neither field is ever replaced), and lends
+        // the view out only for the lifetime of a borrow of the wave.
+        let view = unsafe { std::mem::transmute::<AnyView<'_>, AnyView<'static>>(view) };
+        Self { buffer, view, activemask, timeout: None, spin_wait: false, start }
     }
 
     /// Waits for packets and replies by spinning only (a CPU pause between polls), never yielding
@@ -152,7 +158,8 @@ impl Wave {
     ) -> Result<Reply, Error> {
         let doorbell = self.buffer.doorbell().as_ref();
         let call = Call { service, activemask, waiting: self.waiting() };
-        call_on(&self.buffer.view(), self.start, doorbell, call, request)
+        let view: &AnyView<'_> = &self.view; // as long as `&self`, not `'static`
+        call_on(view, self.start, doorbell, call, request)
     }
 }
 

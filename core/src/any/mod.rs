@@ -335,12 +335,17 @@ impl<'a> AnyView<'a> {
     ///
     /// # Panics
     /// For an RPC view without lock bits (see [`rpc::View::claim`]).
+    #[inline(always)]
     pub fn claim(&self, start: usize) -> Result<Option<AnyClaimed<'a>>, ChainError> {
         Ok(match self {
             Self::Stack(view) => view.claim()?.map(AnyClaimed::Stack),
             Self::Phase(view) => view.claim(start).map(AnyClaimed::Phase),
             Self::Line(view) => view.claim(start).map(AnyClaimed::Line),
-            Self::Rpc(view) => view.claim((start % view.ports() as usize) as u32).map(AnyClaimed::Rpc),
+            Self::Rpc(view) => {
+                let ports = view.ports() as usize;
+                let start = if start < ports { start } else { start % ports };
+                view.claim(start as u32).map(AnyClaimed::Rpc)
+            }
         })
     }
 }

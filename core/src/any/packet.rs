@@ -1,5 +1,9 @@
 //! A producer's packet of any protocol: [`AnyClaimed`], [`AnySubmitted`], [`AnyCompleted`], each
 //! one arm per protocol over the protocol's own handle.
+//!
+//! Each is `#[repr(u8)]`: a tag byte of its own, which every step's `match` reads and jumps on,
+//! where the compiler's layout would hide the tag in a spare value of the RPC handle's flags and
+//! decode it at every step.
 
 use crate::lane::{ClaimedPacket, CompletedPacket, SubmittedPacket, REPLY_WORDS, SLOT_WORDS};
 use crate::{line, phase, rpc, stack};
@@ -8,6 +12,7 @@ use crate::{line, phase, rpc, stack};
 /// unsent, as the protocol's handle does.
 #[derive(Debug)]
 #[must_use = "dropping a claimed packet returns it unsent"]
+#[repr(u8)]
 pub enum AnyClaimed<'a> {
     /// A stack-protocol packet.
     Stack(stack::Claimed<'a>),
@@ -23,6 +28,7 @@ pub enum AnyClaimed<'a> {
 /// (a stack or line packet leaks, a phase packet is freed once the host has answered).
 #[derive(Debug)]
 #[must_use = "wait for the reply"]
+#[repr(u8)]
 pub enum AnySubmitted<'a> {
     /// A stack-protocol packet.
     Stack(stack::Submitted<'a>),
@@ -37,6 +43,7 @@ pub enum AnySubmitted<'a> {
 /// An answered packet of any protocol. Dropping it releases the packet.
 #[derive(Debug)]
 #[must_use = "read the reply before releasing the packet"]
+#[repr(u8)]
 pub enum AnyCompleted<'a> {
     /// A stack-protocol packet.
     Stack(stack::Completed<'a>),
@@ -51,7 +58,7 @@ pub enum AnyCompleted<'a> {
 impl<'a> ClaimedPacket for AnyClaimed<'a> {
     type Submitted = AnySubmitted<'a>;
 
-    #[inline]
+    #[inline(always)]
     fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
         match self {
             Self::Stack(packet) => packet.write_lane(lane, words),
@@ -61,7 +68,7 @@ impl<'a> ClaimedPacket for AnyClaimed<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn submit(self, service: u32, activemask: u64) -> AnySubmitted<'a> {
         match self {
             Self::Stack(packet) => AnySubmitted::Stack(packet.submit(service, activemask)),
@@ -75,7 +82,7 @@ impl<'a> ClaimedPacket for AnyClaimed<'a> {
 impl<'a> SubmittedPacket for AnySubmitted<'a> {
     type Completed = AnyCompleted<'a>;
 
-    #[inline]
+    #[inline(always)]
     fn wait_until(self, keep_waiting: impl FnMut(u32) -> bool) -> Result<AnyCompleted<'a>, Self> {
         match self {
             Self::Stack(packet) => {
@@ -91,7 +98,7 @@ impl<'a> SubmittedPacket for AnySubmitted<'a> {
 }
 
 impl CompletedPacket for AnyCompleted<'_> {
-    #[inline]
+    #[inline(always)]
     fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
         match self {
             Self::Stack(packet) => packet.reply(lane),
@@ -101,7 +108,7 @@ impl CompletedPacket for AnyCompleted<'_> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn host_error(&self) -> bool {
         match self {
             Self::Stack(packet) => packet.host_error(),

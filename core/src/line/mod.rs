@@ -157,7 +157,7 @@ pub use layout::{
     buffer_align, buffer_size, next_seq, refreshes, Layout, Prefix, Reply, Request, CARRIED_REQUEST_WORDS,
     MIN_ALIGN, REPLY_LANE_WORDS, REPLY_SIZE, REQUEST_LANE_WORDS, REQUEST_SIZE, SEQ_MAX,
 };
-pub use producer::{Claimed, Completed, Submitted};
+pub use producer::{Claimed, Completed, PacketWords, Submitted};
 pub use scratch::ScratchPayload;
 pub use view::{Parts, View};
 pub use word::{

@@ -2,35 +2,84 @@
 //! head stored as line words, the wait polling the replies themselves, and a packet a wave may
 //! keep for its next call ([`Completed::keep`]).
 
-use super::layout::CARRIED_REQUEST_WORDS;
-use super::view::View;
+use super::layout::{next_seq, refreshes, Reply, Request, CARRIED_REQUEST_WORDS};
+use super::view::{refresh, View};
 use super::word::{carries, decode_reply, encode_head, encode_mask, encode_request};
 use crate::lane::{lanes, REPLY_WORDS, SLOT_WORDS};
-use crate::producer::{self, Ticket, Wire};
-use crate::sync::Ordering;
+use crate::producer::{self, Wire};
+use crate::sync::{AtomicU32, Ordering};
 
-/// The state of a call is its sequence.
-impl Wire for View<'_> {
-    type State = u32;
+/// The words of one claimed line packet, which its handles' steps touch: its request and reply
+/// blocks, its `device_seq` and `occupied` words, its index and the call's sequence.
+#[derive(Clone, Copy, Debug)]
+pub struct PacketWords<'a> {
+    request: &'a Request,
+    reply: &'a Reply,
+    pub(super) device_seq: &'a AtomicU32,
+    pub(super) occupied: &'a AtomicU32,
+    index: u32,
+    pub(super) seq: u32,
+}
+
+impl<'a> PacketWords<'a> {
+    /// Packet `index`'s words in `view`, after the call with sequence `previous` (0: none since
+    /// `init`).
+    ///
+    /// # Panics
+    /// If `index >= num_packets`.
+    #[inline(always)]
+    pub(super) fn new(view: &View<'a>, index: usize, previous: u32) -> Self {
+        Self {
+            request: view.request(index),
+            reply: view.reply(index),
+            device_seq: view.device_seq(index),
+            occupied: view.occupied_word(index),
+            index: index as u32,
+            seq: previous,
+        }
+    }
+
+    /// Device: the next call on the packet, which this wave holds, after the call of the words'
+    /// sequence: its sequence, and the wrap refresh when due. Shared by a claim and by
+    /// [`Completed::keep`].
+    #[inline(always)]
+    pub(super) fn begin_call(mut self) -> Claimed<'a> {
+        let previous = self.seq;
+        self.seq = next_seq(previous);
+        if refreshes(previous, self.seq) {
+            refresh(self.request, self.reply);
+        }
+        Claimed::new(self)
+    }
+
+    /// Clears the packet's bit in `occupied`, handing it to the next claimer.
+    #[inline(always)]
+    fn release_occupied(&self) {
+        // The hand-off (Release, pairing with `try_claim` of the next claimer).
+        crate::occupied::release(self.occupied, self.index as usize);
+    }
+}
+
+impl Wire for PacketWords<'_> {
     type Answer = ();
+
+    #[inline(always)]
+    fn index(&self) -> usize {
+        self.index as usize
+    }
 
     /// The lane's request as its line words ([`encode_request`]). Under loom only the first
     /// [`CARRIED_REQUEST_WORDS`] travel (the models' geometry, see there), and a non-zero word past
     /// them panics (it would be lost); in production every word travels.
-    #[inline]
-    fn write_lane(
-        &self,
-        &Ticket { index, state: seq }: &Ticket<u32>,
-        lane: usize,
-        words: &[u64; SLOT_WORDS],
-    ) {
+    #[inline(always)]
+    fn write_lane(&self, lane: usize, words: &[u64; SLOT_WORDS]) {
         // Empty in production (every word is carried); a loom model must not lose data silently.
         assert!(
             words[CARRIED_REQUEST_WORDS..].iter().all(|&w| w == 0),
             "request words past CARRIED_REQUEST_WORDS are not carried"
         );
-        let slot = &self.request(index).lanes[lane];
-        for (word, value) in slot.iter().zip(encode_request(words, seq)) {
+        let slot = &self.request.lanes[lane];
+        for (word, value) in slot.iter().zip(encode_request(words, self.seq)) {
             // Relaxed: the data travels with its sequence in one store; the host checks the
             // sequence of every word it takes.
             word.store(value, Ordering::Relaxed);
@@ -38,19 +87,21 @@ impl Wire for View<'_> {
     }
 
     /// Writes the mask word and the head, handing the packet to the host.
-    fn submit(&self, &mut Ticket { index, state: seq }: &mut Ticket<u32>, service: u32, activemask: u64) {
-        let request = self.request(index);
+    #[inline(always)]
+    fn submit(&mut self, service: u32, activemask: u64) {
+        let (request, seq) = (self.request, self.seq);
         // Relaxed (both): line words, see `write_lane`. The head is written last only so that a
         // host on a TSO machine usually finds the packet complete at its first look.
         request.mask.store(encode_mask(activemask, seq), Ordering::Relaxed);
         request.head.store(encode_head(service, activemask, seq), Ordering::Relaxed);
         // Relaxed: device-only word, published to the next claimer by `release_occupied`.
-        self.device_seq(index).store(seq, Ordering::Relaxed);
+        self.device_seq.store(seq, Ordering::Relaxed);
     }
 
     /// Whether every active lane's reply words carry this call's sequence.
-    fn answered(&self, &Ticket { index, state: seq }: &Ticket<u32>, activemask: u64) -> Option<()> {
-        let reply = self.reply(index);
+    #[inline(always)]
+    fn answered(&self, activemask: u64) -> Option<()> {
+        let (reply, seq) = (self.reply, self.seq);
         lanes(activemask)
             .all(|lane| {
                 // Acquire: pairs with the host's Release stores in `Host::answer`, so the host's
@@ -62,33 +113,36 @@ impl Wire for View<'_> {
     }
 
     /// Lane `lane`'s reply, out of its line words ([`decode_reply`]).
-    #[inline]
-    fn reply(&self, &Ticket { index, .. }: &Ticket<u32>, lane: usize) -> [u64; REPLY_WORDS] {
-        let words = &self.reply(index).lanes[lane];
+    #[inline(always)]
+    fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
+        let words = &self.reply.lanes[lane];
         // Relaxed: the wait saw these very words carry our sequence; the host writes them again
         // only for a later call.
         decode_reply(&core::array::from_fn(|k| words[k].load(Ordering::Relaxed)))
     }
 
-    fn drop_unsent(&self, &Ticket { index, state: seq }: &Ticket<u32>) {
+    #[inline(always)]
+    fn drop_unsent(&self) {
         // Relaxed: as in `submit`. Using the sequence up keeps any word written under it from
         // matching the next claimer's call.
-        self.device_seq(index).store(seq, Ordering::Relaxed);
-        self.release_occupied(index);
+        self.device_seq.store(self.seq, Ordering::Relaxed);
+        self.release_occupied();
     }
 
     /// Leaks the packet: its `occupied` bit stays set (see [`Submitted`]).
-    fn drop_submitted(&self, _: &Ticket<u32>) {}
+    #[inline(always)]
+    fn drop_submitted(&self) {}
 
-    fn release(&self, &Ticket { index, .. }: &Ticket<u32>) {
-        self.release_occupied(index);
+    #[inline(always)]
+    fn release(&self) {
+        self.release_occupied();
     }
 }
 
 impl Claimed<'_> {
     /// The sequence this call will carry.
     pub fn seq(&self) -> u32 {
-        self.ticket.state
+        self.wire.seq
     }
 }
 
@@ -103,8 +157,7 @@ impl<'a> Completed<'a> {
     /// ordered before the next call's writes by the reply words' Release stores, which this
     /// call's wait read with Acquire, as after a claim.
     pub fn keep(self) -> Claimed<'a> {
-        let (view, Ticket { index, state: seq }) = self.into_parts();
-        view.begin_call(index, seq)
+        self.into_words().begin_call()
     }
 }
 

@@ -1,8 +1,8 @@
 //! [`View`]: a checked view of one line buffer, its initialisation and the device's claim. The
 //! host's side is [`Host`](super::Host), in `host.rs`.
 
-use super::layout::{next_seq, refreshes, Layout, Prefix, Reply, Request};
-use super::producer::Claimed;
+use super::layout::{Layout, Prefix, Reply, Request};
+use super::producer::{Claimed, PacketWords};
 use crate::scan::ScanWindow;
 use crate::sync::{fence, AtomicU32, Ordering};
 use crate::view::{check_lengths, debug_parts, packet_count, part, write_prefix, zero_all, LayoutError};
@@ -123,6 +123,7 @@ impl<'a> View<'a> {
     }
 
     /// The `occupied` word holding packet `index`'s bit (device only).
+    #[inline(always)]
     pub fn occupied_word(&self, index: usize) -> &'a AtomicU32 {
         &self.occupied[index / 32]
     }
@@ -169,60 +170,53 @@ impl<'a> View<'a> {
     /// Zeroes packet `index`'s mask word, every lane's request words and every lane's reply
     /// words (not the head).
     fn zero_words(&self, index: usize, order: Ordering) {
-        let (request, reply) = (&self.requests[index], &self.replies[index]);
-        let lanes = request.lanes.iter().flatten().chain(reply.lanes.iter().flatten());
-        core::iter::once(&request.mask).chain(lanes).for_each(|word| word.store(0, order));
+        zero_packet_words(&self.requests[index], &self.replies[index], order);
     }
 
     /// Device: claims a free packet, trying each index once from `start % num_packets` upwards.
     /// `None`: every packet is occupied (retry later). Waves that start at different indices (their
     /// wave id, say) collide less on the bitmap.
+    #[inline(always)]
     pub fn claim(&self, start: usize) -> Option<Claimed<'a>> {
         crate::occupied::claim_from(self.requests.len(), start, |index| self.try_claim(index))
     }
 
     /// Device: claims packet `index` if its bit is clear; does the wrap refresh when due.
+    #[inline(always)]
     fn try_claim(&self, index: usize) -> Option<Claimed<'a>> {
+        // Every word of the packet looked up (and bounds-checked) once, before the atomics; the
+        // previous call's sequence is set below.
+        let mut words = PacketWords::new(self, index, 0);
         // The hand-off (Acquire, pairing with `release_occupied` of the packet's previous owner):
         // its `device_seq` store and its last reads of the replies happen before our accesses.
-        if !crate::occupied::try_take(self.occupied_word(index), index) {
+        if !crate::occupied::try_take(words.occupied, index) {
             return None;
         }
         // Relaxed: device-only word, ordered by the Acquire above.
-        let previous = self.device_seq[index].load(Ordering::Relaxed);
-        Some(self.begin_call(index, previous))
+        words.seq = words.device_seq.load(Ordering::Relaxed);
+        Some(words.begin_call())
     }
+}
 
-    /// Device: the next call on packet `index`, which this wave holds, after the call with
-    /// sequence `previous` (0: none since `init`): its sequence, and the wrap refresh when due.
-    /// Shared by a claim and by [`Completed::keep`](super::Completed::keep).
-    pub(super) fn begin_call(&self, index: usize, previous: u32) -> Claimed<'a> {
-        let seq = next_seq(previous);
-        if refreshes(previous, seq) {
-            self.refresh(index);
-        }
-        Claimed::new(*self, index, seq)
-    }
+/// Zeroes a packet's mask word, every lane's request words and every lane's reply words (not the
+/// head).
+fn zero_packet_words(request: &Request, reply: &Reply, order: Ordering) {
+    let lanes = request.lanes.iter().flatten().chain(reply.lanes.iter().flatten());
+    core::iter::once(&request.mask).chain(lanes).for_each(|word| word.store(0, order));
+}
 
-    /// The wrap refresh (the [`crate::line`] docs say why): zero every request and reply word of
-    /// the packet, then a Release fence.
-    pub(super) fn refresh(&self, index: usize) {
-        // Relaxed stores: published by the fence below. The reply words are ours to zero: the host
-        // answered our packet's last call (we saw every reply word of it) and writes them again
-        // only after it takes a complete request of a newer sequence; and we read our own zero or
-        // something newer (coherence), never a reply older than it.
-        self.zero_words(index, Ordering::Relaxed);
-        // Release: pairs with the host's Acquire fence in `Host::scan` after it reads a pending head:
-        // any head this wave (or a later owner) stores after this fence carries the zeroes with
-        // it, so no request word older than them can be read for a later call of this cycle.
-        fence(Ordering::Release);
-    }
-
-    /// Device: clears packet `index`'s bit in `occupied`, handing the packet to the next claimer.
-    pub(super) fn release_occupied(&self, index: usize) {
-        // The hand-off (Release, pairing with `try_claim` of the next claimer).
-        crate::occupied::release(self.occupied_word(index), index);
-    }
+/// The wrap refresh (the [`crate::line`] docs say why) of the packet whose blocks are `request`
+/// and `reply`, which this wave holds: zero every request and reply word, then a Release fence.
+pub(super) fn refresh(request: &Request, reply: &Reply) {
+    // Relaxed stores: published by the fence below. The reply words are ours to zero: the host
+    // answered our packet's last call (we saw every reply word of it) and writes them again
+    // only after it takes a complete request of a newer sequence; and we read our own zero or
+    // something newer (coherence), never a reply older than it.
+    zero_packet_words(request, reply, Ordering::Relaxed);
+    // Release: pairs with the host's Acquire fence in `Host::scan` after it reads a pending head:
+    // any head this wave (or a later owner) stores after this fence carries the zeroes with
+    // it, so no request word older than them can be read for a later call of this cycle.
+    fence(Ordering::Release);
 }
 
 /// The buffer's address and packet count (the shared words are not read).

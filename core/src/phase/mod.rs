@@ -125,7 +125,7 @@ mod view;
 
 pub use host::Host;
 pub use layout::{buffer_align, buffer_size, occupied_words, Header, Layout, Prefix, MIN_ALIGN};
-pub use producer::{Claimed, Completed, Submitted};
+pub use producer::{Claimed, Completed, PacketWords, Submitted};
 pub use view::{Parts, View};
 
 #[cfg(test)]

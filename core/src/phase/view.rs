@@ -2,7 +2,7 @@
 //! host's side is [`Host`](super::Host), in `host.rs`.
 
 use super::layout::{occupied_len, Header, Layout, Prefix};
-use super::producer::Claimed;
+use super::producer::{Claimed, PacketWords};
 use crate::lane::Payload;
 use crate::scan::ScanWindow;
 use crate::sync::{AtomicU32, Ordering};
@@ -171,6 +171,7 @@ impl<'a> View<'a> {
     }
 
     /// The `occupied` bitmap word holding packet `index`'s bit (device side only).
+    #[inline(always)]
     pub fn occupied_word(&self, index: usize) -> &'a AtomicU32 {
         &self.occupied[index / 32]
     }
@@ -236,13 +237,18 @@ impl<'a> View<'a> {
     /// and wrapping. `None`: every packet is occupied or still unanswered (retry later).
     ///
     /// Waves that start at different indices (their wave id, say) collide less on the bitmap.
+    #[inline(always)]
     pub fn claim(&self, start: usize) -> Option<Claimed<'a>> {
         crate::occupied::claim_from(self.headers.len(), start, |index| self.try_claim(index))
     }
 
     /// Device: claims packet `index` if it is free and answered.
+    #[inline(always)]
     fn try_claim(&self, index: usize) -> Option<Claimed<'a>> {
-        let word = self.occupied_word(index);
+        // Every word of the packet looked up (and bounds-checked) once, before the atomics; the
+        // phase is set below.
+        let mut words = PacketWords::new(self, index, 0);
+        let word = words.occupied;
         // The hand-off (Acquire, pairing with `release_occupied` of the packet's previous owner):
         // its last reads of the reply (and, for an unsent claim, its writes) happen before our
         // writes to the payload.
@@ -251,12 +257,12 @@ impl<'a> View<'a> {
         }
         // Relaxed: only device code writes `device_phase[index]`, each time as the packet's
         // owner; the Acquire `fetch_or` above ordered the previous owner's store before us.
-        let device = self.device_phase[index].load(Ordering::Relaxed);
+        let device = words.device_phase.load(Ordering::Relaxed);
         // Acquire: pairs with the host's Release store of `host_phase` in `serve_packet`: when the
         // phases agree the host has finished reading the request and writing the reply of the
         // last submit of this packet, and those accesses happen before ours. (They differ only
         // when a `Submitted` handle was dropped before the host answered.)
-        let host = self.host_phase[index].load(Ordering::Acquire);
+        let host = words.host_phase.load(Ordering::Acquire);
         if (device ^ host) & PHASE_BIT != 0 {
             // Relaxed: we touched nothing of the packet but these two atomic loads; the
             // read-modify-write keeps the previous owner's release sequence intact for the next
@@ -264,14 +270,7 @@ impl<'a> View<'a> {
             word.fetch_and(!crate::occupied::bit(index), Ordering::Relaxed);
             return None;
         }
-        Some(Claimed::new(*self, index, device & PHASE_BIT))
-    }
-
-    /// Device: clears packet `index`'s bit in `occupied`, handing the packet to the next claimer.
-    pub(super) fn release_occupied(&self, index: usize) {
-        // The hand-off (Release, pairing with `try_claim` of the next claimer): our accesses to
-        // the payload (request writes of an unsent claim, reply reads of a completed one) happen
-        // before the next owner's.
-        crate::occupied::release(self.occupied_word(index), index);
+        words.phase = device & PHASE_BIT;
+        Some(Claimed::new(words))
     }
 }

@@ -4,7 +4,7 @@
 //! what upstream's warp does lane by lane.
 
 use super::host::bit;
-use super::layout::LANE_BUFFER_SIZE;
+use super::layout::{Header, LaneBuffer, LANE_BUFFER_SIZE};
 use super::stream::{fill_packet, packet_bytes, Cursor};
 use super::view::View;
 use crate::lane::{lanes, SLOT_WORDS};
@@ -30,6 +30,7 @@ impl<'a> Client<'a> {
     }
 
     /// The client of a view that has its lock bits ([`View::with_locks`]), else `None`.
+    #[inline(always)]
     pub fn of(view: View<'a>) -> Option<Self> {
         view.has_locks().then_some(Self { view })
     }
@@ -38,13 +39,24 @@ impl<'a> Client<'a> {
     /// `start` (upstream scans from 0 every time), takes the first whose lock bit is free and
     /// whose mailboxes are equal (the host has closed its last call); the header is written with
     /// the call's first send. `None` when every port is busy.
+    #[inline(always)]
     pub fn try_open(&self, opcode: u32, mask: u64, start: u32) -> Option<ClientPort<'a>> {
         let ports = self.view.ports();
-        (0..ports)
-            .map(|i| (start % ports + i) % ports)
-            .find_map(|port| self.try_open_port(opcode, mask, port))
+        // Wrapped by a compare, not a remainder (as `occupied::claim_from` says why).
+        let mut port = if start < ports { start } else { start % ports };
+        for _ in 0..ports {
+            if let Some(open) = self.try_open_port(opcode, mask, port) {
+                return Some(open);
+            }
+            port += 1;
+            if port == ports {
+                port = 0;
+            }
+        }
+        None
     }
 
+    #[inline(always)]
     fn try_open_port(&self, opcode: u32, mask: u64, port: u32) -> Option<ClientPort<'a>> {
         let (word, bit_of_port) = (&self.view.locks[port as usize / 32], 1u32 << (port % 32));
         // Acquire: pairs with the Release `fetch_and` of the previous holder's `close`, so this
@@ -61,8 +73,16 @@ impl<'a> Client<'a> {
             return None;
         }
         // The header is written by the first send (`ClientPort::write_header_once` says why).
+        let (lanes, at) = (self.view.lanes as usize, port as usize);
+        let words = PortWords {
+            host_mailbox: &self.view.host_mailbox[at],
+            device_mailbox: &self.view.device_mailbox[at],
+            header: self.view.header(port),
+            buffers: &self.view.buffers[at * lanes..(at + 1) * lanes],
+            lock: word,
+        };
         Some(ClientPort {
-            client: *self,
+            words,
             port,
             mask: mask & self.view.lane_mask(),
             opcode,
@@ -79,7 +99,7 @@ impl<'a> Client<'a> {
 #[derive(Debug)]
 #[must_use = "close the port to unlock it"]
 pub struct ClientPort<'a> {
-    client: Client<'a>,
+    words: PortWords<'a>,
     port: u32,
     mask: u64,
     opcode: u32,
@@ -93,13 +113,50 @@ pub struct ClientPort<'a> {
     owns: bool,
 }
 
+/// The words of one open port, which its steps touch: the view's parts of that port, found once
+/// at open (so a port is a few words, and its steps index nothing but its lanes).
+#[derive(Clone, Copy, Debug)]
+struct PortWords<'a> {
+    host_mailbox: &'a AtomicU32,
+    device_mailbox: &'a AtomicU32,
+    header: &'a Header,
+    /// The port's lane buffers, one per lane of the buffer's ports.
+    buffers: &'a [LaneBuffer],
+    /// The lock word holding the port's bit.
+    lock: &'a AtomicU32,
+}
+
+impl<'a> PortWords<'a> {
+    /// Lane `lane`'s buffer.
+    ///
+    /// # Panics
+    /// If `lane >= lanes`.
+    #[inline(always)]
+    fn lane_buffer(&self, lane: u32) -> &'a LaneBuffer {
+        let lanes = self.buffers.len();
+        assert!((lane as usize) < lanes, "lane {lane} of a {lanes}-lane port");
+        &self.buffers[lane as usize]
+    }
+
+    /// The bits of the lanes a port has (`lanes` low bits).
+    #[inline(always)]
+    fn lane_mask(&self) -> u64 {
+        match self.buffers.len() {
+            lanes @ 0..=63 => (1u64 << lanes) - 1,
+            _ => u64::MAX,
+        }
+    }
+}
+
 impl ClientPort<'_> {
     /// The port's index.
+    #[inline(always)]
     pub fn port(&self) -> u32 {
         self.port
     }
 
     /// The lanes of the call.
+    #[inline(always)]
     pub fn mask(&self) -> u64 {
         self.mask
     }
@@ -110,10 +167,11 @@ impl ClientPort<'_> {
     /// polling the mailboxes (which share the header's line in a one-port buffer) takes the line
     /// back in between, and the flip has to win it again: one more transfer per call
     /// (`core_1l_rpc`: 2.6 x the floor with the header at open, beside `llvm_rpc_1l`'s 1.2 x).
+    #[inline(always)]
     fn write_header_once(&mut self) {
         if self.header_pending {
             self.header_pending = false;
-            let header = self.client.view.header(self.port);
+            let header = self.words.header;
             // Relaxed: published by the Release fence of the flip that follows.
             header.mask.store(self.mask, Ordering::Relaxed);
             header.opcode.store(self.opcode, Ordering::Relaxed);
@@ -122,17 +180,19 @@ impl ClientPort<'_> {
 
     /// Flips the client's mailbox: a Release fence, then a Relaxed store. The fence pairs with
     /// the Acquire fence of the host's [`View::turn`](super::View::turn).
+    #[inline(always)]
     fn flip(&mut self) {
         fence(Ordering::Release);
         self.out = !self.out;
-        self.client.view.device_mailbox[self.port as usize].store(u32::from(self.out), Ordering::Relaxed);
+        self.words.device_mailbox.store(u32::from(self.out), Ordering::Relaxed);
         self.owns = false;
     }
 
     /// Waits until the host's mailbox equals the client's, then an Acquire fence that pairs with
     /// the Release fence of the host's [`Turn::finish`](super::Turn::finish).
+    #[inline(always)]
     fn wait_for_ownership(&mut self, keep_waiting: &mut impl FnMut(u32) -> bool) -> Result<(), Stalled> {
-        let inbox = &self.client.view.host_mailbox[self.port as usize];
+        let inbox = self.words.host_mailbox;
         let mut polls = 0u32;
         // Relaxed polls: the fence below orders what follows.
         while !self.owns && bit(inbox.load(Ordering::Relaxed)) != self.out {
@@ -156,7 +216,7 @@ impl ClientPort<'_> {
         self.wait_for_ownership(keep_waiting)?;
         self.write_header_once();
         for lane in lanes(self.mask) {
-            self.client.view.lane_buffer(self.port, lane as u32).write(&fill(lane as u32));
+            self.words.lane_buffer(lane as u32).write(&fill(lane as u32));
         }
         self.flip();
         self.receive = false;
@@ -188,7 +248,7 @@ impl ClientPort<'_> {
         }
         self.wait_for_ownership(keep_waiting)?;
         for lane in lanes(self.mask) {
-            take(lane as u32, self.client.view.lane_buffer(self.port, lane as u32).read_first());
+            take(lane as u32, self.words.lane_buffer(lane as u32).read_first());
         }
         self.receive = true;
         Ok(())
@@ -244,9 +304,10 @@ impl ClientPort<'_> {
     ///
     /// # Panics
     /// If the port is not the client's without waiting, or `lane >= lanes`.
+    #[inline(always)]
     pub fn write_lane(&mut self, lane: u32, words: &[u64; SLOT_WORDS]) {
         assert!(self.owns, "write_lane on a port the host owns");
-        self.client.view.lane_buffer(self.port, lane).write(words);
+        self.words.lane_buffer(lane).write(words);
     }
 
     /// Sends the lane buffers as they are, as a call of `opcode` by the lanes of `mask` (the
@@ -254,9 +315,10 @@ impl ClientPort<'_> {
     ///
     /// # Panics
     /// If the port has already sent (only a port fresh from `try_open` may be retargeted).
+    #[inline(always)]
     pub fn send_as(&mut self, opcode: u32, mask: u64) {
         assert!(self.owns && self.header_pending, "send_as on a port that has already sent");
-        self.mask = mask & self.client.view.lane_mask();
+        self.mask = mask & self.words.lane_mask();
         self.opcode = opcode;
         self.write_header_once();
         self.flip();
@@ -264,6 +326,7 @@ impl ClientPort<'_> {
 
     /// Whether the host has answered (the port is the client's again); on `true` the Acquire
     /// fence of a completed wait has been issued and [`ClientPort::read_lane`] reads the answer.
+    #[inline(always)]
     pub fn poll(&mut self) -> bool {
         self.wait_for_ownership(&mut |_| false).is_ok()
     }
@@ -280,23 +343,24 @@ impl ClientPort<'_> {
     ///
     /// # Panics
     /// If `lane >= lanes`.
+    #[inline(always)]
     pub fn read_first<const K: usize>(&self, lane: u32) -> [u64; K] {
-        self.client.view.lane_buffer(self.port, lane).read_first()
+        self.words.lane_buffer(lane).read_first()
     }
 
     /// Closes the port: unlocks it (the client never flips at close; the host does when its last
     /// turn was a receive).
+    #[inline(always)]
     pub fn close(self) {
-        let (word, bit_of_port) =
-            (&self.client.view.locks[self.port as usize / 32], 1u32 << (self.port % 32));
         // Release: pairs with the Acquire `fetch_or` of the next wave's `try_open`.
-        word.fetch_and(!bit_of_port, Ordering::Release);
+        self.words.lock.fetch_and(!(1u32 << (self.port % 32)), Ordering::Release);
     }
 }
 
 impl<'a> Client<'a> {
     /// Claims a port for the hostcall producer path (see [`super::Claimed`]): tries each port once
     /// from `start`; the header is written at submit.
+    #[inline(always)]
     pub fn claim(&self, start: u32) -> Option<super::Claimed<'a>> {
         self.try_open(0, 0, start).map(super::Claimed::new)
     }

@@ -18,6 +18,7 @@ impl<'a> View<'a> {
     /// # Panics
     /// If the view has no lock bits ([`View::with_locks`]): a view the host serves has none, and
     /// claiming without them would let two waves take one port.
+    #[inline(always)]
     pub fn claim(&self, start: u32) -> Option<Claimed<'a>> {
         let client = Client::of(*self)
             .expect("an RPC view without the client's lock bits cannot claim (View::with_locks)");
@@ -34,6 +35,7 @@ pub struct Claimed<'a> {
 
 impl<'a> Claimed<'a> {
     /// A claim of an open port.
+    #[inline(always)]
     pub(super) fn new(port: ClientPort<'a>) -> Self {
         Self { port: Some(port) }
     }
@@ -62,12 +64,14 @@ pub struct Completed<'a> {
 impl<'a> ClaimedPacket for Claimed<'a> {
     type Submitted = Submitted<'a>;
 
+    #[inline(always)]
     fn write_lane(&mut self, lane: usize, words: &[u64; SLOT_WORDS]) {
         if let Some(port) = self.port.as_mut() {
             port.write_lane(lane as u32, words);
         }
     }
 
+    #[inline(always)]
     fn submit(mut self, service: u32, activemask: u64) -> Submitted<'a> {
         let mut port = self.port.take();
         if let Some(port) = port.as_mut() {
@@ -80,6 +84,7 @@ impl<'a> ClaimedPacket for Claimed<'a> {
 impl<'a> SubmittedPacket for Submitted<'a> {
     type Completed = Completed<'a>;
 
+    #[inline(always)]
     fn wait_until(mut self, mut keep_waiting: impl FnMut(u32) -> bool) -> Result<Completed<'a>, Self> {
         let Some(port) = self.port.as_mut() else {
             return Err(self);
@@ -99,6 +104,7 @@ impl<'a> SubmittedPacket for Submitted<'a> {
 }
 
 impl CompletedPacket for Completed<'_> {
+    #[inline(always)]
     fn reply(&self, lane: usize) -> [u64; REPLY_WORDS] {
         // Only the reply's words: the rest of the lane buffer may lie in a line of its own
         // (`ClientPort::recv_first`).
@@ -107,6 +113,7 @@ impl CompletedPacket for Completed<'_> {
 
     /// LLVM-RPC carries no error flag: as in the phase protocol, only the reply words say
     /// (whether some lane of the call has an error reply).
+    #[inline(always)]
     fn host_error(&self) -> bool {
         let mask = self.port.as_ref().map_or(0, ClientPort::mask);
         lanes(mask).any(|lane| ErrorCode::from_reply(self.reply(lane)).is_some())
@@ -114,6 +121,7 @@ impl CompletedPacket for Completed<'_> {
 }
 
 impl Drop for Completed<'_> {
+    #[inline(always)]
     fn drop(&mut self) {
         if let Some(port) = self.port.take() {
             port.close();
@@ -122,6 +130,7 @@ impl Drop for Completed<'_> {
 }
 
 impl Drop for Claimed<'_> {
+    #[inline(always)]
     fn drop(&mut self) {
         if let Some(port) = self.port.take() {
             port.close();

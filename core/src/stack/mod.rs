@@ -88,7 +88,7 @@ pub use layout::{
     buffer_align, buffer_size, payloads_offset, Header, Prefix, CONTROL_HOST_ERROR, CONTROL_READY,
     HEADERS_OFFSET,
 };
-pub use producer::{Claimed, Completed, Submitted};
+pub use producer::{Claimed, Completed, PacketWords, Submitted};
 pub use tagged::{Geometry, TaggedPtr};
 pub use view::View;
 

@@ -77,11 +77,7 @@ impl Geometry {
     /// The pointer a packet gets when it goes back on the free-list: the tag advanced by one step,
     /// and the wrap rule applied (a result of 0 would be null, so it becomes index 0 with tag 1).
     pub fn advance_tag(self, ptr: TaggedPtr) -> TaggedPtr {
-        let raw = match ptr.raw.wrapping_add(self.tag_step()) {
-            0 => self.tag_step(),
-            next => next,
-        };
-        TaggedPtr { raw, index: ptr.index }
+        ptr.advanced(self.tag_step())
     }
 
     /// The tag (high bits) of a pointer, counted in steps.
@@ -98,6 +94,17 @@ pub struct TaggedPtr {
 }
 
 impl TaggedPtr {
+    /// [`Geometry::advance_tag`] for a geometry whose tag step is `tag_step` (a producer's handle
+    /// keeps only the step).
+    #[inline(always)]
+    pub(super) fn advanced(self, tag_step: u64) -> Self {
+        let raw = match self.raw.wrapping_add(tag_step) {
+            0 => tag_step,
+            next => next,
+        };
+        Self { raw, index: self.index }
+    }
+
     /// The word as stored in shared memory.
     pub fn raw(self) -> u64 {
         self.raw

@@ -38,6 +38,7 @@ impl<'a> TaggedStack<'a> {
     }
 
     /// Pops the top packet. `Ok(None)`: the stack is empty.
+    #[inline(always)]
     pub fn pop(&self) -> Result<Option<TaggedPtr>, ChainError> {
         // Acquire: pairs with the Release CAS in `push` that stored this value, so the `next` we
         // read below is the one the pusher wrote.
@@ -61,24 +62,11 @@ impl<'a> TaggedStack<'a> {
         }
     }
 
-    /// Pushes a packet the caller owns.
+    /// Pushes a packet the caller owns (the loom models' untagged push; a producer's handle pushes
+    /// through [`push_onto`]).
+    #[cfg(loom)]
     pub fn push(&self, ptr: TaggedPtr) {
-        let header = &self.headers[ptr.index()];
-        // Relaxed: the value only seeds the CAS; a stale one makes the CAS fail and retry.
-        let mut top = self.top.load(Ordering::Relaxed);
-        loop {
-            // Relaxed: published by the Release CAS below.
-            header.next.store(top, Ordering::Relaxed);
-            // Release: publishes `next` and all of the owner's writes to the packet; pairs with the
-            // Acquire in `pop` and in `take_all`.
-            match self.top.compare_exchange_weak(top, ptr.raw(), Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return,
-                Err(actual) => {
-                    top = actual;
-                    retry_hint();
-                }
-            }
-        }
+        push_onto(self.top, &self.headers[ptr.index()], ptr.raw());
     }
 
     /// Whether the stack looks empty now: the plain load [`TaggedStack::take_all`] starts with, for
@@ -123,8 +111,31 @@ impl<'a> TaggedStack<'a> {
         ChainWalk { next: top, headers: self.headers, geometry: self.geometry, steps: 0 }
     }
 
+    #[inline(always)]
     fn decode(&self, raw: u64) -> Result<Option<TaggedPtr>, ChainError> {
         self.geometry.decode(raw).map_err(|index| ChainError::IndexOutOfRange { index })
+    }
+}
+
+/// Pushes the packet whose header is `header` and whose tagged pointer is `raw` (a packet the
+/// caller owns) on the stack whose top is `top`: [`TaggedStack::push`] for a producer's handle,
+/// which holds its packet's header rather than the headers.
+#[inline(always)]
+pub(crate) fn push_onto(top: &AtomicU64, header: &Header, raw: u64) {
+    // Relaxed: the value only seeds the CAS; a stale one makes the CAS fail and retry.
+    let mut seen = top.load(Ordering::Relaxed);
+    loop {
+        // Relaxed: published by the Release CAS below.
+        header.next.store(seen, Ordering::Relaxed);
+        // Release: publishes `next` and all of the owner's writes to the packet; pairs with the
+        // Acquire in `pop` and in `take_all`.
+        match top.compare_exchange_weak(seen, raw, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(actual) => {
+                seen = actual;
+                retry_hint();
+            }
+        }
     }
 }
 

@@ -9,8 +9,8 @@
 //! [`DrainError`](crate::DrainError)s.
 
 use super::layout::{self, Header, Prefix};
-use super::producer::Claimed;
-use super::tagged::{Geometry, TaggedPtr};
+use super::producer::{Claimed, PacketWords};
+use super::tagged::Geometry;
 use super::treiber::TaggedStack;
 use crate::host::ChainError;
 use crate::lane::Payload;
@@ -112,6 +112,7 @@ impl<'a> View<'a> {
     }
 
     /// The free-list (internal: the loom models reach it through `__internal`).
+    #[inline(always)]
     pub(crate) fn free_list(&self) -> TaggedStack<'a> {
         TaggedStack::new(&self.prefix.free_stack, self.headers, self.geometry)
     }
@@ -151,12 +152,8 @@ impl<'a> View<'a> {
     }
 
     /// Producer: claims a free packet. `Ok(None)`: none is free (more waves than packets; retry).
+    #[inline(always)]
     pub fn claim(&self) -> Result<Option<Claimed<'a>>, ChainError> {
-        Ok(self.free_list().pop()?.map(|ptr| Claimed::new(*self, ptr.index(), ptr)))
-    }
-
-    /// Producer: pushes a packet it owns back on the free-list with its tag advanced.
-    pub(crate) fn push_free(&self, ptr: TaggedPtr) {
-        self.free_list().push(self.geometry.advance_tag(ptr));
+        Ok(self.free_list().pop()?.map(|ptr| Claimed::new(PacketWords::new(self, ptr))))
     }
 }
