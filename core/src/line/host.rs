@@ -20,7 +20,11 @@ use core::ops::Range;
 ///
 /// A host writes only `served[i]` and packet `i`'s reply words, so hosts that split one buffer
 /// between threads into disjoint ranges never write the same word.
+///
+/// Transparent over its view, so that the crate's poller can borrow a view as its host, without
+/// a copy.
 #[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
 pub struct Host<'a>(pub(super) View<'a>);
 
 impl sealed::Sealed for Host<'_> {}
