@@ -120,6 +120,7 @@ impl crate::host::Host for Host<'_> {
 
 impl Host<'_> {
     /// Serves every complete pending packet in `range` once; returns the highest index served.
+    #[inline(never)]
     fn scan(
         &self,
         range: Range<usize>,
