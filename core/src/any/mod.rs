@@ -309,17 +309,7 @@ impl<'a> AnyView<'a> {
         match self {
             Self::Stack(view) => view.host().drain_scope(scope, None, None, handler),
             Self::Phase(view) => view.host_ref().drain_scope(scope, None, None, handler),
-            Self::Line(view) => {
-                // The line memory borrowed straight from the registration's state (one match of
-                // it, not a borrow of any protocol's and a second match).
-                let memory = match state {
-                    // SAFETY: this function's contract (`AnyState::borrow`'s, for this arm).
-                    AnyState::Line(memory) => Some(unsafe { &mut *memory.as_ptr() }),
-                    AnyState::None | AnyState::Rpc(_) => None,
-                };
-                view.host_ref().drain_scope(scope, Some(&mut scratch.line), memory, handler)
-            }
-            Self::Rpc(_) => {
+            Self::Line(_) | Self::Rpc(_) => {
                 // SAFETY: this function's contract.
                 self.drain_scope(scope, scratch, unsafe { state.borrow() }, handler)
             }
