@@ -120,6 +120,10 @@ impl crate::host::Host for Host<'_> {
 
 impl Host<'_> {
     /// Serves every complete pending packet in `range` once; returns the highest index served.
+    ///
+    /// Never inlined: inlined into the scope's closure, it reaches the host and its state through
+    /// the closure's captures and spills what it loads of them; called, it has them as its
+    /// arguments (counted in `docs/performance.md`, "The line packet's fixed cost").
     #[inline(never)]
     fn scan(
         &self,
