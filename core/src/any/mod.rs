@@ -280,7 +280,7 @@ impl<'a> AnyView<'a> {
                     AnyStateMut::Line(memory) => Some(memory),
                     _ => None,
                 };
-                view.host().drain_scope(scope, Some(&mut scratch.line), memory, handler)
+                view.host_ref().drain_scope(scope, Some(&mut scratch.line), memory, handler)
             }
             (Self::Rpc(view), state) => {
                 let calls = match state {

@@ -51,8 +51,11 @@ pub(super) fn decode_lanes(request: &Request, activemask: u64, seq: u32, scratch
     decode_lanes_with::<Decoder>(request, activemask, seq, scratch)
 }
 
-/// [`decode_lanes`] with the lane decode `D`.
-#[inline]
+/// [`decode_lanes`] with the lane decode `D`. Where an AVX2 decode is built in, this one (for a
+/// CPU without AVX2) is a function of its own: inlined into the take, its lane loop's registers
+/// would be saved and restored at every take, the AVX2 one's included.
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)), inline(never))]
+#[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri))), inline)]
 fn decode_lanes_with<D: Lane>(
     request: &Request,
     activemask: u64,

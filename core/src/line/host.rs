@@ -20,7 +20,11 @@ use core::ops::Range;
 ///
 /// A host writes only `served[i]` and packet `i`'s reply words, so hosts that split one buffer
 /// between threads into disjoint ranges never write the same word.
+///
+/// Transparent over its view, so that the crate's poller can borrow a view as its host, without
+/// a copy.
 #[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
 pub struct Host<'a>(pub(super) View<'a>);
 
 impl sealed::Sealed for Host<'_> {}
@@ -116,6 +120,11 @@ impl crate::host::Host for Host<'_> {
 
 impl Host<'_> {
     /// Serves every complete pending packet in `range` once; returns the highest index served.
+    ///
+    /// Never inlined: inlined into the scope's closure, it reaches the host and its state through
+    /// the closure's captures and spills what it loads of them; called, it has them as its
+    /// arguments (counted in `docs/performance.md`, "The line packet's fixed cost").
+    #[inline(never)]
     fn scan(
         &self,
         range: Range<usize>,

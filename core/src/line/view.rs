@@ -94,6 +94,17 @@ impl<'a> View<'a> {
         super::Host(*self)
     }
 
+    /// The host's side of this buffer, lent: the view itself, not a copy of it (the scan the
+    /// drain runs is not inlined and takes its host by reference, so a [`View::host`] would be
+    /// copied to the stack at every drain).
+    #[inline(always)]
+    pub(crate) fn host_ref(&self) -> &super::Host<'a> {
+        let host: *const super::Host<'a> = (self as *const Self).cast();
+        // SAFETY: `Host` is `repr(transparent)` over `View`: the same layout, and the reference
+        // has this borrow's lifetime.
+        unsafe { &*host }
+    }
+
     /// The shared prefix (for the doorbell word and for tests).
     pub fn prefix(&self) -> &'a Prefix {
         self.prefix
