@@ -41,19 +41,9 @@ impl<'a> Client<'a> {
     /// the call's first send. `None` when every port is busy.
     #[inline(always)]
     pub fn try_open(&self, opcode: u32, mask: u64, start: u32) -> Option<ClientPort<'a>> {
-        let ports = self.view.ports();
-        // Wrapped by a compare, not a remainder (as `occupied::claim_from` says why).
-        let mut port = if start < ports { start } else { start % ports };
-        for _ in 0..ports {
-            if let Some(open) = self.try_open_port(opcode, mask, port) {
-                return Some(open);
-            }
-            port += 1;
-            if port == ports {
-                port = 0;
-            }
-        }
-        None
+        crate::occupied::claim_from(self.view.ports() as usize, start as usize, |port| {
+            self.try_open_port(opcode, mask, port as u32)
+        })
     }
 
     #[inline(always)]
