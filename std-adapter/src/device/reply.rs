@@ -106,6 +106,7 @@ mod tests {
             ([0; 2], [7, 8], [0; 2], [9, 10])
         );
         assert_eq!(reply.lane(63), [0; 2]);
+        assert_eq!(Reply::zeros(u64::MAX).lane(40), [0; 2], "every active lane written at construction");
         assert!(reply.host_error());
         let copy = reply.clone();
         assert_eq!(copy.lane(3), [9, 10]);
