@@ -8,12 +8,16 @@ use hostcall_core::lanes;
 use hostcall_core::message::MessageWriter;
 use hostcall_core::phase::{self, occupied_words};
 use hostcall_core::sync::AtomicU32;
-use hostcall_core::{AnyView, ClaimedPacket, CompletedPacket, LayoutError, Protocol, SubmittedPacket};
-use hostcall_core::{LANES, REPLY_WORDS, SLOT_WORDS};
+use hostcall_core::{AnyCompleted, AnyView, ClaimedPacket, LayoutError, Protocol, SubmittedPacket};
+use hostcall_core::{LANES, SLOT_WORDS};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod reply;
+
+pub use reply::Reply;
 
 /// One wave of 1..=64 lanes bound to a buffer.
 #[derive(Clone, Debug)]
@@ -34,29 +38,6 @@ pub struct Wave {
 
 /// Numbers the waves of the process, to spread their phase-protocol claims.
 static NEXT_WAVE: AtomicUsize = AtomicUsize::new(0);
-
-/// The replies of one hostcall.
-#[derive(Clone, Debug)]
-pub struct Reply {
-    lanes: [[u64; REPLY_WORDS]; LANES],
-    activemask: u64,
-    host_error: bool,
-}
-
-impl Reply {
-    /// Lane `lane`'s reply words (zeros for inactive lanes).
-    pub fn lane(&self, lane: usize) -> [u64; REPLY_WORDS] {
-        self.lanes[lane]
-    }
-    /// The lanes that made the call.
-    pub fn activemask(&self) -> u64 {
-        self.activemask
-    }
-    /// Whether the host answered at least one lane with an error reply.
-    pub fn host_error(&self) -> bool {
-        self.host_error
-    }
-}
 
 impl Wave {
     /// A wave of `lanes` active lanes (the low bits of the activemask).
@@ -115,6 +96,7 @@ impl Wave {
 
     /// One hostcall: every active lane sends `request(lane)` to service `service`; returns when
     /// the host has answered.
+    #[inline]
     pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
         self.call_lanes(service, self.activemask, request)
     }
@@ -126,8 +108,7 @@ impl Wave {
     pub fn send_messages(&self, service: u32, messages: impl Fn(usize) -> Vec<u64>) -> Result<Reply, Error> {
         let mut writers: Vec<(usize, MessageWriter<std::vec::IntoIter<u64>>)> =
             lanes(self.activemask).map(|lane| (lane, MessageWriter::new(messages(lane)))).collect();
-        let mut finals =
-            Reply { lanes: [[0; REPLY_WORDS]; LANES], activemask: self.activemask, host_error: false };
+        let mut finals = Reply::zeros(self.activemask); // a lane whose stream fails keeps zeros
         while !writers.is_empty() {
             let mut requests = [[0u64; SLOT_WORDS]; LANES];
             let mut mask = 0u64;
@@ -136,13 +117,13 @@ impl Wave {
                 mask |= 1 << *lane;
             }
             let reply = self.call_lanes(service, mask, |lane| requests[lane])?;
-            finals.host_error |= reply.host_error;
+            finals.or_host_error(reply.host_error());
             let mut still_open = Vec::with_capacity(writers.len());
             for (lane, mut writer) in writers {
                 match writer.accept_reply(reply.lane(lane)) {
-                    Ok(Some(end)) => finals.lanes[lane] = end,
+                    Ok(Some(end)) => finals.set(lane, end),
                     Ok(None) => still_open.push((lane, writer)),
-                    Err(_) => finals.lanes[lane] = reply.lane(lane), // the host refused the stream
+                    Err(_) => finals.set(lane, reply.lane(lane)), // the host refused the stream
                 }
             }
             writers = still_open;
@@ -150,6 +131,7 @@ impl Wave {
         Ok(finals)
     }
 
+    #[inline]
     fn call_lanes(
         &self,
         service: u32,
@@ -159,7 +141,8 @@ impl Wave {
         let doorbell = self.buffer.doorbell().as_ref();
         let call = Call { service, activemask, waiting: self.waiting() };
         let view: &AnyView<'_> = &self.view; // as long as `&self`, not `'static`
-        call_on(view, self.start, doorbell, call, request)
+        let done = call_on(view, self.start, doorbell, call, request)?;
+        Ok(Reply::of(&done, activemask))
     }
 }
 
@@ -245,7 +228,8 @@ impl<'a> RawWave<'a> {
     pub fn call(&self, service: u32, request: impl Fn(usize) -> [u64; SLOT_WORDS]) -> Result<Reply, Error> {
         let waiting = Waiting { timeout: self.timeout, spin_only: false };
         let call = Call { service, activemask: self.activemask, waiting };
-        call_on(&self.view, self.start, self.doorbell, call, request)
+        let done = call_on(&self.view, self.start, self.doorbell, call, request)?;
+        Ok(Reply::of(&done, self.activemask))
     }
 }
 
@@ -264,15 +248,17 @@ struct Call {
 }
 
 /// The producer path, one for every protocol: claim (from `start`, where the protocol uses it),
-/// fill, submit, ring, wait, read the replies. The core's protocol switch ([`AnyView`]) picks the
-/// protocol; everything here goes through the producer traits every protocol's handles implement.
-fn call_on(
-    view: &AnyView<'_>,
+/// fill, submit, ring, wait; returns the answered packet, whose replies the caller reads
+/// ([`Reply::of`]) before dropping it releases the packet. The core's protocol switch
+/// ([`AnyView`]) picks the protocol; everything here goes through the producer traits every
+/// protocol's handles implement.
+fn call_on<'v>(
+    view: &AnyView<'v>,
     start: usize,
     doorbell: &dyn Doorbell,
     call: Call,
     request: impl Fn(usize) -> [u64; SLOT_WORDS],
-) -> Result<Reply, Error> {
+) -> Result<AnyCompleted<'v>, Error> {
     let Call { service, activemask, waiting } = call;
     let outside = activemask & !view.lane_mask();
     if outside != 0 {
@@ -299,13 +285,7 @@ fn call_on(
     // still owns it; never released, never reused), a phase packet's claim is freed but the packet
     // is not reused before the host answers (the phases must agree again). `wait(true)`:
     // `wait_until` pauses the CPU once per poll itself.
-    let done =
-        submitted.wait_until(|_| backoff.wait(true).is_ok()).map_err(|_still_submitted| Error::TimedOut)?;
-    let mut replies = [[0; REPLY_WORDS]; LANES];
-    for lane in lanes(activemask) {
-        replies[lane] = done.reply(lane);
-    }
-    Ok(Reply { lanes: replies, activemask, host_error: done.host_error() })
+    submitted.wait_until(|_| backoff.wait(true).is_ok()).map_err(|_still_submitted| Error::TimedOut)
 }
 
 /// How a wave waits: its timeout, and whether it only spins ([`Wave::with_spin_wait`]).
