@@ -59,6 +59,7 @@ pub const fn opcode_of(service: u32) -> u32 {
 /// packet, and each lane's two reply words (PacketRequest::reply writes those only) go back into its lane buffer (words 2..8 keep the
 /// request, as clr's server leaves them). The turn is left for the caller to finish. Returns
 /// the packet's error flag.
+#[inline]
 pub fn serve_as_packet(
     turn: &mut Turn<'_>,
     mask: u64,
