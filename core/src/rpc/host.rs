@@ -236,6 +236,15 @@ impl<'a> Turn<'a> {
         self.buffers[lane as usize].read()
     }
 
+    /// Lane `lane`'s buffer.
+    ///
+    /// # Panics
+    /// If `lane >= lane_count()`.
+    #[inline]
+    pub(super) fn buffer(&self, lane: u32) -> &LaneBuffer {
+        &self.buffers[lane as usize]
+    }
+
     /// Stores lane `lane`'s eight words (published by [`Turn::finish`]).
     ///
     /// # Panics

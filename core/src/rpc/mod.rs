@@ -92,6 +92,7 @@
 mod client;
 mod client_object;
 mod host;
+mod lane_copy;
 mod layout;
 pub mod opcode;
 mod packet;

@@ -3,9 +3,10 @@
 //! [`DrainHandler`] (and the services behind it) serves them unchanged.
 
 use super::host::Turn;
+use super::lane_copy;
 use super::opcode::{namespace, HOSTCALL, ROCM};
 use crate::host::{DrainHandler, PacketRequest};
-use crate::lane::{Payload, REPLY_WORDS, SLOT_WORDS};
+use crate::lane::Payload;
 
 /// The hostcall service id (PROTOCOL.md section 3) an opcode carries: a ROCm `'r'` opcode's
 /// (FUNCTION (0) is FUNCTION_CALL (1), DEVMEM (1) is DEVMEM (3), SANITIZER (2) is SANITIZER (4),
@@ -59,6 +60,7 @@ pub const fn opcode_of(service: u32) -> u32 {
 /// packet, and each lane's two reply words (PacketRequest::reply writes those only) go back into its lane buffer (words 2..8 keep the
 /// request, as clr's server leaves them). The turn is left for the caller to finish. Returns
 /// the packet's error flag.
+#[inline]
 pub fn serve_as_packet(
     turn: &mut Turn<'_>,
     mask: u64,
@@ -68,14 +70,14 @@ pub fn serve_as_packet(
 ) -> bool {
     let mask = mask & crate::lane::LANE_MASK;
     for lane in turn.lanes(mask) {
-        payload.write_lane::<SLOT_WORDS>(lane, &turn.read(lane as u32));
+        lane_copy::request_in(turn.buffer(lane as u32), &payload.slots[lane]);
     }
     let mut packet = PacketRequest::new(turn.port(), service, mask, payload);
     handler.serve(&mut packet);
     let error = packet.has_error();
     for lane in turn.lanes(mask) {
         // Only the reply's words: words 2..8 keep the request (and their cache line stays clean).
-        turn.write_first::<REPLY_WORDS>(lane as u32, &payload.read_lane::<REPLY_WORDS>(lane));
+        lane_copy::reply_out(&payload.slots[lane], turn.buffer(lane as u32));
     }
     error
 }

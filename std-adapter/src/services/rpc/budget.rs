@@ -138,55 +138,68 @@ impl Drop for Held {
 }
 
 /// The work one drain of a host's ports may do. See the [module docs](self#work-per-poll).
+///
+/// The drain's work is one running sum, `spent`: the budget is spent once it reaches `per_poll`
+/// (a turn admitted below it may take the sum past it), and the sum is what [`PollWork::most`]
+/// keeps. A turn that begins a drain resets the sum; every other turn compares, adds and stores.
 #[derive(Debug)]
 pub(super) struct PollWork {
     per_poll: usize,
-    /// What the drain in progress may still do.
-    left: usize,
-    /// The port of the last turn: a port at or below it begins a new drain.
-    last_port: Option<u32>,
+    /// The work of the drain in progress.
+    spent: usize,
+    /// One past the port of the last turn (0 before the first): a port below it begins a new
+    /// drain. Wider than a port, so that the last port's successor fits.
+    next_port: u64,
     /// Ports below it wait this drain (where the last drain's budget ran out).
     start: u32,
     /// The first port this drain deferred for want of budget.
     ran_out_at: Option<u32>,
-    /// The work of the drain in progress, and the most any drain did.
-    spent: usize,
+    /// The most work any drain before the one in progress did.
     most: usize,
 }
 
 impl PollWork {
     pub(super) fn new(per_poll: usize) -> Self {
-        Self { per_poll, left: per_poll, last_port: None, start: 0, ran_out_at: None, spent: 0, most: 0 }
+        // `next_port` 0: the first turn continues this fresh drain, as a new one would begin.
+        Self { per_poll, spent: 0, next_port: 0, start: 0, ran_out_at: None, most: 0 }
     }
 
     /// At the start of a turn on `port`: whether to take it now (else it is deferred).
+    #[inline]
     pub(super) fn admit(&mut self, port: u32) -> bool {
-        if self.last_port.map_or(true, |last| port <= last) {
-            self.start = self.ran_out_at.take().unwrap_or(0);
-            self.left = self.per_poll;
-            self.most = self.most.max(self.spent);
-            self.spent = 0;
+        let port_wide = u64::from(port);
+        if port_wide < self.next_port {
+            self.begin_drain();
         }
-        self.last_port = Some(port);
+        self.next_port = port_wide + 1;
         if port < self.start {
             return false;
         }
-        if self.left == 0 {
+        if self.spent_out() {
             self.ran_out(port);
             return false;
         }
         true
     }
 
+    /// A turn on a port at or below the last one's: the drain before is over.
+    #[inline]
+    fn begin_drain(&mut self) {
+        self.start = self.ran_out_at.take().unwrap_or(0);
+        self.most = self.most.max(self.spent);
+        self.spent = 0;
+    }
+
     /// Counts `bytes` of work.
+    #[inline]
     pub(super) fn spend(&mut self, bytes: usize) {
-        self.left = self.left.saturating_sub(bytes);
         self.spent = self.spent.saturating_add(bytes);
     }
 
     /// Whether the drain's budget is spent.
+    #[inline]
     pub(super) fn spent_out(&self) -> bool {
-        self.left == 0
+        self.spent >= self.per_poll
     }
 
     /// The turn on `port` was deferred for want of budget: the next drain begins there.
@@ -260,5 +273,31 @@ mod tests {
         assert_eq!(take(&mut work, &[0, 1, 2, 3, 4]), [3, 4], "ports 0..3 wait for 3 and 4");
         assert_eq!(take(&mut work, &[0, 1, 2, 3, 4]), [0, 1, 2]);
         assert_eq!(work.most(), 120);
+    }
+
+    /// A turn admitted below the budget may take the drain past it: the next is deferred, the
+    /// overrun counts in the most work, and the next drain starts from nothing at the deferred
+    /// port. A budget of nothing defers every turn.
+    #[test]
+    fn a_drain_that_overran_its_budget_defers_the_rest_and_counts_the_overrun() {
+        let mut work = PollWork::new(100);
+        assert!(work.admit(0));
+        work.spend(99);
+        assert!(!work.spent_out(), "99 of 100 spent");
+        assert!(work.admit(1));
+        work.spend(50);
+        assert!(work.spent_out());
+        assert!(!work.admit(2), "the budget is spent");
+        assert_eq!(work.most(), 149, "the overrun is the drain's work");
+        assert!(!work.admit(0), "the next drain begins at the deferred port");
+        assert!(work.admit(2) && !work.spent_out(), "and counts from nothing there");
+        assert_eq!(work.most(), 149);
+        let mut none = PollWork::new(0);
+        assert!(!none.admit(0) && !none.admit(0));
+        assert_eq!(none.most(), 0);
+        let mut last = PollWork::new(100);
+        assert!(last.admit(u32::MAX));
+        last.spend(100);
+        assert!(last.admit(0), "a turn after the last port's begins a drain");
     }
 }
