@@ -184,7 +184,9 @@ pub mod __internal {
     }
 
     pub use crate::phase::in_parts::PhaseBuffer;
-    pub use crate::poller::model::{poll_then_unpin, remove_without_waiting};
+    pub use crate::poller::model::{
+        poll_then_unpin, remove_without_fence, remove_without_waiting, repin_without_fence,
+    };
 }
 
 /// The crate's README, so that `cargo test --doc` runs its example (only under rustdoc's test mode).

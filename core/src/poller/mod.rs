@@ -143,22 +143,40 @@ impl<const N: usize> Poller<N> {
     /// its end. Called from a service inside a session of this poller, it would wait for itself
     /// (the std crate's listener refuses removals from its own thread).
     pub fn remove(&self, base: *mut u8) -> Result<(), PollerError> {
-        let slot = {
-            let mut table = self.table.lock();
-            let slot = table.retire(base).ok_or(PollerError::NotRegistered { base: base as usize })?;
-            self.publish(&table);
-            slot
-        };
+        let slot = self.retire(base)?;
+        // SeqCst: pairs with the SeqCst fence of a session's lock-free re-pin (`Poller::repin`,
+        // between its pin stores and its read of the published version): this fence orders the
+        // publish in `retire` before the read of the pin in `wait_unpinned`, so either the re-pin
+        // reads the new version (and does not drain the slot) or the read below sees its pin
+        // (and waits for the unpin after its drains). A pin set by a refresh, under the table
+        // lock, is ordered by the lock instead (`poller/table.rs`).
+        crate::sync::fence(Ordering::SeqCst);
+        self.free_unpinned(slot);
+        Ok(())
+    }
+
+    /// `remove`'s first half: turns the slot serving `base` `Retiring` and publishes the table's
+    /// new version, under the table lock; returns the slot.
+    fn retire(&self, base: *mut u8) -> Result<usize, PollerError> {
+        let mut table = self.table.lock();
+        let slot = table.retire(base).ok_or(PollerError::NotRegistered { base: base as usize })?;
+        self.publish(&table);
+        Ok(slot)
+    }
+
+    /// `remove`'s second half: waits until no session has `slot` pinned, then frees it.
+    fn free_unpinned(&self, slot: usize) {
         self.pins.wait_unpinned(slot);
         self.table.lock().free(slot);
-        Ok(())
     }
 
     /// Publishes the table's version for sessions (called with the table lock held, after a
     /// change).
     fn publish(&self, table: &Table<N>) {
-        // Relaxed: a session that reads it takes the table lock before it reads the table, and
-        // that lock orders this change before its refresh (`PollSession::poll_once`).
+        // Relaxed: a session that reads a new version takes the table lock before it reads the
+        // table, and that lock orders this change before its refresh (`PollSession::poll_once`).
+        // A session's lock-free re-pin that reads it is ordered against `remove`'s read of the
+        // pin by the two SeqCst fences (`Poller::remove`, `Poller::repin`), not by this store.
         self.published.store(table.version, Ordering::Relaxed);
     }
 

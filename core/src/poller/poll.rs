@@ -84,12 +84,54 @@ impl<const N: usize> Poller<N> {
         }
     }
 
+    /// Re-pins the session's copy after the session was dropped (its slots unpinned, the copy
+    /// kept), without the table lock while the table has not changed since the copy was made:
+    /// pins the copy's slots, then re-reads the published version; if it still is the copy's,
+    /// the pins hold (a remover that published after them sees them), otherwise it falls back to
+    /// [`refresh`](Self::refresh), which unpins them and copies the table. Called by a poll whose
+    /// copy is unpinned and whose read of the published version found it unchanged (the std
+    /// listener's first poll after each nap).
+    #[inline]
+    fn repin(&self, state: &mut PollState<N>) {
+        self.pin_copy(state);
+        // SeqCst: pairs with the SeqCst fence in `Poller::remove`, between its publish of the new
+        // version and its read of the pin (store buffering): the pin stores of `pin_copy` are
+        // ordered before the load of `confirm_pins` in the fences' single total order, so either
+        // that load reads the remover's version (and the copy is refreshed under the lock, the
+        // slot not drained) or the remover's read of the pin, after its fence, sees the pin (and
+        // waits for the Release unpin after this session's drains). Without either fence each
+        // side could read the other's old value, and the remover return while this poll drains
+        // the slot (the loom model of the re-pin and its broken twins).
+        crate::sync::fence(Ordering::SeqCst);
+        self.confirm_pins(state);
+    }
+
+    /// The re-pin's first half: pins the slots of the (unpinned) copy, without the table lock.
+    #[inline(always)]
+    pub(super) fn pin_copy(&self, state: &mut PollState<N>) {
+        for &(slot, _) in state.serving.iter() {
+            self.pins.pin(slot);
+        }
+        state.pinned = true;
+    }
+
+    /// The re-pin's second half, after the fence: the copy stands if the published version is
+    /// still its own; otherwise it is refreshed under the table lock (which unpins it first).
+    #[inline(always)]
+    pub(super) fn confirm_pins(&self, state: &mut PollState<N>) {
+        // Relaxed: ordered after the pins by the fence before it; a changed version is followed
+        // by the lock of `refresh`, which orders the refresh after the change.
+        if state.version != self.published.load(Ordering::Relaxed) {
+            self.refresh(state);
+        }
+    }
+
     /// Brings the session's copy of the serving registrations up to the table, under the table
     /// lock: unpins the slots of the old copy if they are pinned, copies the table's if it
     /// changed since the copy was made, and pins the copy's slots.
     #[cold]
     #[inline(never)]
-    fn refresh(&self, state: &mut PollState<N>) {
+    pub(super) fn refresh(&self, state: &mut PollState<N>) {
         let table = self.table.lock();
         if state.version != table.version {
             for &(slot, ref r) in state.serving.iter() {
@@ -125,15 +167,23 @@ impl<const N: usize> PollSession<'_, N> {
     /// Scanned buffers go through their [`ScanWindow`](crate::ScanWindow)s (ranges whole).
     ///
     /// When the table changed since the session's last poll (an `add` or a `remove`), the poll
-    /// first refreshes its copy under the table lock; otherwise it takes no lock.
+    /// first refreshes its copy under the table lock; otherwise it takes no lock (a new
+    /// session's first poll re-pins the copy its poller kept, with a fence).
     pub fn poll_once<D: Dispatch + ?Sized>(&mut self, dispatch: &D) -> DrainReport {
         let poller = self.poller;
         // Relaxed: the version only says whether to take the table lock, whose acquisition
-        // orders the refresh after the `add` or `remove` that changed it. A poll that reads an
-        // old version drains its old copy, whose slots are still pinned, so a remover waits for a
-        // later poll's refresh (or the session's drop) and its Release unpin.
-        if !self.state.pinned || self.state.version != poller.published.load(Ordering::Relaxed) {
-            poller.refresh(&mut self.state);
+        // orders the refresh after the `add` or `remove` that changed it. A poll whose copy is
+        // pinned and that reads an old version drains that copy, whose slots stay pinned, so a
+        // remover waits for a later poll's refresh (or the session's drop) and its Release unpin.
+        // A poll whose copy is unpinned (a new session) and that reads the copy's version re-pins
+        // it without the lock (`repin`), which reads the version again after its pins and a fence.
+        let unchanged = self.state.version == poller.published.load(Ordering::Relaxed);
+        if !self.state.pinned || !unchanged {
+            if unchanged {
+                poller.repin(&mut self.state);
+            } else {
+                poller.refresh(&mut self.state);
+            }
         }
         let PollState { serving, scratch, .. } = &mut *self.state;
         let mut report = DrainReport::default();

@@ -9,6 +9,8 @@ use crate::{phase, stack, Registration};
 extern crate std;
 use std::vec::Vec;
 
+mod repin;
+
 /// Raw, line-aligned memory for `bytes` bytes.
 #[repr(C, align(64))]
 struct Line([u64; 8]);
