@@ -79,9 +79,11 @@ pub(crate) fn serve_lanes_guarded(
 
 /// Serves every active lane with `handler` (`entry`'s), as [`serve_lanes_guarded`] does, inside
 /// the refusal scope `serve_entry` entered (whose filter knows a panic here is a service's:
-/// [`catch_in_scope`]). Returns the error count. Not inlined: the lane loop keeps its few
-/// values in registers of its own, and the dispatcher that calls `serve_entry` keeps the counting.
-#[inline(never)]
+/// [`catch_in_scope`]). Returns the error count. Inlined into the dispatcher: the lane loop is
+/// the service's own `serve_lanes` (one indirect call a packet), so what a function of its own
+/// would keep apart is only its frame and a second call (16 instructions a packet; measured in
+/// `docs/performance.md`, "The registry's serve, cut again").
+#[inline(always)]
 fn serve_lanes_in_scope(entry: &Entry, packet: &mut PacketRequest<'_>, handler: &dyn LaneService) -> u64 {
     // The lane being served: the one that panicked, when the guard catches a panic.
     let serving = Cell::new(0usize);
