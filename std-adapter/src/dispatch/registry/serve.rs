@@ -161,12 +161,15 @@ pub(super) fn serve_entry<'s>(
     };
     drop(scope);
     let end = ticks();
+    // Before the shards and the poll start are read: the count's feature check may call out (the
+    // first count asks the processor), and what was read before it would be spilled across that
+    // call, and reloaded, on every packet.
+    let lanes = lane_count(packet.activemask());
     let (shards, poll_start) = counting();
     let timing = Timing {
         service: end.wrapping_sub(start),
         queue_wait: poll_start.map(|poll| start.saturating_sub(poll.get())),
     };
-    let lanes = lane_count(packet.activemask());
     shards.service.count(lanes, errors, Some(timing), shards.alone);
     if let Some(buffer) = shards.buffer {
         buffer.count(lanes, errors, None, shards.alone);
