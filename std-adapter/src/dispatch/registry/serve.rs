@@ -148,7 +148,8 @@ pub(super) fn serve_entry<'s>(
     let errors = match &entry.handler {
         Handler::Lane(handler) => serve_lanes_in_scope(entry, packet, &**handler),
         Handler::Packet(service) => {
-            if let Err(panic) = catch_service_panic(|| service.serve(packet)) {
+            // In the scope too (as the lane path): no hook check, no service depth a packet.
+            if let Err(panic) = catch_in_scope(|| service.serve(packet)) {
                 error_limited!("service {} panicked ({panic}); packet answered with errors", entry.name);
                 reply_error_all(packet, ErrorCode::ServicePanicked);
                 let lanes = lane_count(packet.activemask());
