@@ -162,10 +162,12 @@ impl<'a> PacketRequest<'a> {
         self.error
     }
 
-    /// How many lanes were answered with an error reply.
+    /// How many lanes were answered with an error reply (counted with [`lane_count`](crate::lane_count):
+    /// the processor's `popcnt` where it has one, not the portable count's twenty instructions;
+    /// the registry reads it for every packet a packet service answers).
     #[inline]
     pub fn error_lanes(&self) -> u32 {
-        self.error_lanes.count_ones()
+        crate::lane_count(self.error_lanes)
     }
 
     /// Read-only access to lane `lane`'s raw payload words (for per-packet services).

@@ -140,7 +140,9 @@ impl Shard {
     pub(crate) fn count(&self, lanes: u64, errors: u64, timing: Option<Timing>, alone: bool) {
         add(&self.packets, 1, alone);
         add(&self.lane_calls, lanes, alone);
-        if errors != 0 {
+        // Alone, 0 is added too: one plain add to a line the two above just wrote, where the
+        // test would be two instructions a packet; shared, 0 is not (a locked add, for nothing).
+        if alone || errors != 0 {
             add(&self.errors, errors, alone);
         }
         if let Some(timing) = timing {

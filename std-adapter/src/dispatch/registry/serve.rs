@@ -79,9 +79,11 @@ pub(crate) fn serve_lanes_guarded(
 
 /// Serves every active lane with `handler` (`entry`'s), as [`serve_lanes_guarded`] does, inside
 /// the refusal scope `serve_entry` entered (whose filter knows a panic here is a service's:
-/// [`catch_in_scope`]). Returns the error count. Not inlined: the lane loop keeps its few
-/// values in registers of its own, and the dispatcher that calls `serve_entry` keeps the counting.
-#[inline(never)]
+/// [`catch_in_scope`]). Returns the error count. Inlined into the dispatcher: the lane loop is
+/// the service's own `serve_lanes` (one indirect call a packet), so what a function of its own
+/// would keep apart is only its frame and a second call (16 instructions a packet; measured in
+/// `docs/performance.md`, "The registry's serve, cut again").
+#[inline(always)]
 fn serve_lanes_in_scope(entry: &Entry, packet: &mut PacketRequest<'_>, handler: &dyn LaneService) -> u64 {
     // The lane being served: the one that panicked, when the guard catches a panic.
     let serving = Cell::new(0usize);
@@ -146,7 +148,8 @@ pub(super) fn serve_entry<'s>(
     let errors = match &entry.handler {
         Handler::Lane(handler) => serve_lanes_in_scope(entry, packet, &**handler),
         Handler::Packet(service) => {
-            if let Err(panic) = catch_service_panic(|| service.serve(packet)) {
+            // In the scope too (as the lane path): no hook check, no service depth a packet.
+            if let Err(panic) = catch_in_scope(|| service.serve(packet)) {
                 error_limited!("service {} panicked ({panic}); packet answered with errors", entry.name);
                 reply_error_all(packet, ErrorCode::ServicePanicked);
                 let lanes = lane_count(packet.activemask());
@@ -159,12 +162,15 @@ pub(super) fn serve_entry<'s>(
     };
     drop(scope);
     let end = ticks();
+    // Before the shards and the poll start are read: the count's feature check may call out (the
+    // first count asks the processor), and what was read before it would be spilled across that
+    // call, and reloaded, on every packet.
+    let lanes = lane_count(packet.activemask());
     let (shards, poll_start) = counting();
     let timing = Timing {
         service: end.wrapping_sub(start),
         queue_wait: poll_start.map(|poll| start.saturating_sub(poll.get())),
     };
-    let lanes = lane_count(packet.activemask());
     shards.service.count(lanes, errors, Some(timing), shards.alone);
     if let Some(buffer) = shards.buffer {
         buffer.count(lanes, errors, None, shards.alone);

@@ -128,3 +128,32 @@ fn a_dispatch_reentered_from_a_service_leaves_the_outer_packets_copies() {
         "the inner one through the registry"
     );
 }
+
+/// A packet service that answers lanes 0 and 2 with errors and the others with their word.
+struct EvenLanesRefused;
+
+impl super::PacketService for EvenLanesRefused {
+    fn serve(&self, packet: &mut PacketRequest<'_>) {
+        for lane in packet.lanes() {
+            if lane % 2 == 0 && lane < 4 {
+                packet.reply_error(lane, hostcall_core::ErrorCode::BadRequest);
+            } else {
+                let word = packet.request(lane)[0];
+                packet.reply(lane, [word, 0]);
+            }
+        }
+    }
+}
+
+/// A packet service's error count is the lanes it answered with an error (what the dispatcher
+/// reads from the packet, `PacketRequest::error_lanes`), through a dispatcher and the registry.
+#[test]
+fn a_packet_services_errors_are_its_error_lanes() {
+    let services = Services::new();
+    services.register_packet(9, "even-refused", EvenLanesRefused).unwrap();
+    let dispatch = services.dispatcher();
+    serve(&dispatch, 9, 3, 5);
+    serve(&services, 9, 2, LANES);
+    let counted = &services.stats().services[&9].1;
+    assert_eq!((counted.packets, counted.lane_calls, counted.errors), (5, 3 * 5 + 2 * 64, 5 * 2));
+}
