@@ -303,8 +303,7 @@ mod tests {
     fn answer(replies: &[[u64; 2]], mask: u64, seq: u32, plain: bool) -> Box<Reply> {
         let block = Box::new(Reply::default());
         let mut kept = ScratchPayload::new();
-        let mut place = Place::Kept(&mut kept);
-        let mut scratch = place.scratch();
+        let mut scratch = Place::kept(&mut kept).scratch();
         for lane in 0..LANES {
             let [a, b] = replies[lane % replies.len()];
             scratch.write_slot(lane, [a, b, !a, !b, 1, 2, 3, 4]);

@@ -270,8 +270,7 @@ mod tests {
     /// The take's verdict and, when it passes, every active lane's decoded slot.
     fn run(take: Take, request: &Request, mask: u64, seq: u32) -> (bool, Vec<[u64; SLOT_WORDS]>) {
         let mut kept = ScratchPayload::new();
-        let mut place = Place::Kept(&mut kept);
-        let mut scratch = place.scratch();
+        let mut scratch = Place::kept(&mut kept).scratch();
         if !take(request, mask, seq, &mut scratch) {
             return (false, Vec::new());
         }

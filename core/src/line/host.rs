@@ -114,11 +114,13 @@ impl crate::host::Host for Host<'_> {
         // One scan whichever the place: one instantiation of the scope's drain and of the scan
         // (the poller's, always given a kept scratch, loses the other branch when inlined).
         let (mut memory, mut initialised) = (own_memory(), false);
-        let place = &mut match scratch {
-            Some(kept) => Place::Kept(kept),
-            None => Place::Own(&mut memory, &mut initialised),
+        let mut place = match scratch {
+            Some(kept) => Place::kept(kept),
+            None => Place::own(&mut memory, &mut initialised),
         };
-        scope.drain(self.0.requests.len(), |range, report| self.scan(range, place, entries, handler, report))
+        scope.drain(self.0.requests.len(), |range, report| {
+            self.scan(range, place.reborrow(), entries, handler, report)
+        })
     }
 }
 
@@ -133,7 +135,7 @@ impl Host<'_> {
     fn scan(
         &self,
         range: Range<usize>,
-        place: &mut Place<'_>,
+        place: Place<'_>,
         entries: &mut Entries<'_>,
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
@@ -157,7 +159,7 @@ impl Host<'_> {
     fn scan_portable(
         &self,
         range: Range<usize>,
-        place: &mut Place<'_>,
+        place: Place<'_>,
         entries: &mut Entries<'_>,
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
@@ -176,7 +178,7 @@ impl Host<'_> {
     unsafe fn scan_avx2(
         &self,
         range: Range<usize>,
-        place: &mut Place<'_>,
+        place: Place<'_>,
         entries: &mut Entries<'_>,
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
@@ -194,7 +196,7 @@ impl Host<'_> {
     unsafe fn scan_with<const VECTOR: bool>(
         &self,
         range: Range<usize>,
-        place: &mut Place<'_>,
+        place: Place<'_>,
         entries: &mut Entries<'_>,
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
