@@ -1,7 +1,8 @@
 //! The processor's optional instructions that the host's hot paths use where it has them, on
 //! x86-64 builds that do not assume them: `popcnt` (the drains' and the registry's lane counts)
-//! and AVX2 (the line protocol's take and answer). Asked once at run time and kept in one word. Not under
-//! Miri (which has no CPUID) nor loom (whose models run the portable code).
+//! and AVX2 (the line protocol's take and answer; its scan is built for AVX2 and `popcnt` together,
+//! [`has_avx2_and_popcnt`]). Asked once at run time and kept in one word. Not under Miri (which has
+//! no CPUID) nor loom (whose models run the portable code).
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
@@ -47,6 +48,16 @@ fn popcnt_asked() -> bool {
 #[inline]
 pub(crate) fn has_avx2() -> bool {
     cfg!(target_feature = "avx2") || features() & AVX2 != 0
+}
+
+/// Whether the processor runs AVX2 (its OS saving the registers) and has `popcnt`: the line
+/// scan's copy built for both (`line/host.rs`) asks this once a scan. One load and one test of the
+/// kept word once it was asked.
+#[cfg_attr(not(target_feature = "sse2"), allow(dead_code))] // no vector scan without SSE2
+#[inline]
+pub(crate) fn has_avx2_and_popcnt() -> bool {
+    const BOTH: u8 = AVX2 | POPCNT;
+    cfg!(all(target_feature = "avx2", target_feature = "popcnt")) || features() & BOTH == BOTH
 }
 
 /// Asks the processor, as `std`'s feature detection does, and keeps the answers.
@@ -110,5 +121,11 @@ mod tests {
             // SAFETY: the processor has `popcnt` (checked above).
             assert_eq!(unsafe { super::popcnt(mask) }, mask.count_ones(), "{mask:#x}");
         }
+    }
+
+    /// Both features together exactly when each alone.
+    #[test]
+    fn avx2_and_popcnt_is_both_answers() {
+        assert_eq!(super::has_avx2_and_popcnt(), super::has_avx2() && super::has_popcnt());
     }
 }

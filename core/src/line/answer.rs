@@ -38,6 +38,35 @@ pub(super) fn answer_lanes(
         }
     }
     let _ = slots;
+    answer_each_lane(reply, seq, activemask, payload);
+}
+
+/// [`answer_lanes`] where the caller knows that the CPU runs AVX2: no check (the line scan's copy
+/// built for AVX2, `line/host.rs`).
+///
+/// # Safety
+/// The CPU runs AVX2 and its OS keeps the registers (`crate::cpu::has_avx2`), and no reference to
+/// the slots is alive.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+#[inline(always)]
+pub(super) unsafe fn answer_lanes_avx2(
+    reply: &Reply,
+    seq: u32,
+    activemask: u64,
+    payload: &Payload,
+    slots: Option<PlainSlots<'_>>,
+) {
+    if let Some(slots) = slots.filter(|_| activemask & activemask.wrapping_sub(1) != 0) {
+        // SAFETY: the caller's contract.
+        unsafe { avx2::answer_lanes(reply, seq, activemask, slots) };
+        return;
+    }
+    answer_each_lane(reply, seq, activemask, payload);
+}
+
+/// The answer one lane at a time, with atomic stores.
+#[inline(always)]
+fn answer_each_lane(reply: &Reply, seq: u32, activemask: u64, payload: &Payload) {
     for lane in lanes(activemask) {
         store_lane(reply, lane, payload.read_lane(lane), seq);
     }
@@ -274,8 +303,7 @@ mod tests {
     fn answer(replies: &[[u64; 2]], mask: u64, seq: u32, plain: bool) -> Box<Reply> {
         let block = Box::new(Reply::default());
         let mut kept = ScratchPayload::new();
-        let mut place = Place::Kept(&mut kept);
-        let mut scratch = place.scratch();
+        let mut scratch = Place::kept(&mut kept).scratch();
         for lane in 0..LANES {
             let [a, b] = replies[lane % replies.len()];
             scratch.write_slot(lane, [a, b, !a, !b, 1, 2, 3, 4]);

@@ -51,6 +51,22 @@ pub(super) fn decode_lanes(request: &Request, activemask: u64, seq: u32, scratch
     decode_lanes_with::<Decoder>(request, activemask, seq, scratch)
 }
 
+/// [`decode_lanes`] where the caller knows that the CPU runs AVX2: the AVX2 decode, no check.
+///
+/// # Safety
+/// The CPU runs AVX2 and its OS keeps the registers (`crate::cpu::has_avx2`).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+#[inline]
+pub(super) unsafe fn decode_lanes_avx2(
+    request: &Request,
+    activemask: u64,
+    seq: u32,
+    scratch: &mut Scratch<'_>,
+) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { avx2::decode_lanes(request, activemask, seq, scratch) }
+}
+
 /// [`decode_lanes`] with the lane decode `D`. Where an AVX2 decode is built in, this one (for a
 /// CPU without AVX2) is a function of its own: inlined into the take, its lane loop's registers
 /// would be saved and restored at every take, the AVX2 one's included.
@@ -254,8 +270,7 @@ mod tests {
     /// The take's verdict and, when it passes, every active lane's decoded slot.
     fn run(take: Take, request: &Request, mask: u64, seq: u32) -> (bool, Vec<[u64; SLOT_WORDS]>) {
         let mut kept = ScratchPayload::new();
-        let mut place = Place::Kept(&mut kept);
-        let mut scratch = place.scratch();
+        let mut scratch = Place::kept(&mut kept).scratch();
         if !take(request, mask, seq, &mut scratch) {
             return (false, Vec::new());
         }

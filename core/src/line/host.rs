@@ -2,7 +2,11 @@
 //! only when every word of it carries the head's sequence, serves it, and answers in line words.
 
 use super::answer::answer_lanes;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+use super::answer::answer_lanes_avx2;
 use super::decode::decode_lanes;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+use super::decode::decode_lanes_avx2;
 use super::incomplete::{Entries, Incomplete, Look, STALL_LOOKS};
 use super::layout::Request;
 use super::scratch::{own_memory, Place, Scratch, ScratchPayload};
@@ -110,25 +114,89 @@ impl crate::host::Host for Host<'_> {
         // One scan whichever the place: one instantiation of the scope's drain and of the scan
         // (the poller's, always given a kept scratch, loses the other branch when inlined).
         let (mut memory, mut initialised) = (own_memory(), false);
-        let place = &mut match scratch {
-            Some(kept) => Place::Kept(kept),
-            None => Place::Own(&mut memory, &mut initialised),
+        let mut place = match scratch {
+            Some(kept) => Place::kept(kept),
+            None => Place::own(&mut memory, &mut initialised),
         };
-        scope.drain(self.0.requests.len(), |range, report| self.scan(range, place, entries, handler, report))
+        scope.drain(self.0.requests.len(), |range, report| {
+            self.scan(range, place.reborrow(), entries, handler, report)
+        })
     }
 }
 
 impl Host<'_> {
     /// Serves every complete pending packet in `range` once; returns the highest index served.
     ///
-    /// Never inlined: inlined into the scope's closure, it reaches the host and its state through
-    /// the closure's captures and spills what it loads of them; called, it has them as its
-    /// arguments (counted in `docs/performance.md`, "The line packet's fixed cost").
-    #[inline(never)]
+    /// Two copies of one scan ([`Host::scan_with`]): where the CPU runs AVX2 and has `popcnt`
+    /// (asked here, once a scan), one built for both, which calls the AVX2 take and answer and
+    /// counts lanes with `popcnt` with no check a packet; elsewhere the portable one, whose take,
+    /// answer and count ask the CPU themselves. Both serve, refuse, count and remember the same.
+    #[inline]
     fn scan(
         &self,
         range: Range<usize>,
-        place: &mut Place<'_>,
+        place: Place<'_>,
+        entries: &mut Entries<'_>,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) -> Option<u32> {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+        if crate::cpu::has_avx2_and_popcnt() && !portable_scan_only() {
+            // SAFETY: the CPU runs AVX2, its OS keeps the registers, and it has `popcnt`
+            // (`has_avx2_and_popcnt`).
+            return unsafe { self.scan_avx2(range, place, entries, handler, report) };
+        }
+        self.scan_portable(range, place, entries, handler, report)
+    }
+
+    /// [`Host::scan`] for any CPU.
+    ///
+    /// Never inlined (nor is the AVX2 copy): inlined into the scope's closure, it reaches the host
+    /// and its state through the closure's captures and spills what it loads of them; called, it
+    /// has them as its arguments (counted in `docs/performance.md`, "The line packet's fixed
+    /// cost").
+    #[inline(never)]
+    fn scan_portable(
+        &self,
+        range: Range<usize>,
+        place: Place<'_>,
+        entries: &mut Entries<'_>,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) -> Option<u32> {
+        // SAFETY: `VECTOR` is false: the scan assumes nothing of the CPU.
+        unsafe { self.scan_with::<false>(range, place, entries, handler, report) }
+    }
+
+    /// [`Host::scan`] built for AVX2 and `popcnt`.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2, its OS keeps the registers, and it has `popcnt`.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+    #[target_feature(enable = "avx2,popcnt")]
+    #[inline(never)]
+    unsafe fn scan_avx2(
+        &self,
+        range: Range<usize>,
+        place: Place<'_>,
+        entries: &mut Entries<'_>,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) -> Option<u32> {
+        // SAFETY: the caller's contract is `scan_with::<true>`'s.
+        unsafe { self.scan_with::<true>(range, place, entries, handler, report) }
+    }
+
+    /// The scan of [`Host::scan`]: with `VECTOR`, the AVX2 take and answer and `count_ones` for
+    /// the lane count (`popcnt` in the AVX2 copy), with no check; without, the checked ones.
+    ///
+    /// # Safety
+    /// With `VECTOR`, the CPU runs AVX2, its OS keeps the registers, and it has `popcnt`.
+    #[inline(always)]
+    unsafe fn scan_with<const VECTOR: bool>(
+        &self,
+        range: Range<usize>,
+        place: Place<'_>,
         entries: &mut Entries<'_>,
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
@@ -165,7 +233,9 @@ impl Host<'_> {
             // likeliest first lane; the head's line holds its first 6 words).
             let lane0 = &request.lanes[0];
             crate::sync::prefetch(&lane0[lane0.len() - 1]);
-            let Some(activemask) = Self::take(request, head, seq, &mut scratch) else {
+            // SAFETY: with `VECTOR`, the CPU runs AVX2 (the caller's contract).
+            let taken = unsafe { Self::take_on::<VECTOR>(request, head, seq, &mut scratch) };
+            let Some(activemask) = taken else {
                 // Still arriving, or never complete: not served, looked at again next scan.
                 if let Some(entry) = entry {
                     entry.remember(request, head, seq);
@@ -180,43 +250,137 @@ impl Host<'_> {
             let mut request = PacketRequest::new(index as u32, decode_service(head), activemask, payload)
                 .with_plain_slots(slots);
             handler.serve(&mut request);
-            answer_lanes(&self.0.replies[index], seq, activemask, payload, slots);
+            let reply = &self.0.replies[index];
+            match VECTOR {
+                // SAFETY: the CPU runs AVX2 (the caller's contract); the service has returned, so
+                // no reference to the slots is alive.
+                #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+                true => unsafe { answer_lanes_avx2(reply, seq, activemask, payload, slots) },
+                _ => answer_lanes(reply, seq, activemask, payload, slots),
+            }
             // Relaxed: host-only word (several hosts of one buffer serve disjoint ranges).
             self.0.served[index].store(seq, Ordering::Relaxed);
             report.packets += 1;
-            report.lane_calls += crate::lane_count(activemask);
+            // With `VECTOR` the function this is inlined into has `popcnt`: one instruction.
+            report.lane_calls += if VECTOR { activemask.count_ones() } else { crate::lane_count(activemask) };
             highest = Some(index as u32);
         }
         highest
+    }
+
+    /// [`Host::take`], or its AVX2 copy with `VECTOR`.
+    ///
+    /// # Safety
+    /// With `VECTOR`, the CPU runs AVX2 and its OS keeps the registers.
+    #[inline(always)]
+    unsafe fn take_on<const VECTOR: bool>(
+        request: &Request,
+        head: u64,
+        seq: u32,
+        scratch: &mut Scratch<'_>,
+    ) -> Option<u64> {
+        match VECTOR {
+            // SAFETY: the caller's contract.
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+            true => unsafe { Self::take_avx2(request, head, seq, scratch) },
+            _ => Self::take(request, head, seq, scratch),
+        }
     }
 
     /// Decodes the active lanes of `request` into `scratch` if the mask word and every word of
     /// them carry `seq` (the head `head` does); returns the activemask (cut to the lanes that
     /// exist), or `None` if any of those words does not (every active lane is read either way).
     ///
-    /// Never inlined: inlined into the scan, its lane loop loses registers to the scan's and
-    /// spills (counted in `docs/performance.md`, "Line requests that never complete, and the line
-    /// take's cost").
+    /// Never inlined (nor is its AVX2 copy): inlined into the scan, its lane loop loses registers
+    /// to the scan's and spills (counted in `docs/performance.md`, "Line requests that never
+    /// complete, and the line take's cost").
     #[inline(never)]
     fn take(request: &Request, head: u64, seq: u32, scratch: &mut Scratch<'_>) -> Option<u64> {
-        // Relaxed (every load here and below): a line word is read in one access, so its data is
-        // the data its sequence was stored with; nothing else needs ordering.
-        let mask = request.mask.load(Ordering::Relaxed);
-        if !carries(mask, seq) {
-            return None;
-        }
-        let activemask = decode_activemask(head, mask) & LANE_MASK;
-        // Every active lane decoded straight into the scratch the service reads, and the
-        // sequences of all their words checked once for the take (`line/decode.rs`). The slots
-        // are recorded as written whole once, for the whole mask, when every word carried `seq`;
-        // a take that fails leaves the slots it wrote not recorded (zeroed before any service
-        // sees them, if no later packet of the scan writes them whole).
-        if !decode_lanes(request, activemask, seq, scratch) {
-            return None;
-        }
-        scratch.written_whole(activemask);
-        Some(activemask)
+        // SAFETY: `VECTOR` is false: the take assumes nothing of the CPU.
+        unsafe { take_with::<false>(request, head, seq, scratch) }
     }
+
+    /// [`Host::take`] built for AVX2, its decode the AVX2 one with no check.
+    ///
+    /// # Safety
+    /// The CPU runs AVX2 and its OS keeps the registers.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+    #[target_feature(enable = "avx2")]
+    #[inline(never)]
+    unsafe fn take_avx2(request: &Request, head: u64, seq: u32, scratch: &mut Scratch<'_>) -> Option<u64> {
+        // SAFETY: the caller's contract is `take_with::<true>`'s.
+        unsafe { take_with::<true>(request, head, seq, scratch) }
+    }
+}
+
+/// The take of [`Host::take`]: with `VECTOR`, the AVX2 decode with no check.
+///
+/// # Safety
+/// With `VECTOR`, the CPU runs AVX2 and its OS keeps the registers.
+#[inline(always)]
+unsafe fn take_with<const VECTOR: bool>(
+    request: &Request,
+    head: u64,
+    seq: u32,
+    scratch: &mut Scratch<'_>,
+) -> Option<u64> {
+    // Relaxed (every load here and below): a line word is read in one access, so its data is
+    // the data its sequence was stored with; nothing else needs ordering.
+    let mask = request.mask.load(Ordering::Relaxed);
+    if !carries(mask, seq) {
+        return None;
+    }
+    let activemask = decode_activemask(head, mask) & LANE_MASK;
+    // Every active lane decoded straight into the scratch the service reads, and the
+    // sequences of all their words checked once for the take (`line/decode.rs`). The slots
+    // are recorded as written whole once, for the whole mask, when every word carried `seq`;
+    // a take that fails leaves the slots it wrote not recorded (zeroed before any service
+    // sees them, if no later packet of the scan writes them whole).
+    let all_carry = match VECTOR {
+        // SAFETY: the caller's contract.
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri)))]
+        true => unsafe { decode_lanes_avx2(request, activemask, seq, scratch) },
+        _ => decode_lanes(request, activemask, seq, scratch),
+    };
+    if !all_carry {
+        return None;
+    }
+    scratch.written_whole(activemask);
+    Some(activemask)
+}
+
+/// Whether this thread's scans run the portable copy whatever the CPU: never outside the tests,
+/// which run every line test with both copies (`line/tests.rs`, [`with_portable_scan`]).
+#[cfg(not(test))]
+#[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri))), allow(dead_code))]
+#[inline(always)]
+const fn portable_scan_only() -> bool {
+    false
+}
+
+#[cfg(test)]
+std::thread_local! {
+    static PORTABLE_SCAN_ONLY: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+extern crate std;
+
+/// Whether this thread's scans run the portable copy whatever the CPU (inside
+/// [`with_portable_scan`]).
+#[cfg(test)]
+#[cfg_attr(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom), not(miri))), allow(dead_code))]
+fn portable_scan_only() -> bool {
+    PORTABLE_SCAN_ONLY.with(core::cell::Cell::get)
+}
+
+/// Runs `test` with this thread's scans in the portable copy, whatever the CPU.
+#[cfg(test)]
+pub(super) fn with_portable_scan<R>(test: impl FnOnce() -> R) -> R {
+    PORTABLE_SCAN_ONLY.with(|only| only.set(true));
+    let result = test();
+    PORTABLE_SCAN_ONLY.with(|only| only.set(false));
+    result
 }
 
 /// Counts a look that found packet `index`'s request of sequence `seq` incomplete, and reports it

@@ -148,11 +148,20 @@ pub(super) enum Look {
 impl Incomplete {
     /// Steps 1 and 2 of a look at `request`, pending with head `head` of sequence `seq`: whether
     /// to take it.
-    #[inline]
+    ///
+    /// Its test for a remembered sequence inlined into the scan (in both of the scan's copies,
+    /// `line/host.rs`), the rest, for a request found incomplete before, called.
+    #[inline(always)]
     pub(super) fn look(&mut self, request: &Request, head: u64, seq: u32) -> Look {
         if self.seq != seq {
             return Look::Take;
         }
+        self.look_again(request, head, seq)
+    }
+
+    /// [`Incomplete::look`] at a request of the sequence remembered.
+    #[inline(never)]
+    fn look_again(&mut self, request: &Request, head: u64, seq: u32) -> Look {
         match word_at(request, self.position) {
             Some(word) if !carries(word, seq) => Look::Incomplete,
             // Arrived (or a position the lanes do not have): on from the next one.

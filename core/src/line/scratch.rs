@@ -66,26 +66,42 @@ pub(super) struct Scratch<'m> {
     ready: bool,
 }
 
-/// Where a scan keeps its scratch: a host's [`ScratchPayload`], or memory of the scan's own,
-/// which it leaves uninitialised until it serves a packet.
-pub(super) enum Place<'m> {
-    /// A host's scratch, kept across scans.
-    Kept(&'m mut ScratchPayload),
-    /// Scratch of this drain only (separate locals: in one struct with the flag, LLVM zeroes the
-    /// uninitialised memory along with the flag, 4 KB per drain even when idle).
-    Own(&'m mut Memory, &'m mut bool),
+/// Where a scan keeps its scratch: a host's [`ScratchPayload`] ([`Place::kept`]), or memory of
+/// the drain's own, which it leaves uninitialised until it serves a packet ([`Place::own`]).
+///
+/// The memory and its flag, whichever the place (separate locals for a drain's own: in one struct
+/// with the flag, LLVM zeroes the uninitialised memory along with the flag, 4 KB per drain even
+/// when idle). Two words, handed to each scan by value ([`Place::reborrow`]): the scan has them in
+/// two registers, with no place to look through and no choice between two kinds of place.
+pub(super) struct Place<'m> {
+    memory: &'m mut Memory,
+    initialised: &'m mut bool,
 }
 
-impl Place<'_> {
+impl<'m> Place<'m> {
+    /// A host's scratch, kept across scans.
+    #[inline]
+    pub(super) fn kept(kept: &'m mut ScratchPayload) -> Self {
+        Self { memory: &mut kept.memory, initialised: &mut kept.initialised }
+    }
+
+    /// Scratch of this drain only: `memory` from [`own_memory`], `initialised` false.
+    #[inline]
+    pub(super) fn own(memory: &'m mut Memory, initialised: &'m mut bool) -> Self {
+        Self { memory, initialised }
+    }
+
+    /// The same place, for one scan.
+    #[inline]
+    pub(super) fn reborrow(&mut self) -> Place<'_> {
+        Place { memory: self.memory, initialised: self.initialised }
+    }
+
     /// A scan's use of this place: ready at once if an earlier scan initialised it.
     #[inline]
-    pub(super) fn scratch(&mut self) -> Scratch<'_> {
-        let (memory, initialised) = match self {
-            Place::Kept(kept) => (&mut kept.memory, &mut kept.initialised),
-            Place::Own(memory, initialised) => (&mut **memory, &mut **initialised),
-        };
-        let ready = *initialised;
-        Scratch { memory, initialised, whole: 0, ready }
+    pub(super) fn scratch(self) -> Scratch<'m> {
+        let ready = *self.initialised;
+        Scratch { memory: self.memory, initialised: self.initialised, whole: 0, ready }
     }
 }
 
