@@ -9,6 +9,7 @@
 //! (here, in `packet.rs`, and in `state.rs` for a host with per-buffer state: the compiler names
 //! every one). This is the only module outside the protocol folders that names them.
 
+mod drain;
 mod packet;
 mod state;
 
@@ -288,30 +289,6 @@ impl<'a> AnyView<'a> {
                     _ => None,
                 };
                 view.host().drain_scope(scope, Some(&mut scratch.rpc), calls, handler)
-            }
-        }
-    }
-
-    /// [`drain_scope`](Self::drain_scope) with the state as a registration keeps it, borrowed
-    /// only by the protocols that have one (the poller's drain of a registered buffer): a stack
-    /// or phase drain reads nothing of it.
-    ///
-    /// # Safety
-    /// `state` meets [`AnyState::borrow`]'s contract for the time of the call.
-    #[inline(always)]
-    pub(crate) unsafe fn drain_registered(
-        &self,
-        scope: &mut DrainScope,
-        scratch: &mut HostScratch,
-        state: AnyState,
-        handler: &mut impl DrainHandler,
-    ) -> DrainReport {
-        match self {
-            Self::Stack(view) => view.host().drain_scope(scope, None, None, handler),
-            Self::Phase(view) => view.host_ref().drain_scope(scope, None, None, handler),
-            Self::Line(_) | Self::Rpc(_) => {
-                // SAFETY: this function's contract.
-                self.drain_scope(scope, scratch, unsafe { state.borrow() }, handler)
             }
         }
     }

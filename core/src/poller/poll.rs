@@ -186,25 +186,53 @@ impl<const N: usize> PollSession<'_, N> {
             }
         }
         let PollState { serving, scratch, .. } = &mut *self.state;
-        let mut report = DrainReport::default();
-        for (_, r) in serving.iter_mut() {
-            if !dispatch.proceed() {
-                break;
-            }
-            let mut to = DispatchTo { dispatch, base: r.base as usize, device: r.device };
-            // The view was built and checked by the registration. Its memory is valid:
-            // `Registration::new`'s contract keeps it valid while registered, and the slot is
-            // pinned (`remove` returns only after the session unpins it). For a range, that
-            // contract makes this poller the only host writer of the range's host words and reply
-            // words; the poll lock (held by the session) makes this poll the only one of this
-            // poller.
-            // SAFETY: the host state is valid while registered and touched only by this poller's
-            // drains of the buffer (`Registration::with_state`); the poll lock makes this drain
-            // the only one, so its borrow is the only access while it lives.
-            report += unsafe { r.view.drain_registered(&mut r.scope, scratch, r.state, &mut to) };
+        // One registration (the common case) is drained in this frame, which holds nothing
+        // across the call but the handler: its protocol's drain (a function of its own) is the
+        // only frame of any size; several go through the loop's function.
+        match serving.as_mut_slice() {
+            [] => DrainReport::default(),
+            [(_, r)] if dispatch.proceed() => drain_one(r, scratch, dispatch),
+            [_] => DrainReport::default(),
+            many => drain_each(many, scratch, dispatch),
         }
-        report
     }
+}
+
+/// Drains each of `serving` once, asking [`Dispatch::proceed`] before each (the loop of
+/// [`PollSession::poll_once`] over several registrations).
+#[inline(never)]
+fn drain_each<D: Dispatch + ?Sized>(
+    serving: &mut [(usize, Registered)],
+    scratch: &mut HostScratch,
+    dispatch: &D,
+) -> DrainReport {
+    let mut report = DrainReport::default();
+    for (_, r) in serving.iter_mut() {
+        if !dispatch.proceed() {
+            break;
+        }
+        report += drain_one(r, scratch, dispatch);
+    }
+    report
+}
+
+/// Drains one registration of the session's copy.
+#[inline(always)]
+fn drain_one<D: Dispatch + ?Sized>(
+    r: &mut Registered,
+    scratch: &mut HostScratch,
+    dispatch: &D,
+) -> DrainReport {
+    let mut to = DispatchTo { dispatch, base: r.base as usize, device: r.device };
+    // The view was built and checked by the registration. Its memory is valid:
+    // `Registration::new`'s contract keeps it valid while registered, and the slot is pinned
+    // (`remove` returns only after the session unpins it). For a range, that contract makes this
+    // poller the only host writer of the range's host words and reply words; the poll lock (held
+    // by the session) makes this poll the only one of this poller.
+    // SAFETY: the host state is valid while registered and touched only by this poller's drains
+    // of the buffer (`Registration::with_state`); the poll lock makes this drain the only one, so
+    // its borrow is the only access while it lives.
+    unsafe { r.view.drain_registered(&mut r.scope, scratch, r.state, &mut to) }
 }
 
 /// Unpins every slot of the session's copy (Release, in `Pins::unpin`):

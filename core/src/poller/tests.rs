@@ -334,6 +334,25 @@ fn a_dispatch_that_says_no_ends_the_poll_before_the_next_buffer() {
     poller.remove(b_base).unwrap();
 }
 
+#[test]
+fn a_dispatch_that_says_no_before_the_only_buffer_serves_nothing() {
+    let buffers = two_buffers(2, 2);
+    let (a_base, a_len, a) = buffers.stack;
+    let poller = Poller::<2>::new();
+    let mut services = ServiceTable::<2>::new();
+    services.register(1, &add_one).unwrap();
+    // SAFETY: `buffers` outlives the registration (removed below).
+    unsafe { poller.add(Registration::new(Protocol::Stack, a_base, a_len, 2).unwrap()).unwrap() };
+    let mut packet = a.claim().unwrap().unwrap();
+    packet.write_lane(0, &[41, 0, 0, 0, 0, 0, 0, 0]);
+    let packet = packet.submit(1, 1);
+    let refusing = StopAfterOne { services: &services, served: core::cell::Cell::new(1) };
+    assert_eq!(poller.poll_once(&refusing).packets, 0, "one registration asks `proceed` too");
+    assert_eq!(poller.poll_once(&services).packets, 1);
+    assert_eq!(packet.wait(|| {}).reply(0), [42, 0]);
+    poller.remove(a_base).unwrap();
+}
+
 /// The scan window of the phase registration at `base` in `session`'s copy, as of its last poll.
 fn window_limit(session: &PollSession<'_, 4>, base: *mut u8) -> u32 {
     let (_, r) = session.state.serving.iter().find(|(_, r)| r.base == base).expect("registered");
