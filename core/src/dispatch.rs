@@ -83,10 +83,8 @@ pub trait LaneService: Send + Sync {
     /// # assert_eq!(done.reply(0), [2, 0]);
     /// ```
     fn serve_lanes(&self, packet: &mut PacketRequest<'_>, first: usize, serving: &Cell<usize>) -> u32 {
-        serve_lanes_from(packet, first, |lane, request| {
-            serving.set(lane);
-            self.serve(request)
-        })
+        // The lane stored by `mark`, before the lane's request is borrowed: see `serve_marked`.
+        serve_marked(packet, first, |lane| serving.set(lane), |_, request| self.serve(request))
     }
 }
 
@@ -161,17 +159,37 @@ pub fn serve_lanes(
 pub fn serve_lanes_from(
     packet: &mut PacketRequest<'_>,
     first: usize,
+    serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode>,
+) -> u32 {
+    serve_marked(packet, first, |_| {}, serve)
+}
+
+/// [`serve_lanes_from`], calling `mark(lane)` before each lane's request is borrowed for `serve`
+/// ([`LaneService::serve_lanes`] stores the lane for its panic guard there).
+///
+/// Why not in `serve`: the request `serve` gets is a reference no other pointer writes while
+/// `serve` runs, so a store `serve` makes (the guard's lane) may be ordered after `serve`'s loads
+/// of the request, and LLVM then does, in some builds and not others: a service that adds to a
+/// request word and stores it back in place (the bench's echo) became a load, an add and a store
+/// instead of one add to memory (17 instructions two lanes instead of 13). Made before the
+/// borrow, the store is one the loads must follow, in every build.
+#[inline]
+fn serve_marked(
+    packet: &mut PacketRequest<'_>,
+    first: usize,
+    mut mark: impl FnMut(usize),
     mut serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode>,
 ) -> u32 {
     let from = if first < crate::lane::LANES { u64::MAX << first } else { 0 };
     let mut errors = 0;
     let mask = packet.activemask() & from;
     if let Some(slots) = packet.plain_slots() {
-        return serve_in_place(packet, mask, slots, serve);
+        return serve_in_place(packet, mask, slots, mark, serve);
     }
     // The same words `PacketRequest::request` and `reply` read and write.
     let payload = packet.payload_words();
     for lane in crate::lane::lanes(mask) {
+        mark(lane);
         match serve(lane, &payload.read_lane(lane)) {
             Ok(reply) => payload.write_lane(lane, &reply),
             Err(code) => {
@@ -192,11 +210,13 @@ fn serve_in_place(
     packet: &mut PacketRequest<'_>,
     mask: u64,
     slots: PlainSlots<'_>,
+    mut mark: impl FnMut(usize),
     mut serve: impl FnMut(usize, &[u64; SLOT_WORDS]) -> Result<[u64; REPLY_WORDS], ErrorCode>,
 ) -> u32 {
     let mut errors = 0;
     // The host's own memory: each lane served from its slot in place.
     let mut serve_lane = |packet: &mut PacketRequest<'_>, lane: usize| {
+        mark(lane);
         // SAFETY: `lane` is a lane that exists (from `lanes` or `runs`), and the slot is only
         // read while `serve` runs (which reaches neither the packet nor its memory).
         match serve(lane, unsafe { slots.request(lane) }) {

@@ -21,6 +21,40 @@ pub(in crate::line) fn available() -> bool {
     crate::cpu::has_avx2()
 }
 
+/// The asm of [`load`] and [`load_second`]: a lane's nine words from `{words}` plus `$at` bytes.
+macro_rules! load_lane {
+    ($words:expr, $at:literal) => {{
+        let (first, second, third, fourth): (__m128i, __m128i, __m128i, __m128i);
+        let top: __m256i;
+        // SAFETY: as in the SSE2 decode's loads (`decode.rs`), in their VEX forms: nine aligned
+        // 8-byte loads from the lane's words (the caller's), each a Relaxed atomic load of its
+        // word (the packed word's broadcast too: one 8-byte access, its value in every quarter);
+        // no store, no stack, flags kept.
+        unsafe {
+            core::arch::asm!(
+                concat!("vmovq {first}, qword ptr [{words} + ", $at, "]"),
+                concat!("vmovhps {first}, {first}, qword ptr [{words} + ", $at, " + 8]"),
+                concat!("vmovq {second}, qword ptr [{words} + ", $at, " + 16]"),
+                concat!("vmovhps {second}, {second}, qword ptr [{words} + ", $at, " + 24]"),
+                concat!("vmovq {third}, qword ptr [{words} + ", $at, " + 32]"),
+                concat!("vmovhps {third}, {third}, qword ptr [{words} + ", $at, " + 40]"),
+                concat!("vmovq {fourth}, qword ptr [{words} + ", $at, " + 48]"),
+                concat!("vmovhps {fourth}, {fourth}, qword ptr [{words} + ", $at, " + 56]"),
+                concat!("vpbroadcastq {top}, qword ptr [{words} + ", $at, " + 64]"),
+                words = in(reg) $words,
+                first = out(xmm_reg) first,
+                second = out(xmm_reg) second,
+                third = out(xmm_reg) third,
+                fourth = out(xmm_reg) fourth,
+                top = out(ymm_reg) top,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        // SAFETY: register moves on AVX2 (the caller's contract).
+        unsafe { [_mm256_set_m128i(second, first), _mm256_set_m128i(fourth, third), top] }
+    }};
+}
+
 /// A lane's line words: words 0..4 in the first register, 4..8 in the second, the packed word in
 /// every quarter of the third; each loaded with one aligned 8-byte access.
 ///
@@ -30,33 +64,21 @@ pub(in crate::line) fn available() -> bool {
 #[inline]
 #[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
 unsafe fn load(words: &[AtomicU64; REQUEST_LANE_WORDS]) -> [__m256i; 3] {
-    let (first, second, third, fourth): (__m128i, __m128i, __m128i, __m128i);
-    let top: __m256i;
-    // SAFETY: as in the SSE2 decode's loads (`decode.rs`), in their VEX forms: nine aligned 8-byte
-    // loads from `words`, each a Relaxed atomic load of its word (the packed word's broadcast
-    // too: one 8-byte access, its value in every quarter); no store, no stack, flags kept.
-    unsafe {
-        core::arch::asm!(
-            "vmovq {first}, qword ptr [{words}]",
-            "vmovhps {first}, {first}, qword ptr [{words} + 8]",
-            "vmovq {second}, qword ptr [{words} + 16]",
-            "vmovhps {second}, {second}, qword ptr [{words} + 24]",
-            "vmovq {third}, qword ptr [{words} + 32]",
-            "vmovhps {third}, {third}, qword ptr [{words} + 40]",
-            "vmovq {fourth}, qword ptr [{words} + 48]",
-            "vmovhps {fourth}, {fourth}, qword ptr [{words} + 56]",
-            "vpbroadcastq {top}, qword ptr [{words} + 64]",
-            words = in(reg) words.as_ptr(),
-            first = out(xmm_reg) first,
-            second = out(xmm_reg) second,
-            third = out(xmm_reg) third,
-            fourth = out(xmm_reg) fourth,
-            top = out(ymm_reg) top,
-            options(nostack, preserves_flags, readonly),
-        );
-    }
-    // SAFETY: register moves on AVX2 (the caller's contract).
-    unsafe { [_mm256_set_m128i(second, first), _mm256_set_m128i(fourth, third), top] }
+    load_lane!(words.as_ptr(), 0)
+}
+
+/// [`load`] of the second lane of `pair`, addressed from the first's words (one base register a
+/// pair: no second address to compute).
+///
+/// # Safety
+/// The CPU runs AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+#[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+unsafe fn load_second(pair: &[[AtomicU64; REQUEST_LANE_WORDS]; 2]) -> [__m256i; 3] {
+    const _: () = assert!(core::mem::size_of::<[AtomicU64; REQUEST_LANE_WORDS]>() == 72);
+    // The second lane's words are the 72 bytes after the first's (an array's elements).
+    load_lane!(pair.as_ptr(), 72)
 }
 
 /// Decodes every lane of `activemask` of `request` into `scratch` and says whether every word
@@ -110,22 +132,29 @@ unsafe fn decode_runs(request: &Request, activemask: u64, seq: u32, scratch: &mu
     // SAFETY: AVX2 (the caller's contract).
     let (decode, mut stray) = unsafe { Decode::new(seq) };
     for run in runs(activemask) {
-        let slots = scratch.slot_mut(run.start);
-        let pairs = request.lanes[run].chunks_exact(2);
-        let last = pairs.remainder().first();
-        let mut k = 0;
-        for pair in pairs {
-            // SAFETY: AVX2 (the caller's contract); the slots of the run's lanes follow `slots`,
-            // the first's, so those of its `k`th and `k + 1`th lanes are `slots + k` and the next.
+        let mut slot = scratch.slot_mut(run.start);
+        let lanes = &request.lanes[run];
+        let pairs = lanes.len() / 2;
+        // The run's lanes two at a time, each pair's words and slots one step along.
+        let mut pair = lanes.as_ptr().cast::<[[AtomicU64; REQUEST_LANE_WORDS]; 2]>();
+        // SAFETY: `pairs` pairs of lanes are within `lanes` (an array's elements, so a pair of
+        // them is one `[_; 2]` in memory), and the pointer one past them is within or one past it.
+        let end = unsafe { pair.add(pairs) };
+        while pair != end {
+            // SAFETY: AVX2 (the caller's contract); `pair` is one of the run's pairs (before
+            // `end`); the slots of the run's lanes follow the first's, so the pair's are `slot`
+            // and the next, and both steps stay within (or one past) the run's words and slots.
             unsafe {
-                stray = decode.lane(&pair[0], slots.add(k), stray);
-                stray = decode.lane(&pair[1], slots.add(k + 1), stray);
+                let words = &*pair;
+                stray = decode.lane_loaded(load(&words[0]), slot, stray);
+                stray = decode.lane_loaded(load_second(words), slot.add(1), stray);
+                pair = pair.add(1);
+                slot = slot.add(2);
             }
-            k += 2;
         }
-        if let Some(words) = last {
-            // SAFETY: as above, for the run's last lane, its `k`th.
-            stray = unsafe { decode.lane(words, slots.add(k), stray) };
+        if lanes.len() % 2 == 1 {
+            // SAFETY: as above, for the run's last lane, whose slot `slot` is now.
+            stray = unsafe { decode.lane(&lanes[lanes.len() - 1], slot, stray) };
         }
     }
     // SAFETY: AVX2 (the caller's contract).
@@ -199,11 +228,28 @@ impl Decode {
         slot: *mut [u64; SLOT_WORDS],
         stray: __m256i,
     ) -> __m256i {
+        // SAFETY: AVX2 and `slot` (the caller's contract).
+        unsafe { self.lane_loaded(load(words), slot, stray) }
+    }
+
+    /// [`lane`](Self::lane) of a lane whose words [`load`] or [`load_second`] loaded.
+    ///
+    /// # Safety
+    /// As [`lane`](Self::lane)'s.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+    unsafe fn lane_loaded(
+        self,
+        loaded: [__m256i; 3],
+        slot: *mut [u64; SLOT_WORDS],
+        stray: __m256i,
+    ) -> __m256i {
         let Self { tag, high, shifts_low, shifts_high } = self;
-        // SAFETY: AVX2 (the caller's contract): the loads, register arithmetic, and two unaligned
-        // 32-byte stores into `slot`, 64 bytes.
+        // SAFETY: AVX2 (the caller's contract): register arithmetic, and two unaligned 32-byte
+        // stores into `slot`, 64 bytes.
         unsafe {
-            let [low, high_words, top] = load(words);
+            let [low, high_words, top] = loaded;
             let (low, high_words) = (_mm256_xor_si256(low, tag), _mm256_xor_si256(high_words, tag));
             let checked = _mm256_or_si256(_mm256_xor_si256(top, tag), _mm256_or_si256(low, high_words));
             let field = |shifts| _mm256_and_si256(_mm256_sllv_epi64(top, shifts), high);

@@ -69,3 +69,44 @@ fn lane_services_serve_a_line_packet_in_place() {
         assert_eq!(done.reply(0), [request(7, 0)[0], request(7, 0)[1]]);
     });
 }
+
+/// `LaneService::serve_lanes` stores each lane in `serving` before its service runs (the lane a
+/// panic guard answers), for one lane and for runs of lanes, in place.
+#[test]
+fn serve_lanes_marks_each_lane_before_serving_it() {
+    use core::cell::{Cell, RefCell};
+    std::thread_local! {
+        // The service must be `Sync`: what it reads and records is the test thread's.
+        static SERVING: Cell<usize> = const { Cell::new(usize::MAX) };
+        static SEEN: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    }
+    fn service(r: &[u64; SLOT_WORDS]) -> Result<[u64; 2], ErrorCode> {
+        SEEN.with(|seen| seen.borrow_mut().push(SERVING.with(Cell::get)));
+        Ok([r[0].wrapping_add(1), r[7]])
+    }
+    super::in_both_scans(|| {
+        use crate::dispatch::LaneService;
+        let b = Buffer::new(2);
+        let view = b.view();
+        for mask in [1 << 5, 0b1110_0111, u64::MAX, 1 << 63 | 1] {
+            SEEN.with(|seen| seen.borrow_mut().clear());
+            let mut packet = view.claim(0).expect("a free packet");
+            for lane in crate::lane::lanes(mask) {
+                packet.write_lane(lane, &request(3, lane));
+            }
+            let submitted = packet.submit(9, mask);
+            view.host().drain(&mut |p: &mut PacketRequest<'_>| {
+                SERVING.with(|serving| assert_eq!(service.serve_lanes(p, 0, serving), 0));
+            });
+            let done = submitted.wait(|| panic!("answered by the drain"));
+            let lanes: Vec<usize> = crate::lane::lanes(mask).collect();
+            SEEN.with(|seen| {
+                assert_eq!(*seen.borrow(), lanes, "mask {mask:#x}: the lane stored before its service ran")
+            });
+            for lane in lanes {
+                let r = request(3, lane);
+                assert_eq!(done.reply(lane), [r[0].wrapping_add(1), r[7]], "mask {mask:#x} lane {lane}");
+            }
+        }
+    });
+}
