@@ -117,7 +117,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic]
+    #[should_panic(expected = "index out of bounds: the len is 64 but the index is 64")]
     fn a_lane_past_the_wave_panics() {
         let _ = Reply::zeros(u64::MAX).lane(64);
     }
