@@ -60,7 +60,8 @@ impl Host<'_> {
                     break;
                 }
             };
-            let header = self.0.header(ptr.index());
+            // SAFETY: the walk of this view's ready-stack decoded `ptr` with the view's geometry.
+            let (header, payload) = unsafe { self.0.packet_unchecked(ptr) };
             // Relaxed: the Acquire swap in `take_all` ordered the producer's writes before us.
             if header.control.load(Ordering::Relaxed) & CONTROL_READY == 0 {
                 report.malformed += 1;
@@ -71,7 +72,7 @@ impl Host<'_> {
                 ptr.index() as u32,
                 header.service.load(Ordering::Relaxed),
                 header.activemask.load(Ordering::Relaxed),
-                self.0.payload(ptr.index()),
+                payload,
             );
             handler.serve(&mut request);
             let control = if request.has_error() { CONTROL_HOST_ERROR } else { 0 };

@@ -29,10 +29,14 @@ pub struct TaggedStack<'a> {
 }
 
 impl<'a> TaggedStack<'a> {
-    /// A stack whose top is `top`, linking `headers`. `headers.len()` must equal
-    /// `geometry.num_packets()` (the buffer view guarantees it).
+    /// A stack whose top is `top`, linking `headers`.
+    ///
+    /// # Safety
+    /// `headers.len()` must equal `geometry.num_packets()` (a buffer view's constructors check
+    /// it): the walk indexes `headers` with indices the geometry checked, without checking them
+    /// again.
     #[inline]
-    pub fn new(top: &'a AtomicU64, headers: &'a [Header], geometry: Geometry) -> Self {
+    pub(crate) unsafe fn new(top: &'a AtomicU64, headers: &'a [Header], geometry: Geometry) -> Self {
         debug_assert_eq!(headers.len(), geometry.num_packets() as usize);
         Self { top, headers, geometry }
     }
@@ -171,8 +175,12 @@ impl Iterator for ChainWalk<'_> {
             return Some(Err(ChainError::ChainTooLong { limit: self.geometry.num_packets() }));
         }
         self.steps += 1;
+        // SAFETY: `decode` checked the index against the geometry's packet count, which is
+        // `headers.len()` (the contract of `TaggedStack::new`, whose headers and geometry these
+        // are): in bounds, so not checked a second time.
+        let header = unsafe { self.headers.get_unchecked(ptr.index()) };
         // Relaxed: ordered by the Acquire swap in `take_all` (pairs with the pusher's Release CAS).
-        self.next = self.headers[ptr.index()].next.load(Ordering::Relaxed);
+        self.next = header.next.load(Ordering::Relaxed);
         Some(Ok(ptr))
     }
 }

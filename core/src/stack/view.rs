@@ -10,7 +10,7 @@
 
 use super::layout::{self, Header, Prefix};
 use super::producer::{Claimed, PacketWords};
-use super::tagged::Geometry;
+use super::tagged::{Geometry, TaggedPtr};
 use super::treiber::TaggedStack;
 use crate::host::ChainError;
 use crate::lane::Payload;
@@ -111,16 +111,32 @@ impl<'a> View<'a> {
         &self.payloads[index]
     }
 
+    /// Packet `ptr`'s header and payload, not bounds-checked again: the host's drain, for a
+    /// pointer its walk of this view's ready-stack decoded.
+    ///
+    /// # Safety
+    /// `ptr` was decoded by this view's [`Geometry`] (so `ptr.index() < num_packets`).
+    #[inline(always)]
+    pub(crate) unsafe fn packet_unchecked(&self, ptr: TaggedPtr) -> (&'a Header, &'a Payload) {
+        // SAFETY: `ptr.index() < num_packets` (the contract), and both arrays hold `num_packets`
+        // entries: `from_parts` checked `payloads` against `headers`, whose length the geometry
+        // was made from; `from_raw` made both from the geometry.
+        unsafe { (self.headers.get_unchecked(ptr.index()), self.payloads.get_unchecked(ptr.index())) }
+    }
+
     /// The free-list (internal: the loom models reach it through `__internal`).
     #[inline(always)]
     pub(crate) fn free_list(&self) -> TaggedStack<'a> {
-        TaggedStack::new(&self.prefix.free_stack, self.headers, self.geometry)
+        // SAFETY: the constructors made `geometry` from `headers.len()` (`from_parts`) or
+        // `headers` from `geometry` (`from_raw`): their lengths agree.
+        unsafe { TaggedStack::new(&self.prefix.free_stack, self.headers, self.geometry) }
     }
 
     /// The ready-stack (the host takes it whole, see [`Host`](super::Host)).
     #[inline]
     pub(crate) fn ready_stack(&self) -> TaggedStack<'a> {
-        TaggedStack::new(&self.prefix.ready_stack, self.headers, self.geometry)
+        // SAFETY: as in `free_list`.
+        unsafe { TaggedStack::new(&self.prefix.ready_stack, self.headers, self.geometry) }
     }
 
     /// Initialises the buffer (PROTOCOL.md section 1): every packet on the free-list, the
