@@ -43,7 +43,7 @@ fn drain_stack(
     scope: &mut DrainScope,
     handler: &mut impl DrainHandler,
 ) -> DrainReport {
-    view.host().drain_scope(scope, None, None, handler)
+    view.host_ref().drain_scope(scope, None, None, handler)
 }
 
 #[inline(never)]

@@ -2,8 +2,9 @@
 //! serves every packet on it and clears READY.
 
 use super::layout::{CONTROL_HOST_ERROR, CONTROL_READY};
+use super::tagged::TaggedPtr;
 use super::view::View;
-use crate::host::{sealed, DrainError, DrainHandler, DrainReport, PacketRequest};
+use crate::host::{sealed, ChainError, DrainError, DrainHandler, DrainReport, PacketRequest};
 use crate::scan::DrainScope;
 use crate::sync::Ordering;
 
@@ -12,7 +13,12 @@ use crate::sync::Ordering;
 /// host per buffer: the swap takes every submitted packet. It keeps no state and no scratch
 /// (its [`Host`](crate::Host) state and scratch are `()`), and drains the whole buffer whatever
 /// the scope: the drains of [`Host`](crate::Host) all take the whole ready-stack.
+///
+/// Transparent over its view, so that the crate's poller can borrow a view as its host, without
+/// a copy (its drain's chain of more than one packet goes on in a call that takes the host by
+/// reference).
 #[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
 pub struct Host<'a>(pub(super) View<'a>);
 
 impl sealed::Sealed for Host<'_> {}
@@ -47,41 +53,75 @@ impl crate::host::Host for Host<'_> {
 
 impl Host<'_> {
     /// The drain past its look at an idle ready-stack (which saw it not empty: the swap is not
-    /// preceded by a second look).
+    /// preceded by a second look). The chain's first packet is served here; the walk goes on in
+    /// [`drain_rest`](Self::drain_rest) only when its `next` named another packet. A chain of one
+    /// packet (a lone wave's call, the spinning poll's common case) so holds nothing across the
+    /// service call but the report, the header and the walk, not the loop's state.
     #[inline(always)]
     fn drain_taken(&self, handler: &mut impl DrainHandler) -> DrainReport {
         let mut report = DrainReport::default();
-        for link in self.0.ready_stack().take_all_seen() {
-            let ptr = match link {
-                Ok(ptr) => ptr,
-                Err(e) => {
-                    report.malformed += 1;
-                    handler.malformed(DrainError::Chain(e));
-                    break;
-                }
-            };
-            // SAFETY: the walk of this view's ready-stack decoded `ptr` with the view's geometry.
-            let (header, payload) = unsafe { self.0.packet_unchecked(ptr) };
-            // Relaxed: the Acquire swap in `take_all` ordered the producer's writes before us.
-            if header.control.load(Ordering::Relaxed) & CONTROL_READY == 0 {
-                report.malformed += 1;
-                handler.malformed(DrainError::NotSubmitted { index: ptr.index() as u32 });
-                continue;
+        let mut walk = self.0.ready_stack().take_all_seen();
+        if let Some(link) = walk.next() {
+            let place = walk.place();
+            if self.serve_link(link, handler, &mut report) && place.0 != 0 {
+                report += self.drain_rest(place, handler);
             }
-            let mut request = PacketRequest::new(
-                ptr.index() as u32,
-                header.service.load(Ordering::Relaxed),
-                header.activemask.load(Ordering::Relaxed),
-                payload,
-            );
-            handler.serve(&mut request);
-            let control = if request.has_error() { CONTROL_HOST_ERROR } else { 0 };
-            // Release: publishes the reply words; pairs with the Acquire load of `control` in
-            // `Submitted::wait_until`. From here on the producer owns the packet.
-            header.control.store(control, Ordering::Release);
-            report.packets += 1;
-            report.lane_calls += crate::lane_count(request.activemask());
         }
         report
+    }
+
+    /// The rest of a chain of more than one packet, from the place its walk had reached after
+    /// the first.
+    #[inline(never)]
+    fn drain_rest(&self, place: (u64, u32), handler: &mut impl DrainHandler) -> DrainReport {
+        let mut report = DrainReport::default();
+        for link in self.0.ready_stack().resume(place) {
+            if !self.serve_link(link, handler, &mut report) {
+                break;
+            }
+        }
+        report
+    }
+
+    /// Serves one link of the walk: a packet whose READY bit is set is served and its `control`
+    /// stored with READY clear (and [`CONTROL_HOST_ERROR`] if an error reply was written); one
+    /// without it is skipped, a broken link ends the walk (`false`). Each is counted in `report`.
+    #[inline(always)]
+    fn serve_link(
+        &self,
+        link: Result<TaggedPtr, ChainError>,
+        handler: &mut impl DrainHandler,
+        report: &mut DrainReport,
+    ) -> bool {
+        let ptr = match link {
+            Ok(ptr) => ptr,
+            Err(e) => {
+                report.malformed += 1;
+                handler.malformed(DrainError::Chain(e));
+                return false;
+            }
+        };
+        // SAFETY: the walk of this view's ready-stack decoded `ptr` with the view's geometry.
+        let (header, payload) = unsafe { self.0.packet_unchecked(ptr) };
+        // Relaxed: the Acquire swap in `take_all` ordered the producer's writes before us.
+        if header.control.load(Ordering::Relaxed) & CONTROL_READY == 0 {
+            report.malformed += 1;
+            handler.malformed(DrainError::NotSubmitted { index: ptr.index() as u32 });
+            return true;
+        }
+        let mut request = PacketRequest::new(
+            ptr.index() as u32,
+            header.service.load(Ordering::Relaxed),
+            header.activemask.load(Ordering::Relaxed),
+            payload,
+        );
+        handler.serve(&mut request);
+        let control = if request.has_error() { CONTROL_HOST_ERROR } else { 0 };
+        // Release: publishes the reply words; pairs with the Acquire load of `control` in
+        // `Submitted::wait_until`. From here on the producer owns the packet.
+        header.control.store(control, Ordering::Release);
+        report.packets += 1;
+        report.lane_calls += crate::lane_count(request.activemask());
+        true
     }
 }

@@ -115,6 +115,13 @@ impl<'a> TaggedStack<'a> {
         ChainWalk { next: top, headers: self.headers, geometry: self.geometry, steps: 0 }
     }
 
+    /// The walk of a chain taken from this stack, resumed at the place another walk of it had
+    /// reached ([`ChainWalk::place`]): the same bound, counted from where that walk was.
+    #[inline(always)]
+    pub(crate) fn resume(&self, (next, steps): (u64, u32)) -> ChainWalk<'a> {
+        ChainWalk { next, headers: self.headers, geometry: self.geometry, steps }
+    }
+
     #[inline(always)]
     fn decode(&self, raw: u64) -> Result<Option<TaggedPtr>, ChainError> {
         self.geometry.decode(raw).map_err(|index| ChainError::IndexOutOfRange { index })
@@ -155,6 +162,15 @@ pub struct ChainWalk<'a> {
     headers: &'a [Header],
     geometry: Geometry,
     steps: u32,
+}
+
+impl ChainWalk<'_> {
+    /// The walk's place: the raw link it reads next (0: nothing left, the chain's end or a
+    /// broken link) and the packets it has yielded, for [`TaggedStack::resume`].
+    #[inline(always)]
+    pub(crate) fn place(&self) -> (u64, u32) {
+        (self.next, self.steps)
+    }
 }
 
 impl Iterator for ChainWalk<'_> {

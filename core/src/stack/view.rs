@@ -88,6 +88,16 @@ impl<'a> View<'a> {
         super::Host(*self)
     }
 
+    /// The host's side of this buffer, lent: the view itself, not a copy of it (as
+    /// [`phase::View`](crate::phase::View)'s).
+    #[inline(always)]
+    pub(crate) fn host_ref(&self) -> &super::Host<'a> {
+        let host: *const super::Host<'a> = (self as *const Self).cast();
+        // SAFETY: `Host` is `repr(transparent)` over `View`: the same layout, and the reference
+        // has this borrow's lifetime.
+        unsafe { &*host }
+    }
+
     /// The shared prefix (for the doorbell word and for tests).
     pub fn prefix(&self) -> &'a Prefix {
         self.prefix
