@@ -179,12 +179,30 @@ impl<const N: usize> PollSession<'_, N> {
         // it without the lock (`repin`), which reads the version again after its pins and a fence.
         let unchanged = self.state.version == poller.published.load(Ordering::Relaxed);
         if !self.state.pinned || !unchanged {
-            if unchanged {
-                poller.repin(&mut self.state);
-            } else {
-                poller.refresh(&mut self.state);
-            }
+            return self.poll_refreshed(unchanged, dispatch);
         }
+        self.drain_copy(dispatch)
+    }
+
+    /// [`poll_once`](Self::poll_once) for a copy that is unpinned or out of date (`unchanged`:
+    /// whether the published version was the copy's): re-pins or refreshes it, then drains it.
+    /// A function of its own, so that the steady state's poll holds nothing across these calls
+    /// and saves no register for them.
+    #[cold]
+    #[inline(never)]
+    fn poll_refreshed<D: Dispatch + ?Sized>(&mut self, unchanged: bool, dispatch: &D) -> DrainReport {
+        if unchanged {
+            self.poller.repin(&mut self.state);
+        } else {
+            self.poller.refresh(&mut self.state);
+        }
+        self.drain_copy(dispatch)
+    }
+
+    /// Drains the session's copy, which is pinned and up to date, asking
+    /// [`Dispatch::proceed`] before each buffer.
+    #[inline(always)]
+    fn drain_copy<D: Dispatch + ?Sized>(&mut self, dispatch: &D) -> DrainReport {
         let PollState { serving, scratch, .. } = &mut *self.state;
         // One registration (the common case) is drained in this frame, which holds nothing
         // across the call but the handler: its protocol's drain (a function of its own) is the
