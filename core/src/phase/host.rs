@@ -4,7 +4,7 @@
 use super::view::{View, PHASE_BIT};
 use crate::host::{sealed, DrainError, DrainHandler, DrainReport, PacketRequest};
 use crate::lane::Payload;
-use crate::scan::DrainScope;
+use crate::scan::{clamped, DrainScope};
 use crate::sync::{fence, Ordering};
 use core::ops::Range;
 
@@ -49,6 +49,11 @@ impl crate::host::Host for Host<'_> {
 
 impl Host<'_> {
     /// Serves every pending packet in `range` once; returns the highest index served.
+    ///
+    /// The range is clamped to the buffer here, once, and every per-packet word below is then
+    /// read without a bounds check of its own: the view's five per-packet arrays all hold
+    /// `num_packets` entries (its constructors check it), so an index below the clamped end is
+    /// in bounds in each of them.
     #[inline(always)]
     fn scan(
         &self,
@@ -57,13 +62,16 @@ impl Host<'_> {
         report: &mut DrainReport,
     ) -> Option<u32> {
         let mut highest = None;
-        for index in range {
+        for index in clamped(range, self.0.headers.len()) {
+            // SAFETY: `index < num_packets` (the clamp above), the length of both phase arrays.
+            let (device_phase, host_phase) =
+                unsafe { (self.0.device_phase.get_unchecked(index), self.0.host_phase.get_unchecked(index)) };
             // Relaxed: a poll. If it shows a submit, the Acquire fence in `serve_packet` makes it
             // synchronise with the device's Release store of this value.
-            let device = self.0.device_phase[index].load(Ordering::Relaxed);
+            let device = device_phase.load(Ordering::Relaxed);
             // Relaxed: the host is the only (correct) writer of `host_phase`; this reads back its
             // own last store.
-            let host = self.0.host_phase[index].load(Ordering::Relaxed);
+            let host = host_phase.load(Ordering::Relaxed);
             if (device ^ host) & PHASE_BIT == 0 {
                 continue;
             }
@@ -73,7 +81,8 @@ impl Host<'_> {
                     DrainError::StrayBits { index: index as u32, device_word: device, host_word: host };
                 handler.malformed(found);
             }
-            self.serve_packet(index, device, handler, report);
+            // SAFETY: `index < num_packets`, as above.
+            unsafe { self.serve_packet(index, device, handler, report) };
             highest = Some(index as u32);
         }
         highest
@@ -81,14 +90,25 @@ impl Host<'_> {
 
     /// Serves packet `index`, whose `device_phase` was read as `device` and differs from
     /// `host_phase` in bit 0.
-    fn serve_packet(
+    ///
+    /// # Safety
+    /// `index < num_packets` (the scan's clamped range): its words are read unchecked.
+    unsafe fn serve_packet(
         &self,
         index: usize,
         device: u32,
         handler: &mut impl DrainHandler,
         report: &mut DrainReport,
     ) {
-        let (header, payload) = (&self.0.headers[index], &self.0.payloads[index]);
+        // SAFETY: `index < num_packets` (this function's contract), the length of the headers,
+        // the payloads and `host_phase` (the view's constructors check it).
+        let (header, payload, host_phase) = unsafe {
+            (
+                self.0.headers.get_unchecked(index),
+                self.0.payloads.get_unchecked(index),
+                self.0.host_phase.get_unchecked(index),
+            )
+        };
         // Lane 0's slot, before the header: its miss then overlaps the header's instead of
         // waiting for the activemask (the likeliest first lane; the others follow the mask).
         crate::sync::prefetch(&payload.slots[0]);
@@ -109,7 +129,7 @@ impl Host<'_> {
         // without a read-modify-write; for a device with garbage in the upper bits it is the value
         // most likely to satisfy whatever comparison it spins on. From here on the device owns
         // the packet.
-        self.0.host_phase[index].store(device, Ordering::Release);
+        host_phase.store(device, Ordering::Release);
         report.packets += 1;
         report.lane_calls += crate::lane_count(request.activemask());
     }
