@@ -138,6 +138,8 @@ impl Host<'_> {
 /// Hints the CPU to fetch the request slot of every lane in `activemask` (only the lanes that
 /// exist), so a packet's cache misses overlap instead of coming one lane at a time. A device
 /// that just wrote the slots owns their lines, so each would otherwise be a miss in series.
+/// Inlined: for a one-lane packet (no lane past lane 0) it is a test of the mask, not a call.
+#[inline(always)]
 fn prefetch_lanes(payload: &Payload, activemask: u64) {
     for lane in crate::lane::lanes(activemask) {
         crate::sync::prefetch(&payload.slots[lane]);
