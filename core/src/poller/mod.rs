@@ -109,7 +109,7 @@ macro_rules! empty_poller {
             published: AtomicU64::new(Table::<N>::FIRST_VERSION),
             polling: Lock::new(PollState {
                 version: 0,
-                pinned: false,
+                pinned: 0,
                 serving: heapless::Vec::new(),
                 scopes: [(0, DrainScope::Whole); N],
                 scratch: HostScratch::new(),

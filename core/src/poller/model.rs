@@ -60,7 +60,7 @@ pub fn repin_without_fence<const N: usize, D: Dispatch + ?Sized>(
 ) -> DrainReport {
     let (poller, state) = (session.poller, &mut *session.state);
     // Relaxed: as in `PollSession::poll_once`.
-    if !state.pinned && state.version == poller.published.load(Ordering::Relaxed) {
+    if !state.is_pinned() && state.version == poller.published.load(Ordering::Relaxed) {
         poller.pin_copy(state);
         // BUG: `Poller::repin` has a SeqCst fence here, the pair of `remove`'s
         poller.confirm_pins(state);

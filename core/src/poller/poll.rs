@@ -15,8 +15,10 @@ use crate::sync::{LockGuard, Ordering};
 pub(super) struct PollState<const N: usize> {
     /// The table's version that `serving` was copied at (0: never; the table's starts at 1).
     pub(super) version: u64,
-    /// Whether the slots of `serving` are pinned: from a session's first poll to its end.
-    pub(super) pinned: bool,
+    /// `version` while the slots of `serving` are pinned (from a session's first poll to its
+    /// end), 0 while they are not: a poll in steady state compares this one word with the
+    /// published version, which is never 0 ([`PollState::is_pinned`] says which it is).
+    pub(super) pinned: u64,
     /// The poll's copy of the table's serving registrations, each `scope` the registration's
     /// drain state as of the last poll (the copy is the session's own: its drains update it in
     /// place).
@@ -28,6 +30,14 @@ pub(super) struct PollState<const N: usize> {
     /// Where requests are copied for the services, for the protocols that copy them (one per
     /// poller: polls take turns).
     pub(super) scratch: HostScratch,
+}
+
+impl<const N: usize> PollState<N> {
+    /// Whether the slots of `serving` are pinned.
+    #[inline(always)]
+    pub(super) fn is_pinned(&self) -> bool {
+        self.pinned != 0
+    }
 }
 
 /// The right to poll a [`Poller`], held by one thread for as many polls as it likes
@@ -112,7 +122,7 @@ impl<const N: usize> Poller<N> {
         for &(slot, _) in state.serving.iter() {
             self.pins.pin(slot);
         }
-        state.pinned = true;
+        state.pinned = state.version;
     }
 
     /// The re-pin's second half, after the fence: the copy stands if the published version is
@@ -135,7 +145,7 @@ impl<const N: usize> Poller<N> {
         let table = self.table.lock();
         if state.version != table.version {
             for &(slot, ref r) in state.serving.iter() {
-                if state.pinned {
+                if state.is_pinned() {
                     self.pins.unpin(slot);
                 }
                 state.scopes[slot] = (r.generation, r.scope);
@@ -151,13 +161,13 @@ impl<const N: usize> Poller<N> {
                 }
             }
             state.version = table.version;
-        } else if state.pinned {
+        } else if state.is_pinned() {
             return;
         }
         for &(slot, _) in state.serving.iter() {
             self.pins.pin(slot);
         }
-        state.pinned = true;
+        state.pinned = state.version;
     }
 }
 
@@ -177,8 +187,10 @@ impl<const N: usize> PollSession<'_, N> {
         // remover waits for a later poll's refresh (or the session's drop) and its Release unpin.
         // A poll whose copy is unpinned (a new session) and that reads the copy's version re-pins
         // it without the lock (`repin`), which reads the version again after its pins and a fence.
-        let unchanged = self.state.version == poller.published.load(Ordering::Relaxed);
-        if !self.state.pinned || !unchanged {
+        let published = poller.published.load(Ordering::Relaxed);
+        // One test for both: `pinned` is the copy's version only while the copy is pinned.
+        if self.state.pinned != published {
+            let unchanged = self.state.version == published;
             return self.poll_refreshed(unchanged, dispatch);
         }
         self.drain_copy(dispatch)
@@ -260,11 +272,11 @@ fn drain_one<D: Dispatch + ?Sized>(
 impl<const N: usize> Drop for PollSession<'_, N> {
     fn drop(&mut self) {
         let state = &mut *self.state;
-        if state.pinned {
+        if state.is_pinned() {
             for &(slot, _) in state.serving.iter() {
                 self.poller.pins.unpin(slot);
             }
-            state.pinned = false;
+            state.pinned = 0;
         }
     }
 }
