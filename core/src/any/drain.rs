@@ -14,6 +14,10 @@ impl AnyView<'_> {
     /// or phase drain reads nothing of it. Each protocol's drain is a function of its own
     /// (`#[inline(never)]`), so the poll's frame is its own and each drain's only its protocol's.
     ///
+    /// The state is lent by reference and borrowed inside the line and RPC drains, so the poll
+    /// reads none of it for a stack or phase buffer (a copy of it would be loaded before the
+    /// protocol's `match`, whatever the protocol).
+    ///
     /// # Safety
     /// `state` meets [`AnyState::borrow`]'s contract for the time of the call.
     #[inline(always)]
@@ -21,18 +25,16 @@ impl AnyView<'_> {
         &self,
         scope: &mut DrainScope,
         scratch: &mut HostScratch,
-        state: AnyState,
+        state: &AnyState,
         handler: &mut impl DrainHandler,
     ) -> DrainReport {
         match self {
             Self::Stack(view) => drain_stack(view, scope, handler),
             Self::Phase(view) => drain_phase(view, scope, handler),
             // SAFETY: this function's contract.
-            Self::Line(view) => {
-                drain_line(view, scope, &mut scratch.line, unsafe { state.borrow() }, handler)
-            }
+            Self::Line(view) => unsafe { drain_line(view, scope, &mut scratch.line, state, handler) },
             // SAFETY: this function's contract.
-            Self::Rpc(view) => drain_rpc(view, scope, &mut scratch.rpc, unsafe { state.borrow() }, handler),
+            Self::Rpc(view) => unsafe { drain_rpc(view, scope, &mut scratch.rpc, state, handler) },
         }
     }
 }
@@ -55,30 +57,36 @@ fn drain_phase(
     view.host_ref().drain_scope(scope, None, None, handler)
 }
 
+/// # Safety
+/// As [`AnyView::drain_registered`]'s.
 #[inline(never)]
-fn drain_line(
+unsafe fn drain_line(
     view: &line::View<'_>,
     scope: &mut DrainScope,
     scratch: &mut line::ScratchPayload,
-    state: AnyStateMut<'_>,
+    state: &AnyState,
     handler: &mut impl DrainHandler,
 ) -> DrainReport {
-    let memory = match state {
+    // SAFETY: this function's contract.
+    let memory = match unsafe { state.borrow() } {
         AnyStateMut::Line(memory) => Some(memory),
         _ => None,
     };
     view.host_ref().drain_scope(scope, Some(scratch), memory, handler)
 }
 
+/// # Safety
+/// As [`AnyView::drain_registered`]'s.
 #[inline(never)]
-fn drain_rpc(
+unsafe fn drain_rpc(
     view: &rpc::View<'_>,
     scope: &mut DrainScope,
     scratch: &mut Option<crate::lane::Payload>,
-    state: AnyStateMut<'_>,
+    state: &AnyState,
     handler: &mut impl DrainHandler,
 ) -> DrainReport {
-    let calls = match state {
+    // SAFETY: this function's contract.
+    let calls = match unsafe { state.borrow() } {
         AnyStateMut::Rpc(calls) => Some(calls),
         _ => None,
     };

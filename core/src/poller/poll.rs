@@ -262,7 +262,7 @@ fn drain_one<D: Dispatch + ?Sized>(
     // SAFETY: the host state is valid while registered and touched only by this poller's drains
     // of the buffer (`Registration::with_state`); the poll lock makes this drain the only one, so
     // its borrow is the only access while it lives.
-    unsafe { r.view.drain_registered(&mut r.scope, scratch, r.state, &mut to) }
+    unsafe { r.view.drain_registered(&mut r.scope, scratch, &r.state, &mut to) }
 }
 
 /// Unpins every slot of the session's copy (Release, in `Pins::unpin`):
