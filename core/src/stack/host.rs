@@ -34,8 +34,9 @@ impl crate::host::Host for Host<'_> {
     /// (and [`CONTROL_HOST_ERROR`] if an error reply was written). Malformed state goes to
     /// `handler.malformed` and is counted; the drain never panics, loops or leaves the buffer.
     ///
-    /// An idle ready-stack costs one load (a spinning poll loop's common case); the walk is
-    /// inlined too, which saves a packet the call's register saves and reloads of the view.
+    /// An idle ready-stack costs one load (a spinning poll loop's common case); the chain's first
+    /// packet is served inline too, which saves it a call's register saves and reloads of the
+    /// view (a longer chain's rest goes on in a call of its own).
     #[inline]
     fn drain_scope(
         &self,
