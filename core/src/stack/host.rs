@@ -65,7 +65,7 @@ impl Host<'_> {
         if let Some(link) = walk.next() {
             let place = walk.place();
             if self.serve_link(link, handler, &mut report) && place.0 != 0 {
-                report += self.drain_rest(place, handler);
+                return self.drain_rest(place, handler, report);
             }
         }
         report
@@ -74,8 +74,12 @@ impl Host<'_> {
     /// The rest of a chain of more than one packet, from the place its walk had reached after
     /// the first.
     #[inline(never)]
-    fn drain_rest(&self, place: (u64, u32), handler: &mut impl DrainHandler) -> DrainReport {
-        let mut report = DrainReport::default();
+    fn drain_rest(
+        &self,
+        place: (u64, u32),
+        handler: &mut impl DrainHandler,
+        mut report: DrainReport,
+    ) -> DrainReport {
         for link in self.0.ready_stack().resume(place) {
             if !self.serve_link(link, handler, &mut report) {
                 break;
