@@ -2,6 +2,7 @@
 
 use super::histogram::{Histogram, TimeBuckets};
 use super::stats::ServiceStats;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Counters of one service (or of the unknown ids, or of one buffer), in shards on separate
@@ -128,9 +129,12 @@ pub(crate) fn thread_slot() -> ShardSlot {
 pub(crate) struct Timing {
     /// From the start of its service to the end.
     pub(crate) service: u64,
-    /// From the start of the poll that found it to the start of its service; `None` where the
-    /// dispatcher does not know when the poll started.
-    pub(crate) queue_wait: Option<u64>,
+    /// When its service started.
+    pub(crate) start: u64,
+    /// When the poll that found it started; `None` where the dispatcher does not know. The queue
+    /// wait, from there to `start`, is worked out only where it is known (a dispatcher that sees
+    /// no poll start pays nothing for it).
+    pub(crate) poll_start: Option<NonZeroU64>,
 }
 
 impl Shard {
@@ -147,8 +151,9 @@ impl Shard {
         }
         if let Some(timing) = timing {
             self.service_time.record(timing.service, alone);
-            if let Some(wait) = timing.queue_wait {
-                self.queue_wait.record(wait, alone);
+            if let Some(poll) = timing.poll_start {
+                // Saturated: a poll start read on another processor may be a little after it.
+                self.queue_wait.record(timing.start.saturating_sub(poll.get()), alone);
             }
         }
     }
@@ -262,7 +267,7 @@ mod tests {
                     barrier.wait();
                     let slot = thread_slot();
                     for _ in 0..per_thread {
-                        let timing = Some(Timing { service: 5, queue_wait: Some(0) });
+                        let timing = Some(Timing { service: 5, start: 7, poll_start: NonZeroU64::new(7) });
                         counters.shard(slot).count(2, 1, timing, slot.alone);
                     }
                 });

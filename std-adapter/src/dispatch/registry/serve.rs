@@ -167,10 +167,7 @@ pub(super) fn serve_entry<'s>(
     // call, and reloaded, on every packet.
     let lanes = lane_count(packet.activemask());
     let (shards, poll_start) = counting();
-    let timing = Timing {
-        service: end.wrapping_sub(start),
-        queue_wait: poll_start.map(|poll| start.saturating_sub(poll.get())),
-    };
+    let timing = Timing { service: end.wrapping_sub(start), start, poll_start };
     shards.service.count(lanes, errors, Some(timing), shards.alone);
     if let Some(buffer) = shards.buffer {
         buffer.count(lanes, errors, None, shards.alone);
