@@ -10,7 +10,6 @@ use super::{Entry, Handler};
 use crate::dispatch::panics::{catch_in_scope, catch_service_panic};
 use crate::observe::counters::{Shard, Timing};
 use crate::observe::histogram::ticks;
-use crate::observe::scope::{Scope, Sink};
 use crate::observe::Reason;
 use crate::rate_limit::error_limited;
 
@@ -78,7 +77,7 @@ pub(crate) fn serve_lanes_guarded(
 }
 
 /// Serves every active lane with `handler` (`entry`'s), as [`serve_lanes_guarded`] does, inside
-/// the refusal scope `serve_entry` entered (whose filter knows a panic here is a service's:
+/// the refusal scope `serve_entry` is called in (whose filter knows a panic here is a service's:
 /// [`catch_in_scope`]). Returns the error count. Inlined into the dispatcher: the lane loop is
 /// the service's own `serve_lanes` (one indirect call a packet), so what a function of its own
 /// would keep apart is only its frame and a second call (16 instructions a packet; measured in
@@ -132,19 +131,19 @@ pub(super) struct Shards<'a> {
 
 /// Serves a packet with a registered service and counts it in the shards `counting` gives, after
 /// the service returned: for the service (with its service time, and its queue wait since the
-/// poll's start if `counting` knows it) and for its buffer; refusals the service counts
-/// ([`crate::observe::count`]) go to `sink` (the registry's and the buffer's). Inlined: into a listener
+/// poll's start if `counting` knows it) and for its buffer. Called inside the refusal scope of
+/// the packet's sink (the caller's), where refusals the service counts
+/// ([`crate::observe::count`]) go to the registry's and the buffer's counters, and where the
+/// panic filter knows a panic is a service's ([`catch_in_scope`]). Inlined: into a listener
 /// thread's dispatcher, whose `counting` reads its shards and poll start where they are kept,
 /// after the service (not before it, kept on the stack across the call).
 #[inline(always)]
 pub(super) fn serve_entry<'s>(
     entry: &Entry,
     packet: &mut PacketRequest<'_>,
-    sink: &Sink<'_>,
     counting: impl FnOnce() -> (Shards<'s>, Option<NonZeroU64>),
 ) {
     let start = ticks();
-    let scope = Scope::enter(sink);
     let errors = match &entry.handler {
         Handler::Lane(handler) => serve_lanes_in_scope(entry, packet, &**handler),
         Handler::Packet(service) => {
@@ -160,7 +159,6 @@ pub(super) fn serve_entry<'s>(
             }
         }
     };
-    drop(scope);
     let end = ticks();
     // Before the shards and the poll start are read: the count's feature check may call out (the
     // first count asks the processor), and what was read before it would be spilled across that
