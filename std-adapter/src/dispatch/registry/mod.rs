@@ -297,6 +297,7 @@ impl Dispatch for Services {
                     service: entry.counters.shard(slot),
                     buffer: buffer.as_deref().map(|tally| tally.counters.shard(slot)),
                     alone: slot.alone,
+                    plain: Shards::plain(slot.alone),
                 };
                 let sink = Sink::new(&self.reasons, buffer.as_deref());
                 let _scope = Scope::enter(&sink);

@@ -1,6 +1,6 @@
 //! [`ThreadDispatch`]: one listener thread's cached view of a [`Services`] registry.
 
-use hostcall_core::{Dispatch, DrainError, PacketRequest};
+use hostcall_core::{Dispatch, DrainError, PacketRequest, Popcnt};
 use std::cell::{Cell, RefCell};
 use std::num::NonZeroU64;
 use std::ptr;
@@ -38,6 +38,9 @@ pub struct ThreadDispatch<'a> {
     /// dispatcher is not `Send`, so it is only ever used on one thread, and its shards are found
     /// at a look-up, kept in `hot`).
     lease: ShardLease,
+    /// `Shards::plain` of the lease's shards (it adds to them alone, and the processor has
+    /// `popcnt`), asked once.
+    plain: Option<Popcnt>,
 }
 
 /// The last packet's service and buffer and what they were looked up to, with the generation of
@@ -76,6 +79,7 @@ impl<'a> ThreadDispatch<'a> {
     pub(super) fn new(services: &'a Services) -> Self {
         // Now, not at every packet: the serving path's guard relies on it (`catch_in_scope`).
         crate::dispatch::panics::install_filter();
+        let lease = ShardLease::take();
         ThreadDispatch {
             services,
             tallies: &services.buffers,
@@ -95,7 +99,8 @@ impl<'a> ThreadDispatch<'a> {
             },
             poll_start: Cell::new(None),
             sink: OwnSink::new(&services.reasons),
-            lease: ShardLease::take(),
+            plain: Shards::plain(lease.slot().alone),
+            lease,
         }
     }
 
@@ -152,6 +157,7 @@ impl<'a> ThreadDispatch<'a> {
                 // `entry`, with the tally in `cache.buffers`.
                 buffer: unsafe { hot.buffer_shard.get().as_ref() },
                 alone: self.lease.slot().alone,
+                plain: self.plain,
             };
             (shards, self.poll_start.get())
         };
