@@ -334,7 +334,7 @@ pub fn lane_count(mask: u64) -> u32 {
     #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom)))]
     if crate::cpu::has_popcnt() {
         // SAFETY: the processor has `popcnt` (just asked; the answer is kept).
-        return unsafe { crate::cpu::popcnt(mask) };
+        return unsafe { crate::cpu::popcnt(mask) } as u32;
     }
     mask.count_ones()
 }

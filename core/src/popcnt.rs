@@ -26,14 +26,16 @@ impl Popcnt {
         has.then_some(Self(()))
     }
 
-    /// The number of lanes in `mask`, with the processor's `popcnt`.
+    /// The number of lanes in `mask`, with the processor's `popcnt` (a `u64`, as the
+    /// instruction gives it: no zero extension of a `u32` for a caller that adds it to a
+    /// 64-bit count).
     #[inline]
-    pub fn lane_count(self, mask: u64) -> u32 {
+    pub fn lane_count(self, mask: u64) -> u64 {
         #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom)))]
         // SAFETY: a `Popcnt` is made only where the processor has `popcnt` (`get`).
         return unsafe { crate::cpu::popcnt(mask) };
         #[cfg(not(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom))))]
-        return mask.count_ones();
+        return u64::from(mask.count_ones());
     }
 }
 
@@ -44,7 +46,7 @@ mod tests {
     fn counts_as_the_portable_count() {
         let Some(popcnt) = super::Popcnt::get() else { return };
         for mask in [0, 1, 0b1011, 1 << 63, u64::MAX, 0x5555_5555_5555_5555] {
-            assert_eq!(popcnt.lane_count(mask), mask.count_ones(), "{mask:#x}");
+            assert_eq!(popcnt.lane_count(mask), u64::from(mask.count_ones()), "{mask:#x}");
         }
     }
 }

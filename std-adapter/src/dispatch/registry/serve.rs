@@ -214,7 +214,7 @@ pub(super) fn serve_entry<'s>(
     let service = end.wrapping_sub(start);
     match shards.plain {
         Some(popcnt) => {
-            let lanes = u64::from(popcnt.lane_count(packet.activemask()));
+            let lanes = popcnt.lane_count(packet.activemask());
             shards.count(lanes, errors, Timing { service, start, poll_start }, true);
         }
         None => count_checked(counting, packet.activemask(), errors, service, start),
