@@ -23,6 +23,8 @@ pub(crate) const EXCLUSIVE_SHARDS: usize = 16;
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub(crate) struct Shard {
+    /// Packets counted without a timing (`count`): a snapshot adds the timed ones, one in each
+    /// bucket of `service_time`.
     packets: AtomicU64,
     lane_calls: AtomicU64,
     errors: AtomicU64,
@@ -142,7 +144,11 @@ impl Shard {
     /// timing if measured; `alone`: the caller holds the shard's lease ([`ShardSlot::alone`]).
     #[inline]
     pub(crate) fn count(&self, lanes: u64, errors: u64, timing: Option<Timing>, alone: bool) {
-        add(&self.packets, 1, alone);
+        // A packet with its timing is counted by its service-time bucket (a snapshot adds the
+        // histogram's count to `packets`): one add a packet less.
+        if timing.is_none() {
+            add(&self.packets, 1, alone);
+        }
         add(&self.lane_calls, lanes, alone);
         // Alone, 0 is added too: one plain add to a line the two above just wrote, where the
         // test would be two instructions a packet; shared, 0 is not (a locked add, for nothing).
@@ -178,6 +184,8 @@ impl Counters {
             shard.service_time.add_to(&mut service_time);
             shard.queue_wait.add_to(&mut queue_wait);
         }
+        // `packets` holds the packets counted without a timing; each timed one is in a bucket.
+        total.packets += service_time.count();
         total.service_time = service_time;
         total.queue_wait = queue_wait;
         total
