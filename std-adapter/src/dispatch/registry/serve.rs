@@ -119,20 +119,6 @@ fn after_panic(entry: &Entry, packet: &mut PacketRequest<'_>, mut lane: usize, m
     }
 }
 
-/// The packet service of `entry` panicked (`panic`) serving `packet`: answers every lane with
-/// [`ErrorCode::ServicePanicked`], counts and logs the panic. Returns the packet's error count.
-/// Out of line: the log's use of the entry and the count's of the scope's thread-local would
-/// otherwise be kept across the service call, in registers the dispatcher's frame saves.
-#[cold]
-#[inline(never)]
-fn packet_panicked(entry: &Entry, packet: &mut PacketRequest<'_>, panic: String) -> u64 {
-    error_limited!("service {} panicked ({panic}); packet answered with errors", entry.name);
-    reply_error_all(packet, ErrorCode::ServicePanicked);
-    let lanes = lane_count(packet.activemask());
-    crate::observe::scope::count_n(Reason::HandlerPanic, lanes);
-    lanes
-}
-
 /// Where a packet is counted: a shard of its service's counters and one of its buffer's (none
 /// when its buffer is not counted), with whether the caller adds to them alone
 /// ([`ShardSlot::alone`](crate::observe::counters::ShardSlot::alone)), and `plain`: `Some` where
@@ -203,9 +189,14 @@ pub(super) fn serve_entry<'s>(
         Handler::Lane(handler) => serve_lanes_in_scope(entry, packet, &**handler),
         Handler::Packet(service) => {
             // In the scope too (as the lane path): no hook check, no service depth a packet.
-            match catch_in_scope(|| service.serve(packet)) {
-                Ok(()) => u64::from(packet.error_lanes()),
-                Err(panic) => packet_panicked(entry, packet, panic),
+            if let Err(panic) = catch_in_scope(|| service.serve(packet)) {
+                error_limited!("service {} panicked ({panic}); packet answered with errors", entry.name);
+                reply_error_all(packet, ErrorCode::ServicePanicked);
+                let lanes = lane_count(packet.activemask());
+                crate::observe::scope::count_n(Reason::HandlerPanic, lanes);
+                lanes
+            } else {
+                u64::from(packet.error_lanes())
             }
         }
     };
