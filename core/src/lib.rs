@@ -141,7 +141,6 @@ pub mod message;
 mod occupied;
 pub mod phase;
 mod poller;
-mod popcnt;
 pub mod producer;
 pub mod rpc;
 mod scan;
@@ -161,11 +160,10 @@ pub use host::{
 };
 pub use lane::{
     lane_count, lanes, ClaimedPacket, CompletedPacket, InvalidTransition, Lanes, PacketEvent, PacketState,
-    Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
+    Payload, Popcnt, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
 };
 pub use layout::CACHE_LINE;
 pub use poller::{PollSession, Poller, PollerError, Registration};
-pub use popcnt::Popcnt;
 pub use scan::{DrainScope, ScanWindow};
 pub use view::{packet_count, GeometryError, LayoutError, MAX_PACKETS};
 
