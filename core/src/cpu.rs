@@ -96,7 +96,7 @@ fn ask() -> u8 {
 /// The processor must have `popcnt` ([`has_popcnt`]).
 #[cfg_attr(target_feature = "popcnt", allow(dead_code))] // the build assumes it
 #[inline]
-pub(crate) unsafe fn popcnt(mask: u64) -> u32 {
+pub(crate) unsafe fn popcnt(mask: u64) -> u64 {
     let lanes: u64;
     // SAFETY: the caller's contract (the processor has `popcnt`); the instruction reads and
     // writes these two registers and the flags, and no memory.
@@ -104,7 +104,7 @@ pub(crate) unsafe fn popcnt(mask: u64) -> u32 {
         core::arch::asm!("popcnt {lanes}, {mask}", mask = in(reg) mask, lanes = lateout(reg) lanes,
             options(pure, nomem, nostack));
     }
-    lanes as u32
+    lanes
 }
 
 #[cfg(test)]
@@ -119,7 +119,7 @@ mod tests {
         }
         for mask in [0, 1, 0b1011, 1 << 63, u64::MAX, 0x8000_0000_0000_0001, 0x5555_5555_5555_5555] {
             // SAFETY: the processor has `popcnt` (checked above).
-            assert_eq!(unsafe { super::popcnt(mask) }, mask.count_ones(), "{mask:#x}");
+            assert_eq!(unsafe { super::popcnt(mask) }, u64::from(mask.count_ones()), "{mask:#x}");
         }
     }
 

@@ -334,9 +334,51 @@ pub fn lane_count(mask: u64) -> u32 {
     #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom)))]
     if crate::cpu::has_popcnt() {
         // SAFETY: the processor has `popcnt` (just asked; the answer is kept).
-        return unsafe { crate::cpu::popcnt(mask) };
+        return unsafe { crate::cpu::popcnt(mask) } as u32;
     }
     mask.count_ones()
+}
+
+/// The processor's `popcnt`, found once: a value exists only where the processor has it (or the
+/// build assumes it), so [`Popcnt::lane_count`] is [`lane_count`] without its check of the kept
+/// answer. A host that counts every packet's lanes asks once, keeps the `Option`, and tests its
+/// own flag (one compare with what else it tests there), not the shared feature word. Here, not
+/// in a module of its own: one more module moved the core's codegen units, and the line take
+/// came out 12 instructions a packet longer (`docs/performance.md`, "The registry's dispatcher,
+/// cut alone").
+///
+/// ```
+/// if let Some(popcnt) = hostcall_core::Popcnt::get() {
+///     for mask in [0, 1, 0b1011, 1 << 63, u64::MAX] {
+///         assert_eq!(popcnt.lane_count(mask), u64::from(mask.count_ones()));
+///     }
+/// }
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Popcnt(());
+
+impl Popcnt {
+    /// `Some` where the processor has `popcnt`: where [`lane_count`] uses it
+    /// (never under Miri or loom, which run the portable count).
+    pub fn get() -> Option<Self> {
+        #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom)))]
+        let has = crate::cpu::has_popcnt();
+        #[cfg(not(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom))))]
+        let has = cfg!(all(target_arch = "x86_64", target_feature = "popcnt"));
+        has.then_some(Self(()))
+    }
+
+    /// The number of lanes in `mask`, with the processor's `popcnt` (a `u64`, as the
+    /// instruction gives it: no zero extension of a `u32` for a caller that adds it to a
+    /// 64-bit count).
+    #[inline]
+    pub fn lane_count(self, mask: u64) -> u64 {
+        #[cfg(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom)))]
+        // SAFETY: a `Popcnt` is made only where the processor has `popcnt` (`get`).
+        return unsafe { crate::cpu::popcnt(mask) };
+        #[cfg(not(all(target_arch = "x86_64", not(target_feature = "popcnt"), not(miri), not(loom))))]
+        return u64::from(mask.count_ones());
+    }
 }
 
 #[cfg(test)]

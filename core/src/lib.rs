@@ -114,7 +114,7 @@
 //! | [`producer`] | the producer's handles written once, generic over each protocol's [`producer::Wire`] |
 //! | [`message`] | message streams: descriptors and chunking |
 //! | [`sync`] | the atomics the `repr(C)` layouts are made of ([`sync::AtomicU64`], [`sync::AtomicU32`], [`sync::Ordering`], [`sync::fence`]) and the payload's [`sync::PayloadWord`] |
-//! | the root | the rest: the switch ([`Protocol`], [`AnyView`] and its handles, [`HostScratch`]); the [`Poller`]; the host's side ([`PacketRequest`], [`ErrorCode`], [`ERROR_REPLY`], [`DrainHandler`] and the drain types, [`Host`]); dispatch ([`Dispatch`], [`LaneService`], [`ServiceTable`], [`serve_lanes`], the service ids [`PRINTF`], [`DEVMEM`], ...); lanes ([`Payload`], [`LANES`], [`lanes`], the producer traits [`ClaimedPacket`], ...); geometry ([`packet_count`], [`MAX_PACKETS`], [`LayoutError`], [`CACHE_LINE`]); the scan ([`ScanWindow`], [`DrainScope`]) |
+//! | the root | the rest: the switch ([`Protocol`], [`AnyView`] and its handles, [`HostScratch`]); the [`Poller`]; the host's side ([`PacketRequest`], [`ErrorCode`], [`ERROR_REPLY`], [`DrainHandler`] and the drain types, [`Host`]); dispatch ([`Dispatch`], [`LaneService`], [`ServiceTable`], [`serve_lanes`], the service ids [`PRINTF`], [`DEVMEM`], ...); lanes ([`Payload`], [`LANES`], [`lanes`], [`lane_count`] and [`Popcnt`], the producer traits [`ClaimedPacket`], ...); geometry ([`packet_count`], [`MAX_PACKETS`], [`LayoutError`], [`CACHE_LINE`]); the scan ([`ScanWindow`], [`DrainScope`]) |
 //!
 //! The modules behind the root (`any`, `dispatch`, `host`, `lane`, `layout`, `poller`, `scan`,
 //! `view`) are private, and the machinery underneath (the Treiber stack and its chain walk, the
@@ -160,7 +160,7 @@ pub use host::{
 };
 pub use lane::{
     lane_count, lanes, ClaimedPacket, CompletedPacket, InvalidTransition, Lanes, PacketEvent, PacketState,
-    Payload, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
+    Payload, Popcnt, SubmittedPacket, LANES, LANE_MASK, REPLY_WORDS, SLOT_WORDS,
 };
 pub use layout::CACHE_LINE;
 pub use poller::{PollSession, Poller, PollerError, Registration};

@@ -2,6 +2,7 @@
 
 use super::histogram::{Histogram, TimeBuckets};
 use super::stats::ServiceStats;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Counters of one service (or of the unknown ids, or of one buffer), in shards on separate
@@ -22,6 +23,8 @@ pub(crate) const EXCLUSIVE_SHARDS: usize = 16;
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub(crate) struct Shard {
+    /// Packets counted without a timing (`count`): a snapshot adds the timed ones, one in each
+    /// bucket of `service_time`.
     packets: AtomicU64,
     lane_calls: AtomicU64,
     errors: AtomicU64,
@@ -128,9 +131,12 @@ pub(crate) fn thread_slot() -> ShardSlot {
 pub(crate) struct Timing {
     /// From the start of its service to the end.
     pub(crate) service: u64,
-    /// From the start of the poll that found it to the start of its service; `None` where the
-    /// dispatcher does not know when the poll started.
-    pub(crate) queue_wait: Option<u64>,
+    /// When its service started.
+    pub(crate) start: u64,
+    /// When the poll that found it started; `None` where the dispatcher does not know. The queue
+    /// wait, from there to `start`, is worked out only where it is known (a dispatcher that sees
+    /// no poll start pays nothing for it).
+    pub(crate) poll_start: Option<NonZeroU64>,
 }
 
 impl Shard {
@@ -138,7 +144,11 @@ impl Shard {
     /// timing if measured; `alone`: the caller holds the shard's lease ([`ShardSlot::alone`]).
     #[inline]
     pub(crate) fn count(&self, lanes: u64, errors: u64, timing: Option<Timing>, alone: bool) {
-        add(&self.packets, 1, alone);
+        // A packet with its timing is counted by its service-time bucket (a snapshot adds the
+        // histogram's count to `packets`): one add a packet less.
+        if timing.is_none() {
+            add(&self.packets, 1, alone);
+        }
         add(&self.lane_calls, lanes, alone);
         // Alone, 0 is added too: one plain add to a line the two above just wrote, where the
         // test would be two instructions a packet; shared, 0 is not (a locked add, for nothing).
@@ -147,8 +157,9 @@ impl Shard {
         }
         if let Some(timing) = timing {
             self.service_time.record(timing.service, alone);
-            if let Some(wait) = timing.queue_wait {
-                self.queue_wait.record(wait, alone);
+            if let Some(poll) = timing.poll_start {
+                // Saturated: a poll start read on another processor may be a little after it.
+                self.queue_wait.record(timing.start.saturating_sub(poll.get()), alone);
             }
         }
     }
@@ -173,6 +184,8 @@ impl Counters {
             shard.service_time.add_to(&mut service_time);
             shard.queue_wait.add_to(&mut queue_wait);
         }
+        // `packets` holds the packets counted without a timing; each timed one is in a bucket.
+        total.packets += service_time.count();
         total.service_time = service_time;
         total.queue_wait = queue_wait;
         total
@@ -262,7 +275,7 @@ mod tests {
                     barrier.wait();
                     let slot = thread_slot();
                     for _ in 0..per_thread {
-                        let timing = Some(Timing { service: 5, queue_wait: Some(0) });
+                        let timing = Some(Timing { service: 5, start: 7, poll_start: NonZeroU64::new(7) });
                         counters.shard(slot).count(2, 1, timing, slot.alone);
                     }
                 });

@@ -30,7 +30,7 @@ use crate::dispatch::panics::catch_service_panic;
 use crate::dispatch::unknown_ids::UnknownIds;
 use crate::error::Error;
 use crate::observe::counters::{thread_slot, Counters, EventTally, ShardSlot};
-use crate::observe::scope::Sink;
+use crate::observe::scope::{Scope, Sink};
 use crate::observe::{BufferTallies, BufferTally, Reason, ReasonTally, ServedBuffer, Stats};
 use crate::rate_limit::{error_limited, warn_limited};
 use serve::{serve_entry, Shards};
@@ -297,9 +297,11 @@ impl Dispatch for Services {
                     service: entry.counters.shard(slot),
                     buffer: buffer.as_deref().map(|tally| tally.counters.shard(slot)),
                     alone: slot.alone,
+                    plain: Shards::plain(slot.alone),
                 };
                 let sink = Sink::new(&self.reasons, buffer.as_deref());
-                serve_entry(&entry, packet, &sink, || (shards, None))
+                let _scope = Scope::enter(&sink);
+                serve_entry(&entry, packet, || (shards, None))
             }
             None => self.answer_unknown(packet, buffer.as_deref(), slot),
         }

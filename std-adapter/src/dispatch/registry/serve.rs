@@ -2,7 +2,7 @@
 //! handlers, and the counting of what was served (per service, per buffer).
 
 use hostcall_core::serve_lanes_from;
-use hostcall_core::{ErrorCode, LaneService, PacketRequest, SLOT_WORDS};
+use hostcall_core::{ErrorCode, LaneService, PacketRequest, Popcnt, SLOT_WORDS};
 use std::cell::Cell;
 use std::num::NonZeroU64;
 
@@ -10,7 +10,6 @@ use super::{Entry, Handler};
 use crate::dispatch::panics::{catch_in_scope, catch_service_panic};
 use crate::observe::counters::{Shard, Timing};
 use crate::observe::histogram::ticks;
-use crate::observe::scope::{Scope, Sink};
 use crate::observe::Reason;
 use crate::rate_limit::error_limited;
 
@@ -78,7 +77,7 @@ pub(crate) fn serve_lanes_guarded(
 }
 
 /// Serves every active lane with `handler` (`entry`'s), as [`serve_lanes_guarded`] does, inside
-/// the refusal scope `serve_entry` entered (whose filter knows a panic here is a service's:
+/// the refusal scope `serve_entry` is called in (whose filter knows a panic here is a service's:
 /// [`catch_in_scope`]). Returns the error count. Inlined into the dispatcher: the lane loop is
 /// the service's own `serve_lanes` (one indirect call a packet), so what a function of its own
 /// would keep apart is only its frame and a second call (16 instructions a packet; measured in
@@ -122,29 +121,70 @@ fn after_panic(entry: &Entry, packet: &mut PacketRequest<'_>, mut lane: usize, m
 
 /// Where a packet is counted: a shard of its service's counters and one of its buffer's (none
 /// when its buffer is not counted), with whether the caller adds to them alone
-/// ([`ShardSlot::alone`](crate::observe::counters::ShardSlot::alone)).
+/// ([`ShardSlot::alone`](crate::observe::counters::ShardSlot::alone)), and `plain`: `Some` where
+/// it does and the processor has `popcnt`, the case the counting tests for first (one test for
+/// both, the lane count with no check of the feature word).
 #[derive(Clone, Copy)]
 pub(super) struct Shards<'a> {
     pub(super) service: &'a Shard,
     pub(super) buffer: Option<&'a Shard>,
     pub(super) alone: bool,
+    pub(super) plain: Option<Popcnt>,
+}
+
+impl Shards<'_> {
+    /// `plain` for a caller that adds alone or not (`alone`).
+    pub(super) fn plain(alone: bool) -> Option<Popcnt> {
+        if alone {
+            Popcnt::get()
+        } else {
+            None
+        }
+    }
+
+    /// Counts a packet of `lanes` lanes, `errors` of them answered with an error, in both shards
+    /// (its timing in the service's), `alone` as the shards say.
+    #[inline(always)]
+    fn count(&self, lanes: u64, errors: u64, timing: Timing, alone: bool) {
+        self.service.count(lanes, errors, Some(timing), alone);
+        if let Some(buffer) = self.buffer {
+            buffer.count(lanes, errors, None, alone);
+        }
+    }
+}
+
+/// [`Shards::count`] of a packet of the lanes in `mask` in the shards `counting` gives, where
+/// their `plain` is `None` (shared shards, or a processor without `popcnt`). Not inlined, and
+/// given what the counting needs in registers (`counting` is the caller's closure, a pointer or
+/// two): the usual path then keeps nothing across a call of the lane count's feature check, and
+/// builds nothing on the stack for this one.
+#[inline(never)]
+fn count_checked<'s>(
+    counting: impl FnOnce() -> (Shards<'s>, Option<NonZeroU64>),
+    mask: u64,
+    errors: u64,
+    service: u64,
+    start: u64,
+) {
+    let (shards, poll_start) = counting();
+    shards.count(lane_count(mask), errors, Timing { service, start, poll_start }, shards.alone);
 }
 
 /// Serves a packet with a registered service and counts it in the shards `counting` gives, after
 /// the service returned: for the service (with its service time, and its queue wait since the
-/// poll's start if `counting` knows it) and for its buffer; refusals the service counts
-/// ([`crate::observe::count`]) go to `sink` (the registry's and the buffer's). Inlined: into a listener
+/// poll's start if `counting` knows it) and for its buffer. Called inside the refusal scope of
+/// the packet's sink (the caller's), where refusals the service counts
+/// ([`crate::observe::count`]) go to the registry's and the buffer's counters, and where the
+/// panic filter knows a panic is a service's ([`catch_in_scope`]). Inlined: into a listener
 /// thread's dispatcher, whose `counting` reads its shards and poll start where they are kept,
 /// after the service (not before it, kept on the stack across the call).
 #[inline(always)]
 pub(super) fn serve_entry<'s>(
     entry: &Entry,
     packet: &mut PacketRequest<'_>,
-    sink: &Sink<'_>,
-    counting: impl FnOnce() -> (Shards<'s>, Option<NonZeroU64>),
+    counting: impl Fn() -> (Shards<'s>, Option<NonZeroU64>),
 ) {
     let start = ticks();
-    let scope = Scope::enter(sink);
     let errors = match &entry.handler {
         Handler::Lane(handler) => serve_lanes_in_scope(entry, packet, &**handler),
         Handler::Packet(service) => {
@@ -160,20 +200,15 @@ pub(super) fn serve_entry<'s>(
             }
         }
     };
-    drop(scope);
     let end = ticks();
-    // Before the shards and the poll start are read: the count's feature check may call out (the
-    // first count asks the processor), and what was read before it would be spilled across that
-    // call, and reloaded, on every packet.
-    let lanes = lane_count(packet.activemask());
     let (shards, poll_start) = counting();
-    let timing = Timing {
-        service: end.wrapping_sub(start),
-        queue_wait: poll_start.map(|poll| start.saturating_sub(poll.get())),
-    };
-    shards.service.count(lanes, errors, Some(timing), shards.alone);
-    if let Some(buffer) = shards.buffer {
-        buffer.count(lanes, errors, None, shards.alone);
+    let service = end.wrapping_sub(start);
+    match shards.plain {
+        Some(popcnt) => {
+            let lanes = popcnt.lane_count(packet.activemask());
+            shards.count(lanes, errors, Timing { service, start, poll_start }, true);
+        }
+        None => count_checked(counting, packet.activemask(), errors, service, start),
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`ThreadDispatch`]: one listener thread's cached view of a [`Services`] registry.
 
-use hostcall_core::{Dispatch, DrainError, PacketRequest};
+use hostcall_core::{Dispatch, DrainError, PacketRequest, Popcnt};
 use std::cell::{Cell, RefCell};
 use std::num::NonZeroU64;
 use std::ptr;
@@ -11,7 +11,7 @@ use super::{Entry, IdMap, Services};
 
 use crate::observe::counters::{Shard, ShardLease};
 use crate::observe::histogram::ticks;
-use crate::observe::scope::Sink;
+use crate::observe::scope::OwnSink;
 use crate::observe::{BufferTallies, SortedTallies};
 
 /// One listener thread's view of a [`Services`] registry (see [`Services::dispatcher`]). Not
@@ -30,15 +30,17 @@ pub struct ThreadDispatch<'a> {
     poll_start: Cell<Option<NonZeroU64>>,
     /// The refusal scope's sink of the packets served: the registry's reasons, and the hot
     /// buffer's tally (null if it is not counted: an `Arc` in `Cache::buffers`, set by
-    /// `look_up` with the rest of `hot`).
-    sink: Sink<'a>,
-    /// How many packets this dispatcher is serving now (more than one: a service dispatched
-    /// through it again). `look_up` replaces the copies `hot` points into only at 0.
-    serving: Cell<u32>,
+    /// `look_up` with the rest of `hot`). Its `serving` is how many packets this dispatcher is
+    /// serving now (more than one: a service dispatched through it again); `look_up` replaces
+    /// the copies `hot` points into only at 0.
+    sink: OwnSink<'a>,
     /// The shard of every counter this dispatcher adds to (its own, not its thread's: the
     /// dispatcher is not `Send`, so it is only ever used on one thread, and its shards are found
     /// at a look-up, kept in `hot`).
     lease: ShardLease,
+    /// `Shards::plain` of the lease's shards (it adds to them alone, and the processor has
+    /// `popcnt`), asked once.
+    plain: Option<Popcnt>,
 }
 
 /// The last packet's service and buffer and what they were looked up to, with the generation of
@@ -77,6 +79,7 @@ impl<'a> ThreadDispatch<'a> {
     pub(super) fn new(services: &'a Services) -> Self {
         // Now, not at every packet: the serving path's guard relies on it (`catch_in_scope`).
         crate::dispatch::panics::install_filter();
+        let lease = ShardLease::take();
         ThreadDispatch {
             services,
             tallies: &services.buffers,
@@ -95,9 +98,9 @@ impl<'a> ThreadDispatch<'a> {
                 buffer_shard: Cell::new(ptr::null()),
             },
             poll_start: Cell::new(None),
-            sink: Sink::new(&services.reasons, None),
-            serving: Cell::new(0),
-            lease: ShardLease::take(),
+            sink: OwnSink::new(&services.reasons),
+            plain: Shards::plain(lease.slot().alone),
+            lease,
         }
     }
 
@@ -130,10 +133,46 @@ impl<'a> ThreadDispatch<'a> {
         hot.entry.set(entry.map_or(ptr::null(), ptr::from_ref));
         // SAFETY: null or an `Arc` of `cache.buffers`, which only the next `look_up` replaces,
         // and then sets the sink again; no reference from the sink is in use: `look_up` runs
-        // only while no packet is served (`serving` is 0).
+        // only while no packet is served (the sink's `serving` is 0).
         unsafe { self.sink.set_buffer(tally.map_or(ptr::null(), ptr::from_ref)) };
         hot.service_shard.set(entry.map_or(ptr::null(), |entry| entry.counters.shard(slot)));
         hot.buffer_shard.set(tally.map_or(ptr::null(), |tally| tally.counters.shard(slot)));
+    }
+
+    /// Serves `packet` with `entry` (`hot`'s), the refusal scope's thread-local pointing at this
+    /// dispatcher's sink already: the scope is the sink's `serving` count, held while the packet
+    /// is served, so that a dispatch re-entered from inside the service does not `look_up` and
+    /// replace the copies `entry` and the sink point into; undone also when the service unwinds.
+    #[inline(always)]
+    fn serve(&self, entry: &Entry, packet: &mut PacketRequest<'_>) {
+        let _serving = self.sink.enter();
+        let hot = &self.hot;
+        // Read after the service (still the look-up's: `_serving` kept `look_up` out).
+        let counting = || {
+            let shards = Shards {
+                // SAFETY: a non-null `entry` comes with its shard, in the entry's counters: as
+                // for `entry`.
+                service: unsafe { &*hot.service_shard.get() },
+                // SAFETY: non-null with the sink's buffer, in its tally's counters: as for
+                // `entry`, with the tally in `cache.buffers`.
+                buffer: unsafe { hot.buffer_shard.get().as_ref() },
+                alone: self.lease.slot().alone,
+                plain: self.plain,
+            };
+            (shards, self.poll_start.get())
+        };
+        serve_entry(entry, packet, counting);
+    }
+
+    /// [`ThreadDispatch::serve`] after pointing the scope's thread-local at this dispatcher's
+    /// sink: the first packet, or one after another sink took the thread-local (another
+    /// dispatcher's, or a service's dispatch through the registry itself); the sink replaced is
+    /// put back after the packet if it was counting.
+    #[cold]
+    #[inline(never)]
+    fn serve_claiming(&self, entry: &Entry, packet: &mut PacketRequest<'_>) {
+        let _claim = self.sink.claim();
+        self.serve(entry, packet);
     }
 
     /// A poll starts now: the queue wait of the packets it finds counts from here.
@@ -153,24 +192,6 @@ impl<'a> ThreadDispatch<'a> {
     }
 }
 
-/// One packet being served by a dispatcher (its `serving` count, taken back when dropped).
-struct Serving<'d>(&'d Cell<u32>);
-
-impl<'d> Serving<'d> {
-    #[inline]
-    fn enter(serving: &'d Cell<u32>) -> Self {
-        serving.set(serving.get() + 1);
-        Self(serving)
-    }
-}
-
-impl Drop for Serving<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.0.set(self.0.get() - 1);
-    }
-}
-
 impl Dispatch for ThreadDispatch<'_> {
     fn dispatch(&self, packet: &mut PacketRequest<'_>) {
         // Acquire (in `generation`): pairs with the Release increments of `BufferTallies::changed`
@@ -182,39 +203,25 @@ impl Dispatch for ThreadDispatch<'_> {
         let (service, buffer) = (packet.service(), packet.buffer());
         let hot = &self.hot;
         if hot.generation.get() != generation || hot.service.get() != service || hot.buffer.get() != buffer {
-            if self.serving.get() != 0 {
+            if self.sink.serving() != 0 {
                 // Re-entered from inside a service: the copies stay as they are (the outer
                 // packet points into them), and this packet is served by the registry itself.
                 return self.services.dispatch(packet);
             }
             self.look_up(generation, service, buffer);
         }
-        // Counted while the packet is served, so that a dispatch re-entered from inside the
-        // service does not `look_up` (just above) and replace the copies `entry` and the sink
-        // point into; undone also when the service unwinds.
-        let _serving = Serving::enter(&self.serving);
         // SAFETY: a non-null `entry` points into an `Arc` of `cache.entries`, which only
-        // `look_up` replaces (and sets `hot` again), and `_serving` keeps `look_up` out until
-        // the packet is served: the `Arc` outlives this reference. Served through this borrow,
-        // not a clone of the `Arc`: a clone would be an atomic add on the entry's reference
-        // count, a line every thread writes.
+        // `look_up` replaces (and sets `hot` again), and the sink's `serving`, counted from here
+        // until the packet is served (`serve`), keeps `look_up` out: the `Arc` outlives this
+        // reference. Served through this borrow, not a clone of the `Arc`: a clone would be an
+        // atomic add on the entry's reference count, a line every thread writes.
         let Some(entry) = (unsafe { hot.entry.get().as_ref() }) else {
             return self.services.answer_unknown(packet, self.sink.buffer(), self.lease.slot());
         };
-        // Read after the service (still the look-up's: `_serving` kept `look_up` out).
-        let counting = || {
-            let shards = Shards {
-                // SAFETY: a non-null `entry` comes with its shard, in the entry's counters: as
-                // for `entry`.
-                service: unsafe { &*hot.service_shard.get() },
-                // SAFETY: non-null with the sink's buffer, in its tally's counters: as for
-                // `entry`, with the tally in `cache.buffers`.
-                buffer: unsafe { hot.buffer_shard.get().as_ref() },
-                alone: self.lease.slot().alone,
-            };
-            (shards, self.poll_start.get())
-        };
-        serve_entry(entry, packet, &self.sink, counting);
+        if !self.sink.is_current() {
+            return self.serve_claiming(entry, packet);
+        }
+        self.serve(entry, packet);
     }
 
     fn malformed(&self, buffer: usize, error: DrainError) {
