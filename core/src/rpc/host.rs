@@ -141,25 +141,28 @@ impl<'a> View<'a> {
     #[inline]
     pub fn turn(&self, port: u32) -> Option<Turn<'a>> {
         let host_mailbox = &self.host_mailbox[port as usize];
+        let (port_wide, lanes) = (port as usize, self.lanes as usize);
+        let first = port_wide * lanes;
+        // SAFETY: `port < ports` (the index above panics otherwise), and the view's arrays have
+        // the lengths `from_parts` checked (every view is made there): `ports` device mailboxes
+        // and headers, `ports * lanes` lane buffers, so `first + lanes <= ports * lanes`.
+        let (device_mailbox, header, buffers) = unsafe {
+            (
+                self.device_mailbox.get_unchecked(port_wide),
+                self.headers.get_unchecked(port_wide),
+                self.buffers.get_unchecked(first..first + lanes),
+            )
+        };
         let host = bit(host_mailbox.load(Ordering::Relaxed));
         // Relaxed load, then the Acquire fence below: pairs with the Release fence before the
         // client's flip of its mailbox (`ClientPort::flip`), so the client's lane buffer and
         // header stores before that flip are visible to the turn's reads.
-        let device = bit(self.device_mailbox[port as usize].load(Ordering::Relaxed));
+        let device = bit(device_mailbox.load(Ordering::Relaxed));
         if host == device {
             return None;
         }
         fence(Ordering::Acquire);
-        let first = port as usize * self.lanes as usize;
-        Some(Turn {
-            host_mailbox,
-            header: self.header(port),
-            buffers: &self.buffers[first..first + self.lanes as usize],
-            lane_mask: self.lane_mask(),
-            port,
-            host,
-            deferred: false,
-        })
+        Some(Turn { host_mailbox, header, buffers, lane_mask: self.lane_mask(), port, host, deferred: false })
     }
 }
 
@@ -236,13 +239,16 @@ impl<'a> Turn<'a> {
         self.buffers[lane as usize].read()
     }
 
-    /// Lane `lane`'s buffer.
-    ///
-    /// # Panics
-    /// If `lane >= lane_count()`.
+    /// The lanes of `mask` that exist, lowest first, each with its buffer (not bounds-checked:
+    /// every lane of the view's lane mask has one).
     #[inline]
-    pub(super) fn buffer(&self, lane: u32) -> &LaneBuffer {
-        &self.buffers[lane as usize]
+    pub(super) fn lane_buffers(&self, mask: u64) -> impl Iterator<Item = (usize, &LaneBuffer)> + '_ {
+        self.lanes(mask).map(|lane| {
+            // SAFETY: `lanes` yields only bits of the view's lane mask, whose bits are the low
+            // `lanes` of the view (`from_parts`), and the turn's buffers are that port's `lanes`
+            // lane buffers (`View::turn`): `lane < self.buffers.len()`.
+            (lane, unsafe { self.buffers.get_unchecked(lane) })
+        })
     }
 
     /// Stores lane `lane`'s eight words (published by [`Turn::finish`]).
