@@ -16,7 +16,7 @@
 //! round trips, as upstream. What a turn does is the conversation's business (the caller's, with
 //! state of its own per port); this module only hands turns out.
 
-use super::layout::{Header, LaneBuffer};
+use super::layout::LaneBuffer;
 use super::view::View;
 use crate::host::{sealed, DrainError, DrainHandler, DrainReport};
 use crate::lane::{lanes, Lanes, Payload, SLOT_WORDS};
@@ -162,7 +162,12 @@ impl<'a> View<'a> {
             return None;
         }
         fence(Ordering::Acquire);
-        Some(Turn { host_mailbox, header, buffers, lane_mask: self.lane_mask(), port, host, deferred: false })
+        let lane_mask = self.lane_mask();
+        // Relaxed: ordered by the Acquire fence above (the client writes the header before its
+        // first flip). Read once here: the drain and the turn's host both look at it.
+        let mask = header.mask.load(Ordering::Relaxed) & lane_mask;
+        let opcode = header.opcode.load(Ordering::Relaxed);
+        Some(Turn { host_mailbox, mask, opcode, buffers, lane_mask, port, host, deferred: false })
     }
 }
 
@@ -176,8 +181,10 @@ impl<'a> View<'a> {
 pub struct Turn<'a> {
     /// The port's host mailbox word.
     host_mailbox: &'a AtomicU32,
-    /// The port's header.
-    header: &'a Header,
+    /// The port's header as the turn found it: its mask (the lanes that exist among it) and
+    /// opcode.
+    mask: u64,
+    opcode: u32,
     /// The port's lane buffers, one per lane of the buffer.
     buffers: &'a [LaneBuffer],
     /// The bits of the lanes that exist (the view's).
@@ -214,14 +221,12 @@ impl<'a> Turn<'a> {
         self.buffers.len() as u32
     }
 
-    /// The header as the client wrote it at `open`: (lanes that exist among its mask, opcode).
+    /// The header as the client wrote it at `open`: (lanes that exist among its mask, opcode),
+    /// read once when the turn was taken, so every look in one turn sees the same words.
     /// Meaningful at a call's first turn; a conversation keeps its own copy for the later ones.
     #[inline]
     pub fn header(&self) -> (u64, u32) {
-        // Relaxed: ordered by the Acquire fence of `View::turn` (the client writes the header
-        // before its first flip).
-        let mask = self.header.mask.load(Ordering::Relaxed) & self.lane_mask;
-        (mask, self.header.opcode.load(Ordering::Relaxed))
+        (self.mask, self.opcode)
     }
 
     /// The lanes of `mask` that exist, lowest first.
