@@ -53,9 +53,8 @@ pub(super) struct CallWatch {
     flags: AtomicU64,
     service: AtomicU32,
     buffer: AtomicUsize,
-    /// The process's barrier choice (`barrier::asymmetric`), copied here so that `end` tests a
-    /// word beside the ones it stores rather than a static's: chosen before the first watch is
-    /// made and never changed, so the copy is the watchdog's choice too.
+    /// The process's barrier choice (`barrier::asymmetric`: made before the first watch, never
+    /// changed, so the watchdog's too), here so that `end` tests a word beside those it stores.
     asymmetric: bool,
 }
 
@@ -117,8 +116,7 @@ impl CallWatch {
         (flags != 0).then_some(flags)
     }
 
-    /// The service and buffer of this thread's last call, as `begin` stored them (read back
-    /// after the call rather than kept in registers across it).
+    /// The service and buffer of this thread's last call, as `begin` stored them.
     #[inline]
     fn call(&self) -> (u32, usize) {
         // Relaxed: this thread's own stores (it is their only writer).
@@ -236,9 +234,8 @@ mod barrier {
     /// `asymmetric` is the watch's copy of [`asymmetric`]'s answer.
     #[inline]
     pub(super) fn light(asymmetric: bool) {
-        // The compiler keeps the store before the load in either case; with the asymmetric
-        // barrier that is all this side needs (the watchdog's `membarrier` runs the full barrier
-        // on this thread when it is needed). One test, no branch to a compiler fence alone.
+        // The compiler keeps the store before the load either way; with the asymmetric barrier
+        // that is all this side needs (the watchdog's `membarrier` runs the full one here).
         compiler_fence(Ordering::SeqCst);
         if !asymmetric {
             // SeqCst: pairs with the SeqCst fence in `heavy`.
