@@ -16,7 +16,7 @@
 //! round trips, as upstream. What a turn does is the conversation's business (the caller's, with
 //! state of its own per port); this module only hands turns out.
 
-use super::layout::{Header, LaneBuffer};
+use super::layout::LaneBuffer;
 use super::view::View;
 use crate::host::{sealed, DrainError, DrainHandler, DrainReport};
 use crate::lane::{lanes, Lanes, Payload, SLOT_WORDS};
@@ -141,25 +141,33 @@ impl<'a> View<'a> {
     #[inline]
     pub fn turn(&self, port: u32) -> Option<Turn<'a>> {
         let host_mailbox = &self.host_mailbox[port as usize];
+        let (port_wide, lanes) = (port as usize, self.lanes as usize);
+        let first = port_wide * lanes;
+        // SAFETY: `port < ports` (the index above panics otherwise), and the view's arrays have
+        // the lengths `from_parts` checked (every view is made there): `ports` device mailboxes
+        // and headers, `ports * lanes` lane buffers, so `first + lanes <= ports * lanes`.
+        let (device_mailbox, header, buffers) = unsafe {
+            (
+                self.device_mailbox.get_unchecked(port_wide),
+                self.headers.get_unchecked(port_wide),
+                self.buffers.get_unchecked(first..first + lanes),
+            )
+        };
         let host = bit(host_mailbox.load(Ordering::Relaxed));
         // Relaxed load, then the Acquire fence below: pairs with the Release fence before the
         // client's flip of its mailbox (`ClientPort::flip`), so the client's lane buffer and
         // header stores before that flip are visible to the turn's reads.
-        let device = bit(self.device_mailbox[port as usize].load(Ordering::Relaxed));
+        let device = bit(device_mailbox.load(Ordering::Relaxed));
         if host == device {
             return None;
         }
         fence(Ordering::Acquire);
-        let first = port as usize * self.lanes as usize;
-        Some(Turn {
-            host_mailbox,
-            header: self.header(port),
-            buffers: &self.buffers[first..first + self.lanes as usize],
-            lane_mask: self.lane_mask(),
-            port,
-            host,
-            deferred: false,
-        })
+        let lane_mask = self.lane_mask();
+        // Relaxed: ordered by the Acquire fence above (the client writes the header before its
+        // first flip). Read once here: the drain and the turn's host both look at it.
+        let mask = header.mask.load(Ordering::Relaxed) & lane_mask;
+        let opcode = header.opcode.load(Ordering::Relaxed);
+        Some(Turn { host_mailbox, mask, opcode, buffers, lane_mask, port, host, deferred: false })
     }
 }
 
@@ -173,8 +181,10 @@ impl<'a> View<'a> {
 pub struct Turn<'a> {
     /// The port's host mailbox word.
     host_mailbox: &'a AtomicU32,
-    /// The port's header.
-    header: &'a Header,
+    /// The port's header as the turn found it: its mask (the lanes that exist among it) and
+    /// opcode.
+    mask: u64,
+    opcode: u32,
     /// The port's lane buffers, one per lane of the buffer.
     buffers: &'a [LaneBuffer],
     /// The bits of the lanes that exist (the view's).
@@ -211,14 +221,12 @@ impl<'a> Turn<'a> {
         self.buffers.len() as u32
     }
 
-    /// The header as the client wrote it at `open`: (lanes that exist among its mask, opcode).
+    /// The header as the client wrote it at `open`: (lanes that exist among its mask, opcode),
+    /// read once when the turn was taken, so every look in one turn sees the same words.
     /// Meaningful at a call's first turn; a conversation keeps its own copy for the later ones.
     #[inline]
     pub fn header(&self) -> (u64, u32) {
-        // Relaxed: ordered by the Acquire fence of `View::turn` (the client writes the header
-        // before its first flip).
-        let mask = self.header.mask.load(Ordering::Relaxed) & self.lane_mask;
-        (mask, self.header.opcode.load(Ordering::Relaxed))
+        (self.mask, self.opcode)
     }
 
     /// The lanes of `mask` that exist, lowest first.
@@ -236,13 +244,16 @@ impl<'a> Turn<'a> {
         self.buffers[lane as usize].read()
     }
 
-    /// Lane `lane`'s buffer.
-    ///
-    /// # Panics
-    /// If `lane >= lane_count()`.
+    /// The lanes of `mask` that exist, lowest first, each with its buffer (not bounds-checked:
+    /// every lane of the view's lane mask has one).
     #[inline]
-    pub(super) fn buffer(&self, lane: u32) -> &LaneBuffer {
-        &self.buffers[lane as usize]
+    pub(super) fn lane_buffers(&self, mask: u64) -> impl Iterator<Item = (usize, &LaneBuffer)> + '_ {
+        self.lanes(mask).map(|lane| {
+            // SAFETY: `lanes` yields only bits of the view's lane mask, whose bits are the low
+            // `lanes` of the view (`from_parts`), and the turn's buffers are that port's `lanes`
+            // lane buffers (`View::turn`): `lane < self.buffers.len()`.
+            (lane, unsafe { self.buffers.get_unchecked(lane) })
+        })
     }
 
     /// Stores lane `lane`'s eight words (published by [`Turn::finish`]).

@@ -69,15 +69,15 @@ pub fn serve_as_packet(
     handler: &mut (impl DrainHandler + ?Sized),
 ) -> bool {
     let mask = mask & crate::lane::LANE_MASK;
-    for lane in turn.lanes(mask) {
-        lane_copy::request_in(turn.buffer(lane as u32), &payload.slots[lane]);
+    for (lane, buffer) in turn.lane_buffers(mask) {
+        lane_copy::request_in(buffer, &payload.slots[lane]);
     }
     let mut packet = PacketRequest::new(turn.port(), service, mask, payload);
     handler.serve(&mut packet);
     let error = packet.has_error();
-    for lane in turn.lanes(mask) {
+    for (lane, buffer) in turn.lane_buffers(mask) {
         // Only the reply's words: words 2..8 keep the request (and their cache line stays clean).
-        lane_copy::reply_out(&payload.slots[lane], turn.buffer(lane as u32));
+        lane_copy::reply_out(&payload.slots[lane], buffer);
     }
     error
 }

@@ -295,3 +295,42 @@ fn a_drain_counts_what_its_calls_served() {
     assert_eq!(handler.0, [DrainError::UnhandledOpcode { port: 1, opcode: 0x6300_0001 }]);
     assert_eq!((view.pending(0), view.pending(1), view.pending(2)), (false, false, true));
 }
+
+/// A view's arrays must have the geometry's lengths, not one element more or less: `View::turn`
+/// and `Turn::lane_buffers` index them unchecked on that account. The last port's turn reads its
+/// own last lane.
+#[test]
+fn a_view_refuses_arrays_of_the_wrong_length() {
+    use crate::view::LayoutError;
+    let (ports, lanes) = (3usize, 2u32);
+    let words = |n: usize| (0..n).map(|_| crate::sync::AtomicU32::new(0)).collect::<Vec<_>>();
+    let (host, device) = (words(ports), words(ports + 1));
+    let headers = (0..ports + 1).map(|_| Header::default()).collect::<Vec<_>>();
+    let buffers = (0..ports * 2 + 1).map(|_| LaneBuffer::default()).collect::<Vec<_>>();
+    let parts = Parts {
+        lanes,
+        host_mailbox: &host,
+        device_mailbox: &device[..ports],
+        headers: &headers[..ports],
+        buffers: &buffers[..ports * 2],
+    };
+    let cases = [
+        ("device_mailbox", Parts { device_mailbox: &device, ..parts }, ports + 1),
+        ("device_mailbox", Parts { device_mailbox: &device[..ports - 1], ..parts }, ports - 1),
+        ("headers", Parts { headers: &headers, ..parts }, ports + 1),
+        ("headers", Parts { headers: &headers[..ports - 1], ..parts }, ports - 1),
+        ("buffers", Parts { buffers: &buffers, ..parts }, ports * 2 + 1),
+        ("buffers", Parts { buffers: &buffers[..ports * 2 - 1], ..parts }, ports * 2 - 1),
+    ];
+    for (array, wrong, given) in cases {
+        let expected = if array == "buffers" { ports * 2 } else { ports };
+        assert_eq!(View::from_parts(wrong).err(), Some(LayoutError::ArrayLength { array, expected, given }));
+    }
+    let view = View::from_parts(parts).unwrap();
+    buffers[ports * 2 - 1].write(&[9, 0, 0, 0, 0, 0, 0, 0]);
+    device[ports - 1].store(1, Ordering::Relaxed);
+    let turn = view.turn(ports as u32 - 1).expect("the last port is pending");
+    let read: Vec<_> = turn.lane_buffers(0b11).map(|(lane, buffer)| (lane, buffer.read()[0])).collect();
+    assert_eq!(read, [(0, 0), (1, 9)]);
+    turn.finish();
+}

@@ -9,6 +9,10 @@ use crate::view::LayoutError;
 /// A view of an LLVM-RPC buffer: both mailboxes, the headers and the lane buffers, with the
 /// host's own copy of the geometry (it never reads a port count or lane count from shared
 /// memory).
+///
+/// Every view is made by [`View::from_parts`] (or copied from one), which checks the arrays'
+/// lengths against the geometry; `View::turn` and `Turn::lane_buffers` index without bounds
+/// checks on that account, so no other constructor may leave them unchecked.
 #[derive(Clone, Copy)]
 pub struct View<'a> {
     pub(super) lanes: u32,

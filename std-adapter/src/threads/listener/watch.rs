@@ -53,6 +53,9 @@ pub(super) struct CallWatch {
     flags: AtomicU64,
     service: AtomicU32,
     buffer: AtomicUsize,
+    /// The process's barrier choice (`barrier::asymmetric`: made before the first watch, never
+    /// changed, so the watchdog's too), here so that `end` tests a word beside those it stores.
+    asymmetric: bool,
 }
 
 impl Default for CallWatch {
@@ -63,6 +66,7 @@ impl Default for CallWatch {
             flags: AtomicU64::new(0),
             service: AtomicU32::new(0),
             buffer: AtomicUsize::new(0),
+            asymmetric: barrier::asymmetric(),
         }
     }
 }
@@ -104,12 +108,19 @@ impl CallWatch {
         self.state.store(0, Ordering::Release);
         // The thread's half of the handshake: orders the store above before the load below
         // against the watchdog's half in `flag` (see the module docs).
-        barrier::light();
+        barrier::light(self.asymmetric);
         // Relaxed: the flag itself is the message (nothing else is read through it); the
         // barriers above and in `flag` are what make sure a flag is seen by one side or taken
         // back by the other.
         let flags = self.flags.load(Ordering::Relaxed);
         (flags != 0).then_some(flags)
+    }
+
+    /// The service and buffer of this thread's last call, as `begin` stored them.
+    #[inline]
+    fn call(&self) -> (u32, usize) {
+        // Relaxed: this thread's own stores (it is their only writer).
+        (self.service.load(Ordering::Relaxed), self.buffer.load(Ordering::Relaxed))
     }
 
     /// Takes the flags `flags` (just loaded, not 0) if they are call `sequence`'s, unless the
@@ -195,7 +206,7 @@ mod barrier {
 
     /// Whether the barrier is asymmetric (see `ASYMMETRIC`).
     #[inline]
-    fn asymmetric() -> bool {
+    pub(super) fn asymmetric() -> bool {
         // Relaxed: stored before any thread that asks can reach a watch: a watched thread is
         // spawned after its watch was made, and the watchdog finds watches under the listener's
         // crew lock, taken after they were made (see `init`).
@@ -219,13 +230,14 @@ mod barrier {
     #[cfg(target_os = "linux")]
     const REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
 
-    /// The watched thread's half, between its store of `state` and its load of `flags`.
+    /// The watched thread's half, between its store of `state` and its load of `flags`;
+    /// `asymmetric` is the watch's copy of [`asymmetric`]'s answer.
     #[inline]
-    pub(super) fn light() {
-        if asymmetric() {
-            // The watchdog's `membarrier` runs the full barrier on this thread when it is needed.
-            compiler_fence(Ordering::SeqCst);
-        } else {
+    pub(super) fn light(asymmetric: bool) {
+        // The compiler keeps the store before the load either way; with the asymmetric barrier
+        // that is all this side needs (the watchdog's `membarrier` runs the full one here).
+        compiler_fence(Ordering::SeqCst);
+        if !asymmetric {
             // SeqCst: pairs with the SeqCst fence in `heavy`.
             fence(Ordering::SeqCst);
         }
@@ -301,19 +313,21 @@ impl Watched<'_, '_> {
         self.watch.begin(sequence, service, buffer);
         let result = call();
         if let Some(flags) = self.watch.end() {
-            self.flagged(sequence, flags, service, buffer);
+            self.flagged(sequence, flags);
         }
         result
     }
 
     /// The watchdog flagged call `sequence` (`flags` as loaded): takes what it can
-    /// ([`CallWatch::take`]) and acts on it.
+    /// ([`CallWatch::take`]) and acts on it. The call's service and buffer are read back from
+    /// the watch (rare), so that the packet's path keeps only the sequence across the call.
     #[cold]
     #[inline(never)]
-    fn flagged(&self, sequence: u64, flags: u64, service: u32, buffer: usize) {
+    fn flagged(&self, sequence: u64, flags: u64) {
         let flags = self.watch.take(sequence, flags);
         self.flags.set(self.flags.get() | (flags & ABANDONED));
         if flags & REPORTED != 0 {
+            let (service, buffer) = self.watch.call();
             (self.on_reported)(service, buffer);
         }
     }
