@@ -97,6 +97,8 @@ mod avx2 {
     };
 
     const _: () = assert!(REPLY_LANE_WORDS == 3 && DATA_BITS == 57 && SEQ_BITS == 7);
+    // Even lanes' reply words are 16-aligned: the block is, and a lane's words are 24 bytes.
+    const _: () = assert!(core::mem::align_of::<Reply>() % 16 == 0 && core::mem::offset_of!(Reply, lanes) == 0);
 
     /// [`super::answer_lanes`] two lanes at a time.
     ///
@@ -121,15 +123,22 @@ mod avx2 {
             // lanes a step, then two.
             let (slot, words) = (slots.slot(run.start), reply.lanes[run.start].as_ptr());
             let quads = run.len() / 4;
+            // A lane's reply words are 24 bytes: a run from an even lane (16-aligned) is answered
+            // with 16-byte stores, from an odd one with 8-byte ones.
+            let aligned = run.start % 2 == 0;
             for quad in 0..quads {
                 // SAFETY: the run's lanes `4 quad .. 4 quad + 4` exist: their slots (`SLOT_WORDS`
-                // words apart) and their reply words (3 apart) are in the payload and in `reply`.
+                // words apart) and their reply words (3 apart) are in the payload and in `reply`;
+                // with `aligned` the first lane is even, its reply words 16-aligned (`Reply` is
+                // 64-aligned, and a lane's words are 24 bytes).
                 unsafe {
-                    answer_quad(
-                        slot.add(4 * quad * SLOT_WORDS),
-                        words.add(4 * quad * REPLY_LANE_WORDS),
-                        consts,
-                    )
+                    let (slot, words) =
+                        (slot.add(4 * quad * SLOT_WORDS), words.add(4 * quad * REPLY_LANE_WORDS));
+                    if aligned {
+                        answer_quad_aligned(slot, words, consts)
+                    } else {
+                        answer_quad(slot, words, consts)
+                    }
                 };
             }
             if run.len() % 4 >= 2 {
@@ -230,6 +239,74 @@ mod avx2 {
                 fourth = in(xmm_reg) fourth,
                 packed_low = in(xmm_reg) packed_low,
                 packed_high = in(xmm_reg) packed_high,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+
+    /// [`answer_quad`] of four lanes from an even one, whose 96 bytes of reply words are six
+    /// 16-aligned chunks, each stored with one 16-byte access: lanes 0 and 2's reply words in one
+    /// register, 1 and 3's in another, so that the four packed words come out in lane order and
+    /// each chunk is one unpack of them with the second lane's words.
+    ///
+    /// # Safety
+    /// As [`answer_quad`], and `words` is 16-aligned.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
+    unsafe fn answer_quad_aligned(slot: *const u64, words: *const AtomicU64, consts: Consts) {
+        let Consts { tag, data, shifts, tops } = consts;
+        let (first, second, third, fourth, fifth, sixth): (__m128i, __m128i, __m128i, __m128i, __m128i, __m128i);
+        // SAFETY: four 16-byte loads of the first two words of the four slots (the caller's
+        // contract), then register arithmetic.
+        unsafe {
+            let even = _mm256_loadu2_m128i(slot.add(2 * SLOT_WORDS).cast(), slot.cast());
+            let odd = _mm256_loadu2_m128i(slot.add(3 * SLOT_WORDS).cast(), slot.add(SLOT_WORDS).cast());
+            let (even_tagged, odd_tagged) = (
+                _mm256_or_si256(_mm256_and_si256(even, data), tag),
+                _mm256_or_si256(_mm256_and_si256(odd, data), tag),
+            );
+            let even_tops = _mm256_and_si256(_mm256_srlv_epi64(even, shifts), tops);
+            let odd_tops = _mm256_and_si256(_mm256_srlv_epi64(odd, shifts), tops);
+            // The packed words of lanes 0, 1 | 2, 3, tagged.
+            let packed = _mm256_or_si256(
+                _mm256_or_si256(
+                    _mm256_unpacklo_epi64(even_tops, odd_tops),
+                    _mm256_unpackhi_epi64(even_tops, odd_tops),
+                ),
+                tag,
+            );
+            // Lane 0's packed word and lane 1's word 0 | the same of lanes 2 and 3; lane 1's
+            // word 1 and packed word | the same of lane 3.
+            let (across, after) =
+                (_mm256_unpacklo_epi64(packed, odd_tagged), _mm256_unpackhi_epi64(odd_tagged, packed));
+            (first, fourth) =
+                (_mm256_castsi256_si128(even_tagged), _mm256_extracti128_si256::<1>(even_tagged));
+            (second, fifth) = (_mm256_castsi256_si128(across), _mm256_extracti128_si256::<1>(across));
+            (third, sixth) = (_mm256_castsi256_si128(after), _mm256_extracti128_si256::<1>(after));
+        }
+        // SAFETY: six aligned 16-byte stores into the four lanes' reply words (twelve 8-byte
+        // aligned atomics from a 16-aligned `words`, the caller's contract), and nothing else: no
+        // load, no stack, flags kept. Each is one access to two whole words that the CPU performs
+        // atomically (AVX, which AVX2 implies, a 16-aligned `vmovdqa` and cacheable memory, as the
+        // take's loads in `decode/avx2.rs`), so each word in it is as an atomic store of that
+        // word; each a Release store as in `answer_pair`. Each word also carries its own
+        // sequence, which the wave checks word by word.
+        unsafe {
+            core::arch::asm!(
+                "vmovdqa xmmword ptr [{words}], {first}",
+                "vmovdqa xmmword ptr [{words} + 16], {second}",
+                "vmovdqa xmmword ptr [{words} + 32], {third}",
+                "vmovdqa xmmword ptr [{words} + 48], {fourth}",
+                "vmovdqa xmmword ptr [{words} + 64], {fifth}",
+                "vmovdqa xmmword ptr [{words} + 80], {sixth}",
+                words = in(reg) words,
+                first = in(xmm_reg) first,
+                second = in(xmm_reg) second,
+                third = in(xmm_reg) third,
+                fourth = in(xmm_reg) fourth,
+                fifth = in(xmm_reg) fifth,
+                sixth = in(xmm_reg) sixth,
                 options(nostack, preserves_flags),
             );
         }
