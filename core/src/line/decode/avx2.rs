@@ -8,8 +8,7 @@
 //! bytes past one (odd lanes). A pair of lanes from an even one is 144 bytes, nine aligned 16-byte
 //! chunks: the pair loop loads each chunk with one `vmovdqa` (VEX.128), two words a load. A lane
 //! decoded alone (a packet of one lane, a run's odd first lane, its last one left over) takes its
-//! words with one aligned 8-byte access each, or, if it is an even lane, words 0..8 in four 16-byte
-//! chunks and the packed word in one 8-byte access. Every word is loaded once.
+//! words with one aligned 8-byte access each. Every word is loaded once.
 //!
 //! A 16-byte load is as good as two 8-byte ones, each word a Relaxed atomic load of its own, under
 //! three conditions, which hold here:
@@ -56,8 +55,8 @@ pub(in crate::line) fn available() -> bool {
 }
 
 /// A lane's line words with one aligned 8-byte access each: words 0..4 in the first register,
-/// 4..8 in the second, the packed word in every quarter of the third (a lane whose words start 8
-/// bytes past a 16-byte boundary: an odd lane).
+/// 4..8 in the second, the packed word in every quarter of the third (a lane decoded alone, even
+/// or odd).
 ///
 /// # Safety
 /// The CPU runs AVX2.
@@ -81,42 +80,6 @@ unsafe fn load(words: &[AtomicU64; REQUEST_LANE_WORDS]) -> [__m256i; 3] {
             "vmovhps {third}, {third}, qword ptr [{words} + 40]",
             "vmovq {fourth}, qword ptr [{words} + 48]",
             "vmovhps {fourth}, {fourth}, qword ptr [{words} + 56]",
-            "vpbroadcastq {top}, qword ptr [{words} + 64]",
-            words = in(reg) words.as_ptr(),
-            first = out(xmm_reg) first,
-            second = out(xmm_reg) second,
-            third = out(xmm_reg) third,
-            fourth = out(xmm_reg) fourth,
-            top = out(ymm_reg) top,
-            options(nostack, preserves_flags, readonly),
-        );
-    }
-    // SAFETY: register moves on AVX2 (the caller's contract).
-    unsafe { [_mm256_set_m128i(second, first), _mm256_set_m128i(fourth, third), top] }
-}
-
-/// [`load`] of a lane whose words are 16-aligned (an even lane): words 0..8 with four aligned
-/// 16-byte accesses, two words each, the packed word with one 8-byte access.
-///
-/// # Safety
-/// The CPU runs AVX2, and `words` is 16-aligned.
-#[target_feature(enable = "avx2")]
-#[inline]
-#[allow(unused_unsafe)] // the intrinsics are safe here in newer toolchains, `unsafe` in older ones
-unsafe fn load_aligned(words: &[AtomicU64; REQUEST_LANE_WORDS]) -> [__m256i; 3] {
-    let (first, second, third, fourth): (__m128i, __m128i, __m128i, __m128i);
-    let top: __m256i;
-    // SAFETY: four aligned 16-byte loads (`words` is 16-aligned, the caller's contract) and one
-    // aligned 8-byte load from `words`, and nothing else: no store, no stack, flags kept. Each
-    // 16-byte load is one access to two whole words that the CPU performs atomically (the
-    // module docs: AVX, which AVX2 implies, a 16-aligned `vmovdqa` and cacheable memory), so
-    // each word in it is as a Relaxed atomic load of that word.
-    unsafe {
-        core::arch::asm!(
-            "vmovdqa {first}, xmmword ptr [{words}]",
-            "vmovdqa {second}, xmmword ptr [{words} + 16]",
-            "vmovdqa {third}, xmmword ptr [{words} + 32]",
-            "vmovdqa {fourth}, xmmword ptr [{words} + 48]",
             "vpbroadcastq {top}, qword ptr [{words} + 64]",
             words = in(reg) words.as_ptr(),
             first = out(xmm_reg) first,
@@ -317,7 +280,7 @@ impl Decode {
     }
 
     /// Decodes the lane whose line words are `words` into `slot` and returns `stray` ORed with
-    /// each of them XOR the tag: with [`load_aligned`] if `words` is 16-aligned, else [`load`].
+    /// each of them XOR the tag.
     ///
     /// # Safety
     /// The CPU runs AVX2, and `slot` is a slot of the scratch (64 bytes it may write).
@@ -330,15 +293,11 @@ impl Decode {
         slot: *mut [u64; SLOT_WORDS],
         stray: __m256i,
     ) -> __m256i {
-        // SAFETY: AVX2 and `slot` (the caller's contract); `load_aligned` only where `words` is
-        // 16-aligned (tested here).
-        unsafe {
-            let loaded = if words.as_ptr() as usize % 16 == 0 { load_aligned(words) } else { load(words) };
-            self.lane_loaded(loaded, slot, stray)
-        }
+        // SAFETY: AVX2 and `slot` (the caller's contract).
+        unsafe { self.lane_loaded(load(words), slot, stray) }
     }
 
-    /// [`lane`](Self::lane) of a lane whose words [`load`] or [`load_aligned`] loaded.
+    /// [`lane`](Self::lane) of a lane whose words [`load`] loaded.
     ///
     /// # Safety
     /// As [`lane`](Self::lane)'s.
