@@ -42,10 +42,10 @@ use super::super::word::{DATA_BITS, DATA_MASK};
 use crate::lane::{lanes, runs, SLOT_WORDS};
 use crate::sync::AtomicU64;
 use core::arch::x86_64::{
-    __m128i, __m256i, _mm256_and_si256, _mm256_broadcastq_epi64, _mm256_castsi256_si128, _mm256_inserti128_si256, _mm256_or_si256,
-    _mm256_permute4x64_epi64, _mm256_set1_epi64x, _mm256_set_epi64x, _mm256_set_m128i, _mm256_setzero_si256,
-    _mm256_sllv_epi64, _mm256_srli_epi64, _mm256_storeu_si256, _mm256_testz_si256,
-    _mm256_xor_si256, _mm_storel_epi64,
+    __m128i, __m256i, _mm256_and_si256, _mm256_broadcastq_epi64, _mm256_castsi256_si128,
+    _mm256_inserti128_si256, _mm256_or_si256, _mm256_permute4x64_epi64, _mm256_set1_epi64x,
+    _mm256_set_epi64x, _mm256_set_m128i, _mm256_setzero_si256, _mm256_sllv_epi64, _mm256_srli_epi64,
+    _mm256_storeu_si256, _mm256_testz_si256, _mm256_xor_si256, _mm_storel_epi64,
 };
 
 /// Whether [`decode_lanes`] may run here: the processor runs AVX2 (asked once, `crate::cpu`).
@@ -377,7 +377,10 @@ impl Decode {
             _mm256_storeu_si256(dest.add(4).cast(), _mm256_or_si256(high_words, field(top, shifts_high)));
             let stray = _mm256_or_si256(stray, _mm256_or_si256(low, high_words));
             let second = _mm256_xor_si256(two(load_chunk!(pair, 96), load_chunk!(pair, 112)), tag);
-            _mm256_storeu_si256(dest.add(11).cast(), _mm256_or_si256(second, field(second_top, shifts_second)));
+            _mm256_storeu_si256(
+                dest.add(11).cast(),
+                _mm256_or_si256(second, field(second_top, shifts_second)),
+            );
             _mm256_or_si256(stray, second)
         }
     }
