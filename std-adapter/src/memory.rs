@@ -43,6 +43,11 @@ impl fmt::Display for MemoryError {
 impl std::error::Error for MemoryError {}
 
 /// Memory that both sides of the hostcall protocol can reach with atomics.
+///
+/// Memory that buffers are allocated from must be cacheable (write-back) to the host's CPU, as
+/// every backend's buffer memory here is: the line protocol's take loads two words with one
+/// 16-byte access, atomic only on cacheable memory (`line::View::from_raw`'s safety contract).
+/// Device-local memory the host never reads (a backend's `device_memory`) may be anything.
 pub trait DeviceMemory: Send + Sync + fmt::Debug {
     /// A short name for logs ("host", "hsa-fine-grained", ...).
     fn name(&self) -> &'static str;

@@ -63,6 +63,10 @@ impl<'a> View<'a> {
     /// # Safety
     /// The memory `base..base + len` must stay valid for reads and writes for `'a`, and be
     /// accessed only through atomics (views like this one, or device code) while the view lives.
+    /// It must be cacheable (write-back) to this CPU, as host memory, HSA fine-grained system
+    /// memory and CUDA pinned host memory are, not write-combined or uncached (a device's memory
+    /// mapped through a PCIe BAR): on x86-64 with AVX the take loads two line words with one
+    /// 16-byte access, atomic only on cacheable memory (`line/decode/avx2.rs`).
     #[cfg(not(loom))]
     pub unsafe fn from_raw(base: *mut u8, len: usize, num_packets: u32) -> Result<Self, LayoutError> {
         use crate::view::raw::RawBuffer;
